@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs, from Debian's packages only, whatever fencecheck needs to build, test and run that is
+# not on this machine yet. Idempotent: when everything is present it does nothing and says so.
+# Needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+# Build: compiler, CMake, the libraries the brief names.
+BUILD_PKGS=(g++ cmake ninja-build pkg-config
+  libboost1.81-dev libboost-filesystem1.81-dev libspdlog-dev libyaml-cpp-dev prometheus-cpp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev nlohmann-json3-dev libcli11-dev)
+# Run: the embedded lock service, fault tools, and the services the tests start on loopback.
+RUN_PKGS=(etcd-server etcd-client iproute2 procps psmisc curl faketime)
+EXTRA_PKGS=("$@")
+
+missing=()
+for p in "${BUILD_PKGS[@]}" "${RUN_PKGS[@]}" "${EXTRA_PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: every package is installed"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
+    echo "install-deps: missing packages (${missing[*]}) and not root: run as root or install them" >&2
+    exit 1
+  fi
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"
