@@ -1,0 +1,82 @@
+#include "fencecheck/proto/readback.h"
+
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "fencecheck/proto/base64.h"
+
+namespace fencecheck {
+namespace {
+
+template <typename T>
+T field(const nlohmann::json& j, const char* name, const char* where) {
+  auto it = j.find(name);
+  if (it == j.end()) throw std::invalid_argument(std::string(where) + ": missing field '" + name + "'");
+  try {
+    return it->get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw std::invalid_argument(std::string(where) + ": field '" + name + "' has the wrong type");
+  }
+}
+
+const nlohmann::json& array_field(const nlohmann::json& j, const char* name) {
+  static const nlohmann::json empty = nlohmann::json::array();
+  auto it = j.find(name);
+  if (it == j.end()) return empty;
+  if (!it->is_array()) throw std::invalid_argument(std::string("read-back: '") + name + "' must be an array");
+  return *it;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const ReadBack& rb) {
+  nlohmann::json j;
+  j["resource"] = rb.resource;
+  j["fencing"] = rb.fencing;
+  auto& chunks = j["chunks"] = nlohmann::json::array();
+  for (const auto& c : rb.chunks)
+    chunks.push_back({{"key", c.key}, {"segment", c.segment}, {"chunk", c.chunk}, {"token", c.token},
+                      {"client", c.client}, {"seq", c.seq}, {"data_b64", base64_encode(c.data)}});
+  auto& log = j["log"] = nlohmann::json::array();
+  for (const auto& w : rb.log)
+    log.push_back({{"seq", w.seq}, {"key", w.key}, {"segment", w.segment}, {"chunk", w.chunk}, {"token", w.token},
+                   {"client", w.client}});
+  auto& rej = j["rejections"] = nlohmann::json::array();
+  for (const auto& r : rb.rejections)
+    rej.push_back({{"key", r.key}, {"segment", r.segment}, {"chunk", r.chunk}, {"token", r.token},
+                   {"client", r.client}, {"high_water", r.high_water}});
+  j["high_water"] = rb.high_water;
+  return j;
+}
+
+ReadBack readback_from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw std::invalid_argument("read-back is not a JSON object");
+  ReadBack rb;
+  rb.resource = j.value("resource", "");
+  rb.fencing = j.value("fencing", "");
+  for (const auto& c : array_field(j, "chunks"))
+    rb.chunks.push_back({field<std::string>(c, "key", "chunk"), field<std::int64_t>(c, "segment", "chunk"),
+                         field<std::int64_t>(c, "chunk", "chunk"), field<std::int64_t>(c, "token", "chunk"),
+                         field<std::string>(c, "client", "chunk"), field<std::int64_t>(c, "seq", "chunk"),
+                         base64_decode(field<std::string>(c, "data_b64", "chunk"))});
+  for (const auto& w : array_field(j, "log"))
+    rb.log.push_back({field<std::int64_t>(w, "seq", "log entry"), field<std::string>(w, "key", "log entry"),
+                      field<std::int64_t>(w, "segment", "log entry"), field<std::int64_t>(w, "chunk", "log entry"),
+                      field<std::int64_t>(w, "token", "log entry"), field<std::string>(w, "client", "log entry")});
+  for (const auto& r : array_field(j, "rejections"))
+    rb.rejections.push_back({field<std::string>(r, "key", "rejection"), field<std::int64_t>(r, "segment", "rejection"),
+                             field<std::int64_t>(r, "chunk", "rejection"), field<std::int64_t>(r, "token", "rejection"),
+                             field<std::string>(r, "client", "rejection"),
+                             field<std::int64_t>(r, "high_water", "rejection")});
+  if (auto it = j.find("high_water"); it != j.end()) {
+    if (!it->is_object()) throw std::invalid_argument("read-back: 'high_water' must be an object of key -> token");
+    for (auto& [k, v] : it->items()) {
+      if (!v.is_number_integer()) throw std::invalid_argument("read-back: high_water['" + k + "'] must be an integer");
+      rb.high_water[k] = v.get<std::int64_t>();
+    }
+  }
+  return rb;
+}
+
+}  // namespace fencecheck
