@@ -1,0 +1,70 @@
+// fencecheck — the fault ledger: a durable record of every injection, for healing after a crash.
+//
+// A JSON-lines file in the run directory (`faults.ledger`). Before a fault takes effect the
+// harness appends {"op":"inject","id":N,"kind":...,<the fault's ledger_record()>,"harness_pid":P,
+// "harness_start_ticks":T,"run_id":R} and fsyncs; after healing it appends {"op":"heal","id":N}.
+// Outstanding entries (inject without heal) are what `fencecheck cleanup` heals; the harness
+// identity lets cleanup refuse to touch a run whose harness is still alive.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fencecheck/faults/fault.h"
+
+namespace fencecheck::faults {
+
+class FaultLedger {
+ public:
+  /// Opens (creating) the ledger at path for appending. Throws std::runtime_error naming the path.
+  FaultLedger(std::filesystem::path path, std::string run_id);
+  ~FaultLedger();
+  FaultLedger(const FaultLedger&) = delete;
+  FaultLedger& operator=(const FaultLedger&) = delete;
+
+  /// Appends and fsyncs an inject entry for the fault; returns its id. Call BEFORE inject().
+  /// Throws std::runtime_error when the write or fsync fails (then do not inject). Thread-safe.
+  std::int64_t record_inject(const Fault& fault);
+  /// Appends and fsyncs a heal entry. Never throws (a failed write is logged to stderr). Thread-safe.
+  void record_heal(std::int64_t id) noexcept;
+
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+
+  /// Reads a ledger and returns the inject entries that have no heal entry, in file order.
+  /// A torn last line (crash mid-append) is ignored. Throws std::runtime_error if unreadable.
+  [[nodiscard]] static std::vector<nlohmann::json> outstanding(const std::filesystem::path& path);
+
+  /// True when the harness that wrote the entry is still running (same PID and start time).
+  [[nodiscard]] static bool writer_alive(const nlohmann::json& entry);
+
+ private:
+  std::filesystem::path path_;
+  std::string run_id_;
+  int fd_ = -1;
+  std::int64_t next_id_ = 1;
+  std::mutex mu_;
+};
+
+/// Heals one outstanding ledger entry from its record alone (another process, after a crash).
+/// Returns a sentence saying what it did ("continued pid 123 (w1)", "pid 123 already gone").
+/// Never throws: an entry of an unknown kind gives a sentence saying so.
+using LedgerHealer = std::function<std::string(const nlohmann::json& entry)>;
+
+/// The healer for each fault kind: the built-in kinds are listed in ledger.cpp's table.
+[[nodiscard]] const std::map<std::string, LedgerHealer>& ledger_healers();
+/// Registers (or replaces) the healer for a kind, e.g. a test's fake. Not thread-safe: call at start-up.
+void register_ledger_healer(const std::string& kind, LedgerHealer healer);
+
+/// Heals every outstanding entry of the ledger at path, appending a heal entry for each, and
+/// returns one sentence per entry. Entries whose harness is alive are skipped (never touch a live
+/// run) unless force is true. Never throws for a single entry's failure.
+std::vector<std::string> heal_outstanding(const std::filesystem::path& path, bool force = false);
+
+}  // namespace fencecheck::faults

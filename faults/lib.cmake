@@ -1,0 +1,7 @@
+# fencecheck_faults: fault kinds behind one interface (fault.h), the fault ledger, process identity.
+add_library(fencecheck_faults
+  src/process.cpp
+  src/ledger.cpp
+  src/sigstop.cpp)
+target_include_directories(fencecheck_faults PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
+target_link_libraries(fencecheck_faults PUBLIC nlohmann_json::nlohmann_json)

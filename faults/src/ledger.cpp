@@ -1,0 +1,144 @@
+#include "fencecheck/faults/ledger.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <set>
+
+#include "fencecheck/faults/process.h"
+#include "healers.h"
+
+namespace fencecheck::faults {
+namespace {
+
+std::map<std::string, LedgerHealer>& healers() {
+  static std::map<std::string, LedgerHealer> table{
+      {"sigstop", detail::heal_sigstop_record},
+  };
+  return table;
+}
+
+bool write_all(int fd, const std::string& line) {
+  std::size_t done = 0;
+  while (done < line.size()) {
+    ssize_t n = ::write(fd, line.data() + done, line.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return ::fsync(fd) == 0;
+}
+
+std::vector<nlohmann::json> read_entries(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read fault ledger " + path.string());
+  std::vector<nlohmann::json> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) continue;  // a torn last line from a crash mid-append
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::map<std::string, LedgerHealer>& ledger_healers() { return healers(); }
+void register_ledger_healer(const std::string& kind, LedgerHealer healer) { healers()[kind] = std::move(healer); }
+
+FaultLedger::FaultLedger(std::filesystem::path path, std::string run_id) : path_(std::move(path)), run_id_(std::move(run_id)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw std::runtime_error("cannot open fault ledger " + path_.string() + ": " + std::strerror(errno));
+  // Continue numbering after entries already there (a resumed or re-opened ledger).
+  for (const auto& e : read_entries(path_)) next_id_ = std::max(next_id_, e.value("id", std::int64_t{0}) + 1);
+}
+
+FaultLedger::~FaultLedger() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::int64_t FaultLedger::record_inject(const Fault& fault) {
+  std::lock_guard lock(mu_);
+  nlohmann::json e = fault.ledger_record();
+  const std::int64_t id = next_id_++;
+  e["op"] = "inject";
+  e["id"] = id;
+  e["kind"] = std::string(fault.kind());
+  e["run_id"] = run_id_;
+  e["harness_pid"] = ::getpid();
+  if (auto self = ProcessRef::of(::getpid())) e["harness_start_ticks"] = self->start_ticks;
+  if (!write_all(fd_, e.dump() + "\n"))
+    throw std::runtime_error("cannot write fault ledger " + path_.string() + ": " + std::strerror(errno) +
+                             "; not injecting " + std::string(fault.kind()));
+  return id;
+}
+
+void FaultLedger::record_heal(std::int64_t id) noexcept {
+  std::lock_guard lock(mu_);
+  try {
+    nlohmann::json e{{"op", "heal"}, {"id", id}};
+    if (!write_all(fd_, e.dump() + "\n"))
+      std::cerr << "fencecheck: cannot record heal " << id << " in " << path_ << ": " << std::strerror(errno) << "\n";
+  } catch (...) {
+  }
+}
+
+std::vector<nlohmann::json> FaultLedger::outstanding(const std::filesystem::path& path) {
+  auto entries = read_entries(path);
+  std::set<std::int64_t> healed;
+  for (const auto& e : entries)
+    if (e.value("op", "") == "heal") healed.insert(e.value("id", std::int64_t{-1}));
+  std::vector<nlohmann::json> out;
+  for (const auto& e : entries)
+    if (e.value("op", "") == "inject" && !healed.count(e.value("id", std::int64_t{-1}))) out.push_back(e);
+  return out;
+}
+
+bool FaultLedger::writer_alive(const nlohmann::json& entry) {
+  ProcessRef writer{entry.value("harness_pid", 0), entry.value("harness_start_ticks", std::uint64_t{0})};
+  return writer.pid > 0 && writer.same_process_alive();
+}
+
+std::vector<std::string> heal_outstanding(const std::filesystem::path& path, bool force) {
+  std::vector<std::string> said;
+  std::vector<nlohmann::json> entries;
+  try {
+    entries = FaultLedger::outstanding(path);
+  } catch (const std::exception& err) {
+    said.emplace_back(err.what());
+    return said;
+  }
+  if (entries.empty()) return said;
+  std::unique_ptr<FaultLedger> ledger;
+  for (const auto& e : entries) {
+    const std::string kind = e.value("kind", "");
+    if (!force && FaultLedger::writer_alive(e)) {
+      said.push_back(kind + " entry " + std::to_string(e.value("id", 0)) + ": its harness (pid " +
+                     std::to_string(e.value("harness_pid", 0)) + ") is still running; left alone");
+      continue;
+    }
+    auto it = healers().find(kind);
+    if (it == healers().end()) {
+      said.push_back("unknown fault kind '" + kind + "' in " + path.string() + "; cannot heal it");
+      continue;
+    }
+    try {
+      said.push_back(it->second(e));
+      if (!ledger) ledger = std::make_unique<FaultLedger>(path, e.value("run_id", ""));
+      ledger->record_heal(e.value("id", std::int64_t{0}));
+    } catch (const std::exception& err) {
+      said.push_back(kind + ": heal failed: " + err.what());
+    }
+  }
+  return said;
+}
+
+}  // namespace fencecheck::faults
