@@ -1,0 +1,49 @@
+// fencecheck — verdict.json: the run's conclusion as one self-contained JSON document.
+//
+// Schema (schema_version 1; field names are stable, snake_case; see docs/scenario-format.md,
+// "verdict.json"):
+// {
+//   "schema_version": 1,
+//   "verdict": "valid" | "invalid" | "unknown",          // combined: the worst checker verdict
+//   "expectation": {"met": bool, "reasons": [string]},
+//   "checkers": [                                          // worst first
+//     {"name": str, "verdict": str, "error": str,           // error: "" unless the checker failed
+//      "anomalies": [
+//        {"name": str, "description": str, "key": str, "segment": int|null,
+//         "tokens": [int], "clients": [str], "evidence": [int], "readback_seqs": [int],
+//         "evidence_events": [ {"index": int, <the event's own fields, as in history.jsonl>} ]}]}],
+//   "figures": {
+//     "lease_expiries_during_work": int,
+//     "expiries_during_work": [{"worker","lock","lock_key","token","lease_id"|null,"revision"|null,
+//                               "t_ns","evidence":[int]}],
+//     "pauses": [{"worker","duration_ns","token"|null,"index","t_ns"}],
+//     "longest_pause_ns": {"<worker>": int},
+//     "rejected_writes_total": int, "rejected_writes_history": int, "rejected_writes_readback": int,
+//     "rejected_writes": [{"key","client","history","readback"}],
+//     "faults": [{"fault","target","planned_ns"|null,"actual_ns"|null,"inject_index",
+//                 "heal_index"|null,"inject_t_ns","heal_t_ns"|null}]
+//   },
+//   "evidence_events": [ {"index": int, <event fields>} ]  // every event cited anywhere, by index
+// }
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "fencecheck/harness/analysis.h"
+#include "fencecheck/harness/expectation.h"
+
+namespace fencecheck::harness {
+
+inline constexpr int kVerdictSchemaVersion = 1;
+
+/// The whole verdict.json document.
+[[nodiscard]] nlohmann::json to_json(const Analysis& analysis, const ExpectationResult& expectation);
+/// The same document, taking the evidence copies from the full history (identical to the above
+/// for an Analysis made by analyze() from this history).
+[[nodiscard]] nlohmann::json verdict_to_json(const Analysis& analysis, const ExpectationResult& expectation,
+                                             const History& history);
+/// Pieces, for reports that embed them. `events` supplies the evidence copies (may be empty).
+[[nodiscard]] nlohmann::json to_json(const Anomaly& anomaly, const std::map<std::size_t, Event>& events);
+[[nodiscard]] nlohmann::json to_json(const Figures& figures);
+
+}  // namespace fencecheck::harness

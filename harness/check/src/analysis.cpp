@@ -1,0 +1,179 @@
+#include "fencecheck/harness/analysis.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "fencecheck/harness/checkers.h"
+
+namespace fencecheck::harness {
+
+namespace {
+
+std::vector<LeaseExpiry> find_expiries(const History& h) {
+  std::set<std::int64_t> release_revisions;
+  std::set<std::pair<std::string, std::int64_t>> released_keys;  // (lock_key, token), for deletes without a revision
+  for (const Event& e : h) {
+    if (e.kind != EventKind::kReleaseOk) continue;
+    if (e.revision) release_revisions.insert(*e.revision);
+    if (!e.lock_key.empty() && e.token) released_keys.insert({e.lock_key, *e.token});
+  }
+
+  std::vector<LeaseExpiry> out;
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    const Event& d = h[i];
+    if (d.kind != EventKind::kLockDelete || d.lock_key.empty()) continue;
+    if (d.revision ? release_revisions.count(*d.revision) > 0
+                   : (d.token && released_keys.count({d.lock_key, *d.token}) > 0))
+      continue;  // a release explains this delete
+
+    // The holder: the acquire.ok for this lock key (and token, when the delete has one); the
+    // latest before the delete, else any.
+    std::optional<std::size_t> acquire;
+    for (std::size_t j = 0; j < h.size(); ++j) {
+      const Event& a = h[j];
+      if (a.kind != EventKind::kAcquireOk || a.lock_key != d.lock_key) continue;
+      if (d.token && a.token != d.token) continue;
+      if (!acquire || j < i) acquire = j;
+    }
+    if (!acquire) continue;  // nobody we know held it: cannot be attributed to a worker's work
+    const Event& a = h[*acquire];
+    const std::int64_t token = d.token ? *d.token : a.token.value_or(0);
+
+    bool done = false;
+    for (std::size_t j = 0; j < i && !done; ++j) {
+      const Event& e = h[j];
+      if (e.kind != EventKind::kJobDone || e.source != a.source) continue;
+      done = e.token ? *e.token == token : j > *acquire;
+    }
+    if (done) continue;
+
+    LeaseExpiry x;
+    x.worker = a.source;
+    x.lock = !a.lock.empty() ? a.lock : d.lock;
+    x.lock_key = d.lock_key;
+    x.token = token;
+    x.lease_id = a.lease_id ? a.lease_id : d.lease_id;
+    x.revision = d.revision;
+    x.t_ns = d.t_ns;
+    x.evidence.push_back(*acquire);
+    for (std::size_t j = 0; j < h.size(); ++j) {
+      const Event& g = h[j];
+      if (g.kind == EventKind::kLockGrant && g.lock_key == d.lock_key && (!g.token || g.token == token)) {
+        x.evidence.push_back(j);
+        break;
+      }
+    }
+    x.evidence.push_back(i);
+    std::sort(x.evidence.begin(), x.evidence.end());
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+std::vector<FaultWindow> find_faults(const History& h) {
+  std::vector<FaultWindow> out;
+  std::set<std::size_t> used_heals;
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    const Event& in = h[i];
+    if (in.kind != EventKind::kFaultInject) continue;
+    FaultWindow w;
+    w.fault = in.fault;
+    w.target = in.target;
+    if (in.duration_ns) w.planned = std::chrono::nanoseconds(*in.duration_ns);
+    w.inject_index = i;
+    w.inject_t_ns = in.t_ns;
+    for (std::size_t j = i + 1; j < h.size(); ++j) {
+      const Event& he = h[j];
+      if (he.kind != EventKind::kFaultHeal || he.fault != in.fault || he.target != in.target || used_heals.count(j))
+        continue;
+      used_heals.insert(j);
+      w.heal_index = j;
+      w.heal_t_ns = he.t_ns;
+      w.actual = std::chrono::nanoseconds(he.duration_ns ? *he.duration_ns : he.t_ns - in.t_ns);
+      break;
+    }
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+}  // namespace
+
+Figures compute_figures(const History& history, const ReadBack& readback) {
+  Figures f;
+  f.expiries_during_work = find_expiries(history);
+
+  for (std::size_t i = 0; i < history.size(); ++i) {
+    const Event& e = history[i];
+    if (e.kind != EventKind::kPause || !e.duration_ns) continue;
+    PauseObservation p{e.source, std::chrono::nanoseconds(*e.duration_ns), e.token, i, e.t_ns};
+    auto it = f.longest_pause.find(e.source);
+    if (it == f.longest_pause.end() || p.duration > it->second.duration) f.longest_pause[e.source] = p;
+    f.pauses.push_back(std::move(p));
+  }
+
+  std::map<std::pair<std::string, std::string>, RejectedWriteCount> rejected;
+  auto slot = [&](const std::string& key, const std::string& client) -> RejectedWriteCount& {
+    RejectedWriteCount& r = rejected[{key, client}];
+    r.key = key;
+    r.client = client;
+    return r;
+  };
+  for (const Event& e : history) {
+    if (e.kind != EventKind::kWriteFail) continue;
+    ++slot(e.key, e.source).history;
+    ++f.rejected_writes_history;
+  }
+  for (const RejectedWrite& r : readback.rejections) {
+    ++slot(r.key, r.client).readback;
+    ++f.rejected_writes_readback;
+  }
+  for (auto& [id, r] : rejected) f.rejected_writes.push_back(std::move(r));
+
+  f.faults = find_faults(history);
+  return f;
+}
+
+std::vector<const Anomaly*> Analysis::anomalies_named(std::string_view name) const {
+  std::vector<const Anomaly*> out;
+  for (const auto& r : checkers)
+    for (const auto& a : r.anomalies)
+      if (a.name == name) out.push_back(&a);
+  return out;
+}
+
+std::size_t Analysis::anomaly_count() const {
+  std::size_t n = 0;
+  for (const auto& r : checkers) n += r.anomalies.size();
+  return n;
+}
+
+Analysis analyze(const History& history, const ReadBack& readback, const Checkers& checkers) {
+  Analysis a;
+  CheckRun run = run_checkers(checkers, history, readback);
+  a.verdict = run.verdict;
+  a.checkers = std::move(run.results);
+  a.figures = compute_figures(history, readback);
+
+  auto keep = [&](std::size_t i) {
+    if (i < history.size()) a.evidence_events.emplace(i, history[i]);
+  };
+  for (const auto& r : a.checkers)
+    for (const auto& an : r.anomalies)
+      for (std::size_t i : an.evidence) keep(i);
+  for (const auto& x : a.figures.expiries_during_work)
+    for (std::size_t i : x.evidence) keep(i);
+  for (const auto& p : a.figures.pauses) keep(p.index);
+  for (const auto& w : a.figures.faults) {
+    keep(w.inject_index);
+    if (w.heal_index) keep(*w.heal_index);
+  }
+  return a;
+}
+
+Analysis analyze(const History& history, const ReadBack& readback) {
+  return analyze(history, readback, default_checkers());
+}
+
+}  // namespace fencecheck::harness

@@ -1,0 +1,148 @@
+#include "fencecheck/harness/expectation.h"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+namespace fencecheck::harness {
+
+namespace {
+
+std::string seconds(std::chrono::nanoseconds d) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f s", static_cast<double>(d.count()) / 1e9);
+  return buf;
+}
+
+/// "9.8%": one decimal, for a measured offset.
+std::string percent_1(double fraction) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f%%", fraction * 100.0);
+  return buf;
+}
+/// "10%", "12.5%": as short as exact, for a configured tolerance.
+std::string percent_g(double fraction) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g%%", fraction * 100.0);
+  return buf;
+}
+
+std::string plural(std::int64_t n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+const CheckerResult* checker_named(const Analysis& a, const std::string& name) {
+  for (const auto& r : a.checkers)
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
+}  // namespace
+
+ExpectationResult evaluate_expectation(const Scenario& scenario, const Analysis& analysis) {
+  return evaluate(scenario.expect(), analysis, scenario);
+}
+
+ExpectationResult evaluate(const Expectation& ex, const Analysis& analysis, const Scenario& scenario) {
+  std::vector<std::string> reasons;
+
+  if (ex.outcome == Outcome::kSafe) {
+    if (analysis.verdict == Verdict::kInvalid) {
+      for (const auto& r : analysis.checkers)
+        for (const auto& an : r.anomalies)
+          reasons.push_back("expected a safe run, but checker " + r.name + " found " + an.name + ": " +
+                            an.description);
+      if (reasons.empty()) reasons.push_back("expected a safe run, but the combined verdict is invalid");
+    } else if (analysis.verdict == Verdict::kUnknown) {
+      bool any = false;
+      for (const auto& r : analysis.checkers) {
+        if (r.verdict != Verdict::kUnknown) continue;
+        any = true;
+        reasons.push_back("expected a safe run, but the verdict is unknown: checker " + r.name +
+                          " could not decide (" + (r.error.empty() ? "no reason given" : r.error) +
+                          "), and an unknown verdict never counts as safe");
+      }
+      if (!any)
+        reasons.push_back("expected a safe run, but the verdict is unknown (no checker ran), and an unknown "
+                          "verdict never counts as safe");
+    }
+  } else {
+    for (const auto& name : ex.anomalies) {
+      if (!analysis.anomalies_named(name).empty()) continue;
+      std::string why = "expected anomaly " + name + ", but no checker reported it";
+      if (const CheckerResult* r = checker_named(analysis, name)) {
+        if (r->verdict == Verdict::kUnknown)
+          why += " (checker " + name + " could not decide: " + (r->error.empty() ? "no reason given" : r->error) + ")";
+      } else {
+        why += " (no checker named " + name + " ran)";
+      }
+      reasons.push_back(why);
+    }
+  }
+
+  const Figures& f = analysis.figures;
+  if (ex.min_rejected_writes) {
+    const std::int64_t saw = f.rejected_writes_total();
+    if (saw < *ex.min_rejected_writes)
+      reasons.push_back("expected at least " + plural(*ex.min_rejected_writes, "rejected write", "rejected writes") +
+                        ", saw " + std::to_string(saw) + " (write.fail events: " +
+                        std::to_string(f.rejected_writes_history) +
+                        ", the resource's rejections: " + std::to_string(f.rejected_writes_readback) + ")");
+  }
+  if (ex.min_expiries_during_work) {
+    const auto saw = static_cast<std::int64_t>(f.expiries_during_work.size());
+    if (saw < *ex.min_expiries_during_work)
+      reasons.push_back("expected at least " +
+                        plural(*ex.min_expiries_during_work, "lease expiry during work", "lease expiries during work") +
+                        ", saw " + std::to_string(saw));
+  }
+  if (ex.pause_tolerance) {
+    const double tol = *ex.pause_tolerance;
+    // Every worker a sigstop fault targets, in plan order, with its longest planned window.
+    std::vector<std::string> targets;
+    std::map<std::string, std::chrono::nanoseconds> planned;
+    for (const auto& fault : scenario.faults()) {
+      if (fault.kind != FaultKind::kSigstop) continue;
+      if (!planned.count(fault.target)) targets.push_back(fault.target);
+      auto& p = planned[fault.target];
+      p = std::max(p, fault.duration);
+    }
+    for (const auto& w : targets) {
+      std::optional<std::chrono::nanoseconds> injected;
+      bool seen = false;
+      for (const auto& win : f.faults) {
+        if (win.fault != "sigstop" || win.target != w) continue;
+        seen = true;
+        auto d = win.actual ? win.actual : win.planned;
+        if (d && (!injected || *d > *injected)) injected = d;
+      }
+      if (!seen) {
+        reasons.push_back("the sigstop fault on " + w + " was planned but never injected, so its pause cannot be " +
+                          "compared with the injected duration");
+        continue;
+      }
+      if (!injected) injected = planned[w];
+      auto it = f.longest_pause.find(w);
+      if (it == f.longest_pause.end()) {
+        reasons.push_back(w + " was stopped (sigstop) for " + seconds(*injected) + " but reported no pause");
+        continue;
+      }
+      const auto measured = it->second.duration;
+      const double off = injected->count() > 0
+                             ? std::fabs(static_cast<double>(measured.count() - injected->count())) /
+                                   static_cast<double>(injected->count())
+                             : 1.0;
+      if (off > tol)
+        reasons.push_back(w + "'s longest measured pause " + seconds(measured) + " is " + percent_1(off) +
+                          " off the injected " + seconds(*injected) + " (tolerance " + percent_g(tol) + ")");
+    }
+  }
+
+  ExpectationResult r;
+  r.met = reasons.empty();
+  r.reasons = std::move(reasons);
+  return r;
+}
+
+}  // namespace fencecheck::harness

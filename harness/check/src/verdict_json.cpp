@@ -1,0 +1,119 @@
+#include "fencecheck/harness/verdict_json.h"
+
+namespace fencecheck::harness {
+
+namespace {
+
+template <typename T>
+nlohmann::json opt(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+nlohmann::json opt_ns(const std::optional<std::chrono::nanoseconds>& v) {
+  return v ? nlohmann::json(v->count()) : nlohmann::json(nullptr);
+}
+
+nlohmann::json indexed_event(std::size_t index, const Event& e) {
+  nlohmann::json j = nlohmann::json::object();
+  j["index"] = index;
+  j.update(fencecheck::to_json(e));
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Anomaly& a, const std::map<std::size_t, Event>& events) {
+  nlohmann::json j;
+  j["name"] = a.name;
+  j["description"] = a.description;
+  j["key"] = a.key;
+  j["segment"] = opt(a.segment);
+  j["tokens"] = a.tokens;
+  j["clients"] = a.clients;
+  j["evidence"] = a.evidence;
+  j["readback_seqs"] = a.readback_seqs;
+  auto& copies = j["evidence_events"] = nlohmann::json::array();
+  for (std::size_t i : a.evidence)
+    if (auto it = events.find(i); it != events.end()) copies.push_back(indexed_event(i, it->second));
+  return j;
+}
+
+nlohmann::json to_json(const Figures& f) {
+  nlohmann::json j;
+  j["lease_expiries_during_work"] = f.expiries_during_work.size();
+  auto& ex = j["expiries_during_work"] = nlohmann::json::array();
+  for (const auto& x : f.expiries_during_work)
+    ex.push_back({{"worker", x.worker},
+                  {"lock", x.lock},
+                  {"lock_key", x.lock_key},
+                  {"token", x.token},
+                  {"lease_id", opt(x.lease_id)},
+                  {"revision", opt(x.revision)},
+                  {"t_ns", x.t_ns},
+                  {"evidence", x.evidence}});
+  auto& pauses = j["pauses"] = nlohmann::json::array();
+  for (const auto& p : f.pauses)
+    pauses.push_back({{"worker", p.worker},
+                      {"duration_ns", p.duration.count()},
+                      {"token", opt(p.token)},
+                      {"index", p.index},
+                      {"t_ns", p.t_ns}});
+  auto& longest = j["longest_pause_ns"] = nlohmann::json::object();
+  for (const auto& [w, p] : f.longest_pause) longest[w] = p.duration.count();
+  j["rejected_writes_total"] = f.rejected_writes_total();
+  j["rejected_writes_history"] = f.rejected_writes_history;
+  j["rejected_writes_readback"] = f.rejected_writes_readback;
+  auto& rej = j["rejected_writes"] = nlohmann::json::array();
+  for (const auto& r : f.rejected_writes)
+    rej.push_back({{"key", r.key}, {"client", r.client}, {"history", r.history}, {"readback", r.readback}});
+  auto& faults = j["faults"] = nlohmann::json::array();
+  for (const auto& w : f.faults)
+    faults.push_back({{"fault", w.fault},
+                      {"target", w.target},
+                      {"planned_ns", opt_ns(w.planned)},
+                      {"actual_ns", opt_ns(w.actual)},
+                      {"inject_index", w.inject_index},
+                      {"heal_index", opt(w.heal_index)},
+                      {"inject_t_ns", w.inject_t_ns},
+                      {"heal_t_ns", opt(w.heal_t_ns)}});
+  return j;
+}
+
+nlohmann::json verdict_to_json(const Analysis& analysis, const ExpectationResult& expectation,
+                               const History& history) {
+  Analysis copy = analysis;
+  auto keep = [&](std::size_t i) {
+    if (i < history.size()) copy.evidence_events.emplace(i, history[i]);
+  };
+  for (const auto& r : copy.checkers)
+    for (const auto& an : r.anomalies)
+      for (std::size_t i : an.evidence) keep(i);
+  for (const auto& x : copy.figures.expiries_during_work)
+    for (std::size_t i : x.evidence) keep(i);
+  for (const auto& p : copy.figures.pauses) keep(p.index);
+  for (const auto& w : copy.figures.faults) {
+    keep(w.inject_index);
+    if (w.heal_index) keep(*w.heal_index);
+  }
+  return to_json(copy, expectation);
+}
+
+nlohmann::json to_json(const Analysis& a, const ExpectationResult& e) {
+  nlohmann::json j;
+  j["schema_version"] = kVerdictSchemaVersion;
+  j["verdict"] = std::string(verdict_name(a.verdict));
+  j["expectation"] = {{"met", e.met}, {"reasons", e.reasons}};
+  auto& checkers = j["checkers"] = nlohmann::json::array();
+  for (const auto& r : a.checkers) {
+    nlohmann::json c{{"name", r.name}, {"verdict", std::string(verdict_name(r.verdict))}, {"error", r.error}};
+    auto& anomalies = c["anomalies"] = nlohmann::json::array();
+    for (const auto& an : r.anomalies) anomalies.push_back(to_json(an, a.evidence_events));
+    checkers.push_back(std::move(c));
+  }
+  j["figures"] = to_json(a.figures);
+  auto& events = j["evidence_events"] = nlohmann::json::array();
+  for (const auto& [i, ev] : a.evidence_events) events.push_back(indexed_event(i, ev));
+  return j;
+}
+
+}  // namespace fencecheck::harness

@@ -1,0 +1,71 @@
+// fencecheck — a child process the harness started: etcd, the store, or a worker.
+//
+// Launched with Boost.Process (v1). Its stdout is read line by line on a reader thread and each
+// line handed to a callback with the orchestrator's receive time (CLOCK_MONOTONIC ns); its stderr
+// goes to a log file in the run directory. The child gets PR_SET_PDEATHSIG=SIGKILL (prctl(2)), so
+// a harness that is kill -9'ed takes its children with it. Note prctl's rule: the signal fires
+// when the *thread* that forked the child exits, so every ChildProcess must be created by the
+// orchestrator's main thread, which outlives them all.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fencecheck::harness {
+
+struct ChildSpec {
+  std::string name;                      ///< "etcd", "store", "w1": for messages
+  std::filesystem::path exe;             ///< absolute path of the program
+  std::vector<std::string> args;         ///< argv[1..]
+  std::filesystem::path stderr_log;      ///< stderr goes here (created / truncated)
+  std::vector<std::string> prefix;       ///< optional wrapper argv, e.g. {"ip","netns","exec","fc-x"}
+};
+
+/// Called on the reader thread for every stdout line (without the newline), with the receive
+/// time; then once with eof=true when stdout closes. Must be thread-safe w.r.t. the caller.
+using LineHandler = std::function<void(std::string_view line, std::int64_t recv_ns, bool eof)>;
+
+/// One running child. Not copyable. Methods are not thread-safe except pid() and running().
+class ChildProcess {
+ public:
+  /// Starts the program. Throws std::runtime_error naming the program when it cannot be started
+  /// (missing executable, exec failure).
+  ChildProcess(ChildSpec spec, LineHandler on_line);
+  /// Stops it (terminate()) if still running and joins the reader thread.
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  [[nodiscard]] pid_t pid() const;
+  [[nodiscard]] const std::string& name() const;
+  [[nodiscard]] bool running();
+  /// Waits up to `timeout` for exit; returns the exit code (128+signal for a signal death).
+  std::optional<int> wait_for(std::chrono::milliseconds timeout);
+  /// SIGCONT (a stopped process cannot act on SIGTERM), SIGTERM, then SIGKILL after `grace`.
+  /// Returns the exit code. Idempotent.
+  int terminate(std::chrono::milliseconds grace = std::chrono::milliseconds(3000));
+  /// The exit code once it has exited.
+  [[nodiscard]] std::optional<int> exit_code() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Directory of the running fencecheck executable (/proc/self/exe), where fencecheck-worker and
+/// fencecheck-store are installed beside it. FENCECHECK_BIN_DIR overrides it.
+[[nodiscard]] std::filesystem::path self_bin_dir();
+
+/// Finds a program on PATH; nullopt when absent.
+[[nodiscard]] std::optional<std::filesystem::path> find_on_path(std::string_view program);
+
+}  // namespace fencecheck::harness

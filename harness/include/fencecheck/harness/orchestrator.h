@@ -1,0 +1,69 @@
+// fencecheck — the orchestrator: runs one scenario for real and judges it.
+//
+// For a scenario it: creates the run directory; starts (or connects to) the lock service and
+// the fenced store; watches the lock prefix for the lock service's own history (grants, deletes);
+// launches the workers (children of the main thread, see child_process.h); reads their JSON-line
+// events into one history stamped with the orchestrator's monotonic clock; fires faults and
+// delayed starts when their trigger event or time comes; heals every fault on every path; reads
+// the resource back; runs the checkers; and writes history.jsonl, readback.json, verdict.json,
+// metrics.prom, scenario.json and every process's log into the run directory.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fencecheck/harness/scenario.h"
+
+namespace fencecheck::harness {
+
+/// Design.md's exit codes.
+enum ExitCode : int {
+  kExitMet = 0,          ///< every scenario met its expectation
+  kExitNotMet = 1,       ///< at least one did not
+  kExitBadInput = 2,     ///< bad scenario or arguments
+  kExitEnvironment = 3,  ///< the environment lacks what a scenario needs (etcd, root, a controller)
+  kExitInternal = 4,     ///< internal error
+};
+
+struct RunOptions {
+  std::filesystem::path run_root = "runs";  ///< run directories are created below it
+  std::filesystem::path bin_dir;            ///< where fencecheck-worker and -store are; empty = self_bin_dir()
+  bool skip_unavailable = false;            ///< a fault the environment cannot do: skip the scenario, never pass it
+  /// Set asynchronously (e.g. by a SIGINT handler) to abort the run; faults are healed first.
+  const std::atomic<bool>* interrupted = nullptr;
+};
+
+/// What one scenario run came to. Value type.
+struct ScenarioResult {
+  std::string scenario;
+  std::filesystem::path run_dir;
+  std::string expectation;             ///< "safe" or "anomaly: interleaved-segment"
+  std::string verdict = "unknown";     ///< combined checker verdict: valid / invalid / unknown
+  bool met = false;                    ///< the expectation was met
+  bool skipped = false;                ///< not run: the environment lacks something (skip_unavailable)
+  int exit_code = kExitInternal;       ///< this scenario's own exit code
+  std::vector<std::string> reasons;    ///< why not met / skipped / failed
+  std::vector<std::string> anomalies;  ///< names of anomalies found
+  std::int64_t rejected_writes = 0;
+  std::int64_t expiries_during_work = 0;
+  double longest_pause_s = 0;
+  double duration_s = 0;
+  nlohmann::json to_json() const;
+};
+
+/// Runs one scenario. Never throws: failures of the harness itself come back with exit_code 4
+/// (internal) or 3 (environment) and a reason. Not thread-safe: one run at a time per process
+/// (it owns child processes and signal-driven healing).
+[[nodiscard]] ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options);
+
+/// The exit code for a suite: the worst of its scenarios' (4 > 3 > 2 > 1 > 0, skipped counts 0
+/// only with --skip-unavailable).
+[[nodiscard]] int suite_exit_code(const std::vector<ScenarioResult>& results);
+
+}  // namespace fencecheck::harness

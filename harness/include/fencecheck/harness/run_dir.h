@@ -1,0 +1,45 @@
+// fencecheck — the run directory: everything one scenario run leaves for people and tools.
+//
+//   <run_root>/<UTC yyyymmddTHHMMSSZ>-<scenario>[-N]/
+//     scenario.json   the validated plan, defaults filled in
+//     history.jsonl   every event, one JSON object per line, in receive order (written as it
+//                     happens, so a killed harness leaves the history up to that point)
+//     readback.json   the resource's contents after the run
+//     verdict.json    checker verdicts, anomalies with their evidence, figures, expectation
+//     metrics.prom    Prometheus text format (node_exporter textfile collector)
+//     faults.ledger   every fault injected and healed (fencecheck cleanup reads it)
+//     harness.log     the orchestrator's log; logs/<process>.log each child's stderr
+//   <run_root>/latest -> the newest run directory
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace fencecheck::harness {
+
+class RunDirectory {
+ public:
+  /// Creates a fresh, unique run directory (never reusing an existing one: a suffix -2, -3, ...
+  /// is added) and points <run_root>/latest at it. Throws std::runtime_error naming the path.
+  static RunDirectory create(const std::filesystem::path& run_root, const std::string& scenario);
+
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+  /// The directory's name, unique per run root: used to name the run's locks, namespaces, cgroups.
+  [[nodiscard]] const std::string& run_id() const { return run_id_; }
+  /// logs/<name>.log (the logs/ directory exists).
+  [[nodiscard]] std::filesystem::path log_path(const std::string& name) const;
+  /// Writes name (pretty JSON) atomically: a temporary file renamed into place.
+  void write_json(const std::string& name, const nlohmann::json& doc) const;
+
+  /// Adds harness.log as a sink of spdlog's default logger until the returned guard is destroyed.
+  [[nodiscard]] std::shared_ptr<void> attach_log() const;
+
+ private:
+  std::filesystem::path path_;
+  std::string run_id_;
+};
+
+}  // namespace fencecheck::harness

@@ -1,0 +1,515 @@
+#include "fencecheck/harness/orchestrator.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <ctime>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "fencecheck/faults/ledger.h"
+#include "fencecheck/faults/sigstop.h"
+#include "fencecheck/harness/child_process.h"
+#include "fencecheck/harness/lock_watch.h"
+#include "fencecheck/harness/metrics.h"
+#include "fencecheck/harness/run_dir.h"
+#include "fencecheck/harness/services.h"
+#include "fencecheck/harness/history.h"
+#include "fencecheck/harness/analysis.h"
+#include "fencecheck/harness/expectation.h"
+#include "fencecheck/harness/verdict_json.h"
+#include "fencecheck/proto/event.h"
+#include "fencecheck/resources/store_client.h"
+
+namespace fencecheck::harness {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+/// Everything the reader threads hand to the main loop, in receive order.
+struct Inbound {
+  Event event;
+  bool eof = false;   ///< the worker's stdout closed
+  std::string from;   ///< worker id for eof
+};
+
+class Inbox {
+ public:
+  void push(Inbound in) {
+    {
+      std::lock_guard lock(mu_);
+      q_.push_back(std::move(in));
+    }
+    cv_.notify_one();
+  }
+  /// Pops everything queued, waiting until `deadline` for at least one item.
+  std::deque<Inbound> drain_until(Clock::time_point deadline) {
+    std::unique_lock lock(mu_);
+    cv_.wait_until(lock, deadline, [&] { return !q_.empty(); });
+    std::deque<Inbound> out;
+    out.swap(q_);
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Inbound> q_;
+};
+
+struct WorkerState {
+  const WorkerSpec* spec = nullptr;
+  std::unique_ptr<ChildProcess> proc;
+  bool started = false;
+  bool eof = false;     ///< its stdout closed: it is exiting
+  bool exited = false;
+  bool never = false;  ///< will never start (its trigger's worker ended first)
+  std::optional<Clock::time_point> start_at;
+};
+
+struct ActiveFault {
+  const FaultSpec* spec = nullptr;
+  std::unique_ptr<faults::Fault> fault;
+  std::int64_t ledger_id = 0;
+  std::int64_t injected_ns = 0;
+  Clock::time_point heal_at;
+};
+
+/// The metrics' view of a finished run.
+RunFigures figures_of(const Scenario& sc, const std::string& lock, const Analysis& a, const ReadBack& rb,
+                      const History& h, const ScenarioResult& r) {
+  RunFigures f;
+  f.scenario = sc.name();
+  f.resource = std::string(to_string(sc.resource().kind));
+  f.lock = lock;
+  f.lease_ttl_s = static_cast<double>(sc.lease_ttl().count());
+  for (const auto& rw : a.figures.rejected_writes)
+    f.rejected_writes[{rw.key, rw.client}] = std::max(rw.history, rw.readback);
+  for (const auto& x : a.figures.expiries_during_work) ++f.expiries_during_work[{x.lock.empty() ? lock : x.lock, x.worker}];
+  for (const auto& p : a.figures.pauses) f.pauses_s.emplace_back(p.worker, std::chrono::duration<double>(p.duration).count());
+  for (const auto& w : a.figures.faults) ++f.faults_injected[w.fault];
+  f.high_water = rb.high_water;
+  std::int64_t issued = 0;
+  for (const auto& e : h) {
+    if ((e.kind == EventKind::kLockGrant || e.kind == EventKind::kAcquireOk) && e.token) issued = std::max(issued, *e.token);
+    if (e.kind == EventKind::kWriteInvoke && e.token) f.token_staleness.push_back(std::max<std::int64_t>(0, issued - *e.token));
+  }
+  f.issuer_token = issued;
+  for (const auto& c : a.checkers)
+    for (const auto& an : c.anomalies) ++f.anomalies[an.name];
+  f.passed = r.met;
+  f.duration_s = r.duration_s;
+  f.timestamp_s = static_cast<double>(std::time(nullptr));
+  return f;
+}
+
+void fill_summary(ScenarioResult& r, const Analysis& a) {
+  r.verdict = std::string(verdict_name(a.verdict));
+  std::set<std::string> names;
+  for (const auto& c : a.checkers)
+    for (const auto& an : c.anomalies) names.insert(an.name);
+  r.anomalies.assign(names.begin(), names.end());
+  r.rejected_writes = a.figures.rejected_writes_total();
+  r.expiries_during_work = static_cast<std::int64_t>(a.figures.expiries_during_work.size());
+  for (const auto& [w, p] : a.figures.longest_pause)
+    r.longest_pause_s = std::max(r.longest_pause_s, std::chrono::duration<double>(p.duration).count());
+}
+
+std::string expectation_text(const Expectation& e) {
+  if (e.outcome == Outcome::kSafe) return "safe";
+  std::string s = "anomaly:";
+  for (const auto& a : e.anomalies) s += " " + a;
+  return s;
+}
+
+/// The run: one per scenario, owned by run_scenario's stack frame.
+class Run {
+ public:
+  Run(const Scenario& sc, const RunOptions& opt, RunDirectory dir)
+      : sc_(sc), opt_(opt), dir_(std::move(dir)), history_out_(dir_.path() / "history.jsonl") {}
+  /// Heals (and records) whatever is still injected when the run unwinds on an error.
+  ~Run() { heal_all(); }
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+
+  ScenarioResult execute();
+
+ private:
+  void record(Event e);
+  void launch_worker(WorkerState& w);
+  void on_event(const Event& e);
+  void inject(const FaultSpec& spec);
+  void heal(ActiveFault& f);
+  void heal_all();
+  bool finished();
+  void loop();
+
+  const Scenario& sc_;
+  const RunOptions& opt_;
+  RunDirectory dir_;
+  std::ofstream history_out_;
+  History history_;
+  Inbox inbox_;
+  std::map<std::string, WorkerState> workers_;
+  std::map<std::pair<std::string, EventKind>, std::int64_t> counts_;
+  std::set<const FaultSpec*> fired_;
+  std::vector<ActiveFault> active_;
+  std::unique_ptr<faults::FaultLedger> ledger_;
+  std::string etcd_url_;
+  std::string store_url_;
+  std::string lock_name_;
+  std::int64_t start_ns_ = 0;
+  Clock::time_point start_{};
+  bool timed_out_ = false;
+  bool interrupted_ = false;
+};
+
+void Run::record(Event e) {
+  if (e.t_ns == 0) e.t_ns = monotonic_ns();
+  if (e.src_ns == 0) e.src_ns = e.t_ns;
+  history_out_ << to_json_line(e) << '\n';
+  history_out_.flush();  // a killed harness still leaves the history up to here
+  history_.push_back(std::move(e));
+}
+
+void Run::launch_worker(WorkerState& w) {
+  const auto& job = sc_.job();
+  const std::string id = w.spec->id;
+  ChildSpec spec;
+  spec.name = id;
+  spec.exe = (opt_.bin_dir.empty() ? self_bin_dir() : opt_.bin_dir) / "fencecheck-worker";
+  spec.stderr_log = dir_.log_path(id);
+  spec.args = {"--id", id, "--etcd", etcd_url_, "--store", store_url_, "--lock", lock_name_, "--key", job.key,
+               "--ttl-s", std::to_string(sc_.lease_ttl().count()), "--segments", std::to_string(job.segments),
+               "--chunks", std::to_string(job.chunks), "--chunk-bytes", std::to_string(job.chunk_bytes),
+               "--chunk-interval-ms",
+               std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(job.chunk_interval).count()),
+               "--seed", std::to_string(sc_.seed())};
+  w.proc = std::make_unique<ChildProcess>(spec, [this, id](std::string_view line, std::int64_t recv_ns, bool eof) {
+    Inbound in;
+    in.from = id;
+    if (eof) {
+      in.eof = true;
+      inbox_.push(std::move(in));
+      return;
+    }
+    try {
+      in.event = event_from_json_line(line);
+    } catch (const std::exception& err) {
+      in.event.kind = EventKind::kLog;
+      in.event.detail = std::string("unparseable line from ") + id + ": " + err.what();
+    }
+    in.event.t_ns = recv_ns;
+    in.event.source = id;  // a worker speaks only for itself
+    inbox_.push(std::move(in));
+  });
+  w.started = true;
+  Event e;
+  e.source = "harness";
+  e.kind = EventKind::kLog;
+  e.target = id;
+  e.detail = "started worker " + id + " (pid " + std::to_string(w.proc->pid()) + ")";
+  record(std::move(e));
+}
+
+void Run::inject(const FaultSpec& spec) {
+  auto& w = workers_.at(spec.target);
+  Event e;
+  e.source = "harness";
+  e.fault = std::string(to_string(spec.kind));
+  e.target = spec.target;
+  if (!w.proc || w.exited) {
+    e.kind = EventKind::kLog;
+    e.detail = e.fault + " on " + spec.target + " not injected: the worker is not running";
+    record(std::move(e));
+    return;
+  }
+  auto ref = faults::ProcessRef::of(w.proc->pid());
+  if (!ref) {
+    e.kind = EventKind::kLog;
+    e.detail = e.fault + " on " + spec.target + " not injected: the process is gone";
+    record(std::move(e));
+    return;
+  }
+  ActiveFault af;
+  af.spec = &spec;
+  af.fault = std::make_unique<faults::SigstopFault>(*ref, spec.target);
+  af.ledger_id = ledger_->record_inject(*af.fault);  // durable before it takes effect
+  try {
+    af.fault->inject();
+  } catch (const faults::FaultError& err) {
+    ledger_->record_heal(af.ledger_id);
+    e.kind = EventKind::kLog;
+    e.detail = err.what();
+    record(std::move(e));
+    return;
+  }
+  af.injected_ns = monotonic_ns();
+  af.heal_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(spec.duration);
+  e.kind = EventKind::kFaultInject;
+  e.t_ns = af.injected_ns;
+  e.duration_ns = spec.duration.count();
+  e.detail = af.fault->target();
+  spdlog::info("{}: {} {} for {}", sc_.name(), e.fault, af.fault->target(), format_duration(spec.duration));
+  record(std::move(e));
+  active_.push_back(std::move(af));
+}
+
+void Run::heal(ActiveFault& f) {
+  if (!f.fault || !f.fault->active()) return;
+  f.fault->heal();
+  const std::int64_t now = monotonic_ns();
+  ledger_->record_heal(f.ledger_id);
+  Event e;
+  e.source = "harness";
+  e.kind = EventKind::kFaultHeal;
+  e.t_ns = now;
+  e.fault = std::string(f.fault->kind());
+  e.target = f.spec->target;
+  e.duration_ns = now - f.injected_ns;
+  e.detail = f.fault->target();
+  record(std::move(e));
+}
+
+void Run::heal_all() {
+  for (auto& f : active_) heal(f);
+  active_.clear();
+}
+
+void Run::on_event(const Event& e) {
+  if (e.source == "lock" || e.source == "harness") return;
+  const std::int64_t n = ++counts_[{e.source, e.kind}];
+  for (auto& [id, w] : workers_) {
+    const auto& after = w.spec->start_after;
+    if (!w.started && !w.never && after && after->worker == e.source && after->event == e.kind && after->count == n)
+      launch_worker(w);
+  }
+  for (const auto& f : sc_.faults()) {
+    if (fired_.count(&f)) continue;
+    if (auto* t = std::get_if<EventTrigger>(&f.trigger); t && t->worker == e.source && t->event == e.kind && t->count == n) {
+      fired_.insert(&f);
+      inject(f);
+    }
+  }
+}
+
+bool Run::finished() {
+  for (auto& [id, w] : workers_) {
+    if (w.started && !w.exited) return false;
+    if (!w.started && !w.never) {
+      if (w.start_at) return false;
+      const auto& after = w.spec->start_after;
+      auto src = workers_.find(after->worker);
+      if (src != workers_.end() && !src->second.exited) return false;
+      w.never = true;  // its trigger can no longer happen
+      Event e;
+      e.source = "harness";
+      e.kind = EventKind::kLog;
+      e.target = id;
+      e.detail = id + " never started: " + after->worker + " ended before its " +
+                 std::string(kind_name(after->event)) + " #" + std::to_string(after->count);
+      record(std::move(e));
+    }
+  }
+  return true;
+}
+
+void Run::loop() {
+  const auto deadline = start_ + std::chrono::duration_cast<Clock::duration>(sc_.timeout());
+  while (true) {
+    auto wake = std::min(deadline, Clock::now() + std::chrono::milliseconds(50));
+    for (const auto& f : active_) wake = std::min(wake, f.heal_at);
+    for (const auto& [id, w] : workers_)
+      if (!w.started && w.start_at) wake = std::min(wake, *w.start_at);
+    for (const auto& f : sc_.faults())
+      if (auto* t = std::get_if<TimeTrigger>(&f.trigger); t && !fired_.count(&f))
+        wake = std::min(wake, start_ + std::chrono::duration_cast<Clock::duration>(t->at));
+
+    for (const auto& [id, w] : workers_)
+      if (w.eof && !w.exited) wake = std::min(wake, Clock::now() + std::chrono::milliseconds(2));
+
+    for (auto& in : inbox_.drain_until(wake)) {
+      if (in.eof) {
+        workers_.at(in.from).eof = true;
+        continue;
+      }
+      Event e = std::move(in.event);
+      record(e);
+      on_event(e);
+    }
+    // Exits: never block the loop on a child (a heal may be due); poll the ones whose stdout closed.
+    for (auto& [id, w] : workers_)
+      if (w.eof && !w.exited && !w.proc->running()) {
+        w.exited = true;
+        Event e;
+        e.source = "harness";
+        e.kind = EventKind::kWorkerExit;
+        e.target = id;
+        e.detail = "exit " + std::to_string(w.proc->exit_code().value_or(-1));
+        record(std::move(e));
+      }
+    const auto now = Clock::now();
+    for (auto& f : active_)
+      if (f.fault && f.fault->active() && now >= f.heal_at) heal(f);
+    for (auto& [id, w] : workers_)
+      if (!w.started && w.start_at && now >= *w.start_at) launch_worker(w);
+    for (const auto& f : sc_.faults())
+      if (auto* t = std::get_if<TimeTrigger>(&f.trigger);
+          t && !fired_.count(&f) && now >= start_ + std::chrono::duration_cast<Clock::duration>(t->at)) {
+        fired_.insert(&f);
+        inject(f);
+      }
+    if (opt_.interrupted && opt_.interrupted->load()) {
+      interrupted_ = true;
+      break;
+    }
+    if (now >= deadline) {
+      timed_out_ = true;
+      break;
+    }
+    if (finished() && std::none_of(active_.begin(), active_.end(), [](const ActiveFault& f) { return f.fault->active(); }))
+      break;
+  }
+  heal_all();
+}
+
+ScenarioResult Run::execute() {
+  ScenarioResult r;
+  r.scenario = sc_.name();
+  r.run_dir = dir_.path();
+  r.expectation = expectation_text(sc_.expect());
+  const auto wall_start = Clock::now();
+
+  dir_.write_json("scenario.json", to_json(sc_));
+  ledger_ = std::make_unique<faults::FaultLedger>(dir_.path() / "faults.ledger", dir_.run_id());
+
+  // 1. The lock service: embedded etcd, or the scenario's endpoints.
+  Services services(sc_, dir_, opt_);
+  etcd_url_ = services.etcd_url();
+  store_url_ = services.store_url();
+  lock_name_ = sc_.lock_service().lock.empty() ? "fencecheck/" + sc_.name() : sc_.lock_service().lock;
+  if (!sc_.lock_service().embedded()) lock_name_ += "/" + dir_.run_id();  // never collide with other runs
+
+  // 2. The lock service's own history: grants and deletes under the lock prefix.
+  LockWatch watch(etcd_url_, lock_name_ + "/", [this](Event e) {
+    Inbound in;
+    in.event = std::move(e);
+    inbox_.push(std::move(in));
+  });
+
+  // 3. Workers.
+  for (const auto& spec : sc_.workers()) workers_[spec.id].spec = &spec;
+  start_ = Clock::now();
+  start_ns_ = monotonic_ns();
+  {
+    Event e;
+    e.source = "harness";
+    e.kind = EventKind::kRunStart;
+    e.detail = sc_.name();
+    e.lock = lock_name_;
+    e.t_ns = start_ns_;
+    record(std::move(e));
+  }
+  for (auto& [id, w] : workers_) {
+    if (w.spec->start_delay) w.start_at = start_ + std::chrono::duration_cast<Clock::duration>(*w.spec->start_delay);
+    else if (!w.spec->start_after) launch_worker(w);
+  }
+
+  // 4. Events, triggers, faults, until every worker is done (or timeout / interrupt).
+  loop();
+  for (auto& [id, w] : workers_)
+    if (w.proc && !w.exited) {
+      int code = w.proc->terminate(std::chrono::seconds(2));
+      w.exited = true;
+      Event e;
+      e.source = "harness";
+      e.kind = EventKind::kWorkerExit;
+      e.target = id;
+      e.detail = "terminated by the harness, exit " + std::to_string(code);
+      record(std::move(e));
+    }
+  watch.stop();  // let the last deletes arrive, then close the stream
+  for (auto& in : inbox_.drain_until(Clock::now())) {
+    if (!in.eof) record(std::move(in.event));
+  }
+  {
+    Event e;
+    e.source = "harness";
+    e.kind = EventKind::kRunEnd;
+    e.detail = timed_out_ ? "timeout" : interrupted_ ? "interrupted" : "done";
+    record(std::move(e));
+  }
+
+  // 5. Read back, check, judge, export.
+  ReadBack rb = StoreClient(store_url_).readback();
+  dir_.write_json("readback.json", fencecheck::to_json(rb));
+  services.stop();
+
+  Analysis analysis = analyze(history_, rb);
+  ExpectationResult er = evaluate(sc_.expect(), analysis, sc_);
+  if (timed_out_) er.reasons.insert(er.reasons.begin(), "the run hit its timeout of " + format_duration(sc_.timeout()));
+  if (interrupted_) er.reasons.insert(er.reasons.begin(), "the run was interrupted");
+  const bool met = er.met && !timed_out_ && !interrupted_;
+  r.duration_s = std::chrono::duration<double>(Clock::now() - wall_start).count();
+  dir_.write_json("verdict.json", verdict_to_json(analysis, er, history_));
+  fill_summary(r, analysis);
+  r.met = met;
+  r.reasons = er.reasons;
+  r.exit_code = met ? kExitMet : kExitNotMet;
+  write_metrics_file(dir_.path() / "metrics.prom", figures_of(sc_, lock_name_, analysis, rb, history_, r));
+  return r;
+}
+
+}  // namespace
+
+nlohmann::json ScenarioResult::to_json() const {
+  return {{"scenario", scenario},         {"run_dir", run_dir.string()}, {"expectation", expectation},
+          {"verdict", verdict},           {"met", met},                  {"skipped", skipped},
+          {"exit_code", exit_code},       {"reasons", reasons},          {"anomalies", anomalies},
+          {"rejected_writes", rejected_writes}, {"expiries_during_work", expiries_during_work},
+          {"longest_pause_s", longest_pause_s}, {"duration_s", duration_s}};
+}
+
+ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options) {
+  ScenarioResult r;
+  r.scenario = scenario.name();
+  r.expectation = expectation_text(scenario.expect());
+  try {
+    RunDirectory dir = RunDirectory::create(options.run_root, scenario.name());
+    r.run_dir = dir.path();
+    auto sink_guard = dir.attach_log();
+    Run run(scenario, options, std::move(dir));
+    return run.execute();
+  } catch (const EnvironmentError& err) {
+    r.exit_code = kExitEnvironment;
+    r.skipped = options.skip_unavailable;
+    r.reasons.push_back(err.what());
+  } catch (const std::exception& err) {
+    r.exit_code = kExitInternal;
+    r.reasons.push_back(std::string("internal error: ") + err.what());
+  }
+  spdlog::error("{}: {}", scenario.name(), r.reasons.back());
+  return r;
+}
+
+int suite_exit_code(const std::vector<ScenarioResult>& results) {
+  int worst = kExitMet;
+  auto rank = [](int code) { return code == kExitInternal ? 4 : code == kExitEnvironment ? 3 : code == kExitNotMet ? 1 : 0; };
+  for (const auto& r : results) {
+    int code = (r.skipped && r.exit_code == kExitEnvironment) ? kExitMet : r.exit_code;
+    if (rank(code) > rank(worst)) worst = code;
+  }
+  return worst;
+}
+
+}  // namespace fencecheck::harness

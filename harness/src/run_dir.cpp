@@ -1,0 +1,64 @@
+#include "fencecheck/harness/run_dir.h"
+
+#include <ctime>
+#include <fstream>
+#include <stdexcept>
+
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/spdlog.h>
+
+namespace fencecheck::harness {
+namespace fs = std::filesystem;
+
+RunDirectory RunDirectory::create(const fs::path& run_root, const std::string& scenario) {
+  std::error_code ec;
+  fs::create_directories(run_root, ec);
+  if (ec) throw std::runtime_error("cannot create run root " + run_root.string() + ": " + ec.message());
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+  const std::string base = std::string(stamp) + "-" + scenario;
+  RunDirectory d;
+  for (int n = 1;; ++n) {
+    d.run_id_ = n == 1 ? base : base + "-" + std::to_string(n);
+    d.path_ = run_root / d.run_id_;
+    if (fs::create_directory(d.path_, ec)) break;  // atomic: a concurrent run never gets the same one
+    if (ec) throw std::runtime_error("cannot create run directory " + d.path_.string() + ": " + ec.message());
+    if (n > 1000) throw std::runtime_error("no free run directory name under " + run_root.string());
+  }
+  fs::create_directories(d.path_ / "logs");
+  const fs::path latest = run_root / "latest";
+  const fs::path tmp = run_root / (".latest-" + d.run_id_);
+  fs::remove(tmp, ec);
+  fs::create_directory_symlink(d.run_id_, tmp, ec);
+  if (!ec) fs::rename(tmp, latest, ec);  // rename(2) replaces the old link atomically
+  return d;
+}
+
+fs::path RunDirectory::log_path(const std::string& name) const { return path_ / "logs" / (name + ".log"); }
+
+void RunDirectory::write_json(const std::string& name, const nlohmann::json& doc) const {
+  const fs::path target = path_ / name;
+  const fs::path tmp = path_ / ("." + name + ".tmp");
+  {
+    std::ofstream out(tmp);
+    if (!out) throw std::runtime_error("cannot write " + tmp.string());
+    out << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    if (!out) throw std::runtime_error("cannot write " + tmp.string());
+  }
+  fs::rename(tmp, target);
+}
+
+std::shared_ptr<void> RunDirectory::attach_log() const {
+  auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>((path_ / "harness.log").string(), true);
+  auto logger = spdlog::default_logger();
+  logger->sinks().push_back(sink);
+  return std::shared_ptr<void>(nullptr, [logger, sink](void*) {
+    auto& sinks = logger->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink), sinks.end());
+  });
+}
+
+}  // namespace fencecheck::harness

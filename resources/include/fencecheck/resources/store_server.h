@@ -1,0 +1,86 @@
+// fencecheck — StoreServer: FencedStore on HTTP (cpp-httplib), speaking the contract documented
+// in store_client.h, plus Prometheus metrics on the same port.
+//
+//   PUT /v1/keys/{key}/segments/{segment}/chunks/{chunk}
+//       headers Fencing-Token: <0..2^63-1>, Fencecheck-Client: <writer id>; body: the chunk
+//       200 {"accepted":true,"high_water":N,"seq":S}         accepted and durable
+//       409 {"accepted":false,"high_water":N,"error":"..."}  fenced (Kleppmann's rule, store.h)
+//       400 {"error":"..."}  bad key / segment / chunk / token / client / empty body
+//       413 {"error":"..."}  body over max_body_bytes
+//       500 {"error":"..."}  the store hit an I/O error: the write's fate is unknown
+//   GET /v1/readback  200 fencecheck::ReadBack JSON (fencecheck/proto/readback.h)
+//   GET /healthz      200 "ok" (503 {"error":...} once the store has failed)
+//   GET /metrics      200 Prometheus text format 0.0.4:
+//       fencecheck_store_writes_total{key,client,result="accepted"|"rejected"}  counter
+//       fencecheck_store_high_water_token{key}                                 gauge
+//       fencecheck_store_fsyncs_total                                           counter
+//   anything else: 404 (unknown path) or 405 (known path, wrong method; Allow header set).
+// Every 4xx changes nothing in the store, and its "error" says exactly what was wrong.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "fencecheck/resources/store.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace fencecheck {
+
+/// Where and how the server listens.
+struct StoreServerOptions {
+  std::string host = "127.0.0.1";         ///< address to bind (a name or a literal IPv4/IPv6 address)
+  int port = 0;                           ///< 0 = let the kernel pick a free port (see port())
+  std::size_t max_body_bytes = 64 * 1024; ///< larger bodies get 413; 1..kMaxChunkBytes
+  std::size_t threads = 128;              ///< worker threads: one per concurrent connection
+  std::chrono::seconds read_timeout{30};  ///< per socket read (a client stalled mid-request)
+  std::chrono::seconds write_timeout{30}; ///< per socket write
+};
+
+/// Splits "host:port" or "[v6]:port" into host and port. Throws std::invalid_argument with a
+/// message naming the input when there is no port, the port is not 0..65535, or the host is empty.
+[[nodiscard]] std::pair<std::string, int> parse_listen_address(const std::string& text);
+
+/// The HTTP front of one FencedStore. The constructor binds (so port() is known at once and
+/// connections queue in the backlog); run() or start() serves them.
+///
+/// Thread-safety: stop() may be called from any thread (including a signal-handling thread);
+/// the rest is meant for the owning thread. The store must outlive the server.
+class StoreServer {
+ public:
+  /// Binds host:port. Throws std::invalid_argument when the options are out of range
+  /// (max_body_bytes 0 or over kMaxChunkBytes, threads 0), std::runtime_error naming the address
+  /// when it cannot bind.
+  StoreServer(FencedStore& store, StoreServerOptions options);
+  /// stop()s and joins the background thread if start() made one.
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  /// The bound port (the kernel's pick when options.port was 0).
+  [[nodiscard]] int port() const;
+  /// "host:port" as bound, e.g. "127.0.0.1:40123" (IPv6 hosts in brackets).
+  [[nodiscard]] std::string address() const;
+  /// "http://host:port", for StoreClient.
+  [[nodiscard]] std::string base_url() const;
+
+  /// Serves on the calling thread until stop(). Returns false when the accept loop failed.
+  bool run();
+  /// Serves on a background thread; returns at once (requests already queue from construction).
+  void start();
+  /// Stops accepting, finishes in-flight requests, makes run() return. Idempotent; never throws.
+  void stop() noexcept;
+
+  /// The metrics registry /metrics serialises; add your own families to it if you like.
+  [[nodiscard]] prometheus::Registry& registry();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fencecheck

@@ -1,0 +1,161 @@
+#include "fencecheck/resources/store_client.h"
+
+#include <charconv>
+#include <cstdio>
+#include <stdexcept>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+namespace fencecheck {
+namespace {
+
+// Percent-encodes one path segment (RFC 3986: everything but unreserved characters), so any key
+// reaches the server intact and gets the server's own verdict rather than a mangled URL.
+std::string encode_segment(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+        c == '_' || c == '~') {
+      out += c;
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", u);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+template <typename T>
+T json_int(const nlohmann::json& j, const char* name) {
+  auto it = j.find(name);
+  return it != j.end() && it->is_number_integer() ? it->get<T>() : T{};
+}
+
+std::string json_error(const nlohmann::json& j) {
+  auto it = j.find("error");
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+struct StoreClient::Impl {
+  std::string host;
+  int port = 0;
+  std::chrono::milliseconds timeout;
+
+  httplib::Client connect() const {
+    httplib::Client cli(host, port);
+    cli.set_connection_timeout(timeout);
+    cli.set_read_timeout(timeout);
+    cli.set_write_timeout(timeout);
+    cli.set_keep_alive(false);
+    return cli;
+  }
+};
+
+StoreClient::StoreClient(std::string base_url, std::chrono::milliseconds timeout)
+    : base_url_(std::move(base_url)), impl_(std::make_unique<Impl>()) {
+  constexpr std::string_view kScheme = "http://";
+  const std::string_view url(base_url_);
+  auto bad = [&](const std::string& why) {
+    return std::invalid_argument("store URL '" + base_url_ + "' " + why + ": expected http://host:port");
+  };
+  if (url.substr(0, kScheme.size()) != kScheme) throw bad("does not start with http://");
+  std::string_view rest = url.substr(kScheme.size());
+  if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  std::string_view host;
+  std::string_view port;
+  if (!rest.empty() && rest.front() == '[') {
+    auto close = rest.find(']');
+    if (close == std::string_view::npos || close + 1 >= rest.size() || rest[close + 1] != ':') throw bad("has a bad IPv6 host");
+    host = rest.substr(1, close - 1);
+    port = rest.substr(close + 2);
+  } else {
+    auto colon = rest.rfind(':');
+    if (colon == std::string_view::npos) throw bad("has no port");
+    host = rest.substr(0, colon);
+    port = rest.substr(colon + 1);
+  }
+  if (host.empty() || host.find('/') != std::string_view::npos) throw bad("has no host");
+  int p = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || p < 1 || p > 65535)
+    throw bad("has a bad port");
+  if (timeout.count() <= 0) throw std::invalid_argument("store client timeout must be positive");
+  impl_->host = std::string(host);
+  impl_->port = p;
+  impl_->timeout = timeout;
+}
+
+StoreClient::~StoreClient() = default;
+
+WriteReply StoreClient::write(std::string_view key, std::int64_t segment, std::int64_t chunk, FencingToken token,
+                              std::string_view client, std::string_view bytes) {
+  WriteReply reply;
+  const std::string path = "/v1/keys/" + encode_segment(key) + "/segments/" + std::to_string(segment) + "/chunks/" +
+                           std::to_string(chunk);
+  httplib::Headers headers{{"Fencing-Token", token.str()}, {"Fencecheck-Client", std::string(client)}};
+  auto cli = impl_->connect();
+  auto res = cli.Put(path, headers, bytes.data(), bytes.size(), "application/octet-stream");
+  if (!res) {
+    reply.outcome = WriteOutcome::kUnknown;
+    reply.error = "PUT " + base_url_ + path + ": " + httplib::to_string(res.error());
+    return reply;
+  }
+  reply.http_status = res->status;
+  nlohmann::json body = nlohmann::json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+  const bool parsed = body.is_object();
+  if (parsed) {
+    reply.high_water = json_int<std::int64_t>(body, "high_water");
+    reply.error = json_error(body);
+  }
+  if (res->status == 200) {
+    auto acc = parsed ? body.find("accepted") : body.end();
+    if (parsed && acc != body.end() && acc->is_boolean() && acc->get<bool>() && body.contains("seq")) {
+      reply.outcome = WriteOutcome::kAccepted;
+      reply.seq = json_int<std::int64_t>(body, "seq");
+    } else {
+      // A 200 whose body breaks the contract: do not claim more than we know.
+      reply.outcome = WriteOutcome::kUnknown;
+      reply.error = "200 reply without {\"accepted\":true,...}: " + res->body.substr(0, 200);
+    }
+  } else if (res->status == 409) {
+    reply.outcome = WriteOutcome::kRejected;
+    if (reply.error.empty()) reply.error = "rejected (409)";
+  } else if (res->status >= 400 && res->status < 500) {
+    reply.outcome = WriteOutcome::kInvalid;
+    if (reply.error.empty()) reply.error = "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 200);
+  } else {
+    // 5xx (the store failed mid-write) or anything unexpected: the write may or may not stand.
+    reply.outcome = WriteOutcome::kUnknown;
+    if (reply.error.empty()) reply.error = "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 200);
+  }
+  return reply;
+}
+
+ReadBack StoreClient::readback() {
+  auto cli = impl_->connect();
+  auto res = cli.Get("/v1/readback");
+  const std::string url = base_url_ + "/v1/readback";
+  if (!res) throw std::runtime_error("GET " + url + ": " + httplib::to_string(res.error()));
+  if (res->status != 200)
+    throw std::runtime_error("GET " + url + ": HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 500));
+  nlohmann::json body = nlohmann::json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) throw std::runtime_error("GET " + url + ": reply is not JSON");
+  try {
+    return readback_from_json(body);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error("GET " + url + ": " + e.what());
+  }
+}
+
+bool StoreClient::healthy() {
+  auto cli = impl_->connect();
+  auto res = cli.Get("/healthz");
+  return res && res->status == 200;
+}
+
+}  // namespace fencecheck

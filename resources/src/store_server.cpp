@@ -1,0 +1,393 @@
+#include "fencecheck/resources/store_server.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <charconv>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+#include <spdlog/spdlog.h>
+
+#include "text.h"
+#include "fencecheck/proto/readback.h"
+
+namespace fencecheck {
+namespace {
+
+using detail::shown;
+
+constexpr const char* kTokenHeader = "Fencing-Token";
+constexpr const char* kClientHeader = "Fencecheck-Client";
+constexpr const char* kChunkPattern = R"(/v1/keys/(.*)/segments/([^/]*)/chunks/([^/]*))";
+
+std::string dump(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void reply_json(httplib::Response& res, int status, const nlohmann::json& j) {
+  res.status = status;
+  res.set_content(dump(j), "application/json");
+}
+
+void reply_error(httplib::Response& res, int status, const std::string& message) {
+  reply_json(res, status, nlohmann::json{{"error", message}});
+}
+
+// A path index (segment, chunk): decimal digits only, 0..2^63-1. "" or what is wrong.
+std::string parse_index(std::string_view what, std::string_view text, std::int64_t& out) {
+  const std::string w(what);
+  if (text.empty()) return w + " is empty: expected a non-negative integer";
+  if (text.front() == '-') return w + " '" + shown(text) + "' is negative: expected a non-negative integer";
+  for (char c : text)
+    if (c < '0' || c > '9') return w + " '" + shown(text) + "' is not a non-negative integer";
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  if (ec == std::errc::result_out_of_range) return w + " '" + shown(text) + "' is past 2^63-1";
+  if (ec != std::errc() || p != text.data() + text.size()) return w + " '" + shown(text) + "' is not a non-negative integer";
+  return "";
+}
+
+// True for /v1/keys/{key}/segments/{segment}/chunks/{chunk} with segment and chunk free of '/'
+// (the key may hold anything: it is validated, with a precise message, by the PUT handler). The
+// same language as kChunkPattern, which httplib matches greedily, so the last "/segments/" wins.
+bool is_chunk_path(std::string_view path) {
+  constexpr std::string_view kKeys = "/v1/keys/";
+  constexpr std::string_view kSegments = "/segments/";
+  constexpr std::string_view kChunks = "/chunks/";
+  if (path.substr(0, kKeys.size()) != kKeys) return false;
+  const auto chunks = path.rfind(kChunks);
+  if (chunks == std::string_view::npos || path.find('/', chunks + kChunks.size()) != std::string_view::npos) return false;
+  const auto segments = path.substr(0, chunks).rfind(kSegments);
+  if (segments == std::string_view::npos || segments + 1 < kKeys.size()) return false;
+  return path.substr(segments + kSegments.size(), chunks - segments - kSegments.size()).find('/') == std::string_view::npos;
+}
+
+// Plain string matching, not std::regex: GCC 12's <regex> draws -Wmaybe-uninitialized under
+// the sanitizers, and four fixed routes need no regex engine.
+struct Route {
+  bool (*matches)(std::string_view path);
+  const char* allow;  // the methods the path answers, for 405's Allow header
+  const char* shape;  // for 404 messages
+};
+
+const std::vector<Route>& routes() {
+  static const std::vector<Route> r{
+      {is_chunk_path, "PUT", "PUT /v1/keys/{key}/segments/{segment}/chunks/{chunk}"},
+      {[](std::string_view p) { return p == "/v1/readback"; }, "GET, HEAD", "GET /v1/readback"},
+      {[](std::string_view p) { return p == "/healthz"; }, "GET, HEAD", "GET /healthz"},
+      {[](std::string_view p) { return p == "/metrics"; }, "GET, HEAD", "GET /metrics"},
+  };
+  return r;
+}
+
+// Reaches httplib's listening socket: to deepen its backlog and to release it when never run.
+class HttpServer : public httplib::Server {
+ public:
+  // cpp-httplib 0.11.4 listens with a backlog of 5: a burst of 64 workers connecting at once
+  // overflows the accept queue and some of them see resets or stalls. listen() again on the
+  // bound socket only raises the backlog (Linux caps it at net.core.somaxconn).
+  bool deepen_backlog(int backlog) {
+    auto sock = svr_sock_.load();
+    return sock != INVALID_SOCKET && ::listen(sock, backlog) == 0;
+  }
+  void close_listener() {
+    auto sock = svr_sock_.exchange(INVALID_SOCKET);
+    if (sock != INVALID_SOCKET) ::close(sock);
+  }
+};
+
+}  // namespace
+
+std::pair<std::string, int> parse_listen_address(const std::string& text) {
+  std::string host;
+  std::string port_text;
+  if (!text.empty() && text.front() == '[') {
+    auto close = text.find(']');
+    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      throw std::invalid_argument("listen address '" + text + "' must be [ipv6]:port");
+    host = text.substr(1, close - 1);
+    port_text = text.substr(close + 2);
+  } else {
+    auto colon = text.rfind(':');
+    if (colon == std::string::npos)
+      throw std::invalid_argument("listen address '" + text + "' has no port: expected host:port, e.g. 127.0.0.1:0");
+    host = text.substr(0, colon);
+    port_text = text.substr(colon + 1);
+    if (host.find(':') != std::string::npos)
+      throw std::invalid_argument("listen address '" + text + "': put an IPv6 host in brackets, e.g. [::1]:0");
+  }
+  if (host.empty()) throw std::invalid_argument("listen address '" + text + "' has an empty host");
+  int port = -1;
+  auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || ec != std::errc() || p != port_text.data() + port_text.size() || port < 0 || port > 65535)
+    throw std::invalid_argument("listen address '" + text + "': port '" + port_text + "' is not 0..65535");
+  return {host, port};
+}
+
+struct StoreServer::Impl {
+  Impl(FencedStore& s, StoreServerOptions o)
+      : store(s),
+        options(std::move(o)),
+        registry(std::make_shared<prometheus::Registry>()),
+        writes(prometheus::BuildCounter()
+                   .Name("fencecheck_store_writes_total")
+                   .Help("Writes the store answered, by key, client and result (accepted or rejected by fencing)")
+                   .Register(*registry)),
+        high_water(prometheus::BuildGauge()
+                       .Name("fencecheck_store_high_water_token")
+                       .Help("The highest fencing token accepted per key (float64: exact up to 2^53)")
+                       .Register(*registry)),
+        fsyncs(prometheus::BuildCounter()
+                   .Name("fencecheck_store_fsyncs_total")
+                   .Help("fdatasync calls on the store's log; far below accepted writes when group commit works")
+                   .Register(*registry)
+                   .Add({})) {}
+
+  void count_write(const std::string& key, const std::string& client, const char* result) {
+    writes.Add({{"key", key}, {"client", client}, {"result", result}}).Increment();
+  }
+
+  void handle_put(const httplib::Request& req, httplib::Response& res);
+  void handle_metrics(httplib::Response& res);
+  void setup();
+
+  FencedStore& store;
+  const StoreServerOptions options;
+  HttpServer svr;
+  int bound_port = 0;
+  std::atomic<bool> stop_requested{false};
+  std::atomic<bool> in_run{false};
+  std::thread thread;
+
+  std::shared_ptr<prometheus::Registry> registry;
+  prometheus::Family<prometheus::Counter>& writes;
+  prometheus::Family<prometheus::Gauge>& high_water;
+  prometheus::Counter& fsyncs;
+  std::mutex metrics_mu;          // guards the scrape-time sync below
+  std::int64_t fsyncs_seen = 0;   // store fsyncs already added to the counter
+};
+
+void StoreServer::Impl::handle_put(const httplib::Request& req, httplib::Response& res) {
+  WriteRequest w;
+  w.key = req.matches[1].str();
+  if (auto why = name_problem("key", w.key, kMaxKeyBytes); !why.empty()) return reply_error(res, 400, why);
+  if (auto why = parse_index("segment", req.matches[2].str(), w.segment); !why.empty()) return reply_error(res, 400, why);
+  if (auto why = parse_index("chunk", req.matches[3].str(), w.chunk); !why.empty()) return reply_error(res, 400, why);
+
+  const auto tokens = req.get_header_value_count(kTokenHeader);
+  if (tokens == 0)
+    return reply_error(res, 400, std::string("missing header ") + kTokenHeader + ": every write must carry its fencing token");
+  if (tokens > 1)
+    return reply_error(res, 400, std::string("header ") + kTokenHeader + " given " + std::to_string(tokens) + " times: send exactly one");
+  const TokenParse token = parse_token(req.get_header_value(kTokenHeader));
+  if (!token.ok) return reply_error(res, 400, std::string("bad header ") + kTokenHeader + ": " + token.error);
+  w.token = token.token;
+
+  const auto clients = req.get_header_value_count(kClientHeader);
+  if (clients == 0)
+    return reply_error(res, 400, std::string("missing header ") + kClientHeader + ": every write must name its writer");
+  if (clients > 1)
+    return reply_error(res, 400, std::string("header ") + kClientHeader + " given " + std::to_string(clients) + " times: send exactly one");
+  w.client = req.get_header_value(kClientHeader);
+  if (auto why = name_problem("client", w.client, kMaxClientBytes); !why.empty())
+    return reply_error(res, 400, std::string("bad header ") + kClientHeader + ": " + why);
+
+  if (req.body.empty()) return reply_error(res, 400, "body is empty: a chunk must carry at least one byte");
+  if (req.body.size() > options.max_body_bytes)
+    return reply_error(res, 413, "body is " + std::to_string(req.body.size()) + " bytes, over the maximum of " +
+                                     std::to_string(options.max_body_bytes) + " bytes");
+  w.bytes = req.body;
+
+  WriteResult r;
+  try {
+    r = store.write(w);
+  } catch (const std::invalid_argument& e) {
+    return reply_error(res, 400, e.what());
+  }
+  switch (r.status) {
+    case WriteStatus::kAccepted:
+      count_write(w.key, w.client, "accepted");
+      return reply_json(res, 200, {{"accepted", true}, {"high_water", r.high_water}, {"seq", r.seq}});
+    case WriteStatus::kRejected:
+      count_write(w.key, w.client, "rejected");
+      return reply_json(res, 409, {{"accepted", false}, {"high_water", r.high_water}, {"error", r.error}});
+    case WriteStatus::kFailed:
+      return reply_error(res, 500, r.error);
+  }
+  reply_error(res, 500, "unknown write status");
+}
+
+void StoreServer::Impl::handle_metrics(httplib::Response& res) {
+  {
+    std::lock_guard lock(metrics_mu);
+    // Derived from the store at scrape time, so concurrent writes can never leave a gauge behind.
+    for (const auto& [key, token] : store.high_water())
+      high_water.Add({{"key", key}}).Set(static_cast<double>(token));
+    const std::int64_t now = store.stats().fsyncs;
+    if (now > fsyncs_seen) fsyncs.Increment(static_cast<double>(now - fsyncs_seen));
+    fsyncs_seen = now;
+  }
+  res.status = 200;
+  res.set_content(prometheus::TextSerializer().Serialize(registry->Collect()), "text/plain; version=0.0.4");
+}
+
+void StoreServer::Impl::setup() {
+  svr.new_task_queue = [n = options.threads] { return new httplib::ThreadPool(n); };
+  svr.set_payload_max_length(options.max_body_bytes);
+  svr.set_read_timeout(options.read_timeout);
+  svr.set_write_timeout(options.write_timeout);
+
+  svr.Put(kChunkPattern, [this](const httplib::Request& req, httplib::Response& res) { handle_put(req, res); });
+  svr.Get("/v1/readback", [this](const httplib::Request&, httplib::Response& res) {
+    reply_json(res, 200, to_json(store.readback()));
+  });
+  svr.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+    auto st = store.stats();
+    if (st.failed) return reply_error(res, 503, "store failed: " + st.failure);
+    res.status = 200;
+    res.set_content("ok", "text/plain");
+  });
+  svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { handle_metrics(res); });
+
+  // Everything else: 405 on a known path with the wrong method, 404 otherwise. Registered last,
+  // for every method, as plain handlers so httplib reads (and bounds) the body first.
+  auto fallback = [](const httplib::Request& req, httplib::Response& res) {
+    for (const auto& route : routes()) {
+      if (route.matches(req.path)) {
+        res.set_header("Allow", route.allow);
+        return reply_error(res, 405, "method " + req.method + " is not allowed on " + shown(req.path) + "; allowed: " +
+                                         route.allow);
+      }
+    }
+    std::string known;
+    for (const auto& route : routes()) known += (known.empty() ? "" : ", ") + std::string(route.shape);
+    reply_error(res, 404, "no such path: " + req.method + " " + shown(req.path) + " (known: " + known + ")");
+  };
+  svr.Get(".*", fallback);
+  svr.Post(".*", fallback);
+  svr.Put(".*", fallback);
+  svr.Patch(".*", fallback);
+  svr.Delete(".*", fallback);
+  svr.Options(".*", fallback);
+
+  // httplib's own refusals (body over the limit, malformed request, CONNECT/TRACE) come here with
+  // an empty body; handler replies already carry theirs.
+  svr.set_error_handler(httplib::Server::HandlerWithResponse(
+      [this](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string message;
+        switch (res.status) {
+          case 413: {
+            auto length = req.get_header_value("Content-Length");
+            message = (length.empty() ? std::string("body is") : "body is " + length + " bytes,") + " over the maximum of " +
+                      std::to_string(options.max_body_bytes) + " bytes";
+            break;
+          }
+          case 414:
+            message = "request URI is too long";
+            break;
+          case 400:
+            if (req.method == "CONNECT" || req.method == "TRACE") {
+              res.status = 405;
+              message = "method " + req.method + " is not supported";
+            } else if ((req.method == "PUT" || req.method == "POST" || req.method == "PATCH") &&
+                       !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+              message = "body is empty or unframed: a " + req.method +
+                        " needs a Content-Length (or chunked transfer encoding) and, for a chunk, at least one byte";
+            } else {
+              message = "malformed HTTP request (bad request line, header, or body framing)";
+            }
+            break;
+          default:
+            message = "HTTP status " + std::to_string(res.status);
+        }
+        reply_error(res, res.status, message);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(std::move(ep));
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    spdlog::error("fencecheck-store: request handler threw: {}", what);
+    reply_error(res, 500, "internal error: " + what);
+  });
+}
+
+StoreServer::StoreServer(FencedStore& store, StoreServerOptions options)
+    : impl_(std::make_unique<Impl>(store, std::move(options))) {
+  const auto& o = impl_->options;
+  if (o.max_body_bytes == 0 || o.max_body_bytes > kMaxChunkBytes)
+    throw std::invalid_argument("max body bytes " + std::to_string(o.max_body_bytes) + " is not 1.." +
+                                std::to_string(kMaxChunkBytes));
+  if (o.threads == 0) throw std::invalid_argument("server threads must be at least 1");
+  if (o.port < 0 || o.port > 65535) throw std::invalid_argument("port " + std::to_string(o.port) + " is not 0..65535");
+  impl_->setup();
+  if (o.port == 0) {
+    impl_->bound_port = impl_->svr.bind_to_any_port(o.host);
+  } else {
+    impl_->bound_port = impl_->svr.bind_to_port(o.host, o.port) ? o.port : -1;
+  }
+  if (impl_->bound_port <= 0)
+    throw std::runtime_error("fencecheck-store: cannot listen on " + o.host + ":" + std::to_string(o.port) +
+                             " (address in use, or not an address of this machine?)");
+  if (!impl_->svr.deepen_backlog(SOMAXCONN))
+    spdlog::warn("fencecheck-store: could not raise the listen backlog on {}; bursts of connections may stall",
+                 address());
+}
+
+StoreServer::~StoreServer() {
+  stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->svr.close_listener();
+}
+
+int StoreServer::port() const { return impl_->bound_port; }
+
+std::string StoreServer::address() const {
+  const auto& host = impl_->options.host;
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port());
+}
+
+std::string StoreServer::base_url() const { return "http://" + address(); }
+
+bool StoreServer::run() {
+  impl_->in_run = true;
+  bool ok = true;
+  if (!impl_->stop_requested) ok = impl_->svr.listen_after_bind();
+  impl_->in_run = false;
+  return ok || impl_->stop_requested;
+}
+
+void StoreServer::start() {
+  impl_->thread = std::thread([this] {
+    if (!run()) spdlog::error("fencecheck-store: the HTTP accept loop failed on {}", address());
+  });
+}
+
+void StoreServer::stop() noexcept {
+  impl_->stop_requested = true;
+  // httplib's stop() is a no-op until its accept loop has started: wait for that moment when a
+  // run() is on its way in, so a stop() racing a run() is never lost.
+  while (impl_->in_run && !impl_->svr.is_running()) std::this_thread::yield();
+  impl_->svr.stop();
+}
+
+prometheus::Registry& StoreServer::registry() { return *impl_->registry; }
+
+}  // namespace fencecheck

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# From a fresh Debian 12 machine to a first verdict: installs what is missing (Debian packages
+# only), builds fencecheck, runs the smoke suite against an embedded etcd and the reference
+# fenced store, and prints the verdicts and where the run directories are.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${FENCECHECK_BUILD:-build}
+
+scripts/install-deps.sh
+echo "== build ($BUILD)"
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFENCECHECK_BUILD_TESTS=OFF -DFENCECHECK_BUILD_BENCH=OFF >/dev/null
+cmake --build "$BUILD" -j "$(nproc)"
+
+echo "== smoke suite: a holder SIGSTOPped past its lease, against a fenced and an unfenced store"
+status=0
+"$BUILD/bin/fencecheck" run scenarios/smoke --run-root runs || status=$?
+echo
+if [ "$status" -eq 0 ]; then
+  echo "quickstart: every smoke scenario met its expectation."
+else
+  echo "quickstart: fencecheck exited $status (see README: exit codes)."
+fi
+echo "Run directories: $(pwd)/runs (newest: $(pwd)/runs/latest): verdict.json, history.jsonl, readback.json, metrics.prom, logs/"
+exit "$status"

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run calls this): installs what is missing from
+# Debian's packages, builds with AddressSanitizer + UndefinedBehaviorSanitizer, runs every test
+# (unit, integration against real etcd and real processes, and the root-only fault tests when
+# run as root), then checks that nothing was left behind.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+BUILD=${FENCECHECK_TEST_BUILD:-build-asan}
+JOBS=${JOBS:-$(nproc)}
+
+scripts/install-deps.sh
+
+echo "== configure ($BUILD: ASan+UBSan)"
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFENCECHECK_SANITIZE=ON \
+  -DFENCECHECK_BUILD_BENCH=ON >/dev/null
+echo "== build"
+cmake --build "$BUILD" -j "$JOBS"
+
+# Sanitizers: stop at the first error; leaks are errors.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:strict_string_checks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+echo "== scenarios validate"
+"$BUILD/bin/fencecheck" validate scenarios/smoke
+
+echo "== tests"
+ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" --timeout 600
+
+echo "== residue check"
+left=""
+if command -v ip >/dev/null 2>&1; then left+=$(ip netns list 2>/dev/null | grep -E '^fc-' || true); fi
+left+=$(find /sys/fs/cgroup -mindepth 1 -maxdepth 3 -type d -name '*fencecheck*' 2>/dev/null || true)
+left+=$(ps -eo pid=,stat=,comm= | awk '$2 ~ /^T/ && $3 ~ /fencecheck|etcd/' || true)
+if [ -n "$left" ]; then
+  echo "test.sh: the tests left something behind:"; echo "$left"; exit 1
+fi
+echo "test.sh: all tests passed in $BUILD"

@@ -1,0 +1,162 @@
+// cpu-throttle and freeze on real processes through the host's real cgroup filesystem:
+// baseline -> inject -> observe -> heal -> observe healed. Needs root; skips otherwise.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "fencecheck/faults/cpu_throttle.h"
+#include "fencecheck/faults/freeze.h"
+#include "fencecheck/faults/process.h"
+#include "root_util.h"
+
+using namespace fencecheck::faults;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+// A "key value" line of a flat-keyed cgroup file (cpu.stat, cgroup.events).
+std::int64_t keyed(const fs::path& file, const std::string& key) {
+  std::istringstream in(slurp(file));
+  std::string k;
+  std::int64_t v = 0;
+  while (in >> k >> v)
+    if (k == key) return v;
+  return -1;
+}
+// utime + stime of a process, in clock ticks (proc(5) fields 14 and 15).
+std::int64_t cpu_ticks(pid_t pid) {
+  auto stat = read_proc_stat(pid).value_or("");
+  std::istringstream in(stat.substr(stat.rfind(')') + 2));
+  std::string f;
+  std::int64_t ut = 0, st = 0;
+  for (int i = 3; i <= 15 && in >> f; ++i) {
+    if (i == 14) ut = std::stoll(f);
+    if (i == 15) st = std::stoll(f);
+  }
+  return ut + st;
+}
+std::string run_id(const char* what) { return std::string(what) + std::to_string(::getpid()); }
+}  // namespace
+
+TEST(CpuThrottleReal, ABusyProcessIsThrottledThenReleased) {
+  if (!fctest::is_root()) GTEST_SKIP() << "needs root: it moves processes between cgroups";
+  auto support = detect_cgroups();
+  if (!support.cpu) GTEST_SKIP() << support.cpu_missing;
+  const CgroupHierarchy h = *support.cpu;
+  const CgroupFs cfs;
+
+  fctest::BusyChild child(2);  // three spinning threads
+  ASSERT_TRUE(fctest::wait_until([&] { return fctest::task_ids(child.pid()).size() == 3; }, 5s));
+  auto ref = ProcessRef::of(child.pid());
+  ASSERT_TRUE(ref);
+  // Baseline.
+  const auto original = cgroup_of(cfs, h, child.pid());
+  ASSERT_TRUE(original);
+  CpuThrottleFault fault(*ref, "busy", run_id("ct"));
+  ASSERT_FALSE(fs::exists(fault.cgroup_dir()));
+  const std::string mine = "/" + fault.cgroup_dir().filename().string();
+
+  fault.inject();
+  ASSERT_TRUE(fault.active());
+  ASSERT_TRUE(fs::is_directory(fault.cgroup_dir()));
+  if (h.version == CgroupVersion::kV2) {
+    EXPECT_EQ(slurp(fault.cgroup_dir() / "cpu.max"), "2000 100000\n");
+  } else {
+    EXPECT_EQ(slurp(fault.cgroup_dir() / "cpu.cfs_quota_us"), "2000\n");
+    EXPECT_EQ(slurp(fault.cgroup_dir() / "cpu.cfs_period_us"), "100000\n");
+  }
+  for (pid_t tid : fctest::task_ids(child.pid())) EXPECT_EQ(cgroup_of(cfs, h, child.pid(), tid), mine) << "thread " << tid;
+  // Observe: the kernel throttles it, period after period (cpu.stat nr_throttled grows).
+  const auto stat = fault.cgroup_dir() / "cpu.stat";
+  ASSERT_TRUE(fctest::wait_until([&] { return keyed(stat, "nr_throttled") >= 2; }, 5s)) << slurp(stat);
+  const auto n1 = keyed(stat, "nr_throttled");
+  ASSERT_TRUE(fctest::wait_until([&] { return keyed(stat, "nr_throttled") > n1; }, 5s)) << slurp(stat);
+  // And it gets about 2 % of a CPU: over a 500 ms window far less than the 200 % it would use.
+  const auto t0 = cpu_ticks(child.pid());
+  std::this_thread::sleep_for(500ms);
+  const auto used = cpu_ticks(child.pid()) - t0;
+  const double cpus = static_cast<double>(used) / static_cast<double>(::sysconf(_SC_CLK_TCK)) / 0.5;
+  EXPECT_LT(cpus, 0.25) << "used " << used << " ticks in 500 ms while throttled";
+
+  fault.heal();
+  EXPECT_FALSE(fault.active());
+  EXPECT_FALSE(fs::exists(fault.cgroup_dir()));
+  for (pid_t tid : fctest::task_ids(child.pid())) EXPECT_EQ(cgroup_of(cfs, h, child.pid(), tid), original);
+  EXPECT_TRUE(ref->same_process_alive());
+  // Runs unthrottled again: it accumulates CPU time quickly.
+  const auto t1 = cpu_ticks(child.pid());
+  EXPECT_TRUE(fctest::wait_until([&] { return cpu_ticks(child.pid()) - t1 >= 20; }, 5s));
+}
+
+TEST(CpuThrottleReal, HealAfterTheTargetDiedRemovesTheCgroup) {
+  if (!fctest::is_root()) GTEST_SKIP() << "needs root: it moves processes between cgroups";
+  auto support = detect_cgroups();
+  if (!support.cpu) GTEST_SKIP() << support.cpu_missing;
+  fctest::BusyChild child(0);
+  CpuThrottleFault fault(*ProcessRef::of(child.pid()), "dying", run_id("cd"));
+  fault.inject();
+  child.reap();
+  fault.heal();
+  EXPECT_FALSE(fault.active());
+  EXPECT_FALSE(fs::exists(fault.cgroup_dir()));
+}
+
+TEST(FreezeReal, TheCounterStopsWhileFrozenAndResumesAfterHeal) {
+  if (!fctest::is_root()) GTEST_SKIP() << "needs root: it moves processes between cgroups";
+  auto support = detect_cgroups();
+  if (!support.freezer) GTEST_SKIP() << support.freezer_missing;
+  const CgroupHierarchy h = *support.freezer;
+  const CgroupFs cfs;
+
+  fctest::CounterChild child;
+  auto ref = ProcessRef::of(child.pid());
+  ASSERT_TRUE(ref);
+  // Baseline: it makes progress.
+  auto v0 = child.next(5s);
+  ASSERT_TRUE(v0);
+  auto v1 = child.next(5s);
+  ASSERT_TRUE(v1);
+  EXPECT_GT(*v1, *v0);
+  const auto original = cgroup_of(cfs, h, child.pid());
+
+  FreezeFault fault(*ref, "counter", run_id("fz"));
+  fault.inject();
+  ASSERT_TRUE(fault.active());
+  if (h.version == CgroupVersion::kV1) EXPECT_EQ(slurp(fault.cgroup_dir() / "freezer.state"), "FROZEN\n");
+  else EXPECT_EQ(keyed(fault.cgroup_dir() / "cgroup.events", "frozen"), 1);
+  // Observe: after what was written before the freeze is drained, nothing more arrives.
+  auto before = child.drain();
+  EXPECT_FALSE(child.next(300ms)) << "the counter moved while frozen";
+
+  fault.heal();
+  EXPECT_FALSE(fault.active());
+  auto after = child.next(5s);
+  ASSERT_TRUE(after) << "no progress after thaw";
+  EXPECT_GT(*after, before.value_or(*v1));
+  EXPECT_FALSE(fs::exists(fault.cgroup_dir()));
+  EXPECT_EQ(cgroup_of(cfs, h, child.pid()), original);
+}
+
+TEST(FreezeReal, GuardThawsOnScopeExit) {
+  if (!fctest::is_root()) GTEST_SKIP() << "needs root: it moves processes between cgroups";
+  auto support = detect_cgroups();
+  if (!support.freezer) GTEST_SKIP() << support.freezer_missing;
+  fctest::CounterChild child;
+  ASSERT_TRUE(child.next(5s));
+  FreezeFault fault(*ProcessRef::of(child.pid()), "counter", run_id("fg"));
+  {
+    FaultGuard guard(fault);
+    fault.inject();
+    child.drain();
+    EXPECT_FALSE(child.next(100ms));
+  }
+  EXPECT_TRUE(child.next(5s));
+  EXPECT_FALSE(fs::exists(fault.cgroup_dir()));
+}

@@ -1,0 +1,214 @@
+// The network lab and partitions for real: TCP servers in the hub namespace, clients in host
+// namespaces; partition -> packets vanish (no RST, no ICMP: the connection stays ESTABLISHED and
+// reads time out), heal -> the stalled data goes through. Needs root; skips otherwise.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "fencecheck/faults/netem.h"
+#include "fencecheck/faults/netns.h"
+#include "fencecheck/faults/partition.h"
+#include "root_util.h"
+
+using namespace fencecheck::faults;
+using namespace std::chrono_literals;
+using fctest::Connect;
+
+namespace {
+
+constexpr std::uint16_t kLockPort = 7001, kResourcePort = 7002;
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// The lab, or a skip reason.
+std::unique_ptr<NetworkLab> make_lab(CommandRunner& runner, const std::string& run, std::string& skip) {
+  if (!fctest::is_root()) {
+    skip = "needs root: it creates network namespaces";
+    return nullptr;
+  }
+  auto lab = std::make_unique<NetworkLab>(NetworkLabOptions{run, {"w1", "w2"}}, runner);
+  try {
+    lab->setup();
+  } catch (const FaultUnavailable& e) {
+    skip = e.what();
+    return nullptr;
+  }
+  return lab;
+}
+
+bool netns_listed(CommandRunner& r, const std::string& name) {
+  const std::string out = r.run({"ip", "netns", "list"});
+  std::size_t pos = 0;
+  while ((pos = out.find(name, pos)) != std::string::npos) {
+    const bool start = pos == 0 || out[pos - 1] == '\n';
+    const std::size_t end = pos + name.size();
+    if (start && (end == out.size() || out[end] == ' ' || out[end] == '\n')) return true;
+    pos = end;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST(NetworkLabReal, ItsAddressesExistOnlyInsideItsNamespaces) {
+  SystemCommandRunner r;
+  std::string skip;
+  const std::string run = "nl" + std::to_string(::getpid());
+  auto lab = make_lab(r, run, skip);
+  if (!lab) GTEST_SKIP() << skip;
+  for (const auto& ns : lab->namespaces()) EXPECT_TRUE(netns_listed(r, ns)) << ns;
+  const auto& w1 = lab->host("w1");
+  EXPECT_NE(lab->run_in(w1.netns, {"ip", "-o", "-4", "addr", "show", "dev", w1.host_link}).find(w1.address + "/24"),
+            std::string::npos);
+  EXPECT_NE(lab->run_in(lab->hub_netns(), {"ip", "-o", "-4", "addr", "show", "dev", lab->bridge()})
+                .find(lab->service("lock-service").address + "/24"),
+            std::string::npos);
+  // The root namespace got nothing: none of the lab's links or addresses.
+  const std::string root_links = r.run({"ip", "-o", "link", "show"});
+  const std::string root_addrs = r.run({"ip", "-o", "-4", "addr", "show"});
+  EXPECT_EQ(root_links.find("fc" + lab->tag()), std::string::npos) << root_links;
+  for (const auto& h : lab->hosts()) EXPECT_EQ(root_addrs.find(" " + h.address + "/"), std::string::npos) << root_addrs;
+  for (const auto& s : lab->services()) EXPECT_EQ(root_addrs.find(" " + s.address + "/"), std::string::npos);
+
+  lab->teardown();
+  for (const auto& ns : lab->namespaces()) EXPECT_FALSE(netns_listed(r, ns)) << ns;
+}
+
+TEST(PartitionReal, FromLockServiceStallsThatTrafficOnlyAndHealRestoresIt) {
+  SystemCommandRunner r;
+  std::string skip;
+  const std::string run = "np" + std::to_string(::getpid());
+  auto lab = make_lab(r, run, skip);
+  if (!lab) GTEST_SKIP() << skip;
+  const std::string lock = lab->service("lock-service").address, res = lab->service("resource").address;
+  const std::string w1 = lab->host("w1").netns, w2 = lab->host("w2").netns;
+  {
+    fctest::EchoServer lock_server(lab->hub_netns(), lock, kLockPort), res_server(lab->hub_netns(), res, kResourcePort);
+    ASSERT_TRUE(lock_server.ok() && res_server.ok());
+
+    // Baseline: w1 talks to the lock service.
+    Fd conn;
+    ASSERT_EQ(fctest::connect_from(w1, lock, kLockPort, 5s, conn.fd), Connect::kConnected);
+    ASSERT_TRUE(fctest::send_all(conn.fd, "a"));
+    ASSERT_TRUE(fctest::receive(conn.fd, "a", 5s));
+
+    PartitionFault part(*lab, "w1", PartitionSpec::from("lock-service"));
+    part.inject();
+    ASSERT_TRUE(part.active());
+    // Observe: the send is accepted locally, but no reply comes and nothing is refused: the
+    // connection stays ESTABLISHED with no error, the read just times out.
+    ASSERT_TRUE(fctest::send_all(conn.fd, "b"));
+    EXPECT_FALSE(fctest::receive(conn.fd, "b", 500ms));
+    EXPECT_EQ(fctest::tcp_state(conn.fd), TCP_ESTABLISHED);
+    EXPECT_EQ(fctest::socket_error(conn.fd), 0);
+    {
+      Fd fresh;  // a new connection is not refused either: its SYN vanishes
+      EXPECT_EQ(fctest::connect_from(w1, lock, kLockPort, 500ms, fresh.fd), Connect::kTimedOut);
+    }
+    {
+      Fd store;  // the store (same hub, other address) is still reachable from w1
+      ASSERT_EQ(fctest::connect_from(w1, res, kResourcePort, 5s, store.fd), Connect::kConnected);
+      ASSERT_TRUE(fctest::send_all(store.fd, "s"));
+      EXPECT_TRUE(fctest::receive(store.fd, "s", 5s));
+    }
+    {
+      Fd other;  // and w2 still reaches the lock service
+      ASSERT_EQ(fctest::connect_from(w2, lock, kLockPort, 5s, other.fd), Connect::kConnected);
+      ASSERT_TRUE(fctest::send_all(other.fd, "o"));
+      EXPECT_TRUE(fctest::receive(other.fd, "o", 5s));
+    }
+
+    part.heal();
+    EXPECT_FALSE(part.active());
+    // Healed: TCP retransmits the stalled "b" and its echo arrives on the same connection.
+    EXPECT_TRUE(fctest::receive(conn.fd, "b", 15s));
+    ASSERT_TRUE(fctest::send_all(conn.fd, "c"));
+    EXPECT_TRUE(fctest::receive(conn.fd, "c", 5s));
+    Fd again;
+    EXPECT_EQ(fctest::connect_from(w1, lock, kLockPort, 5s, again.fd), Connect::kConnected);
+    // Heal removed exactly its filters: none are left on the link.
+    const std::string dev = lab->host("w1").hub_link;
+    EXPECT_EQ(lab->run_in(lab->hub_netns(), {"tc", "filter", "show", "dev", dev, "ingress"}), "");
+    EXPECT_EQ(lab->run_in(lab->hub_netns(), {"tc", "filter", "show", "dev", dev, "egress"}), "");
+  }
+  lab->teardown();
+  for (const auto& ns : lab->namespaces()) EXPECT_FALSE(netns_listed(r, ns)) << ns;
+}
+
+TEST(PartitionReal, FullCutsEverythingAndHealRestoresIt) {
+  SystemCommandRunner r;
+  std::string skip;
+  const std::string run = "nf" + std::to_string(::getpid());
+  auto lab = make_lab(r, run, skip);
+  if (!lab) GTEST_SKIP() << skip;
+  const std::string lock = lab->service("lock-service").address, res = lab->service("resource").address;
+  const std::string w1 = lab->host("w1").netns;
+  {
+    fctest::EchoServer lock_server(lab->hub_netns(), lock, kLockPort), res_server(lab->hub_netns(), res, kResourcePort);
+    ASSERT_TRUE(lock_server.ok() && res_server.ok());
+    Fd conn;
+    ASSERT_EQ(fctest::connect_from(w1, res, kResourcePort, 5s, conn.fd), Connect::kConnected);
+
+    PartitionFault full(*lab, "w1", PartitionSpec::full());
+    {
+      FaultGuard guard(full);
+      full.inject();
+      Fd a, b;
+      EXPECT_EQ(fctest::connect_from(w1, lock, kLockPort, 500ms, a.fd), Connect::kTimedOut);
+      EXPECT_EQ(fctest::connect_from(w1, res, kResourcePort, 500ms, b.fd), Connect::kTimedOut);
+      ASSERT_TRUE(fctest::send_all(conn.fd, "x"));
+      EXPECT_FALSE(fctest::receive(conn.fd, "x", 300ms));
+      EXPECT_EQ(fctest::tcp_state(conn.fd), TCP_ESTABLISHED);
+    }  // the guard heals
+    EXPECT_FALSE(full.active());
+    EXPECT_TRUE(fctest::receive(conn.fd, "x", 15s));
+    Fd c;
+    EXPECT_EQ(fctest::connect_from(w1, lock, kLockPort, 5s, c.fd), Connect::kConnected);
+  }
+  lab->teardown();
+}
+
+TEST(PartitionReal, HealAfterTheLabIsGoneIsQuiet) {
+  SystemCommandRunner r;
+  std::string skip;
+  auto lab = make_lab(r, "ng" + std::to_string(::getpid()), skip);
+  if (!lab) GTEST_SKIP() << skip;
+  PartitionFault part(*lab, "w2", PartitionSpec::from("resource"));
+  part.inject();
+  lab->teardown();
+  part.heal();
+  EXPECT_FALSE(part.active());
+}
+
+TEST(NetemReal, DelaysTheHostsLink) {
+  SystemCommandRunner r;
+  std::string skip;
+  auto lab = make_lab(r, "nn" + std::to_string(::getpid()), skip);
+  if (!lab) GTEST_SKIP() << skip;
+  const std::string lock = lab->service("lock-service").address, w1 = lab->host("w1").netns;
+  fctest::EchoServer server(lab->hub_netns(), lock, kLockPort);
+  ASSERT_TRUE(server.ok());
+  Fd conn;
+  ASSERT_EQ(fctest::connect_from(w1, lock, kLockPort, 5s, conn.fd), Connect::kConnected);
+  auto rtt = [&] {
+    auto t0 = std::chrono::steady_clock::now();
+    if (!fctest::send_all(conn.fd, "p") || !fctest::receive(conn.fd, "p", 10s)) return std::chrono::milliseconds(-1);
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  };
+  ASSERT_GE(rtt().count(), 0);
+  NetemFault netem(*lab, "w1", {std::chrono::milliseconds(100), {}, 0});
+  try {
+    netem.inject();
+  } catch (const FaultUnavailable& e) {
+    GTEST_SKIP() << e.what();
+  }
+  EXPECT_GE(rtt(), 200ms);  // 100 ms each way
+  netem.heal();
+  EXPECT_FALSE(netem.active());
+  EXPECT_LT(rtt(), 150ms);
+}

@@ -1,0 +1,1089 @@
+// Unit tests for the checkers, the figures, expectations and verdict.json, on hand-made histories
+// and read-backs: runs that must pass and runs that must fail, with the exact evidence.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "fencecheck/harness/analysis.h"
+#include "fencecheck/harness/checkers.h"
+#include "fencecheck/harness/expectation.h"
+#include "fencecheck/harness/history.h"
+#include "fencecheck/harness/scenario.h"
+#include "fencecheck/harness/verdict_json.h"
+#include "fencecheck/proto/chunk.h"
+
+using namespace fencecheck;
+using namespace fencecheck::harness;
+using namespace std::chrono_literals;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kSmoke = fs::path(FENCECHECK_SOURCE_DIR) / "scenarios" / "smoke";
+const std::string kKey = "ledger";
+const std::string kLock = "fencecheck/test";
+const std::string kKey1 = "fencecheck/test/694d8a1b2c3d0001";  // w1's lock key (token 33)
+const std::string kKey2 = "fencecheck/test/694d8a1b2c3d0002";  // w2's lock key (token 34)
+
+/// Builds a history with increasing receive times (1 ms apart unless told otherwise).
+struct Builder {
+  History h;
+  std::int64_t t = 1'000'000'000;
+
+  std::size_t add(Event e, std::int64_t advance_ns = 1'000'000) {
+    t += advance_ns;
+    e.t_ns = t;
+    e.src_ns = t;
+    return h.add(std::move(e));
+  }
+  static Event ev(const std::string& source, EventKind kind) {
+    Event e;
+    e.source = source;
+    e.kind = kind;
+    return e;
+  }
+  std::size_t run_start() { return add(ev("harness", EventKind::kRunStart)); }
+  std::size_t acquire_ok(const std::string& w, const std::string& lock_key, std::int64_t token, std::int64_t lease) {
+    Event e = ev(w, EventKind::kAcquireOk);
+    e.lock = kLock;
+    e.lock_key = lock_key;
+    e.token = token;
+    e.revision = token;
+    e.lease_id = lease;
+    return add(e);
+  }
+  std::size_t lock_grant(const std::string& lock_key, std::int64_t token, std::int64_t lease) {
+    Event e = ev("lock", EventKind::kLockGrant);
+    e.lock_key = lock_key;
+    e.token = token;
+    e.revision = token;
+    e.lease_id = lease;
+    return add(e);
+  }
+  std::size_t lock_delete(const std::string& lock_key, std::int64_t token, std::optional<std::int64_t> revision) {
+    Event e = ev("lock", EventKind::kLockDelete);
+    e.lock_key = lock_key;
+    e.token = token;
+    e.revision = revision;
+    return add(e);
+  }
+  std::size_t release_ok(const std::string& w, const std::string& lock_key, std::int64_t token,
+                         std::int64_t revision) {
+    Event e = ev(w, EventKind::kReleaseOk);
+    e.lock_key = lock_key;
+    e.token = token;
+    e.revision = revision;
+    return add(e);
+  }
+  std::size_t write(const std::string& w, EventKind kind, std::int64_t token, std::int64_t segment,
+                    std::int64_t chunk, std::optional<std::int64_t> high_water = std::nullopt,
+                    const std::string& key = kKey) {
+    Event e = ev(w, kind);
+    e.key = key;
+    e.token = token;
+    e.segment = segment;
+    e.chunk = chunk;
+    e.high_water = high_water;
+    return add(e);
+  }
+  /// invoke + ok; returns the ok's index.
+  std::size_t write_ok(const std::string& w, std::int64_t token, std::int64_t segment, std::int64_t chunk,
+                       std::int64_t high_water) {
+    write(w, EventKind::kWriteInvoke, token, segment, chunk);
+    return write(w, EventKind::kWriteOk, token, segment, chunk, high_water);
+  }
+  std::size_t job_done(const std::string& w, std::optional<std::int64_t> token) {
+    Event e = ev(w, EventKind::kJobDone);
+    e.token = token;
+    return add(e);
+  }
+  std::size_t pause(const std::string& w, std::int64_t ns, std::optional<std::int64_t> token = std::nullopt) {
+    Event e = ev(w, EventKind::kPause);
+    e.duration_ns = ns;
+    e.token = token;
+    return add(e);
+  }
+  std::size_t fault_inject(const std::string& target, std::int64_t planned_ns) {
+    Event e = ev("harness", EventKind::kFaultInject);
+    e.fault = "sigstop";
+    e.target = target;
+    e.duration_ns = planned_ns;
+    return add(e);
+  }
+  std::size_t fault_heal(const std::string& target, std::optional<std::int64_t> actual_ns,
+                         std::int64_t advance_ns = 1'000'000) {
+    Event e = ev("harness", EventKind::kFaultHeal);
+    e.fault = "sigstop";
+    e.target = target;
+    e.duration_ns = actual_ns;
+    return add(e, advance_ns);
+  }
+};
+
+StoredChunk stored(const std::string& client, std::int64_t token, std::int64_t segment, std::int64_t chunk,
+                   std::int64_t seq) {
+  return StoredChunk{kKey, segment, chunk, token, client, seq,
+                     encode_chunk(ChunkHeader{client, token, kKey, segment, chunk}, 64)};
+}
+
+AcceptedWrite logged(std::int64_t seq, const std::string& client, std::int64_t token, std::int64_t segment,
+                     std::int64_t chunk) {
+  return AcceptedWrite{seq, kKey, segment, chunk, token, client};
+}
+
+/// The story of the smoke scenario, 2 segments x 2 chunks: w1 (token 33) writes one or two chunks,
+/// is SIGSTOPped past its 2 s lease, etcd deletes its key, w2 (token 34) writes the whole job and
+/// releases; w1 resumes and writes with its stale token.
+struct StoryRun {
+  Builder b;
+  ReadBack rb;
+  // Indices of interest.
+  std::size_t w1_acquire = 0, w1_grant = 0, w1_ok_s0c0 = 0, w1_ok_s0c1 = 0, inject = 0, w1_delete = 0;
+  std::size_t w2_acquire = 0, w2_ok[4] = {}, w2_done = 0, w2_release = 0, w2_delete = 0, heal = 0, w1_pause = 0;
+  std::size_t w1_late = 0;       // fenced: write.fail s1c0; unfenced: write.ok s0c1
+  std::size_t w1_late_s1[2] = {};  // unfenced: write.ok s1c0, s1c1
+};
+
+StoryRun fenced_run() {
+  StoryRun r;
+  Builder& b = r.b;
+  b.run_start();
+  b.add(Builder::ev("w1", EventKind::kAcquireInvoke));
+  r.w1_acquire = b.acquire_ok("w1", kKey1, 33, 7001);
+  r.w1_grant = b.lock_grant(kKey1, 33, 7001);
+  b.add(Builder::ev("w2", EventKind::kAcquireInvoke));
+  b.lock_grant(kKey2, 34, 7002);  // w2's key exists from here; it holds the lock once w1's is gone
+  r.w1_ok_s0c0 = b.write_ok("w1", 33, 0, 0, 33);
+  r.w1_ok_s0c1 = b.write_ok("w1", 33, 0, 1, 33);
+  r.inject = b.fault_inject("w1", 6'000'000'000);
+  r.w1_delete = b.lock_delete(kKey1, 33, 40);  // lease expired: no release has revision 40
+  r.w2_acquire = b.acquire_ok("w2", kKey2, 34, 7002);
+  r.w2_ok[0] = b.write_ok("w2", 34, 0, 0, 34);
+  r.w2_ok[1] = b.write_ok("w2", 34, 0, 1, 34);
+  r.w2_ok[2] = b.write_ok("w2", 34, 1, 0, 34);
+  r.w2_ok[3] = b.write_ok("w2", 34, 1, 1, 34);
+  r.w2_done = b.job_done("w2", 34);
+  b.add(Builder::ev("w2", EventKind::kReleaseInvoke));
+  r.w2_release = b.release_ok("w2", kKey2, 34, 50);
+  r.w2_delete = b.lock_delete(kKey2, 34, 50);
+  r.heal = b.fault_heal("w1", 6'000'400'000, 6'000'000'000);
+  r.w1_pause = b.pause("w1", 5'950'000'000, 33);
+  b.write("w1", EventKind::kWriteInvoke, 33, 1, 0);
+  r.w1_late = b.write("w1", EventKind::kWriteFail, 33, 1, 0, 34);
+  b.add(Builder::ev("harness", EventKind::kWorkerExit));
+  b.add(Builder::ev("harness", EventKind::kRunEnd));
+
+  r.rb.resource = "store";
+  r.rb.fencing = "per-key";
+  r.rb.chunks = {stored("w2", 34, 0, 0, 3), stored("w2", 34, 0, 1, 4), stored("w2", 34, 1, 0, 5),
+                 stored("w2", 34, 1, 1, 6)};
+  r.rb.log = {logged(1, "w1", 33, 0, 0), logged(2, "w1", 33, 0, 1), logged(3, "w2", 34, 0, 0),
+              logged(4, "w2", 34, 0, 1),  logged(5, "w2", 34, 1, 0), logged(6, "w2", 34, 1, 1)};
+  r.rb.rejections = {RejectedWrite{kKey, 1, 0, 33, "w1", 34}};
+  r.rb.high_water = {{kKey, 34}};
+  return r;
+}
+
+/// Same story against a store that does not fence: w1 wrote only s0c0 before the pause, and after
+/// it resumes its s0c1, s1c0, s1c1 (token 33) are accepted over w2's.
+StoryRun unfenced_run() {
+  StoryRun r;
+  Builder& b = r.b;
+  b.run_start();
+  r.w1_acquire = b.acquire_ok("w1", kKey1, 33, 7001);
+  r.w1_grant = b.lock_grant(kKey1, 33, 7001);
+  b.lock_grant(kKey2, 34, 7002);
+  r.w1_ok_s0c0 = b.write_ok("w1", 33, 0, 0, 33);
+  r.inject = b.fault_inject("w1", 6'000'000'000);
+  r.w1_delete = b.lock_delete(kKey1, 33, 40);
+  r.w2_acquire = b.acquire_ok("w2", kKey2, 34, 7002);
+  r.w2_ok[0] = b.write_ok("w2", 34, 0, 0, 34);
+  r.w2_ok[1] = b.write_ok("w2", 34, 0, 1, 34);
+  r.w2_ok[2] = b.write_ok("w2", 34, 1, 0, 34);
+  r.w2_ok[3] = b.write_ok("w2", 34, 1, 1, 34);
+  r.w2_done = b.job_done("w2", 34);
+  r.w2_release = b.release_ok("w2", kKey2, 34, 50);
+  r.w2_delete = b.lock_delete(kKey2, 34, 50);
+  r.heal = b.fault_heal("w1", 6'000'400'000, 6'000'000'000);
+  r.w1_pause = b.pause("w1", 5'980'000'000, 33);
+  // An unfenced store accepts and (like the reference store) reports its high-water mark, 34.
+  r.w1_late = b.write_ok("w1", 33, 0, 1, 34);
+  r.w1_late_s1[0] = b.write_ok("w1", 33, 1, 0, 34);
+  r.w1_late_s1[1] = b.write_ok("w1", 33, 1, 1, 34);
+  b.job_done("w1", 33);
+
+  r.rb.resource = "store";
+  r.rb.fencing = "none";
+  r.rb.chunks = {stored("w2", 34, 0, 0, 2), stored("w1", 33, 0, 1, 6), stored("w1", 33, 1, 0, 7),
+                 stored("w1", 33, 1, 1, 8)};
+  r.rb.log = {logged(1, "w1", 33, 0, 0), logged(2, "w2", 34, 0, 0), logged(3, "w2", 34, 0, 1),
+              logged(4, "w2", 34, 1, 0), logged(5, "w2", 34, 1, 1), logged(6, "w1", 33, 0, 1),
+              logged(7, "w1", 33, 1, 0), logged(8, "w1", 33, 1, 1)};
+  r.rb.high_water = {{kKey, 34}};
+  return r;
+}
+
+fs::path temp_path(const std::string& name) {
+  fs::path dir = fs::path(::testing::TempDir()) / "fencecheck-check-test";
+  fs::create_directories(dir);
+  return dir / name;
+}
+
+Scenario scenario_from(const std::string& expect_and_faults) {
+  return parse_scenario(
+      "name: t\nlease_ttl: 2s\nresource: {kind: store}\njob: {key: ledger}\nworkers: [{id: w1}, {id: w2}]\n" +
+          expect_and_faults,
+      "inline.yaml");
+}
+
+class Throwing final : public Checker {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "throws"; }
+  [[nodiscard]] CheckerResult check(const History&, const ReadBack&) const override {
+    throw std::runtime_error("read-back has no chunks table");
+  }
+};
+class ThrowingInt final : public Checker {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "throws-int"; }
+  [[nodiscard]] CheckerResult check(const History&, const ReadBack&) const override { throw 42; }
+};
+class Fixed final : public Checker {
+ public:
+  Fixed(std::string name, Verdict v) : name_(std::move(name)), v_(v) {}
+  [[nodiscard]] std::string_view name() const override { return name_; }
+  [[nodiscard]] CheckerResult check(const History&, const ReadBack&) const override {
+    CheckerResult r;
+    r.name = name_;
+    r.verdict = v_;
+    if (v_ == Verdict::kInvalid) {
+      Anomaly a;
+      a.name = name_;
+      a.description = "made up";
+      a.tokens = {5, 3, 5};
+      a.evidence = {9, 2, 2};
+      r.anomalies.push_back(a);
+    }
+    return r;
+  }
+
+ private:
+  std::string name_;
+  Verdict v_;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// History
+
+TEST(History, SavesAndLoadsJsonLinesRoundTrip) {
+  StoryRun r = fenced_run();
+  fs::path p = temp_path("roundtrip.jsonl");
+  save_history_jsonl(p, r.b.h);
+  History back = load_history_jsonl(p);
+  ASSERT_EQ(back.size(), r.b.h.size());
+  for (std::size_t i = 0; i < back.size(); ++i) EXPECT_EQ(to_json_line(back[i]), to_json_line(r.b.h[i])) << i;
+  EXPECT_EQ(back[r.w1_late].kind, EventKind::kWriteFail);
+  EXPECT_EQ(back[r.w1_late].high_water, 34);
+}
+
+TEST(History, LoadErrorNamesFileAndLine) {
+  fs::path p = temp_path("bad.jsonl");
+  {
+    std::ofstream out(p);
+    out << R"({"t_ns":1,"source":"w1","kind":"acquire.ok","token":33})" << "\n"
+        << "\n"
+        << R"({"t_ns":2,"source":"w1","kind":"write.accepted"})" << "\n";
+  }
+  try {
+    (void)load_history_jsonl(p);
+    FAIL();
+  } catch (const HistoryError& e) {
+    EXPECT_EQ(e.line(), 3u);
+    EXPECT_EQ(e.file(), p.string());
+    EXPECT_EQ(std::string(e.what()), p.string() + ":3: unknown event kind 'write.accepted'");
+  }
+  {
+    std::ofstream out(p);
+    out << R"({"t_ns":1,"source":"w1","kind":"pause","duration_ns":"long"})" << "\n";
+  }
+  try {
+    (void)load_history_jsonl(p);
+    FAIL();
+  } catch (const HistoryError& e) {
+    EXPECT_EQ(std::string(e.what()), p.string() + ":1: field 'duration_ns' must be an integer");
+  }
+  try {
+    (void)load_history_jsonl(temp_path("missing.jsonl"));
+    FAIL();
+  } catch (const HistoryError& e) {
+    EXPECT_EQ(e.line(), 0u);
+    EXPECT_THAT(e.what(), HasSubstr("missing.jsonl: cannot open the history"));
+  }
+}
+
+TEST(History, BlankLinesDoNotShiftIndices) {
+  fs::path p = temp_path("blank.jsonl");
+  {
+    std::ofstream out(p);
+    out << "\n" << R"({"kind":"run.start"})" << "\r\n  \n" << R"({"kind":"run.end"})" << "\n";
+  }
+  History h = load_history_jsonl(p);
+  ASSERT_EQ(h.size(), 2u);
+  EXPECT_EQ(h[0].kind, EventKind::kRunStart);
+  EXPECT_EQ(h[1].kind, EventKind::kRunEnd);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Whole runs
+
+TEST(FencedRun, RejectedStaleWriteNoAnomalyValid) {
+  StoryRun r = fenced_run();
+  Analysis a = analyze(r.b.h, r.rb);
+  EXPECT_EQ(a.verdict, Verdict::kValid);
+  ASSERT_EQ(a.checkers.size(), 3u);
+  for (const auto& c : a.checkers) {
+    EXPECT_EQ(c.verdict, Verdict::kValid) << c.name;
+    EXPECT_TRUE(c.anomalies.empty()) << c.name;
+    EXPECT_EQ(c.error, "") << c.name;
+  }
+  EXPECT_EQ(a.anomaly_count(), 0u);
+
+  const Figures& f = a.figures;
+  EXPECT_EQ(f.rejected_writes_history, 1);
+  EXPECT_EQ(f.rejected_writes_readback, 1);
+  EXPECT_EQ(f.rejected_writes_total(), 1);
+  ASSERT_EQ(f.rejected_writes.size(), 1u);
+  EXPECT_EQ(f.rejected_writes[0].key, "ledger");
+  EXPECT_EQ(f.rejected_writes[0].client, "w1");
+  EXPECT_EQ(f.rejected_writes[0].history, 1);
+  EXPECT_EQ(f.rejected_writes[0].readback, 1);
+
+  // w1's key was deleted by expiry mid-job; w2's by its own release (revision 50).
+  ASSERT_EQ(f.expiries_during_work.size(), 1u);
+  const LeaseExpiry& x = f.expiries_during_work[0];
+  EXPECT_EQ(x.worker, "w1");
+  EXPECT_EQ(x.lock, kLock);
+  EXPECT_EQ(x.lock_key, kKey1);
+  EXPECT_EQ(x.token, 33);
+  EXPECT_EQ(x.lease_id, 7001);
+  EXPECT_EQ(x.revision, 40);
+  EXPECT_EQ(x.t_ns, r.b.h[r.w1_delete].t_ns);
+  EXPECT_THAT(x.evidence, ElementsAre(r.w1_acquire, r.w1_grant, r.w1_delete));
+
+  ASSERT_EQ(f.pauses.size(), 1u);
+  EXPECT_EQ(f.pauses[0].worker, "w1");
+  EXPECT_EQ(f.pauses[0].duration, 5950ms);
+  EXPECT_EQ(f.pauses[0].index, r.w1_pause);
+  EXPECT_EQ(f.pauses[0].token, 33);
+  EXPECT_EQ(f.longest_pause.at("w1").duration, 5950ms);
+
+  ASSERT_EQ(f.faults.size(), 1u);
+  EXPECT_EQ(f.faults[0].fault, "sigstop");
+  EXPECT_EQ(f.faults[0].target, "w1");
+  EXPECT_EQ(f.faults[0].planned, Duration(6s));
+  EXPECT_EQ(f.faults[0].actual, Duration(6'000'400'000));
+  EXPECT_EQ(f.faults[0].inject_index, r.inject);
+  EXPECT_EQ(f.faults[0].heal_index, r.heal);
+
+  // The smoke scenario's expectation holds on this history.
+  Scenario s = load_scenario(kSmoke / "sigstop-past-lease.yaml");
+  ExpectationResult e = evaluate_expectation(s, a);
+  EXPECT_TRUE(e.met);
+  EXPECT_THAT(e.reasons, ::testing::IsEmpty());
+  // ...and the unfenced one's does not: there is no anomaly to show.
+  ExpectationResult u = evaluate_expectation(load_scenario(kSmoke / "sigstop-past-lease-unfenced.yaml"), a);
+  EXPECT_FALSE(u.met);
+  EXPECT_THAT(u.reasons, ElementsAre("expected anomaly interleaved-segment, but no checker reported it"));
+}
+
+TEST(UnfencedRun, InterleavedSegmentNamesBothTokensClientsAndWrites) {
+  StoryRun r = unfenced_run();
+  InterleavedSegmentChecker c;
+  CheckerResult res = c.check(r.b.h, r.rb);
+  EXPECT_EQ(res.name, "interleaved-segment");
+  EXPECT_EQ(res.verdict, Verdict::kInvalid);
+  ASSERT_EQ(res.anomalies.size(), 1u);  // segment 1 is all token 33: consistent, if stale
+  const Anomaly& an = res.anomalies[0];
+  EXPECT_EQ(an.name, "interleaved-segment");
+  EXPECT_EQ(an.key, "ledger");
+  EXPECT_EQ(an.segment, 0);
+  EXPECT_THAT(an.tokens, ElementsAre(33, 34));
+  EXPECT_THAT(an.clients, ElementsAre("w1", "w2"));
+  // The write.ok events that wrote the current chunks: w2's s0c0 and w1's late s0c1.
+  EXPECT_THAT(an.evidence, ElementsAre(r.w2_ok[0], r.w1_late));
+  EXPECT_EQ(r.b.h[an.evidence[0]].kind, EventKind::kWriteOk);
+  EXPECT_EQ(r.b.h[an.evidence[0]].source, "w2");
+  EXPECT_EQ(r.b.h[an.evidence[1]].source, "w1");
+  EXPECT_EQ(r.b.h[an.evidence[1]].chunk, 1);
+  EXPECT_THAT(an.readback_seqs, ElementsAre(2, 6));
+  EXPECT_EQ(an.description,
+            "ledger segment 0 holds chunks written under 2 fencing tokens: chunk 1 by w1 (token 33); chunk 0 by w2 "
+            "(token 34)");
+}
+
+TEST(UnfencedRun, AnalysisIsInvalidAndMeetsTheUnfencedSmokeExpectation) {
+  StoryRun r = unfenced_run();
+  Analysis a = analyze(r.b.h, r.rb);
+  EXPECT_EQ(a.verdict, Verdict::kInvalid);
+  // Worst first, ties in checker order.
+  ASSERT_EQ(a.checkers.size(), 3u);
+  EXPECT_EQ(a.checkers[0].name, "interleaved-segment");
+  EXPECT_EQ(a.checkers[1].name, "stale-write-accepted");
+  EXPECT_EQ(a.checkers[2].name, "corrupt-chunk");
+  EXPECT_EQ(a.checkers[2].verdict, Verdict::kValid);
+  EXPECT_EQ(a.figures.expiries_during_work.size(), 1u);
+  EXPECT_EQ(a.figures.rejected_writes_total(), 0);
+
+  ExpectationResult e = evaluate_expectation(load_scenario(kSmoke / "sigstop-past-lease-unfenced.yaml"), a);
+  EXPECT_TRUE(e.met) << ::testing::PrintToString(e.reasons);
+  ExpectationResult f = evaluate_expectation(load_scenario(kSmoke / "sigstop-past-lease.yaml"), a);
+  EXPECT_FALSE(f.met);
+  ASSERT_EQ(f.reasons.size(), 3u);
+  EXPECT_THAT(f.reasons[0], HasSubstr("expected a safe run, but checker interleaved-segment found "
+                                      "interleaved-segment: ledger segment 0 holds chunks written under 2"));
+  EXPECT_THAT(f.reasons[1], HasSubstr("expected a safe run, but checker stale-write-accepted found "
+                                      "stale-write-accepted: ledger: the resource accepted token 33 from w1"));
+  EXPECT_EQ(f.reasons[2],
+            "expected at least 1 rejected write, saw 0 (write.fail events: 0, the resource's rejections: 0)");
+}
+
+TEST(UnfencedRun, StaleWriteAcceptedFromLogAndHistoryMerged) {
+  StoryRun r = unfenced_run();
+  CheckerResult res = StaleWriteAcceptedChecker().check(r.b.h, r.rb);
+  EXPECT_EQ(res.verdict, Verdict::kInvalid);
+  ASSERT_EQ(res.anomalies.size(), 1u);
+  const Anomaly& an = res.anomalies[0];
+  EXPECT_EQ(an.key, "ledger");
+  EXPECT_FALSE(an.segment.has_value());  // segments 0 and 1
+  EXPECT_THAT(an.tokens, ElementsAre(33, 34));
+  EXPECT_THAT(an.clients, ElementsAre("w1", "w2"));
+  // Log: the stale entries 6, 7, 8 and the entry that set the high-water mark, 2.
+  EXPECT_THAT(an.readback_seqs, ElementsAre(2, 6, 7, 8));
+  // History: the write.ok of each stale log entry and of the entry that set the high-water mark
+  // (w2's s0c0), plus, for the real-time rule, each stale write's invoke.
+  std::vector<std::size_t> want{r.w2_ok[0],          r.w1_late - 1,   r.w1_late,           r.w1_late_s1[0] - 1,
+                                r.w1_late_s1[0],     r.w1_late_s1[1] - 1, r.w1_late_s1[1]};
+  EXPECT_EQ(an.evidence, want);
+  EXPECT_EQ(an.description,
+            "ledger: the resource accepted token 33 from w1 after it had already accepted a higher token (34): 3 "
+            "write(s) in the store's log (seq 6, 7, 8) and 3 write.ok event(s) in the history");
+}
+
+// ---------------------------------------------------------------------------------------------
+// stale-write-accepted, each source alone
+
+TEST(StaleWriteAccepted, FromTheStoreLogAlone) {
+  ReadBack rb;
+  rb.log = {logged(1, "w2", 34, 2, 0), logged(2, "w1", 33, 2, 1), logged(3, "w2", 35, 2, 2)};
+  CheckerResult res = StaleWriteAcceptedChecker().check(History{}, rb);
+  ASSERT_EQ(res.anomalies.size(), 1u);
+  const Anomaly& an = res.anomalies[0];
+  EXPECT_EQ(an.segment, 2);
+  EXPECT_THAT(an.tokens, ElementsAre(33, 34));
+  EXPECT_THAT(an.clients, ElementsAre("w1", "w2"));
+  EXPECT_THAT(an.readback_seqs, ElementsAre(1, 2));
+  EXPECT_TRUE(an.evidence.empty());
+  EXPECT_EQ(an.description,
+            "ledger: the resource accepted token 33 from w1 after it had already accepted a higher token (34): 1 "
+            "write(s) in the store's log (seq 2)");
+}
+
+TEST(StaleWriteAccepted, LogOrderIsBySeqAndPerKey) {
+  ReadBack rb;
+  // Out of order in the vector; and key "other" has its own high-water mark.
+  rb.log = {logged(2, "w2", 34, 0, 0), logged(1, "w1", 33, 0, 0), AcceptedWrite{3, "other", 0, 0, 10, "w3"}};
+  EXPECT_EQ(StaleWriteAcceptedChecker().check(History{}, rb).verdict, Verdict::kValid);
+}
+
+TEST(StaleWriteAccepted, FromTheHistoryInRealTimeOrder) {
+  Builder b;
+  std::size_t w2_ok = b.write_ok("w2", 34, 0, 0, 34);
+  std::size_t w1_invoke = b.write("w1", EventKind::kWriteInvoke, 33, 0, 1);
+  std::size_t w1_ok = b.write("w1", EventKind::kWriteOk, 33, 0, 1);  // no high_water in the reply
+  CheckerResult res = StaleWriteAcceptedChecker().check(b.h, ReadBack{});
+  ASSERT_EQ(res.anomalies.size(), 1u);
+  EXPECT_THAT(res.anomalies[0].evidence, ElementsAre(w2_ok, w1_invoke, w1_ok));
+  EXPECT_THAT(res.anomalies[0].tokens, ElementsAre(33, 34));
+  EXPECT_THAT(res.anomalies[0].clients, ElementsAre("w1", "w2"));
+  EXPECT_EQ(res.anomalies[0].segment, 0);
+  EXPECT_TRUE(res.anomalies[0].readback_seqs.empty());
+}
+
+TEST(StaleWriteAccepted, AWriteAcceptedBeforeAPauseButReportedAfterIsNotStale) {
+  // w1 sends its write, the store accepts it (high-water 33), w1 is stopped before it prints
+  // write.ok; w2 writes with 34; w1 resumes and reports. Receive order puts 33's ok after 34's,
+  // but 33 was invoked before 34 completed: concurrent, not stale.
+  Builder b;
+  b.write("w1", EventKind::kWriteInvoke, 33, 0, 0);
+  b.write_ok("w2", 34, 0, 0, 34);
+  b.write("w1", EventKind::kWriteOk, 33, 0, 0, 33);
+  ReadBack rb;
+  rb.log = {logged(1, "w1", 33, 0, 0), logged(2, "w2", 34, 0, 0)};
+  CheckerResult res = StaleWriteAcceptedChecker().check(b.h, rb);
+  EXPECT_EQ(res.verdict, Verdict::kValid);
+  EXPECT_TRUE(res.anomalies.empty());
+}
+
+TEST(StaleWriteAccepted, FromTheReplysHighWaterMark) {
+  Builder b;
+  b.write("w1", EventKind::kWriteInvoke, 33, 1, 3);
+  std::size_t ok = b.write("w1", EventKind::kWriteOk, 33, 1, 3, 36);
+  CheckerResult res = StaleWriteAcceptedChecker().check(b.h, ReadBack{});
+  ASSERT_EQ(res.anomalies.size(), 1u);
+  EXPECT_THAT(res.anomalies[0].evidence, ElementsAre(ok));
+  EXPECT_THAT(res.anomalies[0].tokens, ElementsAre(33, 36));
+  EXPECT_THAT(res.anomalies[0].clients, ElementsAre("w1"));
+  EXPECT_EQ(res.anomalies[0].description,
+            "ledger: the resource accepted token 33 from w1 after it had already accepted a higher token (36): 1 "
+            "write.ok event(s) in the history");
+}
+
+TEST(StaleWriteAccepted, IncreasingTokensAreFine) {
+  Builder b;
+  b.write_ok("w1", 33, 0, 0, 33);
+  b.write_ok("w2", 34, 0, 0, 34);
+  b.write_ok("w1", 35, 0, 0, 35);  // w1 re-acquired with a new, higher token
+  ReadBack rb;
+  rb.log = {logged(1, "w1", 33, 0, 0), logged(2, "w2", 34, 0, 0), logged(3, "w1", 35, 0, 0)};
+  EXPECT_EQ(StaleWriteAcceptedChecker().check(b.h, rb).verdict, Verdict::kValid);
+}
+
+// ---------------------------------------------------------------------------------------------
+// corrupt-chunk and the interleaved checker's use of the chunk's own bytes
+
+TEST(CorruptChunk, ChecksumMismatchIsReported) {
+  Builder b;
+  std::size_t ok = b.write_ok("w2", 34, 0, 1, 34);
+  ReadBack rb;
+  rb.chunks = {stored("w2", 34, 0, 0, 1), stored("w2", 34, 0, 1, 2)};
+  std::string& data = rb.chunks[1].data;
+  data[data.find("f=x") + 2] = 'y';  // one flipped filler byte
+  CheckerResult res = CorruptChunkChecker().check(b.h, rb);
+  EXPECT_EQ(res.verdict, Verdict::kInvalid);
+  ASSERT_EQ(res.anomalies.size(), 1u);
+  const Anomaly& an = res.anomalies[0];
+  EXPECT_EQ(an.name, "corrupt-chunk");
+  EXPECT_EQ(an.key, "ledger");
+  EXPECT_EQ(an.segment, 0);
+  EXPECT_THAT(an.tokens, ElementsAre(34));
+  EXPECT_THAT(an.clients, ElementsAre("w2"));
+  EXPECT_THAT(an.readback_seqs, ElementsAre(2));
+  EXPECT_THAT(an.evidence, ElementsAre(ok));
+  EXPECT_THAT(an.description, HasSubstr("ledger segment 0 chunk 1 (seq 2, token 34 from w2 per the store) does not "
+                                        "decode: chunk checksum mismatch: stored "));
+}
+
+TEST(CorruptChunk, TornChunkIsReported) {
+  ReadBack rb;
+  rb.chunks = {stored("w1", 33, 0, 0, 1)};
+  rb.chunks[0].data.resize(rb.chunks[0].data.size() - 5);
+  CheckerResult res = CorruptChunkChecker().check(History{}, rb);
+  ASSERT_EQ(res.anomalies.size(), 1u);
+  EXPECT_THAT(res.anomalies[0].description, HasSubstr("does not decode: chunk has no ' crc=XXXXXXXX' trailer"));
+}
+
+TEST(CorruptChunk, SelfDescriptionDisagreeingWithTheStoreIsReported) {
+  Builder b;
+  std::size_t w1_ok = b.write_ok("w1", 33, 0, 1, 33);
+  std::size_t w2_ok = b.write_ok("w2", 34, 0, 1, 34);
+  ReadBack rb;
+  // The store says w2 wrote it with 34, but the bytes are w1's, token 33.
+  rb.chunks = {stored("w1", 33, 0, 1, 9)};
+  rb.chunks[0].client = "w2";
+  rb.chunks[0].token = 34;
+  CheckerResult res = CorruptChunkChecker().check(b.h, rb);
+  ASSERT_EQ(res.anomalies.size(), 1u);
+  const Anomaly& an = res.anomalies[0];
+  EXPECT_THAT(an.tokens, ElementsAre(33, 34));
+  EXPECT_THAT(an.clients, ElementsAre("w1", "w2"));
+  EXPECT_THAT(an.evidence, ElementsAre(w1_ok, w2_ok));
+  EXPECT_EQ(an.description,
+            "ledger segment 0 chunk 1 (seq 9, token 34 from w2 per the store) describes itself differently: its "
+            "bytes say worker w1 (store: w2), token 33 (store: 34)");
+}
+
+TEST(CorruptChunk, ChunkInTheWrongSlotIsReported) {
+  ReadBack rb;
+  rb.chunks = {stored("w1", 33, 0, 1, 1)};
+  rb.chunks[0].chunk = 2;  // the store put chunk 1's bytes in slot 2
+  CheckerResult res = CorruptChunkChecker().check(History{}, rb);
+  ASSERT_EQ(res.anomalies.size(), 1u);
+  EXPECT_THAT(res.anomalies[0].description, HasSubstr("its bytes say chunk 1 (store: 2)"));
+}
+
+TEST(CorruptChunk, GoodChunksPass) {
+  StoryRun r = fenced_run();
+  CheckerResult res = CorruptChunkChecker().check(r.b.h, r.rb);
+  EXPECT_EQ(res.verdict, Verdict::kValid);
+  EXPECT_TRUE(res.anomalies.empty());
+}
+
+TEST(InterleavedSegment, TrustsTheChunksOwnBytesOverTheStoresMetadata) {
+  Builder b;
+  std::size_t w2_s0c0 = b.write_ok("w2", 34, 0, 0, 34);
+  std::size_t w1_s0c1 = b.write_ok("w1", 33, 0, 1, 33);
+  ReadBack rb;
+  // The store claims both chunks are w2's token 34; chunk 1's bytes say w1, token 33.
+  rb.chunks = {stored("w2", 34, 0, 0, 1), stored("w1", 33, 0, 1, 2)};
+  rb.chunks[1].client = "w2";
+  rb.chunks[1].token = 34;
+  CheckerResult res = InterleavedSegmentChecker().check(b.h, rb);
+  ASSERT_EQ(res.anomalies.size(), 1u);
+  const Anomaly& an = res.anomalies[0];
+  EXPECT_THAT(an.tokens, ElementsAre(33, 34));
+  EXPECT_THAT(an.clients, ElementsAre("w1", "w2"));
+  EXPECT_THAT(an.evidence, ElementsAre(w2_s0c0, w1_s0c1));
+  EXPECT_THAT(an.description, HasSubstr("[chunk 1's bytes say token 33 by w1 but the store recorded token 34 by w2]"));
+}
+
+TEST(InterleavedSegment, FallsBackToMetadataForUndecodableChunks) {
+  ReadBack rb;
+  rb.chunks = {stored("w2", 34, 3, 0, 1), stored("w1", 33, 3, 1, 2)};
+  rb.chunks[1].data = "garbage";
+  CheckerResult res = InterleavedSegmentChecker().check(History{}, rb);
+  ASSERT_EQ(res.anomalies.size(), 1u);
+  EXPECT_EQ(res.anomalies[0].segment, 3);
+  EXPECT_THAT(res.anomalies[0].tokens, ElementsAre(33, 34));
+  EXPECT_THAT(res.anomalies[0].description, HasSubstr("chunk 1 does not decode (not a fencecheck chunk"));
+}
+
+TEST(InterleavedSegment, OneTokenPerSegmentIsValidEvenAcrossSegmentsAndKeys) {
+  ReadBack rb;
+  rb.chunks = {stored("w1", 33, 0, 0, 1), stored("w1", 33, 0, 1, 2), stored("w2", 34, 1, 0, 3),
+               stored("w2", 34, 1, 1, 4)};
+  StoredChunk other = stored("w3", 35, 0, 0, 5);
+  other.key = "other";
+  other.data = encode_chunk(ChunkHeader{"w3", 35, "other", 0, 0}, 64);
+  rb.chunks.push_back(other);
+  CheckerResult res = InterleavedSegmentChecker().check(History{}, rb);
+  EXPECT_EQ(res.verdict, Verdict::kValid);
+  EXPECT_EQ(CorruptChunkChecker().check(History{}, rb).verdict, Verdict::kValid);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Figures: lease expiries during work
+
+TEST(Expiries, ExpiryAndReleaseAreToldApartByRevision) {
+  Builder b;
+  b.acquire_ok("w1", kKey1, 33, 7001);
+  b.acquire_ok("w2", kKey2, 34, 7002);
+  // w1 releases late: etcd's delete of an already-gone key reports the current revision (41),
+  // which is not the revision of the delete of w1's key (40).
+  std::size_t d1 = b.lock_delete(kKey1, 33, 40);
+  b.release_ok("w1", kKey1, 33, 41);
+  b.release_ok("w2", kKey2, 34, 42);
+  b.lock_delete(kKey2, 34, 42);
+  Figures f = compute_figures(b.h, ReadBack{});
+  ASSERT_EQ(f.expiries_during_work.size(), 1u);
+  EXPECT_EQ(f.expiries_during_work[0].worker, "w1");
+  EXPECT_EQ(f.expiries_during_work[0].token, 33);
+  EXPECT_EQ(f.expiries_during_work[0].lease_id, 7001);
+  EXPECT_THAT(f.expiries_during_work[0].evidence, ElementsAre(0u, d1));
+}
+
+TEST(Expiries, AReleaseFromAnyWorkerWithTheSameRevisionExplainsTheDelete) {
+  Builder b;
+  b.acquire_ok("w1", kKey1, 33, 7001);
+  b.release_ok("w9", "fencecheck/test/other", 99, 40);  // reported revision is what matches
+  b.lock_delete(kKey1, 33, 40);
+  EXPECT_TRUE(compute_figures(b.h, ReadBack{}).expiries_during_work.empty());
+}
+
+TEST(Expiries, ExpiryAfterJobDoneIsNotCounted) {
+  Builder b;
+  b.acquire_ok("w1", kKey1, 33, 7001);
+  b.job_done("w1", 33);
+  b.lock_delete(kKey1, 33, 40);  // the lease expired after the work was done (no release)
+  b.acquire_ok("w2", kKey2, 34, 7002);
+  b.job_done("w2", 35);           // a job.done for another token does not cover token 34
+  std::size_t d2 = b.lock_delete(kKey2, 34, 41);
+  Figures f = compute_figures(b.h, ReadBack{});
+  ASSERT_EQ(f.expiries_during_work.size(), 1u);
+  EXPECT_EQ(f.expiries_during_work[0].worker, "w2");
+  EXPECT_EQ(f.expiries_during_work[0].evidence.back(), d2);
+}
+
+TEST(Expiries, JobDoneAfterTheDeleteDoesNotExcuseIt) {
+  Builder b;
+  b.acquire_ok("w1", kKey1, 33, 7001);
+  b.lock_delete(kKey1, 33, 40);
+  b.job_done("w1", 33);  // w1 finished, but its lock was gone while it worked
+  EXPECT_EQ(compute_figures(b.h, ReadBack{}).expiries_during_work.size(), 1u);
+}
+
+TEST(Expiries, ADeleteNobodyHeldIsNotCounted) {
+  Builder b;
+  b.acquire_ok("w1", kKey1, 33, 7001);
+  b.lock_delete(kKey1, 32, 40);                     // same key, other create_revision
+  b.lock_delete("fencecheck/test/stranger", 5, 41);  // never acquired by a worker
+  EXPECT_TRUE(compute_figures(b.h, ReadBack{}).expiries_during_work.empty());
+}
+
+TEST(Expiries, DeleteWithoutRevisionFallsBackToLockKeyAndToken) {
+  Builder b;
+  b.acquire_ok("w1", kKey1, 33, 7001);
+  b.release_ok("w1", kKey1, 33, 40);
+  b.lock_delete(kKey1, 33, std::nullopt);
+  b.acquire_ok("w2", kKey2, 34, 7002);
+  b.lock_delete(kKey2, 34, std::nullopt);
+  Figures f = compute_figures(b.h, ReadBack{});
+  ASSERT_EQ(f.expiries_during_work.size(), 1u);
+  EXPECT_EQ(f.expiries_during_work[0].worker, "w2");
+  EXPECT_FALSE(f.expiries_during_work[0].revision.has_value());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Figures: pauses, rejections, faults
+
+TEST(Figures, PausesLongestPerWorker) {
+  Builder b;
+  b.pause("w1", 300'000'000);
+  std::size_t longest = b.pause("w1", 6'010'000'000, 33);
+  b.pause("w2", 120'000'000);
+  b.pause("w1", 1'000'000'000);
+  Figures f = compute_figures(b.h, ReadBack{});
+  ASSERT_EQ(f.pauses.size(), 4u);
+  EXPECT_EQ(f.longest_pause.size(), 2u);
+  EXPECT_EQ(f.longest_pause.at("w1").duration, Duration(6'010'000'000));
+  EXPECT_EQ(f.longest_pause.at("w1").index, longest);
+  EXPECT_EQ(f.longest_pause.at("w2").duration, 120ms);
+}
+
+TEST(Figures, RejectedWritesPerKeyAndClientFromBothSources) {
+  Builder b;
+  b.write("w1", EventKind::kWriteFail, 33, 1, 0, 34);
+  b.write("w1", EventKind::kWriteFail, 33, 1, 0, 34, "other");
+  b.write("w3", EventKind::kWriteFail, 30, 0, 0, 34);
+  ReadBack rb;
+  rb.rejections = {RejectedWrite{"ledger", 1, 0, 33, "w1", 34}, RejectedWrite{"ledger", 1, 1, 33, "w1", 34},
+                   RejectedWrite{"other", 1, 0, 33, "w1", 34}, RejectedWrite{"ledger", 0, 0, 33, "w2", 40}};
+  Figures f = compute_figures(b.h, rb);
+  EXPECT_EQ(f.rejected_writes_history, 3);
+  EXPECT_EQ(f.rejected_writes_readback, 4);
+  EXPECT_EQ(f.rejected_writes_total(), 4);
+  ASSERT_EQ(f.rejected_writes.size(), 4u);
+  auto row = [&](std::size_t i) {
+    const auto& r = f.rejected_writes[i];
+    return r.key + "/" + r.client + ":" + std::to_string(r.history) + "/" + std::to_string(r.readback);
+  };
+  EXPECT_EQ(row(0), "ledger/w1:1/2");
+  EXPECT_EQ(row(1), "ledger/w2:0/1");
+  EXPECT_EQ(row(2), "ledger/w3:1/0");
+  EXPECT_EQ(row(3), "other/w1:1/1");
+}
+
+TEST(Figures, FaultsPairInjectWithHeal) {
+  Builder b;
+  std::size_t i1 = b.fault_inject("w1", 2'000'000'000);
+  std::size_t i2 = b.fault_inject("w2", 3'000'000'000);
+  std::size_t h2 = b.fault_heal("w2", 3'000'100'000);
+  std::size_t h1 = b.fault_heal("w1", std::nullopt, 2'000'000'000);  // no duration: t_ns difference
+  std::size_t i3 = b.fault_inject("w1", 1'000'000'000);               // never healed
+  Figures f = compute_figures(b.h, ReadBack{});
+  ASSERT_EQ(f.faults.size(), 3u);
+  EXPECT_EQ(f.faults[0].inject_index, i1);
+  EXPECT_EQ(f.faults[0].heal_index, h1);
+  EXPECT_EQ(f.faults[0].actual, Duration(b.h[h1].t_ns - b.h[i1].t_ns));
+  EXPECT_EQ(f.faults[1].inject_index, i2);
+  EXPECT_EQ(f.faults[1].heal_index, h2);
+  EXPECT_EQ(f.faults[1].actual, Duration(3'000'100'000));
+  EXPECT_EQ(f.faults[1].planned, Duration(3s));
+  EXPECT_EQ(f.faults[2].inject_index, i3);
+  EXPECT_FALSE(f.faults[2].heal_index.has_value());
+  EXPECT_FALSE(f.faults[2].actual.has_value());
+}
+
+// ---------------------------------------------------------------------------------------------
+// run_checkers: exceptions and combining
+
+TEST(RunCheckers, AThrowingCheckerIsUnknownWithItsMessage) {
+  Checkers cs;
+  cs.push_back(std::make_unique<Fixed>("ok", Verdict::kValid));
+  cs.push_back(std::make_unique<Throwing>());
+  cs.push_back(std::make_unique<ThrowingInt>());
+  CheckRun run = run_checkers(cs, History{}, ReadBack{});
+  EXPECT_EQ(run.verdict, Verdict::kUnknown);
+  ASSERT_EQ(run.results.size(), 3u);
+  EXPECT_EQ(run.results[0].name, "throws");
+  EXPECT_EQ(run.results[0].verdict, Verdict::kUnknown);
+  EXPECT_EQ(run.results[0].error, "read-back has no chunks table");
+  EXPECT_EQ(run.results[1].name, "throws-int");
+  EXPECT_EQ(run.results[1].error, "the checker threw a non-standard exception");
+  EXPECT_EQ(run.results[2].name, "ok");
+  EXPECT_EQ(run.results[2].verdict, Verdict::kValid);
+}
+
+TEST(RunCheckers, CombineTakesTheWorst) {
+  EXPECT_EQ(combine(Verdict::kValid, Verdict::kValid), Verdict::kValid);
+  EXPECT_EQ(combine(Verdict::kValid, Verdict::kUnknown), Verdict::kUnknown);
+  EXPECT_EQ(combine(Verdict::kUnknown, Verdict::kInvalid), Verdict::kInvalid);
+  EXPECT_EQ(combine(Verdict::kInvalid, Verdict::kValid), Verdict::kInvalid);
+
+  Checkers cs;
+  cs.push_back(std::make_unique<Throwing>());
+  cs.push_back(std::make_unique<Fixed>("valid", Verdict::kValid));
+  cs.push_back(std::make_unique<Fixed>("bad", Verdict::kInvalid));
+  CheckRun run = run_checkers(cs, History{}, ReadBack{});
+  EXPECT_EQ(run.verdict, Verdict::kInvalid);
+  ASSERT_EQ(run.results.size(), 3u);
+  EXPECT_EQ(run.results[0].name, "bad");
+  EXPECT_EQ(run.results[1].name, "throws");
+  EXPECT_EQ(run.results[2].name, "valid");
+  // Anomalies come back normalised (sorted, unique).
+  EXPECT_THAT(run.results[0].anomalies[0].tokens, ElementsAre(3, 5));
+  EXPECT_THAT(run.results[0].anomalies[0].evidence, ElementsAre(2u, 9u));
+}
+
+TEST(RunCheckers, NoCheckersIsUnknownNotValid) {
+  EXPECT_EQ(run_checkers(Checkers{}, History{}, ReadBack{}).verdict, Verdict::kUnknown);
+}
+
+TEST(RunCheckers, VerdictNames) {
+  EXPECT_EQ(verdict_name(Verdict::kValid), "valid");
+  EXPECT_EQ(verdict_name(Verdict::kInvalid), "invalid");
+  EXPECT_EQ(verdict_name(Verdict::kUnknown), "unknown");
+  EXPECT_EQ(verdict_from_name("invalid"), Verdict::kInvalid);
+  EXPECT_FALSE(verdict_from_name("ok").has_value());
+}
+
+TEST(RunCheckers, DefaultCheckersInOrder) {
+  Checkers cs = default_checkers();
+  ASSERT_EQ(cs.size(), 3u);
+  EXPECT_EQ(cs[0]->name(), "interleaved-segment");
+  EXPECT_EQ(cs[1]->name(), "corrupt-chunk");
+  EXPECT_EQ(cs[2]->name(), "stale-write-accepted");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Expectations: one reason per failure mode
+
+TEST(Expectation, SafeButUnknownNeverCountsAsSafe) {
+  StoryRun r = fenced_run();
+  Checkers cs;
+  cs.push_back(std::make_unique<InterleavedSegmentChecker>());
+  cs.push_back(std::make_unique<Throwing>());
+  Analysis a = analyze(r.b.h, r.rb, cs);
+  EXPECT_EQ(a.verdict, Verdict::kUnknown);
+  ExpectationResult e = evaluate_expectation(scenario_from("expect: {outcome: safe}\n"), a);
+  EXPECT_FALSE(e.met);
+  EXPECT_THAT(e.reasons, ElementsAre("expected a safe run, but the verdict is unknown: checker throws could not "
+                                     "decide (read-back has no chunks table), and an unknown verdict never counts "
+                                     "as safe"));
+}
+
+TEST(Expectation, SafeButInvalidNamesEachAnomaly) {
+  StoryRun r = unfenced_run();
+  Checkers cs;
+  cs.push_back(std::make_unique<InterleavedSegmentChecker>());
+  Analysis a = analyze(r.b.h, r.rb, cs);
+  ExpectationResult e = evaluate_expectation(scenario_from("expect: {outcome: safe}\n"), a);
+  EXPECT_FALSE(e.met);
+  EXPECT_THAT(e.reasons,
+              ElementsAre("expected a safe run, but checker interleaved-segment found interleaved-segment: ledger "
+                          "segment 0 holds chunks written under 2 fencing tokens: chunk 1 by w1 (token 33); chunk 0 "
+                          "by w2 (token 34)"));
+}
+
+TEST(Expectation, ExpectedAnomalyMissingSaysWhy) {
+  StoryRun r = fenced_run();
+  Checkers cs;
+  cs.push_back(std::make_unique<InterleavedSegmentChecker>());
+  cs.push_back(std::make_unique<Throwing>());
+  Analysis a = analyze(r.b.h, r.rb, cs);
+  ExpectationResult e = evaluate_expectation(
+      scenario_from("expect: {outcome: anomaly, anomalies: [interleaved-segment, duplicate-effect]}\n"), a);
+  EXPECT_FALSE(e.met);
+  EXPECT_THAT(e.reasons,
+              ElementsAre("expected anomaly interleaved-segment, but no checker reported it",
+                          "expected anomaly duplicate-effect, but no checker reported it (no checker named "
+                          "duplicate-effect ran)"));
+}
+
+TEST(Expectation, ExpectedAnomalyWhoseCheckerFailed) {
+  class FailingInterleaved final : public Checker {
+   public:
+    [[nodiscard]] std::string_view name() const override { return "interleaved-segment"; }
+    [[nodiscard]] CheckerResult check(const History&, const ReadBack&) const override {
+      throw std::invalid_argument("chunk 3 has no data");
+    }
+  };
+  Checkers cs;
+  cs.push_back(std::make_unique<FailingInterleaved>());
+  Analysis a = analyze(History{}, ReadBack{}, cs);
+  ExpectationResult e =
+      evaluate_expectation(scenario_from("expect: {outcome: anomaly, anomalies: [interleaved-segment]}\n"), a);
+  EXPECT_THAT(e.reasons, ElementsAre("expected anomaly interleaved-segment, but no checker reported it (checker "
+                                     "interleaved-segment could not decide: chunk 3 has no data)"));
+}
+
+TEST(Expectation, TooFewRejectedWritesAndExpiries) {
+  Builder b;
+  b.acquire_ok("w1", kKey1, 33, 7001);
+  b.release_ok("w1", kKey1, 33, 40);
+  b.lock_delete(kKey1, 33, 40);
+  Analysis a = analyze(b.h, ReadBack{});
+  ExpectationResult e = evaluate_expectation(
+      scenario_from("expect: {outcome: safe, min_rejected_writes: 1, min_expiries_during_work: 2}\n"), a);
+  EXPECT_FALSE(e.met);
+  EXPECT_THAT(e.reasons,
+              ElementsAre("expected at least 1 rejected write, saw 0 (write.fail events: 0, the resource's "
+                          "rejections: 0)",
+                          "expected at least 2 lease expiries during work, saw 0"));
+  ExpectationResult one = evaluate_expectation(scenario_from("expect: {outcome: safe, min_expiries_during_work: 1}\n"), a);
+  EXPECT_THAT(one.reasons, ElementsAre("expected at least 1 lease expiry during work, saw 0"));
+}
+
+TEST(Expectation, PauseOutsideTolerance) {
+  Builder b;
+  b.fault_inject("w1", 6'000'000'000);
+  b.fault_heal("w1", 6'000'000'000, 6'000'000'000);
+  b.pause("w1", 5'410'000'000, 33);
+  Analysis a = analyze(b.h, ReadBack{});
+  const std::string faults = "faults: [{kind: sigstop, target: w1, trigger: {at: 1s}, duration: 6s}]\n";
+  ExpectationResult tight = evaluate_expectation(scenario_from(faults + "expect: {outcome: safe, pause_tolerance: 5%}\n"), a);
+  EXPECT_FALSE(tight.met);
+  EXPECT_THAT(tight.reasons, ElementsAre("w1's longest measured pause 5.41 s is 9.8% off the injected 6.00 s "
+                                         "(tolerance 5%)"));
+  ExpectationResult loose =
+      evaluate_expectation(scenario_from(faults + "expect: {outcome: safe, pause_tolerance: 10%}\n"), a);
+  EXPECT_TRUE(loose.met) << ::testing::PrintToString(loose.reasons);
+}
+
+TEST(Expectation, PauseToleranceUsesTheActualInjectedDuration) {
+  Builder b;
+  b.fault_inject("w1", 6'000'000'000);
+  b.fault_heal("w1", 7'000'000'000, 7'000'000'000);  // the harness healed it late
+  b.pause("w1", 6'950'000'000);
+  Analysis a = analyze(b.h, ReadBack{});
+  ExpectationResult e = evaluate_expectation(
+      scenario_from("faults: [{kind: sigstop, target: w1, trigger: {at: 1s}, duration: 6s}]\n"
+                    "expect: {outcome: safe, pause_tolerance: 1%}\n"),
+      a);
+  EXPECT_TRUE(e.met) << ::testing::PrintToString(e.reasons);
+}
+
+TEST(Expectation, PausedWorkerThatReportedNoPauseOrWasNeverStopped) {
+  Builder b;
+  b.fault_inject("w1", 6'000'000'000);
+  b.fault_heal("w1", 6'000'000'000, 6'000'000'000);
+  b.pause("w2", 100'000'000);
+  Analysis a = analyze(b.h, ReadBack{});
+  ExpectationResult e = evaluate_expectation(
+      scenario_from("faults:\n"
+                    "  - {kind: sigstop, target: w1, trigger: {at: 1s}, duration: 6s}\n"
+                    "  - {kind: sigstop, target: w2, trigger: {worker: w1, event: job.done}, duration: 3s}\n"
+                    "expect: {outcome: safe, pause_tolerance: 10%}\n"),
+      a);
+  EXPECT_FALSE(e.met);
+  EXPECT_THAT(e.reasons,
+              ElementsAre("w1 was stopped (sigstop) for 6.00 s but reported no pause",
+                          "the sigstop fault on w2 was planned but never injected, so its pause cannot be compared "
+                          "with the injected duration"));
+}
+
+TEST(Expectation, EvaluateWithAnExplicitExpectationMatches) {
+  StoryRun r = fenced_run();
+  Analysis a = analyze(r.b.h, r.rb);
+  Scenario s = load_scenario(kSmoke / "sigstop-past-lease.yaml");
+  ExpectationResult x = evaluate(s.expect(), a, s);
+  ExpectationResult y = evaluate_expectation(s, a);
+  EXPECT_EQ(x.met, y.met);
+  EXPECT_EQ(x.reasons, y.reasons);
+}
+
+// ---------------------------------------------------------------------------------------------
+// verdict.json
+
+TEST(VerdictJson, StandsAloneWithEvidenceEventsAndFigures) {
+  StoryRun r = unfenced_run();
+  Analysis a = analyze(r.b.h, r.rb);
+  Scenario s = load_scenario(kSmoke / "sigstop-past-lease-unfenced.yaml");
+  ExpectationResult e = evaluate_expectation(s, a);
+  nlohmann::json j = to_json(a, e);
+
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["verdict"], "invalid");
+  EXPECT_EQ(j["expectation"]["met"], true);
+  EXPECT_EQ(j["expectation"]["reasons"], nlohmann::json::array());
+  ASSERT_EQ(j["checkers"].size(), 3u);
+  const auto& c0 = j["checkers"][0];
+  EXPECT_EQ(c0["name"], "interleaved-segment");
+  EXPECT_EQ(c0["verdict"], "invalid");
+  EXPECT_EQ(c0["error"], "");
+  ASSERT_EQ(c0["anomalies"].size(), 1u);
+  const auto& an = c0["anomalies"][0];
+  EXPECT_EQ(an["name"], "interleaved-segment");
+  EXPECT_EQ(an["key"], "ledger");
+  EXPECT_EQ(an["segment"], 0);
+  EXPECT_EQ(an["tokens"], (nlohmann::json{33, 34}));
+  EXPECT_EQ(an["clients"], (nlohmann::json{"w1", "w2"}));
+  EXPECT_EQ(an["evidence"], (nlohmann::json{r.w2_ok[0], r.w1_late}));
+  EXPECT_EQ(an["readback_seqs"], (nlohmann::json{2, 6}));
+  ASSERT_EQ(an["evidence_events"].size(), 2u);
+  EXPECT_EQ(an["evidence_events"][0]["index"], r.w2_ok[0]);
+  EXPECT_EQ(an["evidence_events"][0]["kind"], "write.ok");
+  EXPECT_EQ(an["evidence_events"][0]["source"], "w2");
+  EXPECT_EQ(an["evidence_events"][0]["token"], 34);
+  EXPECT_EQ(an["evidence_events"][1]["index"], r.w1_late);
+  EXPECT_EQ(an["evidence_events"][1]["source"], "w1");
+  EXPECT_EQ(an["evidence_events"][1]["chunk"], 1);
+  EXPECT_EQ(j["checkers"][2]["name"], "corrupt-chunk");
+  EXPECT_EQ(j["checkers"][2]["verdict"], "valid");
+  EXPECT_EQ(j["checkers"][2]["anomalies"], nlohmann::json::array());
+
+  const auto& f = j["figures"];
+  EXPECT_EQ(f["lease_expiries_during_work"], 1);
+  EXPECT_EQ(f["expiries_during_work"][0]["worker"], "w1");
+  EXPECT_EQ(f["expiries_during_work"][0]["lock_key"], kKey1);
+  EXPECT_EQ(f["expiries_during_work"][0]["token"], 33);
+  EXPECT_EQ(f["expiries_during_work"][0]["lease_id"], 7001);
+  EXPECT_EQ(f["expiries_during_work"][0]["revision"], 40);
+  EXPECT_EQ(f["expiries_during_work"][0]["evidence"], (nlohmann::json{r.w1_acquire, r.w1_grant, r.w1_delete}));
+  EXPECT_EQ(f["pauses"][0]["duration_ns"], 5'980'000'000);
+  EXPECT_EQ(f["longest_pause_ns"]["w1"], 5'980'000'000);
+  EXPECT_EQ(f["rejected_writes_total"], 0);
+  EXPECT_EQ(f["rejected_writes"], nlohmann::json::array());
+  EXPECT_EQ(f["faults"][0]["planned_ns"], 6'000'000'000);
+  EXPECT_EQ(f["faults"][0]["actual_ns"], 6'000'400'000);
+  EXPECT_EQ(f["faults"][0]["heal_index"], r.heal);
+
+  // Every cited event is in the document's own list, once, in index order.
+  std::vector<std::size_t> listed;
+  for (const auto& ev : j["evidence_events"]) listed.push_back(ev["index"].get<std::size_t>());
+  EXPECT_TRUE(std::is_sorted(listed.begin(), listed.end()));
+  for (std::size_t i : {r.w2_ok[0], r.w1_late, r.w1_delete, r.inject, r.heal, r.w1_pause})
+    EXPECT_NE(std::find(listed.begin(), listed.end(), i), listed.end()) << i;
+  EXPECT_EQ(j["evidence_events"][0]["kind"], std::string(kind_name(r.b.h[listed[0]].kind)));
+
+  // The history-taking form gives the same document.
+  EXPECT_EQ(verdict_to_json(a, e, r.b.h), j);
+  // It round-trips through text.
+  EXPECT_EQ(nlohmann::json::parse(j.dump()), j);
+}
+
+TEST(VerdictJson, UnknownCheckerErrorAndNullsForMissingValues) {
+  Builder b;
+  b.fault_inject("w1", 1'000'000'000);  // never healed
+  Checkers cs;
+  cs.push_back(std::make_unique<Throwing>());
+  Analysis a = analyze(b.h, ReadBack{}, cs);
+  nlohmann::json j = to_json(a, ExpectationResult{false, {"because"}});
+  EXPECT_EQ(j["verdict"], "unknown");
+  EXPECT_EQ(j["checkers"][0]["error"], "read-back has no chunks table");
+  EXPECT_EQ(j["expectation"]["met"], false);
+  EXPECT_EQ(j["expectation"]["reasons"], (nlohmann::json{"because"}));
+  EXPECT_TRUE(j["figures"]["faults"][0]["heal_index"].is_null());
+  EXPECT_TRUE(j["figures"]["faults"][0]["actual_ns"].is_null());
+  EXPECT_TRUE(j["figures"]["faults"][0]["heal_t_ns"].is_null());
+}

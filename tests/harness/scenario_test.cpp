@@ -1,0 +1,1002 @@
+// Unit tests for the scenario model and loader: good files load with the right values (including
+// the two smoke scenarios), and every kind of bad file fails with its exact file:line:col and message.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "fencecheck/harness/scenario.h"
+
+using namespace fencecheck;
+using namespace fencecheck::harness;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kSmoke = fs::path(FENCECHECK_SOURCE_DIR) / "scenarios" / "smoke";
+
+/// A fresh directory per test under the GoogleTest temp dir.
+fs::path test_dir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = std::string(info->test_suite_name()) + "." + info->name();
+  for (char& c : name)
+    if (c == '/') c = '_';
+  fs::path dir = fs::path(::testing::TempDir()) / "fencecheck-scenario-test" / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+fs::path write_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  return path;
+}
+
+/// The smallest valid scenario, one field per line (line numbers in the bad-file table refer to
+/// their own full texts, not to this).
+const std::string kMinimal =
+    "name: t\n"
+    "lease_ttl: 2s\n"
+    "resource: {kind: store}\n"
+    "job: {key: ledger}\n"
+    "workers:\n"
+    "  - id: w1\n"
+    "expect: {outcome: safe}\n";
+
+const std::string kWorkerEvents =
+    "worker events are: acquire.invoke, acquire.ok, acquire.fail, keepalive.fail, lease.lost, write.invoke, "
+    "write.ok, write.fail, write.info, pause, release.invoke, release.ok, release.fail, job.done";
+
+const std::string kTopKeys =
+    "allowed keys: name, description, seed, lease_ttl, timeout, lock_service, resource, network, job, workers, "
+    "faults, expect";
+
+const std::string kKnownAnomalies =
+    "known anomalies: interleaved-segment, stale-write-accepted, duplicate-effect, counter-drift, foreign-release, "
+    "token-regression, fenced-out, rejection-storm, cross-key-rejection, lost-acknowledged-write, corrupt-chunk";
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Good files
+
+TEST(ScenarioLoad, SmokeFencedScenarioHasEveryValue) {
+  Scenario s = load_scenario(kSmoke / "sigstop-past-lease.yaml");
+  EXPECT_EQ(s.name(), "sigstop-past-lease");
+  EXPECT_THAT(s.description(), ::testing::HasSubstr("SIGSTOPs it for 6s"));
+  EXPECT_EQ(s.source(), (kSmoke / "sigstop-past-lease.yaml").string());
+  EXPECT_EQ(s.seed(), 42u);
+  EXPECT_EQ(s.lease_ttl(), 2s);
+  EXPECT_EQ(s.timeout(), 60s);
+  EXPECT_EQ(s.lock_service().kind, LockServiceKind::kEtcd);
+  EXPECT_TRUE(s.lock_service().embedded());
+  EXPECT_EQ(s.lock_service().lock, "fencecheck/sigstop-past-lease");
+  EXPECT_EQ(s.resource().kind, ResourceKind::kStore);
+  EXPECT_EQ(s.resource().fencing, FencingMode::kPerKey);
+  EXPECT_EQ(s.network(), NetworkMode::kHost);
+  EXPECT_EQ(s.job().key, "ledger");
+  EXPECT_EQ(s.job().segments, 3);
+  EXPECT_EQ(s.job().chunks, 4);
+  EXPECT_EQ(s.job().chunk_bytes, 256);
+  EXPECT_EQ(s.job().chunk_interval, 100ms);
+  ASSERT_EQ(s.workers().size(), 2u);
+  EXPECT_EQ(s.workers()[0].id, "w1");
+  EXPECT_FALSE(s.workers()[0].start_after.has_value());
+  EXPECT_FALSE(s.workers()[0].start_delay.has_value());
+  EXPECT_EQ(s.workers()[1].id, "w2");
+  ASSERT_TRUE(s.workers()[1].start_after.has_value());
+  EXPECT_EQ(*s.workers()[1].start_after, (EventTrigger{"w1", EventKind::kAcquireOk, 1}));
+  ASSERT_EQ(s.faults().size(), 1u);
+  const FaultSpec& f = s.faults()[0];
+  EXPECT_EQ(f.kind, FaultKind::kSigstop);
+  EXPECT_EQ(f.target, "w1");
+  ASSERT_TRUE(std::holds_alternative<EventTrigger>(f.trigger));
+  EXPECT_EQ(std::get<EventTrigger>(f.trigger), (EventTrigger{"w1", EventKind::kWriteOk, 2}));
+  EXPECT_EQ(f.duration, 6s);
+  EXPECT_EQ(s.expect().outcome, Outcome::kSafe);
+  EXPECT_TRUE(s.expect().anomalies.empty());
+  EXPECT_EQ(s.expect().min_rejected_writes, 1);
+  EXPECT_EQ(s.expect().min_expiries_during_work, 1);
+  ASSERT_TRUE(s.expect().pause_tolerance.has_value());
+  EXPECT_DOUBLE_EQ(*s.expect().pause_tolerance, 0.10);
+  ASSERT_NE(s.find_worker("w2"), nullptr);
+  EXPECT_EQ(s.find_worker("w2")->id, "w2");
+  EXPECT_EQ(s.find_worker("w3"), nullptr);
+}
+
+TEST(ScenarioLoad, SmokeUnfencedScenarioDiffersOnlyInFencingAndExpectation) {
+  Scenario u = load_scenario(kSmoke / "sigstop-past-lease-unfenced.yaml");
+  Scenario f = load_scenario(kSmoke / "sigstop-past-lease.yaml");
+  EXPECT_EQ(u.name(), "sigstop-past-lease-unfenced");
+  EXPECT_THAT(u.description(), ::testing::HasSubstr("fencing: none"));
+  EXPECT_EQ(u.resource().fencing, FencingMode::kNone);
+  EXPECT_EQ(u.expect().outcome, Outcome::kAnomaly);
+  EXPECT_EQ(u.expect().anomalies, std::vector<std::string>{"interleaved-segment"});
+  EXPECT_FALSE(u.expect().min_rejected_writes.has_value());
+  EXPECT_EQ(u.expect().min_expiries_during_work, 1);
+  EXPECT_DOUBLE_EQ(u.expect().pause_tolerance.value_or(0), 0.10);
+  // The story is the same.
+  EXPECT_EQ(u.seed(), f.seed());
+  EXPECT_EQ(u.lease_ttl(), f.lease_ttl());
+  EXPECT_EQ(u.timeout(), f.timeout());
+  EXPECT_EQ(u.job().key, f.job().key);
+  EXPECT_EQ(u.job().segments, f.job().segments);
+  EXPECT_EQ(u.job().chunks, f.job().chunks);
+  EXPECT_EQ(u.job().chunk_interval, f.job().chunk_interval);
+  ASSERT_EQ(u.workers().size(), 2u);
+  EXPECT_EQ(u.workers()[1].start_after, f.workers()[1].start_after);
+  ASSERT_EQ(u.faults().size(), 1u);
+  EXPECT_EQ(u.faults()[0].trigger, f.faults()[0].trigger);
+  EXPECT_EQ(u.faults()[0].duration, f.faults()[0].duration);
+  EXPECT_EQ(u.lock_service().lock, "fencecheck/sigstop-past-lease-unfenced");
+}
+
+TEST(ScenarioLoad, SmokeSuiteLoadsBothSortedByFileName) {
+  auto suite = load_suite(kSmoke);
+  ASSERT_EQ(suite.size(), 2u);
+  // '-' sorts before '.', so the unfenced file comes first.
+  EXPECT_EQ(suite[0].name(), "sigstop-past-lease-unfenced");
+  EXPECT_EQ(suite[1].name(), "sigstop-past-lease");
+}
+
+TEST(ScenarioLoad, MinimalFileGetsEveryDefault) {
+  Scenario s = parse_scenario(kMinimal, "min.yaml");
+  EXPECT_EQ(s.source(), "min.yaml");
+  EXPECT_EQ(s.description(), "");
+  EXPECT_EQ(s.seed(), 1u);
+  EXPECT_EQ(s.lease_ttl(), 2s);
+  EXPECT_EQ(s.timeout(), 120s);
+  EXPECT_EQ(s.lock_service().kind, LockServiceKind::kEtcd);
+  EXPECT_TRUE(s.lock_service().endpoints.empty());
+  EXPECT_EQ(s.lock_service().lock, "fencecheck/t");
+  EXPECT_EQ(s.resource().fencing, FencingMode::kPerKey);
+  EXPECT_EQ(s.network(), NetworkMode::kHost);
+  EXPECT_EQ(s.job().segments, 3);
+  EXPECT_EQ(s.job().chunks, 4);
+  EXPECT_EQ(s.job().chunk_bytes, 256);
+  EXPECT_EQ(s.job().chunk_interval, 50ms);
+  EXPECT_TRUE(s.faults().empty());
+  EXPECT_EQ(s.expect().outcome, Outcome::kSafe);
+  EXPECT_FALSE(s.expect().min_rejected_writes.has_value());
+  EXPECT_FALSE(s.expect().min_expiries_during_work.has_value());
+  EXPECT_FALSE(s.expect().pause_tolerance.has_value());
+}
+
+TEST(ScenarioLoad, EveryOptionalFieldIsRead) {
+  const std::string yaml =
+      "name: full.scenario_1\n"
+      "description: all of it\n"
+      "seed: 18446744073709551615\n"
+      "lease_ttl: 1m\n"
+      "timeout: 1.5m\n"
+      "lock_service:\n"
+      "  kind: etcd\n"
+      "  endpoints: [http://127.0.0.1:2379, https://etcd-2.example:2379/]\n"
+      "  lock: team/locks/ledger\n"
+      "resource: {kind: store, fencing: none}\n"
+      "network: host\n"
+      "job: {key: acct.42, segments: 1, chunks: 7, chunk_bytes: 1048576, chunk_interval: 250us}\n"
+      "workers:\n"
+      "  - id: w1\n"
+      "  - id: w2\n"
+      "    start_delay: 300ms\n"
+      "  - id: w3\n"
+      "    start_after: {worker: w2, event: lease.lost, count: 3}\n"
+      "faults:\n"
+      "  - kind: sigstop\n"
+      "    target: w2\n"
+      "    trigger: {at: 1500ms}\n"
+      "    duration: 6.25s\n"
+      "  - kind: sigstop\n"
+      "    target: w3\n"
+      "    trigger: {worker: w1, event: job.done}\n"
+      "    duration: 10ns\n"
+      "expect:\n"
+      "  outcome: anomaly\n"
+      "  anomalies: [interleaved-segment, stale-write-accepted]\n"
+      "  min_rejected_writes: 0\n"
+      "  min_expiries_during_work: 2\n"
+      "  pause_tolerance: 12.5%\n";
+  Scenario s = parse_scenario(yaml, "full.yaml");
+  EXPECT_EQ(s.name(), "full.scenario_1");
+  EXPECT_EQ(s.description(), "all of it");
+  EXPECT_EQ(s.seed(), 18446744073709551615ull);
+  EXPECT_EQ(s.lease_ttl(), 60s);
+  EXPECT_EQ(s.timeout(), 90s);
+  EXPECT_FALSE(s.lock_service().embedded());
+  EXPECT_EQ(s.lock_service().endpoints,
+            (std::vector<std::string>{"http://127.0.0.1:2379", "https://etcd-2.example:2379/"}));
+  EXPECT_EQ(s.lock_service().lock, "team/locks/ledger");
+  EXPECT_EQ(s.resource().fencing, FencingMode::kNone);
+  EXPECT_EQ(s.job().key, "acct.42");
+  EXPECT_EQ(s.job().segments, 1);
+  EXPECT_EQ(s.job().chunks, 7);
+  EXPECT_EQ(s.job().chunk_bytes, 1048576);
+  EXPECT_EQ(s.job().chunk_interval, 250us);
+  ASSERT_EQ(s.workers().size(), 3u);
+  EXPECT_EQ(s.workers()[1].start_delay, Duration(300ms));
+  EXPECT_EQ(s.workers()[2].start_after, (EventTrigger{"w2", EventKind::kLeaseLost, 3}));
+  ASSERT_EQ(s.faults().size(), 2u);
+  EXPECT_EQ(std::get<TimeTrigger>(s.faults()[0].trigger).at, 1500ms);
+  EXPECT_EQ(s.faults()[0].duration, 6250ms);
+  EXPECT_EQ(std::get<EventTrigger>(s.faults()[1].trigger), (EventTrigger{"w1", EventKind::kJobDone, 1}));
+  EXPECT_EQ(s.faults()[1].duration, 10ns);
+  EXPECT_EQ(s.expect().outcome, Outcome::kAnomaly);
+  EXPECT_EQ(s.expect().anomalies, (std::vector<std::string>{"interleaved-segment", "stale-write-accepted"}));
+  EXPECT_EQ(s.expect().min_rejected_writes, 0);
+  EXPECT_EQ(s.expect().min_expiries_during_work, 2);
+  EXPECT_DOUBLE_EQ(s.expect().pause_tolerance.value_or(0), 0.125);
+}
+
+TEST(ScenarioLoad, EmptyValueMeansNotSet) {
+  Scenario s = parse_scenario(kMinimal + "description:\nfaults:\n", "x.yaml");
+  EXPECT_EQ(s.description(), "");
+  EXPECT_TRUE(s.faults().empty());
+}
+
+TEST(ScenarioLoad, StartAfterMayNameALaterWorker) {
+  Scenario s = parse_scenario(
+      "name: t\nlease_ttl: 2s\nresource: {kind: store}\njob: {key: k}\n"
+      "workers:\n  - id: a\n    start_after: {worker: b, event: acquire.ok}\n  - id: b\n"
+      "expect: {outcome: safe}\n",
+      "x.yaml");
+  EXPECT_EQ(s.workers()[0].start_after->worker, "b");
+}
+
+TEST(ScenarioJson, HoldsThePlanWithDefaultsAndCanonicalDurations) {
+  Scenario s = load_scenario(kSmoke / "sigstop-past-lease.yaml");
+  nlohmann::json j = to_json(s);
+  EXPECT_EQ(j["name"], "sigstop-past-lease");
+  EXPECT_EQ(j["seed"], 42u);
+  EXPECT_EQ(j["lease_ttl"], "2s");
+  EXPECT_EQ(j["timeout"], "60s");
+  EXPECT_EQ(j["lock_service"]["kind"], "etcd");
+  EXPECT_EQ(j["lock_service"]["lock"], "fencecheck/sigstop-past-lease");
+  EXPECT_EQ(j["lock_service"]["endpoints"], nlohmann::json::array());
+  EXPECT_EQ(j["resource"], (nlohmann::json{{"kind", "store"}, {"fencing", "per-key"}}));
+  EXPECT_EQ(j["network"], "host");
+  EXPECT_EQ(j["job"], (nlohmann::json{{"key", "ledger"},
+                                      {"segments", 3},
+                                      {"chunks", 4},
+                                      {"chunk_bytes", 256},
+                                      {"chunk_interval", "100ms"}}));
+  EXPECT_EQ(j["workers"][0], (nlohmann::json{{"id", "w1"}}));
+  EXPECT_EQ(j["workers"][1]["start_after"],
+            (nlohmann::json{{"worker", "w1"}, {"event", "acquire.ok"}, {"count", 1}}));
+  EXPECT_EQ(j["faults"][0]["kind"], "sigstop");
+  EXPECT_EQ(j["faults"][0]["target"], "w1");
+  EXPECT_EQ(j["faults"][0]["duration"], "6s");
+  EXPECT_EQ(j["faults"][0]["trigger"], (nlohmann::json{{"worker", "w1"}, {"event", "write.ok"}, {"count", 2}}));
+  EXPECT_EQ(j["expect"]["outcome"], "safe");
+  EXPECT_EQ(j["expect"]["min_rejected_writes"], 1);
+  EXPECT_EQ(j["expect"]["min_expiries_during_work"], 1);
+  EXPECT_EQ(j["expect"]["pause_tolerance"], "10%");
+  EXPECT_EQ(j["expect"]["anomalies"], nlohmann::json::array());
+}
+
+TEST(ScenarioJson, TimeTriggerAndStartDelay) {
+  Scenario s = parse_scenario(
+      "name: t\nlease_ttl: 2s\nresource: {kind: store}\njob: {key: k}\n"
+      "workers:\n  - id: a\n  - id: b\n    start_delay: 1500ms\n"
+      "faults: [{kind: sigstop, target: a, trigger: {at: 2s}, duration: 500ms}]\n"
+      "expect: {outcome: anomaly, anomalies: [corrupt-chunk]}\n",
+      "x.yaml");
+  nlohmann::json j = to_json(s);
+  EXPECT_EQ(j["workers"][1]["start_delay"], "1500ms");
+  EXPECT_EQ(j["faults"][0]["trigger"], (nlohmann::json{{"at", "2s"}}));
+  EXPECT_EQ(j["expect"]["anomalies"], (nlohmann::json{"corrupt-chunk"}));
+  EXPECT_FALSE(j["expect"].contains("pause_tolerance"));
+}
+
+TEST(ScenarioNames, KnownAnomaliesAreTheDesignListPlusCorruptChunk) {
+  EXPECT_EQ(known_anomalies(),
+            (std::vector<std::string>{"interleaved-segment", "stale-write-accepted", "duplicate-effect",
+                                      "counter-drift", "foreign-release", "token-regression", "fenced-out",
+                                      "rejection-storm", "cross-key-rejection", "lost-acknowledged-write",
+                                      "corrupt-chunk"}));
+  EXPECT_TRUE(is_known_anomaly("corrupt-chunk"));
+  EXPECT_FALSE(is_known_anomaly("split-brain"));
+  EXPECT_EQ(known_fault_kinds(), std::vector<std::string_view>{"sigstop"});
+  EXPECT_EQ(known_fencing_modes(), (std::vector<std::string_view>{"per-key", "none"}));
+  EXPECT_EQ(to_string(FencingMode::kPerKey), "per-key");
+  EXPECT_EQ(to_string(NetworkMode::kNamespaces), "namespaces");
+  EXPECT_EQ(to_string(Outcome::kAnomaly), "anomaly");
+  EXPECT_TRUE(is_worker_event(EventKind::kWriteOk));
+  EXPECT_FALSE(is_worker_event(EventKind::kWorkerExit));
+  EXPECT_FALSE(is_worker_event(EventKind::kLockGrant));
+}
+
+TEST(Duration, ParsesEveryUnitAndExactFractions) {
+  EXPECT_EQ(parse_duration("10ns"), Duration(10));
+  EXPECT_EQ(parse_duration("250us"), Duration(250us));
+  EXPECT_EQ(parse_duration("500ms"), Duration(500ms));
+  EXPECT_EQ(parse_duration("2s"), Duration(2s));
+  EXPECT_EQ(parse_duration("2m"), Duration(120s));
+  EXPECT_EQ(parse_duration("1.5s"), Duration(1500ms));
+  EXPECT_EQ(parse_duration("0.25ms"), Duration(250us));
+  EXPECT_EQ(parse_duration("0s"), Duration(0));
+  EXPECT_EQ(parse_duration("9223372036s"), Duration(9223372036s));
+}
+
+TEST(Duration, RejectsEachBadFormWithItsReason) {
+  std::string why;
+  EXPECT_FALSE(parse_duration("2", &why));
+  EXPECT_EQ(why, "no unit");
+  EXPECT_FALSE(parse_duration("fast", &why));
+  EXPECT_EQ(why, "not a duration");
+  EXPECT_FALSE(parse_duration("2h", &why));
+  EXPECT_EQ(why, "not a duration");
+  EXPECT_FALSE(parse_duration("-2s", &why));
+  EXPECT_EQ(why, "negative");
+  EXPECT_FALSE(parse_duration("9223372037s", &why));
+  EXPECT_EQ(why, "too large");
+  EXPECT_FALSE(parse_duration("1.5ns", &why));
+  EXPECT_EQ(why, "finer than a nanosecond");
+  EXPECT_FALSE(parse_duration("", &why));
+  EXPECT_EQ(why, "empty");
+  EXPECT_FALSE(parse_duration("2 s"));
+  EXPECT_FALSE(parse_duration("s"));
+  EXPECT_FALSE(parse_duration(".s"));
+  EXPECT_FALSE(parse_duration(".5s", &why));  // a leading digit is required
+  EXPECT_EQ(why, "not a duration");
+  EXPECT_FALSE(parse_duration("5.s"));
+}
+
+TEST(Duration, FormatsTheShortestExactSpelling) {
+  EXPECT_EQ(format_duration(2s), "2s");
+  EXPECT_EQ(format_duration(1500ms), "1500ms");
+  EXPECT_EQ(format_duration(120s), "120s");
+  EXPECT_EQ(format_duration(std::chrono::minutes(10)), "10m");
+  EXPECT_EQ(format_duration(250us), "250us");
+  EXPECT_EQ(format_duration(Duration(7)), "7ns");
+  EXPECT_EQ(format_duration(Duration(0)), "0s");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bad files: each kind fails with its exact location and message.
+
+struct BadFile {
+  const char* test_name;
+  std::string yaml;
+  int line;
+  int column;
+  std::string message;
+};
+
+void PrintTo(const BadFile& b, std::ostream* os) { *os << b.test_name; }
+
+class ScenarioBadFile : public ::testing::TestWithParam<BadFile> {};
+
+TEST_P(ScenarioBadFile, FailsWithLocationAndMessage) {
+  const BadFile& b = GetParam();
+  fs::path file = write_file(test_dir() / "bad.yaml", b.yaml);
+  try {
+    (void)load_scenario(file);
+    FAIL() << "loaded a bad scenario";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.file(), file.string());
+    EXPECT_EQ(e.message(), b.message);
+    EXPECT_EQ(e.line(), b.line);
+    EXPECT_EQ(e.column(), b.column);
+    EXPECT_EQ(std::string(e.what()), file.string() + ":" + std::to_string(b.line) + ":" +
+                                         std::to_string(b.column) + ": " + b.message);
+  }
+}
+
+// Each text is the whole file; comments give the line of interest.
+const BadFile kBadFiles[] = {
+    {"UnknownTopLevelKeySuggestsTheNearOne",
+     "name: t\n"
+     "lease_tll: 2s\n",
+     2, 1, "unknown key \"lease_tll\" (did you mean \"lease_ttl\"?); " + kTopKeys},
+    {"UnknownKeyWithoutSuggestion",
+     "name: t\n"
+     "retries: 3\n",
+     2, 1, "unknown key \"retries\"; " + kTopKeys},
+    {"UnknownNestedKey",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k, chunk: 3}\n",
+     4, 15,
+     "job: unknown key \"chunk\" (did you mean \"chunks\"?); allowed keys: key, segments, chunks, chunk_bytes, "
+     "chunk_interval"},
+    {"DuplicateKey",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "lease_ttl: 3s\n",
+     3, 1, "duplicate key \"lease_ttl\""},
+    {"DurationNotADuration",
+     "name: t\n"
+     "lease_ttl: fast\n",
+     2, 12, "lease_ttl: expected a duration like \"2s\" or \"500ms\", got \"fast\""},
+    {"DurationWithoutUnit",
+     "name: t\n"
+     "lease_ttl: 2\n",
+     2, 12, "lease_ttl: expected a duration like \"2s\" or \"500ms\", got \"2\" (no unit; units: ns, us, ms, s, m)"},
+    {"DurationNegative",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "timeout: -5s\n",
+     3, 10, "timeout: expected a positive duration, got \"-5s\""},
+    {"DurationZero",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: ledger, chunk_interval: 0ms}\n",
+     4, 36, "job.chunk_interval: expected a positive duration, got \"0ms\""},
+    {"DurationAList",
+     "name: t\n"
+     "lease_ttl: [2s]\n",
+     2, 12, "lease_ttl: expected a duration like \"2s\" or \"500ms\", got a list"},
+    {"LeaseTtlNotWholeSeconds",
+     "name: t\n"
+     "lease_ttl: 1500ms\n",
+     2, 12,
+     "lease_ttl: etcd leases are whole seconds: expected a whole number of seconds like \"2s\", got \"1500ms\""},
+    {"MissingRequiredTopLevelField",
+     "name: t\n"
+     "resource: {kind: store}\n",
+     1, 1, "missing required field \"lease_ttl\""},
+    {"MissingRequiredNestedField",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {segments: 3}\n",
+     4, 6, "job: missing required field \"key\""},
+    {"RequiredFieldEmpty",
+     "name:\n"
+     "lease_ttl: 2s\n",
+     1, 1, "name: missing value (required)"},
+    {"MissingExpect",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n",
+     1, 1, "missing required field \"expect\""},
+    {"ScenarioNameUnsafe",
+     "name: my scenario\n",
+     1, 7, "name: expected 1-128 characters of [A-Za-z0-9_.-], got \"my scenario\""},
+    {"SeedNegative",
+     "name: t\n"
+     "seed: -1\n",
+     2, 7, "seed: expected an unsigned integer (0 .. 18446744073709551615), got \"-1\""},
+    {"SeedTooLarge",
+     "name: t\n"
+     "seed: 18446744073709551616\n",
+     2, 7, "seed: expected an unsigned integer (0 .. 18446744073709551615), got \"18446744073709551616\""},
+    {"IntegerWrongType",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k, segments: three}\n",
+     4, 25, "job.segments: expected an integer, got \"three\""},
+    {"IntegerQuoted",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k, chunks: \"4\"}\n",
+     4, 23, "job.chunks: expected an integer, got the quoted string \"4\""},
+    {"IntegerOutOfRange",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k, segments: 0}\n",
+     4, 25, "job.segments: expected an integer between 1 and 1000000, got 0"},
+    {"ChunkBytesTooLarge",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k, chunk_bytes: 1048577}\n",
+     4, 28, "job.chunk_bytes: expected an integer between 1 and 1048576, got 1048577"},
+    {"JobKeyUnsafe",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: a/b}\n",
+     4, 12, "job.key: expected a resource key of 1-256 characters of [A-Za-z0-9_.-], got \"a/b\""},
+    {"MappingExpected",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: store\n",
+     3, 11, "resource: expected a mapping, got \"store\""},
+    {"TopLevelNotAMapping",
+     "- name: t\n",
+     1, 1, "expected a mapping, got a list"},
+    {"EmptyFile", "", 1, 1,
+     "the scenario is empty: expected a mapping with at least name, lease_ttl, resource, job, workers and expect"},
+    {"TwoDocuments",
+     "name: t\n"
+     "---\n"
+     "name: u\n",
+     3, 1, "a scenario file holds one YAML document, found 2"},
+    {"YamlSyntaxError",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "  job: x\n",
+     3, 6, "YAML syntax error: illegal map value"},
+    {"YamlUnclosedFlowMapping",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "job: {key: ledger\n"
+     "workers:\n"
+     "  - id: w1\n",
+     4, 8, "YAML syntax error: end of map flow not found"},
+    {"UnknownLockServiceKind",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "lock_service: {kind: zookeeper}\n",
+     3, 22, "lock_service.kind: unknown lock service kind \"zookeeper\"; expected one of: etcd"},
+    {"BadEndpoint",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "lock_service:\n"
+     "  kind: etcd\n"
+     "  endpoints: [127.0.0.1:2379]\n",
+     5, 15,
+     "lock_service.endpoints[0]: expected an endpoint URL like \"http://127.0.0.1:2379\", got \"127.0.0.1:2379\""},
+    {"EmptyEndpoints",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "lock_service: {kind: etcd, endpoints: []}\n",
+     3, 39, "lock_service.endpoints: expected a non-empty list"},
+    {"BadLockName",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "lock_service: {kind: etcd, lock: \"my lock\"}\n",
+     3, 34, "lock_service.lock: expected a lock name of 1-256 characters of [A-Za-z0-9_.-/], got \"my lock\""},
+    {"UnknownResourceKind",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: postgres}\n",
+     3, 18, "resource.kind: unknown resource kind \"postgres\"; expected one of: store"},
+    {"UnknownFencingMode",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store, fencing: global}\n",
+     3, 34, "resource.fencing: unknown fencing mode \"global\"; expected one of: per-key, none"},
+    {"NetworkNamespacesNotYet",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "network: namespaces\n",
+     4, 10, "network: network mode \"namespaces\" is not implemented yet; use one of: host"},
+    {"UnknownNetworkMode",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "network: bridge\n",
+     4, 10, "network: unknown network mode \"bridge\"; expected one of: host"},
+    {"NoWorkers",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: []\n",
+     5, 10, "workers: expected a non-empty list"},
+    {"WorkersNotAList",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: w1\n",
+     5, 10, "workers: expected a list, got \"w1\""},
+    {"WorkerIdUnsafe",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers:\n"
+     "  - id: \"w 1\"\n",
+     6, 9, "workers[0].id: a worker id must be 1-64 characters of [A-Za-z0-9_.-], got \"w 1\""},
+    {"WorkerIdReserved",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers:\n"
+     "  - id: lock\n",
+     6, 9,
+     "workers[0].id: worker id \"lock\" is reserved for the harness's own event sources (harness, lock, resource)"},
+    {"WorkerIdDuplicated",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers:\n"
+     "  - id: w1\n"
+     "  - id: w1\n",
+     7, 9, "workers[1].id: duplicate worker id \"w1\""},
+    {"WorkerMissingId",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers:\n"
+     "  - start_delay: 1s\n",
+     6, 5, "workers[0]: missing required field \"id\""},
+    {"StartAfterUnknownWorker",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers:\n"
+     "  - id: w1\n"
+     "  - id: w2\n"
+     "    start_after: {worker: w9, event: acquire.ok}\n",
+     8, 27, "workers[1].start_after.worker: unknown worker \"w9\"; workers are: w1, w2"},
+    {"StartAfterUnknownEventKind",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers:\n"
+     "  - id: w1\n"
+     "  - id: w2\n"
+     "    start_after: {worker: w1, event: acquire.done}\n",
+     8, 38, "workers[1].start_after.event: unknown event kind \"acquire.done\"; " + kWorkerEvents},
+    {"StartAfterEventNotAWorkerEvent",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers:\n"
+     "  - id: w1\n"
+     "  - id: w2\n"
+     "    start_after: {worker: w1, event: lock.grant}\n",
+     8, 38, "workers[1].start_after.event: event \"lock.grant\" is not one a worker emits; " + kWorkerEvents},
+    {"StartAfterCountZero",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers:\n"
+     "  - id: w1\n"
+     "  - id: w2\n"
+     "    start_after: {worker: w1, event: write.ok, count: 0}\n",
+     8, 55, "workers[1].start_after.count: expected an integer at least 1, got 0"},
+    {"StartAfterAndStartDelay",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers:\n"
+     "  - id: w1\n"
+     "  - id: w2\n"
+     "    start_after: {worker: w1, event: acquire.ok}\n"
+     "    start_delay: 1s\n",
+     9, 18, "workers[1]: give either start_after or start_delay, not both"},
+    {"StartAfterCycle",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers:\n"
+     "  - id: w1\n"
+     "    start_after: {worker: w2, event: acquire.ok}\n"
+     "  - id: w2\n"
+     "    start_after: {worker: w1, event: acquire.ok}\n",
+     7, 18, "workers[0].start_after: start_after forms a cycle (w1 -> w2 -> w1): no worker in it would ever start"},
+    {"StartAfterItself",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers:\n"
+     "  - id: w1\n"
+     "    start_after: {worker: w1, event: acquire.ok}\n",
+     7, 18, "workers[0].start_after: start_after forms a cycle (w1 -> w1): no worker in it would ever start"},
+    {"StartDelayPastTimeout",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "timeout: 10s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers:\n"
+     "  - id: w1\n"
+     "    start_delay: 10s\n",
+     8, 18, "workers[0].start_delay: starts at 10s, not before the run timeout 10s"},
+    {"UnknownFaultKind",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "faults:\n"
+     "  - kind: cpu-throttle\n"
+     "    target: w1\n",
+     7, 11, "faults[0].kind: unknown fault kind \"cpu-throttle\"; expected one of: sigstop"},
+    {"FaultTargetUnknownWorker",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}, {id: w2}]\n"
+     "faults:\n"
+     "  - kind: sigstop\n"
+     "    target: w3\n",
+     8, 13, "faults[0].target: unknown worker \"w3\"; workers are: w1, w2"},
+    {"FaultTriggerUnknownWorker",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "faults:\n"
+     "  - kind: sigstop\n"
+     "    target: w1\n"
+     "    trigger: {worker: w2, event: write.ok}\n",
+     9, 23, "faults[0].trigger.worker: unknown worker \"w2\"; workers are: w1"},
+    {"FaultTriggerUnknownEventKind",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "faults:\n"
+     "  - kind: sigstop\n"
+     "    target: w1\n"
+     "    trigger: {worker: w1, event: write.accepted}\n",
+     9, 34, "faults[0].trigger.event: unknown event kind \"write.accepted\"; " + kWorkerEvents},
+    {"FaultTriggerBothAtAndEvent",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "faults:\n"
+     "  - kind: sigstop\n"
+     "    target: w1\n"
+     "    trigger: {worker: w1, event: write.ok, at: 1s}\n",
+     9, 48, "faults[0].trigger: give either worker + event (+ count) or at, not both"},
+    {"FaultTriggerEmpty",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "faults:\n"
+     "  - kind: sigstop\n"
+     "    target: w1\n"
+     "    trigger: {count: 2}\n",
+     9, 14, "faults[0].trigger: expected either worker + event (+ count), or at"},
+    {"FaultMissingDuration",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "faults:\n"
+     "  - kind: sigstop\n"
+     "    target: w1\n"
+     "    trigger: {at: 1s}\n",
+     7, 5, "faults[0]: missing required field \"duration\""},
+    {"FaultWindowPastTimeout",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "timeout: 5s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "faults:\n"
+     "  - kind: sigstop\n"
+     "    target: w1\n"
+     "    trigger: {at: 1500ms}\n"
+     "    duration: 6s\n",
+     11, 15, "faults[0].duration: the fault window 1500ms + 6s ends at 7500ms, past the run timeout 5s"},
+    {"FaultTriggerAtPastTimeout",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "timeout: 5s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "faults:\n"
+     "  - kind: sigstop\n"
+     "    target: w1\n"
+     "    trigger: {at: 5s}\n"
+     "    duration: 1s\n",
+     10, 19, "faults[0].trigger.at: fires at 5s, not before the run timeout 5s"},
+    {"EventTriggeredFaultLongerThanTimeout",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "timeout: 5s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "faults:\n"
+     "  - kind: sigstop\n"
+     "    target: w1\n"
+     "    trigger: {worker: w1, event: write.ok, count: 2}\n"
+     "    duration: 6s\n",
+     11, 15, "faults[0].duration: the fault lasts 6s, which ends past the run timeout 5s"},
+    {"UnknownOutcome",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "expect: {outcome: maybe}\n",
+     6, 19, "expect.outcome: unknown outcome \"maybe\"; expected one of: safe, anomaly"},
+    {"ExpectUnknownAnomaly",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "expect:\n"
+     "  outcome: anomaly\n"
+     "  anomalies: [interleaved-segment, split-brain]\n",
+     8, 36, "expect.anomalies[1]: unknown anomaly \"split-brain\"; " + kKnownAnomalies},
+    {"ExpectAnomalyListedTwice",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "expect:\n"
+     "  outcome: anomaly\n"
+     "  anomalies: [corrupt-chunk, corrupt-chunk]\n",
+     8, 30, "expect.anomalies[1]: anomaly \"corrupt-chunk\" is listed twice"},
+    {"ExpectAnomalyOutcomeWithoutAnomalies",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "expect:\n"
+     "  outcome: anomaly\n",
+     7, 3, "expect: outcome anomaly needs \"anomalies\": the list of anomalies the run must show"},
+    {"ExpectAnomaliesWithSafeOutcome",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "expect:\n"
+     "  outcome: safe\n"
+     "  anomalies: [interleaved-segment]\n",
+     8, 14, "expect.anomalies: anomalies can only be listed with outcome: anomaly (outcome is safe)"},
+    {"ExpectMinRejectedNegative",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "expect: {outcome: safe, min_rejected_writes: -1}\n",
+     6, 46, "expect.min_rejected_writes: expected an integer at least 0, got -1"},
+    {"PauseToleranceNotAPercentage",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "faults: [{kind: sigstop, target: w1, trigger: {at: 1s}, duration: 3s}]\n"
+     "expect: {outcome: safe, pause_tolerance: 0.1}\n",
+     7, 42, "expect.pause_tolerance: expected a percentage like \"10%\", got \"0.1\""},
+    {"PauseToleranceOutOfRange",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "faults: [{kind: sigstop, target: w1, trigger: {at: 1s}, duration: 3s}]\n"
+     "expect: {outcome: safe, pause_tolerance: 0%}\n",
+     7, 42, "expect.pause_tolerance: expected a percentage above 0% and at most 100%, got \"0%\""},
+    {"PauseToleranceWithoutSigstop",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "expect: {outcome: safe, pause_tolerance: 10%}\n",
+     6, 42, "expect.pause_tolerance: pause_tolerance needs at least one sigstop fault to compare pauses with"},
+};
+
+INSTANTIATE_TEST_SUITE_P(EachKind, ScenarioBadFile, ::testing::ValuesIn(kBadFiles),
+                         [](const ::testing::TestParamInfo<BadFile>& p) { return p.param.test_name; });
+
+TEST(ScenarioBadFileText, ParseScenarioUsesTheLabel) {
+  try {
+    (void)parse_scenario("name: t\nlease_ttl: fast\n", "smoke/x.yaml");
+    FAIL();
+  } catch (const ScenarioError& e) {
+    EXPECT_STREQ(e.what(), "smoke/x.yaml:2:12: lease_ttl: expected a duration like \"2s\" or \"500ms\", got \"fast\"");
+  }
+}
+
+TEST(ScenarioBadFileText, MissingFileNamesThePath) {
+  fs::path missing = test_dir() / "nope.yaml";
+  try {
+    (void)load_scenario(missing);
+    FAIL();
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.line(), 0);
+    EXPECT_EQ(std::string(e.what()), missing.string() + ": cannot read the scenario file: No such file or directory");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Suites
+
+TEST(ScenarioSuite, DirectoryLoadsYamlAndYmlSortedNotRecursive) {
+  fs::path dir = test_dir();
+  auto named = [](const std::string& n) {
+    return "name: " + n + "\nlease_ttl: 2s\nresource: {kind: store}\njob: {key: k}\nworkers: [{id: w1}]\n"
+           "expect: {outcome: safe}\n";
+  };
+  write_file(dir / "b.yml", named("second"));
+  write_file(dir / "a.yaml", named("first"));
+  write_file(dir / "c.yaml", named("third"));
+  write_file(dir / "notes.txt", "not a scenario");
+  write_file(dir / "README.md", "# no");
+  fs::create_directories(dir / "sub");
+  write_file(dir / "sub" / "0.yaml", "this would not even parse: [");
+  auto suite = load_suite(dir);
+  ASSERT_EQ(suite.size(), 3u);
+  EXPECT_EQ(suite[0].name(), "first");
+  EXPECT_EQ(suite[1].name(), "second");
+  EXPECT_EQ(suite[2].name(), "third");
+  EXPECT_EQ(suite[1].source(), (dir / "b.yml").string());
+}
+
+TEST(ScenarioSuite, AFileIsASuiteOfOne) {
+  auto suite = load_suite(kSmoke / "sigstop-past-lease.yaml");
+  ASSERT_EQ(suite.size(), 1u);
+  EXPECT_EQ(suite[0].name(), "sigstop-past-lease");
+}
+
+TEST(ScenarioSuite, TwoScenariosWithTheSameNameFailAtTheSecond) {
+  fs::path dir = test_dir();
+  const std::string body = "lease_ttl: 2s\nresource: {kind: store}\njob: {key: k}\nworkers: [{id: w1}]\n"
+                           "expect: {outcome: safe}\n";
+  write_file(dir / "a.yaml", "name: same\n" + body);
+  write_file(dir / "b.yaml", "# the second one\ndescription: copy\nname:   same\n" + body);
+  try {
+    (void)load_suite(dir);
+    FAIL();
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.file(), (dir / "b.yaml").string());
+    EXPECT_EQ(e.line(), 3);
+    EXPECT_EQ(e.column(), 9);
+    EXPECT_EQ(e.message(), "name: scenario \"same\" is already defined in " + (dir / "a.yaml").string());
+  }
+}
+
+TEST(ScenarioSuite, ABadFileInASuiteNamesThatFile) {
+  fs::path dir = test_dir();
+  write_file(dir / "a.yaml", kMinimal);
+  write_file(dir / "b.yaml", "name: u\nlease_ttl: soon\n");
+  try {
+    (void)load_suite(dir);
+    FAIL();
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.file(), (dir / "b.yaml").string());
+    EXPECT_EQ(e.line(), 2);
+    EXPECT_EQ(e.column(), 12);
+  }
+}
+
+TEST(ScenarioSuite, EmptyDirectoryAndMissingPathAreErrors) {
+  fs::path dir = test_dir();
+  try {
+    (void)load_suite(dir);
+    FAIL();
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(std::string(e.what()), dir.string() + ": the suite directory holds no *.yaml or *.yml file");
+  }
+  try {
+    (void)load_suite(dir / "missing");
+    FAIL();
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(std::string(e.what()), (dir / "missing").string() + ": no such scenario file or suite directory");
+  }
+}

@@ -1,0 +1,318 @@
+// Integration tests: the real fencecheck-store binary (FENCECHECK_STORE_BIN), started as a child
+// process. kill -9 while writers are mid-flight, restart on the same data directory, and every
+// acknowledged write must be there. Also the CLI's contract: the one stdout line, exit codes.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "fencecheck/proto/chunk.h"
+#include "fencecheck/resources/store_client.h"
+#include "temp_dir.h"
+
+extern char** environ;
+
+using namespace fencecheck;
+using fencecheck::testing::TempDir;
+
+namespace {
+
+// One child process with its stdout and stderr on pipes. Kills (SIGKILL) and reaps on destruction.
+class Child {
+ public:
+  explicit Child(std::vector<std::string> args) {
+    args.insert(args.begin(), FENCECHECK_STORE_BIN);
+    int out[2];
+    int err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(out[1]);
+    ::close(err[1]);
+    out_ = out[0];
+    err_ = err[0];
+    if (rc != 0) throw std::runtime_error(std::string("posix_spawn ") + argv[0] + " failed");
+  }
+  ~Child() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      (void)wait();
+    }
+    ::close(out_);
+    ::close(err_);
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  // The first stdout line; "" on EOF. Gives up after `limit` (a hang guard, not a timing check).
+  std::string read_line(std::chrono::seconds limit = std::chrono::seconds(30)) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (true) {
+      if (auto nl = out_buf_.find('\n'); nl != std::string::npos) {
+        std::string line = out_buf_.substr(0, nl);
+        out_buf_.erase(0, nl + 1);
+        return line;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) throw std::runtime_error("no line from fencecheck-store on stdout; stderr: " + drain_err());
+      pollfd p{out_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[4096];
+      ssize_t n = ::read(out_, buf, sizeof buf);
+      if (n <= 0) return "";
+      out_buf_.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  // Everything left on stdout until the child closes it.
+  std::string rest_of_stdout() {
+    std::string all = out_buf_;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(out_, buf, sizeof buf)) > 0) all.append(buf, static_cast<std::size_t>(n));
+    return all;
+  }
+  std::string drain_err() {
+    std::string all;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(err_, buf, sizeof buf)) > 0) all.append(buf, static_cast<std::size_t>(n));
+    return all;
+  }
+  void signal(int sig) { ::kill(pid_, sig); }
+  // The raw wait status.
+  int wait() {
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    reaped_ = true;
+    return status;
+  }
+  [[nodiscard]] pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  int err_ = -1;
+  bool reaped_ = false;
+  std::string out_buf_;
+};
+
+struct Running {
+  std::unique_ptr<Child> child;
+  std::string url;
+  std::string line;  // the announcement, verbatim
+  nlohmann::json hello;
+};
+
+Running start_store(const std::filesystem::path& dir, const std::string& fencing = "per-key") {
+  Running r;
+  r.child = std::make_unique<Child>(std::vector<std::string>{"--data-dir", dir.string(), "--fencing", fencing});
+  r.line = r.child->read_line();
+  r.hello = nlohmann::json::parse(r.line, nullptr, false);
+  if (!r.hello.is_object()) throw std::runtime_error("fencecheck-store said '" + r.line + "'; stderr: " + r.child->drain_err());
+  r.url = "http://" + r.hello.at("listening").get<std::string>();
+  return r;
+}
+
+struct Ack {
+  std::string key;
+  std::int64_t segment;
+  std::int64_t chunk;
+  std::int64_t token;
+  std::string client;
+  std::int64_t seq;
+};
+
+}  // namespace
+
+TEST(StoreProcess, AnnouncesExactlyOneJsonLineAndStopsCleanlyOnSigterm) {
+  TempDir dir;
+  auto s = start_store(dir.path());
+  const auto& hello = s.hello;
+  ASSERT_EQ(hello.size(), 3u) << hello.dump();
+  EXPECT_EQ(s.line, R"({"listening":")" + hello.at("listening").get<std::string>() + R"(","fencing":"per-key","pid":)" +
+                        std::to_string(s.child->pid()) + "}");
+  EXPECT_EQ(hello.at("fencing"), "per-key");
+  EXPECT_EQ(hello.at("pid").get<pid_t>(), s.child->pid());
+  const std::string listening = hello.at("listening");
+  EXPECT_EQ(listening.rfind("127.0.0.1:", 0), 0u) << listening;
+  EXPECT_NE(listening, "127.0.0.1:0");
+
+  StoreClient c(s.url);
+  EXPECT_TRUE(c.healthy());
+  ASSERT_EQ(c.write("a", 0, 0, FencingToken(3), "w1", "x").outcome, WriteOutcome::kAccepted);
+
+  s.child->signal(SIGTERM);
+  const int status = s.child->wait();
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(s.child->rest_of_stdout(), "") << "stdout must carry only the one line";
+}
+
+TEST(StoreProcess, KillNineLosesNoAcknowledgedWrite) {
+  TempDir dir;
+  std::vector<Ack> acked;
+  std::int64_t next_seq = 1;
+
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    auto s = start_store(dir.path());
+
+    // Writers run flat out; once enough writes are acknowledged, the store is killed under them.
+    constexpr int kWriters = 8;
+    constexpr std::size_t kAcksBeforeKill = 150;
+    std::mutex m;
+    std::condition_variable cv;
+    std::vector<Ack> round_acks;
+    std::atomic<bool> stop{false};
+    std::atomic<int> unknown{0};
+    std::vector<std::thread> writers;
+    for (int w = 0; w < kWriters; ++w) {
+      writers.emplace_back([&, w] {
+        StoreClient c(s.url, std::chrono::milliseconds(5000));
+        const std::string client = "r" + std::to_string(round) + "w" + std::to_string(w);
+        for (std::int64_t i = 0; !stop; ++i) {
+          const std::string key = "k" + std::to_string(w % 3);
+          // Tokens rise with the round and the write count, with some writers lagging (fenced).
+          const std::int64_t token = round * 100000 + i * 10 + (w % 4);
+          const std::int64_t segment = i % 5;
+          const std::int64_t chunk = w;
+          auto r = c.write(key, segment, chunk, FencingToken(token), client,
+                           encode_chunk(ChunkHeader{client, token, key, segment, chunk}, 200));
+          if (r.outcome == WriteOutcome::kUnknown) {
+            ++unknown;
+            return;  // the store is gone
+          }
+          ASSERT_NE(r.outcome, WriteOutcome::kInvalid) << r.error;
+          if (r.outcome == WriteOutcome::kAccepted) {
+            std::lock_guard l(m);
+            round_acks.push_back({key, segment, chunk, token, client, r.seq});
+            cv.notify_all();
+          }
+        }
+      });
+    }
+    {
+      std::unique_lock l(m);
+      cv.wait(l, [&] { return round_acks.size() >= kAcksBeforeKill; });
+    }
+    s.child->signal(SIGKILL);
+    const int status = s.child->wait();
+    stop = true;
+    for (auto& t : writers) t.join();
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+    EXPECT_GE(round_acks.size(), kAcksBeforeKill);
+    acked.insert(acked.end(), round_acks.begin(), round_acks.end());
+
+    // Restart on the same directory and read everything back.
+    auto again = start_store(dir.path());
+    StoreClient c(again.url);
+    const ReadBack rb = c.readback();
+    for (std::size_t i = 0; i < rb.log.size(); ++i) ASSERT_EQ(rb.log[i].seq, static_cast<std::int64_t>(i) + 1);
+    ASSERT_GE(static_cast<std::int64_t>(rb.log.size()), next_seq - 1) << "the log lost records it had";
+
+    // Every acknowledged write, from every round so far, is in the log with its token.
+    std::map<std::tuple<std::string, std::int64_t, std::int64_t>, std::int64_t> last_acked_seq;
+    for (const auto& a : acked) {
+      ASSERT_LE(a.seq, static_cast<std::int64_t>(rb.log.size())) << "acknowledged seq " << a.seq << " is gone";
+      const auto& w = rb.log[static_cast<std::size_t>(a.seq - 1)];
+      ASSERT_EQ(w.key, a.key) << "seq " << a.seq;
+      ASSERT_EQ(w.segment, a.segment) << "seq " << a.seq;
+      ASSERT_EQ(w.chunk, a.chunk) << "seq " << a.seq;
+      ASSERT_EQ(w.token, a.token) << "seq " << a.seq;
+      ASSERT_EQ(w.client, a.client) << "seq " << a.seq;
+      auto& last = last_acked_seq[{a.key, a.segment, a.chunk}];
+      last = std::max(last, a.seq);
+      ASSERT_GE(rb.high_water.at(a.key), a.token);
+    }
+    // Each slot holds its last acknowledged write or a later one, intact.
+    for (const auto& ch : rb.chunks) {
+      auto it = last_acked_seq.find({ch.key, ch.segment, ch.chunk});
+      if (it != last_acked_seq.end()) {
+        EXPECT_GE(ch.seq, it->second);
+      }
+      auto d = decode_chunk(ch.data);
+      ASSERT_TRUE(d.ok) << d.error;
+      EXPECT_EQ(d.header.token, ch.token);
+      EXPECT_EQ(d.header.worker, ch.client);
+      EXPECT_EQ(d.header.key, ch.key);
+    }
+    // Per key, the tokens in the log never went down, across the crash too.
+    std::map<std::string, std::int64_t> seen;
+    for (const auto& w : rb.log) {
+      ASSERT_GE(w.token, seen[w.key]) << "key " << w.key << " regressed at seq " << w.seq;
+      seen[w.key] = w.token;
+    }
+    // The restarted store still fences with the marks it had before the crash.
+    const std::string key = "k0";
+    const std::int64_t hw = rb.high_water.at(key);
+    auto stale = c.write(key, 99, 0, FencingToken(hw - 1), "late", "late");
+    EXPECT_EQ(stale.outcome, WriteOutcome::kRejected) << stale.error;
+    EXPECT_EQ(stale.high_water, hw);
+    auto fresh = c.write(key, 99, 0, FencingToken(hw), "late", encode_chunk(ChunkHeader{"late", hw, key, 99, 0}));
+    ASSERT_EQ(fresh.outcome, WriteOutcome::kAccepted) << fresh.error;
+    EXPECT_EQ(fresh.seq, static_cast<std::int64_t>(rb.log.size()) + 1);
+    acked.push_back({key, 99, 0, hw, "late", fresh.seq});
+    next_seq = fresh.seq + 1;
+
+    again.child->signal(SIGTERM);
+    EXPECT_EQ(again.child->wait(), 0);
+  }
+}
+
+TEST(StoreProcess, ASecondStoreOnTheSameDirectoryExitsOne) {
+  TempDir dir;
+  auto first = start_store(dir.path());
+  Child second({"--data-dir", dir.path().string()});
+  EXPECT_EQ(second.read_line(), "");  // nothing on stdout: it never listened
+  const int status = second.wait();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  EXPECT_NE(second.drain_err().find("in use by another store"), std::string::npos);
+}
+
+TEST(StoreProcess, BadArgumentsExitTwoWithAMessage) {
+  TempDir dir;
+  const std::string d = dir.path().string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{}, "--data-dir"},
+      {{"--data-dir", d, "--fencing", "sometimes"}, "--fencing 'sometimes' is not one of per-key|none"},
+      {{"--data-dir", d, "--listen", "127.0.0.1"}, "has no port"},
+      {{"--data-dir", d, "--listen", "127.0.0.1:70000"}, "is not 0..65535"},
+      {{"--data-dir", d, "--max-body-bytes", "0"}, "--max-body-bytes"},
+      {{"--data-dir", d, "--max-body-bytes", "lots"}, "--max-body-bytes"},
+      {{"--data-dir", d, "--no-such-flag"}, "--no-such-flag"},
+  };
+  for (const auto& [args, want] : cases) {
+    Child c(args);
+    EXPECT_EQ(c.read_line(), "");
+    const std::string err = c.drain_err();
+    const int status = c.wait();
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 2) << err;
+    EXPECT_NE(err.find(want), std::string::npos) << "stderr: " << err;
+  }
+}

@@ -1,0 +1,393 @@
+// HTTP tests: StoreServer in-process on 127.0.0.1:0 over a FencedStore in a temp dir, driven by
+// StoreClient and by a raw httplib client for requests StoreClient would never send.
+#include <latch>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "fencecheck/proto/chunk.h"
+#include "fencecheck/resources/store.h"
+#include "fencecheck/resources/store_client.h"
+#include "fencecheck/resources/store_server.h"
+#include "temp_dir.h"
+
+using namespace fencecheck;
+using fencecheck::testing::TempDir;
+
+namespace {
+
+constexpr std::size_t kMaxBody = 1024;
+
+std::string chunk(const std::string& client, std::int64_t token, const std::string& key, std::int64_t seg,
+                  std::int64_t c) {
+  return encode_chunk(ChunkHeader{client, token, key, seg, c}, 100);
+}
+
+// The Prometheus text format as a map from "name{labels}" to value.
+std::map<std::string, double> parse_metrics(const std::string& text) {
+  std::map<std::string, double> out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    auto eol = text.find('\n', pos);
+    if (eol == std::string::npos) eol = text.size();
+    std::string line = text.substr(pos, eol - pos);
+    pos = eol + 1;
+    if (line.empty() || line[0] == '#') continue;
+    auto sp = line.rfind(' ');
+    out[line.substr(0, sp)] = std::stod(line.substr(sp + 1));
+  }
+  return out;
+}
+
+class StoreHttp : public ::testing::Test {
+ protected:
+  void SetUp() override { start(FencingMode::kPerKey); }
+
+  void start(FencingMode mode) {
+    server_.reset();
+    store_.reset();
+    store_ = FencedStore::open(dir_.path(), mode);
+    StoreServerOptions o;
+    o.max_body_bytes = kMaxBody;
+    server_ = std::make_unique<StoreServer>(*store_, o);
+    server_->start();
+    client_ = std::make_unique<StoreClient>(server_->base_url());
+  }
+
+  // A raw request: path sent as given (already percent-encoded), headers exactly as listed.
+  httplib::Result send(const std::string& method, const std::string& path, const httplib::Headers& headers,
+                       const std::string& body = "") {
+    httplib::Client cli("127.0.0.1", server_->port());
+    cli.set_url_encode(false);
+    httplib::Request r;
+    r.method = method;
+    r.path = path;
+    r.headers = headers;
+    r.body = body;
+    return cli.send(r);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<FencedStore> store_;
+  std::unique_ptr<StoreServer> server_;
+  std::unique_ptr<StoreClient> client_;
+};
+
+}  // namespace
+
+TEST_F(StoreHttp, AnnouncesItsAddressAndIsHealthy) {
+  EXPECT_GT(server_->port(), 0);
+  EXPECT_EQ(server_->address(), "127.0.0.1:" + std::to_string(server_->port()));
+  EXPECT_EQ(server_->base_url(), "http://127.0.0.1:" + std::to_string(server_->port()));
+  EXPECT_TRUE(client_->healthy());
+  auto res = send("GET", "/healthz", {});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->body, "ok");
+}
+
+TEST_F(StoreHttp, AcceptedWriteRepliesWithSeqAndHighWater) {
+  auto r = client_->write("ledger", 1, 2, FencingToken(34), "w2", chunk("w2", 34, "ledger", 1, 2));
+  EXPECT_EQ(r.outcome, WriteOutcome::kAccepted) << r.error;
+  EXPECT_EQ(r.http_status, 200);
+  EXPECT_EQ(r.high_water, 34);
+  EXPECT_EQ(r.seq, 1);
+  EXPECT_EQ(r.error, "");
+  auto raw = send("PUT", "/v1/keys/ledger/segments/1/chunks/3", {{"Fencing-Token", "35"}, {"Fencecheck-Client", "w3"}}, "x");
+  ASSERT_TRUE(raw);
+  EXPECT_EQ(raw->status, 200);
+  EXPECT_EQ(nlohmann::json::parse(raw->body), (nlohmann::json{{"accepted", true}, {"high_water", 35}, {"seq", 2}}));
+}
+
+TEST_F(StoreHttp, FencedWriteIs409WithTheHighWater) {
+  ASSERT_EQ(client_->write("ledger", 0, 0, FencingToken(34), "w2", "new").outcome, WriteOutcome::kAccepted);
+  auto r = client_->write("ledger", 0, 1, FencingToken(33), "w1", "stale");
+  EXPECT_EQ(r.outcome, WriteOutcome::kRejected);
+  EXPECT_EQ(r.http_status, 409);
+  EXPECT_EQ(r.high_water, 34);
+  EXPECT_EQ(r.seq, 0);
+  EXPECT_NE(r.error.find("token 33 is below the high-water mark 34 of key 'ledger'"), std::string::npos) << r.error;
+
+  auto raw = send("PUT", "/v1/keys/ledger/segments/0/chunks/1", {{"Fencing-Token", "2"}, {"Fencecheck-Client", "w1"}}, "x");
+  ASSERT_TRUE(raw);
+  EXPECT_EQ(raw->status, 409);
+  auto j = nlohmann::json::parse(raw->body);
+  EXPECT_EQ(j.at("accepted"), false);
+  EXPECT_EQ(j.at("high_water"), 34);
+  EXPECT_TRUE(j.at("error").is_string());
+}
+
+TEST_F(StoreHttp, ReadBackRoundTripsBinaryChunks) {
+  const std::string bytes("\x00\x01\xff binary \r\n", 13);
+  ASSERT_EQ(client_->write("k.1_-", 0, 0, FencingToken(5), "w1", bytes).outcome, WriteOutcome::kAccepted);
+  ASSERT_EQ(client_->write("k.1_-", 0, 0, FencingToken(4), "w0", "old").outcome, WriteOutcome::kRejected);
+  auto rb = client_->readback();
+  EXPECT_EQ(rb.resource, "store");
+  EXPECT_EQ(rb.fencing, "per-key");
+  ASSERT_EQ(rb.chunks.size(), 1u);
+  EXPECT_EQ(rb.chunks[0].data, bytes);
+  EXPECT_EQ(rb.chunks[0].key, "k.1_-");
+  EXPECT_EQ(rb.chunks[0].token, 5);
+  ASSERT_EQ(rb.log.size(), 1u);
+  ASSERT_EQ(rb.rejections.size(), 1u);
+  EXPECT_EQ(rb.rejections[0].client, "w0");
+  EXPECT_EQ(rb.rejections[0].high_water, 5);
+  EXPECT_EQ(rb.high_water.at("k.1_-"), 5);
+}
+
+TEST_F(StoreHttp, NoneModeAcceptsTheStaleWriteOverHttp) {
+  start(FencingMode::kNone);
+  ASSERT_EQ(client_->write("ledger", 0, 0, FencingToken(34), "w2", "new").outcome, WriteOutcome::kAccepted);
+  auto r = client_->write("ledger", 0, 0, FencingToken(33), "w1", "stale");
+  EXPECT_EQ(r.outcome, WriteOutcome::kAccepted) << r.error;
+  EXPECT_EQ(r.high_water, 34);
+  auto rb = client_->readback();
+  EXPECT_EQ(rb.fencing, "none");
+  EXPECT_EQ(rb.chunks.at(0).data, "stale");
+}
+
+struct BadRequest {
+  std::string name;
+  std::string method;
+  std::string path;
+  httplib::Headers headers;
+  std::string body;
+  int status;
+  std::string message;  // the exact "error" text, or a prefix of it when it ends in '*'
+};
+
+TEST_F(StoreHttp, EveryBadRequestGetsItsStatusAndExactMessageAndChangesNothing) {
+  ASSERT_EQ(client_->write("ledger", 0, 0, FencingToken(10), "w1", "seed").outcome, WriteOutcome::kAccepted);
+  ASSERT_EQ(client_->write("ledger", 0, 1, FencingToken(9), "w0", "stale").outcome, WriteOutcome::kRejected);
+  const auto before = nlohmann::json(to_json(client_->readback()));
+  const auto stats_before = store_->stats();
+
+  const httplib::Headers ok{{"Fencing-Token", "11"}, {"Fencecheck-Client", "w1"}};
+  const std::string p = "/v1/keys/ledger/segments/0/chunks/5";
+  const std::vector<BadRequest> cases{
+      {"token missing", "PUT", p, {{"Fencecheck-Client", "w1"}}, "x", 400,
+       "missing header Fencing-Token: every write must carry its fencing token"},
+      {"token negative", "PUT", p, {{"Fencing-Token", "-3"}, {"Fencecheck-Client", "w1"}}, "x", 400,
+       "bad header Fencing-Token: token '-3' is negative: fencing tokens are non-negative"},
+      {"token not a number", "PUT", p, {{"Fencing-Token", "12a"}, {"Fencecheck-Client", "w1"}}, "x", 400,
+       "bad header Fencing-Token: token '12a' is not a number: expected decimal digits only"},
+      {"token past int64", "PUT", p, {{"Fencing-Token", "9223372036854775808"}, {"Fencecheck-Client", "w1"}}, "x", 400,
+       "bad header Fencing-Token: token '9223372036854775808' is past 2^63-1, the largest token an int64 issuer can give"},
+      {"token twice", "PUT", p, {{"Fencing-Token", "11"}, {"Fencing-Token", "12"}, {"Fencecheck-Client", "w1"}}, "x",
+       400, "header Fencing-Token given 2 times: send exactly one"},
+      {"key empty", "PUT", "/v1/keys//segments/0/chunks/5", ok, "x", 400, "key is empty"},
+      {"key too long", "PUT", "/v1/keys/" + std::string(257, 'k') + "/segments/0/chunks/5", ok, "x", 400,
+       "key '" + std::string(40, 'k') + "...' is 257 bytes, over the 256-byte limit"},
+      {"key unsafe", "PUT", "/v1/keys/led%20ger/segments/0/chunks/5", ok, "x", 400,
+       "key 'led ger' has a character outside [A-Za-z0-9_.-] at offset 3"},
+      {"key with a slash", "PUT", "/v1/keys/a%2Fb/segments/0/chunks/5", ok, "x", 400,
+       "key 'a/b' has a character outside [A-Za-z0-9_.-] at offset 1"},
+      {"segment not a number", "PUT", "/v1/keys/ledger/segments/x1/chunks/5", ok, "x", 400,
+       "segment 'x1' is not a non-negative integer"},
+      {"segment negative", "PUT", "/v1/keys/ledger/segments/-1/chunks/5", ok, "x", 400,
+       "segment '-1' is negative: expected a non-negative integer"},
+      {"chunk empty", "PUT", "/v1/keys/ledger/segments/0/chunks/", ok, "x", 400,
+       "chunk is empty: expected a non-negative integer"},
+      {"chunk past int64", "PUT", "/v1/keys/ledger/segments/0/chunks/99999999999999999999", ok, "x", 400,
+       "chunk '99999999999999999999' is past 2^63-1"},
+      {"chunk fractional", "PUT", "/v1/keys/ledger/segments/0/chunks/1.5", ok, "x", 400,
+       "chunk '1.5' is not a non-negative integer"},
+      {"client missing", "PUT", p, {{"Fencing-Token", "11"}}, "x", 400,
+       "missing header Fencecheck-Client: every write must name its writer"},
+      {"client unsafe", "PUT", p, {{"Fencing-Token", "11"}, {"Fencecheck-Client", "w 1"}}, "x", 400,
+       "bad header Fencecheck-Client: client 'w 1' has a character outside [A-Za-z0-9_.-] at offset 1"},
+      {"client too long", "PUT", p, {{"Fencing-Token", "11"}, {"Fencecheck-Client", std::string(65, 'w')}}, "x", 400,
+       "bad header Fencecheck-Client: client '" + std::string(40, 'w') + "...' is 65 bytes, over the 64-byte limit"},
+      {"body empty", "PUT", p, ok, "", 400, "body is empty: a chunk must carry at least one byte"},
+      {"body too large", "PUT", p, ok, std::string(kMaxBody + 1, 'b'), 413,
+       "body is 1025 bytes, over the maximum of 1024 bytes"},
+      {"unknown path", "GET", "/v2/readback", {}, "", 404,
+       "no such path: GET /v2/readback (known: PUT /v1/keys/{key}/segments/{segment}/chunks/{chunk}, "
+       "GET /v1/readback, GET /healthz, GET /metrics)"},
+      {"chunk path with a tail", "PUT", p + "/x", ok, "x", 404,
+       "no such path: PUT /v1/keys/ledger/segments/0/chunks/5/x*"},
+      {"chunk path without a chunk", "GET", "/v1/keys/ledger/segments/0", {}, "", 404,
+       "no such path: GET /v1/keys/ledger/segments/0*"},
+      {"unknown path with a body", "POST", "/v1/keys/ledger", ok, "x", 404, "no such path: POST /v1/keys/ledger*"},
+      {"chunk path, GET", "GET", p, {}, "", 405,
+       "method GET is not allowed on /v1/keys/ledger/segments/0/chunks/5; allowed: PUT"},
+      {"chunk path, POST", "POST", p, ok, "x", 405,
+       "method POST is not allowed on /v1/keys/ledger/segments/0/chunks/5; allowed: PUT"},
+      {"readback, DELETE", "DELETE", "/v1/readback", {}, "", 405,
+       "method DELETE is not allowed on /v1/readback; allowed: GET, HEAD"},
+      {"metrics, PUT", "PUT", "/metrics", ok, "x", 405, "method PUT is not allowed on /metrics; allowed: GET, HEAD"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto res = send(c.method, c.path, c.headers, c.body);
+    ASSERT_TRUE(res) << httplib::to_string(res.error());
+    EXPECT_EQ(res->status, c.status) << res->body;
+    EXPECT_EQ(res->get_header_value("Content-Type"), "application/json");
+    auto j = nlohmann::json::parse(res->body, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << res->body;
+    ASSERT_TRUE(j.contains("error")) << res->body;
+    const std::string error = j["error"];
+    if (!c.message.empty() && c.message.back() == '*')
+      EXPECT_EQ(error.substr(0, c.message.size() - 1), c.message.substr(0, c.message.size() - 1));
+    else
+      EXPECT_EQ(error, c.message);
+    if (c.status == 405) {
+      EXPECT_FALSE(res->get_header_value("Allow").empty());
+    }
+  }
+  // An empty Fencing-Token value is refused either as empty or as missing (HTTP stacks differ).
+  {
+    auto res = send("PUT", p, {{"Fencing-Token", ""}, {"Fencecheck-Client", "w1"}}, "x");
+    ASSERT_TRUE(res);
+    const std::string error = nlohmann::json::parse(res->body).at("error");
+    EXPECT_TRUE(error == "bad header Fencing-Token: token is empty: expected a decimal number from 0 to 9223372036854775807" ||
+                error == "missing header Fencing-Token: every write must carry its fencing token")
+        << error;
+  }
+  // StoreClient reports a 4xx other than 409 as kInvalid with the server's message.
+  auto r = client_->write("bad key", 0, 0, FencingToken(11), "w1", "x");
+  EXPECT_EQ(r.outcome, WriteOutcome::kInvalid);
+  EXPECT_EQ(r.http_status, 400);
+  EXPECT_EQ(r.error, "key 'bad key' has a character outside [A-Za-z0-9_.-] at offset 3");
+
+  EXPECT_EQ(nlohmann::json(to_json(client_->readback())), before);
+  const auto stats_after = store_->stats();
+  EXPECT_EQ(stats_after.last_seq, stats_before.last_seq);
+  EXPECT_EQ(stats_after.accepted, stats_before.accepted);
+  EXPECT_EQ(stats_after.rejected, stats_before.rejected);
+}
+
+TEST_F(StoreHttp, MetricsCountAcceptedAndRejectedWritesAndShowTheHighWater) {
+  ASSERT_EQ(client_->write("a", 0, 0, FencingToken(5), "w1", "x").outcome, WriteOutcome::kAccepted);
+  ASSERT_EQ(client_->write("a", 0, 1, FencingToken(5), "w1", "x").outcome, WriteOutcome::kAccepted);
+  ASSERT_EQ(client_->write("a", 0, 2, FencingToken(7), "w2", "x").outcome, WriteOutcome::kAccepted);
+  ASSERT_EQ(client_->write("a", 0, 3, FencingToken(6), "w1", "x").outcome, WriteOutcome::kRejected);
+  ASSERT_EQ(client_->write("a", 0, 3, FencingToken(4), "w1", "x").outcome, WriteOutcome::kRejected);
+  ASSERT_EQ(client_->write("b", 0, 0, FencingToken(1), "w3", "x").outcome, WriteOutcome::kAccepted);
+  ASSERT_EQ(client_->write("b", 0, 0, FencingToken(1), "w3", "").outcome, WriteOutcome::kInvalid);  // not counted
+
+  auto res = send("GET", "/metrics", {});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_NE(res->get_header_value("Content-Type").find("text/plain"), std::string::npos);
+  EXPECT_NE(res->body.find("# TYPE fencecheck_store_writes_total counter"), std::string::npos);
+  auto m = parse_metrics(res->body);
+  EXPECT_EQ(m["fencecheck_store_writes_total{client=\"w1\",key=\"a\",result=\"accepted\"}"], 2);
+  EXPECT_EQ(m["fencecheck_store_writes_total{client=\"w2\",key=\"a\",result=\"accepted\"}"], 1);
+  EXPECT_EQ(m["fencecheck_store_writes_total{client=\"w1\",key=\"a\",result=\"rejected\"}"], 2);
+  EXPECT_EQ(m["fencecheck_store_writes_total{client=\"w3\",key=\"b\",result=\"accepted\"}"], 1);
+  EXPECT_EQ(m.count("fencecheck_store_writes_total{client=\"w2\",key=\"a\",result=\"rejected\"}"), 0u);
+  EXPECT_EQ(m["fencecheck_store_high_water_token{key=\"a\"}"], 7);
+  EXPECT_EQ(m["fencecheck_store_high_water_token{key=\"b\"}"], 1);
+  // Sequential writes: one flush each; the counter matches the store's own count.
+  EXPECT_EQ(m["fencecheck_store_fsyncs_total"], static_cast<double>(store_->stats().fsyncs));
+  EXPECT_GE(m["fencecheck_store_fsyncs_total"], 1);
+  EXPECT_LE(m["fencecheck_store_fsyncs_total"], 4);
+
+  // A second scrape does not double-count the fsyncs.
+  auto again = parse_metrics(send("GET", "/metrics", {})->body);
+  EXPECT_EQ(again["fencecheck_store_fsyncs_total"], static_cast<double>(store_->stats().fsyncs));
+}
+
+TEST_F(StoreHttp, SixtyFourConcurrentClientsAllGetAnswers) {
+  constexpr int kClients = 64;
+  constexpr int kWrites = 5;
+  std::latch go(kClients);
+  std::vector<std::vector<WriteReply>> replies(kClients);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kClients; ++t) {
+    threads.emplace_back([&, t] {
+      StoreClient c(server_->base_url());
+      const std::string client = "w" + std::to_string(t);
+      go.arrive_and_wait();
+      for (int i = 0; i < kWrites; ++i)
+        replies[static_cast<std::size_t>(t)].push_back(
+            c.write("k" + std::to_string(t % 4), t, i, FencingToken(100 + i), client, chunk(client, 100 + i, "k", t, i)));
+    });
+  }
+  for (auto& th : threads) th.join();
+  int accepted = 0;
+  for (const auto& v : replies) {
+    for (const auto& r : v) {
+      ASSERT_NE(r.outcome, WriteOutcome::kUnknown) << r.error;
+      ASSERT_NE(r.outcome, WriteOutcome::kInvalid) << r.error;
+      accepted += r.outcome == WriteOutcome::kAccepted;
+    }
+  }
+  auto rb = client_->readback();
+  EXPECT_EQ(static_cast<int>(rb.log.size()), accepted);
+  EXPECT_EQ(static_cast<int>(rb.rejections.size()), kClients * kWrites - accepted);
+  EXPECT_LT(store_->stats().fsyncs, store_->stats().accepted + 1);
+}
+
+TEST(StoreClientTest, ABadBaseUrlIsRefusedUpFront) {
+  EXPECT_THROW(StoreClient("127.0.0.1:80"), std::invalid_argument);
+  EXPECT_THROW(StoreClient("https://127.0.0.1:80"), std::invalid_argument);
+  EXPECT_THROW(StoreClient("http://127.0.0.1"), std::invalid_argument);
+  EXPECT_THROW(StoreClient("http://127.0.0.1:0"), std::invalid_argument);
+  EXPECT_THROW(StoreClient("http://127.0.0.1:99999"), std::invalid_argument);
+  EXPECT_THROW(StoreClient("http://:80"), std::invalid_argument);
+  EXPECT_NO_THROW(StoreClient("http://127.0.0.1:80"));
+  EXPECT_NO_THROW(StoreClient("http://127.0.0.1:80/"));
+  EXPECT_NO_THROW(StoreClient("http://[::1]:80"));
+}
+
+TEST(StoreClientTest, NoReplyIsUnknownAndReadBackThrowsNamingTheUrl) {
+  // A port that was just listening and is now closed: connection refused.
+  TempDir dir;
+  auto store = FencedStore::open(dir.path(), FencingMode::kPerKey);
+  std::string url;
+  {
+    StoreServer server(*store, {});
+    url = server.base_url();
+  }
+  StoreClient c(url, std::chrono::milliseconds(2000));
+  auto r = c.write("a", 0, 0, FencingToken(1), "w1", "x");
+  EXPECT_EQ(r.outcome, WriteOutcome::kUnknown);
+  EXPECT_EQ(r.http_status, 0);
+  EXPECT_NE(r.error.find(url), std::string::npos) << r.error;
+  EXPECT_FALSE(c.healthy());
+  try {
+    (void)c.readback();
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(url + "/v1/readback"), std::string::npos) << e.what();
+  }
+}
+
+TEST(StoreServerOptionsTest, ListenAddressesParseOrSayWhy) {
+  EXPECT_EQ(parse_listen_address("127.0.0.1:0"), (std::pair<std::string, int>{"127.0.0.1", 0}));
+  EXPECT_EQ(parse_listen_address("localhost:8080"), (std::pair<std::string, int>{"localhost", 8080}));
+  EXPECT_EQ(parse_listen_address("[::1]:9"), (std::pair<std::string, int>{"::1", 9}));
+  for (const char* bad : {"127.0.0.1", ":80", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:8x", "::1:80",
+                          "[::1]80", ""}) {
+    EXPECT_THROW((void)parse_listen_address(bad), std::invalid_argument) << bad;
+  }
+  TempDir dir;
+  auto store = FencedStore::open(dir.path(), FencingMode::kPerKey);
+  StoreServerOptions o;
+  o.max_body_bytes = 0;
+  EXPECT_THROW(StoreServer(*store, o), std::invalid_argument);
+  o.max_body_bytes = kMaxChunkBytes + 1;
+  EXPECT_THROW(StoreServer(*store, o), std::invalid_argument);
+}
+
+TEST(StoreServerLifecycle, StopBeforeOrRightAfterStartNeverHangs) {
+  TempDir dir;
+  auto store = FencedStore::open(dir.path(), FencingMode::kPerKey);
+  for (int i = 0; i < 20; ++i) {
+    StoreServer server(*store, {});
+    if (i % 2 == 0) server.start();
+    server.stop();
+  }
+  {
+    StoreServer server(*store, {});
+    server.stop();
+    EXPECT_TRUE(server.run());  // returns at once: stop() came first
+  }
+}

@@ -1,0 +1,133 @@
+// fencecheck — the worker: a lock holder doing a job against a fenced resource, the way a real
+// system using an etcd lock would, and reporting every step as events (fencecheck/proto/event.h).
+//
+// Protocol, with the events each step emits (fields in parentheses; every event also has
+// src_ns and source = worker id):
+//   start:   log (detail: options and seed)
+//   acquire: acquire.invoke (lock, ttl_ms) -> LeaseGrant(ttl) -> keepalive thread ->
+//            Lock(lock, lease) -> Range(lock key) -> token = the key's create_revision ->
+//            acquire.ok (lock, lock_key, lease_id, token, ttl_ms = TTL granted, revision = the Lock
+//            reply's header revision: the revision at which the lock was seen held, equal to the
+//            token when uncontended and at or after the previous holder's delete when contended).
+//            Any failure: acquire.fail (lock, lease_id when granted, detail), the lease is revoked,
+//            retry after 200 ms; --max-acquires attempts in the whole run, then exit 1.
+//   job:     for each segment, for each chunk: write.invoke (key, segment, chunk, token) -> PUT
+//            chunk with the token -> write.ok (.., high_water) / write.fail (.., high_water,
+//            detail: fenced) / write.info (.., detail: outcome unknown). A 4xx other than 409
+//            gives write.fail without high_water and exit 1 (a bug, not a fence).
+//   fenced:  on write.fail or write.info: stop, release (below), acquire again (new lease, new,
+//            strictly greater token; a token not greater than the rejected one is a fatal
+//            error, exit 1) and restart the CURRENT segment from chunk 0. A rejected token is
+//            never sent again.
+//   done:    job.done (key, token) then release.
+//   release: release.invoke (lock, lock_key, lease_id, token) -> Unlock(own key) -> release.ok
+//            (.., revision = Unlock's header revision = the delete's revision; when the key was
+//            already gone, detail says so and no delete happened at that revision) or
+//            release.fail (.., detail) -> LeaseRevoke (a failed revoke: log).
+//   threads: keepalive: lease.lost (lease_id, token) once when etcd says the lease is gone,
+//            keepalive.fail (lease_id, token, detail) per failed round trip; ticker: pause
+//            (duration_ns, token while holding).
+// The keepalive thread never tells the main thread: the holder keeps believing it holds the lock,
+// which is the bug fencing exists to contain. A stop request (SIGTERM) gives a log event, a
+// release and exit 143.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "fencecheck/proto/event.h"
+
+namespace fencecheck {
+
+/// Everything a worker is told. Durations are std::chrono; CLI flags in parentheses.
+struct WorkerOptions {
+  std::string id;          ///< (--id) worker id, [A-Za-z0-9_.-]{1,64}; the `source` of its events
+  std::string etcd;        ///< (--etcd) etcd endpoint, http://host:port
+  std::string store;       ///< (--store) fenced store base URL, http://host:port
+  std::string lock;        ///< (--lock) lock name: etcd's lock prefix ("<lock>/<lease hex>" keys)
+  std::string key;         ///< (--key) resource key written, [A-Za-z0-9_.-]{1,256}
+  std::chrono::seconds ttl{2};  ///< (--ttl-s) lease TTL asked for; etcd raises it to its minimum (2 s by default)
+  std::int64_t segments = 3;    ///< (--segments) segments in the job, >= 1
+  std::int64_t chunks = 4;      ///< (--chunks) chunks per segment, >= 1
+  std::size_t chunk_bytes = 256;  ///< (--chunk-bytes) size of each chunk (encode_chunk's minimum), 1..16 MiB
+  std::chrono::milliseconds chunk_interval{50};  ///< (--chunk-interval-ms) delay between consecutive writes
+  std::chrono::milliseconds tick{5};             ///< (--tick-ms) pause-detector sleep, >= 1
+  std::chrono::milliseconds pause_threshold{50};  ///< (--pause-threshold-ms) gap above which `pause` is emitted
+  /// (--keepalive-interval-ms) time between keepalives; unset = ttl / 3 (what etcd's clientv3 does).
+  std::optional<std::chrono::milliseconds> keepalive_interval;
+  std::int64_t max_acquires = 20;  ///< (--max-acquires) acquisition attempts in the whole run; then exit 1
+  std::uint64_t seed = 0;          ///< (--seed) recorded in the start event; reserved for randomised designs
+  std::chrono::milliseconds lock_timeout{30000};  ///< (--lock-timeout-ms) how long one Lock call may block
+  std::chrono::milliseconds store_timeout{5000};  ///< (--store-timeout-ms) per write; past it the outcome is unknown
+  std::chrono::milliseconds etcd_timeout{5000};   ///< (--etcd-timeout-ms) per etcd call other than Lock
+
+  // Broken designs the catalogue will exercise (accepted by the CLI, NOT implemented yet:
+  // validate() rejects them until they are).
+  bool retry_same_token = false;          ///< (--retry-same-token) resend a rejected write with the same token
+  bool release_by_name = false;           ///< (--release-by-name) release by deleting every key under the lock name
+  bool check_lease_before_write = false;  ///< (--check-lease-before-write) ask etcd for the lease TTL before writing
+
+  /// The keepalive interval in effect: keepalive_interval, or ttl / 3 (at least 1 ms).
+  [[nodiscard]] std::chrono::milliseconds effective_keepalive_interval() const;
+};
+
+/// Every problem with the options, one message each, naming the flag ("--chunks must be >= 1,
+/// got 0"); empty when valid. Pure.
+[[nodiscard]] std::vector<std::string> validate(const WorkerOptions& options);
+
+/// Writes events as JSON lines (to_json_line), one per line, flushed per line, under a mutex:
+/// safe to call from every worker thread. Stamps src_ns = monotonic_ns() and source = worker id.
+class EventWriter {
+ public:
+  /// `out` must outlive the writer.
+  EventWriter(std::ostream& out, std::string source);
+  /// Stamps and writes `e`. Never throws (a failed stream write is dropped; stdout is the
+  /// harness's pipe, and nothing better can be done when it is gone).
+  void emit(Event e);
+
+ private:
+  std::mutex mu_;
+  std::ostream& out_;
+  std::string source_;
+};
+
+/// Measures the calling process's own stalls: fed steady_clock readings taken after each
+/// tick-long sleep, it reports every gap between consecutive readings longer than the threshold.
+/// A SIGSTOP of 6 s shows up as one gap of ~6 s. Not synchronised: one thread feeds it. Pure
+/// logic (the clock is the caller's), so it is unit-testable.
+class PauseDetector {
+ public:
+  explicit PauseDetector(std::chrono::nanoseconds threshold) : threshold_(threshold) {}
+  /// The gap since the previous reading when it exceeds the threshold, else nullopt. The first
+  /// reading only sets the baseline.
+  std::optional<std::chrono::nanoseconds> observe(std::chrono::steady_clock::time_point now);
+
+ private:
+  std::chrono::nanoseconds threshold_;
+  std::optional<std::chrono::steady_clock::time_point> last_;
+};
+
+/// Exit codes of run_worker() / fencecheck-worker.
+enum WorkerExit : int {
+  kWorkerOk = 0,           ///< job done and released
+  kWorkerFatal = 1,        ///< gave up (a `log` event says why): etcd unreachable, max acquires, bad reply
+  kWorkerBadArgs = 2,      ///< invalid options
+  kWorkerTerminated = 143  ///< stopped by SIGTERM/SIGINT (stop requested) before the job was done; released
+};
+
+/// Runs one worker to completion on the calling thread (plus its keepalive and ticker threads),
+/// writing events to `events`. Returns a WorkerExit code. A stop request (the binary maps SIGTERM
+/// and SIGINT to it) interrupts a blocking Lock, the waits between chunks and acquisition retries,
+/// then releases what is held. Never throws: fatal errors become a `log` event and kWorkerFatal.
+/// Preconditions: validate(options) is empty (otherwise kWorkerBadArgs with a `log` event).
+int run_worker(const WorkerOptions& options, EventWriter& events, std::stop_token stop = {});
+
+}  // namespace fencecheck

@@ -1,0 +1,16 @@
+# fencecheck_workers: the etcd v3 client (JSON gateway), the embedded-etcd launcher and the worker
+# loop; fencecheck-worker: a thin main on top. Included from workers/CMakeLists.txt.
+add_library(fencecheck_workers
+  ${CMAKE_CURRENT_LIST_DIR}/src/etcd_client.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/embedded_etcd.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/worker.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/worker_cli.cpp)
+target_include_directories(fencecheck_workers PUBLIC ${CMAKE_CURRENT_LIST_DIR}/include)
+# fencecheck_resources (StoreClient) is defined later, in resources/; CMake resolves the name at
+# generate time.
+target_link_libraries(fencecheck_workers
+  PUBLIC fencecheck_proto Threads::Threads
+  PRIVATE fencecheck_resources fc_httplib Boost::filesystem spdlog::spdlog nlohmann_json::nlohmann_json)
+
+add_executable(fencecheck-worker ${CMAKE_CURRENT_LIST_DIR}/worker_main.cpp)
+target_link_libraries(fencecheck-worker PRIVATE fencecheck_workers spdlog::spdlog)

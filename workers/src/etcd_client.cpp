@@ -1,0 +1,508 @@
+#include "fencecheck/workers/etcd_client.h"
+
+#include <charconv>
+#include <exception>
+#include <utility>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "fencecheck/proto/base64.h"
+#include "http_call.h"
+
+namespace fencecheck {
+namespace {
+
+using json = nlohmann::json;
+using std::chrono::milliseconds;
+
+std::string shorten(std::string_view s, std::size_t max = 300) {
+  if (s.size() <= max) return std::string(s);
+  return std::string(s.substr(0, max)) + "...";
+}
+
+/// A protocol-level surprise: etcd answered, but not in the shape this client expects.
+[[noreturn]] void throw_protocol(const std::string& endpoint, const std::string& path, int status,
+                                 const std::string& what) {
+  throw EtcdError(endpoint, path, status, -1, what,
+                  "etcd " + endpoint + " POST " + path + ": unexpected reply: " + what);
+}
+
+/// proto3 JSON int64: a string of digits (what etcd sends), a number, or absent (= 0).
+std::int64_t i64(const json& j, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end() || it->is_null()) return 0;
+  if (it->is_number_integer()) return it->get<std::int64_t>();
+  if (it->is_string()) {
+    const auto& s = it->get_ref<const std::string&>();
+    std::int64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec == std::errc() && p == s.data() + s.size()) return v;
+  }
+  throw std::invalid_argument(std::string("field '") + name + "' is not an int64: " + shorten(it->dump()));
+}
+
+bool boolean(const json& j, const char* name) {
+  auto it = j.find(name);
+  return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+
+std::string str(const json& j, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end() || it->is_null()) return {};
+  if (!it->is_string()) throw std::invalid_argument(std::string("field '") + name + "' is not a string");
+  return it->get<std::string>();
+}
+
+std::string b64_field(const json& j, const char* name) { return base64_decode(str(j, name)); }
+
+KeyValue parse_kv(const json& j) {
+  KeyValue kv;
+  kv.key = b64_field(j, "key");
+  kv.value = b64_field(j, "value");
+  kv.create_revision = i64(j, "create_revision");
+  kv.mod_revision = i64(j, "mod_revision");
+  kv.version = i64(j, "version");
+  kv.lease = i64(j, "lease");
+  return kv;
+}
+
+std::int64_t header_revision(const json& j) {
+  auto it = j.find("header");
+  if (it == j.end() || !it->is_object()) return 0;
+  return i64(*it, "revision");
+}
+
+/// etcd's error body: {"error":"...","message":"...","code":N} (unary calls) or
+/// {"error":{"grpc_code":N,"http_code":N,"message":"...","http_status":"..."}} (streams).
+void parse_error_body(const std::string& body, int& code, std::string& message) {
+  code = -1;
+  message.clear();
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    message = shorten(body);
+    return;
+  }
+  auto err = j.find("error");
+  if (err != j.end() && err->is_object()) {
+    if (auto c = err->find("grpc_code"); c != err->end() && c->is_number_integer()) code = c->get<int>();
+    if (auto m = err->find("message"); m != err->end() && m->is_string()) message = m->get<std::string>();
+  } else {
+    if (auto c = j.find("code"); c != j.end() && c->is_number_integer()) code = c->get<int>();
+    if (auto m = j.find("message"); m != j.end() && m->is_string()) message = m->get<std::string>();
+    if (message.empty() && err != j.end() && err->is_string()) message = err->get<std::string>();
+  }
+  if (message.empty()) message = shorten(body);
+}
+
+EtcdError http_error(const std::string& endpoint, const std::string& method, const std::string& path, int status,
+                     const std::string& body) {
+  int code = -1;
+  std::string message;
+  parse_error_body(body, code, message);
+  std::string what = "etcd " + endpoint + " " + method + " " + path + ": HTTP " + std::to_string(status);
+  if (code >= 0) what += ", grpc code " + std::to_string(code);
+  what += ": " + message;
+  return EtcdError(endpoint, path, status, code, message, what);
+}
+
+EtcdError transport_error(const std::string& endpoint, const std::string& method, const std::string& path,
+                          httplib::Error err) {
+  std::string detail = httplib::to_string(err);
+  std::string what;
+  switch (err) {
+    case httplib::Error::Connection:
+      detail += " (could not connect: refused or timed out)";
+      what = "etcd endpoint " + endpoint + " unreachable: " + method + " " + path + ": " + detail;
+      break;
+    case httplib::Error::Read:
+      detail += " (no reply: read timed out or connection reset)";
+      what = "etcd " + endpoint + " " + method + " " + path + ": " + detail;
+      break;
+    default:
+      what = "etcd " + endpoint + " " + method + " " + path + ": " + detail;
+  }
+  return EtcdError(endpoint, path, 0, -1, detail, what);
+}
+
+}  // namespace
+
+EtcdError::EtcdError(std::string endpoint, std::string path, int http_status, int grpc_code, std::string etcd_message,
+                     std::string what)
+    : std::runtime_error(std::move(what)),
+      endpoint_(std::move(endpoint)),
+      path_(std::move(path)),
+      http_status_(http_status),
+      grpc_code_(grpc_code),
+      etcd_message_(std::move(etcd_message)) {}
+
+std::string prefix_range_end(std::string_view prefix) {
+  std::string end(prefix);
+  for (auto i = static_cast<std::ptrdiff_t>(end.size()) - 1; i >= 0; --i) {
+    auto& c = reinterpret_cast<unsigned char&>(end[static_cast<std::size_t>(i)]);
+    if (c < 0xff) {
+      ++c;
+      end.resize(static_cast<std::size_t>(i) + 1);
+      return end;
+    }
+  }
+  return std::string(1, '\0');  // every byte was 0xff: no upper bound
+}
+
+EtcdClient::EtcdClient(std::string endpoint) : EtcdClient(std::move(endpoint), Options{}) {}
+
+EtcdClient::EtcdClient(std::string endpoint, Options options) : options_(options) {
+  constexpr std::string_view scheme = "http://";
+  std::string_view e = endpoint;
+  if (!e.empty() && e.back() == '/') e.remove_suffix(1);
+  auto bad = [&](const std::string& why) {
+    return std::invalid_argument("etcd endpoint '" + endpoint + "' " + why + " (expected http://host:port)");
+  };
+  if (e.substr(0, scheme.size()) != scheme) throw bad("does not start with http://");
+  std::string_view hostport = e.substr(scheme.size());
+  auto colon = hostport.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) throw bad("has no host:port");
+  std::string_view port = hostport.substr(colon + 1);
+  int p = 0;
+  auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+  if (port.empty() || ec != std::errc() || ptr != port.data() + port.size() || p < 1 || p > 65535)
+    throw bad("has no valid port");
+  if (hostport.find('/') != std::string_view::npos) throw bad("has a path");
+  host_ = std::string(hostport.substr(0, colon));
+  port_ = p;
+  endpoint_ = std::string(e);
+}
+
+namespace {
+
+struct Exchange {
+  httplib::Error error = httplib::Error::Success;
+  int status = 0;
+  std::string body;
+  bool stopped = false;
+  milliseconds elapsed{0};
+};
+
+Exchange exchange(const std::string& host, int port, const EtcdClient::Options& options, const std::string& method,
+                  const std::string& path, const std::string& body, milliseconds read_timeout,
+                  std::stop_token stop = {}) {
+  Exchange x;
+  if (stop.stop_requested()) {
+    x.stopped = true;
+    x.error = httplib::Error::Canceled;
+    return x;
+  }
+  httplib::Client client(host, port);
+  detail::set_timeouts(client, options.connect_timeout, read_timeout, options.request_timeout);
+  client.set_keep_alive(false);
+  httplib::Request req;
+  req.method = method;
+  req.path = path;
+  if (method != "GET") {
+    req.body = body;
+    req.set_header("Content-Type", "application/json");
+  }
+  int status = 0;
+  std::string received;
+  req.response_handler = [&status](const httplib::Response& r) {
+    status = r.status;
+    return true;
+  };
+  req.content_receiver = [&received](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
+    received.append(data, n);
+    return true;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  httplib::Result res{nullptr, httplib::Error::Unknown};
+  {
+    detail::StopWatcher watcher(client, stop);
+    res = client.send(req);
+  }
+  x.elapsed = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - t0);
+  x.stopped = stop.stop_requested();
+  if (!res) {
+    // etcd's gateway sends every gRPC error as a chunked body followed by a trailer
+    // ("Grpc-Trailer-Content-Type"); cpp-httplib 0.11.4 cannot read chunked trailers and reports
+    // Error::Read after the whole body has arrived (yhirose/cpp-httplib#1486, fixed in 0.12).
+    // A status line plus a complete JSON body is etcd's reply; anything less is a transport error.
+    if (res.error() == httplib::Error::Read && status != 0 && !x.stopped && json::accept(received)) {
+      x.status = status;
+      x.body = std::move(received);
+      return x;
+    }
+    x.error = res.error();
+    return x;
+  }
+  x.status = res->status;
+  x.body = std::move(received);
+  return x;
+}
+
+// One unary call: POST path with body; returns the parsed 2xx JSON or throws EtcdError.
+json call(const std::string& endpoint, const std::string& host, int port, const EtcdClient::Options& options,
+          const std::string& path, const json& body) {
+  Exchange x = exchange(host, port, options, "POST", path, body.dump(), options.request_timeout);
+  if (x.error != httplib::Error::Success) throw transport_error(endpoint, "POST", path, x.error);
+  if (x.status < 200 || x.status > 299) throw http_error(endpoint, "POST", path, x.status, x.body);
+  json j = json::parse(x.body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw_protocol(endpoint, path, x.status, "not a JSON object: " + shorten(x.body));
+  return j;
+}
+
+}  // namespace
+
+LeaseGrant EtcdClient::lease_grant(std::chrono::seconds ttl) const {
+  const std::string path = "/v3/lease/grant";
+  json j = call(endpoint_, host_, port_, options_, path, json{{"TTL", std::to_string(ttl.count())}});
+  try {
+    if (auto e = str(j, "error"); !e.empty())
+      throw EtcdError(endpoint_, path, 200, -1, e, "etcd " + endpoint_ + " POST " + path + ": " + e);
+    LeaseGrant g{i64(j, "ID"), std::chrono::seconds(i64(j, "TTL"))};
+    if (g.id == 0) throw std::invalid_argument("lease grant reply has no ID");
+    return g;
+  } catch (const std::invalid_argument& e) {
+    throw_protocol(endpoint_, path, 200, e.what());
+  }
+}
+
+std::optional<std::chrono::seconds> EtcdClient::lease_keepalive(std::int64_t id) const {
+  const std::string path = "/v3/lease/keepalive";
+  Exchange x = exchange(host_, port_, options_, "POST", path, json{{"ID", std::to_string(id)}}.dump(),
+                        options_.request_timeout);
+  if (x.error != httplib::Error::Success) throw transport_error(endpoint_, "POST", path, x.error);
+  if (x.status < 200 || x.status > 299) throw http_error(endpoint_, "POST", path, x.status, x.body);
+  // A stream of one message: {"result":{...}}\n, or {"error":{...}} when the stream failed.
+  std::string_view line = x.body;
+  if (auto nl = line.find('\n'); nl != std::string_view::npos) line = line.substr(0, nl);
+  json j = json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw_protocol(endpoint_, path, x.status, "not a JSON object: " + shorten(x.body));
+  if (j.contains("error")) throw http_error(endpoint_, "POST", path, x.status, std::string(line));
+  auto result = j.find("result");
+  if (result == j.end() || !result->is_object()) throw_protocol(endpoint_, path, x.status, "no 'result': " + shorten(x.body));
+  try {
+    std::int64_t ttl = i64(*result, "TTL");
+    if (ttl <= 0) return std::nullopt;  // proto3: TTL omitted (0) = the lease does not exist
+    return std::chrono::seconds(ttl);
+  } catch (const std::invalid_argument& e) {
+    throw_protocol(endpoint_, path, x.status, e.what());
+  }
+}
+
+bool EtcdClient::lease_revoke(std::int64_t id) const {
+  const std::string path = "/v3/lease/revoke";
+  try {
+    call(endpoint_, host_, port_, options_, path, json{{"ID", std::to_string(id)}});
+    return true;
+  } catch (const EtcdError& e) {
+    if (e.grpc_code() == 5) return false;  // NotFound: "etcdserver: requested lease not found"
+    throw;
+  }
+}
+
+LeaseTimeToLive EtcdClient::lease_time_to_live(std::int64_t id) const {
+  const std::string path = "/v3/lease/timetolive";
+  json j = call(endpoint_, host_, port_, options_, path, json{{"ID", std::to_string(id)}});
+  try {
+    return LeaseTimeToLive{i64(j, "ID"), std::chrono::seconds(i64(j, "TTL")), std::chrono::seconds(i64(j, "grantedTTL"))};
+  } catch (const std::invalid_argument& e) {
+    throw_protocol(endpoint_, path, 200, e.what());
+  }
+}
+
+std::optional<LockResult> EtcdClient::lock(std::string_view name, std::int64_t lease_id, milliseconds timeout,
+                                           std::stop_token stop) const {
+  const std::string path = "/v3/lock/lock";
+  json body{{"name", base64_encode(name)}, {"lease", std::to_string(lease_id)}};
+  Exchange x = exchange(host_, port_, options_, "POST", path, body.dump(), timeout, stop);
+  if (x.stopped) return std::nullopt;
+  if (x.error != httplib::Error::Success) {
+    if (x.error == httplib::Error::Read && x.elapsed >= timeout) return std::nullopt;  // our own deadline
+    throw transport_error(endpoint_, "POST", path, x.error);
+  }
+  if (x.status < 200 || x.status > 299) throw http_error(endpoint_, "POST", path, x.status, x.body);
+  json j = json::parse(x.body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw_protocol(endpoint_, path, x.status, "not a JSON object: " + shorten(x.body));
+  try {
+    LockResult r{b64_field(j, "key"), header_revision(j)};
+    if (r.key.empty()) throw std::invalid_argument("lock reply has no key");
+    return r;
+  } catch (const std::invalid_argument& e) {
+    throw_protocol(endpoint_, path, x.status, e.what());
+  }
+}
+
+std::int64_t EtcdClient::unlock(std::string_view key) const {
+  const std::string path = "/v3/lock/unlock";
+  json j = call(endpoint_, host_, port_, options_, path, json{{"key", base64_encode(key)}});
+  try {
+    return header_revision(j);
+  } catch (const std::invalid_argument& e) {
+    throw_protocol(endpoint_, path, 200, e.what());
+  }
+}
+
+std::optional<KeyValue> EtcdClient::range(std::string_view key) const {
+  const std::string path = "/v3/kv/range";
+  json j = call(endpoint_, host_, port_, options_, path, json{{"key", base64_encode(key)}});
+  try {
+    auto kvs = j.find("kvs");
+    if (kvs == j.end() || !kvs->is_array() || kvs->empty()) return std::nullopt;
+    return parse_kv(kvs->front());
+  } catch (const std::invalid_argument& e) {
+    throw_protocol(endpoint_, path, 200, e.what());
+  }
+}
+
+std::vector<KeyValue> EtcdClient::range_prefix(std::string_view prefix) const {
+  const std::string path = "/v3/kv/range";
+  json j = call(endpoint_, host_, port_, options_, path,
+                json{{"key", base64_encode(prefix)}, {"range_end", base64_encode(prefix_range_end(prefix))}});
+  std::vector<KeyValue> out;
+  try {
+    auto kvs = j.find("kvs");
+    if (kvs == j.end() || !kvs->is_array()) return out;
+    for (const auto& kv : *kvs) out.push_back(parse_kv(kv));
+    return out;
+  } catch (const std::invalid_argument& e) {
+    throw_protocol(endpoint_, path, 200, e.what());
+  }
+}
+
+std::int64_t EtcdClient::put(std::string_view key, std::string_view value, std::int64_t lease) const {
+  const std::string path = "/v3/kv/put";
+  json body{{"key", base64_encode(key)}, {"value", base64_encode(value)}};
+  if (lease != 0) body["lease"] = std::to_string(lease);
+  json j = call(endpoint_, host_, port_, options_, path, body);
+  try {
+    return header_revision(j);
+  } catch (const std::invalid_argument& e) {
+    throw_protocol(endpoint_, path, 200, e.what());
+  }
+}
+
+DeleteResult EtcdClient::delete_key(std::string_view key) const {
+  const std::string path = "/v3/kv/deleterange";
+  json j = call(endpoint_, host_, port_, options_, path, json{{"key", base64_encode(key)}});
+  try {
+    return DeleteResult{header_revision(j), i64(j, "deleted")};
+  } catch (const std::invalid_argument& e) {
+    throw_protocol(endpoint_, path, 200, e.what());
+  }
+}
+
+bool EtcdClient::health() const {
+  try {
+    Exchange x = exchange(host_, port_, options_, "GET", "/health", {}, options_.request_timeout);
+    if (x.error != httplib::Error::Success || x.status != 200) return false;
+    json j = json::parse(x.body, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return false;
+    auto h = j.find("health");
+    return h != j.end() && ((h->is_string() && h->get<std::string>() == "true") || (h->is_boolean() && h->get<bool>()));
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+std::int64_t EtcdClient::watch(std::string_view prefix, std::int64_t start_revision, const WatchCallback& callback,
+                               std::stop_token stop) const {
+  if (prefix.empty()) throw std::invalid_argument("etcd watch: empty prefix (would watch nothing)");
+  const std::string path = "/v3/watch";
+  json create{{"key", base64_encode(prefix)},
+              {"range_end", base64_encode(prefix_range_end(prefix))},
+              {"prev_kv", true},
+              {"progress_notify", true}};
+  if (start_revision > 0) create["start_revision"] = std::to_string(start_revision);
+
+  httplib::Client client(host_, port_);
+  // etcd sends a progress notification to an idle watcher every 10 minutes by default
+  // (--experimental-watch-progress-notify-interval); a read timeout well above that only fires
+  // when etcd is gone.
+  detail::set_timeouts(client, options_.connect_timeout, std::chrono::minutes(30), options_.request_timeout);
+  client.set_keep_alive(false);
+
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.body = json{{"create_request", create}}.dump();
+  req.set_header("Content-Type", "application/json");
+
+  int status = 0;
+  std::string error_body;
+  std::string buffer;
+  std::exception_ptr failure;
+  std::int64_t last_revision = 0;
+
+  auto handle_line = [&](std::string_view line) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
+    if (line.empty()) return;
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) throw_protocol(endpoint_, path, status, "watch message is not JSON: " + shorten(line));
+    if (j.contains("error")) throw http_error(endpoint_, "POST", path, status, std::string(line));
+    auto result = j.find("result");
+    if (result == j.end() || !result->is_object()) throw_protocol(endpoint_, path, status, "watch message has no 'result': " + shorten(line));
+    std::int64_t rev = 0;
+    try {
+      rev = header_revision(*result);
+      if (boolean(*result, "canceled")) {
+        std::string why = str(*result, "cancel_reason");
+        if (auto compact = i64(*result, "compact_revision"); compact > 0)
+          why = "start revision " + std::to_string(start_revision) + " was compacted (compact_revision " +
+                std::to_string(compact) + ")" + (why.empty() ? "" : ": " + why);
+        if (why.empty()) why = "canceled by etcd";
+        throw EtcdError(endpoint_, path, status, -1, why, "etcd " + endpoint_ + " POST " + path + ": watch canceled: " + why);
+      }
+      if (rev > last_revision) last_revision = rev;
+      auto events = result->find("events");
+      if (events == result->end() || !events->is_array()) return;
+      for (const auto& ev : *events) {
+        WatchEvent w;
+        w.type = str(ev, "type") == "DELETE" ? WatchEvent::Type::kDelete : WatchEvent::Type::kPut;
+        if (auto kv = ev.find("kv"); kv != ev.end() && kv->is_object()) w.kv = parse_kv(*kv);
+        if (auto pkv = ev.find("prev_kv"); pkv != ev.end() && pkv->is_object()) w.prev_kv = parse_kv(*pkv);
+        w.header_revision = rev;
+        callback(w);
+      }
+    } catch (const std::invalid_argument& e) {
+      throw_protocol(endpoint_, path, status, e.what());
+    }
+  };
+
+  req.response_handler = [&](const httplib::Response& res) {
+    status = res.status;
+    return true;
+  };
+  req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
+    if (status != 200) {
+      error_body.append(data, n);
+      return true;
+    }
+    buffer.append(data, n);
+    try {
+      for (auto nl = buffer.find('\n'); nl != std::string::npos; nl = buffer.find('\n')) {
+        std::string line = buffer.substr(0, nl);
+        buffer.erase(0, nl + 1);
+        handle_line(line);
+        if (stop.stop_requested()) return false;
+      }
+    } catch (...) {
+      failure = std::current_exception();
+      return false;
+    }
+    return !stop.stop_requested();
+  };
+
+  httplib::Result res{nullptr, httplib::Error::Unknown};
+  {
+    detail::StopWatcher watcher(client, stop);
+    res = client.send(req);
+  }
+  if (failure) std::rethrow_exception(failure);
+  if (stop.stop_requested()) return last_revision;
+  // An error reply arrives whole before the trailer that cpp-httplib 0.11.4 trips on (see exchange()).
+  if (status != 0 && (status < 200 || status > 299)) throw http_error(endpoint_, "POST", path, status, error_body);
+  if (!res) throw transport_error(endpoint_, "POST", path, res.error());
+  handle_line(buffer);  // a last message without its newline
+  return last_revision;
+}
+
+}  // namespace fencecheck

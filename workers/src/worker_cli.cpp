@@ -1,0 +1,76 @@
+#include "fencecheck/workers/worker_cli.h"
+
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+namespace fencecheck {
+
+WorkerCli parse_worker_cli(int argc, const char* const* argv) {
+  WorkerCli out;
+  WorkerOptions o;
+  std::int64_t ttl_s = o.ttl.count();
+  std::int64_t chunk_interval_ms = o.chunk_interval.count();
+  std::int64_t tick_ms = o.tick.count();
+  std::int64_t pause_threshold_ms = o.pause_threshold.count();
+  std::int64_t keepalive_interval_ms = 0;
+  std::int64_t lock_timeout_ms = o.lock_timeout.count();
+  std::int64_t store_timeout_ms = o.store_timeout.count();
+  std::int64_t etcd_timeout_ms = o.etcd_timeout.count();
+
+  CLI::App app{
+      "fencecheck-worker: holds an etcd lock and writes a job of chunks, each carrying its fencing token, to a "
+      "fenced store; reports every step as JSON-lines events on stdout (logs go to stderr).",
+      "fencecheck-worker"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--id", o.id, "worker id, [A-Za-z0-9_.-]{1,64}; the source of its events")->required();
+  app.add_option("--etcd", o.etcd, "etcd endpoint, http://host:port")->required();
+  app.add_option("--store", o.store, "fenced store, http://host:port")->required();
+  app.add_option("--lock", o.lock, "lock name (etcd lock prefix)")->required();
+  app.add_option("--key", o.key, "resource key to write")->required();
+  app.add_option("--ttl-s", ttl_s, "lease TTL, seconds (etcd's minimum is 2 by default)");
+  app.add_option("--segments", o.segments, "segments in the job");
+  app.add_option("--chunks", o.chunks, "chunks per segment");
+  app.add_option("--chunk-bytes", o.chunk_bytes, "bytes per chunk");
+  app.add_option("--chunk-interval-ms", chunk_interval_ms, "delay between chunks, ms");
+  app.add_option("--tick-ms", tick_ms, "pause detector tick, ms");
+  app.add_option("--pause-threshold-ms", pause_threshold_ms, "gaps longer than this are reported as pauses, ms");
+  auto* ka = app.add_option("--keepalive-interval-ms", keepalive_interval_ms, "time between keepalives, ms (default ttl/3)");
+  app.add_option("--max-acquires", o.max_acquires, "acquisition attempts in the whole run");
+  app.add_option("--seed", o.seed, "random seed (recorded; reserved for randomised designs)");
+  app.add_option("--lock-timeout-ms", lock_timeout_ms, "how long one Lock call may block, ms");
+  app.add_option("--store-timeout-ms", store_timeout_ms, "per-write timeout, ms");
+  app.add_option("--etcd-timeout-ms", etcd_timeout_ms, "per-call etcd timeout (not Lock), ms");
+  app.add_flag("--retry-same-token", o.retry_same_token, "broken design: resend a rejected write with the same token (not implemented)");
+  app.add_flag("--release-by-name", o.release_by_name, "broken design: release by deleting every key under the lock name (not implemented)");
+  app.add_flag("--check-lease-before-write", o.check_lease_before_write, "broken design: check the lease TTL before each write (not implemented)");
+  app.add_option("--log-level", out.log_level, "stderr log level")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+
+  std::ostringstream text;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e, text, text);
+    out.exit_code = code == 0 ? 0 : kWorkerBadArgs;
+    out.output = text.str();
+    return out;
+  }
+  o.ttl = std::chrono::seconds(ttl_s);
+  o.chunk_interval = std::chrono::milliseconds(chunk_interval_ms);
+  o.tick = std::chrono::milliseconds(tick_ms);
+  o.pause_threshold = std::chrono::milliseconds(pause_threshold_ms);
+  if (ka->count() > 0) o.keepalive_interval = std::chrono::milliseconds(keepalive_interval_ms);
+  o.lock_timeout = std::chrono::milliseconds(lock_timeout_ms);
+  o.store_timeout = std::chrono::milliseconds(store_timeout_ms);
+  o.etcd_timeout = std::chrono::milliseconds(etcd_timeout_ms);
+  if (auto errors = validate(o); !errors.empty()) {
+    for (const auto& e : errors) out.output += "fencecheck-worker: " + e + "\n";
+    out.exit_code = kWorkerBadArgs;
+    return out;
+  }
+  out.options = std::move(o);
+  return out;
+}
+
+}  // namespace fencecheck
