@@ -174,11 +174,23 @@ class Run {
   bool interrupted_ = false;
 };
 
+template <typename F>
+void notify(const RunOptions& opt, F&& call) {
+  for (auto* o : opt.observers) {
+    try {
+      call(*o);
+    } catch (const std::exception& err) {
+      spdlog::warn("run observer failed: {}", err.what());
+    }
+  }
+}
+
 void Run::record(Event e) {
   if (e.t_ns == 0) e.t_ns = monotonic_ns();
   if (e.src_ns == 0) e.src_ns = e.t_ns;
   history_out_ << to_json_line(e) << '\n';
   history_out_.flush();  // a killed harness still leaves the history up to here
+  notify(opt_, [&](RunObserver& o) { o.on_event(sc_, e); });
   history_.push_back(std::move(e));
 }
 
@@ -391,6 +403,8 @@ ScenarioResult Run::execute() {
   const auto wall_start = Clock::now();
 
   dir_.write_json("scenario.json", to_json(sc_));
+  notify(opt_, [&](RunObserver& o) { o.on_start(sc_, dir_.path()); });
+  notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "services"); });
   ledger_ = std::make_unique<faults::FaultLedger>(dir_.path() / "faults.ledger", dir_.run_id());
 
   // 1. The lock service: embedded etcd, or the scenario's endpoints.
@@ -408,6 +422,7 @@ ScenarioResult Run::execute() {
   });
 
   // 3. Workers.
+  notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "workers"); });
   for (const auto& spec : sc_.workers()) workers_[spec.id].spec = &spec;
   start_ = Clock::now();
   start_ns_ = monotonic_ns();
@@ -451,10 +466,12 @@ ScenarioResult Run::execute() {
   }
 
   // 5. Read back, check, judge, export.
+  notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "reading back"); });
   ReadBack rb = StoreClient(store_url_).readback();
   dir_.write_json("readback.json", fencecheck::to_json(rb));
   services.stop();
 
+  notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "checking"); });
   Analysis analysis = analyze(history_, rb);
   ExpectationResult er = evaluate(sc_.expect(), analysis, sc_);
   if (timed_out_) er.reasons.insert(er.reasons.begin(), "the run hit its timeout of " + format_duration(sc_.timeout()));
@@ -466,7 +483,10 @@ ScenarioResult Run::execute() {
   r.met = met;
   r.reasons = er.reasons;
   r.exit_code = met ? kExitMet : kExitNotMet;
-  write_metrics_file(dir_.path() / "metrics.prom", figures_of(sc_, lock_name_, analysis, rb, history_, r));
+  const RunFigures figures = figures_of(sc_, lock_name_, analysis, rb, history_, r);
+  write_metrics_file(dir_.path() / "metrics.prom", figures);
+  notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "done"); });
+  notify(opt_, [&](RunObserver& o) { o.on_finish(sc_, r, analysis, figures); });
   return r;
 }
 

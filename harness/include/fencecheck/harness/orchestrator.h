@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fencecheck/harness/scenario.h"
+#include "fencecheck/proto/event.h"
 
 namespace fencecheck::harness {
 
@@ -31,12 +32,35 @@ enum ExitCode : int {
   kExitInternal = 4,     ///< internal error
 };
 
+struct Analysis;
+struct RunFigures;
+struct ScenarioResult;
+
+/// Watches a run as it happens: live metrics, terminal progress, reports. Every method is called
+/// on the orchestrator's main thread, in order; an observer must not block for long (the fault
+/// schedule waits on it) and must not throw (exceptions are caught, logged and ignored).
+class RunObserver {
+ public:
+  virtual ~RunObserver() = default;
+  /// The run directory exists and the services are about to start.
+  virtual void on_start(const Scenario& /*scenario*/, const std::filesystem::path& /*run_dir*/) {}
+  /// A phase begins: "services", "workers", "reading back", "checking", "done".
+  virtual void on_phase(const Scenario& /*scenario*/, std::string_view /*phase*/) {}
+  /// One history entry, as recorded (t_ns set).
+  virtual void on_event(const Scenario& /*scenario*/, const Event& /*event*/) {}
+  /// The run is judged; every file of the run directory is written.
+  virtual void on_finish(const Scenario& /*scenario*/, const ScenarioResult& /*result*/, const Analysis& /*analysis*/,
+                         const RunFigures& /*figures*/) {}
+};
+
 struct RunOptions {
   std::filesystem::path run_root = "runs";  ///< run directories are created below it
   std::filesystem::path bin_dir;            ///< where fencecheck-worker and -store are; empty = self_bin_dir()
   bool skip_unavailable = false;            ///< a fault the environment cannot do: skip the scenario, never pass it
   /// Set asynchronously (e.g. by a SIGINT handler) to abort the run; faults are healed first.
   const std::atomic<bool>* interrupted = nullptr;
+  /// Observers, called in order (not owned; must outlive the run).
+  std::vector<RunObserver*> observers;
 };
 
 /// What one scenario run came to. Value type.
