@@ -338,7 +338,7 @@ TEST_F(WorkerProcessTest, SigstopShowsUpAsAPauseAtLeastAsLongAsTheStop) {
   std::int64_t longest = 0;
   for (const auto& p : pauses) longest = std::max(longest, p.duration_ns.value_or(0));
   EXPECT_GE(longest, std::chrono::duration_cast<std::chrono::nanoseconds>(stopped_for).count()) << dump(pauses);
-  const Event& first_ok = of_kind(run.events, EventKind::kWriteOk).at(0);
+  const Event first_ok = of_kind(run.events, EventKind::kWriteOk).at(0);
   auto long_pause = std::find_if(pauses.begin(), pauses.end(), [&](const Event& p) { return p.duration_ns == longest; });
   EXPECT_EQ(long_pause->token, first_ok.token);  // it held the lock while paused
   EXPECT_EQ(of_kind(run.events, EventKind::kWriteOk).size(), 4u);

@@ -288,7 +288,7 @@ class Worker {
     }
   }
 
-  /// Releases the current holding with the holder's own key: unlock, then revoke the lease.
+  /// Releases the current holding with the holder's own key: delete it, then revoke the lease.
   void release() {
     if (!held_) return;
     Holding h = std::move(*held_);
@@ -303,21 +303,21 @@ class Worker {
     invoke.token = h.token;
     events_.emit(std::move(invoke));
 
-    std::string note;
+    // Release = delete the holder's own key. v3lock's Unlock is exactly a DeleteRange of that key,
+    // but its reply cannot say whether anything was deleted (for a key already gone it answers 200
+    // with the current revision, which may even equal the expiry's delete revision). DeleteRange's
+    // `deleted` count tells, atomically, so release.ok carries a revision only for a real delete and
+    // the checker can tell this release from the lock service's expiry by revision.
     try {
-      if (!etcd_.range(h.lock_key))
-        note = "the lock key was already gone (lease expired or key deleted): no delete happened at this revision";
-    } catch (const std::exception&) {
-    }
-    try {
-      const std::int64_t revision = etcd_.unlock(h.lock_key);
+      const DeleteResult del = etcd_.delete_key(h.lock_key);
+      const std::int64_t revision = del.revision;
       Event ok = make(EventKind::kReleaseOk);
       ok.lock = o_.lock;
       ok.lock_key = h.lock_key;
       ok.lease_id = h.lease_id;
       ok.token = h.token;
-      ok.revision = revision;
-      ok.detail = note;
+      if (del.deleted > 0) ok.revision = revision;
+      else ok.detail = "the lock key was already gone (lease expired or key deleted): nothing to release";
       events_.emit(std::move(ok));
       spdlog::info("released {} (token {}) at revision {}", h.lock_key, h.token, revision);
     } catch (const std::exception& err) {

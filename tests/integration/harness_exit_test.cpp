@@ -1,0 +1,149 @@
+// The harness's own behaviour at its edges, for real: exit codes for bad input and a missing
+// environment, Ctrl-C in the middle of a SIGSTOP, and kill -9 followed by `fencecheck cleanup`.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <fstream>
+#include <regex>
+
+#include "run_util.h"
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+namespace bp = boost::process;
+
+namespace {
+
+const std::string kSmoke = std::string(FENCECHECK_SOURCE_DIR) + "/scenarios/smoke/sigstop-past-lease.yaml";
+
+fs::path write_file(const fs::path& dir, const std::string& name, const std::string& text) {
+  fs::path p = dir / name;
+  std::ofstream(p) << text;
+  return p;
+}
+
+/// The scenario text of the fenced smoke scenario with one line replaced.
+std::string smoke_with(const std::string& from, const std::string& to) {
+  std::string text = fctest::slurp(kSmoke);
+  auto pos = text.find(from);
+  EXPECT_NE(pos, std::string::npos) << from;
+  return text.replace(pos, from.size(), to);
+}
+
+pid_t worker_pid(const std::vector<json>& history, const std::string& id) {
+  std::regex re("started worker " + id + " \\(pid ([0-9]+)\\)");
+  for (const auto& e : history) {
+    std::smatch m;
+    std::string detail = e.value("detail", "");
+    if (e["kind"] == "log" && std::regex_search(detail, m, re)) return std::stoi(m[1]);
+  }
+  return -1;
+}
+
+bool alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
+
+/// Starts `fencecheck run` on the smoke scenario and waits until w1 is stopped by the harness.
+struct PausedRun {
+  fs::path work, runs, dir;
+  std::unique_ptr<bp::child> harness;
+  pid_t w1 = -1;
+  std::string out_file;
+
+  explicit PausedRun(const std::string& name) : work(fctest::fresh_dir(name)), runs(work / "runs") {
+    out_file = (work / "out.txt").string();
+    harness = std::make_unique<bp::child>(FENCECHECK_BIN, bp::args({"run", kSmoke, "--run-root", runs.string()}),
+                                          bp::std_out > out_file, bp::std_err > (work / "err.txt").string(),
+                                          bp::std_in < bp::null);
+    EXPECT_TRUE(fctest::wait_until([&] {
+      if (!fs::exists(runs)) return false;
+      dir = fctest::only_run_dir(runs);
+      if (dir.empty() || !fs::exists(dir / "history.jsonl")) return false;
+      auto h = fctest::read_history(dir / "history.jsonl");
+      for (const auto& e : h)
+        if (e["kind"] == "fault.inject") {
+          w1 = worker_pid(h, "w1");
+          return true;
+        }
+      return false;
+    })) << "the harness never injected its SIGSTOP";
+    EXPECT_GT(w1, 0);
+    EXPECT_TRUE(fctest::wait_until([&] { return !fctest::stopped_processes("fencecheck-work").empty(); }));
+  }
+};
+
+}  // namespace
+
+TEST(HarnessExit, ABadScenarioExits2NamingFileLineAndColumn) {
+  auto work = fctest::fresh_dir("bad");
+  auto file = write_file(work, "bad.yaml", smoke_with("lease_ttl: 2s", "lease_ttl: fast"));
+  auto r = fctest::run_fencecheck({"run", file.string(), "--run-root", (work / "runs").string()}, work);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(file.string() + ":14:12: lease_ttl: expected a duration"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(work / "runs")) << "a bad scenario must not start anything";
+}
+
+TEST(HarnessExit, UnknownSubcommandOrMissingPathExits2) {
+  auto work = fctest::fresh_dir("args");
+  EXPECT_EQ(fctest::run_fencecheck({"frobnicate"}, work).code, 2);
+  auto r = fctest::run_fencecheck({"run", (work / "nope.yaml").string()}, work);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("nope.yaml"), std::string::npos) << r.err;
+}
+
+TEST(HarnessExit, EtcdNotInstalledExits3SayingWhatToInstall) {
+  auto work = fctest::fresh_dir("noetcd");
+  fs::create_directories(work / "emptybin");
+  auto env = boost::this_process::environment();
+  env["PATH"] = (work / "emptybin").string();
+  auto r = fctest::run_fencecheck({"run", kSmoke, "--run-root", (work / "runs").string()}, work, env);
+  EXPECT_EQ(r.code, 3) << r.out << r.err;
+  EXPECT_NE((r.out + r.err).find("install Debian's etcd-server"), std::string::npos) << r.out << r.err;
+}
+
+TEST(HarnessExit, AnUnreachableEndpointExits3NamingIt) {
+  auto work = fctest::fresh_dir("noendpoint");
+  auto file = write_file(work, "ext.yaml",
+                         smoke_with("lock_service: {kind: etcd}", "lock_service: {kind: etcd, endpoints: [http://127.0.0.1:9]}"));
+  auto r = fctest::run_fencecheck({"run", file.string(), "--run-root", (work / "runs").string()}, work);
+  EXPECT_EQ(r.code, 3) << r.out << r.err;
+  EXPECT_NE((r.out + r.err).find("http://127.0.0.1:9"), std::string::npos) << r.out << r.err;
+}
+
+TEST(HarnessExit, CtrlCDuringTheSigstopContinuesTheWorkerAndExits130) {
+  PausedRun run("sigint");
+  ASSERT_FALSE(run.dir.empty());
+  ASSERT_EQ(::kill(run.harness->id(), SIGINT), 0);
+  run.harness->wait();
+  EXPECT_EQ(run.harness->exit_code(), 130);
+  // The fault was healed and recorded as healed, in the history and in the ledger.
+  auto h = fctest::read_history(run.dir / "history.jsonl");
+  EXPECT_TRUE(std::any_of(h.begin(), h.end(), [](const json& e) { return e["kind"] == "fault.heal"; }));
+  std::ifstream ledger(run.dir / "faults.ledger");
+  int injects = 0, heals = 0;
+  for (std::string line; std::getline(ledger, line);) {
+    auto e = json::parse(line);
+    injects += e["op"] == "inject";
+    heals += e["op"] == "heal";
+  }
+  EXPECT_EQ(injects, 1);
+  EXPECT_EQ(heals, 1);
+  EXPECT_TRUE(fctest::stopped_processes("fencecheck-work").empty());
+  EXPECT_TRUE(fctest::wait_until([&] { return !alive(run.w1); }, std::chrono::seconds(10)));
+}
+
+TEST(HarnessExit, KillMinus9ThenCleanupLeavesNothingBehind) {
+  PausedRun run("kill9");
+  ASSERT_FALSE(run.dir.empty());
+  ASSERT_EQ(::kill(run.harness->id(), SIGKILL), 0);
+  run.harness->wait();
+  // Children die with the harness (PR_SET_PDEATHSIG): no stopped worker, no etcd, no store.
+  EXPECT_TRUE(fctest::wait_until([&] { return !alive(run.w1); }, std::chrono::seconds(10)));
+  EXPECT_TRUE(fctest::stopped_processes("fencecheck-work").empty());
+  // The ledger still has the SIGSTOP outstanding; cleanup heals (here: finds it gone) and records it.
+  auto r = fctest::run_fencecheck({"cleanup", run.dir.string()}, run.work);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("sigstop w1: pid " + std::to_string(run.w1) + " already gone"), std::string::npos) << r.out;
+  auto again = fctest::run_fencecheck({"cleanup", run.dir.string()}, run.work);
+  EXPECT_NE(again.out.find("0 entries handled"), std::string::npos) << again.out;
+}

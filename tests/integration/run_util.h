@@ -1,0 +1,97 @@
+// Test helpers: run the real fencecheck binary, capture its output, read run directories.
+#pragma once
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/process.hpp>
+#include <nlohmann/json.hpp>
+
+namespace fctest {
+
+namespace fs = std::filesystem;
+namespace bp = boost::process;
+
+inline fs::path fresh_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("fc-it-" + std::to_string(::getpid()) + "-" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+inline std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+/// Runs fencecheck with args to completion, stdout/stderr captured through files.
+inline Result run_fencecheck(const std::vector<std::string>& args, const fs::path& work,
+                             bp::environment env = boost::this_process::environment()) {
+  const fs::path out = work / "stdout.txt", err = work / "stderr.txt";
+  bp::child c(FENCECHECK_BIN, bp::args(args), bp::std_out > out.string(), bp::std_err > err.string(),
+              bp::std_in < bp::null, env, bp::start_dir = work.string());
+  c.wait();
+  return {c.exit_code(), slurp(out), slurp(err)};
+}
+
+/// Polls cond every 10 ms until it holds or `limit` passes: waiting on an observable event.
+inline bool wait_until(const std::function<bool()>& cond, std::chrono::seconds limit = std::chrono::seconds(60)) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return cond();
+}
+
+/// Every event of a history.jsonl.
+inline std::vector<nlohmann::json> read_history(const fs::path& file) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+/// The only run directory below root (not the `latest` link).
+inline fs::path only_run_dir(const fs::path& root) {
+  fs::path found;
+  for (const auto& d : fs::directory_iterator(root))
+    if (d.is_directory() && !d.is_symlink()) found = d.path();
+  return found;
+}
+
+/// PIDs of processes in state T (stopped) whose command name contains `name`.
+inline std::vector<pid_t> stopped_processes(const std::string& name) {
+  std::vector<pid_t> out;
+  for (const auto& d : fs::directory_iterator("/proc")) {
+    const std::string pid = d.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string stat = slurp(d.path() / "stat");
+    auto open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close + 2 >= stat.size()) continue;
+    if (stat.substr(open + 1, close - open - 1).find(name) != std::string::npos && stat[close + 2] == 'T')
+      out.push_back(std::stoi(pid));
+  }
+  return out;
+}
+
+}  // namespace fctest
