@@ -9,12 +9,10 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <memory>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -22,7 +20,6 @@
 
 #include "fencecheck/faults/ledger.h"
 #include "fencecheck/faults/sigstop.h"
-#include "fencecheck/harness/live_metrics.h"
 #include "fencecheck/harness/orchestrator.h"
 #include "fencecheck/harness/scenario.h"
 
@@ -120,12 +117,6 @@ int main(int argc, char** argv) {
   run->add_flag("--skip-unavailable", opts.skip_unavailable,
                 "Skip (never pass) a scenario whose faults this environment cannot inject");
   run->add_flag("--json", json_out, "Print the results as JSON instead of a table");
-  std::string metrics_listen;
-  std::string pushgateway;
-  run->add_option("--metrics-listen", metrics_listen,
-                  "Serve /metrics while the run goes, on a loopback HOST:PORT (127.0.0.1:9464; port 0: any)");
-  run->add_option("--pushgateway", pushgateway,
-                  "Push each scenario's metrics to this Pushgateway (http://HOST:PORT) when it ends");
 
   std::vector<std::string> validate_paths;
   auto* validate = app.add_subcommand("validate", "Load and validate scenarios; start nothing");
@@ -161,26 +152,6 @@ int main(int argc, char** argv) {
     return kExitMet;
   }
 
-  // Metrics: refuse a bad or non-loopback address before anything starts (docs/observability.md).
-  std::unique_ptr<MetricsObserver> metrics;
-  if (!metrics_listen.empty() || !pushgateway.empty()) {
-    MetricsObserver::Options mo;
-    try {
-      if (!metrics_listen.empty()) mo.listen = parse_listen_address(metrics_listen);
-      if (!pushgateway.empty()) mo.pushgateway = parse_pushgateway_url(pushgateway);
-    } catch (const MetricsConfigError& err) {
-      std::cerr << "fencecheck: " << err.what() << "\n";
-      return kExitBadInput;
-    }
-    try {
-      metrics = std::make_unique<MetricsObserver>(std::move(mo));
-    } catch (const std::exception& err) {
-      std::cerr << "fencecheck: " << err.what() << "\n";
-      return kExitEnvironment;
-    }
-    opts.observers.push_back(metrics.get());
-  }
-
   install_signal_handlers();
   opts.run_root = run_root;
   opts.bin_dir = bin_dir;
@@ -197,14 +168,6 @@ int main(int argc, char** argv) {
     std::cout << j.dump(2) << "\n";
   } else {
     print_table(results);
-  }
-  if (metrics) {  // a failed push is reported, never a verdict: the exit code stays the scenarios'
-    for (const auto& p : metrics->pushes())
-      if (!p.ok) (json_out ? std::cerr : std::cout) << "metrics push FAILED for " << p.scenario << " (" << p.url << "): " << p.error << "\n";
-    if (!metrics->pushes().empty() && !json_out)
-      std::cout << "metrics pushed to " << pushgateway << ": "
-                << std::count_if(metrics->pushes().begin(), metrics->pushes().end(), [](const auto& p) { return p.ok; })
-                << " of " << metrics->pushes().size() << " scenario(s)\n";
   }
   if (g_interrupted) return 130;
   return suite_exit_code(results);
