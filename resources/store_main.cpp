@@ -4,6 +4,8 @@
 //
 // stdout carries exactly one line, once listening, then nothing:
 //   {"listening":"127.0.0.1:PORT","fencing":"per-key","pid":N}
+// --fencing per-key|none|global|check-then-write; --check-window-ms N (check-then-write only,
+// default 200) is how long the store lets go of its lock between the check and the write.
 // Logs go to stderr. Exit: 0 after a clean stop, 1 when the store or the listener cannot start,
 // 2 on bad arguments.
 #include <pthread.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -43,10 +46,15 @@ int main(int argc, char** argv) {
   std::string fencing = "per-key";
   std::size_t max_body_bytes = 64 * 1024;
   std::size_t threads = 128;
+  std::int64_t check_window_ms = 200;
   std::string log_level = "info";
   app.add_option("--listen", listen, "host:port to listen on; port 0 picks a free port")->capture_default_str();
   app.add_option("--data-dir", data_dir, "directory of the store's log (created when missing)")->required();
   app.add_option("--fencing", fencing, "fencing mode: " + join(fencecheck::fencing_mode_names()))->capture_default_str();
+  auto* window = app.add_option("--check-window-ms", check_window_ms,
+                                "check-then-write only: ms between reading the key's high-water mark and writing")
+                     ->capture_default_str()
+                     ->check(CLI::Range(std::int64_t{0}, std::int64_t{3600000}));
   app.add_option("--max-body-bytes", max_body_bytes, "largest chunk accepted, bytes (413 above)")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, fencecheck::kMaxChunkBytes));
@@ -65,6 +73,11 @@ int main(int argc, char** argv) {
   if (!mode) {
     std::cerr << "fencecheck-store: --fencing '" << fencing << "' is not one of " << join(fencecheck::fencing_mode_names())
               << "\n";
+    return 2;
+  }
+  if (window->count() > 0 && *mode != fencecheck::FencingMode::kCheckThenWrite) {
+    std::cerr << "fencecheck-store: --check-window-ms applies only to --fencing check-then-write (got --fencing "
+              << fencing << ")\n";
     return 2;
   }
   std::pair<std::string, int> address;
@@ -95,7 +108,9 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   try {
-    auto store = fencecheck::FencedStore::open(data_dir, *mode);
+    fencecheck::StoreOptions store_options;
+    store_options.check_window = std::chrono::milliseconds(check_window_ms);
+    auto store = fencecheck::FencedStore::open(data_dir, *mode, store_options);
     const auto& rec = store->recovery();
     spdlog::info("opened {} ({} records replayed{})", store->log_path().string(), rec.records,
                  rec.truncated_bytes ? ", " + std::to_string(rec.truncated_bytes) + " torn bytes truncated" : "");
@@ -119,7 +134,11 @@ int main(int argc, char** argv) {
     hello["fencing"] = std::string(fencecheck::fencing_mode_name(*mode));
     hello["pid"] = static_cast<long>(::getpid());
     std::cout << hello.dump() << std::endl;  // endl: the harness waits for this line
-    spdlog::info("listening on {} (fencing {}, max body {} bytes)", server.address(), fencing, max_body_bytes);
+    if (*mode == fencecheck::FencingMode::kCheckThenWrite)
+      spdlog::info("listening on {} (fencing {}, check window {} ms, max body {} bytes)", server.address(), fencing,
+                   check_window_ms, max_body_bytes);
+    else
+      spdlog::info("listening on {} (fencing {}, max body {} bytes)", server.address(), fencing, max_body_bytes);
 
     const bool ok = server.run();
     if (got_signal == 0) pthread_kill(signals.native_handle(), SIGTERM);  // wake the sigwait

@@ -26,15 +26,24 @@ using detail::shown;
 namespace fs = std::filesystem;
 
 constexpr std::string_view kMagic = "fcstlog1";
-constexpr std::uint8_t kRecordVersion = 1;
+// The payload's first byte: the record type (type 1 was the "version" byte of the first format).
+constexpr std::uint8_t kChunkRecord = 1;
+constexpr std::uint8_t kCounterRecord = 2;
+constexpr std::uint8_t kEffectRecord = 3;
 constexpr std::size_t kRecordHeaderBytes = 8;  // u32 payload_len, u32 crc32
-// version + seq + token + segment + chunk + key_len + client_len + data_len
+// type + seq + token + segment + chunk + key_len + client_len + data_len
 constexpr std::size_t kPayloadFixedBytes = 1 + 8 * 4 + 2 + 2 + 4;
+// type + seq + token + value + key_len + client_len
+constexpr std::size_t kCounterFixedBytes = 1 + 8 * 3 + 2 + 2;
+// type + seq + token + mode + applied + key_len + client_len + id_len
+constexpr std::size_t kEffectFixedBytes = 1 + 8 * 2 + 1 + 1 + 2 + 2 + 2;
 constexpr std::size_t kMaxPayloadBytes = kPayloadFixedBytes + kMaxKeyBytes + kMaxClientBytes + kMaxChunkBytes;
 
-constexpr std::array<std::pair<FencingMode, std::string_view>, 2> kModeNames{{
+constexpr std::array<std::pair<FencingMode, std::string_view>, 4> kModeNames{{
     {FencingMode::kPerKey, "per-key"},
     {FencingMode::kNone, "none"},
+    {FencingMode::kGlobal, "global"},
+    {FencingMode::kCheckThenWrite, "check-then-write"},
 }};
 
 std::string errno_text(int err) { return std::string(std::strerror(err)); }
@@ -56,62 +65,176 @@ U get_le(std::string_view in, std::size_t at) {
   return v;
 }
 
-void append_record(std::string& out, std::int64_t seq, const WriteRequest& r) {
-  std::string payload;
-  payload.reserve(kPayloadFixedBytes + r.key.size() + r.client.size() + r.bytes.size());
-  payload.push_back(static_cast<char>(kRecordVersion));
-  put_le(payload, static_cast<std::uint64_t>(seq));
-  put_le(payload, static_cast<std::uint64_t>(r.token.value()));
-  put_le(payload, static_cast<std::uint64_t>(r.segment));
-  put_le(payload, static_cast<std::uint64_t>(r.chunk));
-  put_le(payload, static_cast<std::uint16_t>(r.key.size()));
-  payload += r.key;
-  put_le(payload, static_cast<std::uint16_t>(r.client.size()));
-  payload += r.client;
-  put_le(payload, static_cast<std::uint32_t>(r.bytes.size()));
-  payload += r.bytes;
+void seal(std::string& out, const std::string& payload) {
   put_le(out, static_cast<std::uint32_t>(payload.size()));
   put_le(out, crc32(payload));
   out += payload;
 }
 
+void put_str16(std::string& payload, const std::string& s) {
+  put_le(payload, static_cast<std::uint16_t>(s.size()));
+  payload += s;
+}
+
+void append_record(std::string& out, std::int64_t seq, const WriteRequest& r) {
+  std::string payload;
+  payload.reserve(kPayloadFixedBytes + r.key.size() + r.client.size() + r.bytes.size());
+  payload.push_back(static_cast<char>(kChunkRecord));
+  put_le(payload, static_cast<std::uint64_t>(seq));
+  put_le(payload, static_cast<std::uint64_t>(r.token.value()));
+  put_le(payload, static_cast<std::uint64_t>(r.segment));
+  put_le(payload, static_cast<std::uint64_t>(r.chunk));
+  put_str16(payload, r.key);
+  put_str16(payload, r.client);
+  put_le(payload, static_cast<std::uint32_t>(r.bytes.size()));
+  payload += r.bytes;
+  seal(out, payload);
+}
+
+void append_counter_record(std::string& out, std::int64_t seq, const CounterWriteRequest& r) {
+  std::string payload;
+  payload.reserve(kCounterFixedBytes + r.key.size() + r.client.size());
+  payload.push_back(static_cast<char>(kCounterRecord));
+  put_le(payload, static_cast<std::uint64_t>(seq));
+  put_le(payload, static_cast<std::uint64_t>(r.token.value()));
+  put_le(payload, static_cast<std::uint64_t>(r.value));
+  put_str16(payload, r.key);
+  put_str16(payload, r.client);
+  seal(out, payload);
+}
+
+std::uint8_t mode_byte(EffectMode m) {
+  switch (m) {
+    case EffectMode::kFenced: return 0;
+    case EffectMode::kUnfenced: return 1;
+    case EffectMode::kIdempotent: return 2;
+  }
+  return 0;
+}
+
+void append_effect_record(std::string& out, const StoreEffectEntry& e) {
+  std::string payload;
+  payload.reserve(kEffectFixedBytes + e.key.size() + e.client.size() + e.id.size());
+  payload.push_back(static_cast<char>(kEffectRecord));
+  put_le(payload, static_cast<std::uint64_t>(e.seq));
+  put_le(payload, static_cast<std::uint64_t>(e.token));
+  payload.push_back(static_cast<char>(mode_byte(e.mode)));
+  payload.push_back(static_cast<char>(e.applied ? 1 : 0));
+  put_str16(payload, e.key);
+  put_str16(payload, e.client);
+  put_str16(payload, e.id);
+  seal(out, payload);
+}
+
 struct DecodedRecord {
+  std::uint8_t type = 0;
   std::int64_t seq = 0;
-  WriteRequest request;
+  WriteRequest request;          // type 1
+  CounterWriteRequest counter;   // type 2
+  StoreEffectEntry effect;       // type 3
+};
+
+// Reads fields of one payload front to back; every read is bounds-checked.
+class PayloadReader {
+ public:
+  explicit PayloadReader(std::string_view p) : p_(p) {}
+  bool i64(std::int64_t& v) {
+    if (p_.size() < at_ + 8) return false;
+    v = static_cast<std::int64_t>(get_le<std::uint64_t>(p_, at_));
+    at_ += 8;
+    return true;
+  }
+  bool u8(std::uint8_t& v) {
+    if (p_.size() < at_ + 1) return false;
+    v = static_cast<std::uint8_t>(p_[at_]);
+    at_ += 1;
+    return true;
+  }
+  bool str(std::size_t len_bytes, std::string& s) {
+    if (p_.size() < at_ + len_bytes) return false;
+    std::size_t len = len_bytes == 2 ? get_le<std::uint16_t>(p_, at_) : get_le<std::uint32_t>(p_, at_);
+    at_ += len_bytes;
+    if (p_.size() < at_ + len) return false;
+    s.assign(p_.substr(at_, len));
+    at_ += len;
+    return true;
+  }
+  [[nodiscard]] std::size_t left() const { return p_.size() - at_; }
+
+ private:
+  std::string_view p_;
+  std::size_t at_ = 0;
 };
 
 // Decodes one payload whose CRC already matched. Returns "" or what is wrong.
 std::string decode_payload(std::string_view p, DecodedRecord& out) {
-  if (p.size() < kPayloadFixedBytes) return "payload of " + std::to_string(p.size()) + " bytes is too short";
-  if (static_cast<std::uint8_t>(p[0]) != kRecordVersion)
-    return "unknown record version " + std::to_string(static_cast<unsigned>(static_cast<std::uint8_t>(p[0])));
-  std::size_t at = 1;
-  auto i64 = [&] {
-    auto v = static_cast<std::int64_t>(get_le<std::uint64_t>(p, at));
-    at += 8;
-    return v;
-  };
-  out.seq = i64();
-  out.request.token = FencingToken(i64());
-  out.request.segment = i64();
-  out.request.chunk = i64();
-  auto str = [&](std::size_t len_bytes, std::string& s) {
-    if (p.size() < at + len_bytes) return false;
-    std::size_t len = len_bytes == 2 ? get_le<std::uint16_t>(p, at) : get_le<std::uint32_t>(p, at);
-    at += len_bytes;
-    if (p.size() < at + len) return false;
-    s.assign(p.substr(at, len));
-    at += len;
-    return true;
-  };
-  if (!str(2, out.request.key) || !str(2, out.request.client) || !str(4, out.request.bytes))
-    return "a length field runs past the end of the payload";
-  if (at != p.size()) return std::to_string(p.size() - at) + " unexpected bytes after the data";
-  if (out.seq < 1 || out.request.token.value() < 0 || out.request.segment < 0 || out.request.chunk < 0)
-    return "negative seq, token, segment or chunk";
-  if (auto why = name_problem("key", out.request.key, kMaxKeyBytes); !why.empty()) return why;
-  if (auto why = name_problem("client", out.request.client, kMaxClientBytes); !why.empty()) return why;
+  if (p.empty()) return "empty payload";
+  out.type = static_cast<std::uint8_t>(p[0]);
+  PayloadReader in(p.substr(1));
+  const std::string short_payload = "a field runs past the end of the payload";
+  std::int64_t token = 0;
+  std::string key;
+  std::string client;
+  switch (out.type) {
+    case kChunkRecord: {
+      if (p.size() < kPayloadFixedBytes) return "payload of " + std::to_string(p.size()) + " bytes is too short";
+      std::int64_t segment = 0;
+      std::int64_t chunk = 0;
+      if (!in.i64(out.seq) || !in.i64(token) || !in.i64(segment) || !in.i64(chunk)) return short_payload;
+      out.request.token = FencingToken(token);
+      out.request.segment = segment;
+      out.request.chunk = chunk;
+      if (!in.str(2, out.request.key) || !in.str(2, out.request.client) || !in.str(4, out.request.bytes))
+        return "a length field runs past the end of the payload";
+      if (segment < 0 || chunk < 0) return "negative segment or chunk";
+      key = out.request.key;
+      client = out.request.client;
+      break;
+    }
+    case kCounterRecord: {
+      std::int64_t value = 0;
+      if (!in.i64(out.seq) || !in.i64(token) || !in.i64(value) || !in.str(2, out.counter.key) ||
+          !in.str(2, out.counter.client))
+        return short_payload;
+      if (value < 0) return "negative counter value";
+      out.counter.token = FencingToken(token);
+      out.counter.value = value;
+      key = out.counter.key;
+      client = out.counter.client;
+      break;
+    }
+    case kEffectRecord: {
+      std::uint8_t mode = 0;
+      std::uint8_t applied = 0;
+      StoreEffectEntry& e = out.effect;
+      if (!in.i64(out.seq) || !in.i64(token) || !in.u8(mode) || !in.u8(applied) || !in.str(2, e.key) ||
+          !in.str(2, e.client) || !in.str(2, e.id))
+        return short_payload;
+      if (mode > 2) return "unknown effect mode " + std::to_string(mode);
+      if (applied > 1) return "effect 'applied' byte is " + std::to_string(applied);
+      e.mode = mode == 0 ? EffectMode::kFenced : mode == 1 ? EffectMode::kUnfenced : EffectMode::kIdempotent;
+      e.applied = applied == 1;
+      e.seq = out.seq;
+      e.token = token;
+      if (auto why = effect_id_problem(e.id); !why.empty()) return why;
+      key = e.key;
+      client = e.client;
+      break;
+    }
+    default:
+      return "unknown record type " + std::to_string(static_cast<unsigned>(out.type));
+  }
+  if (in.left() != 0) return std::to_string(in.left()) + " unexpected bytes after the last field";
+  if (out.seq < 1 || token < 0) return "negative seq or token";
+  if (auto why = name_problem("key", key, kMaxKeyBytes); !why.empty()) return why;
+  if (auto why = name_problem("client", client, kMaxClientBytes); !why.empty()) return why;
   return "";
+}
+
+void validate_names(const std::string& key, const std::string& client, FencingToken token) {
+  if (auto why = name_problem("key", key, kMaxKeyBytes); !why.empty()) throw std::invalid_argument(why);
+  if (auto why = name_problem("client", client, kMaxClientBytes); !why.empty()) throw std::invalid_argument(why);
+  if (token.value() < 0) throw std::invalid_argument("token " + token.str() + " is negative");
 }
 
 void validate(const WriteRequest& r) {
@@ -166,6 +289,19 @@ std::vector<std::string_view> fencing_mode_names() {
   std::vector<std::string_view> out;
   for (const auto& [m, n] : kModeNames) out.push_back(n);
   return out;
+}
+
+std::string effect_id_problem(std::string_view id) {
+  if (id.empty()) return "effect id is empty";
+  if (id.size() > kMaxEffectIdBytes)
+    return "effect id '" + shown(id) + "' is " + std::to_string(id.size()) + " bytes, over the " +
+           std::to_string(kMaxEffectIdBytes) + "-byte limit";
+  for (std::size_t i = 0; i < id.size(); ++i) {
+    const char c = id[i];
+    if (c != ':' && !is_safe_name(id.substr(i, 1), 1))
+      return "effect id '" + shown(id) + "' has a character outside [A-Za-z0-9_.:-] at offset " + std::to_string(i);
+  }
+  return "";
 }
 
 std::string name_problem(std::string_view what, std::string_view value, std::size_t max_len) {
@@ -286,7 +422,11 @@ void FencedStore::replay_locked() {
                 std::to_string(last_seq_ + 1);
       break;
     }
-    apply_locked(rec.seq, rec.request);
+    switch (rec.type) {
+      case kChunkRecord: apply_locked(rec.seq, rec.request); break;
+      case kCounterRecord: apply_counter_locked(rec.seq, rec.counter); break;
+      case kEffectRecord: apply_effect_locked(rec.effect); break;
+    }
     ++recovery_.records;
     off += kRecordHeaderBytes + len;
   }
@@ -304,13 +444,75 @@ void FencedStore::replay_locked() {
   durable_seq_ = last_seq_;
 }
 
+void FencedStore::raise_marks_locked(const std::string& key, std::int64_t token, std::int64_t seq) {
+  auto& hw = high_water_[key];
+  if (hw.seq == 0 || token > hw.token) hw = HighWater{token, seq};
+  if (global_high_water_.seq == 0 || token > global_high_water_.token) {
+    global_high_water_ = HighWater{token, seq};
+    global_key_ = key;
+  }
+}
+
 void FencedStore::apply_locked(std::int64_t seq, const WriteRequest& r) {
-  auto& hw = high_water_[r.key];
-  if (hw.seq == 0 || r.token.value() > hw.token) hw = HighWater{r.token.value(), seq};
+  raise_marks_locked(r.key, r.token.value(), seq);
   auto& slot = chunks_[SlotKey{r.key, r.segment, r.chunk}];
   slot = StoredChunk{r.key, r.segment, r.chunk, r.token.value(), r.client, seq, r.bytes};
   log_.push_back(AcceptedWrite{seq, r.key, r.segment, r.chunk, r.token.value(), r.client});
   last_seq_ = seq;
+}
+
+void FencedStore::apply_counter_locked(std::int64_t seq, const CounterWriteRequest& r) {
+  raise_marks_locked(r.key, r.token.value(), seq);
+  counters_[r.key] = Counter{r.value, seq};
+  // The read-back's log shows a counter write as chunk -1 with the new value as its segment.
+  log_.push_back(AcceptedWrite{seq, r.key, r.value, -1, r.token.value(), r.client});
+  last_seq_ = seq;
+}
+
+void FencedStore::apply_effect_locked(const StoreEffectEntry& e) {
+  effects_.push_back(e);
+  if (e.applied) applied_effects_.emplace(e.key, e.id);
+  last_seq_ = e.seq;
+}
+
+FencedStore::HighWater FencedStore::mark_for_locked(const std::string& key) const {
+  if (mode_ == FencingMode::kGlobal) return global_high_water_;
+  auto it = high_water_.find(key);
+  return it == high_water_.end() ? HighWater{} : it->second;
+}
+
+FencedStore::Fence FencedStore::check_locked(const std::string& key, std::int64_t token) const {
+  Fence f;
+  f.cited = mark_for_locked(key);
+  switch (mode_) {
+    case FencingMode::kPerKey:
+    case FencingMode::kCheckThenWrite:
+      f.fenced = token < f.cited.token;
+      if (f.fenced)
+        f.why = "token " + std::to_string(token) + " is below the high-water mark " + std::to_string(f.cited.token) +
+                " of key '" + key + "': a holder with a newer token has written (fenced)";
+      break;
+    case FencingMode::kGlobal:
+      f.fenced = token < f.cited.token;
+      if (f.fenced)
+        f.why = "token " + std::to_string(token) + " is below the global high-water mark " +
+                std::to_string(f.cited.token) + " (set by a write to key '" + global_key_ + "'): one mark for every key (fenced)";
+      break;
+    case FencingMode::kNone:
+      f.fenced = false;
+      break;
+  }
+  return f;
+}
+
+bool FencedStore::check_window_locked(std::unique_lock<std::mutex>& lock, std::string_view key, FencingToken token,
+                                      std::string_view client) {
+  // The mistake on purpose: the decision above is acted on after the lock was let go.
+  lock.unlock();
+  if (options_.in_check_window) options_.in_check_window(key, token, client);
+  if (options_.check_window.count() > 0) std::this_thread::sleep_for(options_.check_window);
+  lock.lock();
+  return !failed_ && !closing_;
 }
 
 WriteResult FencedStore::write(const WriteRequest& r) {
@@ -321,19 +523,15 @@ WriteResult FencedStore::write(const WriteRequest& r) {
     out.error = failed_ ? "store failed: " + failure_ : "store is closed";
     return out;
   }
-  // The fencing decision, the high-water update and the append are one critical section.
-  HighWater current;
-  if (auto it = high_water_.find(r.key); it != high_water_.end()) current = it->second;
-  bool fenced = false;
-  switch (mode_) {
-    case FencingMode::kPerKey:
-      fenced = r.token.value() < current.token;
-      break;
-    case FencingMode::kNone:
-      fenced = false;
-      break;
+  // The fencing decision, the high-water update and the append are one critical section —
+  // except in check-then-write mode, which lets the lock go in between (the race it shows).
+  const Fence fence = check_locked(r.key, r.token.value());
+  if (!fence.fenced && mode_ == FencingMode::kCheckThenWrite && !check_window_locked(lock, r.key, r.token, r.client)) {
+    out.error = failed_ ? "store failed: " + failure_ : "store is closed";
+    return out;
   }
-  if (fenced) {
+  if (fence.fenced) {
+    const HighWater current = fence.cited;
     rejections_.push_back(RejectedWrite{r.key, r.segment, r.chunk, r.token.value(), r.client, current.token});
     ++rejected_;
     if (options_.after_decision) {
@@ -348,8 +546,7 @@ WriteResult FencedStore::write(const WriteRequest& r) {
     }
     out.status = WriteStatus::kRejected;
     out.high_water = current.token;
-    out.error = "token " + r.token.str() + " is below the high-water mark " + std::to_string(current.token) +
-                " of key '" + r.key + "': a holder with a newer token has written (fenced)";
+    out.error = fence.why;
     return out;
   }
   const std::int64_t seq = last_seq_ + 1;
@@ -357,7 +554,7 @@ WriteResult FencedStore::write(const WriteRequest& r) {
   ++pending_records_;
   apply_locked(seq, r);
   ++accepted_;
-  const std::int64_t high_water = high_water_[r.key].token;
+  const std::int64_t high_water = mark_for_locked(r.key).token;
   work_cv_.notify_one();
   if (options_.after_decision) {
     lock.unlock();
@@ -372,6 +569,119 @@ WriteResult FencedStore::write(const WriteRequest& r) {
   out.accepted = true;
   out.high_water = high_water;
   out.seq = seq;
+  return out;
+}
+
+WriteResult FencedStore::write_counter(const CounterWriteRequest& r) {
+  validate_names(r.key, r.client, r.token);
+  if (r.value < 0) throw std::invalid_argument("counter value " + std::to_string(r.value) + " is negative");
+  WriteResult out;
+  std::unique_lock lock(mu_);
+  if (failed_ || closing_) {
+    out.error = failed_ ? "store failed: " + failure_ : "store is closed";
+    return out;
+  }
+  const Fence fence = check_locked(r.key, r.token.value());
+  if (!fence.fenced && mode_ == FencingMode::kCheckThenWrite && !check_window_locked(lock, r.key, r.token, r.client)) {
+    out.error = failed_ ? "store failed: " + failure_ : "store is closed";
+    return out;
+  }
+  if (fence.fenced) {
+    rejections_.push_back(RejectedWrite{r.key, r.value, -1, r.token.value(), r.client, fence.cited.token});
+    ++rejected_;
+    if (!wait_durable(lock, fence.cited.seq)) {
+      out.error = "store failed before the high-water mark it would cite was durable: " + failure_;
+      return out;
+    }
+    out.status = WriteStatus::kRejected;
+    out.high_water = fence.cited.token;
+    out.error = fence.why;
+    return out;
+  }
+  const std::int64_t seq = last_seq_ + 1;
+  append_counter_record(pending_, seq, r);
+  ++pending_records_;
+  apply_counter_locked(seq, r);
+  ++accepted_;
+  const std::int64_t high_water = mark_for_locked(r.key).token;
+  work_cv_.notify_one();
+  if (!wait_durable(lock, seq)) {
+    out.error = "store failed before the write was durable: " + failure_;
+    return out;
+  }
+  out.status = WriteStatus::kAccepted;
+  out.accepted = true;
+  out.high_water = high_water;
+  out.seq = seq;
+  return out;
+}
+
+CounterReading FencedStore::read_counter(const std::string& key) const {
+  if (auto why = name_problem("key", key, kMaxKeyBytes); !why.empty()) throw std::invalid_argument(why);
+  std::unique_lock lock(mu_);
+  CounterReading out;
+  std::int64_t seq = 0;
+  if (auto it = counters_.find(key); it != counters_.end()) {
+    out.value = it->second.value;
+    seq = it->second.seq;
+  }
+  const HighWater mark = mark_for_locked(key);
+  out.high_water = mark.token;
+  wait_durable(lock, std::max(seq, mark.seq));
+  return out;
+}
+
+EffectResult FencedStore::post_effect(const EffectRequest& r) {
+  validate_names(r.key, r.client, r.token);
+  if (auto why = effect_id_problem(r.id); !why.empty()) throw std::invalid_argument(why);
+  EffectResult out;
+  std::unique_lock lock(mu_);
+  if (failed_ || closing_) {
+    out.error = failed_ ? "store failed: " + failure_ : "store is closed";
+    return out;
+  }
+  bool applied = true;
+  bool duplicate = false;
+  std::string why;
+  HighWater cited = mark_for_locked(r.key);
+  switch (r.mode) {
+    case EffectMode::kFenced: {
+      const Fence fence = check_locked(r.key, r.token.value());
+      if (!fence.fenced && mode_ == FencingMode::kCheckThenWrite &&
+          !check_window_locked(lock, r.key, r.token, r.client)) {
+        out.error = failed_ ? "store failed: " + failure_ : "store is closed";
+        return out;
+      }
+      applied = !fence.fenced;
+      cited = fence.cited;
+      why = fence.why;
+      break;
+    }
+    case EffectMode::kUnfenced:
+      applied = true;
+      break;
+    case EffectMode::kIdempotent:
+      duplicate = applied_effects_.contains({r.key, r.id});
+      applied = !duplicate;
+      if (duplicate) why = "effect '" + r.id + "' of key '" + r.key + "' was already applied: ignored (idempotent)";
+      break;
+  }
+  StoreEffectEntry entry{r.key, r.id, r.token.value(), r.client, last_seq_ + 1, applied, r.mode};
+  append_effect_record(pending_, entry);
+  ++pending_records_;
+  apply_effect_locked(entry);
+  ++(applied ? effects_applied_ : effects_skipped_);
+  work_cv_.notify_one();
+  // The record's seq is after the cited mark's, so this also makes the mark durable.
+  if (!wait_durable(lock, entry.seq)) {
+    out.error = "store failed before the effect was durable: " + failure_;
+    return out;
+  }
+  out.status = applied ? EffectStatus::kApplied : duplicate ? EffectStatus::kDuplicate : EffectStatus::kRejected;
+  out.applied = applied;
+  out.high_water = cited.token;
+  out.seq = entry.seq;
+  out.error = why;
   return out;
 }
 
@@ -419,8 +729,11 @@ void FencedStore::flusher_loop() {
   }
 }
 
-ReadBack FencedStore::readback() const {
-  ReadBack rb;
+ReadBack FencedStore::readback() const { return snapshot().readback; }
+
+StoreSnapshot FencedStore::snapshot() const {
+  StoreSnapshot snap;
+  ReadBack& rb = snap.readback;
   rb.resource = "store";
   rb.fencing = std::string(fencing_mode_name(mode_));
   std::unique_lock lock(mu_);
@@ -429,8 +742,10 @@ ReadBack FencedStore::readback() const {
   rb.log = log_;
   rb.rejections = rejections_;
   for (const auto& [key, hw] : high_water_) rb.high_water[key] = hw.token;
+  snap.effects = effects_;
+  for (const auto& [key, c] : counters_) snap.counters[key] = c.value;
   wait_durable(lock, last_seq_);
-  return rb;
+  return snap;
 }
 
 std::map<std::string, std::int64_t> FencedStore::high_water() const {
@@ -442,7 +757,8 @@ std::map<std::string, std::int64_t> FencedStore::high_water() const {
 
 StoreStats FencedStore::stats() const {
   std::lock_guard lock(mu_);
-  return StoreStats{accepted_, rejected_, fsyncs_, last_seq_, durable_seq_, failed_, failure_};
+  return StoreStats{accepted_,   rejected_, fsyncs_,          last_seq_,       durable_seq_,
+                    failed_,     failure_,  effects_applied_, effects_skipped_};
 }
 
 void FencedStore::close() noexcept {

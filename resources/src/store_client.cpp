@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 
 #include <httplib.h>
@@ -92,17 +93,14 @@ StoreClient::StoreClient(std::string base_url, std::chrono::milliseconds timeout
 
 StoreClient::~StoreClient() = default;
 
-WriteReply StoreClient::write(std::string_view key, std::int64_t segment, std::int64_t chunk, FencingToken token,
-                              std::string_view client, std::string_view bytes) {
+namespace {
+
+// Classifies a PUT's reply (chunk or counter) in Jepsen's terms.
+WriteReply classify_write(const httplib::Result& res, const std::string& what) {
   WriteReply reply;
-  const std::string path = "/v1/keys/" + encode_segment(key) + "/segments/" + std::to_string(segment) + "/chunks/" +
-                           std::to_string(chunk);
-  httplib::Headers headers{{"Fencing-Token", token.str()}, {"Fencecheck-Client", std::string(client)}};
-  auto cli = impl_->connect();
-  auto res = cli.Put(path, headers, bytes.data(), bytes.size(), "application/octet-stream");
   if (!res) {
     reply.outcome = WriteOutcome::kUnknown;
-    reply.error = "PUT " + base_url_ + path + ": " + httplib::to_string(res.error());
+    reply.error = what + ": " + httplib::to_string(res.error());
     return reply;
   }
   reply.http_status = res->status;
@@ -131,6 +129,103 @@ WriteReply StoreClient::write(std::string_view key, std::int64_t segment, std::i
   } else {
     // 5xx (the store failed mid-write) or anything unexpected: the write may or may not stand.
     reply.outcome = WriteOutcome::kUnknown;
+    if (reply.error.empty()) reply.error = "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 200);
+  }
+  return reply;
+}
+
+}  // namespace
+
+WriteReply StoreClient::write(std::string_view key, std::int64_t segment, std::int64_t chunk, FencingToken token,
+                              std::string_view client, std::string_view bytes) {
+  const std::string path = "/v1/keys/" + encode_segment(key) + "/segments/" + std::to_string(segment) + "/chunks/" +
+                           std::to_string(chunk);
+  httplib::Headers headers{{"Fencing-Token", token.str()}, {"Fencecheck-Client", std::string(client)}};
+  auto cli = impl_->connect();
+  auto res = cli.Put(path, headers, bytes.data(), bytes.size(), "application/octet-stream");
+  return classify_write(res, "PUT " + base_url_ + path);
+}
+
+WriteReply StoreClient::write_counter(std::string_view key, std::int64_t value, FencingToken token,
+                                      std::string_view client) {
+  const std::string path = "/v1/counters/" + encode_segment(key);
+  httplib::Headers headers{{"Fencing-Token", token.str()}, {"Fencecheck-Client", std::string(client)}};
+  const std::string body = std::to_string(value);
+  auto cli = impl_->connect();
+  auto res = cli.Put(path, headers, body, "text/plain");
+  return classify_write(res, "PUT " + base_url_ + path);
+}
+
+CounterReply StoreClient::read_counter(std::string_view key) {
+  CounterReply reply;
+  const std::string path = "/v1/counters/" + encode_segment(key);
+  auto cli = impl_->connect();
+  auto res = cli.Get(path);
+  if (!res) {
+    reply.error = "GET " + base_url_ + path + ": " + httplib::to_string(res.error());
+    return reply;
+  }
+  reply.http_status = res->status;
+  nlohmann::json body = nlohmann::json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+  if (res->status != 200) {
+    reply.error = "GET " + base_url_ + path + ": HTTP " + std::to_string(res->status) + ": " +
+                  (body.is_object() && !json_error(body).empty() ? json_error(body) : res->body.substr(0, 200));
+    return reply;
+  }
+  auto value = body.is_object() ? body.find("value") : body.end();
+  auto hw = body.is_object() ? body.find("high_water") : body.end();
+  if (value == body.end() || !value->is_number_integer() || hw == body.end() || !hw->is_number_integer()) {
+    reply.error = "GET " + base_url_ + path + ": 200 reply without {\"value\":N,\"high_water\":T}: " + res->body.substr(0, 200);
+    return reply;
+  }
+  reply.ok = true;
+  reply.value = value->get<std::int64_t>();
+  reply.high_water = hw->get<std::int64_t>();
+  return reply;
+}
+
+EffectReply StoreClient::post_effect(std::string_view key, std::string_view effect_id, EffectMode mode,
+                                     FencingToken token, std::string_view client) {
+  EffectReply reply;
+  const std::string path = "/v1/effects/" + encode_segment(key);
+  httplib::Headers headers{{"Fencing-Token", token.str()},
+                           {"Fencecheck-Client", std::string(client)},
+                           {"Fencecheck-Effect", std::string(effect_mode_name(mode))}};
+  auto cli = impl_->connect();
+  auto res = cli.Post(path, headers, std::string(effect_id), "text/plain");
+  if (!res) {
+    reply.error = "POST " + base_url_ + path + ": " + httplib::to_string(res.error());
+    return reply;
+  }
+  reply.http_status = res->status;
+  nlohmann::json body = nlohmann::json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+  const bool parsed = body.is_object();
+  if (parsed) {
+    reply.high_water = json_int<std::int64_t>(body, "high_water");
+    reply.seq = json_int<std::int64_t>(body, "seq");
+    reply.error = json_error(body);
+  }
+  auto flag = [&](const char* name) {
+    auto it = parsed ? body.find(name) : body.end();
+    return it != body.end() && it->is_boolean() ? std::optional<bool>(it->get<bool>()) : std::nullopt;
+  };
+  if (res->status == 200) {
+    if (flag("applied") == true) {
+      reply.outcome = EffectOutcome::kApplied;
+    } else if (flag("applied") == false && flag("duplicate") == true) {
+      reply.outcome = EffectOutcome::kDuplicate;
+    } else {
+      reply.outcome = EffectOutcome::kUnknown;
+      reply.error = "200 reply without {\"applied\":...}: " + res->body.substr(0, 200);
+    }
+  } else if (res->status == 409) {
+    reply.outcome = EffectOutcome::kRejected;
+    if (reply.error.empty()) reply.error = "rejected (409)";
+  } else if (res->status >= 400 && res->status < 500) {
+    reply.outcome = EffectOutcome::kInvalid;
+    if (reply.error.empty()) reply.error = "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 200);
+  } else {
+    reply.outcome = EffectOutcome::kUnknown;
     if (reply.error.empty()) reply.error = "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 200);
   }
   return reply;

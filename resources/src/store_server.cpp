@@ -31,6 +31,9 @@ using detail::shown;
 
 constexpr const char* kTokenHeader = "Fencing-Token";
 constexpr const char* kClientHeader = "Fencecheck-Client";
+constexpr const char* kEffectHeader = "Fencecheck-Effect";
+constexpr const char* kCounterPattern = R"(/v1/counters/(.*))";
+constexpr const char* kEffectPattern = R"(/v1/effects/(.*))";
 constexpr const char* kChunkPattern = R"(/v1/keys/(.*)/segments/([^/]*)/chunks/([^/]*))";
 
 std::string dump(const nlohmann::json& j) {
@@ -74,6 +77,8 @@ bool is_chunk_path(std::string_view path) {
   return path.substr(segments + kSegments.size(), chunks - segments - kSegments.size()).find('/') == std::string_view::npos;
 }
 
+bool has_prefix(std::string_view path, std::string_view prefix) { return path.substr(0, prefix.size()) == prefix; }
+
 // Plain string matching, not std::regex: GCC 12's <regex> draws -Wmaybe-uninitialized under
 // the sanitizers, and four fixed routes need no regex engine.
 struct Route {
@@ -85,6 +90,9 @@ struct Route {
 const std::vector<Route>& routes() {
   static const std::vector<Route> r{
       {is_chunk_path, "PUT", "PUT /v1/keys/{key}/segments/{segment}/chunks/{chunk}"},
+      {[](std::string_view p) { return has_prefix(p, "/v1/counters/"); }, "GET, HEAD, PUT",
+       "GET|PUT /v1/counters/{key}"},
+      {[](std::string_view p) { return has_prefix(p, "/v1/effects/"); }, "POST", "POST /v1/effects/{key}"},
       {[](std::string_view p) { return p == "/v1/readback"; }, "GET, HEAD", "GET /v1/readback"},
       {[](std::string_view p) { return p == "/healthz"; }, "GET, HEAD", "GET /healthz"},
       {[](std::string_view p) { return p == "/metrics"; }, "GET, HEAD", "GET /metrics"},
@@ -149,6 +157,11 @@ struct StoreServer::Impl {
                        .Name("fencecheck_store_high_water_token")
                        .Help("The highest fencing token accepted per key (float64: exact up to 2^53)")
                        .Register(*registry)),
+        effects(prometheus::BuildCounter()
+                    .Name("fencecheck_store_effects_total")
+                    .Help("Side effects the store answered, by key, client, mode (fenced, unfenced, idempotent) and "
+                          "result (applied, duplicate, rejected)")
+                    .Register(*registry)),
         fsyncs(prometheus::BuildCounter()
                    .Name("fencecheck_store_fsyncs_total")
                    .Help("fdatasync calls on the store's log; far below accepted writes when group commit works")
@@ -160,6 +173,14 @@ struct StoreServer::Impl {
   }
 
   void handle_put(const httplib::Request& req, httplib::Response& res);
+  void handle_counter_get(const httplib::Request& req, httplib::Response& res);
+  void handle_counter_put(const httplib::Request& req, httplib::Response& res);
+  void handle_effect(const httplib::Request& req, httplib::Response& res);
+  void handle_readback(httplib::Response& res);
+  void count_effect(const std::string& key, const std::string& client, EffectMode mode, const char* result) {
+    effects.Add({{"key", key}, {"client", client}, {"mode", std::string(effect_mode_name(mode))}, {"result", result}})
+        .Increment();
+  }
   void handle_metrics(httplib::Response& res);
   void setup();
 
@@ -174,10 +195,40 @@ struct StoreServer::Impl {
   std::shared_ptr<prometheus::Registry> registry;
   prometheus::Family<prometheus::Counter>& writes;
   prometheus::Family<prometheus::Gauge>& high_water;
+  prometheus::Family<prometheus::Counter>& effects;
   prometheus::Counter& fsyncs;
   std::mutex metrics_mu;          // guards the scrape-time sync below
   std::int64_t fsyncs_seen = 0;   // store fsyncs already added to the counter
 };
+
+namespace {
+
+// The Fencing-Token and Fencecheck-Client headers every mutation carries. "" or the 400 message.
+std::string parse_token_and_client(const httplib::Request& req, FencingToken& token_out, std::string& client_out) {
+  const auto tokens = req.get_header_value_count(kTokenHeader);
+  if (tokens == 0) return std::string("missing header ") + kTokenHeader + ": every write must carry its fencing token";
+  if (tokens > 1) return std::string("header ") + kTokenHeader + " given " + std::to_string(tokens) + " times: send exactly one";
+  const TokenParse token = parse_token(req.get_header_value(kTokenHeader));
+  if (!token.ok) return std::string("bad header ") + kTokenHeader + ": " + token.error;
+  token_out = token.token;
+
+  const auto clients = req.get_header_value_count(kClientHeader);
+  if (clients == 0) return std::string("missing header ") + kClientHeader + ": every write must name its writer";
+  if (clients > 1)
+    return std::string("header ") + kClientHeader + " given " + std::to_string(clients) + " times: send exactly one";
+  client_out = req.get_header_value(kClientHeader);
+  if (auto why = name_problem("client", client_out, kMaxClientBytes); !why.empty())
+    return std::string("bad header ") + kClientHeader + ": " + why;
+  return "";
+}
+
+std::string join_names(const std::vector<std::string_view>& names) {
+  std::string out;
+  for (auto n : names) out += (out.empty() ? "" : "|") + std::string(n);
+  return out;
+}
+
+}  // namespace
 
 void StoreServer::Impl::handle_put(const httplib::Request& req, httplib::Response& res) {
   WriteRequest w;
@@ -185,24 +236,7 @@ void StoreServer::Impl::handle_put(const httplib::Request& req, httplib::Respons
   if (auto why = name_problem("key", w.key, kMaxKeyBytes); !why.empty()) return reply_error(res, 400, why);
   if (auto why = parse_index("segment", req.matches[2].str(), w.segment); !why.empty()) return reply_error(res, 400, why);
   if (auto why = parse_index("chunk", req.matches[3].str(), w.chunk); !why.empty()) return reply_error(res, 400, why);
-
-  const auto tokens = req.get_header_value_count(kTokenHeader);
-  if (tokens == 0)
-    return reply_error(res, 400, std::string("missing header ") + kTokenHeader + ": every write must carry its fencing token");
-  if (tokens > 1)
-    return reply_error(res, 400, std::string("header ") + kTokenHeader + " given " + std::to_string(tokens) + " times: send exactly one");
-  const TokenParse token = parse_token(req.get_header_value(kTokenHeader));
-  if (!token.ok) return reply_error(res, 400, std::string("bad header ") + kTokenHeader + ": " + token.error);
-  w.token = token.token;
-
-  const auto clients = req.get_header_value_count(kClientHeader);
-  if (clients == 0)
-    return reply_error(res, 400, std::string("missing header ") + kClientHeader + ": every write must name its writer");
-  if (clients > 1)
-    return reply_error(res, 400, std::string("header ") + kClientHeader + " given " + std::to_string(clients) + " times: send exactly one");
-  w.client = req.get_header_value(kClientHeader);
-  if (auto why = name_problem("client", w.client, kMaxClientBytes); !why.empty())
-    return reply_error(res, 400, std::string("bad header ") + kClientHeader + ": " + why);
+  if (auto why = parse_token_and_client(req, w.token, w.client); !why.empty()) return reply_error(res, 400, why);
 
   if (req.body.empty()) return reply_error(res, 400, "body is empty: a chunk must carry at least one byte");
   if (req.body.size() > options.max_body_bytes)
@@ -229,6 +263,96 @@ void StoreServer::Impl::handle_put(const httplib::Request& req, httplib::Respons
   reply_error(res, 500, "unknown write status");
 }
 
+void StoreServer::Impl::handle_counter_get(const httplib::Request& req, httplib::Response& res) {
+  const std::string key = req.matches[1].str();
+  if (auto why = name_problem("key", key, kMaxKeyBytes); !why.empty()) return reply_error(res, 400, why);
+  const CounterReading c = store.read_counter(key);
+  reply_json(res, 200, {{"value", c.value}, {"high_water", c.high_water}});
+}
+
+void StoreServer::Impl::handle_counter_put(const httplib::Request& req, httplib::Response& res) {
+  CounterWriteRequest w;
+  w.key = req.matches[1].str();
+  if (auto why = name_problem("key", w.key, kMaxKeyBytes); !why.empty()) return reply_error(res, 400, why);
+  if (auto why = parse_token_and_client(req, w.token, w.client); !why.empty()) return reply_error(res, 400, why);
+  std::string_view body = req.body;
+  while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.remove_suffix(1);
+  if (auto why = parse_index("counter value", body, w.value); !why.empty())
+    return reply_error(res, 400, why + " (the body is the counter's new value)");
+
+  WriteResult r;
+  try {
+    r = store.write_counter(w);
+  } catch (const std::invalid_argument& e) {
+    return reply_error(res, 400, e.what());
+  }
+  switch (r.status) {
+    case WriteStatus::kAccepted:
+      count_write(w.key, w.client, "accepted");
+      return reply_json(res, 200, {{"accepted", true}, {"high_water", r.high_water}, {"seq", r.seq}});
+    case WriteStatus::kRejected:
+      count_write(w.key, w.client, "rejected");
+      return reply_json(res, 409, {{"accepted", false}, {"high_water", r.high_water}, {"error", r.error}});
+    case WriteStatus::kFailed:
+      return reply_error(res, 500, r.error);
+  }
+  reply_error(res, 500, "unknown write status");
+}
+
+void StoreServer::Impl::handle_effect(const httplib::Request& req, httplib::Response& res) {
+  EffectRequest e;
+  e.key = req.matches[1].str();
+  if (auto why = name_problem("key", e.key, kMaxKeyBytes); !why.empty()) return reply_error(res, 400, why);
+  if (auto why = parse_token_and_client(req, e.token, e.client); !why.empty()) return reply_error(res, 400, why);
+  const auto modes = req.get_header_value_count(kEffectHeader);
+  const std::string allowed = join_names(effect_mode_names());
+  if (modes == 0) return reply_error(res, 400, std::string("missing header ") + kEffectHeader + ": one of " + allowed);
+  if (modes > 1)
+    return reply_error(res, 400, std::string("header ") + kEffectHeader + " given " + std::to_string(modes) + " times: send exactly one");
+  const std::string mode_text = req.get_header_value(kEffectHeader);
+  const auto mode = effect_mode_from_name(mode_text);
+  if (!mode)
+    return reply_error(res, 400, std::string("bad header ") + kEffectHeader + ": '" + shown(mode_text) + "' is not one of " + allowed);
+  e.mode = *mode;
+  e.id = req.body;
+  if (auto why = effect_id_problem(e.id); !why.empty()) return reply_error(res, 400, why + " (the body is the effect id)");
+
+  EffectResult r;
+  try {
+    r = store.post_effect(e);
+  } catch (const std::invalid_argument& err) {
+    return reply_error(res, 400, err.what());
+  }
+  switch (r.status) {
+    case EffectStatus::kApplied:
+      count_effect(e.key, e.client, e.mode, "applied");
+      return reply_json(res, 200, {{"applied", true}, {"high_water", r.high_water}, {"seq", r.seq}});
+    case EffectStatus::kDuplicate:
+      count_effect(e.key, e.client, e.mode, "duplicate");
+      return reply_json(res, 200, {{"applied", false}, {"duplicate", true}, {"high_water", r.high_water},
+                                   {"seq", r.seq}, {"error", r.error}});
+    case EffectStatus::kRejected:
+      count_effect(e.key, e.client, e.mode, "rejected");
+      return reply_json(res, 409, {{"applied", false}, {"high_water", r.high_water}, {"seq", r.seq}, {"error", r.error}});
+    case EffectStatus::kFailed:
+      return reply_error(res, 500, r.error);
+  }
+  reply_error(res, 500, "unknown effect status");
+}
+
+void StoreServer::Impl::handle_readback(httplib::Response& res) {
+  const StoreSnapshot snap = store.snapshot();
+  nlohmann::json j = to_json(snap.readback);
+  // docs/catalogue-plan.md: "effects":[{"key","id","token","client","seq","applied"}], "counters":{"key":N}.
+  auto& effects_json = j["effects"] = nlohmann::json::array();
+  for (const auto& e : snap.effects)
+    effects_json.push_back({{"key", e.key}, {"id", e.id}, {"token", e.token}, {"client", e.client}, {"seq", e.seq},
+                            {"applied", e.applied}});
+  auto& counters_json = j["counters"] = nlohmann::json::object();
+  for (const auto& [key, value] : snap.counters) counters_json[key] = value;
+  reply_json(res, 200, j);
+}
+
 void StoreServer::Impl::handle_metrics(httplib::Response& res) {
   {
     std::lock_guard lock(metrics_mu);
@@ -250,9 +374,10 @@ void StoreServer::Impl::setup() {
   svr.set_write_timeout(options.write_timeout);
 
   svr.Put(kChunkPattern, [this](const httplib::Request& req, httplib::Response& res) { handle_put(req, res); });
-  svr.Get("/v1/readback", [this](const httplib::Request&, httplib::Response& res) {
-    reply_json(res, 200, to_json(store.readback()));
-  });
+  svr.Get(kCounterPattern, [this](const httplib::Request& req, httplib::Response& res) { handle_counter_get(req, res); });
+  svr.Put(kCounterPattern, [this](const httplib::Request& req, httplib::Response& res) { handle_counter_put(req, res); });
+  svr.Post(kEffectPattern, [this](const httplib::Request& req, httplib::Response& res) { handle_effect(req, res); });
+  svr.Get("/v1/readback", [this](const httplib::Request&, httplib::Response& res) { handle_readback(res); });
   svr.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
     auto st = store.stats();
     if (st.failed) return reply_error(res, 503, "store failed: " + st.failure);

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <set>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "fencecheck/proto/chunk.h"
@@ -127,9 +129,12 @@ struct Running {
   nlohmann::json hello;
 };
 
-Running start_store(const std::filesystem::path& dir, const std::string& fencing = "per-key") {
+Running start_store(const std::filesystem::path& dir, const std::string& fencing = "per-key",
+                    std::vector<std::string> extra = {}) {
   Running r;
-  r.child = std::make_unique<Child>(std::vector<std::string>{"--data-dir", dir.string(), "--fencing", fencing});
+  std::vector<std::string> args{"--data-dir", dir.string(), "--fencing", fencing};
+  args.insert(args.end(), extra.begin(), extra.end());
+  r.child = std::make_unique<Child>(args);
   r.line = r.child->read_line();
   r.hello = nlohmann::json::parse(r.line, nullptr, false);
   if (!r.hello.is_object()) throw std::runtime_error("fencecheck-store said '" + r.line + "'; stderr: " + r.child->drain_err());
@@ -299,7 +304,10 @@ TEST(StoreProcess, BadArgumentsExitTwoWithAMessage) {
   const std::string d = dir.path().string();
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
       {{}, "--data-dir"},
-      {{"--data-dir", d, "--fencing", "sometimes"}, "--fencing 'sometimes' is not one of per-key|none"},
+      {{"--data-dir", d, "--fencing", "sometimes"},
+       "--fencing 'sometimes' is not one of per-key|none|global|check-then-write"},
+      {{"--data-dir", d, "--check-window-ms", "50"}, "--check-window-ms applies only to --fencing check-then-write"},
+      {{"--data-dir", d, "--fencing", "check-then-write", "--check-window-ms", "-1"}, "--check-window-ms"},
       {{"--data-dir", d, "--listen", "127.0.0.1"}, "has no port"},
       {{"--data-dir", d, "--listen", "127.0.0.1:70000"}, "is not 0..65535"},
       {{"--data-dir", d, "--max-body-bytes", "0"}, "--max-body-bytes"},
@@ -315,4 +323,148 @@ TEST(StoreProcess, BadArgumentsExitTwoWithAMessage) {
     EXPECT_EQ(WEXITSTATUS(status), 2) << err;
     EXPECT_NE(err.find(want), std::string::npos) << "stderr: " << err;
   }
+}
+
+TEST(StoreProcess, EveryModeStartsAndAnnouncesItself) {
+  for (const std::string mode : {"per-key", "none", "global", "check-then-write"}) {
+    SCOPED_TRACE(mode);
+    TempDir dir;
+    auto s = mode == "check-then-write" ? start_store(dir.path(), mode, {"--check-window-ms", "0"})
+                                        : start_store(dir.path(), mode);
+    EXPECT_EQ(s.hello.at("fencing"), mode);
+    StoreClient c(s.url);
+    ASSERT_EQ(c.write("a", 0, 0, FencingToken(3), "w1", "x").outcome, WriteOutcome::kAccepted);
+    EXPECT_EQ(c.readback().fencing, mode);
+    s.child->signal(SIGTERM);
+    EXPECT_EQ(s.child->wait(), 0);
+  }
+}
+
+namespace {
+
+nlohmann::json raw_readback(const std::string& url) {
+  const auto hostport = url.substr(std::string("http://").size());
+  const auto colon = hostport.rfind(':');
+  httplib::Client cli(hostport.substr(0, colon), std::stoi(hostport.substr(colon + 1)));
+  auto res = cli.Get("/v1/readback");
+  if (!res || res->status != 200) throw std::runtime_error("GET " + url + "/v1/readback failed");
+  return nlohmann::json::parse(res->body);
+}
+
+}  // namespace
+
+TEST(StoreProcess, KillNineKeepsEveryAcknowledgedEffectAndCounterWrite) {
+  TempDir dir;
+  struct AckedEffect {
+    std::string key, id, client;
+    std::int64_t token, seq;
+    bool applied;
+  };
+  std::vector<AckedEffect> effects;
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> last_counter;  // key -> (value, seq)
+  {
+    auto s = start_store(dir.path());
+    // Writers run flat out — counters read-modify-written under rising tokens, effects in every
+    // mode — and the store is killed under them once enough answers came back.
+    constexpr int kWriters = 6;
+    constexpr std::size_t kAcksBeforeKill = 120;
+    std::mutex m;
+    std::condition_variable cv;
+    std::size_t acks = 0;
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> writers;
+    for (int w = 0; w < kWriters; ++w) {
+      writers.emplace_back([&, w] {
+        StoreClient c(s.url);
+        const std::string client = "w" + std::to_string(w);
+        const std::string key = "c" + std::to_string(w % 2);
+        for (std::int64_t i = 0; !stop; ++i) {
+          const std::int64_t token = 10 + i;
+          if (w % 2 == 0) {
+            auto read = c.read_counter(key);
+            if (!read.ok) return;  // the store is gone
+            auto r = c.write_counter(key, read.value + 1, FencingToken(token), client);
+            if (r.outcome == WriteOutcome::kUnknown) return;
+            ASSERT_NE(r.outcome, WriteOutcome::kInvalid) << r.error;
+            if (r.outcome == WriteOutcome::kAccepted) {
+              std::lock_guard l(m);
+              auto& last = last_counter[key];
+              if (r.seq > last.second) last = {read.value + 1, r.seq};
+              ++acks;
+              cv.notify_all();
+            }
+          } else {
+            const EffectMode mode = i % 3 == 0 ? EffectMode::kFenced : i % 3 == 1 ? EffectMode::kUnfenced : EffectMode::kIdempotent;
+            const std::string id = client + ":seg" + std::to_string(i % 4);
+            auto r = c.post_effect("ledger", id, mode, FencingToken(token), client);
+            if (r.outcome == EffectOutcome::kUnknown) return;
+            ASSERT_NE(r.outcome, EffectOutcome::kInvalid) << r.error;
+            std::lock_guard l(m);
+            effects.push_back({"ledger", id, client, token, r.seq, r.outcome == EffectOutcome::kApplied});
+            ++acks;
+            cv.notify_all();
+          }
+        }
+      });
+    }
+    {
+      std::unique_lock l(m);
+      cv.wait(l, [&] { return acks >= kAcksBeforeKill; });
+    }
+    s.child->signal(SIGKILL);
+    const int status = s.child->wait();
+    stop = true;
+    for (auto& t : writers) t.join();
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  }
+  ASSERT_FALSE(effects.empty());
+  ASSERT_FALSE(last_counter.empty());
+
+  auto again = start_store(dir.path());
+  const nlohmann::json rb = raw_readback(again.url);
+  // Every answered effect is there under its seq, with the outcome it was answered with.
+  std::map<std::int64_t, nlohmann::json> by_seq;
+  for (const auto& e : rb.at("effects")) by_seq[e.at("seq").get<std::int64_t>()] = e;
+  for (const auto& a : effects) {
+    SCOPED_TRACE("effect seq " + std::to_string(a.seq));
+    ASSERT_TRUE(by_seq.contains(a.seq)) << "an answered effect is gone";
+    const auto& e = by_seq.at(a.seq);
+    EXPECT_EQ(e.at("key"), a.key);
+    EXPECT_EQ(e.at("id"), a.id);
+    EXPECT_EQ(e.at("client"), a.client);
+    EXPECT_EQ(e.at("token"), a.token);
+    EXPECT_EQ(e.at("applied"), a.applied);
+  }
+  // The last acknowledged counter write is in the log with its value, and the counter holds the
+  // value of the last counter write the log has (that one, or a later one that became durable).
+  for (const auto& [key, last] : last_counter) {
+    SCOPED_TRACE(key);
+    bool found = false;
+    std::int64_t last_logged_value = -1;
+    for (const auto& w : rb.at("log")) {
+      if (w.at("key") != key) continue;
+      EXPECT_EQ(w.at("chunk"), -1);
+      last_logged_value = w.at("segment").get<std::int64_t>();
+      if (w.at("seq") == last.second) found = w.at("segment") == last.first;
+    }
+    EXPECT_TRUE(found) << "acknowledged counter write at seq " << last.second << " is gone";
+    EXPECT_EQ(rb.at("counters").at(key).get<std::int64_t>(), last_logged_value);
+  }
+  // Store-wide seqs: chunks/counters (log) and effects together are 1..N without a gap.
+  std::set<std::int64_t> seqs;
+  for (const auto& w : rb.at("log")) seqs.insert(w.at("seq").get<std::int64_t>());
+  for (const auto& [seq, e] : by_seq) seqs.insert(seq);
+  ASSERT_FALSE(seqs.empty());
+  EXPECT_EQ(*seqs.begin(), 1);
+  EXPECT_EQ(*seqs.rbegin(), static_cast<std::int64_t>(seqs.size()));
+  // Behaviour after the restart: idempotent ids already applied stay applied once.
+  StoreClient c(again.url);
+  for (const auto& a : effects) {
+    if (!a.applied) continue;
+    auto r = c.post_effect("ledger", a.id, EffectMode::kIdempotent, FencingToken(1), "late");
+    EXPECT_EQ(r.outcome, EffectOutcome::kDuplicate) << a.id;
+    break;
+  }
+  again.child->signal(SIGTERM);
+  EXPECT_EQ(again.child->wait(), 0);
 }

@@ -208,7 +208,7 @@ TEST_F(StoreHttp, EveryBadRequestGetsItsStatusAndExactMessageAndChangesNothing) 
        "body is 1025 bytes, over the maximum of 1024 bytes"},
       {"unknown path", "GET", "/v2/readback", {}, "", 404,
        "no such path: GET /v2/readback (known: PUT /v1/keys/{key}/segments/{segment}/chunks/{chunk}, "
-       "GET /v1/readback, GET /healthz, GET /metrics)"},
+       "GET|PUT /v1/counters/{key}, POST /v1/effects/{key}, GET /v1/readback, GET /healthz, GET /metrics)"},
       {"chunk path with a tail", "PUT", p + "/x", ok, "x", 404,
        "no such path: PUT /v1/keys/ledger/segments/0/chunks/5/x*"},
       {"chunk path without a chunk", "GET", "/v1/keys/ledger/segments/0", {}, "", 404,
@@ -260,6 +260,161 @@ TEST_F(StoreHttp, EveryBadRequestGetsItsStatusAndExactMessageAndChangesNothing) 
   EXPECT_EQ(stats_after.last_seq, stats_before.last_seq);
   EXPECT_EQ(stats_after.accepted, stats_before.accepted);
   EXPECT_EQ(stats_after.rejected, stats_before.rejected);
+}
+
+TEST_F(StoreHttp, CountersOverHttpAreFencedLikeWrites) {
+  auto fresh = send("GET", "/v1/counters/hits", {});
+  ASSERT_TRUE(fresh);
+  EXPECT_EQ(fresh->status, 200);
+  EXPECT_EQ(nlohmann::json::parse(fresh->body), (nlohmann::json{{"value", 0}, {"high_water", 0}}));
+
+  auto put = send("PUT", "/v1/counters/hits", {{"Fencing-Token", "3"}, {"Fencecheck-Client", "w1"}}, "5\n");
+  ASSERT_TRUE(put);
+  EXPECT_EQ(put->status, 200) << put->body;
+  EXPECT_EQ(nlohmann::json::parse(put->body), (nlohmann::json{{"accepted", true}, {"high_water", 3}, {"seq", 1}}));
+  EXPECT_EQ(nlohmann::json::parse(send("GET", "/v1/counters/hits", {})->body),
+            (nlohmann::json{{"value", 5}, {"high_water", 3}}));
+
+  // StoreClient's side of the same contract.
+  auto read = client_->read_counter("hits");
+  ASSERT_TRUE(read.ok) << read.error;
+  EXPECT_EQ(read.value, 5);
+  EXPECT_EQ(read.high_water, 3);
+  auto stale = client_->write_counter("hits", 6, FencingToken(2), "w0");
+  EXPECT_EQ(stale.outcome, WriteOutcome::kRejected);
+  EXPECT_EQ(stale.http_status, 409);
+  EXPECT_EQ(stale.high_water, 3);
+  auto next = client_->write_counter("hits", 6, FencingToken(4), "w2");
+  EXPECT_EQ(next.outcome, WriteOutcome::kAccepted) << next.error;
+  EXPECT_EQ(next.seq, 2);
+  EXPECT_EQ(client_->read_counter("hits").value, 6);
+
+  const std::string p = "/v1/counters/hits";
+  const httplib::Headers ok{{"Fencing-Token", "9"}, {"Fencecheck-Client", "w1"}};
+  const std::vector<BadRequest> cases{
+      {"value empty", "PUT", p, ok, " ", 400, "counter value ' ' is not a non-negative integer (the body is the counter's new value)"},
+      {"value negative", "PUT", p, ok, "-1", 400,
+       "counter value '-1' is negative: expected a non-negative integer (the body is the counter's new value)"},
+      {"value not a number", "PUT", p, ok, "six", 400,
+       "counter value 'six' is not a non-negative integer (the body is the counter's new value)"},
+      {"token missing", "PUT", p, {{"Fencecheck-Client", "w1"}}, "7", 400,
+       "missing header Fencing-Token: every write must carry its fencing token"},
+      {"client missing", "PUT", p, {{"Fencing-Token", "9"}}, "7", 400,
+       "missing header Fencecheck-Client: every write must name its writer"},
+      {"key unsafe", "GET", "/v1/counters/a%20b", {}, "", 400, "key 'a b' has a character outside [A-Za-z0-9_.-] at offset 1"},
+      {"key empty", "PUT", "/v1/counters/", ok, "7", 400, "key is empty"},
+      {"POST", "POST", p, ok, "7", 405, "method POST is not allowed on /v1/counters/hits; allowed: GET, HEAD, PUT"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto res = send(c.method, c.path, c.headers, c.body);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, c.status) << res->body;
+    EXPECT_EQ(nlohmann::json::parse(res->body).value("error", ""), c.message);
+  }
+  EXPECT_EQ(client_->read_counter("hits").value, 6);
+  EXPECT_EQ(store_->stats().last_seq, 2);
+}
+
+TEST_F(StoreHttp, EffectsOverHttpFollowTheirMode) {
+  ASSERT_EQ(client_->write("ledger", 0, 0, FencingToken(7), "w2", "x").outcome, WriteOutcome::kAccepted);
+  auto raw = send("POST", "/v1/effects/ledger",
+                  {{"Fencing-Token", "7"}, {"Fencecheck-Client", "w2"}, {"Fencecheck-Effect", "fenced"}}, "w2:seg0");
+  ASSERT_TRUE(raw);
+  EXPECT_EQ(raw->status, 200) << raw->body;
+  EXPECT_EQ(nlohmann::json::parse(raw->body), (nlohmann::json{{"applied", true}, {"high_water", 7}, {"seq", 2}}));
+
+  auto fenced = client_->post_effect("ledger", "w1:seg0", EffectMode::kFenced, FencingToken(5), "w1");
+  EXPECT_EQ(fenced.outcome, EffectOutcome::kRejected);
+  EXPECT_EQ(fenced.http_status, 409);
+  EXPECT_EQ(fenced.high_water, 7);
+  EXPECT_EQ(fenced.seq, 3);
+  EXPECT_NE(fenced.error.find("below the high-water mark 7"), std::string::npos) << fenced.error;
+
+  for (int i = 0; i < 2; ++i) {
+    auto unfenced = client_->post_effect("ledger", "w1:seg0", EffectMode::kUnfenced, FencingToken(5), "w1");
+    EXPECT_EQ(unfenced.outcome, EffectOutcome::kApplied) << unfenced.error;
+  }
+  auto once = client_->post_effect("ledger", "w1:seg1", EffectMode::kIdempotent, FencingToken(5), "w1");
+  EXPECT_EQ(once.outcome, EffectOutcome::kApplied);
+  auto twice = client_->post_effect("ledger", "w1:seg1", EffectMode::kIdempotent, FencingToken(5), "w1");
+  EXPECT_EQ(twice.outcome, EffectOutcome::kDuplicate);
+  EXPECT_EQ(twice.http_status, 200);
+  auto dup = send("POST", "/v1/effects/ledger",
+                  {{"Fencing-Token", "5"}, {"Fencecheck-Client", "w1"}, {"Fencecheck-Effect", "idempotent"}}, "w1:seg1");
+  auto dup_json = nlohmann::json::parse(dup->body);
+  EXPECT_EQ(dup_json.at("applied"), false);
+  EXPECT_EQ(dup_json.at("duplicate"), true);
+
+  const std::string p = "/v1/effects/ledger";
+  const std::vector<BadRequest> cases{
+      {"mode missing", "POST", p, {{"Fencing-Token", "9"}, {"Fencecheck-Client", "w1"}}, "w1:seg9", 400,
+       "missing header Fencecheck-Effect: one of fenced|unfenced|idempotent"},
+      {"mode unknown", "POST", p, {{"Fencing-Token", "9"}, {"Fencecheck-Client", "w1"}, {"Fencecheck-Effect", "Fenced"}},
+       "w1:seg9", 400, "bad header Fencecheck-Effect: 'Fenced' is not one of fenced|unfenced|idempotent"},
+      {"id unsafe", "POST", p, {{"Fencing-Token", "9"}, {"Fencecheck-Client", "w1"}, {"Fencecheck-Effect", "fenced"}},
+       "w1 seg9", 400, "effect id 'w1 seg9' has a character outside [A-Za-z0-9_.:-] at offset 2 (the body is the effect id)"},
+      {"token missing", "POST", p, {{"Fencecheck-Client", "w1"}, {"Fencecheck-Effect", "fenced"}}, "w1:seg9", 400,
+       "missing header Fencing-Token: every write must carry its fencing token"},
+      {"GET", "GET", p, {}, "", 405, "method GET is not allowed on /v1/effects/ledger; allowed: POST"},
+  };
+  const auto before = store_->stats().last_seq;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto res = send(c.method, c.path, c.headers, c.body);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, c.status) << res->body;
+    EXPECT_EQ(nlohmann::json::parse(res->body).value("error", ""), c.message);
+  }
+  EXPECT_EQ(store_->stats().last_seq, before);
+  auto invalid = client_->post_effect("ledger", "", EffectMode::kFenced, FencingToken(9), "w1");
+  EXPECT_EQ(invalid.outcome, EffectOutcome::kInvalid);
+  EXPECT_EQ(invalid.http_status, 400);
+
+  auto m = parse_metrics(send("GET", "/metrics", {})->body);
+  EXPECT_EQ(m[R"(fencecheck_store_effects_total{client="w1",key="ledger",mode="unfenced",result="applied"})"], 2);
+  EXPECT_EQ(m[R"(fencecheck_store_effects_total{client="w1",key="ledger",mode="fenced",result="rejected"})"], 1);
+  EXPECT_EQ(m[R"(fencecheck_store_effects_total{client="w1",key="ledger",mode="idempotent",result="duplicate"})"], 2);
+}
+
+TEST_F(StoreHttp, ReadBackJsonCarriesEffectsAndCountersInTheAgreedShape) {
+  ASSERT_EQ(client_->write("ledger", 0, 0, FencingToken(7), "w2", "x").outcome, WriteOutcome::kAccepted);
+  ASSERT_EQ(client_->write_counter("hits", 1, FencingToken(7), "w2").outcome, WriteOutcome::kAccepted);
+  ASSERT_EQ(client_->write_counter("hits", 1, FencingToken(6), "w1").outcome, WriteOutcome::kRejected);
+  ASSERT_EQ(client_->post_effect("ledger", "w2:seg0", EffectMode::kFenced, FencingToken(7), "w2").outcome,
+            EffectOutcome::kApplied);
+  ASSERT_EQ(client_->post_effect("ledger", "w1:seg0", EffectMode::kFenced, FencingToken(6), "w1").outcome,
+            EffectOutcome::kRejected);
+
+  auto res = send("GET", "/v1/readback", {});
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200);
+  const auto j = nlohmann::json::parse(res->body);
+  // docs/catalogue-plan.md: "effects":[{"key","id","token","client","seq","applied"}], "counters":{"key":N}.
+  ASSERT_TRUE(j.at("effects").is_array());
+  EXPECT_EQ(j.at("effects"), nlohmann::json::parse(R"([
+      {"key":"ledger","id":"w2:seg0","token":7,"client":"w2","seq":3,"applied":true},
+      {"key":"ledger","id":"w1:seg0","token":6,"client":"w1","seq":4,"applied":false}])"));
+  EXPECT_EQ(j.at("counters"), nlohmann::json::parse(R"({"hits":1})"));
+  // Counter writes in the log as chunk -1, segment = the value; their rejections likewise.
+  EXPECT_EQ(j.at("log").at(1), nlohmann::json::parse(R"({"seq":2,"key":"hits","segment":1,"chunk":-1,"token":7,"client":"w2"})"));
+  EXPECT_EQ(j.at("rejections").at(0),
+            nlohmann::json::parse(R"({"key":"hits","segment":1,"chunk":-1,"token":6,"client":"w1","high_water":7})"));
+  EXPECT_EQ(j.at("high_water"), nlohmann::json::parse(R"({"hits":7,"ledger":7})"));
+  // Still a valid ReadBack for readback_from_json.
+  const ReadBack rb = readback_from_json(j);
+  EXPECT_EQ(rb.log.size(), 2u);
+  EXPECT_EQ(rb.chunks.size(), 1u);
+}
+
+TEST_F(StoreHttp, GlobalModeRejectionSaysGlobalHighWater) {
+  start(FencingMode::kGlobal);
+  ASSERT_EQ(client_->write("y", 0, 0, FencingToken(20), "w2", "x").outcome, WriteOutcome::kAccepted);
+  auto r = client_->write("x", 0, 0, FencingToken(10), "w1", "x");
+  EXPECT_EQ(r.outcome, WriteOutcome::kRejected);
+  EXPECT_EQ(r.high_water, 20);
+  EXPECT_NE(r.error.find("global high-water"), std::string::npos) << r.error;
+  EXPECT_EQ(client_->readback().fencing, "global");
 }
 
 TEST_F(StoreHttp, MetricsCountAcceptedAndRejectedWritesAndShowTheHighWater) {

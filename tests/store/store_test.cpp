@@ -127,7 +127,11 @@ TEST(FencingModeNames, RoundTripAndUnknownNames) {
   EXPECT_EQ(fencing_mode_from_name("none"), FencingMode::kNone);
   EXPECT_FALSE(fencing_mode_from_name("Per-Key").has_value());
   EXPECT_FALSE(fencing_mode_from_name("").has_value());
-  EXPECT_EQ(fencing_mode_names(), (std::vector<std::string_view>{"per-key", "none"}));
+  EXPECT_EQ(fencing_mode_name(FencingMode::kGlobal), "global");
+  EXPECT_EQ(fencing_mode_name(FencingMode::kCheckThenWrite), "check-then-write");
+  EXPECT_EQ(fencing_mode_from_name("global"), FencingMode::kGlobal);
+  EXPECT_EQ(fencing_mode_from_name("check-then-write"), FencingMode::kCheckThenWrite);
+  EXPECT_EQ(fencing_mode_names(), (std::vector<std::string_view>{"per-key", "none", "global", "check-then-write"}));
 }
 
 TEST(NameProblem, SaysExactlyWhatIsWrong) {

@@ -47,6 +47,17 @@ nlohmann::json to_json(const ReadBack& rb) {
     rej.push_back({{"key", r.key}, {"segment", r.segment}, {"chunk", r.chunk}, {"token", r.token},
                    {"client", r.client}, {"high_water", r.high_water}});
   j["high_water"] = rb.high_water;
+  // Optional additions: omitted when empty so older consumers see the shape they know.
+  if (!rb.effects.empty()) {
+    auto& effects = j["effects"] = nlohmann::json::array();
+    for (const auto& e : rb.effects) {
+      nlohmann::json ej{{"key", e.key},       {"id", e.id},   {"token", e.token},
+                        {"client", e.client}, {"seq", e.seq}, {"applied", e.applied}};
+      if (!e.mode.empty()) ej["mode"] = e.mode;
+      effects.push_back(std::move(ej));
+    }
+  }
+  if (!rb.counters.empty()) j["counters"] = rb.counters;
   return j;
 }
 
@@ -74,6 +85,21 @@ ReadBack readback_from_json(const nlohmann::json& j) {
     for (auto& [k, v] : it->items()) {
       if (!v.is_number_integer()) throw std::invalid_argument("read-back: high_water['" + k + "'] must be an integer");
       rb.high_water[k] = v.get<std::int64_t>();
+    }
+  }
+  for (const auto& e : array_field(j, "effects")) {
+    EffectRecord r{field<std::string>(e, "key", "effect"),    field<std::string>(e, "id", "effect"),
+                   field<std::int64_t>(e, "token", "effect"), field<std::string>(e, "client", "effect"),
+                   field<std::int64_t>(e, "seq", "effect"),   field<bool>(e, "applied", "effect"),
+                   {}};
+    if (e.contains("mode")) r.mode = field<std::string>(e, "mode", "effect");
+    rb.effects.push_back(std::move(r));
+  }
+  if (auto it = j.find("counters"); it != j.end()) {
+    if (!it->is_object()) throw std::invalid_argument("read-back: 'counters' must be an object of key -> value");
+    for (auto& [k, v] : it->items()) {
+      if (!v.is_number_integer()) throw std::invalid_argument("read-back: counters['" + k + "'] must be an integer");
+      rb.counters[k] = v.get<std::int64_t>();
     }
   }
   return rb;

@@ -6,25 +6,41 @@
 // the *resource* remembers the highest token it has accepted per key (its high-water mark) and
 // refuses a lower one. The comparison, the update of the high-water mark and the write itself are
 // one atomic step here (one critical section), because a check done apart from the write is the
-// very race fencing exists to close.
+// very race fencing exists to close. The failure catalogue (docs/catalogue-plan.md) adds modes
+// that get this wrong on purpose: one mark for the whole store ("global") and a check done apart
+// from the write ("check-then-write").
 //
-// Durability. Every accepted write is appended to `<data_dir>/store.log` and fdatasync'ed before
-// write() returns, so an acknowledged write survives `kill -9` of the process. Appends are group
-// committed: one flusher thread writes whatever records are pending and fdatasyncs once, and every
-// writer waits for the flush that covers its own record, so N concurrent writes cost about one
-// fdatasync rather than N (watch StoreStats::fsyncs). On open() the log is replayed to rebuild the
-// state; a torn or corrupt record (a crash in the middle of an append) ends the log: it and
-// everything after it is truncated away with a warning (see RecoveryReport), never a crash.
+// Three kinds of mutation, all fenced by the same rule and made durable the same way:
+//   * chunk writes   (write():         PUT /v1/keys/{key}/segments/{s}/chunks/{c})
+//   * counter writes (write_counter(): PUT /v1/counters/{key}; the holder read N and writes N+1)
+//   * side effects   (post_effect():   POST /v1/effects/{key}; fenced, unfenced or idempotent)
+//
+// Durability. Every accepted write — and every side effect request, applied or not — is appended
+// to `<data_dir>/store.log` and fdatasync'ed before the call returns, so an acknowledged write
+// survives `kill -9` of the process. Appends are group committed: one flusher thread writes
+// whatever records are pending and fdatasyncs once, and every writer waits for the flush that
+// covers its own record, so N concurrent writes cost about one fdatasync rather than N (watch
+// StoreStats::fsyncs). On open() the log is replayed to rebuild the state (chunks, counters,
+// effects, high-water marks); a torn or corrupt record (a crash in the middle of an append) ends
+// the log: it and everything after it is truncated away with a warning (see RecoveryReport),
+// never a crash.
 //
 // Log file format (all integers little-endian):
 //   file   := magic record*
 //   magic  := "fcstlog1" (8 bytes)
 //   record := u32 payload_len, u32 crc32(payload) (fencecheck::crc32, IEEE), payload
-//   payload:= u8 version(=1), i64 seq, i64 token, i64 segment, i64 chunk,
-//             u16 key_len, key, u16 client_len, client, u32 data_len, data
-// Rejections are not logged: they are kept in memory for the read-back and are gone after a
+//   payload:= u8 type, then by type:
+//     1 chunk:   i64 seq, i64 token, i64 segment, i64 chunk,
+//                u16 key_len, key, u16 client_len, client, u32 data_len, data
+//     2 counter: i64 seq, i64 token, i64 value, u16 key_len, key, u16 client_len, client
+//     3 effect:  i64 seq, i64 token, u8 mode (0 fenced, 1 unfenced, 2 idempotent), u8 applied (0|1),
+//                u16 key_len, key, u16 client_len, client, u16 id_len, id
+// Type 1 is the only record older stores wrote (its first byte was the "version", 1), so their
+// logs replay unchanged. Every record takes the next store-wide seq, whatever its type.
+// Write rejections are not logged: they are kept in memory for the read-back and are gone after a
 // restart. The mode is not logged either: replay rebuilds the same state in every mode (the
-// high-water mark is the largest token logged for the key; a chunk slot holds its last record).
+// high-water mark is the largest token logged for the key; a chunk slot holds its last record;
+// a counter its last value; effects are replayed with the outcome logged for them).
 #pragma once
 
 #include <chrono>
@@ -36,6 +52,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -44,20 +61,27 @@
 
 #include "fencecheck/proto/readback.h"
 #include "fencecheck/proto/token.h"
+#include "fencecheck/resources/effect_mode.h"
 
 namespace fencecheck {
 
 /// How the store decides whether a write's token is acceptable. Names on the wire and the command
-/// line are fencing_mode_name(). New modes (planned: "global" — one high-water mark for every key;
-/// "check-then-write" — read the high-water mark, wait a window, then write, as two separately
-/// locked steps, to demonstrate the race) slot in next to these; see FencedStore::write().
+/// line are fencing_mode_name(). See FencedStore::write().
 enum class FencingMode {
   kPerKey,  ///< "per-key": accept iff token >= the key's high-water mark. The correct rule.
   kNone,    ///< "none": accept every write (the control that proves the checkers can fail); the
             ///< high-water mark is still tracked (the largest token seen per key) for the read-back.
+  kGlobal,  ///< "global": ONE high-water mark for the whole store: accept iff token >= the largest
+            ///< token accepted for ANY key (a mistake: writes to key X are refused because key Y
+            ///< advanced). The rejection says "global high-water". Per-key marks are still kept
+            ///< for the read-back.
+  kCheckThenWrite,  ///< "check-then-write": the per-key check, then the lock is RELEASED for
+                    ///< StoreOptions::check_window, then the write is applied without checking
+                    ///< again (two separately locked steps: a higher token landing inside the
+                    ///< window does not stop the lower one; the race is real).
 };
 
-/// The wire name of a mode: "per-key", "none". Total; pure; thread-safe.
+/// The wire name of a mode: "per-key", "none", "global", "check-then-write". Total; pure; thread-safe.
 [[nodiscard]] std::string_view fencing_mode_name(FencingMode mode);
 /// The mode for a wire name; nullopt for an unknown name. Pure; thread-safe.
 [[nodiscard]] std::optional<FencingMode> fencing_mode_from_name(std::string_view name);
@@ -71,6 +95,8 @@ inline constexpr std::size_t kMaxChunkBytes = 16u * 1024 * 1024;
 inline constexpr std::size_t kMaxKeyBytes = 256;
 /// Longest client (writer) id (bytes), alphabet [A-Za-z0-9_.-], as worker ids in chunk.h.
 inline constexpr std::size_t kMaxClientBytes = 64;
+/// Longest side-effect id (bytes), alphabet [A-Za-z0-9_.:-] (e.g. "w1:seg2").
+inline constexpr std::size_t kMaxEffectIdBytes = 256;
 
 /// Checks a name (key or client id) against is_safe_name's rule: 1..max_len bytes of
 /// [A-Za-z0-9_.-]. Returns "" when it is fine, otherwise a message naming `what` and the exact
@@ -78,6 +104,11 @@ inline constexpr std::size_t kMaxClientBytes = 64;
 /// character outside [A-Za-z0-9_.-] at offset 1". Long values are shown cut to 40 characters,
 /// unprintable bytes as \xNN. Pure; thread-safe.
 [[nodiscard]] std::string name_problem(std::string_view what, std::string_view value, std::size_t max_len);
+
+/// Checks a side-effect id: 1..kMaxEffectIdBytes bytes of [A-Za-z0-9_.:-]. "" when fine, else a
+/// message in name_problem's style ("effect id 'a b' has a character outside [A-Za-z0-9_.:-] at
+/// offset 1"). Pure; thread-safe.
+[[nodiscard]] std::string effect_id_problem(std::string_view id);
 
 /// One write: put `bytes` into the slot key/segment/chunk under fencing token `token`.
 struct WriteRequest {
@@ -107,15 +138,79 @@ struct WriteResult {
   std::string error;            ///< why, when not accepted
 };
 
+/// One counter write: set counter `key` to `value` under fencing token `token` (the holder read
+/// value - 1 and adds one). Fenced exactly like a chunk write to the same key: counters and chunks
+/// share the key's high-water mark.
+struct CounterWriteRequest {
+  std::string key;          ///< 1..kMaxKeyBytes of [A-Za-z0-9_.-]
+  std::int64_t value = 0;   ///< the new value, >= 0
+  FencingToken token;       ///< >= 0
+  std::string client;       ///< 1..kMaxClientBytes of [A-Za-z0-9_.-]
+};
+
+/// A counter as read: its value (0 when never written) and the high-water mark a write to it is
+/// compared against (the key's mark; in global mode the global one; 0 when none).
+struct CounterReading {
+  std::int64_t value = 0;
+  std::int64_t high_water = 0;
+};
+
+/// One side effect ("webhook", "payout") the holder asks the store to perform, once per completed
+/// segment of its job. The store records it; `mode` says how it is guarded.
+struct EffectRequest {
+  std::string key;      ///< the resource key the effect belongs to (its high-water mark fences it)
+  std::string id;       ///< the effect's identity, e.g. "w1:seg2"; 1..kMaxEffectIdBytes of [A-Za-z0-9_.:-]
+  FencingToken token;   ///< >= 0
+  std::string client;   ///< 1..kMaxClientBytes of [A-Za-z0-9_.-]
+  EffectMode mode = EffectMode::kFenced;
+};
+
+/// What became of one side effect.
+enum class EffectStatus {
+  kApplied,    ///< performed (and durable)
+  kDuplicate,  ///< idempotent, and an effect with this key and id was already applied: ignored
+  kRejected,   ///< fenced: the token is below the mark (per the store's mode); not performed
+  kFailed,     ///< the store is closed or failed; unknown whether it survives a restart
+};
+
+struct EffectResult {
+  EffectStatus status = EffectStatus::kFailed;
+  bool applied = false;         ///< status == kApplied
+  std::int64_t high_water = 0;  ///< the mark the token was (or, unfenced, would have been) compared against
+  std::int64_t seq = 0;         ///< the effect record's seq (every effect request gets one); 0 when failed
+  std::string error;            ///< why, when rejected or failed; what, when a duplicate
+};
+
+/// One side-effect request as the read-back shows it (every request, applied or not, in seq order).
+struct StoreEffectEntry {
+  std::string key;
+  std::string id;
+  std::int64_t token = 0;
+  std::string client;
+  std::int64_t seq = 0;
+  bool applied = false;
+  EffectMode mode = EffectMode::kFenced;
+};
+
+/// Everything the store holds, taken in one critical section: the chunk read-back plus the
+/// effects and counters (GET /v1/readback adds these as "effects" and "counters").
+struct StoreSnapshot {
+  ReadBack readback;                              ///< as FencedStore::readback()
+  std::vector<StoreEffectEntry> effects;          ///< every effect request, by seq
+  std::map<std::string, std::int64_t> counters;   ///< counter key -> current value
+};
+
 /// Counters for metrics and tests. A snapshot: values may move on right after.
 struct StoreStats {
-  std::int64_t accepted = 0;     ///< accepted writes since open (not counting replayed ones)
-  std::int64_t rejected = 0;     ///< fenced writes since open
+  std::int64_t accepted = 0;     ///< accepted chunk and counter writes since open (not counting replayed ones)
+  std::int64_t rejected = 0;     ///< fenced chunk and counter writes since open
   std::int64_t fsyncs = 0;       ///< fdatasync calls made by the flusher since open
   std::int64_t last_seq = 0;     ///< highest seq assigned (including replayed records)
   std::int64_t durable_seq = 0;  ///< every record with seq <= this is on disk
   bool failed = false;           ///< an I/O error happened; every later write gets kFailed
   std::string failure;           ///< the I/O error, when failed
+  std::int64_t effects_applied = 0;  ///< side effects applied since open
+  std::int64_t effects_skipped = 0;  ///< side effects refused (fenced) or ignored (duplicate) since open
 };
 
 /// What open() found in the log.
@@ -136,7 +231,16 @@ struct StoreOptions {
   /// Test seam: called by the writing thread after the fencing decision is made and applied (or
   /// the rejection recorded), with the store lock released, just before it waits for durability.
   /// accepted=false means fenced (seq 0). Lets a test know a writer is parked on a flush.
+  /// Chunk writes only.
   std::function<void(const WriteRequest& request, bool accepted, std::int64_t seq)> after_decision;
+  /// check-then-write only: how long the lock stays released between the check and the write.
+  /// >= 0 (0 still releases and retakes the lock). Ignored in other modes.
+  std::chrono::milliseconds check_window{0};
+  /// Test seam (check-then-write only): called by the writing thread after its check passed, with
+  /// no store lock held, right before it sleeps check_window — for chunk writes, counter writes and
+  /// fenced effects alike, with the key, token and client of the request. A test blocks one writer
+  /// here while another, higher token lands, then lets it go on: the race without a sleep.
+  std::function<void(std::string_view key, FencingToken token, std::string_view client)> in_check_window;
 };
 
 /// A fenced key-value store of chunk slots, durable in an append-only log.
@@ -166,9 +270,32 @@ class FencedStore {
   /// returned only once the high-water mark it cites is durable, so a reply never cites a mark a
   /// crash could take back. Per-key rule: accept iff token >= high-water (equal is accepted: one
   /// holder writes many chunks under one token). Blocks for about one fdatasync.
+  /// Global rule: accept iff token >= the largest token accepted for any key. None: accept.
+  /// Check-then-write: the per-key check under the lock; then the lock is released for
+  /// StoreOptions::check_window; then the write is applied without a second check.
   /// Throws std::invalid_argument naming the field when the request breaks WriteRequest's rules
   /// (nothing changes then). I/O errors and writes after close() give kFailed, never a throw.
   [[nodiscard]] WriteResult write(const WriteRequest& request);
+
+  /// Sets a counter, fenced exactly as write() (same rule, same mark as chunk writes to the key,
+  /// same check-then-write window). Accepted: logged durably, the counter takes `value`, the log
+  /// (read-back) gets an entry with chunk = -1 and segment = value. Rejected: recorded in the
+  /// read-back's rejections with chunk = -1 and segment = the value refused. Throws
+  /// std::invalid_argument for a bad key/client, a negative value or token.
+  [[nodiscard]] WriteResult write_counter(const CounterWriteRequest& request);
+
+  /// A counter's value and the mark a write to it is compared against. Waits until the value it
+  /// returns is durable (a value a crash could take back is never shown). Throws
+  /// std::invalid_argument for a bad key.
+  [[nodiscard]] CounterReading read_counter(const std::string& key) const;
+
+  /// Performs (records) one side effect. fenced: the same check as write() (the store's mode, the
+  /// key's mark; check-then-write with its window) — but an effect never raises a mark, it is only
+  /// judged by it. unfenced: always applied. idempotent: applied iff no effect with this key and
+  /// id was applied before (then kDuplicate; no token check). Every request, whatever its outcome,
+  /// gets a seq and a durable record, so the read-back's effects survive a restart. Blocks for
+  /// about one fdatasync. Throws std::invalid_argument for a bad key, id, client or token.
+  [[nodiscard]] EffectResult post_effect(const EffectRequest& request);
 
   /// Everything, as the checkers read it: chunks (each slot's last accepted write, sorted by key,
   /// segment, chunk), log (every accepted write in seq order), rejections (since open, in order),
@@ -176,6 +303,10 @@ class FencedStore {
   /// returns is durable (or the store failed), so a read-back never shows a write a crash could
   /// take back. Copies the data: O(size of the store).
   [[nodiscard]] ReadBack readback() const;
+
+  /// readback() plus every effect request and every counter, in one consistent cut (same
+  /// durability wait). O(size of the store).
+  [[nodiscard]] StoreSnapshot snapshot() const;
 
   /// The high-water mark of every key that has one (no waiting for durability: for metrics).
   [[nodiscard]] std::map<std::string, std::int64_t> high_water() const;
@@ -202,10 +333,31 @@ class FencedStore {
     std::int64_t token = 0;
     std::int64_t seq = 0;  ///< the write that set this mark: it is durable once durable_seq_ >= seq
   };
+  struct Counter {
+    std::int64_t value = 0;
+    std::int64_t seq = 0;  ///< the write that set it
+  };
+  /// The fencing decision for `token` on `key` under mode_ (check-then-write: the per-key check).
+  struct Fence {
+    bool fenced = false;
+    HighWater cited;   ///< the mark compared against
+    std::string why;   ///< the rejection message, when fenced
+  };
 
   FencedStore(std::filesystem::path data_dir, FencingMode mode, StoreOptions options);
   void replay_locked();
   void apply_locked(std::int64_t seq, const WriteRequest& request);
+  void apply_counter_locked(std::int64_t seq, const CounterWriteRequest& request);
+  void apply_effect_locked(const StoreEffectEntry& entry);
+  /// Raises the key's mark (and the global one) to token when higher; seq = the record's.
+  void raise_marks_locked(const std::string& key, std::int64_t token, std::int64_t seq);
+  [[nodiscard]] Fence check_locked(const std::string& key, std::int64_t token) const;
+  /// The mark a write to key would be compared against (global mode: the global mark).
+  [[nodiscard]] HighWater mark_for_locked(const std::string& key) const;
+  /// check-then-write: releases the lock, calls the seam, sleeps the window, retakes the lock.
+  /// False when the store failed or began closing meanwhile.
+  bool check_window_locked(std::unique_lock<std::mutex>& lock, std::string_view key, FencingToken token,
+                           std::string_view client);
   void flusher_loop();
   /// Waits (releasing lock) until seq is durable or the store failed/closed; true when durable.
   bool wait_durable(std::unique_lock<std::mutex>& lock, std::int64_t seq) const;
@@ -220,6 +372,13 @@ class FencedStore {
   mutable std::condition_variable work_cv_;     ///< flusher: records pending or closing
   mutable std::condition_variable durable_cv_;  ///< writers: durable_seq_ advanced or failure
   std::map<std::string, HighWater> high_water_;
+  HighWater global_high_water_;        ///< the largest token accepted for any key
+  std::string global_key_;             ///< the key global_high_water_ was set on
+  std::map<std::string, Counter> counters_;
+  std::vector<StoreEffectEntry> effects_;
+  std::set<std::pair<std::string, std::string>> applied_effects_;  ///< (key, id) applied at least once
+  std::int64_t effects_applied_ = 0;
+  std::int64_t effects_skipped_ = 0;
   std::map<SlotKey, StoredChunk> chunks_;
   std::vector<AcceptedWrite> log_;
   std::vector<RejectedWrite> rejections_;

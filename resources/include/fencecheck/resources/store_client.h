@@ -6,9 +6,14 @@
 //       200 {"accepted":true,"high_water":N,"seq":S}            accepted and durable (fsynced)
 //       409 {"accepted":false,"high_water":N,"error":"..."}     fenced: token below the key's high-water
 //       400/404/413 {"error":"..."}                              bad request; nothing changed
-//   GET /v1/readback  -> fencecheck::ReadBack JSON (fencecheck/proto/readback.h)
+//   GET /v1/counters/{key} -> {"value":N,"high_water":T}
+//   PUT /v1/counters/{key}   Fencing-Token, Fencecheck-Client; body: the new value -> as the chunk PUT
+//   POST /v1/effects/{key}   Fencing-Token, Fencecheck-Client, Fencecheck-Effect; body: effect id
+//       200 {"applied":true,...} | 200 {"applied":false,"duplicate":true,...} | 409 {"applied":false,...}
+//   GET /v1/readback  -> fencecheck::ReadBack JSON (fencecheck/proto/readback.h) + "effects", "counters"
 //   GET /healthz      -> 200 "ok"
 //   GET /metrics      -> Prometheus text format
+// (store_server.h has the full contract.)
 #pragma once
 
 #include <chrono>
@@ -19,6 +24,7 @@
 
 #include "fencecheck/proto/readback.h"
 #include "fencecheck/proto/token.h"
+#include "fencecheck/resources/effect_mode.h"
 
 namespace fencecheck {
 
@@ -38,6 +44,32 @@ struct WriteReply {
   std::string error;            ///< the resource's message, or the transport error
 };
 
+/// The outcome of one side effect request.
+enum class EffectOutcome {
+  kApplied,    ///< 200 applied: the store performed it
+  kDuplicate,  ///< 200 duplicate: idempotent, already applied before; ignored (the effect stands)
+  kRejected,   ///< 409: fenced, not performed
+  kUnknown,    ///< no reply / 5xx / a reply breaking the contract: it may or may not have happened
+  kInvalid,    ///< 4xx other than 409: malformed, nothing happened
+};
+
+struct EffectReply {
+  EffectOutcome outcome = EffectOutcome::kUnknown;
+  std::int64_t high_water = 0;  ///< the mark the store compared against (0 when unknown)
+  std::int64_t seq = 0;         ///< the effect record's seq (0 when unknown)
+  int http_status = 0;          ///< 0 when there was no reply
+  std::string error;            ///< the store's message, or the transport error
+};
+
+/// The outcome of reading a counter.
+struct CounterReply {
+  bool ok = false;              ///< 200 with {"value":N,"high_water":T}
+  std::int64_t value = 0;
+  std::int64_t high_water = 0;
+  int http_status = 0;          ///< 0 when there was no reply
+  std::string error;            ///< when !ok: the store's message or the transport error
+};
+
 /// Talks to one store at base_url ("http://127.0.0.1:PORT"). Not thread-safe: use one client per
 /// thread. Each call opens its own connection, so a call stalled by a partition never blocks a
 /// later one beyond its own timeout.
@@ -52,6 +84,18 @@ class StoreClient {
   /// Writes one chunk under a fencing token. Never throws for transport errors (they are kUnknown).
   WriteReply write(std::string_view key, std::int64_t segment, std::int64_t chunk, FencingToken token,
                    std::string_view client, std::string_view bytes);
+
+  /// Sets counter `key` to `value` under a fencing token (PUT /v1/counters/{key}). Outcomes as
+  /// write(); never throws for transport errors.
+  WriteReply write_counter(std::string_view key, std::int64_t value, FencingToken token, std::string_view client);
+
+  /// Reads counter `key` (GET /v1/counters/{key}). Never throws: ok=false with the reason.
+  CounterReply read_counter(std::string_view key);
+
+  /// Asks for side effect `effect_id` of `key` (POST /v1/effects/{key}). Never throws for
+  /// transport errors (they are kUnknown).
+  EffectReply post_effect(std::string_view key, std::string_view effect_id, EffectMode mode, FencingToken token,
+                          std::string_view client);
 
   /// Reads everything back. Throws std::runtime_error naming the URL on a transport or HTTP error.
   ReadBack readback();

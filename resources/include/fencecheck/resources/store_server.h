@@ -8,10 +8,28 @@
 //       400 {"error":"..."}  bad key / segment / chunk / token / client / empty body
 //       413 {"error":"..."}  body over max_body_bytes
 //       500 {"error":"..."}  the store hit an I/O error: the write's fate is unknown
-//   GET /v1/readback  200 fencecheck::ReadBack JSON (fencecheck/proto/readback.h)
+//   GET /v1/counters/{key}
+//       200 {"value":N,"high_water":T}   the counter (0 when never written) and the mark a write
+//                                        to it is compared against (0 when none)
+//   PUT /v1/counters/{key}
+//       headers Fencing-Token, Fencecheck-Client; body: the new value, decimal (a trailing newline
+//       is allowed). Fenced exactly like a chunk write to the key; replies as the chunk PUT:
+//       200 {"accepted":true,"high_water":N,"seq":S} / 409 {"accepted":false,"high_water":N,"error"}
+//   POST /v1/effects/{key}
+//       headers Fencing-Token, Fencecheck-Client, Fencecheck-Effect: fenced|unfenced|idempotent;
+//       body: the effect id, [A-Za-z0-9_.:-]{1,256} (e.g. "w1:seg2")
+//       200 {"applied":true,"high_water":N,"seq":S}                          performed, durable
+//       200 {"applied":false,"duplicate":true,"high_water":N,"seq":S,"error"} idempotent repeat, ignored
+//       409 {"applied":false,"high_water":N,"seq":S,"error":"..."}          fenced (not performed)
+//     (every effect request, whatever its outcome, is recorded durably with its seq)
+//   GET /v1/readback  200 fencecheck::ReadBack JSON (fencecheck/proto/readback.h) plus
+//       "effects":[{"key","id","token","client","seq","applied":true|false}] (every effect request,
+//       by seq) and "counters":{"<key>":N}; counter writes appear in "log" with chunk -1 and
+//       segment = the new value, and their rejections in "rejections" the same way.
 //   GET /healthz      200 "ok" (503 {"error":...} once the store has failed)
 //   GET /metrics      200 Prometheus text format 0.0.4:
-//       fencecheck_store_writes_total{key,client,result="accepted"|"rejected"}  counter
+//       fencecheck_store_writes_total{key,client,result="accepted"|"rejected"}  counter (chunks and counters)
+//       fencecheck_store_effects_total{key,client,mode,result="applied"|"duplicate"|"rejected"}  counter
 //       fencecheck_store_high_water_token{key}                                 gauge
 //       fencecheck_store_fsyncs_total                                           counter
 //   anything else: 404 (unknown path) or 405 (known path, wrong method; Allow header set).

@@ -5,7 +5,13 @@
 //    "chunks":[{"key":"ledger","segment":1,"chunk":2,"token":34,"client":"w2","seq":17,"data_b64":"..."}],
 //    "log":[{"seq":17,"key":"ledger","segment":1,"chunk":2,"token":34,"client":"w2"}],
 //    "rejections":[{"key":"ledger","segment":1,"chunk":2,"token":33,"client":"w1","high_water":34}],
-//    "high_water":{"ledger":34}}
+//    "high_water":{"ledger":34},
+//    "effects":[{"key":"ledger","id":"seg1","token":34,"client":"w2","seq":18,"applied":true,"mode":"fenced"}],
+//    "counters":{"hits":12}}
+// "effects" and "counters" (docs/catalogue-plan.md, "Store modes and read-back additions") are
+// optional: a read-back without them (an older store, a resource without side effects or
+// counters) parses with both empty, and to_json() omits them when empty, so the JSON of a
+// read-back without effects and counters is byte-for-byte what it was before they existed.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +54,19 @@ struct RejectedWrite {
   std::int64_t high_water = 0;  ///< the high-water mark the token was compared against
 };
 
+/// One side-effect request ("webhook", "payout") the resource recorded, applied or not.
+/// Counter writes need no type of their own: each accepted one is an AcceptedWrite in the log with
+/// chunk = -1 and segment = the value written.
+struct EffectRecord {
+  std::string key;       ///< the resource key the effect belongs to
+  std::string id;        ///< the effect's identity as the client sent it, e.g. "seg1" or "w1:seg1"
+  std::int64_t token = 0;  ///< the fencing token the request carried
+  std::string client;    ///< requester id
+  std::int64_t seq = 0;  ///< the resource's store-wide order (the same sequence as the log's seqs)
+  bool applied = false;  ///< performed; false: refused by the fence or ignored as a duplicate
+  std::string mode;      ///< "fenced" | "unfenced" | "idempotent"; "" when the resource did not say
+};
+
 /// Everything read back from a resource. Value type.
 struct ReadBack {
   std::string resource;                          ///< "store", "postgres", ...
@@ -56,6 +75,8 @@ struct ReadBack {
   std::vector<AcceptedWrite> log;                ///< sorted by seq
   std::vector<RejectedWrite> rejections;         ///< in rejection order
   std::map<std::string, std::int64_t> high_water;  ///< per key
+  std::vector<EffectRecord> effects;             ///< every side-effect request, sorted by seq (optional)
+  std::map<std::string, std::int64_t> counters;  ///< counter key -> final value (optional)
 };
 
 /// JSON conversions; from_json throws std::invalid_argument naming the missing or mistyped field.
