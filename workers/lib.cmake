@@ -8,9 +8,10 @@ add_library(fencecheck_workers
 target_include_directories(fencecheck_workers PUBLIC ${CMAKE_CURRENT_LIST_DIR}/include)
 # fencecheck_resources (StoreClient) is defined later, in resources/; CMake resolves the name at
 # generate time.
+# fencecheck_resources is PUBLIC: worker.h uses its EffectMode (fencecheck/resources/effect_mode.h).
 target_link_libraries(fencecheck_workers
-  PUBLIC fencecheck_proto Threads::Threads
-  PRIVATE fencecheck_resources fc_httplib Boost::filesystem spdlog::spdlog nlohmann_json::nlohmann_json)
+  PUBLIC fencecheck_proto fencecheck_resources Threads::Threads
+  PRIVATE fc_httplib Boost::filesystem spdlog::spdlog nlohmann_json::nlohmann_json)
 
 add_executable(fencecheck-worker ${CMAKE_CURRENT_LIST_DIR}/worker_main.cpp)
 target_link_libraries(fencecheck-worker PRIVATE fencecheck_workers spdlog::spdlog)

@@ -1,9 +1,13 @@
 // fencecheck-worker: parses the command line, maps SIGTERM/SIGINT to a stop request, runs the
 // worker (fencecheck/workers/worker.h). Events: stdout (JSON lines). Logs: stderr.
+// Under libfaketime (a skewed clock for --token-source timestamp) it requires
+// FAKETIME_DONT_FAKE_MONOTONIC=1 and exits 2 otherwise (see faketime_problem()).
 #include <pthread.h>
 #include <signal.h>
 
+#include <cstdlib>
 #include <iostream>
+#include <string>
 #include <stop_token>
 #include <thread>
 
@@ -13,11 +17,34 @@
 #include "fencecheck/workers/worker.h"
 #include "fencecheck/workers/worker_cli.h"
 
+namespace {
+
+/// libfaketime (Debian's faketime 0.9.10) fakes CLOCK_MONOTONIC too unless told not to, and then
+/// turns every timed condition-variable wait into one that never ends: a worker run that way would
+/// hang, not fail. A skewed clock must be the wall clock only. "" when fine, else the message.
+std::string faketime_problem() {
+  const char* preload = std::getenv("LD_PRELOAD");
+  const char* faketime = std::getenv("FAKETIME");
+  if (preload == nullptr || faketime == nullptr || std::string(preload).find("faketime") == std::string::npos) return "";
+  const char* mono = std::getenv("FAKETIME_DONT_FAKE_MONOTONIC");
+  if (mono != nullptr && std::string(mono) == "1") return "";
+  return "fencecheck-worker: running under libfaketime (FAKETIME=" + std::string(faketime) +
+         ") without FAKETIME_DONT_FAKE_MONOTONIC=1: libfaketime would also shift CLOCK_MONOTONIC, which the "
+         "worker's timed waits and pause detector use (its waits would never end). Skew the wall clock only: "
+         "set FAKETIME_DONT_FAKE_MONOTONIC=1.\n";
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   fencecheck::WorkerCli cli = fencecheck::parse_worker_cli(argc, argv);
   if (!cli.options) {
     (cli.exit_code == 0 ? std::cout : std::cerr) << cli.output << std::flush;
     return cli.exit_code;
+  }
+  if (auto why = faketime_problem(); !why.empty()) {
+    std::cerr << why << std::flush;
+    return fencecheck::kWorkerBadArgs;
   }
   const fencecheck::WorkerOptions& options = *cli.options;
 

@@ -371,6 +371,15 @@ TEST(WorkerCliTest, DefaultsMatchTheDocumentedOnes) {
   EXPECT_FALSE(o.keepalive_interval);
   EXPECT_EQ(o.effective_keepalive_interval(), 666ms);
   EXPECT_EQ(o.max_acquires, 20);
+  EXPECT_EQ(o.job, JobKind::kSegments);
+  EXPECT_EQ(o.increments, 10);
+  EXPECT_EQ(o.effect, EffectMode::kFenced);
+  EXPECT_FALSE(o.retry_same_token);
+  EXPECT_FALSE(o.release_by_name);
+  EXPECT_FALSE(o.check_lease_before_write);
+  EXPECT_FALSE(o.abort_on_pause);
+  EXPECT_EQ(o.token_source, TokenSource::kEtcd);
+  EXPECT_EQ(o.self_stop_at, SelfStopAt::kNever);
 }
 
 TEST(WorkerCliTest, ParsesEveryFlag) {
@@ -397,6 +406,51 @@ TEST(WorkerCliTest, ParsesEveryFlag) {
   EXPECT_EQ(cli.log_level, "debug");
 }
 
+TEST(WorkerCliTest, ParsesEveryDesignAndJobFlag) {
+  auto args = kRequired;
+  for (const char* a : {"--job", "side-effect", "--increments", "7", "--effect", "idempotent", "--retry-same-token",
+                        "--release-by-name", "--check-lease-before-write", "--abort-on-pause-ms", "120",
+                        "--token-source", "timestamp", "--self-stop-at", "check"})
+    args.emplace_back(a);
+  auto argv = argv_of(args);
+  WorkerCli cli = parse_worker_cli(static_cast<int>(argv.size()), argv.data());
+  ASSERT_TRUE(cli.options) << cli.output;
+  const WorkerOptions& o = *cli.options;
+  EXPECT_EQ(o.job, JobKind::kSideEffect);
+  EXPECT_EQ(o.increments, 7);
+  EXPECT_EQ(o.effect, EffectMode::kIdempotent);
+  EXPECT_TRUE(o.retry_same_token);
+  EXPECT_TRUE(o.release_by_name);
+  EXPECT_TRUE(o.check_lease_before_write);
+  EXPECT_EQ(o.abort_on_pause, 120ms);
+  EXPECT_EQ(o.token_source, TokenSource::kTimestamp);
+  EXPECT_EQ(o.self_stop_at, SelfStopAt::kCheck);
+
+  for (const auto& [flag, kind] : std::vector<std::pair<std::string, JobKind>>{
+           {"segments", JobKind::kSegments}, {"counter", JobKind::kCounter}, {"side-effect", JobKind::kSideEffect}}) {
+    auto a = kRequired;
+    a.insert(a.end(), {"--job", flag});
+    auto v = argv_of(a);
+    WorkerCli c = parse_worker_cli(static_cast<int>(v.size()), v.data());
+    ASSERT_TRUE(c.options) << c.output;
+    EXPECT_EQ(c.options->job, kind);
+  }
+}
+
+TEST(WorkerNamesTest, RoundTripAndUnknownNames) {
+  for (auto k : {JobKind::kSegments, JobKind::kCounter, JobKind::kSideEffect})
+    EXPECT_EQ(job_kind_from_name(job_kind_name(k)), k);
+  for (auto t : {TokenSource::kEtcd, TokenSource::kTimestamp}) EXPECT_EQ(token_source_from_name(token_source_name(t)), t);
+  EXPECT_EQ(self_stop_at_from_name("check"), SelfStopAt::kCheck);
+  EXPECT_FALSE(self_stop_at_from_name("never"));
+  EXPECT_FALSE(job_kind_from_name("Segments"));
+  EXPECT_FALSE(token_source_from_name(""));
+  EXPECT_EQ(job_kind_name(JobKind::kSideEffect), "side-effect");
+  for (auto m : {EffectMode::kFenced, EffectMode::kUnfenced, EffectMode::kIdempotent})
+    EXPECT_EQ(effect_mode_from_name(effect_mode_name(m)), m);
+  EXPECT_EQ(effect_mode_names(), (std::vector<std::string_view>{"fenced", "unfenced", "idempotent"}));
+}
+
 TEST(WorkerCliTest, BadValuesExitTwoNamingTheFlag) {
   struct Case {
     std::vector<std::string> extra;
@@ -405,7 +459,13 @@ TEST(WorkerCliTest, BadValuesExitTwoNamingTheFlag) {
   for (const Case& c : std::vector<Case>{{{"--chunks", "0"}, "--chunks"},
                                          {{"--id", "bad id"}, "--id"},
                                          {{"--tick-ms", "60"}, "--pause-threshold-ms"},
-                                         {{"--retry-same-token"}, "--retry-same-token"},
+                                         {{"--job", "batch"}, "--job"},
+                                         {{"--effect", "maybe"}, "--effect"},
+                                         {{"--token-source", "ntp"}, "--token-source"},
+                                         {{"--self-stop-at", "write"}, "--self-stop-at"},
+                                         {{"--self-stop-at", "check"}, "--self-stop-at check needs --check-lease-before-write"},
+                                         {{"--abort-on-pause-ms", "5"}, "--abort-on-pause-ms must be greater than --tick-ms"},
+                                         {{"--increments", "0"}, "--increments must be >= 1"},
                                          {{"--segments", "x"}, "--segments"}}) {
     auto args = kRequired;
     args.insert(args.end(), c.extra.begin(), c.extra.end());

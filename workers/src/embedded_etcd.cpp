@@ -54,7 +54,7 @@ std::string tail(const std::string& text, std::size_t max_bytes = 2000) {
   return text.size() <= max_bytes ? text : "..." + text.substr(text.size() - max_bytes);
 }
 
-std::string url(int port) { return "http://127.0.0.1:" + std::to_string(port); }
+std::string url(const std::string& host, int port) { return "http://" + host + ":" + std::to_string(port); }
 
 }  // namespace
 
@@ -112,9 +112,10 @@ void EmbeddedEtcd::start(const fs::path& data_dir, const fs::path& log_file) {
 
   std::string last_failure;
   for (int attempt = 1; attempt <= std::max(1, options_.port_attempts); ++attempt) {
-    const int client_port = pick_free_loopback_port();
-    int peer_port = pick_free_loopback_port();
+    const int client_port = options_.client_port > 0 ? options_.client_port : pick_free_loopback_port();
+    int peer_port = options_.peer_port > 0 ? options_.peer_port : pick_free_loopback_port();
     while (peer_port == client_port) peer_port = pick_free_loopback_port();
+    const auto url = [this](int port) { return ::fencecheck::url(options_.host, port); };
     const bool member_existed = fs::exists(member_dir);
 
     int log_fd = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

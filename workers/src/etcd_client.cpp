@@ -390,6 +390,26 @@ DeleteResult EtcdClient::delete_key(std::string_view key) const {
   }
 }
 
+DeletePrefixResult EtcdClient::delete_prefix(std::string_view prefix) const {
+  if (prefix.empty()) throw std::invalid_argument("etcd delete_prefix: empty prefix (would delete every key)");
+  const std::string path = "/v3/kv/deleterange";
+  json j = call(endpoint_, host_, port_, options_, path,
+                json{{"key", base64_encode(prefix)}, {"range_end", base64_encode(prefix_range_end(prefix))},
+                     {"prev_kv", true}});
+  try {
+    DeletePrefixResult out;
+    out.revision = header_revision(j);
+    if (auto kvs = j.find("prev_kvs"); kvs != j.end() && kvs->is_array())
+      for (const auto& kv : *kvs) out.deleted.push_back(parse_kv(kv));
+    if (static_cast<std::size_t>(i64(j, "deleted")) != out.deleted.size())
+      throw std::invalid_argument("deleterange says " + std::to_string(i64(j, "deleted")) + " deleted but returned " +
+                                  std::to_string(out.deleted.size()) + " prev_kvs");
+    return out;
+  } catch (const std::invalid_argument& e) {
+    throw_protocol(endpoint_, path, 200, e.what());
+  }
+}
+
 bool EtcdClient::health() const {
   try {
     Exchange x = exchange(host_, port_, options_, "GET", "/health", {}, options_.request_timeout);

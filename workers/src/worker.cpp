@@ -1,5 +1,10 @@
 #include "fencecheck/workers/worker.h"
 
+#include <signal.h>
+#include <time.h>
+
+#include <algorithm>
+#include <array>
 #include <condition_variable>
 #include <memory>
 #include <ostream>
@@ -16,6 +21,42 @@
 namespace fencecheck {
 
 using std::chrono::milliseconds;
+
+namespace {
+
+constexpr std::array<std::pair<JobKind, std::string_view>, 3> kJobNames{{
+    {JobKind::kSegments, "segments"}, {JobKind::kCounter, "counter"}, {JobKind::kSideEffect, "side-effect"}}};
+constexpr std::array<std::pair<TokenSource, std::string_view>, 2> kTokenSourceNames{{
+    {TokenSource::kEtcd, "etcd"}, {TokenSource::kTimestamp, "timestamp"}}};
+constexpr std::array<std::pair<SelfStopAt, std::string_view>, 2> kSelfStopNames{{
+    {SelfStopAt::kNever, "never"}, {SelfStopAt::kCheck, "check"}}};
+
+template <typename E, std::size_t N>
+std::string_view name_of(const std::array<std::pair<E, std::string_view>, N>& table, E value) {
+  for (const auto& [v, n] : table)
+    if (v == value) return n;
+  return table.front().second;
+}
+
+template <typename E, std::size_t N>
+std::optional<E> value_of(const std::array<std::pair<E, std::string_view>, N>& table, std::string_view name) {
+  for (const auto& [v, n] : table)
+    if (n == name) return v;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view job_kind_name(JobKind kind) { return name_of(kJobNames, kind); }
+std::optional<JobKind> job_kind_from_name(std::string_view name) { return value_of(kJobNames, name); }
+std::string_view token_source_name(TokenSource source) { return name_of(kTokenSourceNames, source); }
+std::optional<TokenSource> token_source_from_name(std::string_view name) { return value_of(kTokenSourceNames, name); }
+std::string_view self_stop_at_name(SelfStopAt at) { return name_of(kSelfStopNames, at); }
+std::optional<SelfStopAt> self_stop_at_from_name(std::string_view name) {
+  auto at = value_of(kSelfStopNames, name);
+  if (at == SelfStopAt::kNever) return std::nullopt;  // "never" is the absence of the flag, not a value
+  return at;
+}
 
 std::chrono::milliseconds WorkerOptions::effective_keepalive_interval() const {
   if (keepalive_interval) return *keepalive_interval;
@@ -46,9 +87,12 @@ std::vector<std::string> validate(const WorkerOptions& o) {
   need(o.lock_timeout.count() >= 1, "--lock-timeout-ms must be >= 1");
   need(o.store_timeout.count() >= 1, "--store-timeout-ms must be >= 1");
   need(o.etcd_timeout.count() >= 1, "--etcd-timeout-ms must be >= 1");
-  need(!o.retry_same_token, "--retry-same-token is not implemented yet");
-  need(!o.release_by_name, "--release-by-name is not implemented yet");
-  need(!o.check_lease_before_write, "--check-lease-before-write is not implemented yet");
+  need(o.increments >= 1, "--increments must be >= 1, got " + std::to_string(o.increments));
+  need(!o.abort_on_pause || *o.abort_on_pause > o.tick,
+       "--abort-on-pause-ms must be greater than --tick-ms (" + std::to_string(o.tick.count()) + "), got " +
+           std::to_string(o.abort_on_pause ? o.abort_on_pause->count() : 0));
+  need(o.self_stop_at == SelfStopAt::kNever || o.check_lease_before_write,
+       "--self-stop-at check needs --check-lease-before-write: it stops the worker right after that check");
   return errors;
 }
 
@@ -141,13 +185,46 @@ struct Holding {
   std::unique_ptr<Keepalive> keepalive;
 };
 
+/// What the ticker has seen, for --abort-on-pause-ms: written by the ticker thread, read by the
+/// main thread.
+struct PauseWatch {
+  std::atomic<std::int64_t> last_tick_ns{0};    ///< steady_clock ns of the ticker's latest reading
+  std::atomic<std::int64_t> longest_gap_ns{0};  ///< the longest gap since the main thread last reset it
+};
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// CLOCK_REALTIME in ns: the "timestamp" token source. Called through libc, so libfaketime moves it.
+std::int64_t realtime_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::string designs_summary(const WorkerOptions& o) {
+  std::string d;
+  auto add = [&d](const std::string& s) { d += (d.empty() ? "" : ",") + s; };
+  if (o.retry_same_token) add("retry-same-token");
+  if (o.release_by_name) add("release-by-name");
+  if (o.check_lease_before_write) add("check-lease-before-write");
+  if (o.abort_on_pause) add("abort-on-pause-ms=" + std::to_string(o.abort_on_pause->count()));
+  if (o.token_source != TokenSource::kEtcd) add("token-source=" + std::string(token_source_name(o.token_source)));
+  if (o.self_stop_at != SelfStopAt::kNever) add("self-stop-at=" + std::string(self_stop_at_name(o.self_stop_at)));
+  return d.empty() ? "none" : d;
+}
+
 class Worker {
  public:
-  Worker(const WorkerOptions& o, EventWriter& events, std::stop_token stop, std::atomic<std::int64_t>& current_token)
+  Worker(const WorkerOptions& o, EventWriter& events, std::stop_token stop, std::atomic<std::int64_t>& current_token,
+         PauseWatch& pauses)
       : o_(o),
         events_(events),
         stop_(std::move(stop)),
         current_token_(current_token),
+        pauses_(pauses),
         etcd_(o.etcd, EtcdClient::Options{milliseconds(2000), o.etcd_timeout}),
         store_(o.store, o.store_timeout) {}
 
@@ -157,39 +234,8 @@ class Worker {
       case Acquired::kStopped: return terminated();
       case Acquired::kGaveUp: return kWorkerFatal;
     }
-    std::int64_t segment = 0;
-    bool first_write = true;
-    while (segment < o_.segments) {
-      bool fenced = false;
-      for (std::int64_t chunk = 0; chunk < o_.chunks && !fenced; ++chunk) {
-        if (!first_write && !sleep_unless_stopped(o_.chunk_interval, stop_)) return terminated();
-        if (stop_.stop_requested()) return terminated();
-        first_write = false;
-        switch (write(segment, chunk)) {
-          case WriteOutcome::kAccepted: break;
-          case WriteOutcome::kRejected:
-          case WriteOutcome::kUnknown: fenced = true; break;
-          case WriteOutcome::kInvalid:
-            return fatal("the store called a write malformed; retrying cannot help");
-        }
-      }
-      if (!fenced) {
-        ++segment;
-        continue;
-      }
-      // Fenced (or unsure): this holding is over. Never send this token again.
-      const std::int64_t rejected = held_->token;
-      spdlog::info("write with token {} not accepted; releasing and re-acquiring to redo segment {}", rejected, segment);
-      release();
-      switch (acquire()) {
-        case Acquired::kYes: break;
-        case Acquired::kStopped: return terminated();
-        case Acquired::kGaveUp: return kWorkerFatal;
-      }
-      if (held_->token <= rejected)
-        return fatal("the new token " + std::to_string(held_->token) + " is not greater than the rejected token " +
-                     std::to_string(rejected) + ": refusing to write with it");
-    }
+    const int rc = o_.job == JobKind::kCounter ? run_counter() : run_segments();
+    if (rc != kWorkerOk) return rc;
     Event done = make(EventKind::kJobDone);
     done.token = held_->token;
     done.key = o_.key;
@@ -215,6 +261,175 @@ class Worker {
 
  private:
   enum class Acquired { kYes, kStopped, kGaveUp };
+  /// What became of one step of the job.
+  enum class Step {
+    kDone,     ///< the mutation was accepted (or the effect stands)
+    kRedo,     ///< the holding is over (rejected, unknown, lease lost, pause): re-acquire and redo
+    kStopped,  ///< stop requested
+    kFatal,    ///< fatal() was called already; return kWorkerFatal
+  };
+
+  // --- the jobs ------------------------------------------------------------------------------
+
+  /// segments and side-effect: returns kWorkerOk with the job done and the lock still held.
+  int run_segments() {
+    std::int64_t segment = 0;
+    bool first_write = true;
+    while (segment < o_.segments) {
+      Step step = Step::kDone;
+      for (std::int64_t chunk = 0; chunk < o_.chunks && step == Step::kDone; ++chunk) {
+        if (!first_write && !sleep_unless_stopped(o_.chunk_interval, stop_)) return terminated();
+        if (stop_.stop_requested()) return terminated();
+        first_write = false;
+        step = guarded([&](const std::string& detail) { return write(segment, chunk, detail); });
+      }
+      if (step == Step::kDone && o_.job == JobKind::kSideEffect) {
+        if (stop_.stop_requested()) return terminated();
+        step = guarded([&](const std::string& detail) { return post_effect(segment, detail); });
+      }
+      switch (step) {
+        case Step::kDone: ++segment; continue;
+        case Step::kStopped: return terminated();
+        case Step::kFatal: return kWorkerFatal;
+        case Step::kRedo: break;
+      }
+      // This holding is over. Never send its token again (unless the design says otherwise).
+      spdlog::info("holding with token {} is over; releasing and re-acquiring to redo segment {}", held_->token, segment);
+      if (int rc = reacquire(); rc != kWorkerOk) return rc;
+    }
+    return kWorkerOk;
+  }
+
+  /// counter: --increments read-modify-write increments; returns kWorkerOk with the lock held.
+  int run_counter() {
+    std::int64_t done = 0;
+    bool first = true;
+    while (done < o_.increments) {
+      if (!first && !sleep_unless_stopped(o_.chunk_interval, stop_)) return terminated();
+      if (stop_.stop_requested()) return terminated();
+      first = false;
+      Step step = Step::kRedo;
+      CounterReply read = store_.read_counter(o_.key);
+      if (!read.ok) {
+        Event e = make(EventKind::kLog);
+        e.key = o_.key;
+        e.token = held_->token;
+        e.detail = "counter read failed: " + read.error;
+        events_.emit(std::move(e));
+        if (read.http_status >= 400 && read.http_status < 500)
+          return fatal("the store called the counter read malformed; retrying cannot help");
+      } else {
+        const std::int64_t old_value = read.value;
+        step = guarded([&](const std::string& detail) { return write_counter(old_value, old_value + 1, detail); });
+      }
+      switch (step) {
+        case Step::kDone: ++done; continue;
+        case Step::kStopped: return terminated();
+        case Step::kFatal: return kWorkerFatal;
+        case Step::kRedo: break;
+      }
+      spdlog::info("holding with token {} is over; releasing and re-acquiring to redo increment {}", held_->token, done + 1);
+      if (int rc = reacquire(); rc != kWorkerOk) return rc;
+    }
+    return kWorkerOk;
+  }
+
+  /// Release, acquire again, and check the new token. kWorkerOk when held again.
+  int reacquire() {
+    const std::int64_t previous = held_->token;
+    release();
+    switch (acquire()) {
+      case Acquired::kYes: break;
+      case Acquired::kStopped: return terminated();
+      case Acquired::kGaveUp: return kWorkerFatal;
+    }
+    if (held_->token > previous) return kWorkerOk;
+    const std::string why = "the new token " + std::to_string(held_->token) + " is not greater than the previous token " +
+                            std::to_string(previous);
+    if (o_.token_source == TokenSource::kEtcd) return fatal(why + ": refusing to write with it");
+    Event e = make(EventKind::kLog);
+    e.token = held_->token;
+    e.detail = why + " (token-source timestamp: not an ordering authority; writing with it anyway)";
+    events_.emit(std::move(e));
+    return kWorkerOk;
+  }
+
+  // --- the checks before each mutation and the mutation -----------------------------------
+
+  /// Runs the designs' checks, then the mutation `send` (which emits its own invoke and result
+  /// events; its argument is the write.invoke detail), resending a rejected one with the same
+  /// token when --retry-same-token says so.
+  template <typename Send>
+  Step guarded(Send&& send) {
+    if (Step s = before_write(); s != Step::kDone) return s;
+    WriteOutcome outcome = send("");
+    for (int retry = 1; o_.retry_same_token && outcome == WriteOutcome::kRejected && retry <= kSameTokenRetries; ++retry) {
+      if (stop_.stop_requested()) return Step::kStopped;
+      outcome = send("retry " + std::to_string(retry) + "/" + std::to_string(kSameTokenRetries) + " with the same token");
+    }
+    switch (outcome) {
+      case WriteOutcome::kAccepted: return Step::kDone;
+      case WriteOutcome::kRejected:
+      case WriteOutcome::kUnknown: return Step::kRedo;
+      case WriteOutcome::kInvalid:
+        fatal("the store called a write malformed; retrying cannot help");
+        return Step::kFatal;
+    }
+    return Step::kRedo;
+  }
+
+  Step before_write() {
+    if (o_.abort_on_pause) {
+      const std::int64_t last_tick = pauses_.last_tick_ns.load();
+      const std::int64_t now_gap = last_tick == 0 ? 0 : steady_ns() - last_tick;
+      const std::int64_t gap = std::max(pauses_.longest_gap_ns.load(), now_gap);
+      if (gap >= std::chrono::duration_cast<std::chrono::nanoseconds>(*o_.abort_on_pause).count()) {
+        pauses_.longest_gap_ns.store(0);
+        Event e = make(EventKind::kLog);
+        e.token = held_->token;
+        e.lease_id = held_->lease_id;
+        e.duration_ns = gap;
+        e.detail = "abort-on-pause " + std::to_string(gap / 1'000'000);
+        events_.emit(std::move(e));
+        spdlog::info("paused {} ms (>= {} ms): dropping the holding with token {}", gap / 1'000'000,
+                     o_.abort_on_pause->count(), held_->token);
+        return Step::kRedo;
+      }
+    }
+    if (o_.check_lease_before_write) {
+      Event e = make(EventKind::kLog);
+      e.token = held_->token;
+      e.lease_id = held_->lease_id;
+      try {
+        const LeaseTimeToLive ttl = etcd_.lease_time_to_live(held_->lease_id);
+        if (ttl.ttl.count() <= 0) {
+          e.detail = "lease-check lost ttl=" + std::to_string(ttl.ttl.count()) +
+                     ": the lease is gone; releasing and re-acquiring before writing";
+          events_.emit(std::move(e));
+          return Step::kRedo;
+        }
+        e.detail = "lease-check ok ttl=" + std::to_string(ttl.ttl.count());
+        events_.emit(std::move(e));
+      } catch (const std::exception& err) {
+        e.detail = std::string("lease-check failed: ") + err.what() + "; releasing and re-acquiring before writing";
+        events_.emit(std::move(e));
+        return Step::kRedo;
+      }
+      if (o_.self_stop_at == SelfStopAt::kCheck && !self_stopped_) {
+        self_stopped_ = true;
+        Event stop = make(EventKind::kLog);
+        stop.token = held_->token;
+        stop.lease_id = held_->lease_id;
+        stop.detail = "self-stop at check";
+        events_.emit(std::move(stop));  // flushed: the harness sees it before the process stops
+        spdlog::info("stopping myself (SIGSTOP) between the lease check and the write");
+        ::raise(SIGSTOP);  // stops every thread of the process until SIGCONT
+      }
+    }
+    return Step::kDone;
+  }
+
+  // --- acquire and release ------------------------------------------------------------------
 
   Acquired acquire() {
     while (true) {
@@ -246,20 +461,25 @@ class Worker {
           failure = "Lock returned key '" + locked->key + "' but it no longer exists with lease " +
                     std::to_string(lease_id) + " (the lease expired while waiting)";
         } else {
-          // The fencing token is the key's create_revision, not the Lock reply's header revision.
-          keepalive->set_token(kv->create_revision);
-          held_ = Holding{lease_id, locked->key, kv->create_revision, std::move(keepalive)};
-          current_token_.store(held_->token);
+          // The fencing token is the key's create_revision, not the Lock reply's header revision
+          // (or, by design, the wall clock).
+          const bool timestamp = o_.token_source == TokenSource::kTimestamp;
+          const std::int64_t token = timestamp ? realtime_ns() : kv->create_revision;
+          keepalive->set_token(token);
+          held_ = Holding{lease_id, locked->key, token, std::move(keepalive)};
+          current_token_.store(token);
+          pauses_.longest_gap_ns.store(0);  // abort-on-pause counts pauses of this holding only
           Event ok = make(EventKind::kAcquireOk);
           ok.lock = o_.lock;
           ok.lock_key = locked->key;
           ok.lease_id = lease_id;
-          ok.token = kv->create_revision;
+          ok.token = token;
           ok.revision = locked->header_revision;
           ok.ttl_ms = std::chrono::duration_cast<milliseconds>(grant.ttl).count();
+          if (timestamp) ok.detail = "token-source timestamp";
           events_.emit(std::move(ok));
-          spdlog::info("acquired {} as {} with token {} (lease {:x}, lock revision {})", o_.lock, locked->key,
-                       kv->create_revision, lease_id, locked->header_revision);
+          spdlog::info("acquired {} as {} with token {} (lease {:x}, key created at {}, lock revision {})", o_.lock,
+                       locked->key, token, lease_id, kv->create_revision, locked->header_revision);
           return Acquired::kYes;
         }
       } catch (const std::exception& err) {
@@ -288,7 +508,8 @@ class Worker {
     }
   }
 
-  /// Releases the current holding with the holder's own key: delete it, then revoke the lease.
+  /// Releases the current holding: delete the holder's own key (or, --release-by-name, every key
+  /// under the lock name), then revoke the lease.
   void release() {
     if (!held_) return;
     Holding h = std::move(*held_);
@@ -301,6 +522,7 @@ class Worker {
     invoke.lock_key = h.lock_key;
     invoke.lease_id = h.lease_id;
     invoke.token = h.token;
+    if (o_.release_by_name) invoke.detail = "release by name: deleting every key under " + o_.lock + "/";
     events_.emit(std::move(invoke));
 
     // Release = delete the holder's own key. v3lock's Unlock is exactly a DeleteRange of that key,
@@ -309,17 +531,21 @@ class Worker {
     // `deleted` count tells, atomically, so release.ok carries a revision only for a real delete and
     // the checker can tell this release from the lock service's expiry by revision.
     try {
-      const DeleteResult del = etcd_.delete_key(h.lock_key);
-      const std::int64_t revision = del.revision;
-      Event ok = make(EventKind::kReleaseOk);
-      ok.lock = o_.lock;
-      ok.lock_key = h.lock_key;
-      ok.lease_id = h.lease_id;
-      ok.token = h.token;
-      if (del.deleted > 0) ok.revision = revision;
-      else ok.detail = "the lock key was already gone (lease expired or key deleted): nothing to release";
-      events_.emit(std::move(ok));
-      spdlog::info("released {} (token {}) at revision {}", h.lock_key, h.token, revision);
+      if (o_.release_by_name) {
+        release_by_name(h);
+      } else {
+        const DeleteResult del = etcd_.delete_key(h.lock_key);
+        const std::int64_t revision = del.revision;
+        Event ok = make(EventKind::kReleaseOk);
+        ok.lock = o_.lock;
+        ok.lock_key = h.lock_key;
+        ok.lease_id = h.lease_id;
+        ok.token = h.token;
+        if (del.deleted > 0) ok.revision = revision;
+        else ok.detail = "the lock key was already gone (lease expired or key deleted): nothing to release";
+        events_.emit(std::move(ok));
+        spdlog::info("released {} (token {}) at revision {}", h.lock_key, h.token, revision);
+      }
     } catch (const std::exception& err) {
       Event fail = make(EventKind::kReleaseFail);
       fail.lock = o_.lock;
@@ -333,13 +559,45 @@ class Worker {
     revoke(h.lease_id);
   }
 
-  WriteOutcome write(std::int64_t segment, std::int64_t chunk) {
+  /// The mistake: delete by NAME — every key under the lock's prefix, whoever created it.
+  void release_by_name(const Holding& h) {
+    const DeletePrefixResult del = etcd_.delete_prefix(o_.lock + "/");
+    if (del.deleted.empty()) {
+      Event ok = make(EventKind::kReleaseOk);
+      ok.lock = o_.lock;
+      ok.lock_key = h.lock_key;
+      ok.lease_id = h.lease_id;
+      ok.token = h.token;
+      ok.detail = "release by name: no key under " + o_.lock + "/ (lease expired or keys deleted): nothing to release";
+      events_.emit(std::move(ok));
+      return;
+    }
+    for (const KeyValue& kv : del.deleted) {
+      const bool own = kv.key == h.lock_key;
+      Event ok = make(EventKind::kReleaseOk);
+      ok.lock = o_.lock;
+      ok.lock_key = kv.key;
+      ok.lease_id = kv.lease;
+      ok.token = own ? h.token : kv.create_revision;
+      ok.revision = del.revision;
+      if (!own)
+        ok.detail = "release by name: deleted a key this holder did not create (created at revision " +
+                    std::to_string(kv.create_revision) + ", lease " + std::to_string(kv.lease) + ")";
+      events_.emit(std::move(ok));
+      spdlog::info("released by name: deleted {}{} at revision {}", kv.key, own ? "" : " (NOT mine)", del.revision);
+    }
+  }
+
+  // --- mutations: each emits write.invoke and its result ------------------------------------
+
+  WriteOutcome write(std::int64_t segment, std::int64_t chunk, const std::string& detail) {
     const std::int64_t token = held_->token;
     Event invoke = make(EventKind::kWriteInvoke);
     invoke.key = o_.key;
     invoke.segment = segment;
     invoke.chunk = chunk;
     invoke.token = token;
+    invoke.detail = detail;
     events_.emit(std::move(invoke));
 
     const std::string bytes = encode_chunk(ChunkHeader{o_.id, token, o_.key, segment, chunk}, o_.chunk_bytes);
@@ -350,27 +608,106 @@ class Worker {
     e.segment = segment;
     e.chunk = chunk;
     e.token = token;
+    report(e, reply, "");
+    return reply.outcome;
+  }
+
+  WriteOutcome write_counter(std::int64_t old_value, std::int64_t new_value, const std::string& detail) {
+    const std::int64_t token = held_->token;
+    const std::string what = "counter " + std::to_string(old_value) + " -> " + std::to_string(new_value);
+    Event invoke = make(EventKind::kWriteInvoke);
+    invoke.key = o_.key;
+    invoke.token = token;
+    invoke.detail = detail.empty() ? what : what + ": " + detail;
+    events_.emit(std::move(invoke));
+
+    WriteReply reply = store_.write_counter(o_.key, new_value, FencingToken(token), o_.id);
+
+    Event e = make(EventKind::kWriteInfo);
+    e.key = o_.key;
+    e.token = token;
+    report(e, reply, what);
+    return reply.outcome;
+  }
+
+  /// Fills in e's kind, high_water and detail from a write reply and emits it. `what` prefixes
+  /// the detail ("counter 3 -> 4"); for an accepted write it is the whole detail.
+  void report(Event& e, const WriteReply& reply, const std::string& what) {
+    auto with = [&what](const std::string& s) { return what.empty() ? s : what + ": " + s; };
     switch (reply.outcome) {
       case WriteOutcome::kAccepted:
         e.kind = EventKind::kWriteOk;
         e.high_water = reply.high_water;
+        e.detail = what;
         break;
       case WriteOutcome::kRejected:
         e.kind = EventKind::kWriteFail;
         e.high_water = reply.high_water;
-        e.detail = reply.error.empty() ? "fenced (HTTP 409)" : reply.error;
+        e.detail = with(reply.error.empty() ? "fenced (HTTP 409)" : reply.error);
         break;
       case WriteOutcome::kInvalid:
         e.kind = EventKind::kWriteFail;  // definitely not written, but not fenced: no high_water
-        e.detail = "invalid request (HTTP " + std::to_string(reply.http_status) + "): " + reply.error;
+        e.detail = with("invalid request (HTTP " + std::to_string(reply.http_status) + "): " + reply.error);
         break;
       case WriteOutcome::kUnknown:
         e.kind = EventKind::kWriteInfo;
-        e.detail = reply.error.empty() ? "no reply" : reply.error;
+        e.detail = with(reply.error.empty() ? "no reply" : reply.error);
         break;
     }
     events_.emit(std::move(e));
-    return reply.outcome;
+  }
+
+  WriteOutcome post_effect(std::int64_t segment, const std::string& detail) {
+    const std::int64_t token = held_->token;
+    const std::string id = o_.id + ":seg" + std::to_string(segment);
+    const std::string effect_key = o_.key + ".effect";
+    Event invoke = make(EventKind::kWriteInvoke);
+    invoke.key = effect_key;
+    invoke.segment = segment;
+    invoke.token = token;
+    invoke.detail = "effect " + id + " (" + std::string(effect_mode_name(o_.effect)) + ")" +
+                    (detail.empty() ? "" : ": " + detail);
+    events_.emit(std::move(invoke));
+
+    EffectReply reply = store_.post_effect(o_.key, id, o_.effect, FencingToken(token), o_.id);
+
+    Event e = make(EventKind::kWriteInfo);
+    e.key = effect_key;
+    e.segment = segment;
+    e.token = token;
+    WriteOutcome outcome = WriteOutcome::kUnknown;
+    switch (reply.outcome) {
+      case EffectOutcome::kApplied:
+        e.kind = EventKind::kWriteOk;
+        e.high_water = reply.high_water;
+        e.detail = "effect " + id + " applied";
+        outcome = WriteOutcome::kAccepted;
+        break;
+      case EffectOutcome::kDuplicate:
+        e.kind = EventKind::kWriteOk;
+        e.high_water = reply.high_water;
+        e.detail = "effect " + id + " already applied: duplicate ignored (idempotent)";
+        outcome = WriteOutcome::kAccepted;
+        break;
+      case EffectOutcome::kRejected:
+        e.kind = EventKind::kWriteFail;
+        e.high_water = reply.high_water;
+        e.detail = "effect " + id + ": " + (reply.error.empty() ? "fenced (HTTP 409)" : reply.error);
+        outcome = WriteOutcome::kRejected;
+        break;
+      case EffectOutcome::kInvalid:
+        e.kind = EventKind::kWriteFail;
+        e.detail = "effect " + id + ": invalid request (HTTP " + std::to_string(reply.http_status) + "): " + reply.error;
+        outcome = WriteOutcome::kInvalid;
+        break;
+      case EffectOutcome::kUnknown:
+        e.kind = EventKind::kWriteInfo;
+        e.detail = "effect " + id + ": " + (reply.error.empty() ? "no reply" : reply.error);
+        outcome = WriteOutcome::kUnknown;
+        break;
+    }
+    events_.emit(std::move(e));
+    return outcome;
   }
 
   int terminated() {
@@ -387,10 +724,12 @@ class Worker {
   EventWriter& events_;
   std::stop_token stop_;
   std::atomic<std::int64_t>& current_token_;
+  PauseWatch& pauses_;
   EtcdClient etcd_;
   StoreClient store_;
   std::optional<Holding> held_;
   std::int64_t acquires_ = 0;
+  bool self_stopped_ = false;
 };
 
 }  // namespace
@@ -405,19 +744,30 @@ int run_worker(const WorkerOptions& options, EventWriter& events, std::stop_toke
     return kWorkerBadArgs;
   }
   Event start = make(EventKind::kLog);
-  start.detail = "worker start: lock=" + options.lock + " key=" + options.key + " etcd=" + options.etcd +
-                 " store=" + options.store + " seed=" + std::to_string(options.seed);
+  start.detail = "worker start: lock=" + options.lock + " key=" + options.key + " job=" +
+                 std::string(job_kind_name(options.job)) + " designs=" + designs_summary(options) +
+                 " etcd=" + options.etcd + " store=" + options.store + " seed=" + std::to_string(options.seed);
   events.emit(std::move(start));
 
   std::atomic<std::int64_t> current_token{0};
+  PauseWatch pauses;
   // The pause detector: a gap between two steady_clock readings, each taken after a tick-long
   // sleep, is time this process did not run (SIGSTOP, freezer, starvation).
   std::jthread ticker([&](std::stop_token ticker_stop) {
     PauseDetector detector(options.pause_threshold);
-    detector.observe(std::chrono::steady_clock::now());
+    auto previous = std::chrono::steady_clock::now();
+    detector.observe(previous);
+    pauses.last_tick_ns.store(steady_ns());
     while (!ticker_stop.stop_requested()) {
       std::this_thread::sleep_for(options.tick);
-      if (auto gap = detector.observe(std::chrono::steady_clock::now())) {
+      const auto now = std::chrono::steady_clock::now();
+      const std::int64_t gap_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - previous).count();
+      previous = now;
+      pauses.last_tick_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
+      std::int64_t longest = pauses.longest_gap_ns.load();
+      while (gap_ns > longest && !pauses.longest_gap_ns.compare_exchange_weak(longest, gap_ns)) {
+      }
+      if (auto gap = detector.observe(now)) {
         Event e = make(EventKind::kPause);
         e.duration_ns = gap->count();
         if (auto t = current_token.load(); t != 0) e.token = t;
@@ -429,7 +779,7 @@ int run_worker(const WorkerOptions& options, EventWriter& events, std::stop_toke
   int rc = kWorkerFatal;
   std::optional<Worker> worker;
   try {
-    worker.emplace(options, events, stop, current_token);
+    worker.emplace(options, events, stop, current_token, pauses);
     rc = worker->run();
   } catch (const std::exception& err) {
     if (worker) {

@@ -17,6 +17,11 @@ WorkerCli parse_worker_cli(int argc, const char* const* argv) {
   std::int64_t lock_timeout_ms = o.lock_timeout.count();
   std::int64_t store_timeout_ms = o.store_timeout.count();
   std::int64_t etcd_timeout_ms = o.etcd_timeout.count();
+  std::int64_t abort_on_pause_ms = 0;
+  std::string job = std::string(job_kind_name(o.job));
+  std::string effect = std::string(effect_mode_name(o.effect));
+  std::string token_source = std::string(token_source_name(o.token_source));
+  std::string self_stop_at;
 
   CLI::App app{
       "fencecheck-worker: holds an etcd lock and writes a job of chunks, each carrying its fencing token, to a "
@@ -41,9 +46,24 @@ WorkerCli parse_worker_cli(int argc, const char* const* argv) {
   app.add_option("--lock-timeout-ms", lock_timeout_ms, "how long one Lock call may block, ms");
   app.add_option("--store-timeout-ms", store_timeout_ms, "per-write timeout, ms");
   app.add_option("--etcd-timeout-ms", etcd_timeout_ms, "per-call etcd timeout (not Lock), ms");
-  app.add_flag("--retry-same-token", o.retry_same_token, "broken design: resend a rejected write with the same token (not implemented)");
-  app.add_flag("--release-by-name", o.release_by_name, "broken design: release by deleting every key under the lock name (not implemented)");
-  app.add_flag("--check-lease-before-write", o.check_lease_before_write, "broken design: check the lease TTL before each write (not implemented)");
+  app.add_option("--job", job, "job kind: segments|counter|side-effect")
+      ->check(CLI::IsMember({"segments", "counter", "side-effect"}));
+  app.add_option("--increments", o.increments, "counter job: increments to make (read-modify-write under the token)");
+  app.add_option("--effect", effect, "side-effect job: how the store guards each effect: fenced|unfenced|idempotent")
+      ->check(CLI::IsMember({"fenced", "unfenced", "idempotent"}));
+  app.add_flag("--retry-same-token", o.retry_same_token,
+               "design: resend a rejected write with the same token (up to 5 times) before re-acquiring");
+  app.add_flag("--release-by-name", o.release_by_name,
+               "design: release by deleting every key under the lock name (no owner check)");
+  app.add_flag("--check-lease-before-write", o.check_lease_before_write,
+               "design: ask etcd for the lease TTL before each write; TTL <= 0: release and re-acquire");
+  auto* abort_opt = app.add_option("--abort-on-pause-ms", abort_on_pause_ms,
+                                   "design: after a pause of at least this many ms, drop the holding before the next write");
+  app.add_option("--token-source", token_source, "design: where tokens come from: etcd (create_revision) | timestamp")
+      ->check(CLI::IsMember({"etcd", "timestamp"}));
+  auto* self_stop_opt = app.add_option("--self-stop-at", self_stop_at,
+                                       "design: SIGSTOP itself once at this point: check (after the lease check, before the write)")
+                            ->check(CLI::IsMember({"check"}));
   app.add_option("--log-level", out.log_level, "stderr log level")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
 
@@ -64,6 +84,11 @@ WorkerCli parse_worker_cli(int argc, const char* const* argv) {
   o.lock_timeout = std::chrono::milliseconds(lock_timeout_ms);
   o.store_timeout = std::chrono::milliseconds(store_timeout_ms);
   o.etcd_timeout = std::chrono::milliseconds(etcd_timeout_ms);
+  if (abort_opt->count() > 0) o.abort_on_pause = std::chrono::milliseconds(abort_on_pause_ms);
+  o.job = *job_kind_from_name(job);                       // IsMember checked the names
+  o.effect = *effect_mode_from_name(effect);
+  o.token_source = *token_source_from_name(token_source);
+  if (self_stop_opt->count() > 0) o.self_stop_at = *self_stop_at_from_name(self_stop_at);
   if (auto errors = validate(o); !errors.empty()) {
     for (const auto& e : errors) out.output += "fencecheck-worker: " + e + "\n";
     out.exit_code = kWorkerBadArgs;

@@ -32,6 +32,14 @@ class EmbeddedEtcd {
     int port_attempts = 5;
     /// Appended to etcd's command line (e.g. "--election-timeout=3000").
     std::vector<std::string> extra_args;
+    /// The address etcd listens on and advertises. 127.0.0.1 by default; in a run with network
+    /// namespaces, the lock service's address in the hub namespace (the caller's thread must be in
+    /// that namespace: the child inherits it, and the health probe runs from it).
+    std::string host = "127.0.0.1";
+    /// Fixed ports (0 = pick free ones). Fixed ports are how a restarted lock service comes back
+    /// at the same URL its clients know.
+    int client_port = 0;
+    int peer_port = 0;
   };
 
   EmbeddedEtcd();
@@ -40,8 +48,8 @@ class EmbeddedEtcd {
   EmbeddedEtcd(const EmbeddedEtcd&) = delete;
   EmbeddedEtcd& operator=(const EmbeddedEtcd&) = delete;
 
-  /// Launches `etcd --name default --data-dir data_dir` on two free 127.0.0.1 ports (client and
-  /// peer) with stdout and stderr appended to log_file, and returns once GET /health says true.
+  /// Launches `etcd --name default --data-dir data_dir` on Options::host, on two free ports (client
+  /// and peer; or the fixed ones from Options) with stdout and stderr appended to log_file, and returns once GET /health says true.
   /// Ports are picked by binding port 0 and releasing it, so another process can take one before
   /// etcd binds it: etcd then exits with "address already in use", and start() retries with new
   /// ports (Options::port_attempts), removing the member directory the failed attempt created.

@@ -119,6 +119,12 @@ struct DeleteResult {
   std::int64_t deleted = 0;   ///< number of keys deleted (0 when the key did not exist)
 };
 
+/// Reply to DeleteRange over a prefix (with prev_kv).
+struct DeletePrefixResult {
+  std::int64_t revision = 0;      ///< header revision: the delete's revision when anything was deleted
+  std::vector<KeyValue> deleted;  ///< every key deleted, as it was just before (create_revision, lease)
+};
+
 /// One watch event (mvccpb.Event) with the header of the watch response that carried it.
 struct WatchEvent {
   enum class Type { kPut, kDelete };
@@ -207,6 +213,12 @@ class EtcdClient {
   /// POST /v3/kv/deleterange for exactly one key, whoever holds it (this is how a "release by
   /// lock name" mistake deletes another holder's key). Throws EtcdError.
   DeleteResult delete_key(std::string_view key) const;
+
+  /// POST /v3/kv/deleterange {"key":b64(prefix),"range_end":b64(prefix_range_end(prefix)),
+  /// "prev_kv":true}: deletes EVERY key under the prefix in one revision, whoever holds them (the
+  /// "release by lock name" mistake). Returns the revision and the deleted key-values. Throws
+  /// EtcdError; std::invalid_argument for an empty prefix (it would delete the whole keyspace).
+  DeletePrefixResult delete_prefix(std::string_view prefix) const;
 
   /// GET /health -> {"health":"true"}. Never throws: false on any error or timeout.
   bool health() const;

@@ -30,6 +30,46 @@
 // The keepalive thread never tells the main thread: the holder keeps believing it holds the lock,
 // which is the bug fencing exists to contain. A stop request (SIGTERM) gives a log event, a
 // release and exit 143.
+//
+// Jobs (--job; docs/catalogue-plan.md):
+//   segments:    the job above.
+//   side-effect: the segments job plus, after each completed segment N, one side effect: POST
+//                /v1/effects/{key} with id "<worker>:seg<N>" and Fencecheck-Effect: --effect,
+//                reported as write.invoke / write.ok / write.fail / write.info with key
+//                "<key>.effect" and segment N (no chunk; detail "effect <id> ..."). A rejected or
+//                unknown effect counts as a rejected write of the segment: re-acquire, redo it
+//                (chunks and effect). An idempotent duplicate is write.ok ("... duplicate ignored").
+//   counter:     --increments times: GET /v1/counters/{key} (value N), then PUT N+1 with the
+//                token: write.invoke / write.ok (.., high_water) / write.fail / write.info with key
+//                and detail "counter <N> -> <N+1>" (no segment, no chunk). Rejected or unknown:
+//                release, re-acquire and do that increment again. A failed GET: `log`, then the same.
+//
+// Designs (the catalogue's broken — or merely insufficient — holders; all off by default). The
+// checks below run, in this order, right before each store mutation (chunk PUT, effect POST; for
+// the counter job between its GET and its PUT, so a pause there is a classic lost update):
+//   --abort-on-pause-ms N:   when the ticker saw a gap >= N ms since this holding began (or the
+//                            ticker itself has not run for N ms), `log` "abort-on-pause <ms>",
+//                            then release + re-acquire (as after a rejection).
+//   --check-lease-before-write: LeaseTimeToLive of the holding's lease; TTL <= 0 (gone) or an
+//                            error: `log` "lease-check lost ttl=<s>: ..." / "lease-check failed: ..."
+//                            then release + re-acquire; else `log` "lease-check ok ttl=<s>".
+//   --self-stop-at check:    (needs --check-lease-before-write) right after the FIRST successful
+//                            lease check, `log` "self-stop at check" and raise(SIGSTOP) on itself:
+//                            the pause lands between the check and the write; whoever started the
+//                            worker sends SIGCONT.
+// and in the mutation itself:
+//   --retry-same-token:      a rejected mutation (write.fail, HTTP 409) is sent again with the SAME
+//                            token up to 5 more times (each: write.invoke with detail "retry i/5
+//                            with the same token", then its result), then release + re-acquire.
+// and in acquire / release:
+//   --token-source timestamp: token = CLOCK_REALTIME ns when the lock was obtained (libfaketime
+//                            moves it), acquire.ok detail "token-source timestamp". Not an
+//                            ordering authority: a new token not above a rejected one is logged,
+//                            not fatal (the resource judges; --max-acquires bounds the retries).
+//   --release-by-name:       release deletes EVERY key under "<lock>/" (no owner check), one
+//                            release.ok per deleted key: lock_key = that key, revision = the
+//                            delete's, token = that key's create_revision (the holder's own token
+//                            for its own key), lease_id = its lease; a foreign key's detail says so.
 #pragma once
 
 #include <atomic>
@@ -44,8 +84,38 @@
 #include <vector>
 
 #include "fencecheck/proto/event.h"
+#include "fencecheck/resources/effect_mode.h"
 
 namespace fencecheck {
+
+/// What the worker does with its holding (--job).
+enum class JobKind {
+  kSegments,    ///< "segments": segments x chunks chunks to one key
+  kCounter,     ///< "counter": --increments read-modify-write increments of one counter
+  kSideEffect,  ///< "side-effect": segments, plus one side effect after each completed segment
+};
+/// Where tokens come from (--token-source).
+enum class TokenSource {
+  kEtcd,       ///< "etcd": the lock key's create_revision (the correct source)
+  kTimestamp,  ///< "timestamp": CLOCK_REALTIME ns at acquire (a mistake: clocks are not an issuer)
+};
+/// Where the worker SIGSTOPs itself, once (--self-stop-at).
+enum class SelfStopAt {
+  kNever,  ///< (flag absent)
+  kCheck,  ///< "check": after the first successful lease check, before its write
+};
+
+/// Wire names ("segments", "counter", "side-effect"; "etcd", "timestamp"; "check"), total and
+/// pure, and their inverses (nullopt for an unknown name). Thread-safe.
+[[nodiscard]] std::string_view job_kind_name(JobKind kind);
+[[nodiscard]] std::optional<JobKind> job_kind_from_name(std::string_view name);
+[[nodiscard]] std::string_view token_source_name(TokenSource source);
+[[nodiscard]] std::optional<TokenSource> token_source_from_name(std::string_view name);
+[[nodiscard]] std::string_view self_stop_at_name(SelfStopAt at);  ///< "never" for kNever
+[[nodiscard]] std::optional<SelfStopAt> self_stop_at_from_name(std::string_view name);
+
+/// The number of times --retry-same-token resends a rejected mutation before re-acquiring.
+inline constexpr int kSameTokenRetries = 5;
 
 /// Everything a worker is told. Durations are std::chrono; CLI flags in parentheses.
 struct WorkerOptions {
@@ -69,11 +139,19 @@ struct WorkerOptions {
   std::chrono::milliseconds store_timeout{5000};  ///< (--store-timeout-ms) per write; past it the outcome is unknown
   std::chrono::milliseconds etcd_timeout{5000};   ///< (--etcd-timeout-ms) per etcd call other than Lock
 
-  // Broken designs the catalogue will exercise (accepted by the CLI, NOT implemented yet:
-  // validate() rejects them until they are).
+  JobKind job = JobKind::kSegments;  ///< (--job) segments | counter | side-effect
+  std::int64_t increments = 10;      ///< (--increments) counter job: increments to make, >= 1
+  EffectMode effect = EffectMode::kFenced;  ///< (--effect) side-effect job: fenced | unfenced | idempotent
+
+  // The catalogue's designs (see the top of this file). Off by default.
   bool retry_same_token = false;          ///< (--retry-same-token) resend a rejected write with the same token
   bool release_by_name = false;           ///< (--release-by-name) release by deleting every key under the lock name
   bool check_lease_before_write = false;  ///< (--check-lease-before-write) ask etcd for the lease TTL before writing
+  /// (--abort-on-pause-ms) drop the holding before the next write after a pause of at least this
+  /// long; must be greater than --tick-ms.
+  std::optional<std::chrono::milliseconds> abort_on_pause;
+  TokenSource token_source = TokenSource::kEtcd;  ///< (--token-source) etcd | timestamp
+  SelfStopAt self_stop_at = SelfStopAt::kNever;   ///< (--self-stop-at) check
 
   /// The keepalive interval in effect: keepalive_interval, or ttl / 3 (at least 1 ms).
   [[nodiscard]] std::chrono::milliseconds effective_keepalive_interval() const;
