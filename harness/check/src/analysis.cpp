@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "fencecheck/harness/checkers.h"
+#include "internal.h"
 
 namespace fencecheck::harness {
 
@@ -100,7 +101,34 @@ std::vector<FaultWindow> find_faults(const History& h) {
 
 }  // namespace
 
+namespace {
+
+std::optional<ProgressAfterHeal> find_progress(const History& h, const CheckContext& context) {
+  const auto heal = detail::last_heal(h);
+  if (!heal) return std::nullopt;
+  ProgressAfterHeal p;
+  p.heal_index = *heal;
+  p.heal_t_ns = h[*heal].t_ns;
+  p.window = detail::lease_ttl_of(h, context).value_or(std::chrono::nanoseconds(0)) + context.acquire_allowance;
+  for (std::size_t i = *heal + 1; i < h.size(); ++i) {
+    const Event& e = h[i];
+    if (e.kind == EventKind::kWriteInvoke || e.kind == EventKind::kAcquireInvoke || e.kind == EventKind::kAcquireFail)
+      p.pending = true;
+    if (e.kind == EventKind::kWriteOk && !p.first_write_ok) {
+      p.first_write_ok = i;
+      p.delay = std::chrono::nanoseconds(e.t_ns - p.heal_t_ns);
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
 Figures compute_figures(const History& history, const ReadBack& readback) {
+  return compute_figures(history, readback, CheckContext{});
+}
+
+Figures compute_figures(const History& history, const ReadBack& readback, const CheckContext& context) {
   Figures f;
   f.expiries_during_work = find_expiries(history);
 
@@ -132,6 +160,18 @@ Figures compute_figures(const History& history, const ReadBack& readback) {
   for (auto& [id, r] : rejected) f.rejected_writes.push_back(std::move(r));
 
   f.faults = find_faults(history);
+
+  f.rejections_per_token = detail::rejections_per_token(history, readback);
+  for (const auto& r : f.rejections_per_token) f.max_rejections_per_token = std::max(f.max_rejections_per_token, r.count());
+  for (const auto& e : readback.effects)
+    if (e.applied) ++f.effects_applied;
+  for (const auto& d : detail::effect_duplicates(readback))
+    f.duplicate_effects += static_cast<std::int64_t>(d.duplicates.size());
+  f.counters = detail::counter_figures(history, readback);
+  // Chunk-less write.oks are counter increments only when the resource keeps counters (or the job
+  // is a counter job); otherwise they are not counters at all.
+  if (readback.counters.empty() && context.job_kind != JobKind::kCounter) f.counters.clear();
+  f.progress_after_heal = find_progress(history, context);
   return f;
 }
 
@@ -150,11 +190,20 @@ std::size_t Analysis::anomaly_count() const {
 }
 
 Analysis analyze(const History& history, const ReadBack& readback, const Checkers& checkers) {
+  return analyze(history, readback, checkers, CheckContext{});
+}
+
+Analysis analyze(const History& history, const ReadBack& readback, const CheckContext& context) {
+  return analyze(history, readback, default_checkers(), context);
+}
+
+Analysis analyze(const History& history, const ReadBack& readback, const Checkers& checkers,
+                 const CheckContext& context) {
   Analysis a;
-  CheckRun run = run_checkers(checkers, history, readback);
+  CheckRun run = run_checkers(checkers, history, readback, context);
   a.verdict = run.verdict;
   a.checkers = std::move(run.results);
-  a.figures = compute_figures(history, readback);
+  a.figures = compute_figures(history, readback, context);
 
   auto keep = [&](std::size_t i) {
     if (i < history.size()) a.evidence_events.emplace(i, history[i]);
@@ -168,6 +217,10 @@ Analysis analyze(const History& history, const ReadBack& readback, const Checker
   for (const auto& w : a.figures.faults) {
     keep(w.inject_index);
     if (w.heal_index) keep(*w.heal_index);
+  }
+  if (const auto& p = a.figures.progress_after_heal) {
+    keep(p->heal_index);
+    if (p->first_write_ok) keep(*p->first_write_ok);
   }
   return a;
 }

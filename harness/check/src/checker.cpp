@@ -52,14 +52,27 @@ void normalize(Anomaly& a) {
   sort_unique(a.readback_seqs);
 }
 
+CheckContext CheckContext::of(const Scenario& scenario) {
+  CheckContext c;
+  c.lease_ttl = scenario.lease_ttl();
+  c.lock = scenario.lock_service().lock;
+  c.job_kind = scenario.job().kind;
+  return c;
+}
+
 CheckRun run_checkers(const Checkers& checkers, const History& history, const ReadBack& readback) {
+  return run_checkers(checkers, history, readback, CheckContext{});
+}
+
+CheckRun run_checkers(const Checkers& checkers, const History& history, const ReadBack& readback,
+                      const CheckContext& context) {
   CheckRun run;
   for (const auto& checker : checkers) {
     if (!checker) continue;
     CheckerResult r;
     try {
       r.name = std::string(checker->name());
-      r = checker->check(history, readback);
+      r = checker->check_with(history, readback, context);
       if (r.name.empty()) r.name = std::string(checker->name());
     } catch (const std::exception& e) {
       r.verdict = Verdict::kUnknown;

@@ -1,12 +1,17 @@
 #include "fencecheck/harness/checkers.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <tuple>
 
 #include "fencecheck/proto/chunk.h"
+#include "internal.h"
 
 namespace fencecheck::harness {
 
@@ -209,7 +214,8 @@ CheckerResult StaleWriteAcceptedChecker::check(const History& history, const Rea
   auto invokes = index_writes(history, EventKind::kWriteInvoke);
   std::map<std::string, std::vector<std::size_t>> oks_by_key;  // write.ok indices per key, ascending
   for (std::size_t i = 0; i < history.size(); ++i)
-    if (history[i].kind == EventKind::kWriteOk && history[i].token) oks_by_key[history[i].key].push_back(i);
+    if (history[i].kind == EventKind::kWriteOk && history[i].token && !detail::is_effect_key(history[i].key))
+      oks_by_key[history[i].key].push_back(i);
   for (const auto& [key, list] : oks_by_key) {
     // prefix[i]: index of the highest-token write.ok among list[0..i].
     std::vector<std::size_t> prefix(list.size());
@@ -276,11 +282,791 @@ CheckerResult StaleWriteAcceptedChecker::check(const History& history, const Rea
   return result_of(name(), std::move(anomalies));
 }
 
+// ---------------------------------------------------------------------------------------------
+// Shared helpers (internal.h)
+
+namespace detail {
+
+bool is_effect_key(std::string_view key) {
+  return key.size() > kEffectSuffix.size() && key.substr(key.size() - kEffectSuffix.size()) == kEffectSuffix;
+}
+
+std::string effect_base(std::string_view key) {
+  return std::string(is_effect_key(key) ? key.substr(0, key.size() - kEffectSuffix.size()) : key);
+}
+
+bool is_fenced_rejection(const Event& e) {
+  return e.kind == EventKind::kWriteFail && e.token && e.high_water && *e.high_water > *e.token;
+}
+
+std::vector<TokenRejections> rejections_per_token(const History& history, const ReadBack& readback) {
+  std::map<std::pair<std::string, std::int64_t>, TokenRejections> by;
+  auto slot = [&](const std::string& client, std::int64_t token) -> TokenRejections& {
+    TokenRejections& r = by[{client, token}];
+    r.client = client;
+    r.token = token;
+    return r;
+  };
+  for (const Event& e : history)
+    if (is_fenced_rejection(e)) ++slot(e.source, *e.token).history;
+  for (const RejectedWrite& r : readback.rejections) ++slot(r.client, r.token).readback;
+  std::vector<TokenRejections> out;
+  for (auto& [id, r] : by) out.push_back(std::move(r));
+  return out;
+}
+
+std::string effect_identity(const EffectRecord& e) {
+  const std::string prefix = e.client + ":";
+  if (!e.client.empty() && e.id.size() > prefix.size() && e.id.compare(0, prefix.size(), prefix) == 0)
+    return e.id.substr(prefix.size());
+  return e.id;
+}
+
+std::vector<EffectDuplicates> effect_duplicates(const ReadBack& readback) {
+  std::vector<const EffectRecord*> applied;
+  for (const EffectRecord& e : readback.effects)
+    if (e.applied) applied.push_back(&e);
+  std::stable_sort(applied.begin(), applied.end(), [](const auto* a, const auto* b) { return a->seq < b->seq; });
+  std::map<std::pair<std::string, std::string>, EffectDuplicates> by;
+  std::map<std::pair<std::string, std::string>, std::int64_t> highest;
+  for (const EffectRecord* e : applied) {
+    const std::pair<std::string, std::string> id{e->key, effect_identity(*e)};
+    EffectDuplicates& d = by[id];
+    d.key = id.first;
+    d.identity = id.second;
+    auto it = highest.find(id);
+    if (it != highest.end() && e->token <= it->second) d.duplicates.push_back(e);
+    d.applications.push_back(e);
+    if (it == highest.end()) highest.emplace(id, e->token);
+    else it->second = std::max(it->second, e->token);
+  }
+  std::vector<EffectDuplicates> out;
+  for (auto& [id, d] : by)
+    if (!d.duplicates.empty()) out.push_back(std::move(d));
+  return out;
+}
+
+std::vector<CounterFigure> counter_figures(const History& history, const ReadBack& readback) {
+  std::map<std::string, CounterFigure> by;
+  auto slot = [&](const std::string& key) -> CounterFigure& {
+    CounterFigure& c = by[key];
+    c.key = key;
+    return c;
+  };
+  for (const auto& [key, value] : readback.counters) slot(key).actual = value;
+  for (const Event& e : history) {
+    if (e.chunk || e.key.empty() || is_effect_key(e.key)) continue;
+    if (e.kind == EventKind::kWriteOk) ++slot(e.key).acknowledged;
+    if (e.kind == EventKind::kWriteInfo) ++slot(e.key).unknown;
+  }
+  std::vector<CounterFigure> out;
+  for (auto& [key, c] : by) out.push_back(std::move(c));
+  return out;
+}
+
+std::optional<std::chrono::nanoseconds> lease_ttl_of(const History& history, const CheckContext& context) {
+  if (context.lease_ttl) return std::chrono::nanoseconds(*context.lease_ttl);
+  std::optional<std::int64_t> ms;
+  for (const Event& e : history)
+    if ((e.kind == EventKind::kAcquireOk || e.kind == EventKind::kAcquireInvoke) && e.ttl_ms && *e.ttl_ms > 0)
+      ms = std::max(ms.value_or(0), *e.ttl_ms);
+  if (!ms) return std::nullopt;
+  return std::chrono::milliseconds(*ms);
+}
+
+std::optional<std::size_t> last_heal(const History& history) {
+  std::optional<std::size_t> out;
+  for (std::size_t i = 0; i < history.size(); ++i)
+    if (history[i].kind == EventKind::kFaultHeal) out = i;
+  return out;
+}
+
+}  // namespace detail
+
+namespace {
+
+bool is_worker(const Event& e) { return e.source != "harness" && e.source != "lock" && e.source != "resource"; }
+
+/// The latest event before `before` from `source` of `kind` (and, when given, with that token).
+std::optional<std::size_t> latest_before(const History& h, std::size_t before, const std::string& source, EventKind kind,
+                                         std::optional<std::int64_t> token = std::nullopt) {
+  for (std::size_t i = before; i-- > 0;) {
+    const Event& e = h[i];
+    if (e.kind == kind && e.source == source && (!token || e.token == token)) return i;
+  }
+  return std::nullopt;
+}
+
+std::string seconds_text(std::chrono::nanoseconds d) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f s", static_cast<double>(d.count()) / 1e9);
+  return buf;
+}
+
+CheckerResult unknown_result(std::string_view name, std::string why) {
+  CheckerResult r;
+  r.name = std::string(name);
+  r.verdict = Verdict::kUnknown;
+  r.error = std::move(why);
+  return r;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+CheckerResult CrossKeyRejectionChecker::check(const History& history, const ReadBack& readback) const {
+  // Every token accepted per key: the store's log, applied effects, and the history's write.oks.
+  struct Accepted {
+    std::int64_t token;
+    std::optional<std::int64_t> seq;
+    std::optional<std::size_t> index;
+  };
+  std::map<std::string, std::vector<Accepted>> accepted;
+  auto oks = index_writes(history, EventKind::kWriteOk);
+  for (const AcceptedWrite& w : readback.log) {
+    // The write.ok of a logged write, when the history has it, orders it against the rejections.
+    std::optional<std::size_t> index;
+    if (auto it = oks.find({w.client, w.token, w.key, w.segment, w.chunk}); it != oks.end()) index = it->second.front();
+    accepted[w.key].push_back({w.token, w.seq, index});
+  }
+  for (const EffectRecord& e : readback.effects)
+    if (e.applied) accepted[e.key].push_back({e.token, e.seq, std::nullopt});
+  for (std::size_t i = 0; i < history.size(); ++i) {
+    const Event& e = history[i];
+    if (e.kind == EventKind::kWriteOk && e.token && !e.key.empty()) accepted[e.key].push_back({*e.token, std::nullopt, i});
+  }
+  // X, its side effects ("X.effect") and, for "X.effect", X: one key as far as the fence goes.
+  auto related = [](const std::string& a, const std::string& b) {
+    return detail::effect_base(a) == detail::effect_base(b);
+  };
+
+  struct Group {
+    Anomaly a;
+    std::set<std::int64_t> rejected_tokens;
+    std::int64_t history = 0, resource = 0;
+    std::string other;  // the key that reached the mark
+    std::optional<std::int64_t> other_seq;
+  };
+  std::map<std::pair<std::string, std::int64_t>, Group> groups;  // (key X, mark H)
+  auto consider = [&](const std::string& key, std::int64_t token, std::int64_t mark, const std::string& client,
+                      std::optional<std::size_t> index) {
+    if (mark <= token) return;
+    if (!index && groups.count({key, mark})) {
+      // The resource's record of a rejection the history already showed: count it there.
+      Group& g = groups[{key, mark}];
+      ++g.resource;
+      g.a.tokens.push_back(token);
+      g.a.clients.push_back(client);
+      g.rejected_tokens.insert(token);
+      return;
+    }
+    // The key's own mark explains the rejection when the key (or its side effects) had accepted a
+    // token >= the mark before it: before the write.fail in the history; for a rejection known only
+    // from the resource, or a logged write the history does not order, at any time.
+    for (const auto& [k, list] : accepted)
+      if (related(k, key))
+        for (const Accepted& x : list)
+          if (x.token >= mark && (!index || !x.index || *x.index < *index)) return;
+    // The other key that reached the mark: exactly H if any, else the lowest token above it.
+    std::string other;
+    std::int64_t best = std::numeric_limits<std::int64_t>::max();
+    for (const auto& [k, list] : accepted) {
+      if (related(k, key)) continue;
+      for (const Accepted& x : list)
+        if (x.token >= mark && (x.token < best || (x.token == best && k < other))) best = x.token, other = k;
+    }
+    if (other.empty()) return;  // nobody reached it: cannot attribute the mark to another key
+    Group& g = groups[{key, mark}];
+    if (g.a.name.empty()) {
+      g.a.name = "cross-key-rejection";
+      g.a.key = key;
+      g.other = other;
+      for (const Accepted& x : accepted[other]) {
+        if (x.token != best) continue;
+        if (x.seq && (!g.other_seq || *x.seq < *g.other_seq)) g.other_seq = x.seq;
+        if (x.index) {
+          g.a.evidence.push_back(*x.index);
+          g.a.clients.push_back(history[*x.index].source);
+        }
+      }
+      for (const AcceptedWrite& w : readback.log)
+        if (w.key == other && w.token == best && g.other_seq && w.seq == *g.other_seq) g.a.clients.push_back(w.client);
+      if (g.other_seq) g.a.readback_seqs.push_back(*g.other_seq);
+      g.a.tokens.push_back(best);
+    }
+    g.a.tokens.push_back(token);
+    g.a.tokens.push_back(mark);
+    g.a.clients.push_back(client);
+    g.rejected_tokens.insert(token);
+    if (index) {
+      ++g.history;
+      g.a.evidence.push_back(*index);
+      if (auto inv = latest_before(history, *index, client, EventKind::kWriteInvoke, token)) g.a.evidence.push_back(*inv);
+    } else {
+      ++g.resource;
+    }
+  };
+  for (std::size_t i = 0; i < history.size(); ++i)
+    if (detail::is_fenced_rejection(history[i]))
+      consider(history[i].key, *history[i].token, *history[i].high_water, history[i].source, i);
+  for (const RejectedWrite& r : readback.rejections) consider(r.key, r.token, r.high_water, r.client, std::nullopt);
+
+  std::vector<Anomaly> anomalies;
+  for (auto& [id, g] : groups) {
+    const auto& [key, mark] = id;
+    std::vector<std::int64_t> tokens(g.rejected_tokens.begin(), g.rejected_tokens.end());
+    std::ostringstream d;
+    d << "writes to " << key << " (token" << (tokens.size() > 1 ? "s " : " ") << join(tokens)
+      << ") were rejected against the high-water mark " << mark << ", which only key " << g.other
+      << " reached";
+    if (g.other_seq) d << " (seq " << *g.other_seq << ")";
+    d << "; " << key << " had not accepted a token >= " << mark << ": one mark fences several keys ("
+      << g.history << " write.fail event(s), " << g.resource << " rejection(s) recorded by the resource)";
+    g.a.description = d.str();
+    anomalies.push_back(std::move(g.a));
+  }
+  return result_of(name(), std::move(anomalies));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+CheckerResult RejectionStormChecker::check(const History& history, const ReadBack& readback) const {
+  std::vector<Anomaly> anomalies;
+  for (const TokenRejections& r : detail::rejections_per_token(history, readback)) {
+    if (r.count() <= 1) continue;
+    Anomaly a;
+    a.name = "rejection-storm";
+    a.tokens.push_back(r.token);
+    a.clients.push_back(r.client);
+    std::set<std::string> keys;
+    std::set<std::int64_t> marks;
+    for (std::size_t i = 0; i < history.size(); ++i) {
+      const Event& e = history[i];
+      if (!detail::is_fenced_rejection(e) || e.source != r.client || *e.token != r.token) continue;
+      a.evidence.push_back(i);
+      if (auto inv = latest_before(history, i, e.source, EventKind::kWriteInvoke, r.token)) a.evidence.push_back(*inv);
+      keys.insert(e.key);
+      marks.insert(*e.high_water);
+    }
+    for (const RejectedWrite& w : readback.rejections)
+      if (w.client == r.client && w.token == r.token) {
+        keys.insert(w.key);
+        marks.insert(w.high_water);
+      }
+    if (keys.size() == 1) a.key = *keys.begin();
+    std::vector<std::int64_t> m(marks.begin(), marks.end());
+    std::vector<std::string> k(keys.begin(), keys.end());
+    a.description = r.client + " had " + std::to_string(r.count()) + " writes rejected with the same token " +
+                    std::to_string(r.token) + " (" + std::to_string(r.history) + " write.fail event(s), " +
+                    std::to_string(r.readback) + " rejection(s) recorded by the resource; key " + join(k) +
+                    ", high-water " + join(m) +
+                    "): after a rejection a holder must stop and re-acquire, never retry the same token";
+    anomalies.push_back(std::move(a));
+  }
+  return result_of(name(), std::move(anomalies));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+CheckerResult ForeignReleaseChecker::check(const History& history, const ReadBack& readback) const {
+  (void)readback;
+  struct Owner {
+    std::string worker;
+    std::optional<std::size_t> acquire;  // the acquire.ok
+    std::optional<std::int64_t> token;
+  };
+  std::map<std::string, Owner> by_key;              // lock key -> its acquire.ok
+  std::map<std::int64_t, std::string> lease_owner;  // lease id -> the worker whose events carry it
+  std::map<std::string, std::size_t> grant_of;      // lock key -> its first lock.grant
+  std::map<std::int64_t, std::vector<std::size_t>> deletes_at;  // revision -> lock.delete indices
+  for (std::size_t i = 0; i < history.size(); ++i) {
+    const Event& e = history[i];
+    if (e.kind == EventKind::kAcquireOk && !e.lock_key.empty() && !by_key.count(e.lock_key))
+      by_key[e.lock_key] = Owner{e.source, i, e.token};
+    // Only events about the worker's own lease (a release by name reports the leases of the keys
+    // it deleted, which are not its own).
+    const bool own_lease = e.kind == EventKind::kAcquireOk || e.kind == EventKind::kAcquireFail ||
+                           e.kind == EventKind::kKeepaliveFail || e.kind == EventKind::kLeaseLost ||
+                           e.kind == EventKind::kReleaseInvoke;
+    if (own_lease && is_worker(e) && e.lease_id && !lease_owner.count(*e.lease_id)) lease_owner[*e.lease_id] = e.source;
+    if (e.kind == EventKind::kLockGrant && !e.lock_key.empty() && !grant_of.count(e.lock_key)) grant_of[e.lock_key] = i;
+    if (e.kind == EventKind::kLockDelete && e.revision) deletes_at[*e.revision].push_back(i);
+  }
+  auto owner_of = [&](const std::string& key) -> std::optional<Owner> {
+    if (auto it = by_key.find(key); it != by_key.end()) return it->second;
+    if (auto g = grant_of.find(key); g != grant_of.end()) {
+      const Event& grant = history[g->second];
+      if (grant.lease_id)
+        if (auto l = lease_owner.find(*grant.lease_id); l != lease_owner.end())
+          return Owner{l->second, std::nullopt, grant.token};
+      return Owner{"", std::nullopt, grant.token};  // a key that existed, holder unknown
+    }
+    return std::nullopt;
+  };
+
+  std::vector<Anomaly> anomalies;
+  std::set<std::tuple<std::string, std::int64_t, std::string>> reported;  // (releaser, revision, key)
+  for (std::size_t r = 0; r < history.size(); ++r) {
+    const Event& rel = history[r];
+    if (rel.kind != EventKind::kReleaseOk || !rel.revision) continue;  // no revision: nothing was deleted
+    // The releaser's own token: its latest acquire.ok (a release by name reports the deleted key's).
+    std::optional<std::int64_t> own_token;
+    if (auto a = latest_before(history, r, rel.source, EventKind::kAcquireOk)) own_token = history[*a].token;
+    std::vector<std::string> keys;
+    std::map<std::string, std::vector<std::size_t>> deletes;
+    if (!rel.lock_key.empty()) keys.push_back(rel.lock_key);
+    if (auto it = deletes_at.find(*rel.revision); it != deletes_at.end())
+      for (std::size_t d : it->second) {
+        keys.push_back(history[d].lock_key);
+        deletes[history[d].lock_key].push_back(d);
+      }
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    for (const std::string& key : keys) {
+      std::optional<Owner> owner = owner_of(key);
+      if (!owner) {
+        // Neither acquired, granted nor deleted as far as the history shows (e.g. the lock NAME
+        // itself, whose keys are named by their own lock.delete events): nothing to attribute.
+        if (!deletes.count(key)) continue;
+        owner = Owner{"", std::nullopt, history[deletes[key].front()].token};
+      }
+      if (owner->worker == rel.source) continue;  // its own key
+      if (!reported.insert({rel.source, *rel.revision, key}).second) continue;  // one delete, one anomaly
+      Anomaly a;
+      a.name = "foreign-release";
+      a.clients.push_back(rel.source);
+      if (!owner->worker.empty()) a.clients.push_back(owner->worker);
+      if (own_token) a.tokens.push_back(*own_token);
+      if (owner->token) a.tokens.push_back(*owner->token);
+      a.evidence.push_back(r);
+      if (owner->acquire) a.evidence.push_back(*owner->acquire);
+      if (auto g = grant_of.find(key); g != grant_of.end()) a.evidence.push_back(g->second);
+      for (std::size_t d : deletes[key]) a.evidence.push_back(d);
+      std::ostringstream d;
+      d << rel.source << " released the lock by deleting " << key << " (token "
+        << (owner->token ? std::to_string(*owner->token) : std::string("?")) << ", created by "
+        << (owner->worker.empty() ? std::string("another holder") : owner->worker) << ") at revision " << *rel.revision
+        << ": a release without an owner check";
+      // The third holder: the first acquire.ok by someone else after the release, while the owner
+      // was still mid-job (no job.done / release.invoke of its token yet).
+      if (!owner->worker.empty() && owner->acquire) {
+        const std::int64_t token = owner->token.value_or(0);
+        auto finished = [&](const Event& e) {
+          return e.source == owner->worker && (e.kind == EventKind::kJobDone || e.kind == EventKind::kReleaseInvoke) &&
+                 (!e.token || *e.token == token);
+        };
+        bool mid_job = true;  // at the release: no job.done / release.invoke of that holding yet
+        for (std::size_t i = *owner->acquire + 1; i < r && mid_job; ++i) mid_job = !finished(history[i]);
+        for (std::size_t i = r + 1; mid_job && i < history.size(); ++i) {
+          const Event& e = history[i];
+          if (finished(e)) break;  // the owner was done with that holding
+          if (e.kind == EventKind::kAcquireOk && e.source != owner->worker) {
+            a.evidence.push_back(i);
+            a.clients.push_back(e.source);
+            if (e.token) a.tokens.push_back(*e.token);
+            d << "; " << e.source << " then acquired the lock"
+              << (e.token ? " (token " + std::to_string(*e.token) + ")" : std::string()) << " while " << owner->worker
+              << " was still mid-job";
+            break;
+          }
+        }
+      }
+      a.description = d.str();
+      anomalies.push_back(std::move(a));
+    }
+  }
+  return result_of(name(), std::move(anomalies));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+CheckerResult TokenRegressionChecker::check(const History& history, const ReadBack& readback) const {
+  return check_with(history, readback, CheckContext{});
+}
+
+CheckerResult TokenRegressionChecker::check_with(const History& history, const ReadBack& readback,
+                                                 const CheckContext& context) const {
+  std::vector<Anomaly> anomalies;
+  auto ours = [&](const Event& e) { return context.lock.empty() || e.lock.empty() || e.lock == context.lock; };
+
+  // 1. acquire.ok in real-time order, per lock.
+  std::vector<std::size_t> acquires;
+  for (std::size_t i = 0; i < history.size(); ++i)
+    if (history[i].kind == EventKind::kAcquireOk && history[i].token && ours(history[i])) acquires.push_back(i);
+  for (std::size_t x : acquires) {
+    const Event& e = history[x];
+    auto invoke = latest_before(history, x, e.source, EventKind::kAcquireInvoke);
+    if (!invoke) continue;
+    std::optional<std::size_t> top;
+    for (std::size_t y : acquires) {
+      if (y >= *invoke) break;
+      if (history[y].lock != e.lock) continue;
+      if (*history[y].token > *e.token && (!top || *history[y].token > *history[*top].token)) top = y;
+    }
+    if (!top) continue;
+    const Event& t = history[*top];
+    Anomaly a;
+    a.name = "token-regression";
+    a.tokens = {*e.token, *t.token};
+    a.clients = {e.source, t.source};
+    a.evidence = {*top, *invoke, x};
+    a.description = e.source + " was granted the lock" + (e.lock.empty() ? std::string() : " " + e.lock) +
+                    " with token " + std::to_string(*e.token) + " after " + t.source + " had already been granted " +
+                    std::to_string(*t.token) + " (" + e.source +
+                    " asked only after that grant): the issuer's tokens went backwards" +
+                    (e.detail.empty() ? std::string() : " [" + e.detail + "]");
+    anomalies.push_back(std::move(a));
+  }
+
+  // 2. The lock service's own grants, in the watch's order.
+  std::set<std::pair<std::string, std::int64_t>> seen;
+  std::optional<std::size_t> top;
+  for (std::size_t i = 0; i < history.size(); ++i) {
+    const Event& g = history[i];
+    if (g.kind != EventKind::kLockGrant || !g.token) continue;
+    if (!context.lock.empty() && !g.lock_key.empty() && g.lock_key.rfind(context.lock + "/", 0) != 0) continue;
+    if (!seen.insert({g.lock_key, *g.token}).second) continue;  // a replay, not a grant
+    if (top && *g.token < *history[*top].token) {
+      const Event& t = history[*top];
+      Anomaly a;
+      a.name = "token-regression";
+      a.tokens = {*g.token, *t.token};
+      a.evidence = {*top, i};
+      a.description = "the lock service granted " + g.lock_key + " with token (create_revision) " +
+                      std::to_string(*g.token) + " after it had granted " + t.lock_key + " with " +
+                      std::to_string(*t.token) + ": its revision counter went backwards (a reset issuer)";
+      anomalies.push_back(std::move(a));
+    }
+    if (!top || *g.token > *history[*top].token) top = i;
+  }
+
+  // 3. The resource's high-water marks against the issuer's latest token.
+  if (!acquires.empty()) {
+    const std::size_t last = acquires.back();
+    const std::int64_t latest = *history[last].token;
+    for (const auto& [key, mark] : readback.high_water) {
+      if (mark <= latest) continue;
+      Anomaly a;
+      a.name = "token-regression";
+      a.key = key;
+      a.tokens = {latest, mark};
+      a.clients = {history[last].source};
+      a.evidence.push_back(last);
+      for (std::size_t i = 0; i < history.size(); ++i) {
+        const Event& e = history[i];
+        if (e.kind == EventKind::kWriteOk && e.key == key && e.token == mark) {
+          a.evidence.push_back(i);
+          a.clients.push_back(e.source);
+          break;
+        }
+      }
+      for (const AcceptedWrite& w : readback.log)
+        if (w.key == key && w.token == mark) {
+          a.readback_seqs.push_back(w.seq);
+          a.clients.push_back(w.client);
+          break;
+        }
+      a.description = "the resource's high-water mark for " + key + " is " + std::to_string(mark) +
+                      ", above the issuer's latest token " + std::to_string(latest) + " (" + history[last].source +
+                      "'s acquire.ok): the issuer went backwards, and every holder from now on is below the mark";
+      anomalies.push_back(std::move(a));
+    }
+  }
+  return result_of(name(), std::move(anomalies));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+CheckerResult FencedOutChecker::check(const History& history, const ReadBack& readback) const {
+  return check_with(history, readback, CheckContext{});
+}
+
+CheckerResult FencedOutChecker::check_with(const History& history, const ReadBack& readback,
+                                           const CheckContext& context) const {
+  (void)readback;
+  const std::optional<std::size_t> heal = detail::last_heal(history);
+  const std::size_t from = heal ? *heal + 1 : 0;
+  const auto ttl = detail::lease_ttl_of(history, context);
+
+  // Each worker's current holding (its latest acquire.ok) as we walk the history.
+  std::map<std::string, std::size_t> holding;
+  for (std::size_t i = 0; i < from; ++i)
+    if (history[i].kind == EventKind::kAcquireOk) holding[history[i].source] = i;
+
+  std::vector<Anomaly> anomalies;
+  for (std::size_t i = from; i < history.size(); ++i) {
+    const Event& e = history[i];
+    if (e.kind == EventKind::kAcquireOk) holding[e.source] = i;
+    if (!detail::is_fenced_rejection(e)) continue;
+    auto h = holding.find(e.source);
+    if (h == holding.end() || h->second < from || history[h->second].token != e.token) continue;  // not fresh
+    const std::size_t fresh = h->second;
+    if (!ttl) return unknown_result(name(), "no lease TTL known (none in the context, no ttl_ms in the history)");
+    const std::chrono::nanoseconds window = *ttl + context.acquire_allowance;
+    const std::int64_t deadline = e.t_ns + window.count();
+    // The streak: from this rejection to the next accepted write (or the end of the history).
+    std::optional<std::size_t> next_ok;
+    for (std::size_t j = i + 1; j < history.size(); ++j)
+      if (history[j].kind == EventKind::kWriteOk) {
+        next_ok = j;
+        break;
+      }
+    if (next_ok && history[*next_ok].t_ns <= deadline) continue;  // progress in time
+    Anomaly a;
+    a.name = "fenced-out";
+    if (heal) a.evidence.push_back(*heal);
+    std::set<std::string> keys;
+    std::set<std::int64_t> marks;
+    std::int64_t rejections = 0;
+    const std::size_t end = next_ok ? *next_ok : history.size();
+    for (std::size_t j = i; j < end; ++j) {
+      const Event& x = history[j];
+      if (x.kind == EventKind::kAcquireOk) {
+        holding[x.source] = j;
+        a.evidence.push_back(j);
+        if (x.token) a.tokens.push_back(*x.token);
+      }
+      if (!detail::is_fenced_rejection(x)) continue;
+      ++rejections;
+      a.evidence.push_back(j);
+      a.tokens.push_back(*x.token);
+      a.clients.push_back(x.source);
+      keys.insert(x.key);
+      marks.insert(*x.high_water);
+    }
+    a.evidence.push_back(fresh);  // the fresh token's acquire.ok
+    if (next_ok) a.evidence.push_back(*next_ok);
+    if (keys.size() == 1) a.key = *keys.begin();
+    const std::int64_t last_t = history[end - 1].t_ns;
+    std::vector<std::int64_t> m(marks.begin(), marks.end());
+    std::ostringstream d;
+    d << (heal ? "after the last heal" : "from the start of the run") << ", " << e.source
+      << "'s write with the freshly acquired token " << *e.token << " was rejected against the high-water mark "
+      << join(m) << ", and no write was accepted within " << seconds_text(window) << " (lease TTL "
+      << seconds_text(*ttl) << " + " << seconds_text(context.acquire_allowance) << " to acquire): " << rejections
+      << " rejection(s) over " << seconds_text(std::chrono::nanoseconds(last_t - e.t_ns));
+    if (next_ok)
+      d << ", until a write was accepted " << seconds_text(std::chrono::nanoseconds(history[*next_ok].t_ns - e.t_ns))
+        << " later";
+    else
+      d << ", and none was accepted before the run ended";
+    d << ": the holders are fenced out with healthy services";
+    a.description = d.str();
+    anomalies.push_back(std::move(a));
+    i = end - 1;  // one anomaly per streak; the loop goes on at the accepted write that ended it
+  }
+  return result_of(name(), std::move(anomalies));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+CheckerResult DuplicateEffectChecker::check(const History& history, const ReadBack& readback) const {
+  return check_with(history, readback, CheckContext{});
+}
+
+CheckerResult DuplicateEffectChecker::check_with(const History& history, const ReadBack& readback,
+                                                 const CheckContext& context) const {
+  if (context.job_kind == JobKind::kSideEffect && readback.effects.empty()) {
+    const bool acknowledged = std::any_of(history.begin(), history.end(), [](const Event& e) {
+      return e.kind == EventKind::kWriteOk && detail::is_effect_key(e.key);
+    });
+    if (acknowledged)
+      return unknown_result(name(), "side effects were acknowledged but the resource's read-back lists no effects");
+  }
+  std::vector<Anomaly> anomalies;
+  for (const detail::EffectDuplicates& dup : detail::effect_duplicates(readback)) {
+    Anomaly a;
+    a.name = "duplicate-effect";
+    a.key = dup.key;
+    // A trailing number of the identity ("seg2") is the segment the effect is about.
+    std::optional<std::int64_t> segment;
+    {
+      std::size_t p = dup.identity.size();
+      while (p > 0 && dup.identity[p - 1] >= '0' && dup.identity[p - 1] <= '9') --p;
+      std::int64_t n = 0;
+      const char* first = dup.identity.data() + p;
+      const char* last = dup.identity.data() + dup.identity.size();
+      if (p < dup.identity.size() && std::from_chars(first, last, n).ec == std::errc()) segment = n;
+    }
+    a.segment = segment;
+    std::vector<std::string> parts;
+    for (const EffectRecord* e : dup.applications) {
+      a.tokens.push_back(e->token);
+      a.clients.push_back(e->client);
+      a.readback_seqs.push_back(e->seq);
+      const bool duplicate = std::find(dup.duplicates.begin(), dup.duplicates.end(), e) != dup.duplicates.end();
+      parts.push_back(std::string(duplicate ? "again by " : "by ") + e->client + " (token " + std::to_string(e->token) +
+                      ", seq " + std::to_string(e->seq) + ")");
+      for (std::size_t i = 0; i < history.size(); ++i) {
+        const Event& x = history[i];
+        if (x.kind != EventKind::kWriteOk || x.source != e->client || x.token != e->token) continue;
+        if (x.key != e->key && x.key != e->key + std::string(detail::kEffectSuffix)) continue;
+        if (!detail::is_effect_key(x.key) && x.chunk) continue;  // a chunk write to the key, not the effect
+        if (segment && x.segment && *x.segment != *segment) continue;
+        a.evidence.push_back(i);
+      }
+    }
+    a.description = "effect " + dup.identity + " on " + dup.key + " was applied " +
+                    std::to_string(dup.applications.size()) + " times: " + join(parts, ", ") + "; " +
+                    std::to_string(dup.duplicates.size()) +
+                    " application(s) came with a token not above one that had already applied it (a stale or "
+                    "repeated side effect)";
+    anomalies.push_back(std::move(a));
+  }
+  return result_of(name(), std::move(anomalies));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+CheckerResult CounterDriftChecker::check(const History& history, const ReadBack& readback) const {
+  return check_with(history, readback, CheckContext{});
+}
+
+CheckerResult CounterDriftChecker::check_with(const History& history, const ReadBack& readback,
+                                              const CheckContext& context) const {
+  const auto figures = detail::counter_figures(history, readback);
+  if (context.job_kind == JobKind::kCounter && readback.counters.empty()) {
+    const bool acknowledged =
+        std::any_of(figures.begin(), figures.end(), [](const CounterFigure& c) { return c.acknowledged > 0; });
+    if (acknowledged)
+      return unknown_result(name(), "increments were acknowledged but the resource's read-back lists no counters");
+  }
+  if (readback.counters.empty() && context.job_kind != JobKind::kCounter) return result_of(name(), {});
+  std::vector<Anomaly> anomalies;
+  for (const CounterFigure& c : figures) {
+    const std::int64_t actual = c.actual.value_or(0);
+    if (actual >= c.acknowledged && actual <= c.acknowledged + c.unknown) continue;
+    Anomaly a;
+    a.name = "counter-drift";
+    a.key = c.key;
+    // Lost updates: two acknowledged increments that wrote the same new value.
+    std::map<std::int64_t, std::vector<std::size_t>> by_value;
+    std::vector<std::size_t> all;
+    for (std::size_t i = 0; i < history.size(); ++i) {
+      const Event& e = history[i];
+      if (e.kind != EventKind::kWriteOk || e.key != c.key || e.chunk) continue;
+      all.push_back(i);
+      const auto arrow = e.detail.rfind("-> ");
+      std::int64_t value = 0;
+      if (arrow != std::string::npos) {
+        const char* first = e.detail.data() + arrow + 3;
+        const char* last = e.detail.data() + e.detail.size();
+        if (std::from_chars(first, last, value).ec == std::errc()) by_value[value].push_back(i);
+      }
+    }
+    std::vector<std::int64_t> twice;
+    for (const auto& [value, list] : by_value)
+      if (list.size() > 1) {
+        twice.push_back(value);
+        for (std::size_t i : list) {
+          a.evidence.push_back(i);
+          a.clients.push_back(history[i].source);
+          if (history[i].token) a.tokens.push_back(*history[i].token);
+        }
+        for (const AcceptedWrite& w : readback.log)
+          if (w.key == c.key && w.chunk == -1 && w.segment == value) a.readback_seqs.push_back(w.seq);
+      }
+    if (a.evidence.empty())
+      for (std::size_t i : all) {
+        a.evidence.push_back(i);
+        a.clients.push_back(history[i].source);
+        if (history[i].token) a.tokens.push_back(*history[i].token);
+      }
+    std::ostringstream d;
+    d << "counter " << c.key << " is " << (c.actual ? std::to_string(actual) : std::string("absent (0)")) << " but "
+      << c.acknowledged << " increment(s) were acknowledged";
+    if (c.unknown > 0) d << " (and " << c.unknown << " had an unknown outcome)";
+    if (actual < c.acknowledged) d << ": " << (c.acknowledged - actual) << " acknowledged increment(s) lost";
+    else d << ": " << (actual - c.acknowledged - c.unknown) << " increment(s) more than were sent";
+    if (!twice.empty()) d << "; holders wrote the same new value twice (" << join(twice) << "): read-modify-write races";
+    a.description = d.str();
+    anomalies.push_back(std::move(a));
+  }
+  return result_of(name(), std::move(anomalies));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+CheckerResult LostAcknowledgedWriteChecker::check(const History& history, const ReadBack& readback) const {
+  using Slot = std::tuple<std::string, std::int64_t, std::int64_t>;
+  std::map<Slot, const StoredChunk*> slots;
+  for (const StoredChunk& c : readback.chunks) slots[{c.key, c.segment, c.chunk}] = &c;
+  std::map<WriteId, std::int64_t> logged;  // (client, token, key, segment, chunk) -> the latest seq
+  for (const AcceptedWrite& w : readback.log) {
+    auto& seq = logged[{w.client, w.token, w.key, w.segment, w.chunk}];
+    seq = std::max(seq, w.seq);
+  }
+  auto oks = index_writes(history, EventKind::kWriteOk);
+  const bool has_log = !readback.log.empty();
+
+  std::vector<Anomaly> anomalies;
+  for (std::size_t i = 0; i < history.size(); ++i) {
+    const Event& e = history[i];
+    if (e.kind != EventKind::kWriteOk || !e.token || !e.segment || !e.chunk || detail::is_effect_key(e.key)) continue;
+    const Slot where{e.key, *e.segment, *e.chunk};
+    const StoredChunk* c = slots.count(where) ? slots[where] : nullptr;
+    if (c && c->token == *e.token && c->client == e.source) continue;  // still there
+    const auto invoke = latest_before(history, i, e.source, EventKind::kWriteInvoke, *e.token);
+    std::optional<std::int64_t> seq;
+    if (auto it = logged.find({e.source, *e.token, e.key, *e.segment, *e.chunk}); it != logged.end()) seq = it->second;
+    std::string why;
+    if (has_log) {
+      if (!seq) why = "the resource's log has no record of it";
+      else if (!c) why = "its slot is empty";
+      else if (c->seq > *seq) continue;  // superseded by a later accepted write
+      else why = "its slot holds an earlier write (seq " + std::to_string(c->seq) + ")";
+    } else {
+      if (!c) {
+        why = "its slot is empty";
+      } else {
+        bool later = false;
+        auto it = oks.find({c->client, c->token, e.key, *e.segment, *e.chunk});
+        if (it != oks.end())
+          for (std::size_t j : it->second)
+            if (j > invoke.value_or(i)) later = true;
+        if (later) continue;  // superseded by a write acknowledged after this one was sent
+        why = "its slot holds token " + std::to_string(c->token) + " by " + c->client +
+              ", which was not acknowledged after this write was sent";
+      }
+    }
+    Anomaly a;
+    a.name = "lost-acknowledged-write";
+    a.key = e.key;
+    a.segment = e.segment;
+    a.tokens.push_back(*e.token);
+    a.clients.push_back(e.source);
+    a.evidence.push_back(i);
+    if (invoke) a.evidence.push_back(*invoke);
+    if (seq) a.readback_seqs.push_back(*seq);
+    if (c) {
+      a.readback_seqs.push_back(c->seq);
+      a.tokens.push_back(c->token);
+      a.clients.push_back(c->client);
+    }
+    a.description = "the resource acknowledged " + slot(e.key, *e.segment, *e.chunk) + " from " + e.source +
+                    " (token " + std::to_string(*e.token) + ") but no longer shows it and nothing superseded it: " +
+                    why;
+    anomalies.push_back(std::move(a));
+  }
+  return result_of(name(), std::move(anomalies));
+}
+
+// ---------------------------------------------------------------------------------------------
+
 Checkers default_checkers() {
   Checkers out;
   out.push_back(std::make_unique<InterleavedSegmentChecker>());
   out.push_back(std::make_unique<CorruptChunkChecker>());
   out.push_back(std::make_unique<StaleWriteAcceptedChecker>());
+  out.push_back(std::make_unique<CrossKeyRejectionChecker>());
+  out.push_back(std::make_unique<RejectionStormChecker>());
+  out.push_back(std::make_unique<ForeignReleaseChecker>());
+  out.push_back(std::make_unique<TokenRegressionChecker>());
+  out.push_back(std::make_unique<FencedOutChecker>());
+  out.push_back(std::make_unique<DuplicateEffectChecker>());
+  out.push_back(std::make_unique<CounterDriftChecker>());
+  out.push_back(std::make_unique<LostAcknowledgedWriteChecker>());
   return out;
 }
 

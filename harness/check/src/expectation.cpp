@@ -1,5 +1,6 @@
 #include "fencecheck/harness/expectation.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -99,33 +100,41 @@ ExpectationResult evaluate(const Expectation& ex, const Analysis& analysis, cons
   }
   if (ex.pause_tolerance) {
     const double tol = *ex.pause_tolerance;
-    // Every worker a sigstop fault targets, in plan order, with its longest planned window.
+    // Every worker a process-stopping fault targets, in plan order, with the kinds that stop it
+    // and its longest planned window.
     std::vector<std::string> targets;
     std::map<std::string, std::chrono::nanoseconds> planned;
+    std::map<std::string, std::vector<std::string>> kinds;
     for (const auto& fault : scenario.faults()) {
-      if (fault.kind != FaultKind::kSigstop) continue;
+      if (!stops_process(fault.kind)) continue;
       if (!planned.count(fault.target)) targets.push_back(fault.target);
       auto& p = planned[fault.target];
       p = std::max(p, fault.duration);
+      auto& k = kinds[fault.target];
+      const std::string name(to_string(fault.kind));
+      if (std::find(k.begin(), k.end(), name) == k.end()) k.push_back(name);
     }
     for (const auto& w : targets) {
+      const auto& k = kinds[w];
+      std::string kind_text;
+      for (std::size_t i = 0; i < k.size(); ++i) kind_text += (i ? "/" : "") + k[i];
       std::optional<std::chrono::nanoseconds> injected;
       bool seen = false;
       for (const auto& win : f.faults) {
-        if (win.fault != "sigstop" || win.target != w) continue;
+        if (win.target != w || std::find(k.begin(), k.end(), win.fault) == k.end()) continue;
         seen = true;
         auto d = win.actual ? win.actual : win.planned;
         if (d && (!injected || *d > *injected)) injected = d;
       }
       if (!seen) {
-        reasons.push_back("the sigstop fault on " + w + " was planned but never injected, so its pause cannot be " +
+        reasons.push_back("the " + kind_text + " fault on " + w + " was planned but never injected, so its pause cannot be " +
                           "compared with the injected duration");
         continue;
       }
       if (!injected) injected = planned[w];
       auto it = f.longest_pause.find(w);
       if (it == f.longest_pause.end()) {
-        reasons.push_back(w + " was stopped (sigstop) for " + seconds(*injected) + " but reported no pause");
+        reasons.push_back(w + " was stopped (" + kind_text + ") for " + seconds(*injected) + " but reported no pause");
         continue;
       }
       const auto measured = it->second.duration;
@@ -136,6 +145,20 @@ ExpectationResult evaluate(const Expectation& ex, const Analysis& analysis, cons
       if (off > tol)
         reasons.push_back(w + "'s longest measured pause " + seconds(measured) + " is " + percent_1(off) +
                           " off the injected " + seconds(*injected) + " (tolerance " + percent_g(tol) + ")");
+    }
+  }
+  if (ex.progress_after_heal) {
+    const auto& p = f.progress_after_heal;
+    if (!p) {
+      reasons.push_back("expected progress after the last heal, but no fault was healed");
+    } else if (!p->made_progress()) {
+      std::string why = "expected a write accepted within " + seconds(p->window) +
+                        " of the last heal (lease TTL + one acquire), ";
+      if (p->delay)
+        why += "but the first one came " + seconds(*p->delay) + " after it";
+      else
+        why += "but none was accepted after it while workers were still trying";
+      reasons.push_back(why);
     }
   }
 

@@ -76,6 +76,29 @@ nlohmann::json to_json(const Figures& f) {
                       {"heal_index", opt(w.heal_index)},
                       {"inject_t_ns", w.inject_t_ns},
                       {"heal_t_ns", opt(w.heal_t_ns)}});
+  auto& per_token = j["rejections_per_token"] = nlohmann::json::array();
+  for (const auto& r : f.rejections_per_token)
+    per_token.push_back(
+        {{"client", r.client}, {"token", r.token}, {"history", r.history}, {"readback", r.readback}, {"count", r.count()}});
+  j["max_rejections_per_token"] = f.max_rejections_per_token;
+  j["effects_applied"] = f.effects_applied;
+  j["duplicate_effects"] = f.duplicate_effects;
+  auto& counters = j["counters"] = nlohmann::json::array();
+  for (const auto& c : f.counters)
+    counters.push_back({{"key", c.key},
+                        {"expected", c.acknowledged},
+                        {"unknown", c.unknown},
+                        {"actual", opt(c.actual)}});
+  if (const auto& p = f.progress_after_heal)
+    j["progress_after_heal"] = {{"heal_index", p->heal_index},
+                                {"heal_t_ns", p->heal_t_ns},
+                                {"window_ns", p->window.count()},
+                                {"pending", p->pending},
+                                {"first_write_ok", opt(p->first_write_ok)},
+                                {"delay_ns", opt_ns(p->delay)},
+                                {"made_progress", p->made_progress()}};
+  else
+    j["progress_after_heal"] = nullptr;
   return j;
 }
 
@@ -94,6 +117,10 @@ nlohmann::json verdict_to_json(const Analysis& analysis, const ExpectationResult
   for (const auto& w : copy.figures.faults) {
     keep(w.inject_index);
     if (w.heal_index) keep(*w.heal_index);
+  }
+  if (const auto& p = copy.figures.progress_after_heal) {
+    keep(p->heal_index);
+    if (p->first_write_ok) keep(*p->first_write_ok);
   }
   return to_json(copy, expectation);
 }

@@ -4,6 +4,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -53,16 +54,46 @@ struct Row {
 
 constexpr std::array<Row<LockServiceKind>, 1> kLockServiceKinds{{{LockServiceKind::kEtcd, "etcd", true}}};
 constexpr std::array<Row<ResourceKind>, 1> kResourceKinds{{{ResourceKind::kStore, "store", true}}};
-constexpr std::array<Row<FencingMode>, 2> kFencingModes{{
+constexpr std::array<Row<FencingMode>, 4> kFencingModes{{
     {FencingMode::kPerKey, "per-key", true},
     {FencingMode::kNone, "none", true},
+    {FencingMode::kGlobal, "global", true},
+    {FencingMode::kCheckThenWrite, "check-then-write", true},
 }};
 constexpr std::array<Row<NetworkMode>, 2> kNetworkModes{{
     {NetworkMode::kHost, "host", true},
-    {NetworkMode::kNamespaces, "namespaces", false},
+    {NetworkMode::kNamespaces, "namespaces", true},
 }};
-constexpr std::array<Row<FaultKind>, 1> kFaultKinds{{{FaultKind::kSigstop, "sigstop", true}}};
+constexpr std::array<Row<FaultKind>, 7> kFaultKinds{{
+    {FaultKind::kSigstop, "sigstop", true},
+    {FaultKind::kCpuThrottle, "cpu-throttle", true},
+    {FaultKind::kFreeze, "freeze", true},
+    {FaultKind::kPartition, "partition", true},
+    {FaultKind::kNetem, "netem", true},
+    {FaultKind::kLockServiceRestart, "lock-service-restart", true},
+    {FaultKind::kSelfStop, "self-stop", true},
+}};
 constexpr std::array<Row<Outcome>, 2> kOutcomes{{{Outcome::kSafe, "safe", true}, {Outcome::kAnomaly, "anomaly", true}}};
+constexpr std::array<Row<JobKind>, 3> kJobKinds{{
+    {JobKind::kSegments, "segments", true},
+    {JobKind::kCounter, "counter", true},
+    {JobKind::kSideEffect, "side-effect", true},
+}};
+constexpr std::array<Row<EffectMode>, 3> kEffectModes{{
+    {EffectMode::kFenced, "fenced", true},
+    {EffectMode::kUnfenced, "unfenced", true},
+    {EffectMode::kIdempotent, "idempotent", true},
+}};
+constexpr std::array<Row<TokenSource>, 2> kTokenSources{{
+    {TokenSource::kEtcd, "etcd", true},
+    {TokenSource::kTimestamp, "timestamp", true},
+}};
+constexpr std::array<Row<SelfStopPoint>, 1> kSelfStopPoints{{{SelfStopPoint::kCheck, "check", true}}};
+constexpr std::array<Row<PartitionFrom>, 3> kPartitionFroms{{
+    {PartitionFrom::kLockService, "lock-service", true},
+    {PartitionFrom::kResource, "resource", true},
+    {PartitionFrom::kFull, "full", true},
+}};
 
 template <typename E, std::size_t N>
 std::string_view name_in(const std::array<Row<E>, N>& table, E v) {
@@ -98,9 +129,21 @@ std::string_view to_string(FencingMode m) { return name_in(kFencingModes, m); }
 std::string_view to_string(NetworkMode m) { return name_in(kNetworkModes, m); }
 std::string_view to_string(FaultKind k) { return name_in(kFaultKinds, k); }
 std::string_view to_string(Outcome o) { return name_in(kOutcomes, o); }
+std::string_view to_string(JobKind k) { return name_in(kJobKinds, k); }
+std::string_view to_string(EffectMode m) { return name_in(kEffectModes, m); }
+std::string_view to_string(TokenSource t) { return name_in(kTokenSources, t); }
+std::string_view to_string(SelfStopPoint p) { return name_in(kSelfStopPoints, p); }
+std::string_view to_string(PartitionFrom f) { return name_in(kPartitionFroms, f); }
 
 std::vector<std::string_view> known_fault_kinds() { return implemented_names(kFaultKinds); }
 std::vector<std::string_view> known_fencing_modes() { return implemented_names(kFencingModes); }
+std::vector<std::string_view> known_job_kinds() { return implemented_names(kJobKinds); }
+
+bool targets_worker(FaultKind k) { return k != FaultKind::kLockServiceRestart; }
+bool needs_network_namespaces(FaultKind k) { return k == FaultKind::kPartition || k == FaultKind::kNetem; }
+bool stops_process(FaultKind k) {
+  return k == FaultKind::kSigstop || k == FaultKind::kFreeze || k == FaultKind::kSelfStop;
+}
 
 const std::vector<std::string>& known_anomalies() {
   static const std::vector<std::string> names{
@@ -214,15 +257,61 @@ std::optional<Duration> parse_duration(std::string_view text, std::string* error
   return Duration(ns);
 }
 
+std::optional<Duration> parse_signed_duration(std::string_view text, std::string* error) {
+  bool negative = false;
+  if (!text.empty() && (text.front() == '-' || text.front() == '+')) {
+    negative = text.front() == '-';
+    text.remove_prefix(1);
+    if (!text.empty() && (text.front() == '-' || text.front() == '+')) {
+      if (error) *error = "not a duration";
+      return std::nullopt;
+    }
+  }
+  auto d = parse_duration(text, error);
+  if (!d) return std::nullopt;
+  return negative ? -*d : *d;
+}
+
 std::string format_duration(Duration d) {
   std::int64_t ns = d.count();
   if (ns == 0) return "0s";
+  if (ns < 0) {
+    if (ns == std::numeric_limits<std::int64_t>::min()) return std::to_string(ns) + "ns";
+    return "-" + format_duration(Duration(-ns));
+  }
   for (auto it = kUnits.rbegin(); it != kUnits.rend(); ++it) {
     // 120s reads better than 2m only when it is not whole minutes; prefer s for under 10 minutes.
     if (it->name == "m" && ns < 600'000'000'000) continue;
     if (ns % it->ns == 0) return std::to_string(ns / it->ns) + std::string(it->name);
   }
   return std::to_string(ns) + "ns";
+}
+
+namespace {
+
+/// The percentage text's number parsed exactly as the loader does (from_chars, then / 100).
+std::optional<double> percent_value(std::string_view number) {
+  double pct = 0;
+  auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), pct);
+  if (ec != std::errc() || ptr != number.data() + number.size()) return std::nullopt;
+  return pct / 100.0;
+}
+
+}  // namespace
+
+std::string format_percent(double fraction) {
+  char buf[64];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, fraction * 100.0);
+    std::string_view text(buf);
+    if (text.find_first_of("eE") != std::string_view::npos) continue;  // the loader reads plain decimals only
+    if (auto back = percent_value(text); back && *back == fraction) return std::string(text) + "%";
+  }
+  std::snprintf(buf, sizeof buf, "%.17f", fraction * 100.0);
+  std::string text(buf);
+  while (text.size() > 1 && text.back() == '0') text.pop_back();
+  if (!text.empty() && text.back() == '.') text.pop_back();
+  return text + "%";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -398,19 +487,85 @@ class ScenarioParser {
     return *d;
   }
 
-  double percentage(const Value& v) const {
-    static const std::string kLike = "expected a percentage like \"10%\"";
-    if (!v.node.IsScalar()) fail(v, kLike + ", got " + describe(v.node));
+  /// The number of a percentage ("12.5%" -> 12.5): plain decimal, no sign, then '%'.
+  double percent_number(const Value& v, const std::string& like) const {
+    if (!v.node.IsScalar()) fail(v, like + ", got " + describe(v.node));
     const std::string& s = v.node.Scalar();
-    if (s.size() < 2 || s.back() != '%') fail(v, kLike + ", got " + quote(s));
+    if (s.size() < 2 || s.back() != '%') fail(v, like + ", got " + quote(s));
     std::string_view num(s.data(), s.size() - 1);
-    if (!looks_numeric(num) || num.front() == '+') fail(v, kLike + ", got " + quote(s));
+    if (!looks_numeric(num) || num.front() == '+' || num.front() == '-') fail(v, like + ", got " + quote(s));
     double pct = 0;
     if (auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), pct);
         ec != std::errc() || ptr != num.data() + num.size())
-      fail(v, kLike + ", got " + quote(s));  // locale-independent, unlike stod
-    if (!(pct > 0.0) || pct > 100.0) fail(v, "expected a percentage above 0% and at most 100%, got " + quote(s));
+      fail(v, like + ", got " + quote(s));  // locale-independent, unlike stod
+    return pct;
+  }
+
+  /// A percentage above 0% and at most 100%, as a fraction.
+  double percentage(const Value& v) const {
+    double pct = percent_number(v, "expected a percentage like \"10%\"");
+    if (!(pct > 0.0) || pct > 100.0)
+      fail(v, "expected a percentage above 0% and at most 100%, got " + quote(v.node.Scalar()));
     return pct / 100.0;
+  }
+
+  /// A percentage in [lo, hi] (both in percent, written as given in lo_text / hi_text), as a
+  /// fraction; `example` shows the form in the message for a value that is not a percentage.
+  double percentage_between(const Value& v, double lo, double hi, const std::string& lo_text,
+                            const std::string& hi_text, const std::string& example) const {
+    double pct = percent_number(v, "expected a percentage like \"" + example + "\"");
+    if (!(pct >= lo) || pct > hi)
+      fail(v, "expected a percentage between " + lo_text + " and " + hi_text + ", got " + quote(v.node.Scalar()));
+    return pct / 100.0;
+  }
+
+  bool boolean(const Value& v) const {
+    if (!v.node.IsScalar()) fail(v, "expected true or false, got " + describe(v.node));
+    const std::string& s = v.node.Scalar();
+    if (v.node.Tag() == "!") fail(v, "expected true or false, got the quoted string " + quote(s));
+    if (s == "true") return true;
+    if (s == "false") return false;
+    fail(v, "expected true or false, got " + quote(s));
+  }
+
+  /// A duration that may be zero ("0ms"), never negative.
+  Duration duration_or_zero(const Value& v) const {
+    static const std::string kLike = "expected a duration like \"200ms\" or \"0ms\"";
+    if (!v.node.IsScalar()) fail(v, kLike + ", got " + describe(v.node));
+    const std::string& s = v.node.Scalar();
+    std::string why;
+    auto d = parse_duration(s, &why);
+    if (!d) {
+      if (why == "no unit") fail(v, kLike + ", got " + quote(s) + " (no unit; units: ns, us, ms, s, m)");
+      if (why == "negative") fail(v, "expected a duration of 0 or more, got " + quote(s));
+      if (why == "too large") fail(v, "duration " + quote(s) + " is too large");
+      if (why == "finer than a nanosecond") fail(v, "duration " + quote(s) + " is finer than a nanosecond");
+      fail(v, kLike + ", got " + quote(s));
+    }
+    return *d;
+  }
+
+  /// A signed, non-zero duration: "-30s", "+2m", "90s".
+  Duration signed_duration(const Value& v) const {
+    static const std::string kLike = "expected a signed duration like \"-30s\" or \"+2m\"";
+    if (!v.node.IsScalar()) fail(v, kLike + ", got " + describe(v.node));
+    const std::string& s = v.node.Scalar();
+    std::string why;
+    auto d = parse_signed_duration(s, &why);
+    if (!d) {
+      if (why == "no unit") fail(v, kLike + ", got " + quote(s) + " (no unit; units: ns, us, ms, s, m)");
+      if (why == "too large") fail(v, "duration " + quote(s) + " is too large");
+      if (why == "finer than a nanosecond") fail(v, "duration " + quote(s) + " is finer than a nanosecond");
+      fail(v, kLike + ", got " + quote(s));
+    }
+    if (d->count() == 0) fail(v, "a clock offset of " + quote(s) + " changes nothing; give a non-zero offset or leave it out");
+    return *d;
+  }
+
+  /// Fails unless d is a whole multiple of unit (named unit_name, e.g. "microsecond").
+  void whole(const Value& v, Duration d, Duration unit, const std::string& unit_name, const std::string& why) const {
+    if (d.count() % unit.count() != 0)
+      fail(v, quote(v.node.Scalar()) + " is not a whole number of " + unit_name + "s (" + why + ")");
   }
 
   template <typename E, std::size_t N>
@@ -474,7 +629,7 @@ class ScenarioParser {
       Map ls(*this, *v, {"kind", "endpoints", "lock"});
       s.lock_service_.kind = choice(ls.require("kind"), kLockServiceKinds, "lock service kind");
       if (auto e = ls.get("endpoints")) {
-        for (const Value& item : list(*e, false)) {
+        for (const Value& item : list(*e, true)) {  // [] is the same as no endpoints: embedded
           std::string url = string(item);
           if (!valid_endpoint(url))
             fail(item, "expected an endpoint URL like \"http://127.0.0.1:2379\", got " + quote(url));
@@ -492,24 +647,75 @@ class ScenarioParser {
 
     // resource
     {
-      Map r(*this, m.require("resource"), {"kind", "fencing"});
+      Map r(*this, m.require("resource"), {"kind", "fencing", "check_window"});
       s.resource_.kind = choice(r.require("kind"), kResourceKinds, "resource kind");
       if (auto f = r.get("fencing")) s.resource_.fencing = choice(*f, kFencingModes, "fencing mode");
+      auto window = r.get("check_window");
+      if (s.resource_.fencing == FencingMode::kCheckThenWrite) {
+        s.resource_.check_window = Duration(kDefaultCheckWindow);
+        if (window) {
+          s.resource_.check_window = duration(*window);
+          whole(*window, *s.resource_.check_window, std::chrono::milliseconds(1), "millisecond",
+                "the store's check window has millisecond resolution");
+        }
+      } else if (window) {
+        fail(*window, "check_window is only for fencing check-then-write (fencing is " +
+                          std::string(to_string(s.resource_.fencing)) + ")");
+      }
     }
 
-    if (auto v = m.get("network")) s.network_ = choice(*v, kNetworkModes, "network mode");
+    // network: "host", "namespaces", or {mode, subnet}
+    std::optional<Value> network_value, subnet_value;
+    int subnet_prefix = 0;
+    if (auto v = m.get("network")) {
+      network_value = v;
+      Value mode_value = *v;
+      if (v->node.IsMap()) {
+        Map n(*this, *v, {"mode", "subnet"});
+        mode_value = n.require("mode");
+        subnet_value = n.get("subnet");
+      } else if (!v->node.IsScalar()) {
+        fail(*v, "expected host, namespaces or a mapping {mode, subnet}, got " + describe(v->node));
+      }
+      s.network_.mode = choice(mode_value, kNetworkModes, "network mode");
+      if (subnet_value && s.network_.mode != NetworkMode::kNamespaces)
+        fail(*subnet_value, "subnet is only for network mode namespaces (mode is " +
+                                std::string(to_string(s.network_.mode)) + ")");
+    }
+    if (s.network_.mode == NetworkMode::kNamespaces) {
+      s.network_.subnet = subnet_value ? string(*subnet_value) : std::string(kDefaultSubnet);
+      std::string why;
+      auto cidr = parse_cidr(s.network_.subnet, &why);
+      if (!cidr) fail(subnet_value ? *subnet_value : *network_value, why);
+      subnet_prefix = cidr->second;
+    }
 
     // job
     {
-      Map j(*this, m.require("job"), {"key", "segments", "chunks", "chunk_bytes", "chunk_interval"});
+      Map j(*this, m.require("job"),
+            {"kind", "key", "segments", "chunks", "chunk_bytes", "chunk_interval", "increments", "effect"});
+      if (auto v = j.get("kind")) s.job_.kind = choice(*v, kJobKinds, "job kind");
+      const std::string kind(to_string(s.job_.kind));
+      auto only_for = [&](std::string_view field, bool allowed, const std::string& kinds) -> std::optional<Value> {
+        auto v = j.get(field);
+        if (v && !allowed)
+          fail(*v, std::string(field) + " is only for " + kinds + " (this job is " + kind + ")");
+        return v;
+      };
       Value key = j.require("key");
       s.job_.key = string(key);
       if (!is_safe_name(s.job_.key, 256))
         fail(key, "expected a resource key of 1-256 characters of [A-Za-z0-9_.-], got " + quote(s.job_.key));
-      if (auto v = j.get("segments")) s.job_.segments = integer(*v, 1, 1'000'000);
-      if (auto v = j.get("chunks")) s.job_.chunks = integer(*v, 1, 1'000'000);
-      if (auto v = j.get("chunk_bytes")) s.job_.chunk_bytes = integer(*v, 1, 1 << 20);
+      const bool chunked = s.job_.kind != JobKind::kCounter;
+      const std::string chunk_kinds = "job kinds segments or side-effect";
+      if (auto v = only_for("segments", chunked, chunk_kinds)) s.job_.segments = integer(*v, 1, 1'000'000);
+      if (auto v = only_for("chunks", chunked, chunk_kinds)) s.job_.chunks = integer(*v, 1, 1'000'000);
+      if (auto v = only_for("chunk_bytes", chunked, chunk_kinds)) s.job_.chunk_bytes = integer(*v, 1, 1 << 20);
       if (auto v = j.get("chunk_interval")) s.job_.chunk_interval = duration(*v);
+      if (auto v = only_for("increments", s.job_.kind == JobKind::kCounter, "job kind counter"))
+        s.job_.increments = integer(*v, 1, 1'000'000);
+      if (auto v = only_for("effect", s.job_.kind == JobKind::kSideEffect, "job kind side-effect"))
+        s.job_.effect = choice(*v, kEffectModes, "effect mode");
     }
 
     // workers: ids first (so start_after may name a later worker), then references.
@@ -518,7 +724,7 @@ class ScenarioParser {
     worker_maps.reserve(worker_values.size());
     std::map<std::string, std::size_t> worker_index;
     for (const Value& wv : worker_values) {
-      worker_maps.emplace_back(*this, wv, std::vector<std::string_view>{"id", "start_after", "start_delay"});
+      worker_maps.emplace_back(*this, wv, std::vector<std::string_view>{"id", "start_after", "start_delay", "key", "design"});
       Value id = worker_maps.back().require("id");
       WorkerSpec w;
       w.id = string(id);
@@ -526,6 +732,8 @@ class ScenarioParser {
         fail(id, "a worker id must be 1-64 characters of [A-Za-z0-9_.-], got " + quote(w.id));
       if (w.id == "harness" || w.id == "lock" || w.id == "resource")
         fail(id, "worker id " + quote(w.id) + " is reserved for the harness's own event sources (harness, lock, resource)");
+      if (w.id == kLockServiceTarget)
+        fail(id, "worker id " + quote(w.id) + " is reserved: it names the lock service as a fault target");
       if (worker_index.count(w.id)) fail(id, "duplicate worker id " + quote(w.id));
       worker_index.emplace(w.id, s.workers_.size());
       s.workers_.push_back(std::move(w));
@@ -537,11 +745,14 @@ class ScenarioParser {
     };
     auto known_worker = [&](const Value& v) {
       std::string id = string(v);
-      if (!worker_index.count(id))
-        fail(v, "unknown worker " + quote(id) + "; workers are: " + worker_list());
+      if (!worker_index.count(id)) {
+        std::string hint = id == kLockServiceTarget ? " (only lock-service-restart acts on the lock service)" : "";
+        fail(v, "unknown worker " + quote(id) + hint + "; workers are: " + worker_list());
+      }
       return id;
     };
     std::vector<std::optional<Value>> start_after_values(s.workers_.size());
+    std::vector<std::optional<Value>> self_stop_values(s.workers_.size());
     for (std::size_t i = 0; i < s.workers_.size(); ++i) {
       const Map& wm = worker_maps[i];
       WorkerSpec& w = s.workers_[i];
@@ -558,6 +769,12 @@ class ScenarioParser {
         if (*w.start_delay >= s.timeout_)
           fail(*delay, "starts at " + format_duration(*w.start_delay) + ", not before the run timeout " + timeout_text);
       }
+      if (auto key = wm.get("key")) {
+        w.key = string(*key);
+        if (!is_safe_name(*w.key, 256))
+          fail(*key, "expected a resource key of 1-256 characters of [A-Za-z0-9_.-], got " + quote(*w.key));
+      }
+      if (auto design = wm.get("design")) self_stop_values[i] = parse_design(*design, w.design);
     }
     // start_after must not form a cycle: a worker waiting (transitively) on itself never starts.
     for (std::size_t i = 0; i < s.workers_.size(); ++i) {
@@ -574,21 +791,91 @@ class ScenarioParser {
         if (chain.size() > s.workers_.size() + 1) break;  // a cycle not through i; found from its own members
       }
     }
+    if (s.network_.mode == NetworkMode::kNamespaces) {
+      // faults/netns.h: the hub, the lock service, the resource, then one address per worker.
+      const std::uint64_t usable = (std::uint64_t{1} << (32 - subnet_prefix)) - 2;
+      const std::uint64_t needed = 3 + s.workers_.size();
+      if (needed > usable)
+        fail(subnet_value ? *subnet_value : *network_value,
+             "subnet " + s.network_.subnet + " has " + std::to_string(usable) + " host addresses; the hub, 2 services and " +
+                 std::to_string(s.workers_.size()) + " worker(s) need " + std::to_string(needed));
+    }
 
     // faults
+    std::map<std::string, std::string> self_stopped;  // worker -> the path of its self-stop fault
     if (auto fv = m.get("faults")) {
       for (const Value& item : list(*fv, true)) {
-        Map f(*this, item, {"kind", "target", "trigger", "duration"});
+        Map f(*this, item,
+              {"kind", "target", "trigger", "duration", "quota", "period", "from", "delay", "jitter", "loss",
+               "fresh_data"});
         FaultSpec spec;
-        spec.kind = choice(f.require("kind"), kFaultKinds, "fault kind");
-        spec.target = known_worker(f.require("target"));
-        auto [trigger, trigger_value] = event_trigger(f.require("trigger"), known_worker, /*allow_at=*/true);
-        spec.trigger = trigger;
+        Value kind_value = f.require("kind");
+        spec.kind = choice(kind_value, kFaultKinds, "fault kind");
+        const std::string kind(to_string(spec.kind));
+        // Parameters of another kind.
+        struct Owned {
+          std::string_view field;
+          FaultKind owner;
+        };
+        static constexpr std::array<Owned, 7> kParameters{{{"quota", FaultKind::kCpuThrottle},
+                                                            {"period", FaultKind::kCpuThrottle},
+                                                            {"from", FaultKind::kPartition},
+                                                            {"delay", FaultKind::kNetem},
+                                                            {"jitter", FaultKind::kNetem},
+                                                            {"loss", FaultKind::kNetem},
+                                                            {"fresh_data", FaultKind::kLockServiceRestart}}};
+        for (const auto& p : kParameters)
+          if (auto v = f.get(p.field); v && p.owner != spec.kind)
+            fail(*v, std::string(p.field) + " is only for " + std::string(to_string(p.owner)) + " (this fault is " +
+                         kind + ")");
+        // What the kind needs from the rest of the plan.
+        if (needs_network_namespaces(spec.kind) && s.network_.mode != NetworkMode::kNamespaces)
+          fail(kind_value, kind + " needs `network: namespaces` (this scenario's network is " +
+                               std::string(to_string(s.network_.mode)) + ")");
+        if (spec.kind == FaultKind::kLockServiceRestart && !s.lock_service_.embedded())
+          fail(kind_value, "lock-service-restart needs the embedded lock service; the harness cannot restart the "
+                           "external one at lock_service.endpoints");
+
+        // target
+        Value target = f.require("target");
+        if (targets_worker(spec.kind)) {
+          spec.target = known_worker(target);
+        } else {
+          spec.target = string(target);
+          if (spec.target != kLockServiceTarget)
+            fail(target, kind + " acts on the lock service: target must be \"" + std::string(kLockServiceTarget) +
+                             "\", got " + quote(spec.target));
+        }
+        if (spec.kind == FaultKind::kSelfStop) {
+          const WorkerSpec& w = s.workers_[worker_index.at(spec.target)];
+          if (!w.design.self_stop_at)
+            fail(target, "self-stop needs a worker that stops itself, but " + w.id +
+                             "'s design has no self_stop_at");
+          if (auto it = self_stopped.find(w.id); it != self_stopped.end())
+            fail(target, w.id + " already has a self-stop fault (" + it->second + "): it stops itself only once");
+          self_stopped.emplace(w.id, item.path);
+        }
+
+        // trigger
+        std::optional<Value> trigger_value;
+        if (spec.kind == FaultKind::kSelfStop) {
+          if (auto t = f.get("trigger"))
+            fail(*t, "self-stop has no trigger: " + spec.target + " stops itself at its design's self_stop_at (" +
+                         std::string(to_string(*s.workers_[worker_index.at(spec.target)].design.self_stop_at)) +
+                         ") and the harness continues it `duration` later");
+          spec.trigger = SelfTrigger{};
+        } else {
+          auto [trigger, value] = event_trigger(f.require("trigger"), known_worker, /*allow_at=*/true);
+          spec.trigger = trigger;
+          trigger_value = value;
+        }
+
+        // duration, within the run
         Value dur = f.require("duration");
         spec.duration = duration(dur);
         if (const auto* at = std::get_if<TimeTrigger>(&spec.trigger)) {
           if (at->at >= s.timeout_)
-            fail(trigger_value, "fires at " + format_duration(at->at) + ", not before the run timeout " + timeout_text);
+            fail(*trigger_value, "fires at " + format_duration(at->at) + ", not before the run timeout " + timeout_text);
           if (at->at + spec.duration > s.timeout_)
             fail(dur, "the fault window " + format_duration(at->at) + " + " + format_duration(spec.duration) +
                           " ends at " + format_duration(at->at + spec.duration) + ", past the run timeout " +
@@ -597,20 +884,91 @@ class ScenarioParser {
           fail(dur, "the fault lasts " + format_duration(spec.duration) + ", which ends past the run timeout " +
                         timeout_text);
         }
+
+        // the kind's own parameters
+        switch (spec.kind) {
+          case FaultKind::kCpuThrottle: {
+            auto quota = f.get("quota");
+            auto period = f.get("period");
+            if (quota) spec.quota = percentage_between(*quota, 0.1, 100.0, "0.1%", "100%", "2%");
+            if (period) {
+              spec.period = duration(*period);
+              if (spec.period < std::chrono::milliseconds(1) || spec.period > std::chrono::seconds(1))
+                fail(*period, "expected a CFS period between 1ms and 1s (the kernel's bounds), got " +
+                                  quote(period->node.Scalar()));
+              whole(*period, spec.period, std::chrono::microseconds(1), "microsecond",
+                    "the kernel's CFS period is in microseconds");
+            }
+            // faults/cpu_throttle.h: quota us = round(fraction x period us), at least 1000 us.
+            const auto period_us = std::chrono::duration_cast<std::chrono::microseconds>(spec.period).count();
+            const auto quota_us = std::llround(spec.quota * static_cast<double>(period_us));
+            if (quota_us < 1000)
+              fail(quota ? *quota : (period ? *period : kind_value),
+                   "quota " + format_percent(spec.quota) + " of a " + format_duration(spec.period) + " period is " +
+                       std::to_string(quota_us) +
+                       "us of CPU per period, below the kernel's minimum of 1000us; raise the quota or lengthen the "
+                       "period");
+            break;
+          }
+          case FaultKind::kPartition:
+            spec.from = choice(f.require("from"), kPartitionFroms, "partition source");
+            break;
+          case FaultKind::kNetem: {
+            auto delay = f.get("delay");
+            auto jitter = f.get("jitter");
+            auto loss = f.get("loss");
+            if (delay) {
+              spec.delay = duration_or_zero(*delay);
+              whole(*delay, spec.delay, std::chrono::microseconds(1), "microsecond", "netem's resolution");
+            }
+            if (jitter) {
+              spec.jitter = duration_or_zero(*jitter);
+              whole(*jitter, spec.jitter, std::chrono::microseconds(1), "microsecond", "netem's resolution");
+            }
+            if (loss) spec.loss = percentage_between(*loss, 0.0, 100.0, "0%", "100%", "1%");
+            if (spec.jitter.count() > 0 && spec.delay.count() == 0)
+              fail(*jitter, "jitter needs a non-zero delay (jitter varies the delay)");
+            if (spec.jitter > spec.delay)
+              fail(*jitter, "jitter " + format_duration(spec.jitter) + " exceeds the delay " +
+                                format_duration(spec.delay));
+            if (spec.delay.count() == 0 && spec.loss == 0.0)
+              fail(f.self(), "netem needs a non-zero delay or loss: otherwise it does nothing");
+            break;
+          }
+          case FaultKind::kLockServiceRestart:
+            if (auto v = f.get("fresh_data")) spec.fresh_data = boolean(*v);
+            break;
+          case FaultKind::kSigstop:
+          case FaultKind::kFreeze:
+          case FaultKind::kSelfStop:
+            break;
+        }
         s.faults_.push_back(std::move(spec));
       }
     }
+    // A worker that stops itself needs someone to continue it.
+    for (std::size_t i = 0; i < s.workers_.size(); ++i)
+      if (s.workers_[i].design.self_stop_at && !self_stopped.count(s.workers_[i].id))
+        fail(*self_stop_values[i], s.workers_[i].id + " stops itself at " +
+                                       std::string(to_string(*s.workers_[i].design.self_stop_at)) +
+                                       " but no self-stop fault continues it: add {kind: self-stop, target: " +
+                                       s.workers_[i].id + ", duration: ...} to faults");
 
     // expect
     {
       Map e(*this, m.require("expect"),
-            {"outcome", "anomalies", "min_rejected_writes", "min_expiries_during_work", "pause_tolerance"});
+            {"outcome", "anomalies", "min_rejected_writes", "min_expiries_during_work", "pause_tolerance",
+             "progress_after_heal"});
       s.expect_.outcome = choice(e.require("outcome"), kOutcomes, "outcome");
+      std::vector<Value> listed;
       if (auto a = e.get("anomalies")) {
-        if (s.expect_.outcome == Outcome::kSafe)
+        listed = list(*a, true);
+        if (s.expect_.outcome == Outcome::kSafe && !listed.empty())
           fail(*a, "anomalies can only be listed with outcome: anomaly (outcome is safe)");
+        if (s.expect_.outcome == Outcome::kAnomaly && listed.empty())
+          fail(*a, "outcome anomaly needs at least one anomaly in the list");
         std::vector<std::string_view> known(known_anomalies().begin(), known_anomalies().end());
-        for (const Value& item : list(*a, false)) {
+        for (const Value& item : listed) {
           std::string name_s = string(item);
           if (!is_known_anomaly(name_s))
             fail(item, "unknown anomaly " + quote(name_s) + "; known anomalies: " + join(known));
@@ -628,15 +986,79 @@ class ScenarioParser {
         s.expect_.min_expiries_during_work = integer(*v, 0, std::numeric_limits<std::int64_t>::max());
       if (auto v = e.get("pause_tolerance")) {
         s.expect_.pause_tolerance = percentage(*v);
-        bool any_sigstop = std::any_of(s.faults_.begin(), s.faults_.end(),
-                                       [](const FaultSpec& f) { return f.kind == FaultKind::kSigstop; });
-        if (!any_sigstop) fail(*v, "pause_tolerance needs at least one sigstop fault to compare pauses with");
+        bool any = std::any_of(s.faults_.begin(), s.faults_.end(),
+                               [](const FaultSpec& f) { return stops_process(f.kind); });
+        if (!any)
+          fail(*v, "pause_tolerance needs at least one fault that stops a worker (sigstop, freeze or self-stop) to "
+                   "compare pauses with");
+      }
+      if (auto v = e.get("progress_after_heal")) {
+        s.expect_.progress_after_heal = boolean(*v);
+        if (s.expect_.progress_after_heal && s.faults_.empty())
+          fail(*v, "progress_after_heal needs at least one fault: it measures progress after the last heal");
       }
     }
     return s;
   }
 
  private:
+  /// workers[i].design: every field typed; unknown keys list the allowed ones. Returns the
+  /// self_stop_at value (for the "nobody continues it" error), when given.
+  std::optional<Value> parse_design(const Value& v, WorkerDesign& d) const {
+    Map m(*this, v,
+          {"retry_same_token", "release_by_name", "check_lease_before_write", "abort_on_pause", "token_source",
+           "clock_offset", "self_stop_at"});
+    if (auto x = m.get("retry_same_token")) d.retry_same_token = boolean(*x);
+    if (auto x = m.get("release_by_name")) d.release_by_name = boolean(*x);
+    if (auto x = m.get("check_lease_before_write")) d.check_lease_before_write = boolean(*x);
+    if (auto x = m.get("abort_on_pause")) d.abort_on_pause = duration(*x);
+    if (auto x = m.get("token_source")) d.token_source = choice(*x, kTokenSources, "token source");
+    if (auto x = m.get("clock_offset")) d.clock_offset = signed_duration(*x);
+    auto stop = m.get("self_stop_at");
+    if (stop) {
+      d.self_stop_at = choice(*stop, kSelfStopPoints, "self-stop point");
+      if (!d.check_lease_before_write)
+        fail(*stop, "self_stop_at: check stops the worker after its lease check, so it needs "
+                    "check_lease_before_write: true");
+    }
+    return stop;
+  }
+
+  /// "a.b.c.d/p": four decimal octets (no leading zeros), prefix 8..29, no host bits set
+  /// (faults/netns.h's rules). Returns (base, prefix), or nullopt with *why set.
+  static std::optional<std::pair<std::uint32_t, int>> parse_cidr(const std::string& text, std::string* why) {
+    const std::string like = "expected an IPv4 subnet like \"10.213.0.0/24\" with a prefix of 8 to 29, got " + quote(text);
+    auto slash = text.find('/');
+    if (slash == std::string::npos) return *why = like, std::nullopt;
+    std::string_view addr(text.data(), slash), pfx(text.data() + slash + 1, text.size() - slash - 1);
+    std::uint32_t base = 0;
+    int octets = 0;
+    while (true) {
+      auto dot = addr.find('.');
+      std::string_view part = addr.substr(0, dot);
+      if (!all_digits(part) || part.size() > 3 || (part.size() > 1 && part.front() == '0'))
+        return *why = like, std::nullopt;
+      int value = std::stoi(std::string(part));
+      if (value > 255) return *why = like, std::nullopt;
+      base = (base << 8) | static_cast<std::uint32_t>(value);
+      ++octets;
+      if (dot == std::string_view::npos) break;
+      addr.remove_prefix(dot + 1);
+    }
+    if (octets != 4 || !all_digits(pfx) || pfx.size() > 2) return *why = like, std::nullopt;
+    const int prefix = std::stoi(std::string(pfx));
+    if (prefix < 8 || prefix > 29) return *why = like, std::nullopt;
+    const std::uint32_t mask = ~std::uint32_t{0} << (32 - prefix);
+    if ((base & ~mask) != 0) {
+      const std::uint32_t net = base & mask;
+      *why = "subnet " + quote(text) + " has host bits set; did you mean \"" + std::to_string(net >> 24) + "." +
+             std::to_string((net >> 16) & 255) + "." + std::to_string((net >> 8) & 255) + "." +
+             std::to_string(net & 255) + "/" + std::to_string(prefix) + "\"?";
+      return std::nullopt;
+    }
+    return std::pair{base, prefix};
+  }
+
   static bool valid_endpoint(const std::string& url) {
     std::string_view rest(url);
     if (rest.substr(0, 7) == "http://") rest.remove_prefix(7);
@@ -773,13 +1195,14 @@ nlohmann::json trigger_json(const EventTrigger& t) {
   return {{"worker", t.worker}, {"event", std::string(kind_name(t.event))}, {"count", t.count}};
 }
 
-std::string percent_text(double fraction) {
-  std::ostringstream o;
-  o << fraction * 100.0 << "%";
-  return o.str();
-}
-
 }  // namespace
+
+bool operator==(const Scenario& a, const Scenario& b) {
+  return a.name_ == b.name_ && a.description_ == b.description_ && a.seed_ == b.seed_ &&
+         a.lease_ttl_ == b.lease_ttl_ && a.timeout_ == b.timeout_ && a.lock_service_ == b.lock_service_ &&
+         a.resource_ == b.resource_ && a.network_ == b.network_ && a.job_ == b.job_ && a.workers_ == b.workers_ &&
+         a.faults_ == b.faults_ && a.expect_ == b.expect_ && a.source_ == b.source_;
+}
 
 nlohmann::json to_json(const Scenario& s) {
   nlohmann::json j;
@@ -792,19 +1215,42 @@ nlohmann::json to_json(const Scenario& s) {
   j["lock_service"] = {{"kind", std::string(to_string(s.lock_service().kind))},
                        {"endpoints", s.lock_service().endpoints},
                        {"lock", s.lock_service().lock}};
-  j["resource"] = {{"kind", std::string(to_string(s.resource().kind))},
-                   {"fencing", std::string(to_string(s.resource().fencing))}};
-  j["network"] = std::string(to_string(s.network()));
-  j["job"] = {{"key", s.job().key},
-              {"segments", s.job().segments},
-              {"chunks", s.job().chunks},
-              {"chunk_bytes", s.job().chunk_bytes},
-              {"chunk_interval", format_duration(s.job().chunk_interval)}};
+  nlohmann::json rj{{"kind", std::string(to_string(s.resource().kind))},
+                    {"fencing", std::string(to_string(s.resource().fencing))}};
+  if (s.resource().check_window) rj["check_window"] = format_duration(*s.resource().check_window);
+  j["resource"] = std::move(rj);
+  if (s.network_spec().mode == NetworkMode::kHost)
+    j["network"] = std::string(to_string(s.network()));
+  else
+    j["network"] = {{"mode", std::string(to_string(s.network()))}, {"subnet", s.network_spec().subnet}};
+  const JobSpec& job = s.job();
+  nlohmann::json jj{{"kind", std::string(to_string(job.kind))}, {"key", job.key}};
+  if (job.kind != JobKind::kCounter) {
+    jj["segments"] = job.segments;
+    jj["chunks"] = job.chunks;
+    jj["chunk_bytes"] = job.chunk_bytes;
+  }
+  jj["chunk_interval"] = format_duration(job.chunk_interval);
+  if (job.kind == JobKind::kCounter) jj["increments"] = job.increments;
+  if (job.kind == JobKind::kSideEffect) jj["effect"] = std::string(to_string(job.effect));
+  j["job"] = std::move(jj);
   auto& workers = j["workers"] = nlohmann::json::array();
   for (const auto& w : s.workers()) {
     nlohmann::json wj{{"id", w.id}};
     if (w.start_after) wj["start_after"] = trigger_json(*w.start_after);
     if (w.start_delay) wj["start_delay"] = format_duration(*w.start_delay);
+    if (w.key) wj["key"] = *w.key;
+    {
+      const WorkerDesign& d = w.design;
+      nlohmann::json dj{{"retry_same_token", d.retry_same_token},
+                        {"release_by_name", d.release_by_name},
+                        {"check_lease_before_write", d.check_lease_before_write},
+                        {"token_source", std::string(to_string(d.token_source))}};
+      if (d.abort_on_pause) dj["abort_on_pause"] = format_duration(*d.abort_on_pause);
+      if (d.clock_offset) dj["clock_offset"] = format_duration(*d.clock_offset);
+      if (d.self_stop_at) dj["self_stop_at"] = std::string(to_string(*d.self_stop_at));
+      wj["design"] = std::move(dj);
+    }
     workers.push_back(std::move(wj));
   }
   auto& faults = j["faults"] = nlohmann::json::array();
@@ -812,15 +1258,54 @@ nlohmann::json to_json(const Scenario& s) {
     nlohmann::json fj{{"kind", std::string(to_string(f.kind))}, {"target", f.target},
                       {"duration", format_duration(f.duration)}};
     if (const auto* e = std::get_if<EventTrigger>(&f.trigger)) fj["trigger"] = trigger_json(*e);
-    else fj["trigger"] = {{"at", format_duration(std::get<TimeTrigger>(f.trigger).at)}};
+    else if (const auto* t = std::get_if<TimeTrigger>(&f.trigger)) fj["trigger"] = {{"at", format_duration(t->at)}};
+    // SelfTrigger: no trigger at all.
+    switch (f.kind) {
+      case FaultKind::kCpuThrottle:
+        fj["quota"] = format_percent(f.quota);
+        fj["period"] = format_duration(f.period);
+        break;
+      case FaultKind::kPartition:
+        if (f.from) fj["from"] = std::string(to_string(*f.from));
+        break;
+      case FaultKind::kNetem:
+        fj["delay"] = format_duration(f.delay);
+        fj["jitter"] = format_duration(f.jitter);
+        fj["loss"] = format_percent(f.loss);
+        break;
+      case FaultKind::kLockServiceRestart:
+        fj["fresh_data"] = f.fresh_data;
+        break;
+      case FaultKind::kSigstop:
+      case FaultKind::kFreeze:
+      case FaultKind::kSelfStop:
+        break;
+    }
     faults.push_back(std::move(fj));
   }
   nlohmann::json ej{{"outcome", std::string(to_string(s.expect().outcome))}, {"anomalies", s.expect().anomalies}};
   if (s.expect().min_rejected_writes) ej["min_rejected_writes"] = *s.expect().min_rejected_writes;
   if (s.expect().min_expiries_during_work) ej["min_expiries_during_work"] = *s.expect().min_expiries_during_work;
-  if (s.expect().pause_tolerance) ej["pause_tolerance"] = percent_text(*s.expect().pause_tolerance);
+  if (s.expect().pause_tolerance) ej["pause_tolerance"] = format_percent(*s.expect().pause_tolerance);
+  ej["progress_after_heal"] = s.expect().progress_after_heal;
   j["expect"] = std::move(ej);
   return j;
+}
+
+Scenario scenario_from_json(const nlohmann::json& j, std::string_view file_label) {
+  const std::string label(file_label);
+  if (!j.is_object()) throw ScenarioError(label, 0, 0, "expected a JSON object holding a scenario");
+  nlohmann::json plan = j;
+  std::string source = label;
+  if (auto it = plan.find("source"); it != plan.end()) {
+    if (!it->is_string()) throw ScenarioError(label, 0, 0, "\"source\" must be a string");
+    source = it->get<std::string>();
+    plan.erase(it);
+  }
+  // JSON is YAML (flow style); pretty-printed so that an error's line and column mean something.
+  Scenario s = detail::parse_text(plan.dump(2), label);
+  s.source_ = std::move(source);
+  return s;
 }
 
 }  // namespace fencecheck::harness

@@ -1,6 +1,7 @@
 // fencecheck — everything the harness concludes from one run: the checkers' verdicts and the
-// figures read off the history (lease expiries during work, pauses, rejected writes, faults).
-// Pure functions of (history, read-back); no I/O.
+// figures read off the history (lease expiries during work, pauses, rejected writes, faults,
+// rejections per stale token, duplicate effects, counters, progress after the last heal).
+// Pure functions of (history, read-back, context); no I/O.
 #pragma once
 
 #include <chrono>
@@ -68,6 +69,38 @@ struct FaultWindow {
   std::optional<std::int64_t> heal_t_ns;
 };
 
+/// Fenced rejections of one (client, token): how often a holder had a write rejected with the
+/// same token. A correct holder shows at most 1 (then it re-acquires); more is a rejection-storm.
+struct TokenRejections {
+  std::string client;
+  std::int64_t token = 0;
+  std::int64_t history = 0;   ///< write.fail events with a high_water (fenced) from this client and token
+  std::int64_t readback = 0;  ///< the resource's rejections of this client and token
+  [[nodiscard]] std::int64_t count() const { return history > readback ? history : readback; }
+};
+
+/// One counter: what the resource holds against what was acknowledged (counter-drift).
+struct CounterFigure {
+  std::string key;
+  std::int64_t acknowledged = 0;       ///< write.ok events for the key without a chunk (increments)
+  std::int64_t unknown = 0;            ///< write.info events for the key without a chunk (may or may not count)
+  std::optional<std::int64_t> actual;  ///< the read-back's value; nullopt when the resource reported none
+};
+
+/// Liveness after the last heal (expect.progress_after_heal, fenced-out).
+struct ProgressAfterHeal {
+  std::size_t heal_index = 0;             ///< the last fault.heal
+  std::int64_t heal_t_ns = 0;
+  std::chrono::nanoseconds window{};      ///< lease TTL + acquire allowance (TTL 0 when unknown)
+  /// Some worker still had work after the heal: it sent a write.invoke, acquire.invoke or
+  /// acquire.fail after it. false: everything was done before the heal (progress is moot).
+  bool pending = false;
+  std::optional<std::size_t> first_write_ok;    ///< the first write.ok after the heal
+  std::optional<std::chrono::nanoseconds> delay;  ///< its t_ns - heal_t_ns
+  /// Met: nothing pending, or the first accepted write came within the window.
+  [[nodiscard]] bool made_progress() const { return !pending || (delay && *delay <= window); }
+};
+
 struct Figures {
   std::vector<LeaseExpiry> expiries_during_work;  ///< in history order of the deletes
   std::vector<PauseObservation> pauses;           ///< every pause event, in history order
@@ -76,6 +109,14 @@ struct Figures {
   std::int64_t rejected_writes_history = 0;         ///< all write.fail events
   std::int64_t rejected_writes_readback = 0;        ///< all of the resource's rejections
   std::vector<FaultWindow> faults;                  ///< in injection order
+  std::vector<TokenRejections> rejections_per_token;  ///< sorted by client, then token
+  std::int64_t max_rejections_per_token = 0;          ///< the largest count() above (0 when none)
+  std::int64_t effects_applied = 0;                   ///< the read-back's applied side effects
+  /// Applications of a side effect that a holder with an equal or higher token had already applied
+  /// (the duplicate-effect rule, checkers.h); what fencecheck_duplicate_effects_total counts.
+  std::int64_t duplicate_effects = 0;
+  std::vector<CounterFigure> counters;                ///< sorted by key
+  std::optional<ProgressAfterHeal> progress_after_heal;  ///< nullopt: no fault was healed
 
   /// The number of rejected writes the run shows: the larger of the two sources (a worker killed
   /// before reporting its write.fail does not hide a rejection the resource recorded).
@@ -85,7 +126,11 @@ struct Figures {
 };
 
 /// Reads the figures off a history and read-back. Pure; never throws for odd input (events with
-/// missing fields are skipped where they cannot be attributed).
+/// missing fields are skipped where they cannot be attributed). The context supplies the lease
+/// TTL for progress_after_heal's window (else the workers' ttl_ms, else 0).
+[[nodiscard]] Figures compute_figures(const History& history, const ReadBack& readback,
+                                      const CheckContext& context);
+/// The same with CheckContext{}.
 [[nodiscard]] Figures compute_figures(const History& history, const ReadBack& readback);
 
 /// A run's conclusion. Self-contained: `evidence_events` holds a copy of every history event an
@@ -102,7 +147,13 @@ struct Analysis {
   [[nodiscard]] std::size_t anomaly_count() const;
 };
 
-/// Runs the checkers and computes the figures.
+/// Runs the checkers (Checker::check_with) and computes the figures, with the scenario's context
+/// (CheckContext::of(scenario)): what the orchestrator and `fencecheck report` call.
+[[nodiscard]] Analysis analyze(const History& history, const ReadBack& readback, const Checkers& checkers,
+                               const CheckContext& context);
+/// The same with default_checkers().
+[[nodiscard]] Analysis analyze(const History& history, const ReadBack& readback, const CheckContext& context);
+/// Without a context (CheckContext{}): checkers fall back to what the history says.
 [[nodiscard]] Analysis analyze(const History& history, const ReadBack& readback, const Checkers& checkers);
 /// The same with default_checkers().
 [[nodiscard]] Analysis analyze(const History& history, const ReadBack& readback);

@@ -4,8 +4,13 @@
 // orchestrator recorded and what the resource returned when read back. Verdicts follow Jepsen:
 // valid (checked, no violation), invalid (a violation, with evidence), unknown (could not decide:
 // the checker threw, or nothing was checked). Combining takes the worst: invalid > unknown > valid.
+//
+// Some checkers need a little of the plan besides the history (fenced-out: the lease TTL; the
+// checkers of side effects and counters: the job kind). They get it as a CheckContext, built from
+// the scenario by CheckContext::of(); without one they fall back to what the history says.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -15,9 +20,31 @@
 #include <vector>
 
 #include "fencecheck/harness/history.h"
+#include "fencecheck/harness/scenario.h"
 #include "fencecheck/proto/readback.h"
 
 namespace fencecheck::harness {
+
+/// How long one acquire may take after a heal (lease grant + lock + the first write) in the
+/// liveness rules: fenced-out and expect.progress_after_heal allow lease TTL + this.
+inline constexpr std::chrono::seconds kDefaultAcquireAllowance{2};
+
+/// What checkers may know about the plan (value type; pure data, share freely).
+struct CheckContext {
+  /// The lease TTL the workers ask for. nullopt: unknown; checkers then use the largest ttl_ms of
+  /// the workers' acquire.ok / acquire.invoke events.
+  std::optional<std::chrono::seconds> lease_ttl;
+  /// The lock name (etcd key prefix); "" when unknown (then every lock in the history counts).
+  std::string lock;
+  /// The job's kind; nullopt when unknown (then the checkers of counters and side effects judge
+  /// whatever the read-back holds, and never say unknown for a missing section).
+  std::optional<JobKind> job_kind;
+  /// See kDefaultAcquireAllowance. >= 0.
+  std::chrono::nanoseconds acquire_allowance = kDefaultAcquireAllowance;
+
+  /// The context of a scenario: its lease TTL, lock name and job kind. Pure.
+  [[nodiscard]] static CheckContext of(const Scenario& scenario);
+};
 
 enum class Verdict { kValid, kInvalid, kUnknown };
 
@@ -48,12 +75,21 @@ struct CheckerResult {
   std::string error;  ///< why the verdict is unknown (the exception's message), else empty
 };
 
-/// A checker. Implementations are pure and stateless: check() may run concurrently.
+/// A checker. Implementations are pure and stateless: check() and check_with() may run
+/// concurrently.
 class Checker {
  public:
   virtual ~Checker() = default;
   [[nodiscard]] virtual std::string_view name() const = 0;
+  /// Checks without a context (as with CheckContext{}).
   [[nodiscard]] virtual CheckerResult check(const History& history, const ReadBack& readback) const = 0;
+  /// Checks with the scenario's context. The default ignores the context and calls check();
+  /// checkers that use the context override this and make check() call it with CheckContext{}.
+  [[nodiscard]] virtual CheckerResult check_with(const History& history, const ReadBack& readback,
+                                                 const CheckContext& context) const {
+    (void)context;
+    return check(history, readback);
+  }
 };
 
 using Checkers = std::vector<std::unique_ptr<Checker>>;
@@ -68,6 +104,9 @@ struct CheckRun {
 /// `error`. The combined verdict is the worst of all; with no checkers it is unknown (nothing was
 /// checked, which must never read as safe).
 [[nodiscard]] CheckRun run_checkers(const Checkers& checkers, const History& history, const ReadBack& readback);
+/// The same, handing each checker the context (Checker::check_with).
+[[nodiscard]] CheckRun run_checkers(const Checkers& checkers, const History& history, const ReadBack& readback,
+                                    const CheckContext& context);
 
 /// Sorts and de-duplicates an anomaly's tokens, clients, evidence and seqs (checkers call it).
 void normalize(Anomaly& a);

@@ -13,6 +13,60 @@
 //     a higher token had completed (real-time order; a write accepted before a pause but reported
 //     after it is not flagged);
 //   - the history: a write.ok whose reply's high_water is above its own token.
+//   Side-effect events (key "<job key>.effect") are not writes to the resource's state and are left
+//   to duplicate-effect (an idempotent duplicate is acknowledged but not applied).
+//
+// The failure catalogue's checkers (docs/catalogue-plan.md, "Anomalies"; design.md's names). Each
+// anomaly cites history indices (evidence) and the read-back's seqs where the resource has them.
+//
+// cross-key-rejection: a fenced write.fail (or a resource rejection) for key X whose high_water H
+//   was reached only by another key: no write accepted for X (or its side effects "X.effect") with
+//   a token >= H before the rejection (history order; a logged write the history cannot order, and
+//   a rejection known only from the resource, are judged against every accepted write), while some
+//   other key accepted H (else a token >= H). One mark for several keys (catalogue item 3).
+//   Evidence: the write.fail events and their invokes, the other key's write.ok with that token;
+//   seqs of the other key's first accepted write with it.
+// rejection-storm: a client had more than one fenced rejection with the SAME token (counted per
+//   (client, token): fenced write.fail events, and the resource's rejections; the larger counts).
+//   A correct holder is rejected at most once per token, then re-acquires (catalogue item 4).
+//   Evidence: each write.fail and its write.invoke.
+// foreign-release: a release.ok from worker A (with a revision: it deleted something) deleted a
+//   lock key A never created — the release's own lock_key, and every lock.delete at the same
+//   revision (a delete by prefix removes several keys in one revision). The key's owner is the
+//   worker whose acquire.ok holds it, else the worker whose events carry the lease of its
+//   lock.grant. Evidence: the release.ok, the owner's acquire.ok, the key's lock.grant and
+//   lock.delete, and the third holder's acquire.ok: the first acquire.ok by another worker after
+//   the release, while the owner was still mid-job (no job.done or release.invoke of that token
+//   yet) (catalogue item 5).
+// token-regression: the issuer's tokens went backwards (catalogue items 6, 7):
+//   - an acquire.ok whose token is below that of an acquire.ok (same lock) that had completed
+//     before this one's acquire.invoke (real-time order: a grant that raced is not flagged);
+//   - a lock.grant whose token is below an earlier lock.grant's (the watch's order; a replay of a
+//     key already seen is not a grant);
+//   - the resource's high-water mark for a key above the token of the last acquire.ok: from then
+//     on every holder is below the mark.
+// fenced-out: liveness. After the last fault.heal (or from the start when nothing was healed), a
+//   worker's write with a token it acquired after that point (a fresh token, with healthy
+//   services) was rejected by the fence, and no write at all was accepted within lease TTL +
+//   acquire allowance of that rejection (CheckContext). Evidence: the last heal, the rejected
+//   writes of the streak and the acquire.ok events of their tokens.
+// duplicate-effect: the same side effect applied more than once in the read-back, where a later
+//   application's token was not above the highest token that had already applied it (in seq
+//   order): a stale holder (or a retry) performed an effect a newer holder had performed. The
+//   effect's identity is (key, id), with a leading "<client>:" of the id removed ("w1:seg2" and
+//   "w2:seg2" are the same payout). Applications with increasing tokens are the job being redone
+//   by successive holders, not a duplicate. Unknown when the job kind is side-effect and the
+//   read-back has no effects although effects were acknowledged (catalogue items 8, 11).
+// counter-drift: a counter's final value (read-back "counters") differs from the number of
+//   acknowledged increments (write.ok for the key without a chunk): below it, or above it by more
+//   than the increments whose outcome is unknown (write.info). Evidence: the write.ok events that
+//   wrote the same new value as another ("counter 4 -> 5" twice: a lost update), else every
+//   increment; seqs of those log entries (catalogue item 9). Unknown when the job kind is counter
+//   and the read-back has no counters although increments were acknowledged.
+// lost-acknowledged-write: a write.ok of a chunk that the resource no longer shows and that was not
+//   superseded: not in the read-back's log, or its slot empty, or the slot holding an earlier
+//   (lower seq) write. Without a log, the slot must hold this write or one acknowledged after this
+//   one was invoked. Evidence: the write.invoke and write.ok; seqs of the write and the slot.
 #pragma once
 
 #include "fencecheck/harness/checker.h"
@@ -37,7 +91,70 @@ class StaleWriteAcceptedChecker final : public Checker {
   [[nodiscard]] CheckerResult check(const History& history, const ReadBack& readback) const override;
 };
 
-/// interleaved-segment, corrupt-chunk, stale-write-accepted, in that order.
+class CrossKeyRejectionChecker final : public Checker {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "cross-key-rejection"; }
+  [[nodiscard]] CheckerResult check(const History& history, const ReadBack& readback) const override;
+};
+
+class RejectionStormChecker final : public Checker {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "rejection-storm"; }
+  [[nodiscard]] CheckerResult check(const History& history, const ReadBack& readback) const override;
+};
+
+class ForeignReleaseChecker final : public Checker {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "foreign-release"; }
+  [[nodiscard]] CheckerResult check(const History& history, const ReadBack& readback) const override;
+};
+
+/// Uses the context's lock name to pick the acquire.ok events of the scenario's lock (all when "").
+class TokenRegressionChecker final : public Checker {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "token-regression"; }
+  [[nodiscard]] CheckerResult check(const History& history, const ReadBack& readback) const override;
+  [[nodiscard]] CheckerResult check_with(const History& history, const ReadBack& readback,
+                                         const CheckContext& context) const override;
+};
+
+/// Uses the context's lease TTL and acquire allowance (without a TTL: the workers' ttl_ms; with
+/// neither, unknown when there is a rejection to judge).
+class FencedOutChecker final : public Checker {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "fenced-out"; }
+  [[nodiscard]] CheckerResult check(const History& history, const ReadBack& readback) const override;
+  [[nodiscard]] CheckerResult check_with(const History& history, const ReadBack& readback,
+                                         const CheckContext& context) const override;
+};
+
+/// Uses the context's job kind (unknown when a side-effect job's read-back has no effects).
+class DuplicateEffectChecker final : public Checker {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "duplicate-effect"; }
+  [[nodiscard]] CheckerResult check(const History& history, const ReadBack& readback) const override;
+  [[nodiscard]] CheckerResult check_with(const History& history, const ReadBack& readback,
+                                         const CheckContext& context) const override;
+};
+
+/// Uses the context's job kind (unknown when a counter job's read-back has no counters).
+class CounterDriftChecker final : public Checker {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "counter-drift"; }
+  [[nodiscard]] CheckerResult check(const History& history, const ReadBack& readback) const override;
+  [[nodiscard]] CheckerResult check_with(const History& history, const ReadBack& readback,
+                                         const CheckContext& context) const override;
+};
+
+class LostAcknowledgedWriteChecker final : public Checker {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "lost-acknowledged-write"; }
+  [[nodiscard]] CheckerResult check(const History& history, const ReadBack& readback) const override;
+};
+
+/// interleaved-segment, corrupt-chunk, stale-write-accepted, cross-key-rejection, rejection-storm,
+/// foreign-release, token-regression, fenced-out, duplicate-effect, counter-drift,
+/// lost-acknowledged-write, in that order.
 [[nodiscard]] Checkers default_checkers();
 
 }  // namespace fencecheck::harness

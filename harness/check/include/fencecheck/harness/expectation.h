@@ -21,9 +21,13 @@ struct ExpectationResult {
 /// - outcome anomaly: every listed anomaly must have been reported (others may be reported too);
 /// - min_rejected_writes: Figures::rejected_writes_total() >= it;
 /// - min_expiries_during_work: Figures::expiries_during_work.size() >= it;
-/// - pause_tolerance: for every worker a sigstop fault targets, |longest pause - injected| /
-///   injected <= tolerance, where injected is the longest actual sigstop window on that worker
-///   from the history (fault.inject/heal), or the planned duration when it was never healed.
+/// - pause_tolerance: for every worker a process-stopping fault (sigstop, freeze, self-stop)
+///   targets, |longest pause - injected| / injected <= tolerance, where injected is the longest
+///   actual window of those kinds on that worker from the history (fault.inject/heal), or the
+///   planned duration when it was never healed;
+/// - progress_after_heal: Figures::progress_after_heal exists (a fault was healed) and
+///   made_progress(): nothing was pending after the heal, or a write was accepted within lease
+///   TTL + acquire allowance of it. The window comes from the context the analysis was made with.
 /// Pure.
 [[nodiscard]] ExpectationResult evaluate_expectation(const Scenario& scenario, const Analysis& analysis);
 

@@ -21,7 +21,13 @@
 //     "rejected_writes_total": int, "rejected_writes_history": int, "rejected_writes_readback": int,
 //     "rejected_writes": [{"key","client","history","readback"}],
 //     "faults": [{"fault","target","planned_ns"|null,"actual_ns"|null,"inject_index",
-//                 "heal_index"|null,"inject_t_ns","heal_t_ns"|null}]
+//                 "heal_index"|null,"inject_t_ns","heal_t_ns"|null}],
+//     "rejections_per_token": [{"client","token","history","readback","count"}],
+//     "max_rejections_per_token": int,
+//     "effects_applied": int, "duplicate_effects": int,
+//     "counters": [{"key","expected","unknown","actual"|null}],   // expected = acknowledged increments
+//     "progress_after_heal": null | {"heal_index","heal_t_ns","window_ns","pending",
+//                                    "first_write_ok"|null,"delay_ns"|null,"made_progress"}
 //   },
 //   "evidence_events": [ {"index": int, <event fields>} ]  // every event cited anywhere, by index
 // }

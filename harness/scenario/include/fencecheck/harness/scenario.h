@@ -2,9 +2,12 @@
 //
 // A scenario is a YAML file (docs/scenario-format.md). Loading checks everything up front — unknown
 // keys, types, missing fields, durations, worker references, event kinds, fault windows, fencing
-// modes, expected anomalies — and throws ScenarioError "file:line:col: message" on the first
-// problem, so nothing starts from a plan that cannot run. A loaded Scenario exposes only const
-// accessors; the random seed is part of the plan.
+// modes, job kinds, worker designs, fault parameters and which fault kinds need what (network
+// namespaces, the embedded lock service, a self-stopping worker), expected anomalies — and throws
+// ScenarioError "file:line:col: message" on the first problem, so nothing starts from a plan that
+// cannot run. A loaded Scenario exposes only const accessors; the random seed is part of the plan.
+// The fields of the failure catalogue (resource modes, job kinds, worker designs, fault kinds and
+// their parameters) are the contract in docs/catalogue-plan.md.
 //
 // Thread-safety: a Scenario is an immutable value; share it freely across threads. The loaders
 // are reentrant (no global state besides constant tables).
@@ -52,13 +55,43 @@ class ScenarioError : public std::runtime_error {
 // adding a kind later is one enumerator plus one table row (scenario.cpp).
 enum class LockServiceKind { kEtcd };
 enum class ResourceKind { kStore };
-/// How the resource fences writes. per-key: reject a token below the key's high-water mark;
-/// none: accept everything (the control group that shows the anomaly).
-enum class FencingMode { kPerKey, kNone };
-/// host: every process on the host network. namespaces: not implemented yet (the loader rejects it).
+/// How the resource fences writes (catalogue-plan.md, "Store modes").
+/// per-key: reject a token below the key's high-water mark (the correct rule);
+/// none: accept everything (the control group that shows the anomaly);
+/// global: one high-water mark for the whole store (catalogue item 3: cross-key-rejection);
+/// check-then-write: read the key's mark, wait `check_window`, then write without re-checking, as
+/// two separately locked steps (catalogue item 2: the race is real).
+enum class FencingMode { kPerKey, kNone, kGlobal, kCheckThenWrite };
+/// host: every process on the host's loopback. namespaces: each worker in its own network
+/// namespace, the services on a bridge, addresses from NetworkSpec::subnet (needed by partition
+/// and netem faults; faults/include/fencecheck/faults/netns.h).
 enum class NetworkMode { kHost, kNamespaces };
-enum class FaultKind { kSigstop };
+/// What a fault does to its target (catalogue-plan.md, "faults"):
+/// sigstop: SIGSTOP, healed by SIGCONT; cpu-throttle: a cgroup CPU quota; freeze: the cgroup
+/// freezer; partition: drop packets between the worker's namespace and the lock service, the
+/// resource or everything; netem: delay/jitter/loss on the worker's link; lock-service-restart:
+/// stop the embedded etcd for `duration`, then start it again (optionally on an empty data dir);
+/// self-stop: the worker SIGSTOPs itself at its design's self_stop_at point and the harness
+/// continues it `duration` later.
+enum class FaultKind { kSigstop, kCpuThrottle, kFreeze, kPartition, kNetem, kLockServiceRestart, kSelfStop };
 enum class Outcome { kSafe, kAnomaly };
+/// What each worker does while holding the lock. segments: write `segments` x `chunks` chunks;
+/// counter: `increments` read-modify-write increments of one counter; side-effect: segments, plus
+/// one side effect ("webhook", "payout") after each completed segment, guarded per `effect`.
+enum class JobKind { kSegments, kCounter, kSideEffect };
+/// How the resource guards a side effect: fenced (the same token check as writes), unfenced
+/// (always applied: partial fencing, catalogue item 8), idempotent (applied once per effect id,
+/// catalogue item 11).
+enum class EffectMode { kFenced, kUnfenced, kIdempotent };
+/// Where a worker's fencing token comes from: etcd (the lock key's create_revision, the only
+/// ordering authority) or timestamp (wall-clock ns at acquire: NOT an ordering authority,
+/// catalogue item 6).
+enum class TokenSource { kEtcd, kTimestamp };
+/// Where a self-stopping worker stops itself. check: after its lease check, before the write it
+/// guards (needs check_lease_before_write; catalogue item 10).
+enum class SelfStopPoint { kCheck };
+/// What a partition cuts the worker off from.
+enum class PartitionFrom { kLockService, kResource, kFull };
 
 [[nodiscard]] std::string_view to_string(LockServiceKind k);
 [[nodiscard]] std::string_view to_string(ResourceKind k);
@@ -66,10 +99,31 @@ enum class Outcome { kSafe, kAnomaly };
 [[nodiscard]] std::string_view to_string(NetworkMode m);
 [[nodiscard]] std::string_view to_string(FaultKind k);
 [[nodiscard]] std::string_view to_string(Outcome o);
+[[nodiscard]] std::string_view to_string(JobKind k);
+[[nodiscard]] std::string_view to_string(EffectMode m);
+[[nodiscard]] std::string_view to_string(TokenSource t);
+[[nodiscard]] std::string_view to_string(SelfStopPoint p);
+[[nodiscard]] std::string_view to_string(PartitionFrom f);
 
 /// The names the loader accepts today, in table order (for messages and docs).
 [[nodiscard]] std::vector<std::string_view> known_fault_kinds();
 [[nodiscard]] std::vector<std::string_view> known_fencing_modes();
+[[nodiscard]] std::vector<std::string_view> known_job_kinds();
+
+/// The fault target that names the lock service (lock-service-restart's only target).
+inline constexpr std::string_view kLockServiceTarget = "lock-service";
+/// The subnet of `network: namespaces` when none is given (faults/netns.h's default).
+inline constexpr std::string_view kDefaultSubnet = "10.213.0.0/24";
+/// The window check-then-write leaves open when `check_window` is not given.
+inline constexpr std::chrono::milliseconds kDefaultCheckWindow{200};
+
+/// Fault kinds whose target is a worker (every kind but lock-service-restart).
+[[nodiscard]] bool targets_worker(FaultKind k);
+/// Fault kinds that need `network: namespaces` (partition, netem).
+[[nodiscard]] bool needs_network_namespaces(FaultKind k);
+/// Fault kinds that stop every thread of the target, so its own ticker measures the fault as a
+/// pause (sigstop, freeze, self-stop): what `expect.pause_tolerance` compares against.
+[[nodiscard]] bool stops_process(FaultKind k);
 
 /// The anomaly names a scenario's `expect.anomalies` may list (design.md's list plus
 /// corrupt-chunk), in that order.
@@ -85,8 +139,15 @@ enum class Outcome { kSafe, kAnomaly };
 /// anything else: no unit, unknown unit, negative, not a number, or too large. Zero parses (the
 /// loader rejects it where a positive duration is needed).
 [[nodiscard]] std::optional<Duration> parse_duration(std::string_view text, std::string* error = nullptr);
-/// The shortest exact spelling: 2000000000ns -> "2s", 1500ms -> "1500ms", 90s -> "90s".
+/// The same with an optional sign: "-30s", "+1.5s", "30s" (for clock offsets). Errors as
+/// parse_duration's, never "negative".
+[[nodiscard]] std::optional<Duration> parse_signed_duration(std::string_view text, std::string* error = nullptr);
+/// The shortest exact spelling: 2000000000ns -> "2s", 1500ms -> "1500ms", 90s -> "90s"; a negative
+/// duration gets a leading '-' ("-30s"). parse_signed_duration(format_duration(d)) == d.
 [[nodiscard]] std::string format_duration(Duration d);
+/// A fraction as the shortest percentage text that reads back to exactly the same fraction:
+/// 0.02 -> "2%", 0.125 -> "12.5%", 0.001 -> "0.1%".
+[[nodiscard]] std::string format_percent(double fraction);
 
 /// "when worker W has emitted its count-th event of this kind".
 struct EventTrigger {
@@ -100,7 +161,13 @@ struct TimeTrigger {
   Duration at{};
   bool operator==(const TimeTrigger&) const = default;
 };
-using FaultTrigger = std::variant<EventTrigger, TimeTrigger>;
+/// self-stop's implicit trigger: the target worker stops itself (at its design's self_stop_at
+/// point); the harness notices and continues it `duration` later. Written as no `trigger` at all.
+struct SelfTrigger {
+  bool operator==(const SelfTrigger&) const = default;
+};
+/// Every fault but self-stop has an EventTrigger or a TimeTrigger; self-stop has a SelfTrigger.
+using FaultTrigger = std::variant<EventTrigger, TimeTrigger, SelfTrigger>;
 
 struct LockServiceSpec {
   LockServiceKind kind = LockServiceKind::kEtcd;
@@ -109,19 +176,65 @@ struct LockServiceSpec {
   /// The lock name (etcd key prefix); defaults to "fencecheck/<scenario name>".
   std::string lock;
   [[nodiscard]] bool embedded() const { return endpoints.empty(); }
+  bool operator==(const LockServiceSpec&) const = default;
 };
 
 struct ResourceSpec {
   ResourceKind kind = ResourceKind::kStore;
   FencingMode fencing = FencingMode::kPerKey;
+  /// check-then-write only (set exactly then; default kDefaultCheckWindow): how long the store
+  /// waits between reading the key's high-water mark and writing. Whole milliseconds, > 0.
+  std::optional<Duration> check_window;
+  bool operator==(const ResourceSpec&) const = default;
+};
+
+struct NetworkSpec {
+  NetworkMode mode = NetworkMode::kHost;
+  /// namespaces only (set exactly then; default kDefaultSubnet): the IPv4 CIDR the run's
+  /// addresses come from ("10.213.0.0/24"). Prefix 8..29, no host bits, room for the hub, the two
+  /// services and every worker (faults/netns.h's rules). "" with host.
+  std::string subnet;
+  bool operator==(const NetworkSpec&) const = default;
 };
 
 struct JobSpec {
-  std::string key;                 ///< resource key, [A-Za-z0-9_.-]{1,256}
-  std::int64_t segments = 3;       ///< >= 1
-  std::int64_t chunks = 4;         ///< chunks per segment, >= 1
-  std::int64_t chunk_bytes = 256;  ///< 1 .. 1 MiB
-  Duration chunk_interval = std::chrono::milliseconds(50);  ///< > 0
+  JobKind kind = JobKind::kSegments;
+  std::string key;                 ///< resource key, [A-Za-z0-9_.-]{1,256}; a worker's `key` overrides it
+  std::int64_t segments = 3;       ///< >= 1 (segments, side-effect)
+  std::int64_t chunks = 4;         ///< chunks per segment, >= 1 (segments, side-effect)
+  std::int64_t chunk_bytes = 256;  ///< 1 .. 1 MiB (segments, side-effect)
+  /// > 0: the pause between two writes of a holder (chunks; counter: increments).
+  Duration chunk_interval = std::chrono::milliseconds(50);
+  std::int64_t increments = 10;    ///< counter: increments per holder, 1 .. 1 000 000
+  EffectMode effect = EffectMode::kFenced;  ///< side-effect: how the resource guards the effect
+  bool operator==(const JobSpec&) const = default;
+};
+
+/// How a worker gets fencing wrong on purpose (catalogue-plan.md, "workers[].design"). The
+/// defaults are the correct design; each field is one mistake of the failure catalogue.
+struct WorkerDesign {
+  /// On a rejected write, resend the same chunk with the same token (up to 5 times) before
+  /// re-acquiring (catalogue item 4: rejection-storm).
+  bool retry_same_token = false;
+  /// Release deletes every key under the lock NAME, not the holder's own key (no owner check;
+  /// catalogue item 5: foreign-release).
+  bool release_by_name = false;
+  /// Ask etcd for the lease's remaining TTL before each write (catalogue item 10).
+  bool check_lease_before_write = false;
+  /// When the worker's own ticker saw a pause at least this long, drop the holding and re-acquire
+  /// before the next write (catalogue item 10). > 0.
+  std::optional<Duration> abort_on_pause;
+  /// Where the token comes from (catalogue item 6).
+  TokenSource token_source = TokenSource::kEtcd;
+  /// Run the worker under libfaketime with this offset (FAKETIME="-30s"); signed, non-zero.
+  std::optional<Duration> clock_offset;
+  /// The worker SIGSTOPs itself once, at this point; a self-stop fault on it continues it. Needs
+  /// check_lease_before_write (the point is after the lease check).
+  std::optional<SelfStopPoint> self_stop_at;
+
+  /// True when every field has its default (the correct design).
+  [[nodiscard]] bool is_default() const { return *this == WorkerDesign{}; }
+  bool operator==(const WorkerDesign&) const = default;
 };
 
 struct WorkerSpec {
@@ -129,13 +242,41 @@ struct WorkerSpec {
   std::optional<EventTrigger> start_after;  ///< start when another worker's event happened
   std::optional<Duration> start_delay;      ///< or: start this long after the run starts
   // Neither set: starts with the run. Both set: rejected by the loader.
+  /// The resource key this worker writes, when not the job's (cross-key scenarios). Use
+  /// Scenario::key_of(worker) for the effective key.
+  std::optional<std::string> key;
+  WorkerDesign design;
+  bool operator==(const WorkerSpec&) const = default;
 };
 
+/// One planned fault. The kind-specific fields hold their defaults for other kinds (the loader
+/// rejects a parameter given to the wrong kind: "quota is only for cpu-throttle").
 struct FaultSpec {
   FaultKind kind = FaultKind::kSigstop;
-  std::string target;   ///< a worker id
-  FaultTrigger trigger;
-  Duration duration{};  ///< > 0; how long the fault lasts before it is healed
+  /// A worker id; kLockServiceTarget ("lock-service") for lock-service-restart; for self-stop a
+  /// worker whose design has self_stop_at.
+  std::string target;
+  FaultTrigger trigger;  ///< SelfTrigger exactly for self-stop
+  /// > 0. How long the fault lasts before it is healed; lock-service-restart: the downtime before
+  /// etcd starts again; self-stop: how long after the worker stopped itself it is continued.
+  Duration duration{};
+  /// cpu-throttle: the share of ONE cpu the target may use, 0.001 .. 1.0 (written 0.1% .. 100%).
+  double quota = 0.02;
+  /// cpu-throttle: the CFS period, 1 ms .. 1 s, whole microseconds; quota x period >= 1 ms (the
+  /// kernel's minimum quota, Documentation/scheduler/sched-bwc.rst).
+  Duration period = std::chrono::milliseconds(100);
+  /// partition (set exactly then): what the target is cut off from.
+  std::optional<PartitionFrom> from;
+  /// netem: one-way delay per direction, >= 0, whole microseconds.
+  Duration delay{};
+  /// netem: delay variation, 0 .. delay (needs delay > 0), whole microseconds.
+  Duration jitter{};
+  /// netem: packet loss per direction, 0 .. 1.0 (written 0% .. 100%). delay or loss is non-zero.
+  double loss = 0.0;
+  /// lock-service-restart: start etcd again on an EMPTY data dir (the issuer's revision counter
+  /// resets: catalogue item 7); false: on the same data (revisions and leases survive).
+  bool fresh_data = false;
+  bool operator==(const FaultSpec&) const = default;
 };
 
 struct Expectation {
@@ -143,9 +284,15 @@ struct Expectation {
   std::vector<std::string> anomalies;  ///< outcome anomaly: each must be found (non-empty); safe: empty
   std::optional<std::int64_t> min_rejected_writes;
   std::optional<std::int64_t> min_expiries_during_work;
-  /// Fraction (0.10 for "10%"): every SIGSTOPped worker's longest measured pause must be within
-  /// this fraction of the injected duration.
+  /// Fraction (0.10 for "10%"): for every worker a process-stopping fault (sigstop, freeze,
+  /// self-stop) targets, its longest measured pause must be within this fraction of the injected
+  /// duration.
   std::optional<double> pause_tolerance;
+  /// Liveness: after the last heal, a write is accepted within lease TTL + one acquire allowance
+  /// (check.h's CheckContext::acquire_allowance) whenever some worker still had work to do.
+  /// Needs at least one fault.
+  bool progress_after_heal = false;
+  bool operator==(const Expectation&) const = default;
 };
 
 namespace detail {
@@ -164,7 +311,10 @@ class Scenario {
   [[nodiscard]] Duration timeout() const { return timeout_; }
   [[nodiscard]] const LockServiceSpec& lock_service() const { return lock_service_; }
   [[nodiscard]] const ResourceSpec& resource() const { return resource_; }
-  [[nodiscard]] NetworkMode network() const { return network_; }
+  /// The network mode (network_spec().mode); kept for callers that need only the mode.
+  [[nodiscard]] NetworkMode network() const { return network_.mode; }
+  /// The whole `network` field: mode and, for namespaces, the subnet.
+  [[nodiscard]] const NetworkSpec& network_spec() const { return network_; }
   [[nodiscard]] const JobSpec& job() const { return job_; }
   [[nodiscard]] const std::vector<WorkerSpec>& workers() const { return workers_; }
   [[nodiscard]] const std::vector<FaultSpec>& faults() const { return faults_; }
@@ -173,6 +323,13 @@ class Scenario {
   [[nodiscard]] const std::string& source() const { return source_; }
   /// The worker with this id, or nullptr.
   [[nodiscard]] const WorkerSpec* find_worker(std::string_view id) const;
+  /// The resource key a worker writes: its own `key`, else the job's.
+  [[nodiscard]] const std::string& key_of(const WorkerSpec& worker) const {
+    return worker.key ? *worker.key : job_.key;
+  }
+
+  /// Equal plans: every field, including source(); not where in the file `name` was.
+  friend bool operator==(const Scenario& a, const Scenario& b);
 
  private:
   friend class detail::ScenarioParser;
@@ -185,7 +342,7 @@ class Scenario {
   Duration timeout_ = std::chrono::seconds(120);
   LockServiceSpec lock_service_;
   ResourceSpec resource_;
-  NetworkMode network_ = NetworkMode::kHost;
+  NetworkSpec network_;
   JobSpec job_;
   std::vector<WorkerSpec> workers_;
   std::vector<FaultSpec> faults_;
@@ -194,6 +351,7 @@ class Scenario {
   int name_line_ = 0;  // where `name:` is, for the suite's duplicate-name error
   int name_column_ = 0;
   friend std::vector<Scenario> load_suite(const std::filesystem::path& path);
+  friend Scenario scenario_from_json(const nlohmann::json& j, std::string_view file_label);
 };
 
 /// Loads and validates one scenario file. Throws ScenarioError.
@@ -207,7 +365,17 @@ class Scenario {
 [[nodiscard]] std::vector<Scenario> load_suite(const std::filesystem::path& path);
 
 /// The whole plan as JSON for the run directory (scenario.json): the same field names as the
-/// YAML, every default filled in, durations in the loader's own spelling ("2s", "50ms").
+/// YAML, every default filled in, durations in the loader's own spelling ("2s", "50ms"),
+/// percentages as "2%", plus "source". Every worker has its "design" (the booleans and
+/// token_source always; abort_on_pause, clock_offset, self_stop_at when set). Fields that belong
+/// to another kind are left out (a counter job has no "segments", a sigstop fault no "quota", a
+/// host network no subnet, a self-stop fault no trigger; a worker without its own key has no
+/// "key"), so that scenario_from_json(to_json(s)) == s for every loadable s.
 [[nodiscard]] nlohmann::json to_json(const Scenario& s);
+
+/// Reads scenario.json back (what `fencecheck report` does): the same validation as a YAML file
+/// (JSON is YAML), with "source" taken as source() (file_label when absent). Throws ScenarioError
+/// located in `file_label` (line and column of the JSON as pretty-printed with 2-space indent).
+[[nodiscard]] Scenario scenario_from_json(const nlohmann::json& j, std::string_view file_label = "scenario.json");
 
 }  // namespace fencecheck::harness
