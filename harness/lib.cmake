@@ -2,14 +2,26 @@
 add_library(fencecheck_harness
   src/child_process.cpp
   src/services.cpp
+  src/fault_plan.cpp
   src/lock_watch.cpp
   src/run_dir.cpp
+  src/netns_scope.cpp
   src/metrics.cpp
-  src/orchestrator.cpp)
+  src/live_metrics.cpp
+  src/orchestrator.cpp
+  src/junit.cpp
+  src/report.cpp
+  src/report_html.cpp
+  src/report_retention.cpp
+  src/progress.cpp)
 target_include_directories(fencecheck_harness PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
 target_link_libraries(fencecheck_harness PUBLIC
   fencecheck_scenario fencecheck_check fencecheck_faults fencecheck_workers fencecheck_resources fencecheck_proto
-  Boost::filesystem spdlog::spdlog prometheus-cpp::core Threads::Threads)
+  Boost::filesystem spdlog::spdlog prometheus-cpp::core Threads::Threads
+  PRIVATE prometheus-cpp::pull prometheus-cpp::push CURL::libcurl)
+# junit.xml is written with pugixml (Debian: libpugixml-dev).
+find_package(pugixml REQUIRED)
+target_link_libraries(fencecheck_harness PRIVATE pugixml::pugixml)
 
 add_executable(fencecheck main.cpp)
 target_link_libraries(fencecheck PRIVATE fencecheck_harness)

@@ -3,24 +3,32 @@
 //   fencecheck run PATH...        run scenarios (files, or suite directories) for real
 //   fencecheck validate PATH...   load and validate scenarios only; nothing starts
 //   fencecheck cleanup [RUN_DIR]  heal what a killed harness left behind (from fault ledgers)
+//   fencecheck report RUN_DIR...  judge stored runs again; rewrite verdict.json, junit.xml, report.html
 //
 // Exit codes (design.md): 0 every scenario met its expectation; 1 at least one did not; 2 bad
 // scenario or arguments; 3 the environment lacks what a scenario needs; 4 internal error.
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "fencecheck/faults/ledger.h"
+#include "fencecheck/faults/sweep.h"
+#include "fencecheck/harness/fault_plan.h"
 #include "fencecheck/faults/sigstop.h"
+#include "fencecheck/harness/live_metrics.h"
 #include "fencecheck/harness/orchestrator.h"
+#include "fencecheck/harness/progress.h"
+#include "fencecheck/harness/report.h"
 #include "fencecheck/harness/scenario.h"
 
 namespace fs = std::filesystem;
@@ -59,17 +67,7 @@ std::vector<Scenario> load_all(const std::vector<std::string>& paths) {
 }
 
 void print_table(const std::vector<ScenarioResult>& results) {
-  std::printf("\n%-36s %-28s %-8s %-5s %8s %8s %9s %8s\n", "scenario", "expectation", "verdict", "met", "rejected",
-              "expiries", "max pause", "time");
-  for (const auto& r : results) {
-    std::printf("%-36s %-28s %-8s %-5s %8lld %8lld %8.2fs %7.1fs\n", r.scenario.c_str(), r.expectation.c_str(),
-                r.verdict.c_str(), r.skipped ? "skip" : (r.met ? "yes" : "NO"),
-                static_cast<long long>(r.rejected_writes), static_cast<long long>(r.expiries_during_work),
-                r.longest_pause_s, r.duration_s);
-    for (const auto& a : r.anomalies) std::printf("    anomaly: %s\n", a.c_str());
-    for (const auto& why : r.reasons) std::printf("    %s\n", why.c_str());
-    if (!r.run_dir.empty()) std::printf("    run directory: %s\n", r.run_dir.c_str());
-  }
+  std::fputs(format_results_table(results).c_str(), stdout);  // report.h: the table's one definition
 }
 
 int cmd_cleanup(const std::string& run_dir, const std::string& run_root, bool force) {
@@ -92,6 +90,14 @@ int cmd_cleanup(const std::string& run_dir, const std::string& run_root, bool fo
       ++healed;
     }
   }
+  // Then namespaces and cgroups that a ledger names but a crash left behind after all.
+  fencecheck::faults::SweepOptions sweep;
+  sweep.ledgers = ledgers;
+  const std::string prefix = run_dir.empty() ? "" : fs::path(run_dir).filename().string();
+  for (const auto& line : fencecheck::faults::sweep_leftovers(prefix, sweep)) {
+    std::cout << "sweep: " << line << "\n";
+    ++healed;
+  }
   std::cout << "fencecheck cleanup: " << ledgers.size() << " ledger(s) read, " << healed << " entr"
             << (healed == 1 ? "y" : "ies") << " handled\n";
   return kExitMet;
@@ -102,6 +108,7 @@ int cmd_cleanup(const std::string& run_dir, const std::string& run_root, bool fo
 int main(int argc, char** argv) {
   // Logs go to stderr: stdout carries only results (the table, or --json).
   spdlog::set_default_logger(spdlog::stderr_color_mt("fencecheck"));
+  register_harness_ledger_healers();
   CLI::App app{"fencecheck: proves, with real processes, whether fencing keeps a lock's users safe"};
   app.require_subcommand(1);
 
@@ -117,6 +124,17 @@ int main(int argc, char** argv) {
   run->add_flag("--skip-unavailable", opts.skip_unavailable,
                 "Skip (never pass) a scenario whose faults this environment cannot inject");
   run->add_flag("--json", json_out, "Print the results as JSON instead of a table");
+  std::string metrics_listen;
+  std::string pushgateway;
+  run->add_option("--metrics-listen", metrics_listen,
+                  "Serve /metrics while the run goes, on a loopback HOST:PORT (127.0.0.1:9464; port 0: any)");
+  run->add_option("--pushgateway", pushgateway,
+                  "Push each scenario's metrics to this Pushgateway (http://HOST:PORT) when it ends");
+  std::string junit_path;
+  std::size_t keep = 0;
+  run->add_option("--junit", junit_path, "Also write the suite's JUnit XML here (each run directory gets its own junit.xml)");
+  run->add_option("--keep", keep, "Keep only the newest N run directories under --run-root (never this run's)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}));
 
   std::vector<std::string> validate_paths;
   auto* validate = app.add_subcommand("validate", "Load and validate scenarios; start nothing");
@@ -129,6 +147,14 @@ int main(int argc, char** argv) {
   cleanup->add_option("--run-root", run_root, "Where run directories are")->capture_default_str();
   cleanup->add_flag("--force", force, "Also heal entries whose harness still looks alive");
 
+  ReportCommandOptions report_opts;
+  std::vector<std::string> report_dirs;
+  std::string report_junit;
+  auto* report = app.add_subcommand("report", "Judge stored runs again: rewrite verdict.json, junit.xml and report.html");
+  report->add_option("run_dirs", report_dirs, "Run directories (e.g. runs/latest)")->required();
+  report->add_option("--junit", report_junit, "Also write the suite's JUnit XML here");
+  report->add_flag("--json", report_opts.json, "Print the results as JSON instead of a table");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -136,6 +162,11 @@ int main(int argc, char** argv) {
   }
 
   if (*cleanup) return cmd_cleanup(cleanup_dir, run_root, force);
+  if (*report) {
+    for (const auto& d : report_dirs) report_opts.run_dirs.emplace_back(d);
+    report_opts.junit = report_junit;
+    return report_command(report_opts, std::cout, std::cerr);
+  }
 
   std::vector<Scenario> scenarios;
   try {
@@ -152,6 +183,44 @@ int main(int argc, char** argv) {
     return kExitMet;
   }
 
+  // Metrics: refuse a bad or non-loopback address before anything starts (docs/observability.md).
+  std::unique_ptr<MetricsObserver> metrics;
+  if (!metrics_listen.empty() || !pushgateway.empty()) {
+    MetricsObserver::Options mo;
+    try {
+      if (!metrics_listen.empty()) mo.listen = parse_listen_address(metrics_listen);
+      if (!pushgateway.empty()) mo.pushgateway = parse_pushgateway_url(pushgateway);
+    } catch (const MetricsConfigError& err) {
+      std::cerr << "fencecheck: " << err.what() << "\n";
+      return kExitBadInput;
+    }
+    try {
+      metrics = std::make_unique<MetricsObserver>(std::move(mo));
+    } catch (const std::exception& err) {
+      std::cerr << "fencecheck: " << err.what() << "\n";
+      return kExitEnvironment;
+    }
+    opts.observers.push_back(metrics.get());
+  }
+
+  // Reports: report.html and junit.xml in every run directory; live progress on a terminal.
+  if (!junit_path.empty()) {
+    std::error_code ec;
+    const fs::path parent = fs::absolute(junit_path).parent_path();
+    fs::create_directories(parent, ec);
+    if (fs::is_directory(fs::path(junit_path)) || ::access(parent.c_str(), W_OK) != 0) {
+      std::cerr << "fencecheck: --junit " << junit_path << ": cannot write a file there\n";
+      return kExitBadInput;
+    }
+  }
+  ReportObserver reporter;
+  opts.observers.push_back(&reporter);
+  std::unique_ptr<ProgressObserver> progress = ProgressObserver::for_terminal();
+  if (progress->enabled()) {
+    opts.observers.push_back(progress.get());
+    for (auto& sink : spdlog::default_logger()->sinks()) sink = progress->wrap_sink(sink);
+  }
+
   install_signal_handlers();
   opts.run_root = run_root;
   opts.bin_dir = bin_dir;
@@ -160,7 +229,27 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < scenarios.size(); ++i) {
     if (g_interrupted) break;
     spdlog::info("[{}/{}] {}: {}", i + 1, scenarios.size(), scenarios[i].name(), scenarios[i].description());
+    progress->set_position(i + 1, scenarios.size());
     results.push_back(run_scenario(scenarios[i], opts));
+    reporter.add_result(scenarios[i], results.back());
+    progress->scenario_done(results.back());
+  }
+  progress.reset();  // the status line is gone before the table
+  if (!junit_path.empty()) {
+    try {
+      write_junit(junit_path, reporter.suite());
+    } catch (const std::exception& err) {
+      std::cerr << "fencecheck: " << err.what() << "\n";
+    }
+  }
+  if (keep > 0) {
+    std::vector<fs::path> mine;
+    for (const auto& r : results) mine.push_back(r.run_dir);
+    const PruneResult pruned = prune_run_root(run_root, keep, mine);
+    if (!pruned.removed.empty())
+      spdlog::info("--keep {}: removed {} older run director{} under {}", keep, pruned.removed.size(),
+                   pruned.removed.size() == 1 ? "y" : "ies", run_root);
+    for (const auto& e : pruned.errors) spdlog::warn("--keep {}: {}", keep, e);
   }
   if (json_out) {
     nlohmann::json j = nlohmann::json::array();
@@ -168,6 +257,14 @@ int main(int argc, char** argv) {
     std::cout << j.dump(2) << "\n";
   } else {
     print_table(results);
+  }
+  if (metrics) {  // a failed push is reported, never a verdict: the exit code stays the scenarios'
+    for (const auto& p : metrics->pushes())
+      if (!p.ok) (json_out ? std::cerr : std::cout) << "metrics push FAILED for " << p.scenario << " (" << p.url << "): " << p.error << "\n";
+    if (!metrics->pushes().empty() && !json_out)
+      std::cout << "metrics pushed to " << pushgateway << ": "
+                << std::count_if(metrics->pushes().begin(), metrics->pushes().end(), [](const auto& p) { return p.ok; })
+                << " of " << metrics->pushes().size() << " scenario(s)\n";
   }
   if (g_interrupted) return 130;
   return suite_exit_code(results);

@@ -59,9 +59,11 @@ ChildProcess::ChildProcess(ChildSpec spec, LineHandler on_line) : impl_(std::mak
     args.push_back(s.exe.string());
     args.insert(args.end(), s.args.begin(), s.args.end());
   }
+  bp::environment env = boost::this_process::environment();
+  for (const auto& [name, value] : s.env) env[name] = value;
   try {
     impl_->child = bp::child(program.string(), bp::args(args), bp::std_out > impl_->out,
-                             bp::std_err > s.stderr_log.string(), bp::std_in < bp::null, DieWithParent{});
+                             bp::std_err > s.stderr_log.string(), bp::std_in < bp::null, env, DieWithParent{});
   } catch (const std::exception& err) {
     throw std::runtime_error("cannot start " + s.name + " (" + program.string() + "): " + err.what());
   }

@@ -48,6 +48,10 @@ LockWatch::LockWatch(std::string etcd_url, std::string prefix, std::function<voi
                       stop);
       } catch (const std::exception& err) {
         if (stop.stop_requested()) break;
+        if (from_scratch_.exchange(false)) {
+          from = 1;
+          seen_revision_ = 0;
+        }
         spdlog::warn("lock watch on {}: {}; re-watching from revision {}", prefix_, err.what(), from);
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
@@ -56,6 +60,8 @@ LockWatch::LockWatch(std::string etcd_url, std::string prefix, std::function<voi
 }
 
 LockWatch::~LockWatch() { stop(); }
+
+void LockWatch::restart_from_scratch() { from_scratch_ = true; }
 
 void LockWatch::stop() {
   if (!thread_.joinable()) return;

@@ -17,8 +17,10 @@
 #include <spdlog/spdlog.h>
 
 #include "fencecheck/faults/ledger.h"
-#include "fencecheck/faults/sigstop.h"
+#include "fencecheck/faults/sweep.h"
+#include "fencecheck/faults/process.h"
 #include "fencecheck/harness/child_process.h"
+#include "fencecheck/harness/fault_plan.h"
 #include "fencecheck/harness/lock_watch.h"
 #include "fencecheck/harness/metrics.h"
 #include "fencecheck/harness/run_dir.h"
@@ -165,6 +167,8 @@ class Run {
   std::set<const FaultSpec*> fired_;
   std::vector<ActiveFault> active_;
   std::unique_ptr<faults::FaultLedger> ledger_;
+  Services* services_ = nullptr;  // the run's services (owned by execute()'s frame)
+  LockWatch* watch_ = nullptr;     // the run's lock watch (owned by execute()'s frame)
   std::string etcd_url_;
   std::string store_url_;
   std::string lock_name_;
@@ -201,12 +205,37 @@ void Run::launch_worker(WorkerState& w) {
   spec.name = id;
   spec.exe = (opt_.bin_dir.empty() ? self_bin_dir() : opt_.bin_dir) / "fencecheck-worker";
   spec.stderr_log = dir_.log_path(id);
-  spec.args = {"--id", id, "--etcd", etcd_url_, "--store", store_url_, "--lock", lock_name_, "--key", job.key,
+  spec.prefix = services_->worker_prefix(id);
+  spec.args = {"--id", id, "--etcd", etcd_url_, "--store", store_url_, "--lock", lock_name_, "--key", sc_.key_of(*w.spec),
                "--ttl-s", std::to_string(sc_.lease_ttl().count()), "--segments", std::to_string(job.segments),
                "--chunks", std::to_string(job.chunks), "--chunk-bytes", std::to_string(job.chunk_bytes),
                "--chunk-interval-ms",
                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(job.chunk_interval).count()),
                "--seed", std::to_string(sc_.seed())};
+  // The job's kind and the worker's design (docs/catalogue-plan.md): flags of fencecheck-worker.
+  if (job.kind != JobKind::kSegments) {
+    spec.args.insert(spec.args.end(), {"--job", std::string(to_string(job.kind))});
+    if (job.kind == JobKind::kCounter) spec.args.insert(spec.args.end(), {"--increments", std::to_string(job.increments)});
+    if (job.kind == JobKind::kSideEffect) spec.args.insert(spec.args.end(), {"--effect", std::string(to_string(job.effect))});
+  }
+  const auto& d = w.spec->design;
+  if (d.retry_same_token) spec.args.emplace_back("--retry-same-token");
+  if (d.release_by_name) spec.args.emplace_back("--release-by-name");
+  if (d.check_lease_before_write) spec.args.emplace_back("--check-lease-before-write");
+  if (d.abort_on_pause)
+    spec.args.insert(spec.args.end(), {"--abort-on-pause-ms",
+                                       std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(*d.abort_on_pause).count())});
+  if (d.token_source != TokenSource::kEtcd)
+    spec.args.insert(spec.args.end(), {"--token-source", std::string(to_string(d.token_source))});
+  if (d.self_stop_at) spec.args.insert(spec.args.end(), {"--self-stop-at", std::string(to_string(*d.self_stop_at))});
+  if (d.clock_offset) {
+    // libfaketime (Debian's faketime): the worker's CLOCK_REALTIME runs offset; its monotonic
+    // clock, which the pause ticker uses, is left alone (FAKETIME_DONT_FAKE_MONOTONIC).
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*d.clock_offset).count();
+    spec.env = {{"LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"},
+                {"FAKETIME", (ms >= 0 ? "+" : "") + std::to_string(static_cast<double>(ms) / 1000.0) + "s"},
+                {"FAKETIME_DONT_FAKE_MONOTONIC", "1"}};
+  }
   w.proc = std::make_unique<ChildProcess>(spec, [this, id](std::string_view line, std::int64_t recv_ns, bool eof) {
     Inbound in;
     in.from = id;
@@ -235,34 +264,38 @@ void Run::launch_worker(WorkerState& w) {
 }
 
 void Run::inject(const FaultSpec& spec) {
-  auto& w = workers_.at(spec.target);
   Event e;
   e.source = "harness";
   e.fault = std::string(to_string(spec.kind));
   e.target = spec.target;
-  if (!w.proc || w.exited) {
-    e.kind = EventKind::kLog;
-    e.detail = e.fault + " on " + spec.target + " not injected: the worker is not running";
-    record(std::move(e));
-    return;
-  }
-  auto ref = faults::ProcessRef::of(w.proc->pid());
-  if (!ref) {
-    e.kind = EventKind::kLog;
-    e.detail = e.fault + " on " + spec.target + " not injected: the process is gone";
-    record(std::move(e));
-    return;
+  std::optional<faults::ProcessRef> ref;
+  if (spec.kind != FaultKind::kLockServiceRestart) {
+    auto& w = workers_.at(spec.target);
+    if (w.proc && !w.exited) ref = faults::ProcessRef::of(w.proc->pid());
+    if (!ref) {
+      e.kind = EventKind::kLog;
+      e.detail = e.fault + " on " + spec.target + " not injected: the worker is not running";
+      record(std::move(e));
+      return;
+    }
   }
   ActiveFault af;
   af.spec = &spec;
-  af.fault = std::make_unique<faults::SigstopFault>(*ref, spec.target);
-  af.ledger_id = ledger_->record_inject(*af.fault);  // durable before it takes effect
+  try {
+    af.fault = make_fault(spec, ref, dir_.run_id(), *services_);
+    af.ledger_id = ledger_->record_inject(*af.fault);  // durable before it takes effect
+  } catch (const std::exception& err) {
+    e.kind = EventKind::kLog;
+    e.detail = e.fault + " on " + spec.target + " not injected: " + err.what();
+    record(std::move(e));
+    return;
+  }
   try {
     af.fault->inject();
-  } catch (const faults::FaultError& err) {
+  } catch (const std::exception& err) {
     ledger_->record_heal(af.ledger_id);
     e.kind = EventKind::kLog;
-    e.detail = err.what();
+    e.detail = e.fault + " on " + spec.target + " not injected: " + err.what();
     record(std::move(e));
     return;
   }
@@ -274,6 +307,7 @@ void Run::inject(const FaultSpec& spec) {
   e.detail = af.fault->target();
   spdlog::info("{}: {} {} for {}", sc_.name(), e.fault, af.fault->target(), format_duration(spec.duration));
   record(std::move(e));
+  if (spec.kind == FaultKind::kLockServiceRestart && spec.fresh_data && watch_) watch_->restart_from_scratch();
   active_.push_back(std::move(af));
 }
 
@@ -310,6 +344,16 @@ void Run::on_event(const Event& e) {
     if (fired_.count(&f)) continue;
     if (auto* t = std::get_if<EventTrigger>(&f.trigger); t && t->worker == e.source && t->event == e.kind && t->count == n) {
       fired_.insert(&f);
+      inject(f);
+    }
+    // self-stop: the worker stopped itself at its design's point and said so just before; the
+    // fault starts when the kernel shows it stopped, and its heal is the harness's SIGCONT.
+    if (std::holds_alternative<SelfTrigger>(f.trigger) && f.target == e.source && e.kind == EventKind::kLog &&
+        e.detail.rfind("self-stop at", 0) == 0) {
+      fired_.insert(&f);
+      const pid_t pid = workers_.at(f.target).proc->pid();
+      for (int i = 0; i < 2000 && faults::process_state(pid).value_or('T') != 'T'; ++i)
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
       inject(f);
     }
   }
@@ -408,7 +452,8 @@ ScenarioResult Run::execute() {
   ledger_ = std::make_unique<faults::FaultLedger>(dir_.path() / "faults.ledger", dir_.run_id());
 
   // 1. The lock service: embedded etcd, or the scenario's endpoints.
-  Services services(sc_, dir_, opt_);
+  Services services(sc_, dir_, opt_, *ledger_);
+  services_ = &services;
   etcd_url_ = services.etcd_url();
   store_url_ = services.store_url();
   lock_name_ = sc_.lock_service().lock.empty() ? "fencecheck/" + sc_.name() : sc_.lock_service().lock;
@@ -420,6 +465,7 @@ ScenarioResult Run::execute() {
     in.event = std::move(e);
     inbox_.push(std::move(in));
   });
+  watch_ = &watch;
 
   // 3. Workers.
   notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "workers"); });
@@ -500,11 +546,37 @@ nlohmann::json ScenarioResult::to_json() const {
           {"longest_pause_s", longest_pause_s}, {"duration_s", duration_s}};
 }
 
+/// Names what dead runs under the run root left unhealed (a kill -9'ed harness), once per process.
+static void warn_about_leftovers(const fs::path& run_root) {
+  static bool warned = false;
+  if (warned || !fs::is_directory(run_root)) return;
+  warned = true;
+  std::error_code ec;
+  for (const auto& d : fs::directory_iterator(run_root, ec)) {
+    const fs::path ledger = d.path() / "faults.ledger";
+    if (d.is_symlink() || !fs::exists(ledger)) continue;
+    try {
+      auto left = faults::FaultLedger::outstanding(ledger);
+      std::erase_if(left, [](const nlohmann::json& e) { return faults::FaultLedger::writer_alive(e); });
+      if (!left.empty())
+        spdlog::warn("run {} left {} fault(s) unhealed (its harness is gone): run `fencecheck cleanup {}`",
+                     d.path().filename().string(), left.size(), d.path().string());
+    } catch (const std::exception&) {
+    }
+  }
+}
+
 ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options) {
   ScenarioResult r;
   r.scenario = scenario.name();
   r.expectation = expectation_text(scenario.expect());
   try {
+    if (auto missing = missing_prerequisites(scenario); !missing.empty()) {
+      std::string all;
+      for (const auto& m : missing) all += (all.empty() ? "" : "; ") + m;
+      throw EnvironmentError(all);
+    }
+    warn_about_leftovers(options.run_root);
     RunDirectory dir = RunDirectory::create(options.run_root, scenario.name());
     r.run_dir = dir.path();
     auto sink_guard = dir.attach_log();

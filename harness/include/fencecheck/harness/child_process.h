@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace fencecheck::harness {
@@ -28,6 +29,8 @@ struct ChildSpec {
   std::vector<std::string> args;         ///< argv[1..]
   std::filesystem::path stderr_log;      ///< stderr goes here (created / truncated)
   std::vector<std::string> prefix;       ///< optional wrapper argv, e.g. {"ip","netns","exec","fc-x"}
+  /// Variables added to (or replacing in) the harness's environment, e.g. {"FAKETIME","-30s"}.
+  std::vector<std::pair<std::string, std::string>> env;
 };
 
 /// Called on the reader thread for every stdout line (without the newline), with the receive

@@ -31,6 +31,10 @@ class LockWatch {
   /// earlier change has been delivered; bounded: 5 s), deletes it and stops the thread. Idempotent.
   void stop();
 
+  /// The lock service was restarted on empty data (its revisions start over at 1): watch the new
+  /// cluster from its first revision once the current stream breaks. Thread-safe.
+  void restart_from_scratch();
+
  private:
   std::string url_;
   std::string prefix_;
@@ -38,6 +42,7 @@ class LockWatch {
   std::string end_marker_;
   std::int64_t start_revision_ = 0;
   std::atomic<std::int64_t> seen_revision_{0};
+  std::atomic<bool> from_scratch_{false};
   std::jthread thread_;
 };
 

@@ -5,11 +5,21 @@
 // `lock_service.endpoints` in the scenario, an existing cluster, checked for health first.
 // Resource: fencecheck-store, started as a child on 127.0.0.1 with a free port (it prints
 // {"listening":"127.0.0.1:PORT",...} on stdout) and the scenario's fencing mode.
+//
+// With `network: namespaces` the run gets a NetworkLab (faults/netns.h): a hub namespace holding
+// the lock service's and the store's addresses, and one namespace per worker host linked to it.
+// The calling (main) thread enters the hub for the life of the Services, so etcd and the store
+// start there and every harness-side connection (health, watch, read-back) is made from there;
+// workers are launched through `ip netns exec <their namespace>` (worker_prefix()).
 #pragma once
 
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "fencecheck/faults/ledger.h"
+#include "fencecheck/faults/netns.h"
 
 #include "fencecheck/harness/orchestrator.h"
 #include "fencecheck/harness/run_dir.h"
@@ -28,15 +38,31 @@ class EnvironmentError : public std::runtime_error {
 /// them in stop() / the destructor. Throws EnvironmentError or std::runtime_error.
 class Services {
  public:
-  Services(const Scenario& scenario, const RunDirectory& dir, const RunOptions& options);
+  /// ledger: the run's fault ledger (the network lab is recorded there before it exists).
+  Services(const Scenario& scenario, const RunDirectory& dir, const RunOptions& options, faults::FaultLedger& ledger);
   ~Services();
   Services(const Services&) = delete;
   Services& operator=(const Services&) = delete;
 
   [[nodiscard]] const std::string& etcd_url() const { return etcd_url_; }
   [[nodiscard]] const std::string& store_url() const { return store_url_; }
-  /// Stops the store and the embedded etcd (not an external cluster). Idempotent.
+  /// Stops the store and the embedded etcd (not an external cluster), leaves the hub namespace
+  /// and tears the network lab down. Idempotent.
   void stop();
+
+  /// The wrapper argv a worker process needs (empty on the host network).
+  [[nodiscard]] std::vector<std::string> worker_prefix(const std::string& worker) const;
+  /// The network lab, or nullptr on the host network.
+  [[nodiscard]] const faults::NetworkLab* lab() const;
+
+  /// The embedded lock service's process, for faults that act on it; 0 when external.
+  [[nodiscard]] int lock_service_pid() const;
+  /// Stops the embedded etcd (SIGTERM) — a lock-service outage. Throws std::logic_error when the
+  /// lock service is external.
+  void stop_lock_service();
+  /// Starts the embedded etcd again at the same URL; with fresh_data on an empty data directory
+  /// (the issuer's revision counter starts over: the "redeployed with empty state" mistake).
+  void start_lock_service(bool fresh_data);
 
  private:
   struct Impl;

@@ -1,0 +1,172 @@
+// fencecheck — metrics while the run goes (/metrics on loopback) and at the end of each scenario
+// (a push to a Pushgateway).
+//
+//   --metrics-listen 127.0.0.1:PORT   LiveMetrics behind a prometheus-cpp Exposer (pull). During
+//                                     a scenario its series move with the history's events as
+//                                     they are recorded; when the scenario ends they are replaced
+//                                     by build_registry(figures) — the same registry as
+//                                     metrics.prom — and stay until the process exits.
+//   --pushgateway URL                 at the end of each scenario, build_registry(figures) is
+//                                     PUT to URL/metrics/job/fencecheck/instance/<i>/scenario/<s>
+//                                     (prometheus-cpp Gateway). A failed push is logged and
+//                                     reported; it never changes a verdict or the exit code.
+//
+// Units and names: metrics.h. Every address the harness *serves* on is loopback only.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/registry.h>
+
+#include "fencecheck/harness/metrics.h"
+#include "fencecheck/harness/orchestrator.h"
+
+namespace prometheus {
+class Exposer;
+}
+
+namespace fencecheck::harness {
+
+/// A bad --metrics-listen or --pushgateway value (exit code 2). what() names the flag and why.
+class MetricsConfigError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// A loopback address to serve /metrics on.
+struct ListenAddress {
+  std::string host;  ///< dotted IPv4 in 127.0.0.0/8 ("localhost" is given as 127.0.0.1)
+  int port = 0;      ///< 0: any free port (see MetricsObserver::listening_port())
+  /// The civetweb listening_ports form: "127.0.0.1:9464".
+  [[nodiscard]] std::string civetweb() const;
+};
+
+/// Parses HOST:PORT where HOST is an IPv4 loopback address (127.0.0.0/8) or localhost and PORT is
+/// 0..65535. Throws MetricsConfigError for anything else: a non-loopback or wildcard address
+/// (0.0.0.0, a LAN address, a host name), a bare port (civetweb would bind every interface), a
+/// missing or bad port, and IPv6 (Debian's civetweb, under prometheus-cpp's Exposer, is built
+/// without IPv6, so [::1] is refused with a message saying so). Pure.
+[[nodiscard]] ListenAddress parse_listen_address(std::string_view text);
+
+/// Where to push: http(s)://HOST[:PORT][/]. The host may be anything (a staging Pushgateway);
+/// the tests use loopback only.
+struct PushgatewayUrl {
+  std::string scheme;  ///< "http" or "https"
+  std::string host;    ///< as written; IPv6 literals keep their brackets
+  std::string port;    ///< as written, or 80 / 443 from the scheme
+  /// scheme://host:port, as shown in messages.
+  [[nodiscard]] std::string base() const { return scheme + "://" + host + ":" + port; }
+};
+
+/// Parses the --pushgateway value. Throws MetricsConfigError naming what is wrong (no scheme, a
+/// scheme other than http/https, no host, a bad port, a path, query or user info). Pure.
+[[nodiscard]] PushgatewayUrl parse_pushgateway_url(std::string_view text);
+
+/// The outcome of one push. Value type.
+struct PushOutcome {
+  std::string scenario;
+  std::string url;    ///< the full grouping-key URL pushed to
+  bool ok = false;
+  int status = 0;     ///< HTTP status; negative: minus libcurl's error code (no HTTP answer)
+  std::string error;  ///< empty when ok
+};
+
+/// The grouping key path for a push: /metrics/job/fencecheck/instance/<i>/scenario/<s>. A value
+/// outside [A-Za-z0-9_.-] (or empty) is sent in the Pushgateway's base64url form
+/// (`<name>@base64/<value>`). Pure.
+[[nodiscard]] std::string grouping_path(const std::string& scenario, const std::string& instance);
+
+/// PUTs the registry (build_registry(figures); the PUT replaces the group's previous metrics) to
+/// the Pushgateway under job=fencecheck, scenario, instance. Blocks until the Pushgateway answers or
+/// libcurl gives up (libcurl's own connect timeout; prometheus-cpp sets none). Never throws.
+[[nodiscard]] PushOutcome push_metrics(const PushgatewayUrl& url, const std::shared_ptr<prometheus::Registry>& registry,
+                                       const std::string& scenario, const std::string& instance);
+
+/// This machine's host name (the default `instance`); "localhost" when it cannot be read.
+[[nodiscard]] std::string default_instance();
+
+/// The live registry: every finished scenario's final registry plus the running scenario's
+/// event-driven one, exposed as one set of families (same-named families merged, so each name
+/// has one HELP/TYPE). Thread-safety: start/event/finish are called from one thread (the
+/// orchestrator's); Collect() may run concurrently on any thread (the Exposer's).
+///
+/// While a scenario runs, from its events (each as the history records it):
+///   fault.inject -> faults_injected_total{kind}+1;  write.fail -> rejected_writes_total{key,
+///   client=worker}+1 and high_water_token{key} (max of the reply's high_water);  write.ok ->
+///   high_water_token{key};  lock.grant / acquire.ok -> issuer_token (max token);  write.invoke ->
+///   token_staleness (highest token issued so far minus the token presented, >= 0);  pause ->
+///   holder_pause_seconds{worker};  lock.delete of a holder's key with no release.ok for it and
+///   no job.done before it, once that holder writes again with the deleted token ->
+///   lease_expiries_during_work_total{lock,worker}+1.
+/// Lease TTL and an empty token-staleness histogram appear at start. Anomalies, passed, duration
+/// and the timestamp appear at finish (the checkers run at the end).
+class LiveMetrics : public prometheus::Collectable {
+ public:
+  LiveMetrics();
+  ~LiveMetrics() override;
+  LiveMetrics(const LiveMetrics&) = delete;
+  LiveMetrics& operator=(const LiveMetrics&) = delete;
+
+  /// A scenario starts: drops a previous final registry of the same name, starts a fresh one.
+  void start(const Scenario& scenario);
+  /// One history event of the running scenario (ignored when none is running).
+  void event(const Event& event);
+  /// The scenario ended: its series become exactly `final_registry` (build_registry(figures)).
+  void finish(const std::string& scenario, std::shared_ptr<prometheus::Registry> final_registry);
+
+  [[nodiscard]] std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  struct Run;
+  mutable std::mutex mu_;  // guards finished_ and current_ (the pointers; registries lock themselves)
+  std::map<std::string, std::shared_ptr<prometheus::Registry>> finished_;
+  std::shared_ptr<prometheus::Registry> current_;
+  std::unique_ptr<Run> run_;  // the running scenario's state; orchestrator thread only
+};
+
+/// The RunObserver behind --metrics-listen and --pushgateway.
+class MetricsObserver : public RunObserver {
+ public:
+  struct Options {
+    std::optional<ListenAddress> listen;          ///< serve /metrics here
+    std::optional<PushgatewayUrl> pushgateway;    ///< push here at the end of each scenario
+    std::string instance = default_instance();    ///< the push's instance label
+  };
+
+  /// Starts serving /metrics when options.listen is set. Throws std::runtime_error naming the
+  /// address when it cannot be bound (in use, no permission).
+  explicit MetricsObserver(Options options);
+  ~MetricsObserver() override;
+  MetricsObserver(const MetricsObserver&) = delete;
+  MetricsObserver& operator=(const MetricsObserver&) = delete;
+
+  /// The port /metrics is served on (the real one when the address asked for port 0).
+  [[nodiscard]] std::optional<int> listening_port() const { return port_; }
+  /// Every push so far, in order. Call from the orchestrator's thread.
+  [[nodiscard]] const std::vector<PushOutcome>& pushes() const { return pushes_; }
+  [[nodiscard]] const std::shared_ptr<LiveMetrics>& live() const { return live_; }
+
+  void on_start(const Scenario& scenario, const std::filesystem::path& run_dir) override;
+  void on_event(const Scenario& scenario, const Event& event) override;
+  void on_finish(const Scenario& scenario, const ScenarioResult& result, const Analysis& analysis,
+                 const RunFigures& figures) override;
+
+ private:
+  Options options_;
+  std::shared_ptr<LiveMetrics> live_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::optional<int> port_;
+  std::vector<PushOutcome> pushes_;
+};
+
+}  // namespace fencecheck::harness

@@ -1,0 +1,147 @@
+// fencecheck — reports of runs: the results table, junit.xml and report.html in each run
+// directory (written live by ReportObserver, or again later by `fencecheck report RUN_DIR`), and
+// retention of old run directories (`--keep N`). docs/report-format.md describes every file.
+//
+//   fencecheck run ...            ReportObserver: at the end of every scenario, report.html and
+//                                 junit.xml in its run directory; the suite's JUnit file (--junit)
+//   fencecheck report RUN_DIR...  reads scenario.json, history.jsonl and readback.json back,
+//                                 re-runs the checkers, rewrites verdict.json, junit.xml and
+//                                 report.html, prints the table; exit code as `run` would give
+//
+// Errors: a run directory's missing or bad file is a RunFileError naming it (exit code 2 in the
+// CLI). Thread-safety: the free functions are reentrant (they share no state; two of them writing
+// the same run directory at once is the caller's problem); ReportObserver is used from the
+// orchestrator's thread only.
+#pragma once
+
+#include <cstddef>
+#include <ctime>
+#include <filesystem>
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "fencecheck/harness/analysis.h"
+#include "fencecheck/harness/expectation.h"
+#include "fencecheck/harness/history.h"
+#include "fencecheck/harness/junit.h"
+#include "fencecheck/harness/orchestrator.h"
+#include "fencecheck/harness/scenario.h"
+#include "fencecheck/proto/readback.h"
+
+namespace fencecheck::harness {
+
+/// A run directory's file that is missing or cannot be used. what() is "<file>: <message>".
+class RunFileError : public std::runtime_error {
+ public:
+  RunFileError(std::filesystem::path file, std::string message);
+  [[nodiscard]] const std::filesystem::path& file() const noexcept { return file_; }
+  [[nodiscard]] const std::string& message() const noexcept { return message_; }
+
+ private:
+  std::filesystem::path file_;
+  std::string message_;
+};
+
+/// What a finished run directory holds, read back.
+struct StoredRun {
+  std::filesystem::path dir;
+  std::optional<Scenario> scenario;  ///< always set by load_run_directory
+  std::string source;                ///< the scenario file the run was planned from (scenario.json "source")
+  History history;
+  ReadBack readback;
+};
+
+/// Reads scenario.json (through parse_scenario: the plan is validated again), history.jsonl and
+/// readback.json. Throws RunFileError naming the first file that is missing or bad (not JSON, a
+/// bad event line with its line number, a field of the wrong type, an invalid plan).
+[[nodiscard]] StoredRun load_run_directory(const std::filesystem::path& dir);
+
+/// A stored run judged again with today's checkers.
+struct Judgement {
+  Analysis analysis;
+  ExpectationResult expectation;
+  ScenarioResult result;  ///< as run_scenario would report it; duration_s = run.start .. run.end
+};
+
+/// Runs the default checkers with the scenario's context (CheckContext::of) and its expectation
+/// over the stored history and read-back. A history whose run.end says "timeout" or
+/// "interrupted", or that has no run.end, does not meet its expectation (with that reason), as in
+/// the live run. Pure.
+[[nodiscard]] Judgement judge_stored_run(const StoredRun& run);
+
+/// "safe" or "anomaly: interleaved-segment" (the table's and ScenarioResult's spelling).
+[[nodiscard]] std::string expectation_text(const Expectation& expect);
+
+/// The results table printed at the end of `run` and `report`: one row per scenario (scenario,
+/// expectation, verdict, met, anomalies, rejected writes, lease expiries during work, longest
+/// pause, duration), then per scenario its reasons and run directory. Columns fit their content.
+[[nodiscard]] std::string format_results_table(const std::vector<ScenarioResult>& results);
+
+/// The same results as the JSON array `--json` prints (ScenarioResult::to_json() each).
+[[nodiscard]] std::string format_results_json(const std::vector<ScenarioResult>& results);
+
+/// Writes report.html and junit.xml (and, when `rewrite_verdict`, verdict.json) for one judged
+/// run into its directory. Throws RunFileError naming a file that cannot be written.
+void write_run_reports(const StoredRun& run, const Judgement& judgement, bool rewrite_verdict, const std::string& generator);
+
+/// Writes each scenario's report.html and junit.xml into its run directory as the run ends, and
+/// collects the suite's JUnit cases for --junit. Use: add it to RunOptions::observers, and call
+/// add_result() with every result run_scenario returns (also for runs that never reached
+/// on_finish: environment or internal errors). Single-threaded, like the orchestrator's calls.
+/// Never throws from the observer hooks: problems are logged and kept in problems().
+class ReportObserver final : public RunObserver {
+ public:
+  ReportObserver();
+  void on_start(const Scenario& scenario, const std::filesystem::path& run_dir) override;
+  void on_finish(const Scenario& scenario, const ScenarioResult& result, const Analysis& analysis,
+                 const RunFigures& figures) override;
+  /// Adds the scenario's JUnit case to the suite. When on_finish did not run for this result (the
+  /// run failed before it was judged) and its run directory exists, writes junit.xml there and a
+  /// report.html from whatever history it has.
+  void add_result(const Scenario& scenario, const ScenarioResult& result);
+  /// Every case so far; the suite is named after the scenarios' directory when they share one.
+  [[nodiscard]] JUnitSuite suite() const;
+  /// Report files that could not be written (each names the file).
+  [[nodiscard]] const std::vector<std::string>& problems() const { return problems_; }
+
+ private:
+  std::map<std::filesystem::path, JUnitCase> finished_;  ///< by run directory, from on_finish
+  std::vector<JUnitCase> cases_;
+  std::vector<std::string> suite_names_;
+  std::vector<std::string> problems_;
+  std::time_t started_ = 0;
+  std::time_t scenario_started_ = 0;
+};
+
+struct ReportCommandOptions {
+  std::vector<std::filesystem::path> run_dirs;
+  std::filesystem::path junit;  ///< also write the suite's JUnit file here (empty: no)
+  bool json = false;            ///< print JSON instead of the table
+};
+
+/// `fencecheck report RUN_DIR...`: loads every directory first (a missing or bad file: the error
+/// naming it goes to `err`, exit 2, nothing written), then judges each again, rewrites its
+/// verdict.json, junit.xml and report.html, prints the table (or JSON) to `out`, and returns the
+/// suite's exit code (0 every expectation met, 1 not). A verdict that differs from the stored
+/// verdict.json is pointed out on `err`.
+[[nodiscard]] int report_command(const ReportCommandOptions& options, std::ostream& out, std::ostream& err);
+
+/// Retention (`--keep N`) of a run root: its run directories are the directories directly under
+/// it (never symlinks such as `latest`) whose name starts with a run's UTC stamp
+/// (yyyymmddTHHMMSSZ-) and which contain scenario.json. Keeps the newest `keep` (by stamp, then
+/// scenario.json's time, then name) and every directory in `protect`, and removes the other run
+/// directories; anything else under the root is never touched. keep must be >= 1.
+struct PruneResult {
+  std::vector<std::filesystem::path> kept;     ///< newest first
+  std::vector<std::filesystem::path> removed;  ///< oldest first
+  std::vector<std::string> errors;             ///< directories that could not be removed, why
+};
+[[nodiscard]] PruneResult prune_run_root(const std::filesystem::path& run_root, std::size_t keep,
+                                         const std::vector<std::filesystem::path>& protect);
+
+}  // namespace fencecheck::harness

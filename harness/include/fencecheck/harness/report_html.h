@@ -1,0 +1,61 @@
+// fencecheck — report.html: one run's incident drawn as a picture, then the verdict with its
+// evidence. Self-contained: one file, inline CSS and inline SVG generated here, no network, no
+// external script, style sheet, font or image (docs/report-format.md, "report.html").
+//
+// What the page shows, top to bottom:
+//  - the scenario, whether its expectation was met, the combined verdict and the figures;
+//  - "What happened": the notable events as sentences ("w1 measured a pause of 6.00 s", "w1's
+//    write with token 2 was rejected: high-water 3"), each linked to its event;
+//  - the timeline (<svg id="timeline">), one time axis (seconds since run.start) for every lane:
+//      faults      a window per fault (kind, target, measured length);
+//      lock        the lock service's view: which token owns the lock when (the lowest live
+//                  create_revision), key creations ("grants"), deletes told apart as lease expiry
+//                  during work (red), release or other delete;
+//      <worker>    one lane per worker: lease held (a bar per token, from acquire.ok), and after
+//                  the lock service deleted its key while the worker still believed it held it, a
+//                  hatched "stale" bar; pauses shaded with their measured length; every chunk
+//                  written as a mark: accepted, rejected (with token and high-water), outcome
+//                  unknown, or accepted below the key's high-water mark (what fencing prevents);
+//      high-water  per resource key: the store's high-water mark over time (a step line), every
+//                  write's token as a point, rejections marked;
+//  - the verdict: each checker, each anomaly with links to the events that prove it;
+//  - the figures, and the event table (every history event, id "ev-<index>").
+// Marks carry class names and data-* attributes (data-worker, data-token, data-high-water,
+// data-duration-s, ...) so tools and tests can read the picture; a mark for history event N has
+// id "mark-N" and links to "#ev-N"; the event row links back.
+// A small inline script only annotates the page after layout (data-label-overlaps on the
+// timeline); the page reads the same without it.
+//
+// Thread-safety: pure function of its inputs.
+#pragma once
+
+#include <string>
+
+#include "fencecheck/harness/analysis.h"
+#include "fencecheck/harness/expectation.h"
+#include "fencecheck/harness/history.h"
+#include "fencecheck/harness/orchestrator.h"
+#include "fencecheck/harness/scenario.h"
+#include "fencecheck/proto/readback.h"
+
+namespace fencecheck::harness {
+
+/// Everything report.html is drawn from. References must outlive the call.
+struct ReportData {
+  const Scenario* scenario = nullptr;  ///< the plan (may be null: lanes then come from the history alone)
+  const History& history;              ///< every event, in receive order (indices are event ids)
+  const ReadBack& readback;            ///< the resource's contents (may be empty: the run never read back)
+  const Analysis& analysis;            ///< checkers and figures
+  const ScenarioResult& result;        ///< expectation text, met, reasons, figures, duration
+  std::string generator = "fencecheck run";  ///< what wrote the page ("fencecheck report" when re-rendered)
+};
+
+/// The whole page, UTF-8. Never throws for odd histories (events missing fields are drawn where
+/// they can be, or only listed in the event table).
+[[nodiscard]] std::string render_report_html(const ReportData& data);
+
+/// Writes render_report_html() to path atomically (temporary file in the same directory, then
+/// rename). Throws std::runtime_error naming the path.
+void write_report_html(const std::filesystem::path& path, const ReportData& data);
+
+}  // namespace fencecheck::harness

@@ -1,0 +1,121 @@
+#include "fencecheck/harness/fault_plan.h"
+
+#include <unistd.h>
+
+#include <chrono>
+
+#include <spdlog/spdlog.h>
+
+#include "fencecheck/faults/cgroup.h"
+#include "fencecheck/faults/cpu_throttle.h"
+#include "fencecheck/faults/freeze.h"
+#include "fencecheck/faults/ledger.h"
+#include "fencecheck/faults/netem.h"
+#include "fencecheck/faults/partition.h"
+#include "fencecheck/faults/sigstop.h"
+#include "fencecheck/harness/child_process.h"
+
+namespace fencecheck::harness {
+namespace {
+
+constexpr const char* kFaketimeLib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+template <typename D>
+std::chrono::microseconds micros(D d) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(d);
+}
+
+}  // namespace
+
+std::vector<std::string> missing_prerequisites(const Scenario& sc) {
+  std::vector<std::string> missing;
+  const bool root = ::geteuid() == 0;
+  if (sc.network() == NetworkMode::kNamespaces) {
+    if (!root) missing.push_back("network: namespaces needs root (ip netns add, veth, tc)");
+    if (!find_on_path("ip")) missing.push_back("network: namespaces needs iproute2's `ip` (apt-get install iproute2)");
+    if (!find_on_path("tc")) missing.push_back("network: namespaces needs iproute2's `tc` (apt-get install iproute2)");
+  }
+  const auto cg = faults::detect_cgroups();
+  for (const auto& f : sc.faults()) {
+    const std::string what = std::string(to_string(f.kind)) + " on " + f.target;
+    if (f.kind == FaultKind::kCpuThrottle) {
+      if (!root) missing.push_back(what + " needs root (it writes to /sys/fs/cgroup)");
+      if (!cg.cpu) missing.push_back(what + " needs the cgroup cpu controller: " + cg.cpu_missing);
+    }
+    if (f.kind == FaultKind::kFreeze) {
+      if (!root) missing.push_back(what + " needs root (it writes to /sys/fs/cgroup)");
+      if (!cg.freezer) missing.push_back(what + " needs the cgroup freezer: " + cg.freezer_missing);
+    }
+  }
+  for (const auto& w : sc.workers())
+    if (w.design.clock_offset && ::access(kFaketimeLib, R_OK) != 0)
+      missing.push_back("worker " + w.id + "'s clock_offset needs libfaketime (" + std::string(kFaketimeLib) +
+                        "): apt-get install faketime");
+  return missing;
+}
+
+std::unique_ptr<faults::Fault> make_fault(const FaultSpec& spec, const std::optional<faults::ProcessRef>& target,
+                                          const std::string& run_id, Services& services) {
+  auto need_target = [&]() -> const faults::ProcessRef& {
+    if (!target) throw faults::FaultError(std::string(to_string(spec.kind)) + " on " + spec.target + ": no such process");
+    return *target;
+  };
+  auto need_lab = [&]() -> const faults::NetworkLab& {
+    if (!services.lab()) throw std::invalid_argument(std::string(to_string(spec.kind)) + " needs network: namespaces");
+    return *services.lab();
+  };
+  switch (spec.kind) {
+    case FaultKind::kSigstop:
+    case FaultKind::kSelfStop:
+      return std::make_unique<faults::SigstopFault>(need_target(), spec.target);
+    case FaultKind::kCpuThrottle:
+      return std::make_unique<faults::CpuThrottleFault>(need_target(), spec.target, run_id,
+                                                        faults::ThrottleSpec::cpu_fraction(spec.quota, micros(spec.period)));
+    case FaultKind::kFreeze:
+      return std::make_unique<faults::FreezeFault>(need_target(), spec.target, run_id);
+    case FaultKind::kPartition: {
+      const auto from = spec.from.value_or(PartitionFrom::kFull);
+      auto ps = from == PartitionFrom::kFull ? faults::PartitionSpec::full()
+                                             : faults::PartitionSpec::from(std::string(to_string(from)));
+      return std::make_unique<faults::PartitionFault>(need_lab(), spec.target, ps);
+    }
+    case FaultKind::kNetem: {
+      faults::NetemSpec ns;
+      ns.delay = micros(spec.delay);
+      ns.jitter = micros(spec.jitter);
+      ns.loss_percent = spec.loss * 100.0;
+      return std::make_unique<faults::NetemFault>(need_lab(), spec.target, ns);
+    }
+    case FaultKind::kLockServiceRestart:
+      return std::make_unique<LockServiceRestartFault>(services, spec.fresh_data);
+  }
+  throw std::invalid_argument("unknown fault kind");
+}
+
+void LockServiceRestartFault::inject() {
+  if (active_) return;
+  try {
+    services_.stop_lock_service();
+  } catch (const std::exception& err) {
+    throw faults::FaultError(std::string("lock-service-restart: ") + err.what());
+  }
+  active_ = true;
+}
+
+void LockServiceRestartFault::heal() noexcept {
+  if (!active_) return;
+  active_ = false;
+  try {
+    services_.start_lock_service(fresh_);
+  } catch (const std::exception& err) {
+    spdlog::error("lock-service-restart: the lock service did not come back: {}", err.what());
+  }
+}
+
+void register_harness_ledger_healers() {
+  faults::register_ledger_healer("lock-service-restart", [](const nlohmann::json&) {
+    return std::string("lock-service-restart: the embedded etcd ended with its harness; nothing to restart");
+  });
+}
+
+}  // namespace fencecheck::harness

@@ -1,0 +1,411 @@
+#include "fencecheck/harness/live_metrics.h"
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <set>
+#include <utility>
+
+#include <curl/curl.h>
+#include <prometheus/exposer.h>
+#include <prometheus/gateway.h>
+#include <spdlog/spdlog.h>
+
+#include "fencecheck/harness/scenario.h"
+#include "fencecheck/proto/event.h"
+
+namespace fencecheck::harness {
+namespace {
+
+constexpr std::string_view kListenForms = "expected 127.0.0.1:PORT (any 127.x.y.z, or localhost:PORT)";
+
+std::optional<int> parse_port(std::string_view s, int min) {
+  if (s.empty() || s.size() > 5) return std::nullopt;
+  int port = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), port);
+  if (ec != std::errc() || end != s.data() + s.size() || port < min || port > 65535) return std::nullopt;
+  return port;
+}
+
+bool safe_label_value(const std::string& v) {
+  return !v.empty() && std::all_of(v.begin(), v.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '_' || c == '.' || c == '-';
+  });
+}
+
+std::string base64url(const std::string& in) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::string out;
+  std::size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    const unsigned v = (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8) |
+                       static_cast<unsigned char>(in[i + 2]);
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += kAlphabet[(v >> 6) & 63];
+    out += kAlphabet[v & 63];
+  }
+  if (i + 1 == in.size()) {
+    const unsigned v = static_cast<unsigned char>(in[i]) << 16;
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += "==";
+  } else if (i + 2 == in.size()) {
+    const unsigned v = (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8);
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += kAlphabet[(v >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
+/// One grouping-key label as prometheus-cpp's Gateway appends it: "/name/value" (or base64).
+std::pair<std::string, std::string> grouping_label(const std::string& name, const std::string& value) {
+  if (safe_label_value(value)) return {name, value};
+  return {name + "@base64", value.empty() ? std::string("=") : base64url(value)};
+}
+
+std::string push_error_text(int status) {
+  if (status < 0) {
+    return std::string("no answer: ") + curl_easy_strerror(static_cast<CURLcode>(-status)) + " (libcurl error " +
+           std::to_string(-status) + ")";
+  }
+  return "HTTP " + std::to_string(status) + " from the Pushgateway";
+}
+
+std::int64_t emitted_ns(const Event& e) { return e.src_ns != 0 ? e.src_ns : e.t_ns; }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Addresses
+
+std::string ListenAddress::civetweb() const { return host + ":" + std::to_string(port); }
+
+ListenAddress parse_listen_address(std::string_view text) {
+  const std::string shown = "--metrics-listen " + std::string(text) + ": ";
+  if (!text.empty() && text.front() == '[')
+    throw MetricsConfigError(shown + "IPv6 is not supported (the Exposer's civetweb is built without it); " +
+                             std::string(kListenForms));
+  const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos)
+    throw MetricsConfigError(shown + "no host: a bare port would listen on every interface; " + std::string(kListenForms));
+  const std::string host(text.substr(0, colon));
+  const auto port = parse_port(text.substr(colon + 1), 0);
+  if (!port) throw MetricsConfigError(shown + "the port must be a number 0..65535 (0: any free port)");
+  if (host.empty())
+    throw MetricsConfigError(shown + "no host: that would listen on every interface; " + std::string(kListenForms));
+  if (host == "localhost") return {"127.0.0.1", *port};
+  in_addr a{};
+  if (host.find(':') != std::string::npos)
+    throw MetricsConfigError(shown + "IPv6 is not supported (the Exposer's civetweb is built without it); " +
+                             std::string(kListenForms));
+  if (inet_pton(AF_INET, host.c_str(), &a) != 1)
+    throw MetricsConfigError(shown + "'" + host + "' is not an IPv4 address; metrics are served on loopback only, " +
+                             std::string(kListenForms));
+  if ((ntohl(a.s_addr) >> 24) != 127)
+    throw MetricsConfigError(shown + host + " is not a loopback address; metrics are served on loopback only (127.0.0.0/8)");
+  char buf[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &a, buf, sizeof buf);
+  return {buf, *port};
+}
+
+PushgatewayUrl parse_pushgateway_url(std::string_view text) {
+  const std::string shown = "--pushgateway " + std::string(text) + ": ";
+  const auto sep = text.find("://");
+  if (sep == std::string_view::npos) throw MetricsConfigError(shown + "expected http://HOST:PORT");
+  PushgatewayUrl u;
+  u.scheme = std::string(text.substr(0, sep));
+  std::transform(u.scheme.begin(), u.scheme.end(), u.scheme.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (u.scheme != "http" && u.scheme != "https")
+    throw MetricsConfigError(shown + "the scheme must be http or https, not '" + u.scheme + "'");
+  std::string_view rest = text.substr(sep + 3);
+  const auto end = rest.find_first_of("/?#");
+  const std::string_view authority = rest.substr(0, end);
+  if (end != std::string_view::npos && rest.substr(end) != "/")
+    throw MetricsConfigError(shown + "no path, query or fragment allowed (fencecheck adds /metrics/job/...)");
+  if (authority.find('@') != std::string_view::npos)
+    throw MetricsConfigError(shown + "user info in the URL is not supported");
+  std::string_view port_text;
+  if (!authority.empty() && authority.front() == '[') {
+    const auto close = authority.find(']');
+    if (close == std::string_view::npos) throw MetricsConfigError(shown + "unterminated [IPv6] host");
+    u.host = std::string(authority.substr(0, close + 1));
+    const auto after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') throw MetricsConfigError(shown + "expected :PORT after the [IPv6] host");
+      port_text = after.substr(1);
+      if (port_text.empty()) throw MetricsConfigError(shown + "empty port");
+    }
+  } else {
+    const auto colon = authority.find(':');
+    u.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      port_text = authority.substr(colon + 1);
+      if (port_text.empty()) throw MetricsConfigError(shown + "empty port");
+    }
+  }
+  if (u.host.empty() || u.host == "[]") throw MetricsConfigError(shown + "no host");
+  if (!port_text.empty()) {
+    const auto port = parse_port(port_text, 1);
+    if (!port) throw MetricsConfigError(shown + "the port must be a number 1..65535");
+    u.port = std::to_string(*port);
+  } else {
+    u.port = u.scheme == "https" ? "443" : "80";
+  }
+  return u;
+}
+
+std::string grouping_path(const std::string& scenario, const std::string& instance) {
+  // In prometheus-cpp's order: the Gateway's labels are a std::map, so instance comes first.
+  std::string path = "/metrics/job/fencecheck";
+  for (const auto& [name, value] : {grouping_label("instance", instance), grouping_label("scenario", scenario)})
+    path += "/" + name + "/" + value;
+  return path;
+}
+
+std::string default_instance() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
+  return buf;
+}
+
+PushOutcome push_metrics(const PushgatewayUrl& url, const std::shared_ptr<prometheus::Registry>& registry,
+                         const std::string& scenario, const std::string& instance) {
+  PushOutcome out;
+  out.scenario = scenario;
+  out.url = url.base() + grouping_path(scenario, instance);
+  try {
+    const auto sc = grouping_label("scenario", scenario);
+    const auto in = grouping_label("instance", instance);
+    prometheus::Gateway gateway(url.scheme + "://" + url.host, url.port, "fencecheck",
+                                prometheus::Labels{{sc.first, sc.second}, {in.first, in.second}});
+    gateway.RegisterCollectable(registry);
+    // PUT, which replaces the whole group, so a series the previous run had and this one has not
+    // (an anomaly that went away) disappears. prometheus-cpp 1.0's names are the other way round
+    // from the Pushgateway's: its Push() sends POST (replace same-named families only) and its
+    // PushAdd() sends PUT (tests/observability checks the method).
+    out.status = gateway.PushAdd();
+    out.ok = out.status >= 200 && out.status < 300;
+    if (!out.ok) out.error = push_error_text(out.status);
+  } catch (const std::exception& err) {
+    out.ok = false;
+    out.error = err.what();
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// LiveMetrics
+
+struct LiveMetrics::Run {
+  std::string scenario;
+  std::string resource;
+  std::string lock;
+  double ttl_s = 0;
+  std::shared_ptr<prometheus::Registry> registry;
+  std::unique_ptr<MetricFamilies> m;
+  std::int64_t issued = 0;
+  std::map<std::string, std::int64_t> high_water;
+
+  struct Holding {
+    std::string worker;
+    std::string lock;
+    bool done = false;
+  };
+  std::map<std::int64_t, Holding> holdings;  // token -> who held it
+  std::set<std::int64_t> released_revisions;
+  std::set<std::pair<std::string, std::int64_t>> released_keys;  // (lock_key, token)
+
+  /// A delete of a holder's key nothing explained yet.
+  struct Pending {
+    std::int64_t token = 0;
+    std::int64_t revision = -1;
+    std::string lock_key;
+    std::string worker;
+    std::string lock;
+    std::int64_t after_ns = 0;  ///< when the delete was seen
+  };
+  std::vector<Pending> pending;
+
+  void raise_high_water(const std::string& key, std::int64_t token) {
+    auto& hw = high_water[key];
+    hw = std::max(hw, token);
+    m->high_water(scenario, resource, key).Set(static_cast<double>(hw));
+  }
+};
+
+LiveMetrics::LiveMetrics() = default;
+LiveMetrics::~LiveMetrics() = default;
+
+void LiveMetrics::start(const Scenario& sc) {
+  auto run = std::make_unique<Run>();
+  run->scenario = sc.name();
+  run->resource = std::string(to_string(sc.resource().kind));
+  run->lock = sc.lock_service().lock.empty() ? "fencecheck/" + sc.name() : sc.lock_service().lock;
+  run->ttl_s = static_cast<double>(sc.lease_ttl().count());
+  run->registry = std::make_shared<prometheus::Registry>();
+  run->m = std::make_unique<MetricFamilies>(*run->registry);
+  run->m->lease_ttl(run->scenario).Set(run->ttl_s);
+  run->m->token_staleness(run->scenario);
+  {
+    std::lock_guard lock(mu_);
+    finished_.erase(run->scenario);  // never two sets of series for one scenario
+    current_ = run->registry;
+  }
+  run_ = std::move(run);
+}
+
+void LiveMetrics::event(const Event& e) {
+  if (!run_) return;
+  Run& r = *run_;
+  auto& m = *r.m;
+  const bool from_worker = e.source != "harness" && e.source != "lock" && e.source != "resource";
+  switch (e.kind) {
+    case EventKind::kRunStart:
+      if (!e.lock.empty()) r.lock = e.lock;
+      break;
+    case EventKind::kFaultInject:
+      m.faults_injected(r.scenario, e.fault.empty() ? "unknown" : e.fault).Increment();
+      break;
+    case EventKind::kAcquireOk:
+      if (e.token && from_worker) r.holdings[*e.token] = Run::Holding{e.source, e.lock.empty() ? r.lock : e.lock, false};
+      [[fallthrough]];
+    case EventKind::kLockGrant:
+      if (e.token) {
+        r.issued = std::max(r.issued, *e.token);
+        m.issuer_token(r.scenario, r.lock).Set(static_cast<double>(r.issued));
+      }
+      break;
+    case EventKind::kWriteInvoke:
+      if (e.token) m.token_staleness(r.scenario).Observe(static_cast<double>(std::max<std::int64_t>(0, r.issued - *e.token)));
+      break;
+    case EventKind::kWriteOk:
+      if (!e.key.empty() && (e.high_water || e.token)) r.raise_high_water(e.key, e.high_water ? *e.high_water : *e.token);
+      break;
+    case EventKind::kWriteFail:
+      if (from_worker) m.rejected_writes(r.scenario, r.resource, e.key, e.source).Increment();
+      if (!e.key.empty() && e.high_water) r.raise_high_water(e.key, *e.high_water);
+      break;
+    case EventKind::kPause:
+      if (from_worker && e.duration_ns)
+        m.holder_pause(r.scenario, e.source, r.ttl_s).Observe(static_cast<double>(*e.duration_ns) / 1e9);
+      break;
+    case EventKind::kJobDone:
+      if (e.token) {
+        auto it = r.holdings.find(*e.token);
+        if (it != r.holdings.end() && it->second.worker == e.source) it->second.done = true;
+      }
+      break;
+    case EventKind::kReleaseOk: {
+      if (e.revision) r.released_revisions.insert(*e.revision);
+      if (e.token) r.released_keys.insert({e.lock_key, *e.token});
+      std::erase_if(r.pending, [&](const Run::Pending& p) {
+        return (e.revision && p.revision == *e.revision) || (e.token && p.token == *e.token && p.lock_key == e.lock_key);
+      });
+      break;
+    }
+    case EventKind::kLockDelete: {
+      if (!e.token) break;
+      auto it = r.holdings.find(*e.token);
+      if (it == r.holdings.end() || it->second.done) break;  // nobody held it, or the job was done
+      if ((e.revision && r.released_revisions.count(*e.revision)) || r.released_keys.count({e.lock_key, *e.token})) break;
+      r.pending.push_back(Run::Pending{*e.token, e.revision.value_or(-1), e.lock_key, it->second.worker,
+                                       it->second.lock, emitted_ns(e)});
+      break;
+    }
+    default:
+      break;
+  }
+  // A holder writing with a token whose key the lock service has deleted, after the delete: the
+  // lease expired while it was working.
+  const bool write = e.kind == EventKind::kWriteInvoke || e.kind == EventKind::kWriteOk ||
+                     e.kind == EventKind::kWriteFail || e.kind == EventKind::kWriteInfo;
+  if (write && from_worker && e.token) {
+    std::erase_if(r.pending, [&](const Run::Pending& p) {
+      if (p.worker != e.source || p.token != *e.token || emitted_ns(e) <= p.after_ns) return false;
+      m.expiries_during_work(r.scenario, p.lock, p.worker).Increment();
+      return true;
+    });
+  }
+}
+
+void LiveMetrics::finish(const std::string& scenario, std::shared_ptr<prometheus::Registry> final_registry) {
+  {
+    std::lock_guard lock(mu_);
+    if (run_ && run_->scenario == scenario) current_.reset();
+    finished_[scenario] = std::move(final_registry);
+  }
+  if (run_ && run_->scenario == scenario) run_.reset();
+}
+
+std::vector<prometheus::MetricFamily> LiveMetrics::Collect() const {
+  std::vector<std::shared_ptr<prometheus::Registry>> registries;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [name, reg] : finished_) registries.push_back(reg);
+    if (current_) registries.push_back(current_);
+  }
+  std::vector<prometheus::MetricFamily> out;
+  std::map<std::string, std::size_t> index;
+  for (const auto& reg : registries) {
+    for (auto& family : reg->Collect()) {
+      auto [it, inserted] = index.emplace(family.name, out.size());
+      if (inserted) {
+        out.push_back(std::move(family));
+      } else {
+        auto& into = out[it->second].metric;
+        into.insert(into.end(), std::make_move_iterator(family.metric.begin()), std::make_move_iterator(family.metric.end()));
+      }
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// MetricsObserver
+
+MetricsObserver::MetricsObserver(Options options) : options_(std::move(options)) {
+  if (!options_.listen) return;
+  live_ = std::make_shared<LiveMetrics>();
+  const std::string where = options_.listen->civetweb();
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(where, 2);
+  } catch (const std::exception& err) {
+    throw std::runtime_error("cannot serve metrics on " + where + ": " + err.what());
+  }
+  exposer_->RegisterCollectable(live_);
+  const auto ports = exposer_->GetListeningPorts();
+  port_ = ports.empty() ? options_.listen->port : ports.front();
+  spdlog::info("live metrics on http://{}:{}/metrics", options_.listen->host, *port_);
+}
+
+MetricsObserver::~MetricsObserver() = default;
+
+void MetricsObserver::on_start(const Scenario& scenario, const std::filesystem::path& /*run_dir*/) {
+  if (live_) live_->start(scenario);
+}
+
+void MetricsObserver::on_event(const Scenario& /*scenario*/, const Event& event) {
+  if (live_) live_->event(event);
+}
+
+void MetricsObserver::on_finish(const Scenario& scenario, const ScenarioResult& /*result*/, const Analysis& /*analysis*/,
+                                const RunFigures& figures) {
+  auto registry = build_registry(figures);
+  if (live_) live_->finish(scenario.name(), registry);
+  if (!options_.pushgateway) return;
+  PushOutcome outcome = push_metrics(*options_.pushgateway, registry, figures.scenario, options_.instance);
+  if (outcome.ok) {
+    spdlog::info("{}: metrics pushed to {}", scenario.name(), outcome.url);
+  } else {
+    spdlog::warn("{}: pushing metrics to {} failed: {} (the verdict stands)", scenario.name(), outcome.url, outcome.error);
+  }
+  pushes_.push_back(std::move(outcome));
+}
+
+}  // namespace fencecheck::harness

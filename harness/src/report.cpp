@@ -1,0 +1,378 @@
+#include "fencecheck/harness/report.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <ostream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "fencecheck/harness/report_html.h"
+#include "fencecheck/harness/verdict_json.h"
+#include "report_text.h"
+
+namespace fencecheck::harness {
+namespace fs = std::filesystem;
+namespace rt = report_text;
+
+RunFileError::RunFileError(fs::path file, std::string message)
+    : std::runtime_error(file.string() + ": " + message), file_(std::move(file)), message_(std::move(message)) {}
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw RunFileError(p, fs::exists(p) ? "cannot be read" : "missing");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+nlohmann::json read_json(const fs::path& p) {
+  const std::string text = slurp(p);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw RunFileError(p, std::string("not valid JSON: ") + e.what());
+  }
+}
+
+/// scenario.json as the loader takes it: to_json(Scenario) also writes "source" and spells
+/// "not set" as [] or null, which the YAML loader rejects; an empty value means "not set" there.
+nlohmann::json loader_form(const nlohmann::json& j) {
+  if (j.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [k, v] : j.items())
+      if (!v.is_null() && !(v.is_array() && v.empty())) out[k] = loader_form(v);
+    return out;
+  }
+  if (j.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& v : j) out.push_back(loader_form(v));
+    return out;
+  }
+  return j;
+}
+
+void write_atomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw RunFileError(path, "cannot be written");
+    out << text;
+    out.flush();
+    if (!out) throw RunFileError(path, "cannot be written");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw RunFileError(path, "cannot be written: " + ec.message());
+  }
+}
+
+std::int64_t run_start_ns(const History& h) {
+  for (const Event& e : h)
+    if (e.kind == EventKind::kRunStart) return e.t_ns;
+  return h.empty() ? 0 : h[0].t_ns;
+}
+
+std::string hostname() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return {};
+  return buf;
+}
+
+void fill_figures(ScenarioResult& r, const Analysis& a) {
+  r.verdict = std::string(verdict_name(a.verdict));
+  std::set<std::string> names;
+  for (const auto& c : a.checkers)
+    for (const auto& an : c.anomalies) names.insert(an.name);
+  r.anomalies.assign(names.begin(), names.end());
+  r.rejected_writes = a.figures.rejected_writes_total();
+  r.expiries_during_work = static_cast<std::int64_t>(a.figures.expiries_during_work.size());
+  r.longest_pause_s = 0;
+  for (const auto& [w, p] : a.figures.longest_pause)
+    r.longest_pause_s = std::max(r.longest_pause_s, std::chrono::duration<double>(p.duration).count());
+}
+
+std::string common_suite_name(const std::vector<std::string>& names) {
+  if (names.empty()) return "fencecheck";
+  for (const auto& n : names)
+    if (n != names.front()) return "fencecheck";
+  return names.front();
+}
+
+}  // namespace
+
+StoredRun load_run_directory(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw RunFileError(dir, "no such run directory");
+  StoredRun run;
+  run.dir = dir;
+
+  const fs::path plan = dir / "scenario.json";
+  const nlohmann::json pj = read_json(plan);
+  if (!pj.is_object()) throw RunFileError(plan, "expected a JSON object (the scenario plan)");
+  if (auto it = pj.find("source"); it != pj.end() && it->is_string()) run.source = it->get<std::string>();
+  try {
+    nlohmann::json form = loader_form(pj);
+    form.erase("source");  // where the plan came from: not a field of the plan
+    run.scenario.emplace(parse_scenario(form.dump(2), plan.string()));
+  } catch (const ScenarioError& e) {
+    throw RunFileError(plan, "not a valid scenario: " + e.message() + " (line " + std::to_string(e.line()) + ", column " +
+                                 std::to_string(e.column()) + " of the plan as re-read)");
+  }
+
+  const fs::path hist = dir / "history.jsonl";
+  if (!fs::exists(hist, ec)) throw RunFileError(hist, "missing");
+  try {
+    run.history = load_history_jsonl(hist);
+  } catch (const HistoryError& e) {
+    throw RunFileError(hist, (e.line() ? "line " + std::to_string(e.line()) + ": " : std::string()) + e.message());
+  }
+
+  const fs::path rb = dir / "readback.json";
+  if (!fs::exists(rb, ec)) throw RunFileError(rb, "missing: the run never read the resource back (it did not finish)");
+  try {
+    run.readback = readback_from_json(read_json(rb));
+  } catch (const RunFileError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw RunFileError(rb, std::string("not a read-back: ") + e.what());
+  }
+  return run;
+}
+
+std::string expectation_text(const Expectation& e) {
+  if (e.outcome == Outcome::kSafe) return "safe";
+  std::string s = "anomaly:";
+  for (const auto& a : e.anomalies) s += " " + a;
+  return s;
+}
+
+Judgement judge_stored_run(const StoredRun& run) {
+  const Scenario& sc = *run.scenario;
+  Judgement j;
+  j.analysis = analyze(run.history, run.readback, CheckContext::of(sc));  // the scenario's TTL, lock, job kind
+  j.expectation = evaluate(sc.expect(), j.analysis, sc);
+  std::optional<std::int64_t> start, end;
+  std::string end_detail;
+  for (const Event& e : run.history) {
+    if (e.kind == EventKind::kRunStart && !start) start = e.t_ns;
+    if (e.kind == EventKind::kRunEnd) end = e.t_ns, end_detail = e.detail;
+  }
+  bool finished = true;
+  if (!end) {
+    finished = false;
+    j.expectation.reasons.insert(j.expectation.reasons.begin(), "the history has no run.end: the harness did not finish this run");
+  } else if (end_detail == "timeout") {
+    finished = false;
+    j.expectation.reasons.insert(j.expectation.reasons.begin(), "the run hit its timeout of " + format_duration(sc.timeout()));
+  } else if (end_detail == "interrupted") {
+    finished = false;
+    j.expectation.reasons.insert(j.expectation.reasons.begin(), "the run was interrupted");
+  }
+  j.expectation.met = j.expectation.met && finished;
+
+  ScenarioResult& r = j.result;
+  r.scenario = sc.name();
+  r.run_dir = run.dir;
+  r.expectation = expectation_text(sc.expect());
+  fill_figures(r, j.analysis);
+  r.met = j.expectation.met;
+  r.reasons = j.expectation.reasons;
+  r.exit_code = r.met ? kExitMet : kExitNotMet;
+  r.duration_s = start && end ? static_cast<double>(*end - *start) / 1e9 : 0.0;
+  return j;
+}
+
+std::string format_results_table(const std::vector<ScenarioResult>& results) {
+  const std::vector<std::string> head = {"scenario", "expectation", "verdict", "met", "anomalies", "rejected", "expiries",
+                                         "longest pause", "duration"};
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : results) {
+    std::string anomalies;
+    for (const auto& a : r.anomalies) anomalies += (anomalies.empty() ? "" : ",") + a;
+    rows.push_back({r.scenario, r.expectation, r.verdict, r.skipped ? "skip" : (r.met ? "yes" : "NO"),
+                    anomalies.empty() ? "-" : anomalies, std::to_string(r.rejected_writes), std::to_string(r.expiries_during_work),
+                    rt::format("%.2fs", r.longest_pause_s), rt::format("%.1fs", r.duration_s)});
+  }
+  std::vector<std::size_t> width(head.size());
+  for (std::size_t c = 0; c < head.size(); ++c) {
+    width[c] = head[c].size();
+    for (const auto& row : rows) width[c] = std::max(width[c], row[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string s;
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      const bool numeric = c >= 5;  // right-align the figures
+      const std::string pad(width[c] - cells[c].size(), ' ');
+      s += numeric ? pad + cells[c] : cells[c] + (c + 1 < cells.size() ? pad : "");
+      if (c + 1 < cells.size()) s += "  ";
+    }
+    return s + "\n";
+  };
+  std::string out = "\n" + line(head);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    out += line(rows[i]);
+    for (const auto& why : results[i].reasons) out += "    " + why + "\n";
+    if (!results[i].run_dir.empty()) out += "    run directory: " + results[i].run_dir.string() + "\n";
+  }
+  return out;
+}
+
+std::string format_results_json(const std::vector<ScenarioResult>& results) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& r : results) j.push_back(r.to_json());
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+void write_run_reports(const StoredRun& run, const Judgement& j, bool rewrite_verdict, const std::string& generator) {
+  if (rewrite_verdict)
+    write_atomically(run.dir / "verdict.json",
+                     verdict_to_json(j.analysis, j.expectation, run.history).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  const std::string suite = junit_suite_name(run.source);
+  JUnitSuite s;
+  s.name = suite;
+  s.timestamp = junit_timestamp(std::time(nullptr));
+  s.hostname = hostname();
+  s.cases.push_back(junit_case(j.result, &j.analysis, run_start_ns(run.history), suite));
+  try {
+    write_junit(run.dir / "junit.xml", s);
+  } catch (const std::exception& e) {
+    throw RunFileError(run.dir / "junit.xml", e.what());
+  }
+  ReportData data{&*run.scenario, run.history, run.readback, j.analysis, j.result, generator};
+  try {
+    write_report_html(run.dir / "report.html", data);
+  } catch (const std::exception& e) {
+    throw RunFileError(run.dir / "report.html", e.what());
+  }
+}
+
+// ---- ReportObserver ----------------------------------------------------------------------------
+
+ReportObserver::ReportObserver() : started_(std::time(nullptr)) {}
+
+void ReportObserver::on_start(const Scenario& /*scenario*/, const fs::path& /*run_dir*/) { scenario_started_ = std::time(nullptr); }
+
+void ReportObserver::on_finish(const Scenario& scenario, const ScenarioResult& result, const Analysis& analysis,
+                               const RunFigures& /*figures*/) {
+  const std::string suite = junit_suite_name(scenario.source());
+  JUnitCase c = junit_case(result, &analysis, 0, suite);
+  try {
+    // The files the orchestrator just wrote: the page is drawn from exactly what
+    // `fencecheck report` would read.
+    const History history = load_history_jsonl(result.run_dir / "history.jsonl");
+    const ReadBack rb = readback_from_json(read_json(result.run_dir / "readback.json"));
+    c = junit_case(result, &analysis, run_start_ns(history), suite);
+    ReportData data{&scenario, history, rb, analysis, result, "fencecheck run"};
+    write_report_html(result.run_dir / "report.html", data);
+  } catch (const std::exception& e) {
+    problems_.push_back("report.html for " + result.run_dir.string() + ": " + e.what());
+    spdlog::warn("{}: report.html not written: {}", scenario.name(), e.what());
+  }
+  try {
+    JUnitSuite s{suite, junit_timestamp(scenario_started_ ? scenario_started_ : std::time(nullptr)), hostname(), {c}};
+    write_junit(result.run_dir / "junit.xml", s);
+  } catch (const std::exception& e) {
+    problems_.push_back(e.what());
+    spdlog::warn("{}: junit.xml not written: {}", scenario.name(), e.what());
+  }
+  finished_[result.run_dir] = std::move(c);
+}
+
+void ReportObserver::add_result(const Scenario& scenario, const ScenarioResult& result) {
+  const std::string suite = junit_suite_name(scenario.source());
+  suite_names_.push_back(suite);
+  if (auto it = finished_.find(result.run_dir); !result.run_dir.empty() && it != finished_.end()) {
+    cases_.push_back(it->second);
+    finished_.erase(it);
+    return;
+  }
+  // The run never reached its verdict: still leave a junit.xml and a page with what there is.
+  JUnitCase c = junit_case(result, nullptr, 0, suite);
+  std::error_code ec;
+  if (!result.run_dir.empty() && fs::is_directory(result.run_dir, ec)) {
+    try {
+      write_junit(result.run_dir / "junit.xml",
+                  JUnitSuite{suite, junit_timestamp(scenario_started_ ? scenario_started_ : std::time(nullptr)), hostname(), {c}});
+      History history;
+      if (fs::exists(result.run_dir / "history.jsonl", ec)) history = load_history_jsonl(result.run_dir / "history.jsonl");
+      const ReadBack rb;
+      const Analysis analysis;  // nothing was judged: verdict unknown
+      ReportData data{&scenario, history, rb, analysis, result, "fencecheck run"};
+      write_report_html(result.run_dir / "report.html", data);
+    } catch (const std::exception& e) {
+      problems_.push_back(e.what());
+      spdlog::warn("{}: report files not written: {}", scenario.name(), e.what());
+    }
+  }
+  cases_.push_back(std::move(c));
+}
+
+JUnitSuite ReportObserver::suite() const {
+  return JUnitSuite{common_suite_name(suite_names_), junit_timestamp(started_), hostname(), cases_};
+}
+
+// ---- fencecheck report -------------------------------------------------------------------------
+
+int report_command(const ReportCommandOptions& o, std::ostream& out, std::ostream& err) {
+  std::vector<StoredRun> runs;
+  for (const auto& dir : o.run_dirs) {
+    try {
+      runs.push_back(load_run_directory(dir));
+    } catch (const RunFileError& e) {
+      err << "fencecheck report: " << e.what() << "\n";
+      return kExitBadInput;
+    }
+  }
+  std::vector<ScenarioResult> results;
+  std::vector<std::string> suites;
+  JUnitSuite suite;
+  suite.timestamp = junit_timestamp(std::time(nullptr));
+  suite.hostname = hostname();
+  for (const auto& run : runs) {
+    const Judgement j = judge_stored_run(run);
+    // Point out a changed conclusion (the checkers or the expectation changed since the run).
+    try {
+      const nlohmann::json old = read_json(run.dir / "verdict.json");
+      const std::string was = old.value("verdict", std::string());
+      const bool was_met = old.contains("expectation") && old["expectation"].value("met", false);
+      if (!was.empty() && (was != j.result.verdict || was_met != j.result.met))
+        err << "fencecheck report: " << run.dir.string() << ": the stored verdict was " << was << " (expectation "
+            << (was_met ? "met" : "not met") << "); judged again: " << j.result.verdict << " (expectation "
+            << (j.result.met ? "met" : "not met") << ")\n";
+    } catch (const std::exception&) {
+      // no stored verdict (or an unreadable one): it is written now
+    }
+    try {
+      write_run_reports(run, j, true, "fencecheck report");
+    } catch (const RunFileError& e) {
+      err << "fencecheck report: " << e.what() << "\n";
+      return kExitBadInput;
+    }
+    const std::string name = junit_suite_name(run.source);
+    suites.push_back(name);
+    suite.cases.push_back(junit_case(j.result, &j.analysis, run_start_ns(run.history), name));
+    results.push_back(j.result);
+  }
+  if (!o.junit.empty()) {
+    suite.name = common_suite_name(suites);
+    try {
+      write_junit(o.junit, suite);
+    } catch (const std::exception& e) {
+      err << "fencecheck report: " << e.what() << "\n";
+      return kExitBadInput;
+    }
+  }
+  out << (o.json ? format_results_json(results) : format_results_table(results));
+  return suite_exit_code(results);
+}
+
+}  // namespace fencecheck::harness

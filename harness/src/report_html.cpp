@@ -1,0 +1,1243 @@
+#include "fencecheck/harness/report_html.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "report_text.h"
+
+namespace fencecheck::harness {
+namespace fs = std::filesystem;
+namespace rt = report_text;
+using rt::html;
+
+namespace {
+
+// ---- geometry --------------------------------------------------------------------------------
+
+constexpr double kSvgWidth = 1200;
+constexpr double kPlotX0 = 140;   // left edge of the time axis
+constexpr double kPlotX1 = 1170;  // right edge
+constexpr double kCharWidth = 6.7;  // 11 px DejaVu Sans, average advance (generous)
+constexpr double kRowHeight = 15;
+constexpr int kMaxLabelRows = 10;
+constexpr std::size_t kMaxTableEvents = 5000;
+
+std::string num(double v) { return rt::format("%.1f", v); }
+std::string secs(double s) { return rt::format("%.2f", s); }
+
+/// Maps history times (ns) to x.
+struct TimeScale {
+  std::int64_t t0 = 0;
+  std::int64_t t1 = 1;
+  [[nodiscard]] double x(std::int64_t t) const {
+    const double f = static_cast<double>(t - t0) / static_cast<double>(t1 - t0);
+    return kPlotX0 + std::clamp(f, 0.0, 1.0) * (kPlotX1 - kPlotX0);
+  }
+  [[nodiscard]] double rel_s(std::int64_t t) const { return static_cast<double>(t - t0) / 1e9; }
+};
+
+enum class Align { kStart, kMiddle, kEnd };
+
+/// Stacks labels in rows below a lane's band so that no two overlap (by estimated width).
+class LabelRows {
+ public:
+  /// Finds the first row with room; adjusts x/align to stay inside the plot. nullopt: no room
+  /// (the mark keeps its tooltip).
+  std::optional<int> place(double& x, Align& align, double width) {
+    double l = 0, r = 0;
+    auto span = [&] {
+      l = align == Align::kStart ? x : align == Align::kEnd ? x - width : x - width / 2;
+      r = l + width;
+    };
+    span();
+    if (r > kSvgWidth - 4) align = Align::kEnd, span();
+    if (l < kPlotX0 - 30) align = Align::kStart, span();
+    for (int row = 0; row < kMaxLabelRows; ++row) {
+      if (static_cast<std::size_t>(row) == rows_.size()) rows_.emplace_back();
+      auto& used = rows_[static_cast<std::size_t>(row)];
+      const bool clash = std::any_of(used.begin(), used.end(), [&](const auto& iv) { return l < iv.second + 6 && iv.first < r + 6; });
+      if (!clash) {
+        used.emplace_back(l, r);
+        return row;
+      }
+    }
+    return std::nullopt;
+  }
+  [[nodiscard]] int rows() const {
+    int n = 0;
+    for (std::size_t i = 0; i < rows_.size(); ++i)
+      if (!rows_[i].empty()) n = static_cast<int>(i) + 1;
+    return n;
+  }
+
+ private:
+  std::vector<std::vector<std::pair<double, double>>> rows_;
+};
+
+double text_width(std::string_view s) {
+  std::size_t glyphs = 0;
+  for (unsigned char c : s)
+    if ((c & 0xC0) != 0x80) ++glyphs;  // count UTF-8 lead bytes only
+  return static_cast<double>(glyphs) * kCharWidth;
+}
+
+const char* anchor_name(Align a) { return a == Align::kStart ? "start" : a == Align::kEnd ? "end" : "middle"; }
+
+/// One lane under construction: marks (SVG, lane coordinates) and labels placed in rows below
+/// `label_top`.
+struct Lane {
+  std::string cls;    ///< "worker", "lock", "faults", "high-water"
+  std::string title;  ///< left column, bold
+  std::string subtitle;
+  std::string attrs;  ///< extra attributes of the lane's <g>
+  double label_top = 48;  ///< y of the first label row (lane coordinates)
+  double leader_from = 44;
+  std::ostringstream body;  ///< shapes, drawn first
+  LabelRows rows;
+  int hidden_labels = 0;
+  std::optional<double> leader_override;  ///< the next mark's leader starts here (then resets)
+
+  /// A mark: <g class="mark ..." id=... data...><title/><a href="#ev-N">shape</a>[leader, label]</g>.
+  void mark(const std::string& mark_cls, std::optional<std::size_t> event, const std::string& id, const std::string& data,
+            const std::string& tooltip, const std::string& shape, const std::string& label = {}, double label_x = 0,
+            Align align = Align::kStart, const std::string& label_cls = {}) {
+    body << "<g class=\"mark " << mark_cls << "\"";
+    if (!id.empty()) body << " id=\"" << id << "\"";
+    if (event) body << " data-event=\"" << *event << "\"";
+    body << data << "><title>" << html(tooltip) << "</title>";
+    if (event) body << "<a href=\"#ev-" << *event << "\">" << shape << "</a>";
+    else body << shape;
+    const double from = leader_override.value_or(leader_from);
+    leader_override.reset();
+    if (!label.empty()) {
+      const double w = text_width(label);
+      double x = label_x;
+      Align a = align;
+      if (auto row = rows.place(x, a, w)) {
+        const double y = label_top + *row * kRowHeight;
+        body << "<line class=\"leader\" x1=\"" << num(label_x) << "\" y1=\"" << num(from) << "\" x2=\""
+             << num(label_x) << "\" y2=\"" << num(y + 2) << "\"/>";
+        body << "<text class=\"label" << (label_cls.empty() ? "" : " " + label_cls) << "\" x=\"" << num(x)
+             << "\" y=\"" << num(y + 11) << "\" text-anchor=\"" << anchor_name(a) << "\">" << html(label) << "</text>";
+      } else {
+        ++hidden_labels;
+      }
+    }
+    body << "</g>\n";
+  }
+
+  [[nodiscard]] double height() const { return label_top + rows.rows() * kRowHeight + 8; }
+};
+
+std::string data_attr(const char* name, const std::string& value) {
+  return std::string(" data-") + name + "=\"" + html(value) + "\"";
+}
+std::string data_attr(const char* name, std::int64_t value) { return data_attr(name, std::to_string(value)); }
+
+std::string rect(double x0, double y, double x1, double h, const std::string& cls, const std::string& extra = {}) {
+  const double w = std::max(1.5, x1 - x0);
+  return "<rect class=\"" + cls + "\" x=\"" + num(x0) + "\" y=\"" + num(y) + "\" width=\"" + num(w) + "\" height=\"" +
+         num(h) + "\"" + extra + "/>";
+}
+
+std::string opt_str(const std::optional<std::int64_t>& v) { return v ? std::to_string(*v) : std::string("?"); }
+
+// ---- reading the history -------------------------------------------------------------------
+
+const std::vector<std::string> kTokenColors = {"#4e79a7", "#59a14f", "#76b7b2", "#9c755f", "#b07aa1",
+                                               "#edc948", "#86bcb6", "#8cd17d", "#a0cbe8", "#d4a6c8"};
+
+struct Model {
+  const History& h;
+  const Analysis& a;
+  TimeScale ts;
+  std::vector<std::string> workers;               ///< lane order
+  std::map<std::string, std::string> key_owner;   ///< lock_key -> worker (from acquire.ok)
+  std::map<std::int64_t, std::string> token_owner;  ///< token -> worker
+  std::map<std::int64_t, std::string> token_color;
+  std::set<std::size_t> evidence;                 ///< every event an anomaly cites
+  std::set<std::size_t> expiry_deletes;           ///< lock.delete events that are lease expiries during work
+  std::map<std::size_t, std::int64_t> stale_accepted;  ///< write.ok index -> the high-water it was below
+  std::set<std::size_t> drawn;                    ///< events that have a mark-N
+  std::set<std::int64_t> release_revisions;       ///< revisions of release.ok events (deletes they explain)
+
+  [[nodiscard]] std::string color(std::int64_t token) const {
+    auto it = token_color.find(token);
+    return it == token_color.end() ? "#7f7f7f" : it->second;
+  }
+  [[nodiscard]] std::string who(std::int64_t token) const {
+    auto it = token_owner.find(token);
+    return it == token_owner.end() ? std::string() : it->second;
+  }
+  [[nodiscard]] std::string at(std::int64_t t) const { return rt::format("+%.3f s", ts.rel_s(t)); }
+};
+
+bool is_lane_source(const std::string& s) { return !s.empty() && s != "harness" && s != "lock" && s != "resource"; }
+
+/// End of a pause on the history's clock: the sender's own stamp when present (it emitted the
+/// event right after the gap), else receive time.
+std::int64_t pause_end(const Event& e) { return e.src_ns > 0 ? e.src_ns : e.t_ns; }
+
+Model build_model(const ReportData& d) {
+  Model m{d.history, d.analysis, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  const History& h = d.history;
+  // Time range: run.start .. run.end (else first .. last event), widened to every pause start.
+  std::optional<std::int64_t> start, end;
+  std::int64_t lo = 0, hi = 0;
+  bool any = false;
+  for (const Event& e : h) {
+    if (e.t_ns == 0) continue;
+    if (!any) lo = hi = e.t_ns, any = true;
+    lo = std::min(lo, e.t_ns);
+    hi = std::max(hi, e.t_ns);
+    if (e.kind == EventKind::kRunStart && !start) start = e.t_ns;
+    if (e.kind == EventKind::kRunEnd) end = e.t_ns;
+    if (e.kind == EventKind::kPause && e.duration_ns) lo = std::min(lo, pause_end(e) - *e.duration_ns);
+  }
+  m.ts.t0 = start ? std::min(*start, lo) : lo;
+  m.ts.t1 = std::max(end ? std::max(*end, hi) : hi, m.ts.t0 + 1'000'000'000);
+
+  if (d.scenario != nullptr)
+    for (const auto& w : d.scenario->workers()) m.workers.push_back(w.id);
+  for (const Event& e : h)
+    if (is_lane_source(e.source) && std::find(m.workers.begin(), m.workers.end(), e.source) == m.workers.end())
+      m.workers.push_back(e.source);
+
+  std::set<std::int64_t> tokens;
+  for (const Event& e : h) {
+    if (e.kind == EventKind::kAcquireOk) {
+      if (!e.lock_key.empty()) m.key_owner[e.lock_key] = e.source;
+      if (e.token) m.token_owner[*e.token] = e.source;
+    }
+    if (e.token && (e.kind == EventKind::kAcquireOk || e.kind == EventKind::kLockGrant)) tokens.insert(*e.token);
+  }
+  std::size_t ci = 0;
+  for (auto t : tokens) m.token_color[t] = kTokenColors[ci++ % kTokenColors.size()];
+
+  for (const Event& e : h)
+    if (e.kind == EventKind::kReleaseOk && e.revision) m.release_revisions.insert(*e.revision);
+  for (const auto& c : d.analysis.checkers)
+    for (const auto& an : c.anomalies) m.evidence.insert(an.evidence.begin(), an.evidence.end());
+  for (const auto& x : d.analysis.figures.expiries_during_work)
+    for (std::size_t i : x.evidence)
+      if (i < h.size() && h[i].kind == EventKind::kLockDelete) m.expiry_deletes.insert(i);
+
+  // Writes accepted below the key's high-water mark (what a fenced resource would have refused).
+  std::map<std::string, std::int64_t> hw;
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    const Event& e = h[i];
+    if ((e.kind != EventKind::kWriteOk && e.kind != EventKind::kWriteFail) || !e.token) continue;
+    auto& mark = hw[e.key];
+    const std::int64_t before = std::max(mark, e.kind == EventKind::kWriteOk && e.high_water ? *e.high_water : 0);
+    if (e.kind == EventKind::kWriteOk && *e.token < before) m.stale_accepted[i] = before;
+    if (e.kind == EventKind::kWriteOk) mark = std::max(mark, *e.token);
+    if (e.high_water) mark = std::max(mark, *e.high_water);
+  }
+  return m;
+}
+
+// ---- lanes -------------------------------------------------------------------------------------
+
+void worker_lane(Model& m, const std::string& w, Lane& lane) {
+  const History& h = m.h;
+  const auto& ts = m.ts;
+  lane.cls = "worker";
+  lane.title = w;
+  lane.subtitle = "worker";
+  lane.attrs = " id=\"lane-worker-" + html(w) + "\"" + data_attr("worker", w);
+  const std::int64_t run_end = ts.t1;
+
+  // The process: started .. exited.
+  std::optional<std::int64_t> started, exited;
+  std::optional<std::size_t> exit_index;
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    const Event& e = h[i];
+    if (e.source == "harness" && e.target == w && e.kind == EventKind::kLog && e.detail.rfind("started worker", 0) == 0 && !started)
+      started = e.t_ns;
+    if (e.source == "harness" && e.target == w && e.kind == EventKind::kWorkerExit) exited = e.t_ns, exit_index = i;
+    if (e.source == w && !started) started = e.t_ns;
+  }
+  if (started) {
+    lane.body << "<line class=\"process\" x1=\"" << num(ts.x(*started)) << "\" y1=\"15\" x2=\""
+              << num(ts.x(exited.value_or(run_end))) << "\" y2=\"15\"/>\n";
+  }
+
+  // Waiting for the lock: acquire.invoke .. acquire.ok / acquire.fail.
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    const Event& e = h[i];
+    if (e.source != w || e.kind != EventKind::kAcquireInvoke) continue;
+    std::int64_t until = exited.value_or(run_end);
+    for (std::size_t j = i + 1; j < h.size(); ++j)
+      if (h[j].source == w && (h[j].kind == EventKind::kAcquireOk || h[j].kind == EventKind::kAcquireFail)) {
+        until = h[j].t_ns;
+        break;
+      }
+    const double x0 = ts.x(e.t_ns), x1 = ts.x(until);
+    lane.body << "<line class=\"waiting\" x1=\"" << num(x0) << "\" y1=\"15\" x2=\"" << num(x1) << "\" y2=\"15\"><title>"
+              << html(w + " waits for the lock " + m.at(e.t_ns) + " .. " + m.at(until)) << "</title></line>\n";
+    if (x1 - x0 > text_width("waiting for the lock") + 8)
+      lane.body << "<text class=\"bar-text waiting-text\" x=\"" << num(x0 + 4) << "\" y=\"11\">waiting for the lock</text>\n";
+  }
+
+  // Holdings: acquire.ok .. the worker stops acting as the holder (its release, a rejected write
+  // with that token, a new acquire, its exit). The lock service's delete of its key, when it comes
+  // first, splits the bar: after it, the worker's belief is stale.
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    const Event& a = h[i];
+    if (a.source != w || a.kind != EventKind::kAcquireOk) continue;
+    const std::int64_t token = a.token.value_or(0);
+    std::size_t belief_end_index = h.size();
+    std::int64_t belief_end = exited.value_or(run_end);
+    std::string belief_end_why = exited ? "the worker exited" : "the run ended";
+    for (std::size_t j = i + 1; j < h.size(); ++j) {
+      const Event& e = h[j];
+      const bool own = e.source == w;
+      // lease.lost is not an end: a worker may keep writing with the token it has (unfenced runs do).
+      if ((own && (e.kind == EventKind::kReleaseInvoke || e.kind == EventKind::kAcquireInvoke ||
+                   (e.kind == EventKind::kWriteFail && e.token == a.token))) ||
+          (e.source == "harness" && e.target == w && e.kind == EventKind::kWorkerExit)) {
+        belief_end_index = j;
+        belief_end = e.t_ns;
+        belief_end_why = std::string(kind_name(e.kind));
+        break;
+      }
+    }
+    std::optional<std::size_t> del;
+    for (std::size_t j = i + 1; j < h.size(); ++j)
+      if (h[j].kind == EventKind::kLockDelete && !a.lock_key.empty() && h[j].lock_key == a.lock_key) {
+        del = j;
+        break;
+      }
+    // Stale: the key was deleted before the worker stopped acting as the holder, and not by its own
+    // release (the watch can report the release's delete before the worker's release.invoke
+    // arrives; a release.ok with the delete's revision says whose delete it was).
+    const bool stale = del && *del < belief_end_index &&
+                       !(h[*del].revision && m.release_revisions.count(*h[*del].revision));
+    const std::int64_t solid_end = stale ? h[*del].t_ns : belief_end;
+    const double x0 = ts.x(a.t_ns), x1 = ts.x(solid_end);
+    const std::string tok = std::to_string(token);
+    std::string tip = w + " holds the lock with token " + tok + " (" + m.at(a.t_ns) + " .. " + m.at(solid_end) + ")";
+    if (a.lease_id) tip += ", lease " + std::to_string(*a.lease_id);
+    const std::string text = "token " + tok;
+    std::string shape = rect(x0, 6, x1, 18, "holding", " fill=\"" + m.color(token) + "\"");
+    const bool fits = x1 - x0 > text_width(text) + 6;
+    if (fits) shape += "<text class=\"bar-text\" x=\"" + num(x0 + 3) + "\" y=\"19\">" + html(text) + "</text>";
+    lane.mark("holding", i, "mark-" + std::to_string(i),
+              data_attr("worker", w) + data_attr("token", token) + data_attr("start-s", secs(ts.rel_s(a.t_ns))) +
+                  data_attr("end-s", secs(ts.rel_s(solid_end))),
+              tip, shape, fits ? std::string() : text, x0, Align::kStart, "holding-label");
+    m.drawn.insert(i);
+    if (stale) {
+      const double s0 = ts.x(h[*del].t_ns), s1 = ts.x(belief_end);
+      const std::string stip = "the lock service deleted " + w + "'s key (token " + tok + ") " + m.at(h[*del].t_ns) +
+                               ", but " + w + " still believed it held the lock until " + m.at(belief_end) + " (" +
+                               belief_end_why + ")";
+      std::string long_text = "lease gone: " + w + " still believes it holds token " + tok;
+      std::string sshape = rect(s0, 6, s1, 18, "stale", " fill=\"url(#hatch-stale)\"");
+      std::string slabel;
+      if (s1 - s0 > text_width(long_text) + 6) sshape += "<text class=\"bar-text stale-text\" x=\"" + num(s0 + 3) + "\" y=\"19\">" + html(long_text) + "</text>";
+      else slabel = "stale token " + tok;
+      lane.mark("holding stale", std::nullopt, {},
+                data_attr("worker", w) + data_attr("token", token) + data_attr("start-s", secs(ts.rel_s(h[*del].t_ns))) +
+                    data_attr("end-s", secs(ts.rel_s(belief_end))),
+                stip, sshape, slabel, s0, Align::kStart, "stale-label");
+    }
+  }
+
+  // Pauses the worker measured itself: shaded, with their length.
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    const Event& e = h[i];
+    if (e.source != w || e.kind != EventKind::kPause || !e.duration_ns) continue;
+    const std::int64_t end = pause_end(e), begin = end - *e.duration_ns;
+    const double x0 = ts.x(begin), x1 = ts.x(end);
+    const double len = static_cast<double>(*e.duration_ns) / 1e9;
+    const std::string label = "paused " + rt::seconds(len);
+    std::string tip = w + " measured a pause of " + rt::format("%.3f s", len) + " (" + m.at(begin) + " .. " + m.at(end) + ")";
+    if (e.token) tip += " while holding token " + std::to_string(*e.token);
+    std::string shape = rect(x0, 28, x1, 16, "pause", " fill=\"url(#hatch-pause)\"");
+    const bool fits = x1 - x0 > text_width(label) + 8;
+    if (fits)
+      shape += "<text class=\"bar-text pause-text\" x=\"" + num((x0 + x1) / 2) + "\" y=\"40\" text-anchor=\"middle\">" + html(label) + "</text>";
+    lane.mark("pause", i, "mark-" + std::to_string(i),
+              data_attr("worker", w) + (e.token ? data_attr("token", *e.token) : std::string()) +
+                  data_attr("duration-s", secs(len)) + data_attr("start-s", secs(ts.rel_s(begin))),
+              tip, shape, fits ? std::string() : label, (x0 + x1) / 2, Align::kMiddle, "pause-label");
+    m.drawn.insert(i);
+  }
+
+  // Chunks written: one mark per outcome; a write.invoke that never got an outcome is unknown.
+  std::map<std::tuple<std::string, std::int64_t, std::int64_t, std::int64_t>, std::size_t> pending;
+  auto write_key = [](const Event& e) {
+    return std::make_tuple(e.key, e.segment.value_or(-1), e.chunk.value_or(-1), e.token.value_or(-1));
+  };
+  std::map<std::int64_t, int> stale_labels;  // token -> stale-accepted labels shown (the first only)
+  std::map<std::int64_t, int> stale_counts;
+  for (const auto& [i, hw] : m.stale_accepted)
+    if (h[i].source == w) ++stale_counts[h[i].token.value_or(0)];
+  for (std::size_t i = 0; i <= h.size(); ++i) {
+    if (i < h.size()) {
+      const Event& e = h[i];
+      if (e.source != w) continue;
+      if (e.kind == EventKind::kWriteInvoke) {
+        pending[write_key(e)] = i;
+        continue;
+      }
+      if (e.kind != EventKind::kWriteOk && e.kind != EventKind::kWriteFail && e.kind != EventKind::kWriteInfo) continue;
+      pending.erase(write_key(e));
+      const std::int64_t token = e.token.value_or(0);
+      const std::string where = e.key + " segment " + opt_str(e.segment) + " chunk " + opt_str(e.chunk);
+      std::string data = data_attr("worker", w) + data_attr("token", token) + data_attr("key", e.key) +
+                         data_attr("segment", opt_str(e.segment)) + data_attr("chunk", opt_str(e.chunk));
+      if (e.high_water) data += data_attr("high-water", *e.high_water);
+      const double x = ts.x(e.t_ns);
+      std::string cls, tip, label, label_cls, shape;
+      if (e.kind == EventKind::kWriteOk) {
+        auto stale = m.stale_accepted.find(i);
+        if (stale != m.stale_accepted.end()) {
+          cls = "write accepted-stale";
+          tip = w + " wrote " + where + " with token " + std::to_string(token) + ": ACCEPTED although the key's high-water mark was " +
+                std::to_string(stale->second) + " " + m.at(e.t_ns);
+          if (stale_labels[token]++ == 0) {
+            label = "token " + std::to_string(token) + " accepted below high-water " + std::to_string(stale->second);
+            if (stale_counts[token] > 1) label += " (" + std::to_string(stale_counts[token]) + " writes)";
+          }
+          label_cls = "stale-label";
+          shape = rect(x - 2, 29, x + 2, 13, "write-mark accepted-stale");
+        } else {
+          cls = "write accepted";
+          tip = w + " wrote " + where + " with token " + std::to_string(token) + ": accepted (high-water " + opt_str(e.high_water) +
+                ") " + m.at(e.t_ns);
+          shape = rect(x - 1.5, 30, x + 1.5, 11, "write-mark accepted", " fill=\"" + m.color(token) + "\"");
+        }
+      } else if (e.kind == EventKind::kWriteFail) {
+        cls = "write rejected";
+        tip = w + " wrote " + where + " with token " + std::to_string(token) + ": REJECTED by the fence (high-water " +
+              opt_str(e.high_water) + ") " + m.at(e.t_ns) + (e.detail.empty() ? "" : ": " + e.detail);
+        label = "token " + std::to_string(token) + " rejected";
+        if (e.high_water) label += " (high-water " + std::to_string(*e.high_water) + ")";
+        label_cls = "rejected-label";
+        shape = rect(x - 3.5, 28, x + 3.5, 15, "write-mark rejected") + "<path class=\"cross\" d=\"M" + num(x - 3) + " 30 L" +
+                num(x + 3) + " 41 M" + num(x + 3) + " 30 L" + num(x - 3) + " 41\"/>";
+      } else {
+        cls = "write unknown";
+        tip = w + " wrote " + where + " with token " + std::to_string(token) + ": outcome unknown " + m.at(e.t_ns) +
+              (e.detail.empty() ? "" : ": " + e.detail);
+        label = "token " + std::to_string(token) + " outcome unknown";
+        label_cls = "unknown-label";
+        shape = rect(x - 2.5, 29, x + 2.5, 13, "write-mark unknown");
+      }
+      if (m.evidence.count(i)) cls += " evidence";
+      lane.mark(cls, i, "mark-" + std::to_string(i), data, tip, shape, label, x, Align::kStart, label_cls);
+      m.drawn.insert(i);
+    } else {
+      for (const auto& [k, idx] : pending) {  // invoked, never answered
+        const Event& e = h[idx];
+        const double x = ts.x(e.t_ns);
+        lane.mark("write unknown no-reply", idx, "mark-" + std::to_string(idx),
+                  data_attr("worker", w) + data_attr("token", e.token.value_or(0)) + data_attr("key", e.key),
+                  w + " sent " + e.key + " segment " + opt_str(e.segment) + " chunk " + opt_str(e.chunk) + " with token " +
+                      opt_str(e.token) + " and never reported an outcome",
+                  rect(x - 2.5, 29, x + 2.5, 13, "write-mark unknown"), "no reply (token " + opt_str(e.token) + ")", x,
+                  Align::kStart, "unknown-label");
+        m.drawn.insert(idx);
+      }
+    }
+  }
+
+  // What the worker learned, finished, or how it ended.
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    const Event& e = h[i];
+    if (e.source == w && e.kind == EventKind::kLeaseLost) {
+      const double x = ts.x(e.t_ns);
+      lane.mark("lease-lost", i, "mark-" + std::to_string(i), data_attr("worker", w) + (e.token ? data_attr("token", *e.token) : ""),
+                w + " learned from a keepalive that its lease is gone " + m.at(e.t_ns),
+                "<circle class=\"lease-lost\" cx=\"" + num(x) + "\" cy=\"15\" r=\"3.5\"/>", "lease lost", x, Align::kStart,
+                "note-label");
+      m.drawn.insert(i);
+    } else if (e.source == w && e.kind == EventKind::kJobDone) {
+      const double x = ts.x(e.t_ns);
+      lane.mark("job-done", i, "mark-" + std::to_string(i), data_attr("worker", w) + (e.token ? data_attr("token", *e.token) : ""),
+                w + " finished its job " + m.at(e.t_ns) + (e.token ? " (token " + std::to_string(*e.token) + ")" : ""),
+                "<path class=\"flag\" d=\"M" + num(x) + " 4 L" + num(x) + " 26 M" + num(x) + " 4 L" + num(x + 7) + " 8 L" +
+                    num(x) + " 12\"/>",
+                "job done", x, Align::kStart, "note-label");
+      m.drawn.insert(i);
+    } else if (e.source == w && e.kind == EventKind::kAcquireFail) {
+      const double x = ts.x(e.t_ns);
+      lane.mark("acquire-fail", i, "mark-" + std::to_string(i), data_attr("worker", w),
+                w + " failed to acquire the lock " + m.at(e.t_ns) + ": " + e.detail,
+                "<circle class=\"acquire-fail\" cx=\"" + num(x) + "\" cy=\"15\" r=\"3.5\"/>", "acquire failed", x,
+                Align::kStart, "unknown-label");
+      m.drawn.insert(i);
+    }
+  }
+  if (exit_index) {
+    const Event& e = h[*exit_index];
+    const double x = ts.x(e.t_ns);
+    const bool clean = e.detail == "exit 0";
+    lane.mark(clean ? "exit" : "exit abnormal", *exit_index, "mark-" + std::to_string(*exit_index), data_attr("worker", w),
+              w + " ended " + m.at(e.t_ns) + ": " + e.detail, "<line class=\"exit\" x1=\"" + num(x) + "\" y1=\"8\" x2=\"" +
+              num(x) + "\" y2=\"22\"/>",
+              clean ? std::string() : e.detail, x, Align::kStart, "unknown-label");
+    m.drawn.insert(*exit_index);
+  }
+}
+
+void lock_lane(Model& m, Lane& lane) {
+  const History& h = m.h;
+  const auto& ts = m.ts;
+  lane.cls = "lock";
+  lane.title = "lock service";
+  lane.subtitle = "etcd: who owns the lock";
+  lane.attrs = " id=\"lane-lock\"";
+
+  // Ownership: the live key with the lowest create_revision (= token) holds the lock.
+  std::map<std::int64_t, std::pair<std::string, std::size_t>> live;  // token -> (lock_key, grant index)
+  std::optional<std::int64_t> owner;
+  std::int64_t owner_since = 0;
+  auto close = [&](std::int64_t t) {
+    if (!owner) return;
+    const double x0 = ts.x(owner_since), x1 = ts.x(t);
+    const std::string wname = m.who(*owner);
+    const std::string text = "token " + std::to_string(*owner) + (wname.empty() ? "" : " \xC2\xB7 " + wname);
+    std::string shape = rect(x0, 6, x1, 18, "owner", " fill=\"" + m.color(*owner) + "\"");
+    if (x1 - x0 > text_width(text) + 6) shape += "<text class=\"bar-text\" x=\"" + num(x0 + 3) + "\" y=\"19\">" + html(text) + "</text>";
+    lane.mark("owner", std::nullopt, {}, data_attr("token", *owner) + data_attr("worker", wname),
+              "the lock service's view: token " + std::to_string(*owner) + (wname.empty() ? "" : " (" + wname + ")") +
+                  " owns the lock " + m.at(owner_since) + " .. " + m.at(t),
+              shape);
+  };
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    const Event& e = h[i];
+    if (e.source != "lock" || !e.token) continue;
+    if (e.kind == EventKind::kLockGrant) live[*e.token] = {e.lock_key, i};
+    else if (e.kind == EventKind::kLockDelete) live.erase(*e.token);
+    else continue;
+    std::optional<std::int64_t> now_owner;
+    if (!live.empty()) now_owner = live.begin()->first;
+    if (now_owner != owner) {
+      close(e.t_ns);
+      owner = now_owner;
+      owner_since = e.t_ns;
+    }
+  }
+  close(ts.t1);
+
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    const Event& e = h[i];
+    if (e.source != "lock") continue;
+    const double x = ts.x(e.t_ns);
+    const std::int64_t token = e.token.value_or(0);
+    std::string wname = m.key_owner.count(e.lock_key) ? m.key_owner.at(e.lock_key) : m.who(token);
+    std::string data = data_attr("token", token) + data_attr("worker", wname);
+    if (e.kind == EventKind::kLockGrant) {
+      // Was another key live at this point (then this contender queues behind it)?
+      bool queued = false;
+      for (std::size_t j = 0; j < i; ++j)
+        if (h[j].source == "lock" && h[j].kind == EventKind::kLockGrant && h[j].token && *h[j].token < token) {
+          bool deleted = false;
+          for (std::size_t k = j + 1; k < i && !deleted; ++k)
+            deleted = h[k].source == "lock" && h[k].kind == EventKind::kLockDelete && h[k].lock_key == h[j].lock_key;
+          if (!deleted) queued = true;
+        }
+      const std::string who = wname.empty() ? "a contender" : wname;
+      const std::string label = queued ? who + " queued: token " + std::to_string(token) : who + " granted token " + std::to_string(token);
+      lane.mark(std::string("grant") + (queued ? " queued" : ""), i, "mark-" + std::to_string(i), data,
+                "lock key " + e.lock_key + " created " + m.at(e.t_ns) + ": token (create_revision) " + std::to_string(token) +
+                    (e.lease_id ? ", lease " + std::to_string(*e.lease_id) : "") + (queued ? "; it waits behind a lower token" : ""),
+                "<path class=\"grant\" d=\"M" + num(x - 4.5) + " 42 L" + num(x) + " 31 L" + num(x + 4.5) + " 42 Z\"/>", label, x,
+                Align::kStart, "grant-label");
+    } else if (e.kind == EventKind::kLockDelete) {
+      const bool expiry = m.expiry_deletes.count(i) > 0;
+      bool released = false;
+      for (const Event& r : h)
+        if (r.kind == EventKind::kReleaseOk && ((e.revision && r.revision == e.revision) || (!e.revision && r.lock_key == e.lock_key)))
+          released = true;
+      const std::string who = wname.empty() ? "" : wname + "'s ";
+      std::string cls = expiry ? "delete expiry" : released ? "delete release" : "delete";
+      std::string label = expiry ? who + "lease expired: token " + std::to_string(token) + " deleted"
+                                 : released ? "token " + std::to_string(token) + " released" : "token " + std::to_string(token) + " deleted";
+      if (m.evidence.count(i)) cls += " evidence";
+      lane.mark(cls, i, "mark-" + std::to_string(i), data,
+                "lock key " + e.lock_key + " deleted " + m.at(e.t_ns) + " (revision " + opt_str(e.revision) + ")" +
+                    (expiry ? ": the lease expired while its holder was still working" : released ? ": released by its holder" : ""),
+                "<path class=\"delete-x\" d=\"M" + num(x - 4) + " 31 L" + num(x + 4) + " 41 M" + num(x + 4) + " 31 L" + num(x - 4) +
+                    " 41\"/>",
+                label, x, Align::kStart, expiry ? "rejected-label" : "note-label");
+    } else {
+      continue;
+    }
+    m.drawn.insert(i);
+  }
+}
+
+void fault_lane(Model& m, Lane& lane) {
+  const auto& ts = m.ts;
+  lane.cls = "faults";
+  lane.title = "faults";
+  lane.subtitle = "injected by the harness";
+  lane.attrs = " id=\"lane-faults\"";
+  if (m.a.figures.faults.empty()) {
+    lane.body << "<text class=\"empty-note\" x=\"" << num(kPlotX0 + 4) << "\" y=\"19\">no faults injected</text>\n";
+    return;
+  }
+  for (const auto& f : m.a.figures.faults) {
+    const std::int64_t end = f.heal_t_ns.value_or(ts.t1);
+    const double x0 = ts.x(f.inject_t_ns), x1 = ts.x(end);
+    const auto length = f.actual ? f.actual : f.planned;
+    const double len = length ? static_cast<double>(length->count()) / 1e9 : ts.rel_s(end) - ts.rel_s(f.inject_t_ns);
+    const std::string text = f.fault + " " + f.target + " " + rt::seconds(len) + (f.heal_index ? "" : " (never healed)");
+    std::string shape = rect(x0, 6, x1, 18, "fault-window");
+    const bool fits = x1 - x0 > text_width(text) + 6;
+    if (fits) shape += "<text class=\"bar-text fault-text\" x=\"" + num(x0 + 3) + "\" y=\"19\">" + html(text) + "</text>";
+    std::string tip = f.fault + " on " + f.target + " injected " + m.at(f.inject_t_ns) +
+                      (f.heal_t_ns ? ", healed " + m.at(*f.heal_t_ns) : std::string(", never healed")) + "; planned " +
+                      (f.planned ? rt::format("%.3f s", static_cast<double>(f.planned->count()) / 1e9) : std::string("?")) +
+                      ", actual " + (f.actual ? rt::format("%.3f s", static_cast<double>(f.actual->count()) / 1e9) : std::string("?"));
+    lane.mark("fault", f.inject_index, "mark-" + std::to_string(f.inject_index),
+              data_attr("fault", f.fault) + data_attr("target", f.target) + data_attr("duration-s", secs(len)), tip, shape,
+              fits ? std::string() : text, x0, Align::kStart, "note-label");
+    m.drawn.insert(f.inject_index);
+  }
+}
+
+/// The store's high-water mark of one key over time, every write's token as a point.
+void high_water_lane(Model& m, const std::string& key, const ReadBack& rb, Lane& lane) {
+  const History& h = m.h;
+  const auto& ts = m.ts;
+  lane.cls = "high-water";
+  lane.title = "high-water";
+  lane.subtitle = "key " + key;
+  lane.attrs = " id=\"lane-high-water-" + html(key) + "\"" + data_attr("key", key);
+  constexpr double kTop = 8, kBottom = 96;
+  lane.label_top = kBottom + 8;
+  lane.leader_from = kBottom;
+
+  struct Point {
+    std::size_t index;
+    std::int64_t t, token;
+    bool ok;
+  };
+  std::vector<Point> points;
+  std::int64_t lo = 0, hi = 0;
+  bool any = false;
+  auto see = [&](std::int64_t v) {
+    if (!any) lo = hi = v, any = true;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  };
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    const Event& e = h[i];
+    if (e.key != key || !e.token || (e.kind != EventKind::kWriteOk && e.kind != EventKind::kWriteFail)) continue;
+    points.push_back({i, e.t_ns, *e.token, e.kind == EventKind::kWriteOk});
+    see(*e.token);
+    if (e.high_water) see(*e.high_water);
+  }
+  if (auto it = rb.high_water.find(key); it != rb.high_water.end()) see(it->second);
+  if (!any) {
+    lane.body << "<text class=\"empty-note\" x=\"" << num(kPlotX0 + 4) << "\" y=\"19\">no writes to " << html(key) << "</text>\n";
+    lane.label_top = 30;
+    return;
+  }
+  const double pad = std::max(0.5, static_cast<double>(hi - lo) * 0.08);
+  const double ylo = static_cast<double>(lo) - pad, yhi = static_cast<double>(hi) + pad;
+  auto y = [&](double token) { return kBottom - (token - ylo) / (yhi - ylo) * (kBottom - kTop); };
+
+  // Axis: token values (every one when few, else about five).
+  std::set<std::int64_t> ticks;
+  if (hi - lo <= 8) {
+    for (std::int64_t v = lo; v <= hi; ++v) ticks.insert(v);
+  } else {
+    const std::int64_t step = std::max<std::int64_t>(1, (hi - lo) / 5);
+    for (std::int64_t v = lo; v <= hi; v += step) ticks.insert(v);
+    ticks.insert(hi);
+  }
+  lane.body << "<line class=\"axis\" x1=\"" << num(kPlotX0) << "\" y1=\"" << num(kTop) << "\" x2=\"" << num(kPlotX0) << "\" y2=\""
+            << num(kBottom) << "\"/>\n";
+  for (auto v : ticks) {
+    const double yy = y(static_cast<double>(v));
+    lane.body << "<line class=\"hgrid\" x1=\"" << num(kPlotX0) << "\" y1=\"" << num(yy) << "\" x2=\"" << num(kPlotX1) << "\" y2=\""
+              << num(yy) << "\"/><text class=\"tick\" x=\"" << num(kPlotX0 - 4) << "\" y=\"" << num(yy + 3.5)
+              << "\" text-anchor=\"end\">" << v << "</text>\n";
+  }
+  lane.body << "<text class=\"axis-title\" x=\"" << num(kPlotX0 - 26) << "\" y=\"" << num(kTop + 2) << "\" text-anchor=\"end\">token</text>\n";
+
+  // The step line: the mark only rises (accepted tokens; a reply's high_water).
+  std::int64_t mark = 0;
+  bool have = false;
+  std::string path;
+  std::vector<std::pair<std::size_t, std::int64_t>> steps;  // (event, new mark)
+  for (const auto& p : points) {
+    const Event& e = h[p.index];
+    std::int64_t next = have ? mark : 0;
+    if (p.ok) next = std::max(next, p.token);
+    if (e.high_water) next = std::max(next, *e.high_water);
+    if (!have || next != mark) {
+      const double x = ts.x(p.t);
+      if (!have) path = "M" + num(x) + " " + num(y(static_cast<double>(next)));
+      else path += " L" + num(x) + " " + num(y(static_cast<double>(mark))) + " L" + num(x) + " " + num(y(static_cast<double>(next)));
+      steps.emplace_back(p.index, next);
+      mark = next;
+      have = true;
+    }
+  }
+  if (have) {
+    path += " L" + num(ts.x(ts.t1)) + " " + num(y(static_cast<double>(mark)));
+    lane.body << "<path class=\"hw-line\" d=\"" << path << "\"><title>" << html("high-water mark of " + key) << "</title></path>\n";
+  }
+  for (const auto& [idx, v] : steps) {
+    const double x = ts.x(h[idx].t_ns);
+    lane.leader_override = y(static_cast<double>(v)) + 3;
+    lane.mark("hw-step", std::nullopt, "hw-step-" + std::to_string(idx), data_attr("key", key) + data_attr("token", v),
+              "the high-water mark of " + key + " becomes " + std::to_string(v) + " " + m.at(h[idx].t_ns),
+              "<circle class=\"hw-step\" cx=\"" + num(x) + "\" cy=\"" + num(y(static_cast<double>(v))) + "\" r=\"2.5\"/>",
+              "high-water " + std::to_string(v), x, Align::kStart, "note-label");
+  }
+  std::set<std::pair<std::string, std::int64_t>> stale_labelled;
+  for (const auto& p : points) {
+    const double x = ts.x(p.t), yy = y(static_cast<double>(p.token));
+    const Event& e = h[p.index];
+    const std::string who = e.source + " token " + std::to_string(p.token);
+    if (p.ok) {
+      const auto stale_it = m.stale_accepted.find(p.index);
+      const bool stale = stale_it != m.stale_accepted.end();
+      std::string label;
+      if (stale && stale_labelled.insert({e.source, p.token}).second) {
+        label = std::to_string(p.token) + " < " + std::to_string(stale_it->second) + ": accepted";
+        lane.leader_override = yy + 4;
+      }
+      lane.mark(stale ? "hw-point accepted-stale" : "hw-point accepted", p.index, "hw-" + std::to_string(p.index),
+                data_attr("key", key) + data_attr("token", p.token) + data_attr("worker", e.source),
+                who + (stale ? " accepted BELOW the high-water mark " : " accepted ") + m.at(p.t),
+                "<circle class=\"" + std::string(stale ? "pt-stale" : "pt-ok") + "\" cx=\"" + num(x) + "\" cy=\"" + num(yy) +
+                    "\" r=\"2.8\"" + (stale ? "" : " fill=\"" + m.color(p.token) + "\"") + "/>",
+                label, x, Align::kStart, "stale-label");
+    } else {
+      const std::string label = std::to_string(p.token) + " < " + opt_str(e.high_water) + ": rejected";
+      lane.leader_override = yy + 5;
+      lane.mark("hw-point rejected", p.index, "hw-" + std::to_string(p.index),
+                data_attr("key", key) + data_attr("token", p.token) + data_attr("worker", e.source) +
+                    (e.high_water ? data_attr("high-water", *e.high_water) : std::string()),
+                who + " rejected: below the high-water mark " + opt_str(e.high_water) + " " + m.at(p.t),
+                "<path class=\"cross\" d=\"M" + num(x - 4) + " " + num(yy - 4) + " L" + num(x + 4) + " " + num(yy + 4) + " M" +
+                    num(x + 4) + " " + num(yy - 4) + " L" + num(x - 4) + " " + num(yy + 4) + "\"/>",
+                label, x, Align::kStart, "rejected-label");
+    }
+  }
+}
+
+/// Time-axis tick step: 1, 2 or 5 x 10^k seconds, at most ~12 ticks.
+double tick_step(double span_s) {
+  const double raw = span_s / 12.0;
+  double p = std::pow(10.0, std::floor(std::log10(std::max(raw, 1e-3))));
+  for (double f : {1.0, 2.0, 5.0, 10.0})
+    if (f * p >= raw) return f * p;
+  return 10 * p;
+}
+
+std::string timeline_svg(Model& m, const ReportData& d) {
+  std::vector<Lane> lanes(1);
+  fault_lane(m, lanes.back());
+  lanes.emplace_back();
+  lock_lane(m, lanes.back());
+  for (const auto& w : m.workers) {
+    lanes.emplace_back();
+    worker_lane(m, w, lanes.back());
+  }
+  std::set<std::string> keys;
+  if (d.scenario != nullptr) keys.insert(d.scenario->job().key);
+  for (const auto& [k, v] : d.readback.high_water) keys.insert(k);
+  for (const Event& e : m.h)
+    if (!e.key.empty() && (e.kind == EventKind::kWriteOk || e.kind == EventKind::kWriteFail)) keys.insert(e.key);
+  for (const auto& k : keys) {
+    lanes.emplace_back();
+    high_water_lane(m, k, d.readback, lanes.back());
+  }
+
+  constexpr double kAxisH = 30, kGap = 6;
+  double y = kAxisH;
+  std::vector<double> tops;
+  for (const auto& l : lanes) {
+    tops.push_back(y);
+    y += l.height() + kGap;
+  }
+  const double lanes_bottom = y;
+
+  const std::vector<std::pair<std::string, std::string>> legend_items = {
+      {"<rect x=\"0\" y=\"0\" width=\"12\" height=\"10\" fill=\"" + kTokenColors[0] + "\"/>", "lock held (token)"},
+      {"<rect x=\"0\" y=\"0\" width=\"12\" height=\"10\" fill=\"url(#hatch-stale)\"/>", "lease gone, still acting as holder"},
+      {"<rect x=\"0\" y=\"0\" width=\"12\" height=\"10\" fill=\"url(#hatch-pause)\"/>", "paused (measured by the worker)"},
+      {"<rect class=\"write-mark accepted\" x=\"5\" y=\"0\" width=\"3\" height=\"10\" fill=\"" + kTokenColors[1] + "\"/>", "write accepted"},
+      {"<rect class=\"write-mark rejected\" x=\"4\" y=\"0\" width=\"5\" height=\"10\"/>", "write rejected"},
+      {"<rect class=\"write-mark accepted-stale\" x=\"4\" y=\"0\" width=\"4\" height=\"10\"/>", "accepted below high-water"},
+      {"<rect class=\"write-mark unknown\" x=\"4\" y=\"0\" width=\"4\" height=\"10\"/>", "outcome unknown"},
+      {"<path class=\"grant\" d=\"M1.5 10 L6 1 L10.5 10 Z\"/>", "lock key created"},
+      {"<path class=\"delete-x\" d=\"M2 0 L10 10 M10 0 L2 10\"/>", "lock key deleted"},
+      {"<rect x=\"3\" y=\"0\" width=\"5\" height=\"10\" fill=\"#ffffff\" stroke=\"#6a1b9a\" stroke-width=\"2\"/>",
+       "cited by an anomaly"}};
+  std::vector<std::pair<double, double>> legend_at;
+  double lx = kPlotX0, ly = lanes_bottom + 6;
+  for (const auto& [swatch, text] : legend_items) {
+    const double w = 16 + text_width(text) * 10.0 / 11.0 + 18;  // the legend's font is 10 px
+    if (lx + w > kPlotX1 && lx > kPlotX0) lx = kPlotX0, ly += 16;
+    legend_at.emplace_back(lx, ly);
+    lx += w;
+  }
+  const double total = ly + 22;
+
+  std::ostringstream s;
+  const double span = m.ts.rel_s(m.ts.t1);
+  s << "<svg id=\"timeline\" class=\"timeline\" viewBox=\"0 0 " << num(kSvgWidth) << " " << num(total) << "\" width=\""
+    << num(kSvgWidth) << "\" height=\"" << num(total) << "\" role=\"img\" aria-label=\"timeline of the run\""
+    << data_attr("span-s", secs(span)) << ">\n";
+  s << "<defs>"
+       "<pattern id=\"hatch-stale\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">"
+       "<rect width=\"6\" height=\"6\" fill=\"#fde7e6\"/><rect width=\"2.5\" height=\"6\" fill=\"#ef9a94\"/></pattern>"
+       "<pattern id=\"hatch-pause\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(-45)\">"
+       "<rect width=\"8\" height=\"8\" fill=\"#5d6d7e\" fill-opacity=\"0.18\"/><rect width=\"2\" height=\"8\" fill=\"#5d6d7e\" fill-opacity=\"0.45\"/></pattern>"
+       "</defs>\n";
+  // Axis and grid.
+  const double step = tick_step(span);
+  s << "<g class=\"axis time-axis\">";
+  for (int k = 0; k * step <= span + 1e-9 && k < 200; ++k) {
+    const double t = k * step;
+    const double x = kPlotX0 + t / span * (kPlotX1 - kPlotX0);
+    s << "<line class=\"vgrid\" x1=\"" << num(x) << "\" y1=\"" << num(kAxisH - 6) << "\" x2=\"" << num(x) << "\" y2=\""
+      << num(lanes_bottom) << "\"/>";
+    s << "<text class=\"tick\" x=\"" << num(x) << "\" y=\"" << num(kAxisH - 10) << "\" text-anchor=\"middle\">"
+      << (step < 1 ? rt::format("%.1f", t) : rt::format("%.0f", t)) << " s</text>";
+  }
+  s << "<text class=\"axis-title\" x=\"8\" y=\"" << num(kAxisH - 10) << "\">since run start</text></g>\n";
+
+  for (std::size_t i = 0; i < lanes.size(); ++i) {
+    const Lane& l = lanes[i];
+    s << "<g class=\"lane " << l.cls << "\" data-lane=\"" << l.cls << "\"" << l.attrs << " transform=\"translate(0," << num(tops[i])
+      << ")\">\n";
+    s << "<rect class=\"lane-bg" << (i % 2 ? " odd" : "") << "\" x=\"0\" y=\"0\" width=\"" << num(kSvgWidth) << "\" height=\""
+      << num(l.height()) << "\"/>\n";
+    s << "<text class=\"lane-title\" x=\"8\" y=\"19\">" << html(l.title) << "</text>";
+    s << "<text class=\"lane-subtitle\" x=\"8\" y=\"33\">" << html(l.subtitle) << "</text>\n";
+    s << l.body.str();
+    if (l.hidden_labels > 0)
+      s << "<text class=\"hidden-note\" x=\"" << num(kPlotX1) << "\" y=\"" << num(l.height() - 4) << "\" text-anchor=\"end\">"
+        << l.hidden_labels << " more labels: hover the marks</text>\n";
+    s << "</g>\n";
+  }
+
+  // Legend: items flow left to right, wrapping at the plot's right edge.
+  s << "<g class=\"legend\">";
+  for (std::size_t i = 0; i < legend_items.size(); ++i) {
+    const auto& [swatch, text] = legend_items[i];
+    const auto [item_x, item_y] = legend_at[i];
+    s << "<g class=\"legend-item\" transform=\"translate(" << num(item_x) << "," << num(item_y) << ")\">" << swatch
+      << "<text class=\"legend\" x=\"16\" y=\"9\">" << html(text) << "</text></g>";
+  }
+  s << "</g>\n</svg>\n";
+  return s.str();
+}
+
+// ---- the page ------------------------------------------------------------------------------------
+
+std::string event_summary(const Event& e) {
+  std::string s = e.source + " " + std::string(kind_name(e.kind));
+  if (e.token) s += " token " + std::to_string(*e.token);
+  if (!e.key.empty()) s += " " + e.key;
+  if (e.segment) s += " seg " + std::to_string(*e.segment);
+  if (e.chunk) s += " chunk " + std::to_string(*e.chunk);
+  if (e.high_water) s += " hw " + std::to_string(*e.high_water);
+  return s;
+}
+
+std::string ev_link(const Model& m, std::size_t i) {
+  std::string text = "#" + std::to_string(i);
+  if (i < m.h.size()) text += " " + event_summary(m.h[i]);
+  return "<a class=\"evidence-link\" href=\"#ev-" + std::to_string(i) + "\">" + html(text) + "</a>";
+}
+
+/// "What happened": the notable events, as sentences.
+std::string story(const Model& m) {
+  const History& h = m.h;
+  std::ostringstream s;
+  std::map<std::pair<std::string, std::int64_t>, int> stale_seen, rejected_seen;
+  std::map<std::pair<std::string, std::int64_t>, int> stale_total, rejected_total;
+  for (const auto& [i, hw] : m.stale_accepted) ++stale_total[{h[i].source, h[i].token.value_or(0)}];
+  for (const Event& e : h)
+    if (e.kind == EventKind::kWriteFail) ++rejected_total[{e.source, e.token.value_or(0)}];
+  int n = 0;
+  auto item = [&](std::size_t i, const std::string& cls, const std::string& text) {
+    s << "<li class=\"" << cls << "\"><a href=\"#ev-" << i << "\"><span class=\"t\">" << html(m.at(h[i].t_ns)) << "</span></a> "
+      << html(text) << "</li>\n";
+    ++n;
+  };
+  for (std::size_t i = 0; i < h.size() && n < 200; ++i) {
+    const Event& e = h[i];
+    const std::string tok = e.token ? std::to_string(*e.token) : "?";
+    switch (e.kind) {
+      case EventKind::kAcquireOk:
+        item(i, "acquire", e.source + " acquired the lock: token " + tok);
+        break;
+      case EventKind::kFaultInject:
+        item(i, "fault", "the harness injected " + e.fault + " on " + e.target +
+                             (e.duration_ns ? " for " + rt::seconds(static_cast<double>(*e.duration_ns) / 1e9) : std::string()));
+        break;
+      case EventKind::kFaultHeal:
+        item(i, "fault", e.fault + " on " + e.target + " healed" +
+                             (e.duration_ns ? " after " + rt::seconds(static_cast<double>(*e.duration_ns) / 1e9) : std::string()));
+        break;
+      case EventKind::kLockDelete:
+        if (m.expiry_deletes.count(i)) {
+          const std::string w = m.key_owner.count(e.lock_key) ? m.key_owner.at(e.lock_key) : std::string("its holder");
+          item(i, "expiry", "the lock service deleted " + w + "'s lock key (token " + tok + "): the lease expired while " + w +
+                                " was still working");
+        }
+        break;
+      case EventKind::kPause:
+        if (e.duration_ns)
+          item(i, "pause", e.source + " measured a pause of " + rt::seconds(static_cast<double>(*e.duration_ns) / 1e9) +
+                               (e.token ? " while holding token " + tok : std::string()));
+        break;
+      case EventKind::kWriteFail: {
+        auto& seen = rejected_seen[{e.source, e.token.value_or(0)}];
+        if (seen++ == 0) {
+          const int total = rejected_total[{e.source, e.token.value_or(0)}];
+          item(i, "rejected", e.source + "'s write with token " + tok + " (" + e.key + " segment " + opt_str(e.segment) + " chunk " +
+                                  opt_str(e.chunk) + ") was rejected: high-water " + opt_str(e.high_water) +
+                                  (total > 1 ? " (" + std::to_string(total) + " rejected writes with this token)" : ""));
+        }
+        break;
+      }
+      case EventKind::kWriteOk:
+        if (auto it = m.stale_accepted.find(i); it != m.stale_accepted.end()) {
+          auto& seen = stale_seen[{e.source, e.token.value_or(0)}];
+          if (seen++ == 0) {
+            const int total = stale_total[{e.source, e.token.value_or(0)}];
+            item(i, "stale", e.source + "'s write with token " + tok + " (" + e.key + " segment " + opt_str(e.segment) + " chunk " +
+                                 opt_str(e.chunk) + ") was ACCEPTED although the high-water mark was " + std::to_string(it->second) +
+                                 (total > 1 ? " (" + std::to_string(total) + " such writes)" : ""));
+          }
+        }
+        break;
+      case EventKind::kWriteInfo:
+        item(i, "unknown", e.source + "'s write with token " + tok + ": outcome unknown" + (e.detail.empty() ? "" : " (" + e.detail + ")"));
+        break;
+      case EventKind::kLeaseLost:
+        item(i, "note", e.source + " learned its lease is gone (token " + tok + ")");
+        break;
+      case EventKind::kAcquireFail:
+        item(i, "unknown", e.source + " failed to acquire the lock" + (e.detail.empty() ? "" : ": " + e.detail));
+        break;
+      case EventKind::kJobDone:
+        item(i, "note", e.source + " finished its job (token " + tok + ")");
+        break;
+      case EventKind::kWorkerExit:
+        if (e.detail != "exit 0") item(i, "unknown", e.target + " ended: " + e.detail);
+        break;
+      case EventKind::kRunEnd:
+        if (!e.detail.empty() && e.detail != "done") item(i, "unknown", "the run ended: " + e.detail);
+        break;
+      default:
+        break;
+    }
+  }
+  if (n == 0) return "<p class=\"empty-note\">No notable events were recorded.</p>\n";
+  return "<ol class=\"story\">\n" + s.str() + "</ol>\n";
+}
+
+std::string verdict_class(std::string_view v) { return v == "valid" ? "valid" : v == "invalid" ? "invalid" : "unknown"; }
+
+std::string event_table(const Model& m) {
+  const History& h = m.h;
+  std::ostringstream s;
+  std::set<std::size_t> keep;  // with a huge history: the cited and drawn events only
+  const bool all = h.size() <= kMaxTableEvents;
+  if (!all) {
+    keep = m.evidence;
+    for (const auto& [i, e] : m.a.evidence_events) keep.insert(i);
+    keep.insert(m.drawn.begin(), m.drawn.end());
+  }
+  if (!all)
+    s << "<p class=\"note\">The history has " << h.size() << " events; this table lists the " << keep.size()
+      << " that are drawn or cited. history.jsonl has them all (line = index + 1).</p>\n";
+  s << "<table class=\"events\"><thead><tr><th>#</th><th>time</th><th>source</th><th>kind</th><th>token</th><th>key / segment / "
+       "chunk</th><th>high-water</th><th>other</th></tr></thead><tbody>\n";
+  std::size_t rows = 0;
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    if (!all && !keep.count(i)) continue;
+    if (++rows > kMaxTableEvents) break;
+    const Event& e = h[i];
+    std::string cls = "k-" + std::string(kind_name(e.kind));
+    std::replace(cls.begin(), cls.end(), '.', '-');
+    if (m.evidence.count(i)) cls += " evidence";
+    s << "<tr id=\"ev-" << i << "\" class=\"" << cls << "\"><td>";
+    if (m.drawn.count(i)) s << "<a href=\"#mark-" << i << "\" title=\"show in the timeline\">" << i << "</a>";
+    else s << i;
+    s << "</td><td>" << html(m.at(e.t_ns)) << "</td><td>" << html(e.source) << "</td><td>" << html(std::string(kind_name(e.kind)))
+      << "</td><td>" << (e.token ? std::to_string(*e.token) : "") << "</td><td>" << html(e.key)
+      << (e.segment ? " / " + std::to_string(*e.segment) : "") << (e.chunk ? " / " + std::to_string(*e.chunk) : "") << "</td><td>"
+      << (e.high_water ? std::to_string(*e.high_water) : "") << "</td><td>";
+    std::string other;
+    auto add = [&other](const std::string& part) { other += (other.empty() ? "" : "; ") + part; };
+    if (!e.lock_key.empty()) add("lock_key " + e.lock_key);
+    if (e.lease_id) add("lease " + std::to_string(*e.lease_id));
+    if (e.revision) add("revision " + std::to_string(*e.revision));
+    if (e.duration_ns) add(rt::format("duration %.3f s", static_cast<double>(*e.duration_ns) / 1e9));
+    if (!e.fault.empty()) add("fault " + e.fault);
+    if (!e.target.empty()) add("target " + e.target);
+    if (!e.detail.empty()) add(e.detail);
+    s << html(other) << "</td></tr>\n";
+  }
+  s << "</tbody></table>\n";
+  return s.str();
+}
+
+constexpr const char* kStyle = R"CSS(
+:root { --ink:#1f2328; --muted:#59636e; --line:#d0d7de; --ok:#1a7f37; --bad:#c62828; --warn:#b26a00; }
+* { box-sizing: border-box; }
+body { font-family: "DejaVu Sans", Verdana, Arial, sans-serif; color: var(--ink); margin: 0; padding: 16px 24px 48px; background: #fff; font-size: 14px; }
+h1 { font-size: 22px; margin: 0 0 6px; } h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
+h3 { font-size: 15px; margin: 14px 0 4px; }
+.muted, .note { color: var(--muted); } .note { font-size: 12px; }
+.badge { display: inline-block; padding: 3px 10px; border-radius: 12px; font-weight: bold; color: #fff; margin-right: 6px; font-size: 13px; }
+.badge.met { background: var(--ok); } .badge.not-met { background: var(--bad); } .badge.skipped { background: var(--muted); }
+.badge.valid { background: #2f6f44; } .badge.invalid { background: #8e1c1c; } .badge.unknown { background: var(--warn); }
+.summary { display: flex; flex-wrap: wrap; gap: 10px; margin: 12px 0; }
+.summary div { border: 1px solid var(--line); border-radius: 6px; padding: 6px 12px; min-width: 130px; }
+.summary b { display: block; font-size: 18px; }
+.reasons li { color: var(--bad); }
+ol.story { padding-left: 22px; margin: 6px 0; } ol.story li { margin: 2px 0; }
+ol.story .t { font-family: "DejaVu Sans Mono", monospace; font-size: 12px; color: var(--muted); }
+ol.story li.rejected, ol.story li.expiry { color: var(--bad); } ol.story li.stale { color: var(--warn); font-weight: bold; }
+ol.story li.pause, ol.story li.fault { color: #34495e; }
+.figure-wrap { overflow-x: auto; border: 1px solid var(--line); border-radius: 6px; }
+svg.timeline { display: block; font-family: "DejaVu Sans", Verdana, Arial, sans-serif; font-size: 11px; }
+svg text { stroke: none; }
+svg rect.lane-bg { fill: #ffffff; } svg rect.lane-bg.odd { fill: #f6f8fa; }
+svg text.lane-title { font-weight: bold; font-size: 13px; fill: var(--ink); } svg text.lane-subtitle { font-size: 10px; fill: var(--muted); }
+svg line.vgrid { stroke: #e4e8ec; stroke-width: 1; } svg line.hgrid { stroke: #eef1f4; } svg line.axis { stroke: #8c959f; }
+svg text.tick, svg text.axis-title { fill: var(--muted); font-size: 10px; }
+svg line.process { stroke: #8c959f; stroke-width: 1.5; } svg line.waiting { stroke: #8c959f; stroke-width: 2; stroke-dasharray: 4 3; }
+svg rect.holding, svg rect.owner { stroke: rgba(0,0,0,.25); } svg rect.stale { stroke: #c62828; }
+svg text.bar-text { fill: #fff; font-size: 11px; font-weight: bold; pointer-events: none; }
+svg text.stale-text { fill: #7a0e0e; } svg text.waiting-text { fill: var(--muted); font-weight: normal; }
+svg text.fault-text { fill: #4a2a00; } svg text.pause-text { fill: #1f3a52; }
+svg rect.pause { stroke: #34495e; stroke-width: 1; stroke-dasharray: 3 2; }
+svg rect.fault-window { fill: #f5b041; stroke: #b9770e; }
+svg rect.write-mark.accepted { stroke: none; } svg rect.write-mark.rejected { fill: #fdecea; stroke: #c62828; stroke-width: 1.2; }
+svg rect.write-mark.accepted-stale { fill: #f39c12; stroke: #9a5b00; } svg rect.write-mark.unknown { fill: #bdbdbd; stroke: #616161; }
+svg path.cross { stroke: #c62828; stroke-width: 2; fill: none; } svg path.delete-x { stroke: #c62828; stroke-width: 2; fill: none; }
+svg g.delete.release path.delete-x { stroke: #8c959f; }
+svg path.grant { fill: #2e7d32; } svg circle.lease-lost { fill: #c62828; } svg circle.acquire-fail { fill: #616161; }
+svg path.flag { stroke: #2e7d32; stroke-width: 1.5; fill: #a5d6a7; } svg line.exit { stroke: #1f2328; stroke-width: 2; }
+svg line.leader { stroke: #afb8c1; stroke-width: .8; }
+svg text.label { fill: var(--ink); font-size: 11px; } svg text.rejected-label { fill: #b71c1c; font-weight: bold; }
+svg text.stale-label { fill: #9a5b00; font-weight: bold; } svg text.pause-label { fill: #1f3a52; font-weight: bold; }
+svg text.unknown-label { fill: #5d4037; } svg text.note-label, svg text.grant-label { fill: #3d4852; }
+svg path.hw-line { stroke: #1f2328; stroke-width: 2; fill: none; } svg circle.hw-step { fill: #1f2328; }
+svg circle.pt-stale { fill: #f39c12; stroke: #9a5b00; } svg circle.pt-ok { stroke: rgba(0,0,0,.35); }
+svg text.empty-note, svg text.hidden-note { fill: var(--muted); font-style: italic; }
+svg text.legend { font-size: 10px; fill: var(--muted); }
+svg g.mark.evidence rect.write-mark { stroke: #6a1b9a; stroke-width: 2; }
+svg g.mark:target rect, svg g.mark:target path, svg g.mark:target circle { stroke: #6a1b9a; stroke-width: 3; }
+svg a { cursor: pointer; }
+table { border-collapse: collapse; font-size: 12px; margin: 6px 0; }
+th, td { border: 1px solid var(--line); padding: 3px 7px; text-align: left; vertical-align: top; }
+th { background: #f6f8fa; }
+table.events td:nth-child(2) { font-family: "DejaVu Sans Mono", monospace; white-space: nowrap; }
+tr.evidence { background: #f3e5f5; } tr:target { background: #fff3b0; outline: 2px solid #f1c40f; }
+tr.k-write-fail td:nth-child(4), tr.k-lock-delete td:nth-child(4) { color: var(--bad); font-weight: bold; }
+section.anomaly { border: 1px solid #e6b8b8; border-left: 5px solid var(--bad); border-radius: 4px; padding: 8px 12px; margin: 10px 0; background: #fffafa; }
+section.anomaly:target { outline: 2px solid #f1c40f; }
+.evidence-list { margin: 4px 0 0; padding-left: 20px; font-size: 12px; }
+a { color: #0b57d0; text-decoration: none; } a:hover { text-decoration: underline; }
+code { font-family: "DejaVu Sans Mono", monospace; font-size: 12px; }
+)CSS";
+
+/// Annotates the page after layout (for tools and the browser test); changes nothing visible.
+constexpr const char* kScript = R"JS(
+(function () {
+  var svg = document.getElementById('timeline');
+  if (!svg || !svg.getBBox) return;
+  var labels = svg.querySelectorAll('text.label, text.bar-text');
+  var boxes = [];
+  for (var i = 0; i < labels.length && i < 3000; i++) {
+    var r = labels[i].getBoundingClientRect();
+    labels[i].setAttribute('data-rendered-width', Math.round(r.width));
+    boxes.push(r);
+  }
+  var overlaps = 0;
+  for (var a = 0; a < boxes.length; a++)
+    for (var b = a + 1; b < boxes.length; b++) {
+      var p = boxes[a], q = boxes[b];
+      if (p.width > 0 && q.width > 0 && p.left < q.right - 1 && q.left < p.right - 1 && p.top < q.bottom - 1 && q.top < p.bottom - 1) overlaps++;
+    }
+  var box = svg.getBoundingClientRect();
+  svg.setAttribute('data-label-overlaps', String(overlaps));
+  svg.setAttribute('data-rendered-width', String(Math.round(box.width)));
+  svg.setAttribute('data-rendered-height', String(Math.round(box.height)));
+})();
+)JS";
+
+}  // namespace
+
+std::string render_report_html(const ReportData& d) {
+  Model m = build_model(d);
+  const ScenarioResult& r = d.result;
+  const std::string svg = timeline_svg(m, d);  // fills m.drawn, which the table uses
+
+  std::ostringstream o;
+  o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+    << "<meta name=\"generator\" content=\"" << html(d.generator) << "\">\n"
+    << "<title>" << html(r.scenario) << " \xE2\x80\x94 " << html(r.skipped ? "skipped" : r.met ? "met" : "NOT met") << " (" << html(r.verdict)
+    << ") \xE2\x80\x94 fencecheck</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n";
+
+  // Header.
+  const std::string met_cls = r.skipped ? "skipped" : r.met ? "met" : "not-met";
+  o << "<header id=\"summary\">\n<h1>" << html(r.scenario) << "</h1>\n";
+  o << "<p><span class=\"badge " << met_cls << "\" id=\"outcome\" data-met=\"" << (r.met ? "true" : "false") << "\">"
+    << (r.skipped ? "SKIPPED" : r.met ? "EXPECTATION MET" : "EXPECTATION NOT MET") << "</span>"
+    << "<span class=\"badge " << verdict_class(r.verdict) << "\" id=\"verdict-badge\" data-verdict=\"" << html(r.verdict) << "\">verdict: "
+    << html(r.verdict) << "</span> expected: <b>" << html(r.expectation) << "</b></p>\n";
+  if (d.scenario != nullptr && !d.scenario->description().empty())
+    o << "<p class=\"muted description\">" << html(d.scenario->description()) << "</p>\n";
+  if (!r.reasons.empty()) {
+    o << "<ul class=\"reasons\">";
+    for (const auto& why : r.reasons) o << "<li>" << html(why) << "</li>";
+    o << "</ul>\n";
+  }
+  o << "<div class=\"summary\">"
+    << "<div>anomalies<b id=\"fig-anomalies\">" << (r.anomalies.empty() ? "none" : html([&] {
+         std::string s;
+         for (const auto& a : r.anomalies) s += (s.empty() ? "" : ", ") + a;
+         return s;
+       }()))
+    << "</b></div>"
+    << "<div>rejected writes<b id=\"fig-rejected\">" << r.rejected_writes << "</b></div>"
+    << "<div>lease expiries during work<b id=\"fig-expiries\">" << r.expiries_during_work << "</b></div>"
+    << "<div>longest pause<b id=\"fig-pause\">" << rt::seconds(r.longest_pause_s) << "</b></div>"
+    << "<div>duration<b id=\"fig-duration\">" << rt::seconds(r.duration_s) << "</b></div>";
+  if (d.scenario != nullptr)
+    o << "<div>lease TTL<b>" << d.scenario->lease_ttl().count() << " s</b></div>"
+      << "<div>fencing<b>" << html(std::string(to_string(d.scenario->resource().fencing))) << "</b></div>";
+  o << "</div>\n";
+  o << "<p class=\"note\">Run directory: <code>" << html(r.run_dir.string()) << "</code> \xC2\xB7 written by "
+    << html(d.generator) << " \xC2\xB7 times are seconds since the run started (the orchestrator's monotonic clock)</p>\n</header>\n";
+
+  o << "<section id=\"story\"><h2>What happened</h2>\n" << story(m) << "</section>\n";
+  o << "<section id=\"timeline-section\"><h2>Timeline</h2>\n<p class=\"note\">Hover a mark for its details; click it for its "
+       "event. A worker's bar is the lock held with its fencing token; hatched red: the lock service had already deleted its "
+       "key while it still believed it held the lock.</p>\n<div class=\"figure-wrap\">\n"
+    << svg << "</div>\n</section>\n";
+
+  // Verdict and anomalies.
+  o << "<section id=\"verdict\"><h2>Verdict: <span class=\"" << verdict_class(r.verdict) << "\">" << html(r.verdict) << "</span></h2>\n";
+  o << "<table class=\"checkers\"><thead><tr><th>checker</th><th>verdict</th><th>anomalies</th><th>note</th></tr></thead><tbody>\n";
+  for (const auto& c : d.analysis.checkers)
+    o << "<tr class=\"checker " << verdict_class(verdict_name(c.verdict)) << "\"><td>" << html(c.name) << "</td><td>"
+      << html(std::string(verdict_name(c.verdict))) << "</td><td>" << c.anomalies.size() << "</td><td>" << html(c.error) << "</td></tr>\n";
+  o << "</tbody></table>\n";
+  std::size_t k = 0;
+  for (const auto& c : d.analysis.checkers)
+    for (const auto& an : c.anomalies) {
+      ++k;
+      o << "<section class=\"anomaly\" id=\"anomaly-" << k << "\"" << data_attr("anomaly", an.name) << ">\n<h3>" << html(an.name)
+        << " <span class=\"muted\">(checker " << html(c.name) << ")</span></h3>\n<p>" << html(an.description) << "</p>\n<p class=\"note\">";
+      if (!an.key.empty()) o << "key <code>" << html(an.key) << "</code> ";
+      if (an.segment) o << "segment " << *an.segment << " ";
+      if (!an.tokens.empty()) {
+        o << "\xC2\xB7 tokens";
+        for (auto t : an.tokens) o << " " << t;
+        o << " ";
+      }
+      if (!an.clients.empty()) {
+        o << "\xC2\xB7 writers";
+        for (const auto& cl : an.clients) o << " " << html(cl);
+        o << " ";
+      }
+      if (!an.readback_seqs.empty()) {
+        o << "\xC2\xB7 store seqs";
+        for (auto sq : an.readback_seqs) o << " " << sq;
+      }
+      o << "</p>\nEvidence (" << an.evidence.size() << " events):<ul class=\"evidence-list\">";
+      for (std::size_t i : an.evidence) o << "<li>" << ev_link(m, i) << "</li>";
+      o << "</ul>\n</section>\n";
+    }
+  if (k == 0) o << "<p>No anomaly: every checker found the history and the read-back consistent.</p>\n";
+  o << "</section>\n";
+
+  // Figures.
+  const auto& f = d.analysis.figures;
+  o << "<section id=\"figures\"><h2>Figures</h2>\n";
+  o << "<h3>Rejected writes</h3><table><thead><tr><th>key</th><th>writer</th><th>write.fail events</th><th>the store's rejections</th></tr></thead><tbody>";
+  for (const auto& rw : f.rejected_writes)
+    o << "<tr><td>" << html(rw.key) << "</td><td>" << html(rw.client) << "</td><td>" << rw.history << "</td><td>" << rw.readback << "</td></tr>";
+  if (f.rejected_writes.empty()) o << "<tr><td colspan=\"4\">none</td></tr>";
+  o << "</tbody></table>\n<h3>Lease expiries during work</h3><table><thead><tr><th>worker</th><th>token</th><th>lock key</th><th>when</th><th>evidence</th></tr></thead><tbody>";
+  for (const auto& x : f.expiries_during_work) {
+    o << "<tr><td>" << html(x.worker) << "</td><td>" << x.token << "</td><td><code>" << html(x.lock_key) << "</code></td><td>"
+      << html(m.at(x.t_ns)) << "</td><td>";
+    for (std::size_t i : x.evidence) o << "<a href=\"#ev-" << i << "\">#" << i << "</a> ";
+    o << "</td></tr>";
+  }
+  if (f.expiries_during_work.empty()) o << "<tr><td colspan=\"5\">none</td></tr>";
+  o << "</tbody></table>\n<h3>Pauses measured by the workers</h3><table><thead><tr><th>worker</th><th>length</th><th>token held</th><th>event</th></tr></thead><tbody>";
+  for (const auto& p : f.pauses)
+    o << "<tr><td>" << html(p.worker) << "</td><td>" << rt::format("%.3f s", std::chrono::duration<double>(p.duration).count()) << "</td><td>"
+      << (p.token ? std::to_string(*p.token) : "") << "</td><td><a href=\"#ev-" << p.index << "\">#" << p.index << "</a></td></tr>";
+  if (f.pauses.empty()) o << "<tr><td colspan=\"4\">none</td></tr>";
+  o << "</tbody></table>\n<h3>Faults</h3><table><thead><tr><th>fault</th><th>target</th><th>planned</th><th>actual</th><th>events</th></tr></thead><tbody>";
+  for (const auto& w : f.faults) {
+    o << "<tr><td>" << html(w.fault) << "</td><td>" << html(w.target) << "</td><td>"
+      << (w.planned ? rt::format("%.3f s", std::chrono::duration<double>(*w.planned).count()) : "") << "</td><td>"
+      << (w.actual ? rt::format("%.3f s", std::chrono::duration<double>(*w.actual).count()) : "never healed") << "</td><td><a href=\"#ev-"
+      << w.inject_index << "\">#" << w.inject_index << "</a>";
+    if (w.heal_index) o << " <a href=\"#ev-" << *w.heal_index << "\">#" << *w.heal_index << "</a>";
+    o << "</td></tr>";
+  }
+  if (f.faults.empty()) o << "<tr><td colspan=\"5\">none</td></tr>";
+  o << "</tbody></table>\n";
+  if (!d.readback.high_water.empty()) {
+    o << "<h3>Read back from the resource (" << html(d.readback.resource) << ", fencing " << html(d.readback.fencing)
+      << ")</h3><table><thead><tr><th>key</th><th>final high-water</th><th>chunks stored</th><th>accepted writes</th><th>rejections</th></tr></thead><tbody>";
+    for (const auto& [key, hw] : d.readback.high_water) {
+      const auto chunks = std::count_if(d.readback.chunks.begin(), d.readback.chunks.end(), [&](const auto& c) { return c.key == key; });
+      const auto log = std::count_if(d.readback.log.begin(), d.readback.log.end(), [&](const auto& c) { return c.key == key; });
+      const auto rej = std::count_if(d.readback.rejections.begin(), d.readback.rejections.end(), [&](const auto& c) { return c.key == key; });
+      o << "<tr><td>" << html(key) << "</td><td>" << hw << "</td><td>" << chunks << "</td><td>" << log << "</td><td>" << rej << "</td></tr>";
+    }
+    o << "</tbody></table>\n";
+  }
+  o << "</section>\n";
+
+  o << "<section id=\"events\"><h2>Events</h2>\n<p class=\"note\">Every event of history.jsonl (line = index + 1), in the order the "
+       "orchestrator received it. Highlighted: cited by an anomaly.</p>\n"
+    << event_table(m) << "</section>\n";
+  o << "<script>" << kScript << "</script>\n</body>\n</html>\n";
+  return o.str();
+}
+
+void write_report_html(const fs::path& path, const ReportData& data) {
+  const std::string page = render_report_html(data);
+  const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error("cannot write " + tmp.string());
+    out << page;
+    out.flush();
+    if (!out) throw std::runtime_error("cannot write " + tmp.string());
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw std::runtime_error("cannot write " + path.string());
+  }
+}
+
+}  // namespace fencecheck::harness

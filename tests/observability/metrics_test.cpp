@@ -1,0 +1,752 @@
+// Unit tests for the metrics (harness/src/metrics.cpp, live_metrics.cpp): build_registry's exact
+// samples and bucket boundaries, the text format, the live registry driven by events, the
+// loopback-only address parsing, the push (to an in-process HTTP server on 127.0.0.1:0) and the
+// CLI's refusals. Every socket is on 127.0.0.1.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <prometheus/text_serializer.h>
+
+#include "fencecheck/harness/analysis.h"
+#include "fencecheck/harness/live_metrics.h"
+#include "fencecheck/harness/metrics.h"
+#include "fencecheck/harness/orchestrator.h"
+#include "fencecheck/harness/scenario.h"
+#include "fencecheck/proto/event.h"
+
+namespace fencecheck::harness {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+using LabelMap = std::map<std::string, std::string>;
+
+LabelMap labels_of(const prometheus::ClientMetric& m) {
+  LabelMap out;
+  for (const auto& l : m.label) out[l.name] = l.value;
+  return out;
+}
+
+const prometheus::MetricFamily* family(const std::vector<prometheus::MetricFamily>& all, const std::string& name) {
+  for (const auto& f : all)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+/// The one sample of `name` with exactly these labels; fails the test when absent.
+std::optional<prometheus::ClientMetric> sample(const std::vector<prometheus::MetricFamily>& all, const std::string& name,
+                                               const LabelMap& labels) {
+  const auto* f = family(all, name);
+  if (!f) {
+    ADD_FAILURE() << "no family " << name;
+    return std::nullopt;
+  }
+  std::optional<prometheus::ClientMetric> found;
+  for (const auto& m : f->metric) {
+    if (labels_of(m) != labels) continue;
+    EXPECT_FALSE(found) << "two samples of " << name << " with the same labels";
+    found = m;
+  }
+  if (!found) ADD_FAILURE() << "no sample of " << name << " with the given labels";
+  return found;
+}
+
+double counter(const std::vector<prometheus::MetricFamily>& all, const std::string& name, const LabelMap& labels) {
+  auto m = sample(all, name, labels);
+  return m ? m->counter.value : -1;
+}
+double gauge(const std::vector<prometheus::MetricFamily>& all, const std::string& name, const LabelMap& labels) {
+  auto m = sample(all, name, labels);
+  return m ? m->gauge.value : -1;
+}
+
+/// (upper bound, cumulative count) pairs, +Inf last.
+std::vector<std::pair<double, std::uint64_t>> buckets(const prometheus::ClientMetric& m) {
+  std::vector<std::pair<double, std::uint64_t>> out;
+  for (const auto& b : m.histogram.bucket) out.emplace_back(b.upper_bound, b.cumulative_count);
+  return out;
+}
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+/// A figure set with every field set to a value that shows up distinctly.
+RunFigures known_figures() {
+  RunFigures f;
+  f.scenario = "s";
+  f.resource = "store";
+  f.lock = "fencecheck/s";
+  f.lease_ttl_s = 2;
+  f.rejected_writes[{"ledger", "w1"}] = 3;
+  f.rejected_writes[{"ledger", "w2"}] = 1;
+  f.expiries_during_work[{"fencecheck/s", "w1"}] = 2;
+  f.pauses_s = {{"w1", 0.3}, {"w1", 6.0}, {"w2", 25.0}};
+  f.faults_injected["sigstop"] = 1;
+  f.high_water["ledger"] = 41;
+  f.issuer_token = 42;
+  f.token_staleness = {0, 0, 1, 3, 150};
+  f.anomalies["interleaved-segment"] = 2;
+  f.passed = true;
+  f.duration_s = 9.5;
+  f.timestamp_s = 1700000000;
+  return f;
+}
+
+std::string serialize(const std::vector<prometheus::MetricFamily>& families) {
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+/// The sample lines of a text exposition (no comments, no blank lines).
+std::vector<std::string> sample_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line[0] != '#') out.push_back(line);
+  return out;
+}
+
+/// A loopback port nothing listens on (bound, then closed).
+int closed_loopback_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+Scenario test_scenario(const std::string& name) {
+  return parse_scenario("name: " + name + R"(
+seed: 1
+lease_ttl: 2s
+timeout: 60s
+lock_service: {kind: etcd}
+resource: {kind: store, fencing: per-key}
+network: host
+job: {key: ledger, segments: 1, chunks: 2, chunk_bytes: 16, chunk_interval: 100ms}
+workers:
+  - id: w1
+  - id: w2
+faults:
+  - kind: sigstop
+    target: w1
+    trigger: {worker: w1, event: write.ok, count: 1}
+    duration: 6s
+expect: {outcome: safe}
+)");
+}
+
+Event ev(const std::string& source, EventKind kind) {
+  Event e;
+  e.source = source;
+  e.kind = kind;
+  return e;
+}
+
+// ---------------------------------------------------------------------------------------------
+// build_registry
+
+TEST(PauseBuckets, AreFractionsAndMultiplesOfTheTtl) {
+  EXPECT_THAT(pause_buckets(2), ElementsAre(0.2, 0.5, 1, 2, 3, 4, 6, 10, 20));
+  EXPECT_THAT(pause_buckets(0), ElementsAre(0.1, 0.25, 0.5, 1, 1.5, 2, 3, 5, 10));  // TTL unknown: 1 s
+  EXPECT_THAT(staleness_buckets(), ElementsAre(0, 1, 2, 5, 10, 100, 1000));
+}
+
+TEST(BuildRegistry, ExportsEveryFigureWithItsExactValue) {
+  const auto all = build_registry(known_figures())->Collect();
+  const LabelMap s{{"scenario", "s"}};
+  auto with = [&](LabelMap extra) {
+    extra.insert(s.begin(), s.end());
+    return extra;
+  };
+
+  EXPECT_EQ(counter(all, "fencecheck_rejected_writes_total", with({{"resource", "store"}, {"key", "ledger"}, {"client", "w1"}})), 3);
+  EXPECT_EQ(counter(all, "fencecheck_rejected_writes_total", with({{"resource", "store"}, {"key", "ledger"}, {"client", "w2"}})), 1);
+  EXPECT_EQ(family(all, "fencecheck_rejected_writes_total")->metric.size(), 2u);
+  EXPECT_EQ(counter(all, "fencecheck_lease_expiries_during_work_total", with({{"lock", "fencecheck/s"}, {"worker", "w1"}})), 2);
+  EXPECT_EQ(gauge(all, "fencecheck_lease_ttl_seconds", s), 2);
+  EXPECT_EQ(counter(all, "fencecheck_faults_injected_total", with({{"kind", "sigstop"}})), 1);
+  EXPECT_EQ(gauge(all, "fencecheck_high_water_token", with({{"resource", "store"}, {"key", "ledger"}})), 41);
+  EXPECT_EQ(gauge(all, "fencecheck_issuer_token", with({{"lock", "fencecheck/s"}})), 42);
+  EXPECT_EQ(counter(all, "fencecheck_duplicate_effects_total", with({{"resource", "store"}, {"key", "ledger"}})), 0);
+  EXPECT_EQ(counter(all, "fencecheck_anomalies_total", with({{"anomaly", "interleaved-segment"}})), 2);
+  EXPECT_EQ(gauge(all, "fencecheck_scenario_passed", s), 1);
+  EXPECT_EQ(gauge(all, "fencecheck_scenario_duration_seconds", s), 9.5);
+  EXPECT_EQ(gauge(all, "fencecheck_last_run_timestamp_seconds", s), 1700000000);
+
+  // Pauses: buckets at 0.1..10 x TTL (2 s); a pause equal to a bound counts in that bucket (le).
+  auto w1 = sample(all, "fencecheck_holder_pause_seconds", with({{"worker", "w1"}}));
+  ASSERT_TRUE(w1);
+  EXPECT_THAT(buckets(*w1), ElementsAre(std::pair{0.2, 0u}, std::pair{0.5, 1u}, std::pair{1.0, 1u}, std::pair{2.0, 1u},
+                                        std::pair{3.0, 1u}, std::pair{4.0, 1u}, std::pair{6.0, 2u}, std::pair{10.0, 2u},
+                                        std::pair{20.0, 2u}, std::pair{kInf, 2u}));
+  EXPECT_EQ(w1->histogram.sample_count, 2u);
+  EXPECT_DOUBLE_EQ(w1->histogram.sample_sum, 6.3);
+  auto w2 = sample(all, "fencecheck_holder_pause_seconds", with({{"worker", "w2"}}));
+  ASSERT_TRUE(w2);
+  EXPECT_EQ(w2->histogram.bucket.at(8).cumulative_count, 0u);  // le=20: 25 s is past 10 x TTL
+  EXPECT_EQ(w2->histogram.bucket.at(9).cumulative_count, 1u);  // +Inf
+  EXPECT_EQ(w2->histogram.sample_sum, 25.0);
+
+  auto stale = sample(all, "fencecheck_token_staleness", s);
+  ASSERT_TRUE(stale);
+  EXPECT_THAT(buckets(*stale), ElementsAre(std::pair{0.0, 2u}, std::pair{1.0, 3u}, std::pair{2.0, 3u}, std::pair{5.0, 4u},
+                                           std::pair{10.0, 4u}, std::pair{100.0, 4u}, std::pair{1000.0, 5u},
+                                           std::pair{kInf, 5u}));
+  EXPECT_EQ(stale->histogram.sample_sum, 154.0);
+}
+
+TEST(BuildRegistry, NamesFollowPrometheusConventions) {
+  const auto all = build_registry(known_figures())->Collect();
+  std::vector<std::string> names;
+  for (const auto& f : all) {
+    names.push_back(f.name);
+    EXPECT_THAT(f.name, ::testing::StartsWith("fencecheck_"));
+    const bool total = f.name.size() > 6 && f.name.compare(f.name.size() - 6, 6, "_total") == 0;
+    EXPECT_EQ(f.type == prometheus::MetricType::Counter, total) << f.name << ": counters, and only they, end in _total";
+    EXPECT_FALSE(f.help.empty()) << f.name;
+    for (const auto& m : f.metric) EXPECT_EQ(labels_of(m).at("scenario"), "s") << f.name;
+  }
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre(
+                         "fencecheck_rejected_writes_total", "fencecheck_lease_expiries_during_work_total",
+                         "fencecheck_holder_pause_seconds", "fencecheck_lease_ttl_seconds", "fencecheck_faults_injected_total",
+                         "fencecheck_high_water_token", "fencecheck_issuer_token", "fencecheck_token_staleness",
+                         "fencecheck_duplicate_effects_total", "fencecheck_anomalies_total", "fencecheck_scenario_passed",
+                         "fencecheck_scenario_duration_seconds", "fencecheck_last_run_timestamp_seconds"));
+}
+
+TEST(BuildRegistry, AnEmptyRunStillExportsItsAlwaysPresentSeries) {
+  RunFigures f;
+  f.scenario = "quiet";
+  f.lock = "fencecheck/quiet";
+  f.lease_ttl_s = 5;
+  const auto all = build_registry(f)->Collect();
+  EXPECT_EQ(family(all, "fencecheck_rejected_writes_total"), nullptr);
+  EXPECT_EQ(family(all, "fencecheck_anomalies_total"), nullptr);
+  EXPECT_EQ(family(all, "fencecheck_duplicate_effects_total"), nullptr);  // no key written
+  EXPECT_EQ(gauge(all, "fencecheck_scenario_passed", {{"scenario", "quiet"}}), 0);
+  EXPECT_EQ(gauge(all, "fencecheck_lease_ttl_seconds", {{"scenario", "quiet"}}), 5);
+  auto stale = sample(all, "fencecheck_token_staleness", {{"scenario", "quiet"}});
+  ASSERT_TRUE(stale);
+  EXPECT_EQ(stale->histogram.sample_count, 0u);
+}
+
+TEST(BuildRegistry, ReportedDuplicateEffectsAddToTheZeroSeries) {
+  RunFigures f = known_figures();
+  f.duplicate_effects["ledger"] = 2;
+  f.duplicate_effects["audit"] = 1;
+  const auto all = build_registry(f)->Collect();
+  EXPECT_EQ(counter(all, "fencecheck_duplicate_effects_total", {{"scenario", "s"}, {"resource", "store"}, {"key", "ledger"}}), 2);
+  EXPECT_EQ(counter(all, "fencecheck_duplicate_effects_total", {{"scenario", "s"}, {"resource", "store"}, {"key", "audit"}}), 1);
+}
+
+TEST(RenderMetrics, IsTheTextFormatOfBuildRegistry) {
+  const auto text = render_metrics(known_figures());
+  EXPECT_EQ(text, serialize(build_registry(known_figures())->Collect()));
+  EXPECT_THAT(text, HasSubstr("# TYPE fencecheck_rejected_writes_total counter\n"));
+  EXPECT_THAT(text, HasSubstr("fencecheck_rejected_writes_total{client=\"w1\",key=\"ledger\",resource=\"store\",scenario=\"s\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("fencecheck_holder_pause_seconds_bucket{scenario=\"s\",worker=\"w1\",le=\"2\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("fencecheck_holder_pause_seconds_bucket{scenario=\"s\",worker=\"w1\",le=\"0.2\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("fencecheck_holder_pause_seconds_bucket{scenario=\"s\",worker=\"w1\",le=\"+Inf\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("fencecheck_token_staleness_bucket{scenario=\"s\",le=\"0\"} 2\n"));  // the dashboard's le="0"
+  EXPECT_THAT(text, HasSubstr("fencecheck_last_run_timestamp_seconds{scenario=\"s\"} 1700000000\n"));
+}
+
+TEST(WriteMetricsFile, WritesAtomicallyAndNamesTheFailingPath) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("fencecheck-metrics-test-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}()));
+  std::filesystem::create_directories(dir);
+  const auto path = dir / "metrics.prom";
+  write_metrics_file(path, known_figures());
+  std::ifstream in(path);
+  std::stringstream got;
+  got << in.rdbuf();
+  EXPECT_EQ(got.str(), render_metrics(known_figures()));
+  EXPECT_FALSE(std::filesystem::exists(dir / ".metrics.prom.tmp"));
+  std::filesystem::remove_all(dir);
+  try {
+    write_metrics_file(dir / "missing" / "metrics.prom", known_figures());
+    ADD_FAILURE() << "expected a throw";
+  } catch (const std::runtime_error& err) {
+    EXPECT_THAT(err.what(), HasSubstr("missing"));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Addresses
+
+TEST(ListenAddress, AcceptsLoopbackOnly) {
+  auto a = parse_listen_address("127.0.0.1:9464");
+  EXPECT_EQ(a.host, "127.0.0.1");
+  EXPECT_EQ(a.port, 9464);
+  EXPECT_EQ(a.civetweb(), "127.0.0.1:9464");
+  EXPECT_EQ(parse_listen_address("127.1.2.3:0").civetweb(), "127.1.2.3:0");
+  EXPECT_EQ(parse_listen_address("localhost:80").civetweb(), "127.0.0.1:80");
+  EXPECT_EQ(parse_listen_address("127.0.0.1:65535").port, 65535);
+}
+
+TEST(ListenAddress, RefusesEverythingElseSayingWhy) {
+  struct Case {
+    const char* text;
+    const char* why;
+  };
+  for (const auto& c : std::vector<Case>{{"0.0.0.0:9464", "not a loopback"},
+                                          {"192.168.1.10:9464", "not a loopback"},
+                                          {"10.0.0.1:9464", "not a loopback"},
+                                          {"128.0.0.1:9464", "not a loopback"},
+                                          {"example.com:9464", "not an IPv4 address"},
+                                          {":9464", "every interface"},
+                                          {"9464", "every interface"},
+                                          {"127.0.0.1:", "port"},
+                                          {"127.0.0.1:65536", "port"},
+                                          {"127.0.0.1:-1", "port"},
+                                          {"127.0.0.1:94x", "port"},
+                                          {"[::1]:9464", "IPv6"},
+                                          {"[::]:9464", "IPv6"},
+                                          {"::1:9464", "IPv6"}}) {
+    try {
+      (void)parse_listen_address(c.text);
+      ADD_FAILURE() << c.text << " was accepted";
+    } catch (const MetricsConfigError& err) {
+      EXPECT_THAT(err.what(), HasSubstr("--metrics-listen " + std::string(c.text))) << c.text;
+      EXPECT_THAT(err.what(), HasSubstr(c.why)) << c.text;
+    }
+  }
+}
+
+TEST(PushgatewayUrl, ParsesSchemeHostAndPort) {
+  auto u = parse_pushgateway_url("http://127.0.0.1:9091");
+  EXPECT_EQ(u.scheme, "http");
+  EXPECT_EQ(u.host, "127.0.0.1");
+  EXPECT_EQ(u.port, "9091");
+  EXPECT_EQ(u.base(), "http://127.0.0.1:9091");
+  EXPECT_EQ(parse_pushgateway_url("http://127.0.0.1:9091/").base(), "http://127.0.0.1:9091");
+  EXPECT_EQ(parse_pushgateway_url("HTTPS://pushgateway.staging").base(), "https://pushgateway.staging:443");
+  EXPECT_EQ(parse_pushgateway_url("http://localhost").base(), "http://localhost:80");
+  EXPECT_EQ(parse_pushgateway_url("http://[::1]:9091").base(), "http://[::1]:9091");
+}
+
+TEST(PushgatewayUrl, RefusesWhatItCannotPushTo) {
+  for (const char* bad : {"127.0.0.1:9091", "ftp://h:21", "http://", "http://:9091", "http://h:0", "http://h:99999",
+                          "http://h:", "http://h:9091/prefix", "http://u:p@h:9091", "http://h:9091?x=1", "http://[::1"}) {
+    EXPECT_THROW((void)parse_pushgateway_url(bad), MetricsConfigError) << bad;
+  }
+}
+
+TEST(GroupingPath, IsJobInstanceScenarioWithBase64ForUnsafeValues) {
+  EXPECT_EQ(grouping_path("sigstop-past-lease", "ci-1.example"),
+            "/metrics/job/fencecheck/instance/ci-1.example/scenario/sigstop-past-lease");
+  EXPECT_EQ(grouping_path("s", "a/b"), "/metrics/job/fencecheck/instance@base64/YS9i/scenario/s");
+  EXPECT_EQ(grouping_path("s", "ab"), "/metrics/job/fencecheck/instance/ab/scenario/s");
+  EXPECT_EQ(grouping_path("s", "a b"), "/metrics/job/fencecheck/instance@base64/YSBi/scenario/s");
+  EXPECT_EQ(grouping_path("s", "a b?"), "/metrics/job/fencecheck/instance@base64/YSBiPw==/scenario/s");
+  EXPECT_EQ(grouping_path("s", ""), "/metrics/job/fencecheck/instance@base64/=/scenario/s");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Push (to an in-process HTTP server on 127.0.0.1 that records what it was sent)
+
+class FakePushgateway {
+ public:
+  explicit FakePushgateway(int status) {
+    auto record = [this, status](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard lock(mu_);
+      method_ = req.method;
+      path_ = req.path;
+      body_ = req.body;
+      content_type_ = req.get_header_value("Content-Type");
+      res.status = status;
+    };
+    server_.Put(R"(/metrics/job/.*)", record);
+    server_.Post(R"(/metrics/job/.*)", record);
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~FakePushgateway() {
+    server_.stop();
+    thread_.join();
+  }
+  [[nodiscard]] int port() const { return port_; }
+  std::string path() {
+    std::lock_guard lock(mu_);
+    return path_;
+  }
+  std::string method() {
+    std::lock_guard lock(mu_);
+    return method_;
+  }
+  std::string body() {
+    std::lock_guard lock(mu_);
+    return body_;
+  }
+  std::string content_type() {
+    std::lock_guard lock(mu_);
+    return content_type_;
+  }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::string method_, path_, body_, content_type_;
+};
+
+TEST(PushMetrics, PutsBuildRegistryUnderTheGroupingKey) {
+  FakePushgateway pg(200);
+  const auto url = parse_pushgateway_url("http://127.0.0.1:" + std::to_string(pg.port()));
+  const auto out = push_metrics(url, build_registry(known_figures()), "s", "ci-1");
+  EXPECT_TRUE(out.ok) << out.error;
+  EXPECT_EQ(out.status, 200);
+  EXPECT_EQ(out.url, "http://127.0.0.1:" + std::to_string(pg.port()) + "/metrics/job/fencecheck/instance/ci-1/scenario/s");
+  EXPECT_EQ(pg.method(), "PUT");  // replaces the whole group: a vanished anomaly does not linger
+  EXPECT_EQ(pg.path(), "/metrics/job/fencecheck/instance/ci-1/scenario/s");
+  EXPECT_EQ(pg.body(), render_metrics(known_figures()));
+  EXPECT_THAT(pg.content_type(), HasSubstr("text/plain"));
+}
+
+TEST(PushMetrics, ReportsARefusalWithItsStatus) {
+  FakePushgateway pg(400);
+  const auto out = push_metrics(parse_pushgateway_url("http://127.0.0.1:" + std::to_string(pg.port())),
+                                build_registry(known_figures()), "s", "ci-1");
+  EXPECT_FALSE(out.ok);
+  EXPECT_EQ(out.status, 400);
+  EXPECT_EQ(out.error, "HTTP 400 from the Pushgateway");
+}
+
+TEST(PushMetrics, ReportsNoAnswerWithoutThrowing) {
+  const int port = closed_loopback_port();
+  const auto out = push_metrics(parse_pushgateway_url("http://127.0.0.1:" + std::to_string(port)),
+                                build_registry(known_figures()), "s", "ci-1");
+  EXPECT_FALSE(out.ok);
+  EXPECT_EQ(out.status, -7);  // CURLE_COULDNT_CONNECT
+  EXPECT_THAT(out.error, HasSubstr("libcurl error 7"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// LiveMetrics
+
+TEST(LiveMetrics, FollowsTheEventsOfTheRunningScenario) {
+  const Scenario sc = test_scenario("live");
+  LiveMetrics live;
+  live.start(sc);
+  const LabelMap s{{"scenario", "live"}};
+  auto with = [&](LabelMap extra) {
+    extra.insert(s.begin(), s.end());
+    return extra;
+  };
+  EXPECT_EQ(gauge(live.Collect(), "fencecheck_lease_ttl_seconds", s), 2);
+
+  auto feed = [&](Event e) { live.event(e); };
+  Event start = ev("harness", EventKind::kRunStart);
+  start.lock = "fencecheck/live";
+  feed(start);
+  Event acq = ev("w1", EventKind::kAcquireOk);
+  acq.token = 10;
+  acq.lock = "fencecheck/live";
+  acq.lock_key = "fencecheck/live/k1";
+  feed(acq);
+  Event grant = ev("lock", EventKind::kLockGrant);
+  grant.token = 12;  // w2 queues behind w1: its key's create_revision
+  grant.lock_key = "fencecheck/live/k2";
+  feed(grant);
+  Event wi = ev("w1", EventKind::kWriteInvoke);
+  wi.token = 10;
+  wi.key = "ledger";
+  wi.src_ns = 100;
+  feed(wi);
+  Event wok = ev("w1", EventKind::kWriteOk);
+  wok.token = 10;
+  wok.high_water = 10;
+  wok.key = "ledger";
+  feed(wok);
+  Event inject = ev("harness", EventKind::kFaultInject);
+  inject.fault = "sigstop";
+  inject.target = "w1";
+  feed(inject);
+
+  auto now = live.Collect();
+  EXPECT_EQ(counter(now, "fencecheck_faults_injected_total", with({{"kind", "sigstop"}})), 1);
+  EXPECT_EQ(gauge(now, "fencecheck_issuer_token", with({{"lock", "fencecheck/live"}})), 12);
+  EXPECT_EQ(gauge(now, "fencecheck_high_water_token", with({{"resource", "store"}, {"key", "ledger"}})), 10);
+  auto stale = sample(now, "fencecheck_token_staleness", s);
+  ASSERT_TRUE(stale);
+  EXPECT_EQ(stale->histogram.sample_count, 1u);
+  EXPECT_EQ(stale->histogram.sample_sum, 2.0);  // issued 12, presented 10
+  EXPECT_EQ(family(now, "fencecheck_scenario_passed"), nullptr);  // only at the end
+  EXPECT_EQ(family(now, "fencecheck_lease_expiries_during_work_total"), nullptr);
+
+  // The lock service deletes w1's key while w1 is stopped; w2 takes over.
+  Event del = ev("lock", EventKind::kLockDelete);
+  del.token = 10;
+  del.lock_key = "fencecheck/live/k1";
+  del.revision = 20;
+  del.t_ns = del.src_ns = 1000;
+  feed(del);
+  EXPECT_EQ(family(live.Collect(), "fencecheck_lease_expiries_during_work_total"), nullptr);  // not yet known
+  Event acq2 = ev("w2", EventKind::kAcquireOk);
+  acq2.token = 12;
+  acq2.lock_key = "fencecheck/live/k2";
+  feed(acq2);
+  Event wok2 = ev("w2", EventKind::kWriteOk);
+  wok2.token = 12;
+  wok2.high_water = 12;
+  wok2.key = "ledger";
+  feed(wok2);
+  // w1 resumes: its ticker reports the pause, then it writes with its old token.
+  Event pause = ev("w1", EventKind::kPause);
+  pause.duration_ns = 6'000'000'000;
+  pause.token = 10;
+  feed(pause);
+  Event wi2 = ev("w1", EventKind::kWriteInvoke);
+  wi2.token = 10;
+  wi2.key = "ledger";
+  wi2.src_ns = 2000;
+  feed(wi2);
+  Event wfail = ev("w1", EventKind::kWriteFail);
+  wfail.token = 10;
+  wfail.high_water = 12;
+  wfail.key = "ledger";
+  wfail.src_ns = 2001;
+  feed(wfail);
+
+  now = live.Collect();
+  EXPECT_EQ(counter(now, "fencecheck_lease_expiries_during_work_total", with({{"lock", "fencecheck/live"}, {"worker", "w1"}})), 1);
+  EXPECT_EQ(counter(now, "fencecheck_rejected_writes_total", with({{"resource", "store"}, {"key", "ledger"}, {"client", "w1"}})), 1);
+  EXPECT_EQ(gauge(now, "fencecheck_high_water_token", with({{"resource", "store"}, {"key", "ledger"}})), 12);
+  auto w1 = sample(now, "fencecheck_holder_pause_seconds", with({{"worker", "w1"}}));
+  ASSERT_TRUE(w1);
+  EXPECT_EQ(w1->histogram.sample_sum, 6.0);
+  EXPECT_EQ(w1->histogram.bucket.at(5).cumulative_count, 0u);  // le=4 (2 x TTL)
+  EXPECT_EQ(w1->histogram.bucket.at(6).cumulative_count, 1u);  // le=6 (3 x TTL)
+
+  // w2 finishes and releases: a delete explained by a release is not an expiry, whichever of
+  // the two the harness receives first.
+  Event wi3 = ev("w2", EventKind::kWriteInvoke);
+  wi3.token = 12;
+  wi3.key = "ledger";
+  wi3.src_ns = 2500;
+  Event del2 = ev("lock", EventKind::kLockDelete);
+  del2.token = 12;
+  del2.lock_key = "fencecheck/live/k2";
+  del2.revision = 30;
+  del2.t_ns = del2.src_ns = 3000;
+  feed(del2);
+  Event rel = ev("w2", EventKind::kReleaseOk);
+  rel.token = 12;
+  rel.lock_key = "fencecheck/live/k2";
+  rel.revision = 30;
+  feed(rel);
+  wi3.src_ns = 4000;  // even a later write with that token is not counted once released
+  feed(wi3);
+  EXPECT_EQ(family(live.Collect(), "fencecheck_lease_expiries_during_work_total")->metric.size(), 1u);
+}
+
+TEST(LiveMetrics, ADeleteAfterJobDoneIsNotAnExpiryDuringWork) {
+  LiveMetrics live;
+  live.start(test_scenario("done"));
+  Event acq = ev("w1", EventKind::kAcquireOk);
+  acq.token = 5;
+  acq.lock_key = "k";
+  live.event(acq);
+  Event done = ev("w1", EventKind::kJobDone);
+  done.token = 5;
+  live.event(done);
+  Event del = ev("lock", EventKind::kLockDelete);
+  del.token = 5;
+  del.lock_key = "k";
+  del.src_ns = 10;
+  live.event(del);
+  Event w = ev("w1", EventKind::kWriteInvoke);
+  w.token = 5;
+  w.src_ns = 20;
+  live.event(w);
+  EXPECT_EQ(family(live.Collect(), "fencecheck_lease_expiries_during_work_total"), nullptr);
+}
+
+TEST(LiveMetrics, FinishReplacesTheLiveSeriesWithBuildRegistry) {
+  LiveMetrics live;
+  live.start(test_scenario("s"));
+  Event inject = ev("harness", EventKind::kFaultInject);
+  inject.fault = "sigstop";
+  live.event(inject);
+  live.event(inject);  // the live count says 2; the figures say 1: the figures win
+  live.finish("s", build_registry(known_figures()));
+  EXPECT_EQ(serialize(live.Collect()), render_metrics(known_figures()));
+  live.event(inject);  // after the end: ignored
+  EXPECT_EQ(serialize(live.Collect()), render_metrics(known_figures()));
+}
+
+TEST(LiveMetrics, MergesScenariosIntoOneFamilyPerName) {
+  LiveMetrics live;
+  live.start(test_scenario("s"));
+  live.finish("s", build_registry(known_figures()));
+  live.start(test_scenario("other"));
+  const auto all = live.Collect();
+  std::map<std::string, int> seen;
+  for (const auto& f : all) ++seen[f.name];
+  for (const auto& [name, n] : seen) EXPECT_EQ(n, 1) << name;
+  const auto* ttl = family(all, "fencecheck_lease_ttl_seconds");
+  ASSERT_NE(ttl, nullptr);
+  EXPECT_EQ(ttl->metric.size(), 2u);
+  EXPECT_EQ(gauge(all, "fencecheck_lease_ttl_seconds", {{"scenario", "other"}}), 2);
+  EXPECT_EQ(gauge(all, "fencecheck_scenario_passed", {{"scenario", "s"}}), 1);
+
+  // The same scenario again: its old final series go, so no series appears twice.
+  live.start(test_scenario("s"));
+  EXPECT_EQ(family(live.Collect(), "fencecheck_scenario_passed"), nullptr);
+}
+
+TEST(LiveMetrics, CollectIsSafeWhileEventsArrive) {
+  LiveMetrics live;
+  live.start(test_scenario("s"));
+  std::atomic<bool> stop{false};
+  std::atomic<int> collected{0};
+  std::thread scraper([&] {
+    while (!stop) {
+      auto all = live.Collect();
+      collected += all.empty() ? 0 : 1;
+    }
+  });
+  for (int i = 0; i < 2000; ++i) {
+    Event w = ev("w" + std::to_string(i % 7), EventKind::kWriteFail);
+    w.key = "k" + std::to_string(i % 13);
+    w.high_water = i;
+    w.token = i;
+    live.event(w);
+  }
+  live.finish("s", build_registry(known_figures()));
+  stop = true;
+  scraper.join();
+  EXPECT_GT(collected.load(), 0);
+  EXPECT_EQ(serialize(live.Collect()), render_metrics(known_figures()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// MetricsObserver: /metrics over HTTP on 127.0.0.1 (port 0: any free one)
+
+TEST(MetricsObserver, ServesLiveThenFinalMetricsOnLoopback) {
+  MetricsObserver::Options o;
+  o.listen = parse_listen_address("127.0.0.1:0");
+  MetricsObserver obs(o);
+  ASSERT_TRUE(obs.listening_port());
+  ASSERT_GT(*obs.listening_port(), 0);
+  httplib::Client client("127.0.0.1", *obs.listening_port());
+
+  const Scenario sc = test_scenario("s");
+  obs.on_start(sc, "/nonexistent");
+  Event inject = ev("harness", EventKind::kFaultInject);
+  inject.fault = "sigstop";
+  obs.on_event(sc, inject);
+  auto res = client.Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_THAT(res->body, HasSubstr("fencecheck_faults_injected_total{kind=\"sigstop\",scenario=\"s\"} 1\n"));
+  EXPECT_THAT(res->body, HasSubstr("fencecheck_lease_ttl_seconds{scenario=\"s\"} 2\n"));
+  EXPECT_THAT(res->body, ::testing::Not(HasSubstr("fencecheck_scenario_passed")));
+
+  ScenarioResult result;
+  Analysis analysis;
+  obs.on_finish(sc, result, analysis, known_figures());
+  res = client.Get("/metrics");
+  ASSERT_TRUE(res);
+  for (const auto& line : sample_lines(render_metrics(known_figures()))) EXPECT_THAT(res->body, HasSubstr(line + "\n"));
+  EXPECT_TRUE(obs.pushes().empty());
+}
+
+TEST(MetricsObserver, RecordsAFailedPushAndCarriesOn) {
+  MetricsObserver::Options o;
+  o.pushgateway = parse_pushgateway_url("http://127.0.0.1:" + std::to_string(closed_loopback_port()));
+  o.instance = "ci";
+  MetricsObserver obs(o);
+  const Scenario sc = test_scenario("s");
+  obs.on_start(sc, "/nonexistent");
+  ScenarioResult result;
+  Analysis analysis;
+  obs.on_finish(sc, result, analysis, known_figures());
+  ASSERT_EQ(obs.pushes().size(), 1u);
+  EXPECT_FALSE(obs.pushes()[0].ok);
+  EXPECT_EQ(obs.pushes()[0].scenario, "s");
+  EXPECT_THAT(obs.pushes()[0].url, HasSubstr("/metrics/job/fencecheck/instance/ci/scenario/s"));
+}
+
+TEST(MetricsObserver, NamesAnAddressItCannotBind) {
+  // Hold a loopback port, then ask the observer for it.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const int port = ntohs(a.sin_port);
+  MetricsObserver::Options o;
+  o.listen = parse_listen_address("127.0.0.1:" + std::to_string(port));
+  try {
+    MetricsObserver obs(o);
+    ADD_FAILURE() << "bound a port already in use";
+  } catch (const std::runtime_error& err) {
+    EXPECT_THAT(err.what(), HasSubstr("127.0.0.1:" + std::to_string(port)));
+  }
+  ::close(fd);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CLI refuses bad metrics flags before anything starts.
+
+struct Ran {
+  int code = -1;
+  std::string output;
+};
+
+Ran run_cli(const std::string& args) {
+  const std::string cmd = std::string("'") + FENCECHECK_BIN + "' " + args + " 2>&1";
+  Ran r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) r.output += buf;
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST(Cli, RefusesANonLoopbackListenAddressWithExitCode2) {
+  const std::string smoke = std::string(FENCECHECK_SOURCE_DIR) + "/scenarios/smoke";
+  for (const char* addr : {"0.0.0.0:9464", "192.168.1.10:9464", ":9464"}) {
+    const auto r = run_cli("run '" + smoke + "' --run-root /nonexistent/fencecheck-should-not-run --metrics-listen " + addr);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("--metrics-listen " + std::string(addr))) << r.output;
+  }
+  const auto r = run_cli("run '" + smoke + "' --run-root /nonexistent/x --pushgateway 127.0.0.1:9091");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--pushgateway 127.0.0.1:9091")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists("/nonexistent/x"));
+}
+
+}  // namespace
+}  // namespace fencecheck::harness

@@ -1,0 +1,652 @@
+// Integration: the metrics, dashboard and alert rules against a real Prometheus and Pushgateway
+// (Debian's prometheus and prometheus-pushgateway), and the live /metrics endpoint of a real run.
+// Everything listens on 127.0.0.1 (free ports) with temporary directories; every wait polls for
+// a condition with a bound; nothing asserts on timing.
+//
+//   Prometheus.*   starts a Pushgateway and a Prometheus (scraping it with honor_labels every
+//                  second, with dashboards/alerts.yml loaded), runs `fencecheck run` with
+//                  --pushgateway on scenarios/smoke (both pass) and on tests/observability/scenarios
+//                  (one never exercises fencing, one fails), waits until Prometheus has scraped all
+//                  four, then evaluates every dashboard panel's and variable's query and every
+//                  alert rule's expression through the HTTP API and checks the values.
+//   PushFailure.*  a push to a closed port: reported in the summary, logged, verdict unchanged.
+//   LiveEndpoint.* a run with --metrics-listen, scraped while w1 is SIGSTOPped.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "fencecheck/harness/child_process.h"
+
+namespace fencecheck::harness {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using ::testing::HasSubstr;
+
+const fs::path kSource = FENCECHECK_SOURCE_DIR;
+const fs::path kFencecheck = FENCECHECK_BIN;
+
+constexpr const char* kFenced = "sigstop-past-lease";
+constexpr const char* kUnfenced = "sigstop-past-lease-unfenced";
+constexpr const char* kNotExercised = "obs-fencing-not-exercised";
+constexpr const char* kFails = "obs-unfenced-expected-safe";
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag) {
+    path_ = fs::temp_directory_path() /
+            ("fencecheck-obs-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}()));
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  [[nodiscard]] const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+/// A loopback port that was free a moment ago (bound to 127.0.0.1:0, then closed).
+int free_loopback_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return 0;
+  }
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+/// Polls `ready` every 50 ms until it holds or `bound` passes; true when it held.
+bool poll_until(std::chrono::milliseconds bound, const std::function<bool()>& ready) {
+  const auto deadline = Clock::now() + bound;
+  while (true) {
+    if (ready()) return true;
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// A program started by the test; killed (SIGCONT, SIGTERM, SIGKILL) at scope exit.
+struct Program {
+  std::unique_ptr<ChildProcess> proc;
+  std::mutex mu;
+  std::string out;  // stdout
+  fs::path log;     // stderr
+
+  Program(const std::string& name, const fs::path& exe, std::vector<std::string> args, const fs::path& log_path)
+      : log(log_path) {
+    ChildSpec spec;
+    spec.name = name;
+    spec.exe = exe;
+    spec.args = std::move(args);
+    spec.stderr_log = log_path;
+    proc = std::make_unique<ChildProcess>(spec, [this](std::string_view line, std::int64_t, bool eof) {
+      if (eof) return;
+      std::lock_guard lock(mu);
+      out.append(line).push_back('\n');
+    });
+  }
+  std::string stdout_text() {
+    std::lock_guard lock(mu);
+    return out;
+  }
+};
+
+/// Runs fencecheck to completion (bounded); returns (exit code, stdout); stderr goes to `log`.
+std::pair<int, std::string> run_fencecheck(std::vector<std::string> args, const fs::path& log) {
+  Program p("fencecheck", kFencecheck, std::move(args), log);
+  auto code = p.proc->wait_for(std::chrono::minutes(4));
+  if (!code) code = p.proc->terminate();
+  p.proc.reset();  // joins the reader: stdout is complete
+  return {*code, p.out};
+}
+
+/// One sample of an instant vector.
+struct Sample {
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+
+class PrometheusApi {
+ public:
+  explicit PrometheusApi(int port) : client_("127.0.0.1", port) { client_.set_read_timeout(10, 0); }
+
+  /// Instant query; fails the test on an API error (bad expression, ...).
+  std::vector<Sample> query(const std::string& expr) {
+    auto res = client_.Get("/api/v1/query", httplib::Params{{"query", expr}}, httplib::Headers{});
+    if (!res) {
+      ADD_FAILURE() << "no answer from Prometheus for " << expr;
+      return {};
+    }
+    const json j = json::parse(res->body, nullptr, false);
+    if (res->status != 200 || j.is_discarded() || j.value("status", "") != "success") {
+      ADD_FAILURE() << expr << ": HTTP " << res->status << " " << res->body;
+      return {};
+    }
+    std::vector<Sample> out;
+    if (j["data"]["resultType"] == "scalar") {
+      out.push_back({{}, std::stod(j["data"]["result"][1].get<std::string>())});
+      return out;
+    }
+    for (const auto& r : j["data"]["result"]) {
+      Sample s;
+      for (const auto& [k, v] : r["metric"].items()) s.labels[k] = v.get<std::string>();
+      s.value = std::stod(r["value"][1].get<std::string>());
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  /// /api/v1/label/<label>/values?match[]=<selector>
+  std::set<std::string> label_values(const std::string& label, const std::string& selector) {
+    auto res = client_.Get("/api/v1/label/" + label + "/values", httplib::Params{{"match[]", selector}}, httplib::Headers{});
+    std::set<std::string> out;
+    if (!res || res->status != 200) {
+      ADD_FAILURE() << "label values " << label << " " << selector << ": " << (res ? res->body : "no answer");
+      return out;
+    }
+    for (const auto& v : json::parse(res->body)["data"]) out.insert(v.get<std::string>());
+    return out;
+  }
+
+  /// The firing alerts as "Alertname scenario[ worker]" strings.
+  std::set<std::string> firing() {
+    std::set<std::string> out;
+    auto res = client_.Get("/api/v1/alerts");
+    if (!res || res->status != 200) return out;
+    for (const auto& a : json::parse(res->body)["data"]["alerts"]) {
+      if (a.value("state", "") != "firing") continue;
+      std::string s = a["labels"].value("alertname", "") + " " + a["labels"].value("scenario", "");
+      if (a["labels"].contains("worker")) s += " " + a["labels"]["worker"].get<std::string>();
+      out.insert(s);
+    }
+    return out;
+  }
+
+  /// Rule groups evaluated at least once (every rule has a lastEvaluation after the epoch).
+  bool rules_evaluated() {
+    auto res = client_.Get("/api/v1/rules");
+    if (!res || res->status != 200) return false;
+    for (const auto& g : json::parse(res->body)["data"]["groups"])
+      for (const auto& r : g["rules"])
+        if (r.value("lastEvaluation", "").rfind("0001-", 0) == 0) return false;
+    return true;
+  }
+
+ private:
+  httplib::Client client_;
+};
+
+/// scenario -> value, from samples that carry a `scenario` label (plus an optional second label).
+std::map<std::string, double> by_scenario(const std::vector<Sample>& samples, const std::string& also = "") {
+  std::map<std::string, double> out;
+  for (const auto& s : samples) {
+    std::string k = s.labels.count("scenario") ? s.labels.at("scenario") : "";
+    if (!also.empty()) k += "/" + (s.labels.count(also) ? s.labels.at(also) : "");
+    out[k] = s.value;
+  }
+  return out;
+}
+
+/// Replaces the dashboard's variables in an expression: $scenario / ${scenario}, $worker / ${worker}.
+std::string substitute(std::string expr, const std::string& scenario, const std::string& worker) {
+  for (const auto& [var, value] : std::vector<std::pair<std::string, std::string>>{
+           {"${scenario}", scenario}, {"$scenario", scenario}, {"${worker}", worker}, {"$worker", worker}}) {
+    for (auto pos = expr.find(var); pos != std::string::npos; pos = expr.find(var, pos + value.size()))
+      expr.replace(pos, var.size(), value);
+  }
+  return expr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prometheus + Pushgateway, shared by the Prometheus.* tests (started once)
+
+class Prometheus : public ::testing::Test {
+ protected:
+  struct Stack {
+    std::unique_ptr<TempDir> dir;
+    std::unique_ptr<Program> pushgateway;
+    std::unique_ptr<Program> prometheus;
+    int pg_port = 0;
+    int prom_port = 0;
+    int smoke_exit = -1;
+    int extra_exit = -1;
+    std::string smoke_out;
+    std::string extra_out;
+    std::string failure;  // why the setup failed; empty when ready
+  };
+  static Stack* stack_;
+
+  static void SetUpTestSuite() {
+    stack_ = new Stack;
+    Stack& s = *stack_;
+    auto fail = [&](std::string why) { s.failure = std::move(why); };
+    const auto prom_bin = find_on_path("prometheus");
+    const auto pg_bin = find_on_path("prometheus-pushgateway");
+    if (!prom_bin || !pg_bin) return fail("prometheus / prometheus-pushgateway not installed (scripts/install-deps.sh)");
+    s.dir = std::make_unique<TempDir>("prom");
+    const fs::path d = s.dir->path();
+
+    s.pg_port = free_loopback_port();
+    s.pushgateway = std::make_unique<Program>(
+        "pushgateway", *pg_bin, std::vector<std::string>{"--web.listen-address=127.0.0.1:" + std::to_string(s.pg_port)},
+        d / "pushgateway.log");
+    httplib::Client pg("127.0.0.1", s.pg_port);
+    if (!poll_until(std::chrono::seconds(30), [&] {
+          auto r = pg.Get("/-/ready");
+          return r && r->status == 200;
+        }))
+      return fail("the Pushgateway did not become ready: " + read_file(d / "pushgateway.log"));
+
+    s.prom_port = free_loopback_port();
+    std::ofstream(d / "prometheus.yml") << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                                        << "rule_files:\n  - '" << (kSource / "dashboards" / "alerts.yml").string() << "'\n"
+                                        << "scrape_configs:\n  - job_name: pushgateway\n    honor_labels: true\n"
+                                        << "    static_configs:\n      - targets: ['127.0.0.1:" << s.pg_port << "']\n";
+    s.prometheus = std::make_unique<Program>(
+        "prometheus", *prom_bin,
+        std::vector<std::string>{"--config.file=" + (d / "prometheus.yml").string(),
+                                 "--storage.tsdb.path=" + (d / "tsdb").string(),
+                                 "--web.listen-address=127.0.0.1:" + std::to_string(s.prom_port)},
+        d / "prometheus.log");
+    httplib::Client prom("127.0.0.1", s.prom_port);
+    if (!poll_until(std::chrono::seconds(60), [&] {
+          auto r = prom.Get("/-/ready");
+          return r && r->status == 200;
+        }))
+      return fail("Prometheus did not become ready: " + read_file(d / "prometheus.log"));
+
+    const std::string push = "--pushgateway=http://127.0.0.1:" + std::to_string(s.pg_port);
+    std::tie(s.smoke_exit, s.smoke_out) =
+        run_fencecheck({"run", (kSource / "scenarios" / "smoke").string(), "--run-root", (d / "runs").string(), push},
+                       d / "fencecheck-smoke.log");
+    std::tie(s.extra_exit, s.extra_out) = run_fencecheck(
+        {"run", (kSource / "tests" / "observability" / "scenarios").string(), "--run-root", (d / "runs").string(), push},
+        d / "fencecheck-extra.log");
+
+    // Bounded wait for the scrape that carries all four scenarios' pushes.
+    PrometheusApi api(s.prom_port);
+    if (!poll_until(std::chrono::seconds(60), [&] { return api.query("fencecheck_scenario_passed").size() >= 4; }))
+      return fail("Prometheus never scraped the four scenarios' metrics from the Pushgateway; fencecheck smoke exit " +
+                  std::to_string(s.smoke_exit) + ":\n" + s.smoke_out + read_file(d / "fencecheck-smoke.log") +
+                  "\nextra exit " + std::to_string(s.extra_exit) + ":\n" + s.extra_out);
+  }
+
+  static void TearDownTestSuite() {
+    delete stack_;  // stops Prometheus, then the Pushgateway; removes the temp dir
+    stack_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(stack_, nullptr);
+    ASSERT_TRUE(stack_->failure.empty()) << stack_->failure;
+  }
+
+  static PrometheusApi api() { return PrometheusApi(stack_->prom_port); }
+};
+Prometheus::Stack* Prometheus::stack_ = nullptr;
+
+TEST_F(Prometheus, TheRunsPassedOrFailedAsTheyShouldAndPushedEveryScenario) {
+  EXPECT_EQ(stack_->smoke_exit, 0) << stack_->smoke_out;
+  EXPECT_THAT(stack_->smoke_out, HasSubstr("metrics pushed to http://127.0.0.1:" + std::to_string(stack_->pg_port) +
+                                           ": 2 of 2 scenario(s)"));
+  EXPECT_EQ(stack_->extra_exit, 1) << stack_->extra_out;  // obs-unfenced-expected-safe fails, by design
+  EXPECT_THAT(stack_->extra_out, HasSubstr(": 2 of 2 scenario(s)"));
+  // honor_labels keeps the Pushgateway's grouping key.
+  auto up = api().query("fencecheck_scenario_passed");
+  ASSERT_FALSE(up.empty());
+  for (const auto& s : up) {
+    EXPECT_EQ(s.labels.at("job"), "fencecheck");
+    EXPECT_FALSE(s.labels.at("instance").empty());
+  }
+}
+
+TEST_F(Prometheus, EveryDashboardPanelQueryReturnsTheExpectedSeries) {
+  const json dash = json::parse(read_file(kSource / "dashboards" / "fencecheck.json"));
+  auto prom = api();
+
+  // What each panel must show for the four runs (keyed by title and refId). A panel or target
+  // without a check here fails the test, so a new panel cannot go untested.
+  using Check = std::function<void(const std::vector<Sample>&)>;
+  const auto scen = [](const std::vector<Sample>& v) { return by_scenario(v); };
+  std::map<std::string, Check> checks{
+      {"Scenario pass/fail over time/A",
+       [&](const auto& v) {
+         const auto m = scen(v);
+         EXPECT_EQ(m.at(kFenced), 1);
+         EXPECT_EQ(m.at(kUnfenced), 1);
+         EXPECT_EQ(m.at(kNotExercised), 1);
+         EXPECT_EQ(m.at(kFails), 0);
+       }},
+      {"Rejected stale writes by client/A",
+       [&](const auto& v) {
+         const auto m = by_scenario(v, "client");
+         EXPECT_GE(m.at(std::string(kFenced) + "/w1"), 1);  // the stale holder was fenced off
+         EXPECT_EQ(m.count(std::string(kUnfenced) + "/w1"), 0u);  // nothing fences in the unfenced store
+         EXPECT_EQ(m.count(std::string(kNotExercised) + "/w1"), 0u);
+       }},
+      {"Lease expiries during work/A",
+       [&](const auto& v) {
+         const auto m = by_scenario(v, "worker");
+         EXPECT_GE(m.at(std::string(kFenced) + "/w1"), 1);
+         EXPECT_GE(m.at(std::string(kUnfenced) + "/w1"), 1);
+         EXPECT_EQ(m.count(std::string(kNotExercised) + "/w1"), 0u);  // the lease outlived the pause
+       }},
+      // Pauses: the workers also report small scheduling hiccups (> 50 ms), so the quantiles and
+      // the mean are checked for presence and consistency; "past the TTL" is checked on the
+      // distribution panel, whose buckets split exactly at the TTL.
+      {"Holder pauses vs lease TTL/A",
+       [&](const auto& v) {
+         for (const auto& s : {kFenced, kUnfenced, kNotExercised}) EXPECT_GT(scen(v).at(s), 0) << s;
+       }},
+      {"Holder pauses vs lease TTL/B",
+       [&](const auto& v) {
+         for (const auto& s : {kFenced, kUnfenced, kNotExercised}) EXPECT_GT(scen(v).at(s), 0) << s;
+         EXPECT_LE(scen(v).at(kNotExercised), 5);  // nothing in that run paused past its 5 s lease
+       }},
+      {"Holder pauses vs lease TTL/C",
+       [&](const auto& v) {
+         for (const auto& s : {kFenced, kUnfenced, kNotExercised}) EXPECT_GT(scen(v).at(s), 0) << s;
+         EXPECT_LT(scen(v).at(kNotExercised), 5);
+       }},
+      {"Holder pauses vs lease TTL/D",
+       [&](const auto& v) {
+         const auto m = scen(v);
+         EXPECT_EQ(m.at(kFenced), 2);
+         EXPECT_EQ(m.at(kUnfenced), 2);
+         EXPECT_EQ(m.at(kNotExercised), 5);
+         EXPECT_EQ(m.at(kFails), 2);
+       }},
+      {"Pause-length distribution/A",
+       [&](const auto& v) {
+         const auto m = by_scenario(v, "le");  // no scenario label here: "/<le>"
+         // Three runs had a 2 s TTL and w1 stopped for 6 s: at least three pauses lie past le="2"
+         // (the bucket boundary at their TTL). Buckets of the 5 s-TTL run only add to +Inf.
+         EXPECT_GE(m.at("/+Inf"), 4);
+         EXPECT_GE(m.at("/+Inf") - m.at("/2"), 3);
+       }},
+      {"High-water mark vs issuer token/A",
+       [&](const auto& v) {
+         const auto m = by_scenario(v, "key");
+         EXPECT_GT(m.at(std::string(kFenced) + "/ledger"), 0);
+         EXPECT_GT(m.at(std::string(kUnfenced) + "/ledger"), 0);
+       }},
+      {"High-water mark vs issuer token/B",
+       [&](const auto& v) {
+         for (const auto& s : {kFenced, kUnfenced, kNotExercised, kFails}) EXPECT_GT(scen(v).at(s), 0) << s;
+       }},
+      {"High-water mark vs issuer token/C",
+       [&](const auto& v) {  // the resource is never ahead of the issuer
+         EXPECT_EQ(v.size(), 4u);
+         for (const auto& s : v) EXPECT_LE(s.value, 0) << s.labels.at("scenario");
+       }},
+      {"Token staleness/A",
+       [&](const auto& v) {
+         const auto m = scen(v);
+         EXPECT_GE(m.at(kFenced), 1);  // w1 wrote with a token older than w2's
+         EXPECT_GE(m.at(kUnfenced), 1);
+       }},
+      {"Token staleness/B", [&](const auto& v) { EXPECT_GE(scen(v).at(kFenced), 0); }},
+      {"Duplicate effects/A",
+       [&](const auto& v) {
+         EXPECT_EQ(v.size(), 4u);  // one zero series per job key, per scenario
+         for (const auto& s : v) EXPECT_EQ(s.value, 0) << s.labels.at("scenario");
+       }},
+      {"Faults injected/A",
+       [&](const auto& v) {
+         const auto m = by_scenario(v, "kind");
+         for (const auto& s : {kFenced, kUnfenced, kNotExercised, kFails}) EXPECT_EQ(m.at(std::string(s) + "/sigstop"), 1) << s;
+       }},
+      {"Anomalies found/A",
+       [&](const auto& v) {
+         const auto m = by_scenario(v, "anomaly");
+         EXPECT_GE(m.at(std::string(kUnfenced) + "/interleaved-segment"), 1);
+         EXPECT_GE(m.at(std::string(kFails) + "/interleaved-segment"), 1);
+         for (const auto& [k, n] : m) {
+           EXPECT_EQ(k.rfind(kFenced + std::string("/"), 0), std::string::npos) << "the fenced run found " << k;
+           EXPECT_EQ(k.rfind(kNotExercised + std::string("/"), 0), std::string::npos) << k;
+         }
+       }},
+      {"Last run per scenario/A", [&](const auto& v) { EXPECT_EQ(scen(v).at(kFails), 0); }},
+      {"Last run per scenario/B",
+       [&](const auto& v) {
+         for (const auto& s : v) EXPECT_GT(s.value, 0) << s.labels.at("scenario");
+       }},
+      {"Last run per scenario/C",
+       [&](const auto& v) {
+         for (const auto& s : v) EXPECT_GE(s.value, 0) << s.labels.at("scenario");
+       }},
+  };
+
+  std::set<std::string> checked;
+  for (const auto& panel : dash.at("panels")) {
+    const std::string title = panel.at("title");
+    for (const auto& target : panel.at("targets")) {
+      const std::string key = title + "/" + target.at("refId").get<std::string>();
+      const std::string expr = substitute(target.at("expr"), ".*", ".*");
+      SCOPED_TRACE(key + ": " + expr);
+      EXPECT_EQ(expr.find('$'), std::string::npos) << "an unsubstituted variable";
+      const auto all = prom.query(expr);
+      EXPECT_FALSE(all.empty()) << "the panel's query returns nothing";
+      auto it = checks.find(key);
+      if (it == checks.end()) {
+        ADD_FAILURE() << "no expected values for " << key;
+        continue;
+      }
+      it->second(all);
+      checked.insert(key);
+
+      // The same query for one concrete scenario and worker returns that scenario only (the
+      // fenced run has no anomaly, so that panel is checked on the unfenced run).
+      const std::string concrete = title == "Anomalies found" ? kUnfenced : kFenced;
+      const auto one = prom.query(substitute(target.at("expr"), concrete, "w1"));
+      EXPECT_FALSE(one.empty()) << "nothing for scenario=" << concrete << " worker=w1";
+      for (const auto& s : one)
+        EXPECT_EQ(s.labels.count("scenario") ? s.labels.at("scenario") : concrete, concrete);
+    }
+  }
+  for (const auto& [key, check] : checks) EXPECT_TRUE(checked.count(key)) << key << " is not in the dashboard";
+}
+
+TEST_F(Prometheus, EveryDashboardVariableHasValues) {
+  const json dash = json::parse(read_file(kSource / "dashboards" / "fencecheck.json"));
+  auto prom = api();
+  const std::regex label_values(R"(^label_values\((.*),\s*([A-Za-z_][A-Za-z0-9_]*)\)$)");
+  std::map<std::string, std::set<std::string>> values;
+  for (const auto& v : dash.at("templating").at("list")) {
+    if (v.at("type") != "query") continue;
+    const std::string def = v.at("definition");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(def, m, label_values)) << def;
+    values[v.at("name")] = prom.label_values(m[2], substitute(m[1], ".*", ".*"));
+  }
+  EXPECT_THAT(values["scenario"], ::testing::IsSupersetOf({kFenced, kUnfenced, kNotExercised, kFails}));
+  EXPECT_THAT(values["worker"], ::testing::Contains("w1"));
+}
+
+TEST_F(Prometheus, EveryAlertRuleEvaluatesToTheExpectedSeries) {
+  const YAML::Node rules = YAML::LoadFile((kSource / "dashboards" / "alerts.yml").string());
+  auto prom = api();
+  // alert -> the scenario[/worker] keys it must return (value checks below).
+  const std::map<std::string, std::set<std::string>> expected{
+      {"FencecheckScenarioFailed", {kFails}},
+      {"FencecheckFencedOut", {}},  // no checker reports fenced-out yet (promtool tests cover it firing)
+      {"FencecheckFencingNeverExercised", {kNotExercised}},
+      {"FencecheckLeaseExpiredWithoutFault", {}},  // every run here injected its fault
+      {"FencecheckLeaseExpiredDuringWork",
+       {std::string(kFenced) + "/w1", std::string(kUnfenced) + "/w1", std::string(kFails) + "/w1"}},
+  };
+  std::set<std::string> seen;
+  for (const auto& group : rules["groups"]) {
+    for (const auto& rule : group["rules"]) {
+      const std::string name = rule["alert"].as<std::string>();
+      const std::string expr = rule["expr"].as<std::string>();
+      SCOPED_TRACE(name + ": " + expr);
+      seen.insert(name);
+      ASSERT_TRUE(expected.count(name)) << "no expectation for alert " << name;
+      const auto got = prom.query(expr);
+      std::set<std::string> keys;
+      for (const auto& s : got) {
+        std::string k = s.labels.at("scenario");
+        if (s.labels.count("worker")) k += "/" + s.labels.at("worker");
+        keys.insert(k);
+        if (name == "FencecheckScenarioFailed") {
+          EXPECT_EQ(s.value, 0);
+        } else if (name == "FencecheckFencingNeverExercised") {
+          EXPECT_EQ(s.value, 1);  // one sigstop injected
+        } else if (name == "FencecheckLeaseExpiredDuringWork") {
+          EXPECT_GE(s.value, 1);
+        }
+      }
+      EXPECT_EQ(keys, expected.at(name));
+    }
+  }
+  EXPECT_EQ(seen.size(), expected.size());
+
+  // Prometheus itself loaded the rules and fires exactly these alerts.
+  const std::set<std::string> want{std::string("FencecheckScenarioFailed ") + kFails,
+                                   std::string("FencecheckFencingNeverExercised ") + kNotExercised,
+                                   std::string("FencecheckLeaseExpiredDuringWork ") + kFenced + " w1",
+                                   std::string("FencecheckLeaseExpiredDuringWork ") + kUnfenced + " w1",
+                                   std::string("FencecheckLeaseExpiredDuringWork ") + kFails + " w1"};
+  std::set<std::string> firing;
+  EXPECT_TRUE(poll_until(std::chrono::seconds(30), [&] {
+    firing = prom.firing();
+    return firing == want && prom.rules_evaluated();
+  })) << "firing: " << ::testing::PrintToString(firing);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A push that fails is reported and logged; the verdict and exit code are the scenario's.
+
+TEST(PushFailure, IsReportedAndLeavesTheVerdictAlone) {
+  TempDir dir("pushfail");
+  const int port = free_loopback_port();  // nothing listens there
+  auto [code, out] = run_fencecheck({"run", (kSource / "scenarios" / "smoke" / "sigstop-past-lease.yaml").string(),
+                                     "--run-root", (dir.path() / "runs").string(),
+                                     "--pushgateway", "http://127.0.0.1:" + std::to_string(port)},
+                                    dir.path() / "fencecheck.log");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_THAT(out, HasSubstr("metrics push FAILED for sigstop-past-lease (http://127.0.0.1:" + std::to_string(port) +
+                             "/metrics/job/fencecheck/instance/"));
+  EXPECT_THAT(out, HasSubstr("libcurl error 7"));
+  EXPECT_THAT(out, HasSubstr(": 0 of 1 scenario(s)"));
+  const fs::path run = fs::canonical(dir.path() / "runs" / "latest");
+  EXPECT_THAT(read_file(run / "harness.log"), HasSubstr("pushing metrics to"));
+  EXPECT_TRUE(fs::exists(run / "metrics.prom"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// /metrics while the run goes
+
+/// The value of the first sample line `series` (name{labels} exactly as exposed), if any.
+std::optional<double> exposed(const std::string& body, const std::string& series) {
+  std::istringstream in(body);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  return std::nullopt;
+}
+
+TEST(LiveEndpoint, ShowsTheFaultWhileTheRunIsGoing) {
+  TempDir dir("live");
+  const int port = free_loopback_port();
+  Program run("fencecheck", kFencecheck,
+              {"run", (kSource / "scenarios" / "smoke" / "sigstop-past-lease.yaml").string(), "--run-root",
+               (dir.path() / "runs").string(), "--metrics-listen", "127.0.0.1:" + std::to_string(port)},
+              dir.path() / "fencecheck.log");
+
+  // 1. The run's history shows the fault injected (w1 is now stopped for 6 s).
+  const fs::path latest = dir.path() / "runs" / "latest";
+  ASSERT_TRUE(poll_until(std::chrono::seconds(90), [&] {
+    std::error_code ec;
+    return fs::exists(latest / "history.jsonl", ec) &&
+           read_file(latest / "history.jsonl").find("\"kind\":\"fault.inject\"") != std::string::npos;
+  })) << read_file(dir.path() / "fencecheck.log");
+
+  // 2. /metrics already counts it, and the run has not ended (no verdict series yet).
+  httplib::Client client("127.0.0.1", port);
+  std::string body;
+  ASSERT_TRUE(poll_until(std::chrono::seconds(30), [&] {
+    auto res = client.Get("/metrics");
+    if (!res || res->status != 200) return false;
+    body = res->body;
+    return exposed(body, R"(fencecheck_faults_injected_total{kind="sigstop",scenario="sigstop-past-lease"})").has_value();
+  })) << body;
+  EXPECT_EQ(exposed(body, R"(fencecheck_faults_injected_total{kind="sigstop",scenario="sigstop-past-lease"})"), 1.0);
+  EXPECT_EQ(body.find("fencecheck_scenario_passed"), std::string::npos) << "the run had already ended";
+  EXPECT_EQ(exposed(body, R"(fencecheck_lease_ttl_seconds{scenario="sigstop-past-lease"})"), 2.0);
+  // Before the fault: w1 took the lock and had two writes accepted, w2 queued behind it.
+  auto hw = exposed(body, R"(fencecheck_high_water_token{key="ledger",resource="store",scenario="sigstop-past-lease"})");
+  ASSERT_TRUE(hw);
+  EXPECT_GT(*hw, 0);
+  auto issuer = exposed(body, R"(fencecheck_issuer_token{lock="fencecheck/sigstop-past-lease",scenario="sigstop-past-lease"})");
+  ASSERT_TRUE(issuer);
+  EXPECT_GE(*issuer, *hw);
+  auto writes = exposed(body, R"(fencecheck_token_staleness_count{scenario="sigstop-past-lease"})");
+  ASSERT_TRUE(writes);
+  EXPECT_GE(*writes, 2);
+
+  // 3. The run still ends as it should.
+  auto code = run.proc->wait_for(std::chrono::minutes(2));
+  ASSERT_TRUE(code);
+  EXPECT_EQ(*code, 0) << run.stdout_text();
+}
+
+}  // namespace
+}  // namespace fencecheck::harness
+
+int main(int argc, char** argv) {
+  // Never let a proxy setting send a test's loopback request (or the harness's push) elsewhere.
+  ::setenv("no_proxy", "127.0.0.1,localhost", 1);
+  ::setenv("NO_PROXY", "127.0.0.1,localhost", 1);
+  ::unsetenv("http_proxy");
+  ::unsetenv("HTTP_PROXY");
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

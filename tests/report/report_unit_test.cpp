@@ -1,0 +1,841 @@
+// Unit tests for the reports: junit.xml (parsed back with pugixml: structure, counts, escaping),
+// report.html on a hand-made history (lanes, marks, anchors, escaping, self-containedness), the
+// stored-run loader and `fencecheck report` on the checked-in fixtures (real runs of the smoke
+// suite), the results table, --keep retention, and the terminal progress line.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <pugixml.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include "fencecheck/harness/analysis.h"
+#include "fencecheck/harness/junit.h"
+#include "fencecheck/harness/metrics.h"
+#include "fencecheck/harness/progress.h"
+#include "fencecheck/harness/report.h"
+#include "fencecheck/harness/report_html.h"
+#include "fencecheck/harness/scenario.h"
+#include "fencecheck/proto/chunk.h"
+#include "dom_util.h"
+
+using namespace fencecheck;
+using namespace fencecheck::harness;
+using ::testing::HasSubstr;
+using ::testing::Not;
+namespace fs = std::filesystem;
+
+namespace {
+
+using namespace fctest;
+
+// ---- a hand-made history: the smoke story in miniature ---------------------------------------
+
+constexpr std::int64_t kT0 = 1'000'000'000'000;
+constexpr std::int64_t kMs = 1'000'000;
+const std::string kKey1 = "fencecheck/test/k1";
+const std::string kKey2 = "fencecheck/test/k2";
+
+struct Story {
+  History h;
+  ReadBack rb;
+
+  std::size_t add(std::int64_t at_ms, const std::string& source, EventKind kind, Event e = {}) {
+    e.t_ns = kT0 + at_ms * kMs;
+    e.src_ns = e.t_ns;
+    e.source = source;
+    e.kind = kind;
+    return h.add(std::move(e));
+  }
+  static Event with_token(std::int64_t token) {
+    Event e;
+    e.token = token;
+    return e;
+  }
+  static Event write(std::int64_t token, std::int64_t segment, std::int64_t chunk, std::optional<std::int64_t> hw = {}) {
+    Event e;
+    e.token = token;
+    e.key = "ledger";
+    e.segment = segment;
+    e.chunk = chunk;
+    e.high_water = hw;
+    return e;
+  }
+  static Event lock_event(const std::string& key, std::int64_t token, std::optional<std::int64_t> revision) {
+    Event e;
+    e.lock = "fencecheck/test";
+    e.lock_key = key;
+    e.token = token;
+    e.revision = revision;
+    e.lease_id = 7000 + token;
+    return e;
+  }
+
+  Story() {
+    add(0, "harness", EventKind::kRunStart);                                                    // 0
+    Event started;
+    started.target = "w1";
+    started.detail = "started worker w1 (pid 101)";
+    add(10, "harness", EventKind::kLog, started);                                               // 1
+    add(20, "w1", EventKind::kAcquireInvoke);                                                   // 2
+    add(30, "lock", EventKind::kLockGrant, lock_event(kKey1, 2, 2));                            // 3
+    add(40, "w1", EventKind::kAcquireOk, lock_event(kKey1, 2, 2));                              // 4
+    started.target = "w2";
+    started.detail = "started worker w2 (pid 102)";
+    add(50, "harness", EventKind::kLog, started);                                               // 5
+    add(60, "w2", EventKind::kAcquireInvoke);                                                   // 6
+    add(70, "lock", EventKind::kLockGrant, lock_event(kKey2, 3, 3));                            // 7
+    add(100, "w1", EventKind::kWriteInvoke, write(2, 0, 0));                                    // 8
+    add(110, "w1", EventKind::kWriteOk, write(2, 0, 0, 2));                                     // 9
+    Event inject;
+    inject.fault = "sigstop";
+    inject.target = "w1";
+    inject.duration_ns = 6'000'000'000;
+    inject.detail = "w1 (pid 101) <b>&amp;";
+    add(120, "harness", EventKind::kFaultInject, inject);                                       // 10
+    add(2200, "lock", EventKind::kLockDelete, lock_event(kKey1, 2, 4));                         // 11
+    add(2210, "w2", EventKind::kAcquireOk, lock_event(kKey2, 3, 4));                            // 12
+    add(2300, "w2", EventKind::kWriteInvoke, write(3, 0, 0));                                   // 13
+    add(2310, "w2", EventKind::kWriteOk, write(3, 0, 0, 3));                                    // 14
+    add(2400, "w2", EventKind::kWriteInvoke, write(3, 0, 1));                                   // 15
+    add(2410, "w2", EventKind::kWriteOk, write(3, 0, 1, 3));                                    // 16
+    Event done = with_token(3);
+    done.key = "ledger";
+    add(2420, "w2", EventKind::kJobDone, done);                                                 // 17
+    add(2430, "w2", EventKind::kReleaseInvoke, lock_event(kKey2, 3, std::nullopt));             // 18
+    add(2440, "lock", EventKind::kLockDelete, lock_event(kKey2, 3, 5));                         // 19
+    add(2450, "w2", EventKind::kReleaseOk, lock_event(kKey2, 3, 5));                            // 20
+    Event exit0;
+    exit0.target = "w2";
+    exit0.detail = "exit 0";
+    add(2500, "harness", EventKind::kWorkerExit, exit0);                                        // 21
+    Event heal = inject;
+    heal.duration_ns = 6'000'000'000;
+    add(6120, "harness", EventKind::kFaultHeal, heal);                                          // 22
+    Event pause = with_token(2);
+    pause.duration_ns = 6'004'000'000;
+    add(6130, "w1", EventKind::kPause, pause);                                                  // 23
+    add(6140, "w1", EventKind::kWriteInvoke, write(2, 0, 1));                                   // 24
+    Event fail = write(2, 0, 1, 3);
+    fail.detail = "token 2 is below the high-water mark 3 of key 'ledger' <fenced> & \"stopped\"";
+    add(6150, "w1", EventKind::kWriteFail, fail);                                               // 25
+    Event lost = with_token(2);
+    lost.lease_id = 7002;
+    add(6160, "w1", EventKind::kLeaseLost, lost);                                               // 26
+    add(6170, "w1", EventKind::kReleaseInvoke, lock_event(kKey1, 2, std::nullopt));             // 27
+    Event rel = lock_event(kKey1, 2, std::nullopt);
+    rel.detail = "the lock key was already gone";
+    add(6180, "w1", EventKind::kReleaseOk, rel);                                                // 28
+    Event exit3;
+    exit3.target = "w1";
+    exit3.detail = "exit 3";
+    add(6300, "harness", EventKind::kWorkerExit, exit3);                                        // 29
+    Event end;
+    end.detail = "done";
+    add(6310, "harness", EventKind::kRunEnd, end);                                              // 30
+
+    rb.resource = "store";
+    rb.fencing = "per-key";
+    rb.chunks = {StoredChunk{"ledger", 0, 0, 3, "w2", 2, encode_chunk(ChunkHeader{"w2", 3, "ledger", 0, 0}, 64)},
+                 StoredChunk{"ledger", 0, 1, 3, "w2", 3, encode_chunk(ChunkHeader{"w2", 3, "ledger", 0, 1}, 64)}};
+    rb.log = {AcceptedWrite{1, "ledger", 0, 0, 2, "w1"}, AcceptedWrite{2, "ledger", 0, 0, 3, "w2"},
+              AcceptedWrite{3, "ledger", 0, 1, 3, "w2"}};
+    rb.rejections = {RejectedWrite{"ledger", 0, 1, 2, "w1", 3}};
+    rb.high_water = {{"ledger", 3}};
+  }
+};
+
+Scenario smoke_scenario() { return load_scenario(kSource / "scenarios" / "smoke" / "sigstop-past-lease.yaml"); }
+
+ScenarioResult result_for(const Analysis& a, bool met) {
+  ScenarioResult r;
+  r.scenario = "sigstop-past-lease";
+  r.run_dir = "/tmp/runs/20260101T000000Z-sigstop-past-lease";
+  r.expectation = "safe";
+  r.verdict = std::string(verdict_name(a.verdict));
+  r.met = met;
+  r.exit_code = met ? kExitMet : kExitNotMet;
+  r.rejected_writes = a.figures.rejected_writes_total();
+  r.expiries_during_work = static_cast<std::int64_t>(a.figures.expiries_during_work.size());
+  r.longest_pause_s = 6.004;
+  r.duration_s = 6.31;
+  return r;
+}
+
+// ---- junit.xml ---------------------------------------------------------------------------------
+
+TEST(JUnit, SuiteNameIsTheScenarioDirectory) {
+  EXPECT_EQ(junit_suite_name("scenarios/smoke/sigstop-past-lease.yaml"), "smoke");
+  EXPECT_EQ(junit_suite_name("/abs/scenarios/nightly/x.yaml"), "nightly");
+  EXPECT_EQ(junit_suite_name("x.yaml"), "fencecheck");
+  EXPECT_EQ(junit_suite_name(""), "fencecheck");
+}
+
+TEST(JUnit, RoundTripsStructureCountsAndEscaping) {
+  Story s;
+  Analysis a = analyze(s.h, s.rb);
+  // A failure with an anomaly whose text carries every character XML needs escaped, and some it
+  // cannot carry at all (a control character, a byte that is not UTF-8).
+  Anomaly an;
+  an.name = "interleaved-segment";
+  an.description = "segment <0> & \"1\" 'x' ]]> bell\x07 bad\xFF end";
+  an.key = "ledger";
+  an.tokens = {2, 3};
+  an.clients = {"w1", "w2"};
+  an.evidence = {9, 25};
+  a.checkers.front().anomalies.push_back(an);
+  a.evidence_events[9] = s.h[9];
+  a.evidence_events[25] = s.h[25];
+
+  ScenarioResult failed = result_for(a, false);
+  failed.anomalies = {"interleaved-segment"};
+  failed.reasons = {"expected a safe run, but checker interleaved-segment found <it> & more"};
+  ScenarioResult passed = result_for(a, true);
+  passed.scenario = "sigstop-past-lease-unfenced";
+  ScenarioResult error;
+  error.scenario = "needs-etcd";
+  error.exit_code = kExitEnvironment;
+  error.reasons = {"etcd not found on PATH"};
+  error.duration_s = 0.25;
+  ScenarioResult skipped = error;
+  skipped.scenario = "needs-root";
+  skipped.skipped = true;
+  skipped.reasons = {"cgroup cpu controller unavailable"};
+
+  JUnitSuite suite;
+  suite.name = "smoke";
+  suite.timestamp = junit_timestamp(1764504000);  // 2025-11-30T12:00:00Z
+  suite.hostname = "ci-7";
+  suite.cases = {junit_case(failed, &a, kT0, "smoke"), junit_case(passed, &a, kT0, "smoke"),
+                 junit_case(error, nullptr, 0, "smoke"), junit_case(skipped, nullptr, 0, "smoke")};
+  const std::string xml = render_junit(suite);
+
+  pugi::xml_document doc;
+  const auto parsed = doc.load_string(xml.c_str());
+  ASSERT_TRUE(parsed) << parsed.description() << "\n" << xml;
+  auto root = doc.child("testsuites");
+  ASSERT_TRUE(root);
+  EXPECT_STREQ(root.attribute("tests").value(), "4");
+  EXPECT_STREQ(root.attribute("failures").value(), "1");
+  EXPECT_STREQ(root.attribute("errors").value(), "1");
+  EXPECT_STREQ(root.attribute("skipped").value(), "1");
+  auto ts = root.child("testsuite");
+  EXPECT_STREQ(ts.attribute("name").value(), "smoke");
+  EXPECT_STREQ(ts.attribute("tests").value(), "4");
+  EXPECT_STREQ(ts.attribute("failures").value(), "1");
+  EXPECT_STREQ(ts.attribute("timestamp").value(), "2025-11-30T12:00:00");
+  EXPECT_STREQ(ts.attribute("hostname").value(), "ci-7");
+  EXPECT_STREQ(ts.attribute("time").value(), "13.120");  // 6.31 + 6.31 + 0.25 + 0.25
+  EXPECT_EQ(std::distance(ts.children("testcase").begin(), ts.children("testcase").end()), 4);
+
+  auto tc = ts.child("testcase");
+  EXPECT_STREQ(tc.attribute("name").value(), "sigstop-past-lease");
+  EXPECT_STREQ(tc.attribute("classname").value(), "fencecheck.smoke");
+  EXPECT_STREQ(tc.attribute("time").value(), "6.310");
+  auto failure = tc.child("failure");
+  ASSERT_TRUE(failure);
+  EXPECT_STREQ(failure.attribute("type").value(), "interleaved-segment");
+  EXPECT_STREQ(failure.attribute("message").value(), "expected a safe run, but checker interleaved-segment found <it> & more");
+  const std::string details = failure.text().get();
+  // Escaped and unescaped back exactly; what XML cannot hold is spelled out.
+  EXPECT_THAT(details, HasSubstr("anomaly interleaved-segment (checker "));
+  EXPECT_THAT(details, HasSubstr("segment <0> & \"1\" 'x' ]]> bell\\x07 bad\\xFF end"));
+  EXPECT_THAT(details, HasSubstr("  tokens: 2 3\n  clients: w1, w2\n"));
+  EXPECT_THAT(details, HasSubstr("#9 +0.110 s w1 write.ok key=ledger segment=0 chunk=0 token=2 high_water=2"));
+  EXPECT_THAT(details, HasSubstr("#25 +6.150 s w1 write.fail key=ledger segment=0 chunk=1 token=2 high_water=3 (token 2 is "
+                                 "below the high-water mark 3 of key 'ledger' <fenced> & \"stopped\")"));
+  EXPECT_THAT(details, HasSubstr("run directory: /tmp/runs/20260101T000000Z-sigstop-past-lease"));
+  EXPECT_THAT(std::string(tc.child("system-out").text().get()), HasSubstr("rejected writes: 1\n"));
+  // The raw text never carries a control character (XML 1.0 forbids them even escaped).
+  EXPECT_EQ(xml.find('\x07'), std::string::npos);
+  EXPECT_EQ(xml.find("&#7;"), std::string::npos);
+
+  tc = tc.next_sibling("testcase");
+  EXPECT_STREQ(tc.attribute("name").value(), "sigstop-past-lease-unfenced");
+  EXPECT_FALSE(tc.child("failure"));
+  EXPECT_FALSE(tc.child("error"));
+  EXPECT_FALSE(tc.child("skipped"));
+
+  tc = tc.next_sibling("testcase");
+  EXPECT_STREQ(tc.child("error").attribute("type").value(), "environment");
+  EXPECT_STREQ(tc.child("error").attribute("message").value(), "etcd not found on PATH");
+  EXPECT_STREQ(tc.attribute("time").value(), "0.250");
+
+  tc = tc.next_sibling("testcase");
+  EXPECT_STREQ(tc.child("skipped").attribute("message").value(), "cgroup cpu controller unavailable");
+  EXPECT_FALSE(tc.child("error"));
+}
+
+TEST(JUnit, WriteJunitReplacesTheFileAtomically) {
+  const fs::path d = fresh_dir("junit-write");
+  JUnitSuite suite;
+  write_junit(d / "sub" / "junit.xml", suite);
+  pugi::xml_document doc;
+  ASSERT_TRUE(doc.load_file((d / "sub" / "junit.xml").c_str()));
+  EXPECT_STREQ(doc.child("testsuites").attribute("tests").value(), "0");
+  EXPECT_FALSE(fs::exists(d / "sub" / ".junit.xml.tmp"));
+  EXPECT_THROW(write_junit(d / "missing-parent-is-a-file" / "x.xml",
+                           [&] {
+                             std::ofstream(d / "missing-parent-is-a-file") << "x";
+                             return suite;
+                           }()),
+               std::runtime_error);
+}
+
+// ---- report.html -------------------------------------------------------------------------------
+
+class ReportHtml : public ::testing::Test {
+ protected:
+  Story s;
+  Scenario sc = smoke_scenario();
+  Analysis a = analyze(s.h, s.rb);
+  std::string page(const Analysis& analysis, bool met = true) {
+    const ScenarioResult r = result_for(analysis, met);
+    return render_report_html(ReportData{&sc, s.h, s.rb, analysis, r, "unit test"});
+  }
+};
+
+TEST_F(ReportHtml, TheStoryIsValidAsBuilt) {
+  EXPECT_EQ(a.verdict, Verdict::kValid) << [&] {
+    std::string why;
+    for (const auto& c : a.checkers)
+      for (const auto& an : c.anomalies) why += an.name + ": " + an.description + "\n";
+    return why;
+  }();
+  ASSERT_EQ(a.figures.expiries_during_work.size(), 1u);
+  EXPECT_EQ(a.figures.rejected_writes_total(), 1);
+}
+
+TEST_F(ReportHtml, DrawsALanePerWorkerAndForLockFaultsAndHighWater) {
+  const std::string html = page(a);
+  std::vector<std::string> lanes;
+  for (auto& t : start_tags(html, "g"))
+    if (has_class(t, "lane")) lanes.push_back(t["data-lane"] + (t.count("data-worker") ? ":" + t["data-worker"] : "") +
+                                              (t.count("data-key") ? ":" + t["data-key"] : ""));
+  EXPECT_THAT(lanes, ::testing::ElementsAre("faults", "lock", "worker:w1", "worker:w2", "high-water:ledger"));
+}
+
+TEST_F(ReportHtml, MarksThePauseTheHoldingsTheRejectionAndTheExpiry) {
+  const std::string html = page(a);
+  // w1 paused 6.004 s (its own measurement), shaded with its length.
+  auto pause = marks(html, "mark pause", {{"data-worker", "w1"}});
+  ASSERT_EQ(pause.size(), 1u);
+  EXPECT_EQ(pause[0]["id"], "mark-23");
+  EXPECT_EQ(pause[0]["data-duration-s"], "6.00");
+  EXPECT_EQ(pause[0]["data-token"], "2");
+  EXPECT_EQ(pause[0]["data-start-s"], "0.13");  // 6.130 s - 6.004 s (the sender's stamp ends the gap)
+  EXPECT_THAT(element_text(html, "mark-23"), HasSubstr("paused 6.00 s"));
+
+  // Leases held, by token; w1's belief outlives its key (stale from the delete to the rejection).
+  auto hold1 = marks(html, "mark holding", {{"data-worker", "w1"}, {"data-token", "2"}});
+  ASSERT_EQ(hold1.size(), 2u);
+  EXPECT_EQ(hold1[0]["data-start-s"], "0.04");
+  EXPECT_EQ(hold1[0]["data-end-s"], "2.20");
+  EXPECT_TRUE(has_class(hold1[1], "stale"));
+  EXPECT_EQ(hold1[1]["data-start-s"], "2.20");
+  EXPECT_EQ(hold1[1]["data-end-s"], "6.15");
+  auto hold2 = marks(html, "mark holding", {{"data-worker", "w2"}});
+  ASSERT_EQ(hold2.size(), 1u);
+  EXPECT_EQ(hold2[0]["data-token"], "3");
+  EXPECT_EQ(hold2[0]["data-start-s"], "2.21");
+  EXPECT_EQ(hold2[0]["data-end-s"], "2.43");  // its release.invoke
+
+  // The write that bounced: w1's token 2 against high-water 3.
+  auto rejected = marks(html, "mark write rejected");
+  ASSERT_EQ(rejected.size(), 1u);
+  EXPECT_EQ(rejected[0]["id"], "mark-25");
+  EXPECT_EQ(rejected[0]["data-worker"], "w1");
+  EXPECT_EQ(rejected[0]["data-token"], "2");
+  EXPECT_EQ(rejected[0]["data-high-water"], "3");
+  EXPECT_THAT(element_text(html, "mark-25"), HasSubstr("token 2 rejected (high-water 3)"));
+  EXPECT_EQ(marks(html, "mark write accepted").size(), 3u);
+  EXPECT_EQ(marks(html, "mark write accepted-stale").size(), 0u);
+
+  // The lock service: w1 granted 2, w2 queued with 3, w1's key expired, w2's released.
+  auto grants = marks(html, "mark grant");
+  ASSERT_EQ(grants.size(), 2u);
+  EXPECT_EQ(grants[0]["data-token"], "2");
+  EXPECT_FALSE(has_class(grants[0], "queued"));
+  EXPECT_TRUE(has_class(grants[1], "queued"));
+  EXPECT_EQ(grants[1]["data-worker"], "w2");
+  EXPECT_THAT(element_text(html, "mark-7"), HasSubstr("w2 queued: token 3"));
+  auto expiry = marks(html, "mark delete expiry");
+  ASSERT_EQ(expiry.size(), 1u);
+  EXPECT_EQ(expiry[0]["id"], "mark-11");
+  EXPECT_EQ(expiry[0]["data-worker"], "w1");
+  EXPECT_THAT(element_text(html, "mark-11"), HasSubstr("w1&#39;s lease expired: token 2 deleted"));
+  EXPECT_EQ(marks(html, "mark delete release", {{"data-token", "3"}}).size(), 1u);
+  auto owners = marks(html, "mark owner");
+  ASSERT_EQ(owners.size(), 2u);
+  EXPECT_EQ(owners[0]["data-token"], "2");
+  EXPECT_EQ(owners[1]["data-token"], "3");
+
+  // The fault, with its measured length; w1's abnormal exit is labelled.
+  auto fault = marks(html, "mark fault");
+  ASSERT_EQ(fault.size(), 1u);
+  EXPECT_EQ(fault[0]["data-fault"], "sigstop");
+  EXPECT_EQ(fault[0]["data-target"], "w1");
+  EXPECT_EQ(fault[0]["data-duration-s"], "6.00");
+  EXPECT_THAT(element_text(html, "mark-29"), HasSubstr(">exit 3<"));
+
+  // The high-water mark of ledger: 2, then 3; the rejected token under it.
+  std::vector<std::string> steps;
+  for (auto& t : marks(html, "mark hw-step", {{"data-key", "ledger"}})) steps.push_back(t["data-token"]);
+  EXPECT_THAT(steps, ::testing::ElementsAre("2", "3"));
+  EXPECT_EQ(marks(html, "mark hw-point rejected", {{"data-token", "2"}, {"data-high-water", "3"}}).size(), 1u);
+}
+
+TEST_F(ReportHtml, AReleaseWhoseDeleteArrivesFirstIsNotStale) {
+  // The lock watch can deliver the delete of w2's release before w2's own release.invoke line.
+  History h;
+  for (std::size_t i = 0; i < s.h.size(); ++i) {
+    if (i == 18) continue;  // w2's release.invoke ...
+    h.add(s.h[i]);
+    if (i == 19) {  // ... arrives after the delete it caused
+      Event late = s.h[18];
+      late.t_ns = s.h[19].t_ns + kMs / 2;
+      h.add(late);
+    }
+  }
+  const Analysis an = analyze(h, s.rb);
+  const ScenarioResult r = result_for(an, true);
+  const std::string html = render_report_html(ReportData{&sc, h, s.rb, an, r});
+  EXPECT_TRUE(marks(html, "mark holding stale", {{"data-worker", "w2"}}).empty());
+  EXPECT_EQ(marks(html, "mark holding stale", {{"data-worker", "w1"}}).size(), 1u);  // w1's key really expired
+}
+
+TEST_F(ReportHtml, TellsTheStoryInSentences) {
+  const std::string html = page(a);
+  EXPECT_THAT(html, HasSubstr("w1 acquired the lock: token 2"));
+  EXPECT_THAT(html, HasSubstr("the harness injected sigstop on w1 for 6.00 s"));
+  EXPECT_THAT(html, HasSubstr("the lock service deleted w1&#39;s lock key (token 2): the lease expired while w1 was still working"));
+  EXPECT_THAT(html, HasSubstr("w2 acquired the lock: token 3"));
+  EXPECT_THAT(html, HasSubstr("w1 measured a pause of 6.00 s while holding token 2"));
+  EXPECT_THAT(html, HasSubstr("w1&#39;s write with token 2 (ledger segment 0 chunk 1) was rejected: high-water 3"));
+}
+
+TEST_F(ReportHtml, LinksEveryAnomalyToItsEvidenceAndEveryAnchorResolves) {
+  Analysis with = a;
+  Anomaly an;
+  an.name = "interleaved-segment";
+  an.description = "ledger segment 0 holds chunks written under 2 fencing tokens";
+  an.key = "ledger";
+  an.segment = 0;
+  an.tokens = {2, 3};
+  an.clients = {"w1", "w2"};
+  an.evidence = {9, 14};
+  with.checkers.front().anomalies.push_back(an);
+  with.checkers.front().verdict = Verdict::kInvalid;
+  with.verdict = Verdict::kInvalid;
+  const std::string html = page(with, false);
+
+  auto sections = start_tags(html, "section");
+  auto it = std::find_if(sections.begin(), sections.end(), [](auto& t) { return has_class(t, "anomaly"); });
+  ASSERT_NE(it, sections.end());
+  EXPECT_EQ((*it)["id"], "anomaly-1");
+  EXPECT_EQ((*it)["data-anomaly"], "interleaved-segment");
+  const auto from = html.find("id=\"anomaly-1\"");
+  const std::string section = html.substr(from, html.find("</section>", from) - from);
+  EXPECT_THAT(section, HasSubstr("href=\"#ev-9\""));
+  EXPECT_THAT(section, HasSubstr("href=\"#ev-14\""));
+  // The cited writes are marked as evidence in the picture.
+  EXPECT_TRUE(has_class(marks(html, "mark write", {{"id", "mark-9"}}).at(0), "evidence"));
+  EXPECT_TRUE(has_class(marks(html, "mark write", {{"id", "mark-14"}}).at(0), "evidence"));
+
+  // Every in-page link has its target, and ids are unique.
+  std::multiset<std::string> ids;
+  const std::regex id_re(R"re(\sid="([^"]+)")re"), href_re(R"re(href="#([^"]+)")re");
+  for (auto i = std::sregex_iterator(html.begin(), html.end(), id_re); i != std::sregex_iterator(); ++i) ids.insert((*i)[1].str());
+  for (const auto& id : ids) EXPECT_EQ(ids.count(id), 1u) << id;
+  std::size_t links = 0;
+  for (auto i = std::sregex_iterator(html.begin(), html.end(), href_re); i != std::sregex_iterator(); ++i, ++links)
+    EXPECT_TRUE(ids.count((*i)[1].str())) << "dangling link #" << (*i)[1].str();
+  EXPECT_GT(links, 40u);
+  for (std::size_t i = 0; i < s.h.size(); ++i) EXPECT_TRUE(ids.count("ev-" + std::to_string(i))) << i;
+}
+
+TEST_F(ReportHtml, IsSelfContainedAndEscapesWhatItShows) {
+  const std::string html = page(a);
+  EXPECT_THAT(html, Not(HasSubstr("src=")));
+  EXPECT_THAT(html, Not(HasSubstr("<link")));
+  EXPECT_THAT(html, Not(HasSubstr("@import")));
+  EXPECT_THAT(html, Not(HasSubstr("url(http")));
+  EXPECT_THAT(html, Not(HasSubstr("http://")));
+  EXPECT_THAT(html, Not(HasSubstr("https://")));
+  std::size_t scripts = 0;
+  for (auto p = html.find("<script"); p != std::string::npos; p = html.find("<script", p + 1)) ++scripts;
+  EXPECT_EQ(scripts, 1u);  // ours, inline
+  // Event text is escaped, never markup.
+  EXPECT_THAT(html, HasSubstr("w1 (pid 101) &lt;b&gt;&amp;amp;"));
+  EXPECT_THAT(html, HasSubstr("&lt;fenced&gt; &amp; &quot;stopped&quot;"));
+  EXPECT_THAT(html, Not(HasSubstr("<b>&amp;")));
+  EXPECT_THAT(html, Not(HasSubstr("<fenced>")));
+}
+
+TEST_F(ReportHtml, ADrawnHistoryWithoutRunEventsOrScenarioStillRenders) {
+  History h;
+  Event e;
+  e.source = "w9";
+  e.kind = EventKind::kWriteInfo;
+  e.t_ns = 5;
+  e.key = "k";
+  e.token = 1;
+  h.add(e);
+  const ReadBack rb;
+  const Analysis none;
+  ScenarioResult r;
+  r.scenario = "odd";
+  const std::string html = render_report_html(ReportData{nullptr, h, rb, none, r});
+  EXPECT_EQ(marks(html, "lane worker", {{"data-worker", "w9"}}).size(), 1u);
+  EXPECT_EQ(marks(html, "mark write unknown", {{"data-token", "1"}}).size(), 1u);
+  EXPECT_THAT(html, HasSubstr("no faults injected"));
+}
+
+// ---- the stored runs: loader and `fencecheck report` ------------------------------------------
+
+TEST(StoredRun, LoadsAFixtureAndJudgesItAsTheLiveRunDid) {
+  const StoredRun run = load_run_directory(kFixtures / "sigstop-past-lease");
+  ASSERT_TRUE(run.scenario);
+  EXPECT_EQ(run.scenario->name(), "sigstop-past-lease");
+  EXPECT_EQ(run.scenario->lease_ttl(), std::chrono::seconds(2));
+  EXPECT_EQ(run.history.size(), 86u);
+  EXPECT_EQ(run.readback.high_water.at("ledger"), 6);
+  const Judgement j = judge_stored_run(run);
+  EXPECT_EQ(j.result.verdict, "valid");
+  EXPECT_TRUE(j.result.met);
+  EXPECT_EQ(j.result.exit_code, kExitMet);
+  EXPECT_EQ(j.result.rejected_writes, 1);
+  EXPECT_EQ(j.result.expiries_during_work, 1);
+  EXPECT_NEAR(j.result.longest_pause_s, 6.003, 0.001);
+  // The same conclusion as the stored verdict.json of the live run.
+  const auto stored = nlohmann::json::parse(slurp(kFixtures / "sigstop-past-lease" / "verdict.json"));
+  EXPECT_EQ(stored["verdict"], j.result.verdict);
+  EXPECT_EQ(stored["expectation"]["met"], j.result.met);
+
+  const StoredRun unfenced = load_run_directory(kFixtures / "sigstop-past-lease-unfenced");
+  const Judgement u = judge_stored_run(unfenced);
+  EXPECT_EQ(u.result.verdict, "invalid");
+  EXPECT_TRUE(u.result.met);  // the control group must show the anomaly
+  EXPECT_THAT(u.result.anomalies, ::testing::Contains("interleaved-segment"));
+  EXPECT_EQ(u.result.expectation, "anomaly: interleaved-segment");
+}
+
+TEST(StoredRun, ATimedOutHistoryDoesNotMeetItsExpectation) {
+  const fs::path d = copy_fixture("sigstop-past-lease", "timeout");
+  std::string h = slurp(d / "history.jsonl");
+  const auto at = h.find("\"detail\":\"done\",\"kind\":\"run.end\"");
+  ASSERT_NE(at, std::string::npos);
+  h.replace(at, 15, "\"detail\":\"timeout\"");
+  std::ofstream(d / "history.jsonl", std::ios::trunc) << h;
+  const Judgement j = judge_stored_run(load_run_directory(d));
+  EXPECT_FALSE(j.result.met);
+  EXPECT_EQ(j.result.exit_code, kExitNotMet);
+  ASSERT_FALSE(j.result.reasons.empty());
+  EXPECT_EQ(j.result.reasons.front(), "the run hit its timeout of 60s");
+}
+
+TEST(StoredRun, EveryMissingOrBadFileIsNamed) {
+  auto error_of = [](const fs::path& dir) -> std::pair<fs::path, std::string> {
+    try {
+      (void)load_run_directory(dir);
+    } catch (const RunFileError& e) {
+      return {e.file(), e.message()};
+    }
+    return {};
+  };
+  const fs::path root = fresh_dir("bad-files");
+  EXPECT_EQ(error_of(root / "nope").first, root / "nope");
+  EXPECT_EQ(error_of(root / "nope").second, "no such run directory");
+
+  fs::path d = copy_fixture("sigstop-past-lease", "no-history");
+  fs::remove(d / "history.jsonl");
+  EXPECT_EQ(error_of(d).first, d / "history.jsonl");
+  EXPECT_EQ(error_of(d).second, "missing");
+
+  d = copy_fixture("sigstop-past-lease", "bad-history");
+  std::ofstream(d / "history.jsonl", std::ios::app) << "{\"kind\":\"no.such.kind\",\"source\":\"w1\",\"t_ns\":1}\n";
+  auto [file, msg] = error_of(d);
+  EXPECT_EQ(file, d / "history.jsonl");
+  EXPECT_THAT(msg, HasSubstr("line 87: "));
+  EXPECT_THAT(msg, HasSubstr("no.such.kind"));
+
+  d = copy_fixture("sigstop-past-lease", "no-readback");
+  fs::remove(d / "readback.json");
+  EXPECT_EQ(error_of(d).first, d / "readback.json");
+  EXPECT_THAT(error_of(d).second, HasSubstr("missing"));
+
+  d = copy_fixture("sigstop-past-lease", "bad-readback");
+  std::ofstream(d / "readback.json", std::ios::trunc) << "{\"resource\": \"store\"";
+  EXPECT_EQ(error_of(d).first, d / "readback.json");
+  EXPECT_THAT(error_of(d).second, HasSubstr("not valid JSON"));
+
+  d = copy_fixture("sigstop-past-lease", "bad-plan");
+  auto plan = nlohmann::json::parse(slurp(d / "scenario.json"));
+  plan["lease_ttl"] = "fast";
+  std::ofstream(d / "scenario.json", std::ios::trunc) << plan.dump(2);
+  std::tie(file, msg) = error_of(d);
+  EXPECT_EQ(file, d / "scenario.json");
+  EXPECT_THAT(msg, HasSubstr("not a valid scenario: lease_ttl: expected a duration"));
+}
+
+TEST(ReportCommand, RewritesTheReportsAndReturnsTheScenariosExitCode) {
+  const fs::path d = copy_fixture("sigstop-past-lease-unfenced", "command");
+  fs::remove(d / "verdict.json");
+  const fs::path suite = d.parent_path() / "out" / "suite.xml";
+  std::ostringstream out, err;
+  ReportCommandOptions o;
+  o.run_dirs = {d};
+  o.junit = suite;
+  EXPECT_EQ(report_command(o, out, err), kExitMet) << err.str();
+  EXPECT_EQ(err.str(), "");
+  EXPECT_THAT(out.str(), HasSubstr("sigstop-past-lease-unfenced  anomaly: interleaved-segment  invalid  yes  "
+                                   "interleaved-segment,stale-write-accepted"));
+  const auto verdict = nlohmann::json::parse(slurp(d / "verdict.json"));
+  EXPECT_EQ(verdict["verdict"], "invalid");
+  EXPECT_EQ(verdict["expectation"]["met"], true);
+  pugi::xml_document doc;
+  ASSERT_TRUE(doc.load_file((d / "junit.xml").c_str()));
+  EXPECT_STREQ(doc.child("testsuites").child("testsuite").attribute("name").value(), "smoke");
+  EXPECT_STREQ(doc.child("testsuites").child("testsuite").child("testcase").attribute("name").value(),
+               "sigstop-past-lease-unfenced");
+  ASSERT_TRUE(doc.load_file(suite.c_str()));
+  EXPECT_STREQ(doc.child("testsuites").attribute("tests").value(), "1");
+  EXPECT_THAT(slurp(d / "report.html"), HasSubstr("<meta name=\"generator\" content=\"fencecheck report\">"));
+
+  // JSON: the same fields as `run --json`.
+  std::ostringstream jout;
+  o.json = true;
+  o.junit.clear();
+  EXPECT_EQ(report_command(o, jout, err), kExitMet);
+  const auto j = nlohmann::json::parse(jout.str());
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["scenario"], "sigstop-past-lease-unfenced");
+  EXPECT_EQ(j[0]["met"], true);
+  EXPECT_EQ(j[0]["expiries_during_work"], 1);
+}
+
+TEST(ReportCommand, ABadRunDirectoryIsExit2AndWritesNothing) {
+  const fs::path good = copy_fixture("sigstop-past-lease", "cmd-bad");
+  fs::remove(good / "verdict.json");
+  const fs::path bad = good.parent_path() / "empty";
+  fs::create_directories(bad);
+  std::ostringstream out, err;
+  ReportCommandOptions o;
+  o.run_dirs = {good, bad};
+  EXPECT_EQ(report_command(o, out, err), kExitBadInput);
+  EXPECT_EQ(err.str(), "fencecheck report: " + (bad / "scenario.json").string() + ": missing\n");
+  EXPECT_EQ(out.str(), "");
+  EXPECT_FALSE(fs::exists(good / "verdict.json"));  // nothing written when any directory is bad
+  EXPECT_FALSE(fs::exists(good / "report.html"));
+}
+
+TEST(ReportCommand, PointsOutAVerdictThatChanged) {
+  const fs::path d = copy_fixture("sigstop-past-lease", "changed");
+  auto v = nlohmann::json::parse(slurp(d / "verdict.json"));
+  v["verdict"] = "invalid";
+  v["expectation"]["met"] = false;
+  std::ofstream(d / "verdict.json", std::ios::trunc) << v.dump();
+  std::ostringstream out, err;
+  ReportCommandOptions o;
+  o.run_dirs = {d};
+  EXPECT_EQ(report_command(o, out, err), kExitMet);
+  EXPECT_EQ(err.str(), "fencecheck report: " + d.string() +
+                           ": the stored verdict was invalid (expectation not met); judged again: valid (expectation met)\n");
+}
+
+// ---- the table -----------------------------------------------------------------------------------
+
+TEST(ResultsTable, HasTheIssuesColumnsAndTheFigures) {
+  ScenarioResult a;
+  a.scenario = "sigstop-past-lease";
+  a.expectation = "safe";
+  a.verdict = "valid";
+  a.met = true;
+  a.rejected_writes = 1;
+  a.expiries_during_work = 1;
+  a.longest_pause_s = 6.0024;
+  a.duration_s = 8.36;
+  a.run_dir = "runs/x";
+  ScenarioResult b = a;
+  b.scenario = "unfenced";
+  b.expectation = "anomaly: interleaved-segment";
+  b.verdict = "invalid";
+  b.met = false;
+  b.anomalies = {"interleaved-segment", "stale-write-accepted"};
+  b.rejected_writes = 0;
+  b.reasons = {"why not"};
+  const std::string t = format_results_table({a, b});
+  EXPECT_EQ(t,
+            "\n"
+            "scenario            expectation                   verdict  met  anomalies                                 rejected  "
+            "expiries  longest pause  duration\n"
+            "sigstop-past-lease  safe                          valid    yes  -                                                1  "
+            "       1          6.00s      8.4s\n"
+            "    run directory: runs/x\n"
+            "unfenced            anomaly: interleaved-segment  invalid  NO   interleaved-segment,stale-write-accepted         0  "
+            "       1          6.00s      8.4s\n"
+            "    why not\n"
+            "    run directory: runs/x\n");
+}
+
+// ---- --keep ----------------------------------------------------------------------------------------
+
+TEST(Retention, KeepsTheNewestAndTheProtectedAndTouchesNothingElse) {
+  const fs::path root = fresh_dir("keep");
+  auto run_dir = [&](const std::string& name, bool plan) {
+    fs::create_directories(root / name / "logs");
+    std::ofstream(root / name / "history.jsonl") << "\n";
+    if (plan) std::ofstream(root / name / "scenario.json") << "{}";
+    return root / name;
+  };
+  const fs::path a = run_dir("20260101T000000Z-a", true);
+  const fs::path b = run_dir("20260102T000000Z-b", true);
+  const fs::path b2 = run_dir("20260102T000000Z-b-2", true);
+  const fs::path c = run_dir("20260103T000000Z-c", true);
+  const fs::path no_plan = run_dir("20260100T000000Z-old-but-not-a-run", false);
+  const fs::path not_named = run_dir("my-notes", true);
+  fs::create_directory_symlink(c.filename(), root / "latest");
+  fs::create_directory_symlink(a, root / "20250101T000000Z-link");  // a symlink named like a run
+  std::ofstream(root / "20250101T000000Z-file") << "x";
+
+  const PruneResult r = prune_run_root(root, 2, {a});
+  EXPECT_THAT(r.kept, ::testing::ElementsAre(c, b2, a));
+  EXPECT_THAT(r.removed, ::testing::ElementsAre(b));
+  EXPECT_TRUE(r.errors.empty());
+  EXPECT_TRUE(fs::exists(a / "scenario.json"));
+  EXPECT_FALSE(fs::exists(b));
+  EXPECT_TRUE(fs::exists(b2));
+  EXPECT_TRUE(fs::exists(c));
+  EXPECT_TRUE(fs::exists(no_plan));
+  EXPECT_TRUE(fs::exists(not_named));
+  EXPECT_TRUE(fs::is_symlink(root / "latest"));
+  EXPECT_TRUE(fs::is_symlink(root / "20250101T000000Z-link"));
+  EXPECT_TRUE(fs::exists(root / "20250101T000000Z-file"));
+
+  const PruneResult zero = prune_run_root(root, 0, {});
+  ASSERT_EQ(zero.errors.size(), 1u);
+  EXPECT_TRUE(zero.removed.empty());
+  EXPECT_TRUE(fs::exists(c));
+}
+
+// ---- progress ----------------------------------------------------------------------------------
+
+TEST(Progress, ExpectedDurationOfTheSmokeScenario) {
+  // 1 s services + max(2 workers x 12 chunks x 100 ms, 2 x 100 ms + 6 s + 1.2 s) = 8.4 s.
+  EXPECT_EQ(expected_duration(smoke_scenario()), std::chrono::milliseconds(8400));
+}
+
+struct Pipe {
+  int fds[2] = {-1, -1};
+  Pipe() {
+    EXPECT_EQ(::pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
+  }
+  ~Pipe() {
+    ::close(fds[0]);
+    ::close(fds[1]);
+  }
+  std::string drain() const {
+    std::string out;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+    return out;
+  }
+};
+
+TEST(Progress, DrawsScenarioPhaseFaultsAndRejectionsThenAPermanentLine) {
+  Pipe p;
+  const Scenario sc = smoke_scenario();
+  ProgressObserver::Options o;
+  o.fd = p.fds[1];
+  o.width = 300;
+  o.refresh = std::chrono::hours(1);  // redraws come from the hooks only
+  {
+    ProgressObserver progress(o);
+    progress.set_position(1, 2);
+    progress.on_start(sc, "runs/x");
+    progress.on_phase(sc, "workers");
+    Story s;
+    progress.on_event(sc, s.h[10]);  // fault.inject sigstop w1
+    EXPECT_THAT(progress.status_line(), ::testing::StartsWith("[1/2] sigstop-past-lease  workers  "));
+    EXPECT_THAT(progress.status_line(), HasSubstr(" / ~8s"));
+    EXPECT_THAT(progress.status_line(), HasSubstr("  w1 sigstop  rejected 0  | sigstop w1"));
+    progress.on_event(sc, s.h[22]);  // healed
+    progress.on_event(sc, s.h[25]);  // w1's write rejected
+    EXPECT_THAT(progress.status_line(), HasSubstr("  rejected 1  | w1's write with token 2 rejected"));
+    EXPECT_THAT(progress.status_line(), Not(HasSubstr("w1 sigstop")));
+    const std::string drawn = p.drain();
+    EXPECT_THAT(drawn, HasSubstr("\r\033[K[1/2] sigstop-past-lease  starting  "));
+    EXPECT_THAT(drawn, HasSubstr("\r\033[K[1/2] sigstop-past-lease  workers  "));
+
+    ScenarioResult r;
+    r.scenario = sc.name();
+    r.met = true;
+    r.verdict = "valid";
+    r.duration_s = 8.36;
+    r.run_dir = "runs/x";
+    progress.on_finish(sc, r, Analysis{}, RunFigures{});
+    EXPECT_EQ(p.drain(), "\r\033[K[1/2] sigstop-past-lease: met (valid) 8.4s  runs/x/report.html\n");
+    EXPECT_EQ(progress.status_line(), "");
+    progress.scenario_done(r);  // idempotent
+    EXPECT_EQ(p.drain(), "");
+  }
+  EXPECT_EQ(p.drain(), "");  // nothing left to erase
+}
+
+TEST(Progress, ADisabledObserverWritesNothing) {
+  Pipe p;
+  const Scenario sc = smoke_scenario();
+  ProgressObserver::Options o;
+  o.fd = p.fds[1];
+  o.enabled = false;
+  {
+    ProgressObserver progress(o);
+    progress.set_position(1, 1);
+    progress.on_start(sc, "runs/x");
+    progress.on_phase(sc, "workers");
+    Story s;
+    progress.on_event(sc, s.h[25]);
+    ScenarioResult r;
+    progress.on_finish(sc, r, Analysis{}, RunFigures{});
+  }
+  EXPECT_EQ(p.drain(), "");
+}
+
+TEST(Progress, LogLinesDoNotTearTheStatusLine) {
+  Pipe p;
+  const Scenario sc = smoke_scenario();
+  ProgressObserver::Options o;
+  o.fd = p.fds[1];
+  o.width = 300;
+  o.refresh = std::chrono::hours(1);
+  std::ostringstream logged;
+  auto inner = std::make_shared<spdlog::sinks::ostream_sink_mt>(logged);
+  {
+    ProgressObserver progress(o);
+    auto logger = std::make_shared<spdlog::logger>("progress-test", progress.wrap_sink(inner));
+    logger->set_pattern("%v");
+    logger->info("before any scenario");
+    EXPECT_EQ(p.drain(), "");  // no status line yet: nothing to erase or redraw
+    progress.set_position(2, 2);
+    progress.on_start(sc, "runs/x");
+    (void)p.drain();
+    logger->info("etcd started");
+    EXPECT_EQ(logged.str(), "before any scenario\netcd started\n");
+    const std::string around = p.drain();
+    EXPECT_THAT(around, ::testing::StartsWith("\r\033[K\r\033[K[2/2] sigstop-past-lease  starting  "));
+  }
+}
+
+}  // namespace
