@@ -228,6 +228,11 @@ void Run::launch_worker(WorkerState& w) {
   if (d.token_source != TokenSource::kEtcd)
     spec.args.insert(spec.args.end(), {"--token-source", std::string(to_string(d.token_source))});
   if (d.self_stop_at) spec.args.insert(spec.args.end(), {"--self-stop-at", std::string(to_string(*d.self_stop_at))});
+  if (d.keepalive != KeepaliveMode::kThread)
+    spec.args.insert(spec.args.end(), {"--keepalive", std::string(to_string(d.keepalive))});
+  if (d.cpu_per_write)
+    spec.args.insert(spec.args.end(), {"--cpu-per-write-ms",
+                                       std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(*d.cpu_per_write).count())});
   if (d.clock_offset) {
     // libfaketime (Debian's faketime): the worker's CLOCK_REALTIME runs offset; its monotonic
     // clock, which the pause ticker uses, is left alone (FAKETIME_DONT_FAKE_MONOTONIC).

@@ -277,7 +277,8 @@ TEST(ScenarioJson, HoldsThePlanWithDefaultsAndCanonicalDurations) {
                                               {{"retry_same_token", false},
                                                {"release_by_name", false},
                                                {"check_lease_before_write", false},
-                                               {"token_source", "etcd"}}}}));
+                                               {"token_source", "etcd"},
+                                               {"keepalive", "thread"}}}}));
   EXPECT_EQ(j["workers"][1]["start_after"],
             (nlohmann::json{{"worker", "w1"}, {"event", "acquire.ok"}, {"count", 1}}));
   EXPECT_EQ(j["faults"][0]["kind"], "sigstop");
@@ -1030,6 +1031,8 @@ TEST(ScenarioCatalogueFields, EveryNewFieldIsReadTyped) {
       "      token_source: timestamp\n"
       "      clock_offset: -30s\n"
       "      self_stop_at: check\n"
+      "      keepalive: inline\n"
+      "      cpu_per_write: 5ms\n"
       "  - id: w2\n"
       "    start_after: {worker: w1, event: acquire.ok}\n"
       "faults:\n"
@@ -1068,6 +1071,10 @@ TEST(ScenarioCatalogueFields, EveryNewFieldIsReadTyped) {
   EXPECT_EQ(w1.design.token_source, TokenSource::kTimestamp);
   EXPECT_EQ(w1.design.clock_offset, Duration(-30s));
   EXPECT_EQ(w1.design.self_stop_at, SelfStopPoint::kCheck);
+  EXPECT_EQ(w1.design.keepalive, KeepaliveMode::kInline);
+  EXPECT_EQ(w1.design.cpu_per_write, Duration(5ms));
+  EXPECT_EQ(s.workers()[1].design.keepalive, KeepaliveMode::kThread);
+  EXPECT_FALSE(s.workers()[1].design.cpu_per_write.has_value());
   EXPECT_FALSE(w1.design.is_default());
   EXPECT_TRUE(s.workers()[1].design.is_default());
   EXPECT_FALSE(s.workers()[1].key.has_value());
@@ -1247,7 +1254,8 @@ TEST(ScenarioJson, EveryNewFieldRoundTrips) {
       "workers:\n"
       "  - id: a\n"
       "    key: hits2\n"
-      "    design: {check_lease_before_write: true, self_stop_at: check, clock_offset: +90s, abort_on_pause: 1.5s}\n"
+      "    design: {check_lease_before_write: true, self_stop_at: check, clock_offset: +90s, abort_on_pause: 1.5s,\n"
+      "             keepalive: inline, cpu_per_write: 2s}\n"
       "  - id: b\n"
       "    design: {token_source: timestamp, release_by_name: true}\n"
       "faults:\n"
@@ -1270,7 +1278,11 @@ TEST(ScenarioJson, EveryNewFieldRoundTrips) {
                                                        {"token_source", "etcd"},
                                                        {"abort_on_pause", "1500ms"},
                                                        {"clock_offset", "90s"},
-                                                       {"self_stop_at", "check"}}));
+                                                       {"self_stop_at", "check"},
+                                                       {"keepalive", "inline"},
+                                                       {"cpu_per_write", "2s"}}));
+  EXPECT_EQ(j["workers"][1]["design"]["keepalive"], "thread");
+  EXPECT_FALSE(j["workers"][1]["design"].contains("cpu_per_write"));
   EXPECT_EQ(j["workers"][1]["design"]["token_source"], "timestamp");
   EXPECT_FALSE(j["faults"][0].contains("trigger"));
   EXPECT_EQ(j["faults"][1]["quota"], "12.5%");

@@ -556,5 +556,53 @@ TEST_F(WorkerDesignsTest, ARejectedEffectRedoesTheSegmentAndPostsTheSameEffectAg
   EXPECT_GT(t2, t1);
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// --keepalive inline and --cpu-per-write-ms
+
+TEST_F(WorkerDesignsTest, InlineKeepaliveRenewsTheLeaseOnTheJobThread) {
+  test::FakeStore store;
+  std::int64_t lease = 0;
+  std::int64_t ttl_left_s = -2;
+  // A job of ~3 s against a 2 s TTL: without renewals the lease would be gone by chunk 25.
+  auto run = run_worker_process(args("w1", "inline-ka", store.url(),
+                                     {"--ttl-s", "2", "--segments", "1", "--chunks", "30", "--chunk-interval-ms", "100",
+                                      "--keepalive", "inline"}),
+                                dir_->path() / "inline.err", [&](const Event& e, pid_t) {
+                                  if (e.kind == EventKind::kAcquireOk) lease = *e.lease_id;
+                                  if (e.kind == EventKind::kWriteInvoke && e.chunk == 25)
+                                    ttl_left_s = EtcdClient(etcd_->client_url()).lease_time_to_live(lease).ttl.count();
+                                });
+  ASSERT_EQ(run.exit_code, 0) << dump(run.events) << run.stderr_text;
+  EXPECT_GT(ttl_left_s, 0) << "the lease was not renewed";
+  EXPECT_EQ(of_kind(run.events, EventKind::kAcquireOk).size(), 1u);
+  EXPECT_EQ(of_kind(run.events, EventKind::kWriteOk).size(), 30u);
+  EXPECT_TRUE(of_kind(run.events, EventKind::kLeaseLost).empty()) << dump(run.events);
+  EXPECT_TRUE(of_kind(run.events, EventKind::kKeepaliveFail).empty()) << dump(run.events);
+}
+
+TEST_F(WorkerDesignsTest, InlineKeepaliveFallsBehindWhileTheJobThreadComputes) {
+  test::FakeStore store;
+  // The write costs 2.5 s of this thread's CPU: the renewal that follows comes after the 2 s TTL.
+  auto run = run_worker_process(args("w1", "inline-busy", store.url(),
+                                     {"--ttl-s", "2", "--segments", "1", "--chunks", "1", "--keepalive", "inline",
+                                      "--cpu-per-write-ms", "2500"}),
+                                dir_->path() / "busy.err");
+  ASSERT_EQ(run.exit_code, 0) << dump(run.events) << run.stderr_text;
+  const Event acquired = of_kind(run.events, EventKind::kAcquireOk).at(0);
+  auto lost = of_kind(run.events, EventKind::kLeaseLost);
+  ASSERT_EQ(lost.size(), 1u) << dump(run.events);
+  EXPECT_EQ(lost[0].lease_id, acquired.lease_id);
+  EXPECT_EQ(lost[0].token, acquired.token);
+  EXPECT_NE(lost[0].detail.find("inline renewal"), std::string::npos) << lost[0].detail;
+  // The holder's belief is intact: it writes anyway, with the token of the lease it lost.
+  const auto lost_at = index_of(run.events, [](const Event& e) { return e.kind == EventKind::kLeaseLost; });
+  const auto write_at = index_of(run.events, [](const Event& e) { return e.kind == EventKind::kWriteInvoke; });
+  EXPECT_LT(lost_at, write_at);
+  EXPECT_EQ(run.events[write_at].token, acquired.token);
+  // Its CPU work took at least 2.5 s of wall time between the acquire and the write.
+  EXPECT_GE(run.events[write_at].src_ns - acquired.src_ns, 2'500'000'000);
+}
+
 }  // namespace
 }  // namespace fencecheck

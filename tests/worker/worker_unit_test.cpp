@@ -380,6 +380,8 @@ TEST(WorkerCliTest, DefaultsMatchTheDocumentedOnes) {
   EXPECT_FALSE(o.abort_on_pause);
   EXPECT_EQ(o.token_source, TokenSource::kEtcd);
   EXPECT_EQ(o.self_stop_at, SelfStopAt::kNever);
+  EXPECT_EQ(o.keepalive, KeepaliveMode::kThread);
+  EXPECT_EQ(o.cpu_per_write, 0ms);
 }
 
 TEST(WorkerCliTest, ParsesEveryFlag) {
@@ -410,7 +412,8 @@ TEST(WorkerCliTest, ParsesEveryDesignAndJobFlag) {
   auto args = kRequired;
   for (const char* a : {"--job", "side-effect", "--increments", "7", "--effect", "idempotent", "--retry-same-token",
                         "--release-by-name", "--check-lease-before-write", "--abort-on-pause-ms", "120",
-                        "--token-source", "timestamp", "--self-stop-at", "check"})
+                        "--token-source", "timestamp", "--self-stop-at", "check", "--keepalive", "inline",
+                        "--cpu-per-write-ms", "5"})
     args.emplace_back(a);
   auto argv = argv_of(args);
   WorkerCli cli = parse_worker_cli(static_cast<int>(argv.size()), argv.data());
@@ -425,6 +428,8 @@ TEST(WorkerCliTest, ParsesEveryDesignAndJobFlag) {
   EXPECT_EQ(o.abort_on_pause, 120ms);
   EXPECT_EQ(o.token_source, TokenSource::kTimestamp);
   EXPECT_EQ(o.self_stop_at, SelfStopAt::kCheck);
+  EXPECT_EQ(o.keepalive, KeepaliveMode::kInline);
+  EXPECT_EQ(o.cpu_per_write, 5ms);
 
   for (const auto& [flag, kind] : std::vector<std::pair<std::string, JobKind>>{
            {"segments", JobKind::kSegments}, {"counter", JobKind::kCounter}, {"side-effect", JobKind::kSideEffect}}) {
@@ -442,6 +447,10 @@ TEST(WorkerNamesTest, RoundTripAndUnknownNames) {
     EXPECT_EQ(job_kind_from_name(job_kind_name(k)), k);
   for (auto t : {TokenSource::kEtcd, TokenSource::kTimestamp}) EXPECT_EQ(token_source_from_name(token_source_name(t)), t);
   EXPECT_EQ(self_stop_at_from_name("check"), SelfStopAt::kCheck);
+  for (auto m : {KeepaliveMode::kThread, KeepaliveMode::kInline})
+    EXPECT_EQ(keepalive_mode_from_name(keepalive_mode_name(m)), m);
+  EXPECT_EQ(keepalive_mode_name(KeepaliveMode::kInline), "inline");
+  EXPECT_FALSE(keepalive_mode_from_name("Inline"));
   EXPECT_FALSE(self_stop_at_from_name("never"));
   EXPECT_FALSE(job_kind_from_name("Segments"));
   EXPECT_FALSE(token_source_from_name(""));
@@ -466,6 +475,9 @@ TEST(WorkerCliTest, BadValuesExitTwoNamingTheFlag) {
                                          {{"--self-stop-at", "check"}, "--self-stop-at check needs --check-lease-before-write"},
                                          {{"--abort-on-pause-ms", "5"}, "--abort-on-pause-ms must be greater than --tick-ms"},
                                          {{"--increments", "0"}, "--increments must be >= 1"},
+                                         {{"--keepalive", "lazy"}, "--keepalive"},
+                                         {{"--cpu-per-write-ms", "60001"}, "--cpu-per-write-ms must be 0..60000, got 60001"},
+                                         {{"--cpu-per-write-ms", "-1"}, "--cpu-per-write-ms must be 0..60000, got -1"},
                                          {{"--segments", "x"}, "--segments"}}) {
     auto args = kRequired;
     args.insert(args.end(), c.extra.begin(), c.extra.end());

@@ -28,6 +28,8 @@ constexpr std::array<std::pair<JobKind, std::string_view>, 3> kJobNames{{
     {JobKind::kSegments, "segments"}, {JobKind::kCounter, "counter"}, {JobKind::kSideEffect, "side-effect"}}};
 constexpr std::array<std::pair<TokenSource, std::string_view>, 2> kTokenSourceNames{{
     {TokenSource::kEtcd, "etcd"}, {TokenSource::kTimestamp, "timestamp"}}};
+constexpr std::array<std::pair<KeepaliveMode, std::string_view>, 2> kKeepaliveNames{{
+    {KeepaliveMode::kThread, "thread"}, {KeepaliveMode::kInline, "inline"}}};
 constexpr std::array<std::pair<SelfStopAt, std::string_view>, 2> kSelfStopNames{{
     {SelfStopAt::kNever, "never"}, {SelfStopAt::kCheck, "check"}}};
 
@@ -51,6 +53,8 @@ std::string_view job_kind_name(JobKind kind) { return name_of(kJobNames, kind); 
 std::optional<JobKind> job_kind_from_name(std::string_view name) { return value_of(kJobNames, name); }
 std::string_view token_source_name(TokenSource source) { return name_of(kTokenSourceNames, source); }
 std::optional<TokenSource> token_source_from_name(std::string_view name) { return value_of(kTokenSourceNames, name); }
+std::string_view keepalive_mode_name(KeepaliveMode mode) { return name_of(kKeepaliveNames, mode); }
+std::optional<KeepaliveMode> keepalive_mode_from_name(std::string_view name) { return value_of(kKeepaliveNames, name); }
 std::string_view self_stop_at_name(SelfStopAt at) { return name_of(kSelfStopNames, at); }
 std::optional<SelfStopAt> self_stop_at_from_name(std::string_view name) {
   auto at = value_of(kSelfStopNames, name);
@@ -93,6 +97,8 @@ std::vector<std::string> validate(const WorkerOptions& o) {
            std::to_string(o.abort_on_pause ? o.abort_on_pause->count() : 0));
   need(o.self_stop_at == SelfStopAt::kNever || o.check_lease_before_write,
        "--self-stop-at check needs --check-lease-before-write: it stops the worker right after that check");
+  need(o.cpu_per_write.count() >= 0 && o.cpu_per_write.count() <= 60'000,
+       "--cpu-per-write-ms must be 0..60000, got " + std::to_string(o.cpu_per_write.count()));
   return errors;
 }
 
@@ -182,7 +188,9 @@ struct Holding {
   std::int64_t lease_id = 0;
   std::string lock_key;
   std::int64_t token = 0;
-  std::unique_ptr<Keepalive> keepalive;
+  std::unique_ptr<Keepalive> keepalive;  ///< null with --keepalive inline
+  std::chrono::steady_clock::time_point last_renewal{};  ///< --keepalive inline: the last renewal sent
+  bool lease_lost = false;  ///< --keepalive inline: etcd said the lease is gone (stop renewing it)
 };
 
 /// What the ticker has seen, for --abort-on-pause-ms: written by the ticker thread, read by the
@@ -213,7 +221,28 @@ std::string designs_summary(const WorkerOptions& o) {
   if (o.abort_on_pause) add("abort-on-pause-ms=" + std::to_string(o.abort_on_pause->count()));
   if (o.token_source != TokenSource::kEtcd) add("token-source=" + std::string(token_source_name(o.token_source)));
   if (o.self_stop_at != SelfStopAt::kNever) add("self-stop-at=" + std::string(self_stop_at_name(o.self_stop_at)));
+  if (o.keepalive != KeepaliveMode::kThread) add("keepalive=" + std::string(keepalive_mode_name(o.keepalive)));
+  if (o.cpu_per_write.count() > 0) add("cpu-per-write-ms=" + std::to_string(o.cpu_per_write.count()));
   return d.empty() ? "none" : d;
+}
+
+/// This thread's CPU time (CLOCK_THREAD_CPUTIME_ID), ns.
+std::int64_t thread_cpu_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+/// Spends `cpu` of this thread's CPU time (not wall time) computing; returns early, false, when a
+/// stop is requested.
+bool spend_cpu(milliseconds cpu, const std::stop_token& stop) {
+  const std::int64_t until = thread_cpu_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(cpu).count();
+  volatile std::uint64_t sink = 0x9e3779b97f4a7c15ULL;
+  while (thread_cpu_ns() < until) {
+    if (stop.stop_requested()) return false;
+    for (int i = 0; i < 4096; ++i) sink = sink * 6364136223846793005ULL + 1442695040888963407ULL;
+  }
+  return true;
 }
 
 class Worker {
@@ -379,6 +408,8 @@ class Worker {
   }
 
   Step before_write() {
+    if (o_.cpu_per_write.count() > 0 && !spend_cpu(o_.cpu_per_write, stop_)) return Step::kStopped;
+    if (o_.keepalive == KeepaliveMode::kInline) renew_inline();
     if (o_.abort_on_pause) {
       const std::int64_t last_tick = pauses_.last_tick_ns.load();
       const std::int64_t now_gap = last_tick == 0 ? 0 : steady_ns() - last_tick;
@@ -429,6 +460,30 @@ class Worker {
     return Step::kDone;
   }
 
+  /// --keepalive inline: renews the holding's lease on this thread once the interval has passed.
+  /// Reports like the keepalive thread (lease.lost once, keepalive.fail per failure) and, like
+  /// it, leaves the holder's belief alone.
+  void renew_inline() {
+    const auto now = std::chrono::steady_clock::now();
+    if (held_->lease_lost || now - held_->last_renewal < o_.effective_keepalive_interval()) return;
+    held_->last_renewal = now;
+    Event e;
+    e.lease_id = held_->lease_id;
+    e.token = held_->token;
+    try {
+      if (etcd_.lease_keepalive(held_->lease_id)) return;
+      held_->lease_lost = true;
+      e.kind = EventKind::kLeaseLost;
+      e.detail = "keepalive reply has no TTL: etcd says the lease is gone (inline renewal)";
+      spdlog::warn("lease {:x} lost (inline keepalive answered without TTL)", held_->lease_id);
+    } catch (const std::exception& err) {
+      e.kind = EventKind::kKeepaliveFail;
+      e.detail = err.what();
+      spdlog::warn("inline keepalive of lease {:x} failed: {}", held_->lease_id, err.what());
+    }
+    events_.emit(std::move(e));
+  }
+
   // --- acquire and release ------------------------------------------------------------------
 
   Acquired acquire() {
@@ -466,7 +521,9 @@ class Worker {
           const bool timestamp = o_.token_source == TokenSource::kTimestamp;
           const std::int64_t token = timestamp ? realtime_ns() : kv->create_revision;
           keepalive->set_token(token);
-          held_ = Holding{lease_id, locked->key, token, std::move(keepalive)};
+          // --keepalive inline: from here on the job's thread renews (renew_inline).
+          if (o_.keepalive == KeepaliveMode::kInline) keepalive.reset();
+          held_ = Holding{lease_id, locked->key, token, std::move(keepalive), std::chrono::steady_clock::now(), false};
           current_token_.store(token);
           pauses_.longest_gap_ns.store(0);  // abort-on-pause counts pauses of this holding only
           Event ok = make(EventKind::kAcquireOk);

@@ -22,6 +22,8 @@ WorkerCli parse_worker_cli(int argc, const char* const* argv) {
   std::string effect = std::string(effect_mode_name(o.effect));
   std::string token_source = std::string(token_source_name(o.token_source));
   std::string self_stop_at;
+  std::string keepalive = std::string(keepalive_mode_name(o.keepalive));
+  std::int64_t cpu_per_write_ms = 0;
 
   CLI::App app{
       "fencecheck-worker: holds an etcd lock and writes a job of chunks, each carrying its fencing token, to a "
@@ -64,6 +66,11 @@ WorkerCli parse_worker_cli(int argc, const char* const* argv) {
   auto* self_stop_opt = app.add_option("--self-stop-at", self_stop_at,
                                        "design: SIGSTOP itself once at this point: check (after the lease check, before the write)")
                             ->check(CLI::IsMember({"check"}));
+  app.add_option("--keepalive", keepalive,
+                 "design: where lease renewals run: thread (its own thread) | inline (the job's thread, before a write)")
+      ->check(CLI::IsMember({"thread", "inline"}));
+  app.add_option("--cpu-per-write-ms", cpu_per_write_ms,
+                 "CPU time (not wall time) the job spends before each write, ms; a CPU quota stretches it");
   app.add_option("--log-level", out.log_level, "stderr log level")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
 
@@ -88,6 +95,8 @@ WorkerCli parse_worker_cli(int argc, const char* const* argv) {
   o.job = *job_kind_from_name(job);                       // IsMember checked the names
   o.effect = *effect_mode_from_name(effect);
   o.token_source = *token_source_from_name(token_source);
+  o.keepalive = *keepalive_mode_from_name(keepalive);
+  o.cpu_per_write = std::chrono::milliseconds(cpu_per_write_ms);
   if (self_stop_opt->count() > 0) o.self_stop_at = *self_stop_at_from_name(self_stop_at);
   if (auto errors = validate(o); !errors.empty()) {
     for (const auto& e : errors) out.output += "fencecheck-worker: " + e + "\n";

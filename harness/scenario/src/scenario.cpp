@@ -89,6 +89,8 @@ constexpr std::array<Row<TokenSource>, 2> kTokenSources{{
     {TokenSource::kTimestamp, "timestamp", true},
 }};
 constexpr std::array<Row<SelfStopPoint>, 1> kSelfStopPoints{{{SelfStopPoint::kCheck, "check", true}}};
+constexpr std::array<Row<KeepaliveMode>, 2> kKeepaliveModes{{
+    {KeepaliveMode::kThread, "thread", true}, {KeepaliveMode::kInline, "inline", true}}};
 constexpr std::array<Row<PartitionFrom>, 3> kPartitionFroms{{
     {PartitionFrom::kLockService, "lock-service", true},
     {PartitionFrom::kResource, "resource", true},
@@ -133,6 +135,7 @@ std::string_view to_string(JobKind k) { return name_in(kJobKinds, k); }
 std::string_view to_string(EffectMode m) { return name_in(kEffectModes, m); }
 std::string_view to_string(TokenSource t) { return name_in(kTokenSources, t); }
 std::string_view to_string(SelfStopPoint p) { return name_in(kSelfStopPoints, p); }
+std::string_view to_string(KeepaliveMode m) { return name_in(kKeepaliveModes, m); }
 std::string_view to_string(PartitionFrom f) { return name_in(kPartitionFroms, f); }
 
 std::vector<std::string_view> known_fault_kinds() { return implemented_names(kFaultKinds); }
@@ -1007,13 +1010,20 @@ class ScenarioParser {
   std::optional<Value> parse_design(const Value& v, WorkerDesign& d) const {
     Map m(*this, v,
           {"retry_same_token", "release_by_name", "check_lease_before_write", "abort_on_pause", "token_source",
-           "clock_offset", "self_stop_at"});
+           "clock_offset", "self_stop_at", "keepalive", "cpu_per_write"});
     if (auto x = m.get("retry_same_token")) d.retry_same_token = boolean(*x);
     if (auto x = m.get("release_by_name")) d.release_by_name = boolean(*x);
     if (auto x = m.get("check_lease_before_write")) d.check_lease_before_write = boolean(*x);
     if (auto x = m.get("abort_on_pause")) d.abort_on_pause = duration(*x);
     if (auto x = m.get("token_source")) d.token_source = choice(*x, kTokenSources, "token source");
     if (auto x = m.get("clock_offset")) d.clock_offset = signed_duration(*x);
+    if (auto x = m.get("keepalive")) d.keepalive = choice(*x, kKeepaliveModes, "keepalive mode");
+    if (auto x = m.get("cpu_per_write")) {
+      d.cpu_per_write = duration(*x);
+      if (*d.cpu_per_write % std::chrono::milliseconds(1) != Duration::zero() || *d.cpu_per_write > std::chrono::seconds(60))
+        fail(*x, "cpu_per_write is whole milliseconds, at most 60s: expected a duration like \"5ms\", got " +
+                     quote(x->node.Scalar()));
+    }
     auto stop = m.get("self_stop_at");
     if (stop) {
       d.self_stop_at = choice(*stop, kSelfStopPoints, "self-stop point");
@@ -1249,6 +1259,8 @@ nlohmann::json to_json(const Scenario& s) {
       if (d.abort_on_pause) dj["abort_on_pause"] = format_duration(*d.abort_on_pause);
       if (d.clock_offset) dj["clock_offset"] = format_duration(*d.clock_offset);
       if (d.self_stop_at) dj["self_stop_at"] = std::string(to_string(*d.self_stop_at));
+      dj["keepalive"] = std::string(to_string(d.keepalive));
+      if (d.cpu_per_write) dj["cpu_per_write"] = format_duration(*d.cpu_per_write);
       wj["design"] = std::move(dj);
     }
     workers.push_back(std::move(wj));

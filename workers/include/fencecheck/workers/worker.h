@@ -57,6 +57,11 @@
 //                            lease check, `log` "self-stop at check" and raise(SIGSTOP) on itself:
 //                            the pause lands between the check and the write; whoever started the
 //                            worker sends SIGCONT.
+//   --cpu-per-write-ms N:    (first) spend N ms of this thread's CPU time, the work that produces
+//                            the mutation; under a CPU quota of q per period p it takes N/q periods.
+//   --keepalive inline:      (second) when the keepalive interval has passed since the last renewal,
+//                            renew the lease here, on the job's thread: lease.lost / keepalive.fail
+//                            as the thread does, and the holder goes on believing it holds the lock.
 // and in the mutation itself:
 //   --retry-same-token:      a rejected mutation (write.fail, HTTP 409) is sent again with the SAME
 //                            token up to 5 more times (each: write.invoke with detail "retry i/5
@@ -99,6 +104,12 @@ enum class TokenSource {
   kEtcd,       ///< "etcd": the lock key's create_revision (the correct source)
   kTimestamp,  ///< "timestamp": CLOCK_REALTIME ns at acquire (a mistake: clocks are not an issuer)
 };
+/// Where lease renewals run (--keepalive).
+enum class KeepaliveMode {
+  kThread,  ///< "thread": a keepalive thread of its own, every interval (etcd's clientv3 does this)
+  kInline,  ///< "inline": on the job's own thread, before a mutation once the interval has passed
+            ///< (a single-threaded event loop: Node.js, asyncio). Work on that thread delays renewals.
+};
 /// Where the worker SIGSTOPs itself, once (--self-stop-at).
 enum class SelfStopAt {
   kNever,  ///< (flag absent)
@@ -111,6 +122,8 @@ enum class SelfStopAt {
 [[nodiscard]] std::optional<JobKind> job_kind_from_name(std::string_view name);
 [[nodiscard]] std::string_view token_source_name(TokenSource source);
 [[nodiscard]] std::optional<TokenSource> token_source_from_name(std::string_view name);
+[[nodiscard]] std::string_view keepalive_mode_name(KeepaliveMode mode);
+[[nodiscard]] std::optional<KeepaliveMode> keepalive_mode_from_name(std::string_view name);
 [[nodiscard]] std::string_view self_stop_at_name(SelfStopAt at);  ///< "never" for kNever
 [[nodiscard]] std::optional<SelfStopAt> self_stop_at_from_name(std::string_view name);
 
@@ -152,6 +165,13 @@ struct WorkerOptions {
   std::optional<std::chrono::milliseconds> abort_on_pause;
   TokenSource token_source = TokenSource::kEtcd;  ///< (--token-source) etcd | timestamp
   SelfStopAt self_stop_at = SelfStopAt::kNever;   ///< (--self-stop-at) check
+  /// (--keepalive) thread | inline. Inline renewals happen only while holding; while waiting in
+  /// Lock a thread renews (the job's thread is blocked in Lock).
+  KeepaliveMode keepalive = KeepaliveMode::kThread;
+  /// (--cpu-per-write-ms) CPU time the job's thread spends before each mutation (computing the
+  /// chunk), measured with CLOCK_THREAD_CPUTIME_ID: wall time stretches when the CPU is starved
+  /// (a cgroup quota), CPU time does not. 0 = none.
+  std::chrono::milliseconds cpu_per_write{0};
 
   /// The keepalive interval in effect: keepalive_interval, or ttl / 3 (at least 1 ms).
   [[nodiscard]] std::chrono::milliseconds effective_keepalive_interval() const;

@@ -90,6 +90,10 @@ enum class TokenSource { kEtcd, kTimestamp };
 /// Where a self-stopping worker stops itself. check: after its lease check, before the write it
 /// guards (needs check_lease_before_write; catalogue item 10).
 enum class SelfStopPoint { kCheck };
+/// Where a worker renews its lease: its own thread (etcd clientv3's way), or inline on the job's
+/// thread before a write once the keepalive interval has passed (a single-threaded event loop),
+/// where work on that thread delays renewals (catalogue item 12, the throttle fault scenarios).
+enum class KeepaliveMode { kThread, kInline };
 /// What a partition cuts the worker off from.
 enum class PartitionFrom { kLockService, kResource, kFull };
 
@@ -103,6 +107,7 @@ enum class PartitionFrom { kLockService, kResource, kFull };
 [[nodiscard]] std::string_view to_string(EffectMode m);
 [[nodiscard]] std::string_view to_string(TokenSource t);
 [[nodiscard]] std::string_view to_string(SelfStopPoint p);
+[[nodiscard]] std::string_view to_string(KeepaliveMode m);  ///< "thread", "inline"
 [[nodiscard]] std::string_view to_string(PartitionFrom f);
 
 /// The names the loader accepts today, in table order (for messages and docs).
@@ -231,6 +236,12 @@ struct WorkerDesign {
   /// The worker SIGSTOPs itself once, at this point; a self-stop fault on it continues it. Needs
   /// check_lease_before_write (the point is after the lease check).
   std::optional<SelfStopPoint> self_stop_at;
+  /// Where lease renewals run (fencecheck-worker --keepalive).
+  KeepaliveMode keepalive = KeepaliveMode::kThread;
+  /// CPU time (not wall time) the worker's job thread spends before each write, the work that
+  /// produces it (fencecheck-worker --cpu-per-write-ms); a CPU quota stretches its wall time.
+  /// > 0, whole milliseconds, at most 60 s.
+  std::optional<Duration> cpu_per_write;
 
   /// True when every field has its default (the correct design).
   [[nodiscard]] bool is_default() const { return *this == WorkerDesign{}; }
