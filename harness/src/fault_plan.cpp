@@ -1,6 +1,10 @@
 #include "fencecheck/harness/fault_plan.h"
 
+#include <sys/utsname.h>
 #include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include <chrono>
 
@@ -27,6 +31,28 @@ std::chrono::microseconds micros(D d) {
 
 }  // namespace
 
+namespace {
+
+/// True only when this kernel's module lists are readable and name neither a loadable nor a
+/// built-in `name` (and it is not loaded). Without /lib/modules (a container, say) it cannot
+/// tell, says false, and the injection itself reports a missing module.
+bool kernel_lacks_module(const std::string& name) {
+  struct utsname u {};
+  if (::uname(&u) != 0) return false;
+  const std::filesystem::path dir = std::filesystem::path("/lib/modules") / u.release;
+  std::error_code ec;
+  if (std::filesystem::exists("/sys/module/" + name, ec)) return false;
+  if (!std::filesystem::exists(dir / "modules.dep", ec) || !std::filesystem::exists(dir / "modules.builtin", ec)) return false;
+  for (const char* list : {"modules.dep", "modules.builtin"}) {
+    std::ifstream in(dir / list);
+    for (std::string line; std::getline(in, line);)
+      if (line.find("/" + name + ".ko") != std::string::npos) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 std::vector<std::string> missing_prerequisites(const Scenario& sc) {
   std::vector<std::string> missing;
   const bool root = ::geteuid() == 0;
@@ -42,6 +68,9 @@ std::vector<std::string> missing_prerequisites(const Scenario& sc) {
       if (!root) missing.push_back(what + " needs root (it writes to /sys/fs/cgroup)");
       if (!cg.cpu) missing.push_back(what + " needs the cgroup cpu controller: " + cg.cpu_missing);
     }
+    if (f.kind == FaultKind::kNetem && kernel_lacks_module("sch_netem"))
+      missing.push_back(what + " needs the kernel's netem qdisc (sch_netem, CONFIG_NET_SCH_NETEM): this kernel's "
+                               "modules.dep and modules.builtin do not list it");
     if (f.kind == FaultKind::kFreeze) {
       if (!root) missing.push_back(what + " needs root (it writes to /sys/fs/cgroup)");
       if (!cg.freezer) missing.push_back(what + " needs the cgroup freezer: " + cg.freezer_missing);

@@ -153,6 +153,9 @@ class Run {
   void inject(const FaultSpec& spec);
   void heal(ActiveFault& f);
   void heal_all();
+  /// One reason per planned fault that never took effect: a scenario whose fault did not happen
+  /// proved nothing about it, whatever its verdict.
+  std::vector<std::string> faults_not_taken() const;
   bool finished();
   void loop();
 
@@ -165,6 +168,15 @@ class Run {
   std::map<std::string, WorkerState> workers_;
   std::map<std::pair<std::string, EventKind>, std::int64_t> counts_;
   std::set<const FaultSpec*> fired_;
+  std::set<const FaultSpec*> injected_;  ///< faults that took effect
+  /// Faults that fired but could not be injected, with why; `unavailable` when the environment
+  /// lacked what the fault needs (faults::FaultUnavailable): exit 3, or skipped.
+  struct FailedFault {
+    const FaultSpec* spec;
+    std::string why;
+    bool unavailable;
+  };
+  std::vector<FailedFault> failed_faults_;
   std::vector<ActiveFault> active_;
   std::unique_ptr<faults::FaultLedger> ledger_;
   Services* services_ = nullptr;  // the run's services (owned by execute()'s frame)
@@ -280,6 +292,7 @@ void Run::inject(const FaultSpec& spec) {
     if (!ref) {
       e.kind = EventKind::kLog;
       e.detail = e.fault + " on " + spec.target + " not injected: the worker is not running";
+      failed_faults_.push_back({&spec, "the worker is not running", false});
       record(std::move(e));
       return;
     }
@@ -292,6 +305,7 @@ void Run::inject(const FaultSpec& spec) {
   } catch (const std::exception& err) {
     e.kind = EventKind::kLog;
     e.detail = e.fault + " on " + spec.target + " not injected: " + err.what();
+    failed_faults_.push_back({&spec, err.what(), dynamic_cast<const faults::FaultUnavailable*>(&err) != nullptr});
     record(std::move(e));
     return;
   }
@@ -301,9 +315,11 @@ void Run::inject(const FaultSpec& spec) {
     ledger_->record_heal(af.ledger_id);
     e.kind = EventKind::kLog;
     e.detail = e.fault + " on " + spec.target + " not injected: " + err.what();
+    failed_faults_.push_back({&spec, err.what(), dynamic_cast<const faults::FaultUnavailable*>(&err) != nullptr});
     record(std::move(e));
     return;
   }
+  injected_.insert(&spec);
   af.injected_ns = monotonic_ns();
   af.heal_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(spec.duration);
   e.kind = EventKind::kFaultInject;
@@ -314,6 +330,22 @@ void Run::inject(const FaultSpec& spec) {
   record(std::move(e));
   if (spec.kind == FaultKind::kLockServiceRestart && spec.fresh_data && watch_) watch_->restart_from_scratch();
   active_.push_back(std::move(af));
+}
+
+std::vector<std::string> Run::faults_not_taken() const {
+  std::vector<std::string> out;
+  const auto& planned = sc_.faults();
+  for (std::size_t i = 0; i < planned.size(); ++i) {
+    const FaultSpec* f = &planned[i];
+    if (injected_.count(f)) continue;
+    const std::string name = "faults[" + std::to_string(i) + "] (" + std::string(to_string(f->kind)) + " on " + f->target + ")";
+    auto failed = std::find_if(failed_faults_.begin(), failed_faults_.end(), [&](const FailedFault& x) { return x.spec == f; });
+    if (failed != failed_faults_.end())
+      out.push_back(name + " could not be injected: " + failed->why);
+    else
+      out.push_back(name + " never fired: its trigger did not happen before the run ended");
+  }
+  return out;
 }
 
 void Run::heal(ActiveFault& f) {
@@ -527,13 +559,22 @@ ScenarioResult Run::execute() {
   ExpectationResult er = evaluate(sc_.expect(), analysis, sc_);
   if (timed_out_) er.reasons.insert(er.reasons.begin(), "the run hit its timeout of " + format_duration(sc_.timeout()));
   if (interrupted_) er.reasons.insert(er.reasons.begin(), "the run was interrupted");
-  const bool met = er.met && !timed_out_ && !interrupted_;
+  const auto not_taken = faults_not_taken();
+  er.reasons.insert(er.reasons.begin(), not_taken.begin(), not_taken.end());
+  const bool met = er.met && !timed_out_ && !interrupted_ && not_taken.empty();
+  er.met = met;  // verdict.json's expectation says the same as the table and the exit code
   r.duration_s = std::chrono::duration<double>(Clock::now() - wall_start).count();
   dir_.write_json("verdict.json", verdict_to_json(analysis, er, history_));
   fill_summary(r, analysis);
   r.met = met;
   r.reasons = er.reasons;
   r.exit_code = met ? kExitMet : kExitNotMet;
+  // A fault the environment could not provide (found only at injection, e.g. a kernel without
+  // sch_netem): an environment failure, exit 3, or a skipped scenario with --skip-unavailable.
+  if (std::any_of(failed_faults_.begin(), failed_faults_.end(), [](const FailedFault& x) { return x.unavailable; })) {
+    r.exit_code = kExitEnvironment;
+    r.skipped = opt_.skip_unavailable;
+  }
   const RunFigures figures = figures_of(sc_, lock_name_, analysis, rb, history_, r);
   write_metrics_file(dir_.path() / "metrics.prom", figures);
   notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "done"); });

@@ -261,3 +261,89 @@ INSTANTIATE_TEST_SUITE_P(Each, KillNineDuringFault,
                          [](const auto& param_info) { return param_info.param.name; });
 
 }  // namespace
+
+// --- a fault that did not happen proves nothing ----------------------------------------------
+
+namespace {
+
+const char* kNeverFires =
+    "name: never-fires\n"
+    "lease_ttl: 2s\n"
+    "timeout: 30s\n"
+    "resource: {kind: store, fencing: per-key}\n"
+    "job: {key: ledger, segments: 1, chunks: 2, chunk_interval: 10ms}\n"
+    "workers:\n"
+    "  - id: w1\n"
+    "faults:\n"
+    "  - {kind: sigstop, target: w1, trigger: {worker: w1, event: write.ok, count: 50}, duration: 3s}\n"
+    "expect: {outcome: safe}\n";
+
+const char* kPartitioned =
+    "name: needs-namespaces\n"
+    "lease_ttl: 2s\n"
+    "timeout: 30s\n"
+    "resource: {kind: store, fencing: per-key}\n"
+    "network: namespaces\n"
+    "job: {key: ledger, segments: 1, chunks: 2, chunk_interval: 10ms}\n"
+    "workers:\n"
+    "  - id: w1\n"
+    "faults:\n"
+    "  - {kind: partition, target: w1, trigger: {worker: w1, event: write.ok, count: 1}, duration: 3s, from: full}\n"
+    "expect: {outcome: safe}\n";
+
+/// An environment whose PATH has etcd (the lock service) but not iproute2's ip and tc.
+bp::environment path_without_iproute2(const fs::path& work) {
+  const fs::path bin = work / "bin";
+  fs::create_directories(bin);
+  const fs::path etcd = bp::search_path("etcd").string();
+  if (!etcd.empty()) fs::create_symlink(etcd, bin / "etcd");
+  auto env = boost::this_process::environment();
+  env["PATH"] = bin.string();
+  return env;
+}
+
+}  // namespace
+
+TEST(FaultAccounting, AFaultWhoseTriggerNeverHappensFailsTheExpectation) {
+  auto work = fctest::fresh_dir("never-fires");
+  std::ofstream(work / "s.yaml") << kNeverFires;
+  auto r = fctest::run_fencecheck({"run", (work / "s.yaml").string(), "--run-root", (work / "runs").string()}, work);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("faults[0] (sigstop on w1) never fired: its trigger did not happen before the run ended"),
+            std::string::npos)
+      << r.out;
+  const json v = read_json(fctest::only_run_dir(work / "runs") / "verdict.json");
+  EXPECT_EQ(v["verdict"], "valid") << "the history itself is fine";
+  EXPECT_FALSE(v["expectation"]["met"].get<bool>());
+  EXPECT_EQ(v["expectation"]["reasons"][0],
+            "faults[0] (sigstop on w1) never fired: its trigger did not happen before the run ended");
+}
+
+TEST(SkipUnavailable, AMissingPrerequisiteExits3NamingItAndStartsNothing) {
+  auto work = fctest::fresh_dir("unavailable");
+  std::ofstream(work / "s.yaml") << kPartitioned;
+  auto r = fctest::run_fencecheck({"run", (work / "s.yaml").string(), "--run-root", (work / "runs").string()}, work,
+                                  path_without_iproute2(work));
+  EXPECT_EQ(r.code, 3) << r.out << r.err;
+  EXPECT_NE((r.out + r.err).find("network: namespaces needs iproute2's `ip`"), std::string::npos) << r.out << r.err;
+  EXPECT_TRUE(netns_names().empty() || std::none_of(netns_names().begin(), netns_names().end(), [](const std::string& n) {
+                return n.find("needs-namespaces") != std::string::npos;
+              }));
+}
+
+TEST(SkipUnavailable, WithTheFlagTheScenarioIsSkippedNeverPassed) {
+  auto work = fctest::fresh_dir("skipped");
+  std::ofstream(work / "s.yaml") << kPartitioned;
+  const fs::path junit = work / "junit.xml";
+  auto r = fctest::run_fencecheck({"run", (work / "s.yaml").string(), "--run-root", (work / "runs").string(),
+                                   "--skip-unavailable", "--json", "--junit", junit.string()},
+                                  work, path_without_iproute2(work));
+  EXPECT_EQ(r.code, 0) << "a skipped scenario is not a failure of the suite: " << r.out << r.err;
+  const json out = json::parse(r.out);
+  const json& s = out.is_array() ? out[0] : out["scenarios"][0];
+  EXPECT_TRUE(s["skipped"].get<bool>()) << out.dump();
+  EXPECT_FALSE(s["met"].get<bool>()) << "skipped is never passed: " << out.dump();
+  const std::string xml = fctest::slurp(junit);
+  EXPECT_NE(xml.find("skipped=\"1\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<skipped message=\"network: namespaces needs iproute2"), std::string::npos) << xml;
+}
