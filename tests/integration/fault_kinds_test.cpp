@@ -233,6 +233,17 @@ TEST_P(KillNineDuringFault, CleanupLeavesNothingBehind) {
   ASSERT_EQ(::kill(harness.id(), SIGKILL), 0);
   harness.wait();
 
+  // A new run under the same run root names what the dead run left, and gets names of its own.
+  const fs::path quick = work / "quick.yaml";
+  std::ofstream(quick) << "name: quick\nlease_ttl: 2s\nresource: {kind: store}\njob: {key: k, segments: 1, chunks: 1}\n"
+                          "workers: [{id: w1}]\nexpect: {outcome: safe}\n";
+  auto next = fctest::run_fencecheck({"run", quick.string(), "--run-root", runs.string()}, work);
+  EXPECT_EQ(next.code, 0) << next.out << next.err;
+  EXPECT_NE(next.err.find("run " + dir.filename().string() + " left " + std::to_string(injects.size()) +
+                          " fault(s) unhealed (its harness is gone): run `fencecheck cleanup " + dir.string() + "`"),
+            std::string::npos)
+      << next.err;
+
   auto r = fctest::run_fencecheck({"cleanup", dir.string()}, work);
   EXPECT_EQ(r.code, 0) << r.out << r.err;
 
