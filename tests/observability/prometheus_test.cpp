@@ -266,6 +266,26 @@ std::map<std::string, double> by_scenario(const std::vector<Sample>& samples, co
   return out;
 }
 
+/// Expects `m` to hold exactly want's value for each of want's keys (other keys are not looked at).
+void expect_values(const std::map<std::string, double>& m, const std::map<std::string, double>& want) {
+  for (const auto& [key, value] : want) {
+    const auto it = m.find(key);
+    if (it == m.end()) {
+      ADD_FAILURE() << "no series for " << key;
+    } else {
+      EXPECT_EQ(it->second, value) << key;
+    }
+  }
+}
+
+/// Expects `m` to hold a value above 0 for each of `keys`.
+void expect_positive(const std::map<std::string, double>& m, const std::vector<std::string>& keys) {
+  for (const auto& key : keys) {
+    const auto it = m.find(key);
+    EXPECT_TRUE(it != m.end() && it->second > 0) << key << ": " << (it == m.end() ? "no series" : std::to_string(it->second));
+  }
+}
+
 /// Replaces the dashboard's variables in an expression: $scenario / ${scenario}, $worker / ${worker}.
 std::string substitute(std::string expr, const std::string& scenario, const std::string& worker) {
   for (const auto& [var, value] : std::vector<std::pair<std::string, std::string>>{
@@ -393,13 +413,7 @@ TEST_F(Prometheus, EveryDashboardPanelQueryReturnsTheExpectedSeries) {
   const auto scen = [](const std::vector<Sample>& v) { return by_scenario(v); };
   std::map<std::string, Check> checks{
       {"Scenario pass/fail over time/A",
-       [&](const auto& v) {
-         const auto m = scen(v);
-         EXPECT_EQ(m.at(kFenced), 1);
-         EXPECT_EQ(m.at(kUnfenced), 1);
-         EXPECT_EQ(m.at(kNotExercised), 1);
-         EXPECT_EQ(m.at(kFails), 0);
-       }},
+       [&](const auto& v) { expect_values(scen(v), {{kFenced, 1}, {kUnfenced, 1}, {kNotExercised, 1}, {kFails, 0}}); }},
       {"Rejected stale writes by client/A",
        [&](const auto& v) {
          const auto m = by_scenario(v, "client");
@@ -417,28 +431,19 @@ TEST_F(Prometheus, EveryDashboardPanelQueryReturnsTheExpectedSeries) {
       // Pauses: the workers also report small scheduling hiccups (> 50 ms), so the quantiles and
       // the mean are checked for presence and consistency; "past the TTL" is checked on the
       // distribution panel, whose buckets split exactly at the TTL.
-      {"Holder pauses vs lease TTL/A",
-       [&](const auto& v) {
-         for (const auto& s : {kFenced, kUnfenced, kNotExercised}) EXPECT_GT(scen(v).at(s), 0) << s;
-       }},
+      {"Holder pauses vs lease TTL/A", [&](const auto& v) { expect_positive(scen(v), {kFenced, kUnfenced, kNotExercised}); }},
       {"Holder pauses vs lease TTL/B",
        [&](const auto& v) {
-         for (const auto& s : {kFenced, kUnfenced, kNotExercised}) EXPECT_GT(scen(v).at(s), 0) << s;
-         EXPECT_LE(scen(v).at(kNotExercised), 5);  // nothing in that run paused past its 5 s lease
+         expect_positive(scen(v), {kFenced, kUnfenced, kNotExercised});
+         EXPECT_LE(scen(v)[kNotExercised], 5);  // nothing in that run paused past its 5 s lease
        }},
       {"Holder pauses vs lease TTL/C",
        [&](const auto& v) {
-         for (const auto& s : {kFenced, kUnfenced, kNotExercised}) EXPECT_GT(scen(v).at(s), 0) << s;
-         EXPECT_LT(scen(v).at(kNotExercised), 5);
+         expect_positive(scen(v), {kFenced, kUnfenced, kNotExercised});
+         EXPECT_LT(scen(v)[kNotExercised], 5);
        }},
       {"Holder pauses vs lease TTL/D",
-       [&](const auto& v) {
-         const auto m = scen(v);
-         EXPECT_EQ(m.at(kFenced), 2);
-         EXPECT_EQ(m.at(kUnfenced), 2);
-         EXPECT_EQ(m.at(kNotExercised), 5);
-         EXPECT_EQ(m.at(kFails), 2);
-       }},
+       [&](const auto& v) { expect_values(scen(v), {{kFenced, 2}, {kUnfenced, 2}, {kNotExercised, 5}, {kFails, 2}}); }},
       {"Pause-length distribution/A",
        [&](const auto& v) {
          const auto m = by_scenario(v, "le");  // no scenario label here: "/<le>"
@@ -454,9 +459,7 @@ TEST_F(Prometheus, EveryDashboardPanelQueryReturnsTheExpectedSeries) {
          EXPECT_GT(m.at(std::string(kUnfenced) + "/ledger"), 0);
        }},
       {"High-water mark vs issuer token/B",
-       [&](const auto& v) {
-         for (const auto& s : {kFenced, kUnfenced, kNotExercised, kFails}) EXPECT_GT(scen(v).at(s), 0) << s;
-       }},
+       [&](const auto& v) { expect_positive(scen(v), {kFenced, kUnfenced, kNotExercised, kFails}); }},
       {"High-water mark vs issuer token/C",
        [&](const auto& v) {  // the resource is never ahead of the issuer
          EXPECT_EQ(v.size(), 4u);
