@@ -279,6 +279,54 @@ TEST(BuildRegistry, ReportedDuplicateEffectsAddToTheZeroSeries) {
   EXPECT_EQ(counter(all, "fencecheck_duplicate_effects_total", {{"scenario", "s"}, {"resource", "store"}, {"key", "audit"}}), 1);
 }
 
+// ---------------------------------------------------------------------------------------------
+// run_figures: a run's evidence (history, read-back, analysis) -> its figures
+
+TEST(RunFigures, TakesEachFigureFromTheRunsEvidence) {
+  const Scenario sc = test_scenario("s");
+  History h;
+  h.push_back(ev("w1", EventKind::kAcquireOk, {.token = 5, .lock_key = "fencecheck/s/a"}));
+  h.push_back(ev("w1", EventKind::kWriteInvoke, {.token = 5, .key = "ledger"}));
+  h.push_back(ev("lock", EventKind::kLockGrant, {.token = 7, .lock_key = "fencecheck/s/b"}));
+  h.push_back(ev("w2", EventKind::kAcquireOk, {.token = 7, .lock_key = "fencecheck/s/b"}));
+  h.push_back(ev("w2", EventKind::kWriteInvoke, {.token = 7, .key = "ledger"}));
+  h.push_back(ev("w1", EventKind::kWriteInvoke, {.token = 5, .key = "ledger"}));  // two tokens behind
+  h.push_back(ev("w1", EventKind::kWriteFail, {.token = 5, .key = "ledger", .high_water = 7}));
+  ReadBack rb;
+  rb.resource = "store";
+  rb.high_water = {{"ledger", 7}, {"other", 3}};
+  // The payout for seg0: w2 (token 7), then stale w1 (token 5) again: one duplicate effect.
+  rb.effects = {EffectRecord{"ledger", "w2:seg0", 7, "w2", 1, true, "unfenced"},
+                EffectRecord{"ledger", "w1:seg0", 5, "w1", 2, true, "unfenced"}};
+  const Analysis a = analyze(h, rb);
+
+  const RunFigures f = run_figures(sc, "fencecheck/s", h, rb, a, false, 3.5, 1.8e9);
+  EXPECT_EQ(f.scenario, "s");
+  EXPECT_EQ(f.resource, "store");
+  EXPECT_EQ(f.lease_ttl_s, 2);
+  EXPECT_EQ(f.issuer_token, 7);
+  EXPECT_THAT(f.token_staleness, ElementsAre(0, 0, 2));
+  EXPECT_EQ(f.rejected_writes, (std::map<std::pair<std::string, std::string>, std::int64_t>{{{"ledger", "w1"}, 1}}));
+  EXPECT_EQ(f.high_water, rb.high_water);
+  EXPECT_EQ(f.duplicate_effects, (std::map<std::string, std::int64_t>{{"ledger", 1}}));
+  EXPECT_EQ(f.anomalies.at("duplicate-effect"), 1);
+  EXPECT_FALSE(f.passed);
+  EXPECT_EQ(f.duration_s, 3.5);
+  EXPECT_EQ(f.timestamp_s, 1.8e9);
+
+  // Exported: the duplicate on its key, 0 on every other key the resource holds.
+  const auto all = build_registry(f)->Collect();
+  const LabelMap store{{"scenario", "s"}, {"resource", "store"}};
+  auto at = [&](const std::string& key) {
+    LabelMap l = store;
+    l["key"] = key;
+    return l;
+  };
+  EXPECT_EQ(counter(all, "fencecheck_duplicate_effects_total", at("ledger")), 1);
+  EXPECT_EQ(counter(all, "fencecheck_duplicate_effects_total", at("other")), 0);
+  EXPECT_EQ(counter(all, "fencecheck_anomalies_total", {{"scenario", "s"}, {"anomaly", "duplicate-effect"}}), 1);
+}
+
 TEST(RenderMetrics, IsTheTextFormatOfBuildRegistry) {
   const auto text = render_metrics(known_figures());
   EXPECT_EQ(text, serialize(build_registry(known_figures())->Collect()));
