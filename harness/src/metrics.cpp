@@ -1,5 +1,7 @@
 #include "fencecheck/harness/metrics.h"
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <stdexcept>
@@ -10,6 +12,34 @@ namespace fencecheck::harness {
 namespace {
 using prometheus::Labels;
 }  // namespace
+
+RunFigures run_figures(const Scenario& sc, const std::string& lock, const History& history, const ReadBack& rb,
+                       const Analysis& a, bool passed, double duration_s, double timestamp_s) {
+  RunFigures f;
+  f.scenario = sc.name();
+  f.resource = std::string(to_string(sc.resource().kind));
+  f.lock = lock;
+  f.lease_ttl_s = static_cast<double>(sc.lease_ttl().count());
+  for (const auto& rw : a.figures.rejected_writes)
+    f.rejected_writes[{rw.key, rw.client}] = std::max(rw.history, rw.readback);
+  for (const auto& x : a.figures.expiries_during_work) ++f.expiries_during_work[{x.lock.empty() ? lock : x.lock, x.worker}];
+  for (const auto& p : a.figures.pauses) f.pauses_s.emplace_back(p.worker, std::chrono::duration<double>(p.duration).count());
+  for (const auto& w : a.figures.faults) ++f.faults_injected[w.fault];
+  f.high_water = rb.high_water;
+  std::int64_t issued = 0;
+  for (const auto& e : history) {
+    if ((e.kind == EventKind::kLockGrant || e.kind == EventKind::kAcquireOk) && e.token) issued = std::max(issued, *e.token);
+    if (e.kind == EventKind::kWriteInvoke && e.token) f.token_staleness.push_back(std::max<std::int64_t>(0, issued - *e.token));
+  }
+  f.issuer_token = issued;
+  f.duplicate_effects = a.figures.duplicate_effects_by_key;
+  for (const auto& c : a.checkers)
+    for (const auto& an : c.anomalies) ++f.anomalies[an.name];
+  f.passed = passed;
+  f.duration_s = duration_s;
+  f.timestamp_s = timestamp_s;
+  return f;
+}
 
 std::vector<double> pause_buckets(double ttl) {
   if (ttl <= 0) ttl = 1;

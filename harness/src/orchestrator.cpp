@@ -87,34 +87,6 @@ struct ActiveFault {
   Clock::time_point heal_at;
 };
 
-/// The metrics' view of a finished run.
-RunFigures figures_of(const Scenario& sc, const std::string& lock, const Analysis& a, const ReadBack& rb,
-                      const History& h, const ScenarioResult& r) {
-  RunFigures f;
-  f.scenario = sc.name();
-  f.resource = std::string(to_string(sc.resource().kind));
-  f.lock = lock;
-  f.lease_ttl_s = static_cast<double>(sc.lease_ttl().count());
-  for (const auto& rw : a.figures.rejected_writes)
-    f.rejected_writes[{rw.key, rw.client}] = std::max(rw.history, rw.readback);
-  for (const auto& x : a.figures.expiries_during_work) ++f.expiries_during_work[{x.lock.empty() ? lock : x.lock, x.worker}];
-  for (const auto& p : a.figures.pauses) f.pauses_s.emplace_back(p.worker, std::chrono::duration<double>(p.duration).count());
-  for (const auto& w : a.figures.faults) ++f.faults_injected[w.fault];
-  f.high_water = rb.high_water;
-  std::int64_t issued = 0;
-  for (const auto& e : h) {
-    if ((e.kind == EventKind::kLockGrant || e.kind == EventKind::kAcquireOk) && e.token) issued = std::max(issued, *e.token);
-    if (e.kind == EventKind::kWriteInvoke && e.token) f.token_staleness.push_back(std::max<std::int64_t>(0, issued - *e.token));
-  }
-  f.issuer_token = issued;
-  for (const auto& c : a.checkers)
-    for (const auto& an : c.anomalies) ++f.anomalies[an.name];
-  f.passed = r.met;
-  f.duration_s = r.duration_s;
-  f.timestamp_s = static_cast<double>(std::time(nullptr));
-  return f;
-}
-
 void fill_summary(ScenarioResult& r, const Analysis& a) {
   r.verdict = std::string(verdict_name(a.verdict));
   std::set<std::string> names;
@@ -575,7 +547,8 @@ ScenarioResult Run::execute() {
     r.exit_code = kExitEnvironment;
     r.skipped = opt_.skip_unavailable;
   }
-  const RunFigures figures = figures_of(sc_, lock_name_, analysis, rb, history_, r);
+  const RunFigures figures =
+      run_figures(sc_, lock_name_, history_, rb, analysis, r.met, r.duration_s, static_cast<double>(std::time(nullptr)));
   write_metrics_file(dir_.path() / "metrics.prom", figures);
   notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "done"); });
   notify(opt_, [&](RunObserver& o) { o.on_finish(sc_, r, analysis, figures); });

@@ -159,10 +159,26 @@ expect: {outcome: safe}
 )");
 }
 
-Event ev(const std::string& source, EventKind kind) {
+/// The fields the metrics read from an event, all optional (designated initializers in this order).
+struct Fields {
+  std::optional<std::int64_t> token{};
+  std::string key{};       ///< resource key (writes)
+  std::string lock_key{};  ///< lock key (acquire, release, lock.grant / lock.delete)
+  std::optional<std::int64_t> high_water{};  ///< the resource's reply (write.ok / write.fail)
+  std::optional<std::int64_t> revision{};    ///< a delete's revision (lock.delete, release.ok)
+  std::int64_t ns = 0;                      ///< t_ns = src_ns (0: unset)
+};
+
+Event ev(const std::string& source, EventKind kind, const Fields& f = {}) {
   Event e;
   e.source = source;
   e.kind = kind;
+  e.token = f.token;
+  e.key = f.key;
+  e.lock_key = f.lock_key;
+  e.high_water = f.high_water;
+  e.revision = f.revision;
+  e.t_ns = e.src_ns = f.ns;
   return e;
 }
 
@@ -261,6 +277,54 @@ TEST(BuildRegistry, ReportedDuplicateEffectsAddToTheZeroSeries) {
   const auto all = build_registry(f)->Collect();
   EXPECT_EQ(counter(all, "fencecheck_duplicate_effects_total", {{"scenario", "s"}, {"resource", "store"}, {"key", "ledger"}}), 2);
   EXPECT_EQ(counter(all, "fencecheck_duplicate_effects_total", {{"scenario", "s"}, {"resource", "store"}, {"key", "audit"}}), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// run_figures: a run's evidence (history, read-back, analysis) -> its figures
+
+TEST(RunFigures, TakesEachFigureFromTheRunsEvidence) {
+  const Scenario sc = test_scenario("s");
+  History h;
+  h.push_back(ev("w1", EventKind::kAcquireOk, {.token = 5, .lock_key = "fencecheck/s/a"}));
+  h.push_back(ev("w1", EventKind::kWriteInvoke, {.token = 5, .key = "ledger"}));
+  h.push_back(ev("lock", EventKind::kLockGrant, {.token = 7, .lock_key = "fencecheck/s/b"}));
+  h.push_back(ev("w2", EventKind::kAcquireOk, {.token = 7, .lock_key = "fencecheck/s/b"}));
+  h.push_back(ev("w2", EventKind::kWriteInvoke, {.token = 7, .key = "ledger"}));
+  h.push_back(ev("w1", EventKind::kWriteInvoke, {.token = 5, .key = "ledger"}));  // two tokens behind
+  h.push_back(ev("w1", EventKind::kWriteFail, {.token = 5, .key = "ledger", .high_water = 7}));
+  ReadBack rb;
+  rb.resource = "store";
+  rb.high_water = {{"ledger", 7}, {"other", 3}};
+  // The payout for seg0: w2 (token 7), then stale w1 (token 5) again: one duplicate effect.
+  rb.effects = {EffectRecord{"ledger", "w2:seg0", 7, "w2", 1, true, "unfenced"},
+                EffectRecord{"ledger", "w1:seg0", 5, "w1", 2, true, "unfenced"}};
+  const Analysis a = analyze(h, rb);
+
+  const RunFigures f = run_figures(sc, "fencecheck/s", h, rb, a, false, 3.5, 1.8e9);
+  EXPECT_EQ(f.scenario, "s");
+  EXPECT_EQ(f.resource, "store");
+  EXPECT_EQ(f.lease_ttl_s, 2);
+  EXPECT_EQ(f.issuer_token, 7);
+  EXPECT_THAT(f.token_staleness, ElementsAre(0, 0, 2));
+  EXPECT_EQ(f.rejected_writes, (std::map<std::pair<std::string, std::string>, std::int64_t>{{{"ledger", "w1"}, 1}}));
+  EXPECT_EQ(f.high_water, rb.high_water);
+  EXPECT_EQ(f.duplicate_effects, (std::map<std::string, std::int64_t>{{"ledger", 1}}));
+  EXPECT_EQ(f.anomalies.at("duplicate-effect"), 1);
+  EXPECT_FALSE(f.passed);
+  EXPECT_EQ(f.duration_s, 3.5);
+  EXPECT_EQ(f.timestamp_s, 1.8e9);
+
+  // Exported: the duplicate on its key, 0 on every other key the resource holds.
+  const auto all = build_registry(f)->Collect();
+  const LabelMap store{{"scenario", "s"}, {"resource", "store"}};
+  auto at = [&](const std::string& key) {
+    LabelMap l = store;
+    l["key"] = key;
+    return l;
+  };
+  EXPECT_EQ(counter(all, "fencecheck_duplicate_effects_total", at("ledger")), 1);
+  EXPECT_EQ(counter(all, "fencecheck_duplicate_effects_total", at("other")), 0);
+  EXPECT_EQ(counter(all, "fencecheck_anomalies_total", {{"scenario", "s"}, {"anomaly", "duplicate-effect"}}), 1);
 }
 
 TEST(RenderMetrics, IsTheTextFormatOfBuildRegistry) {
@@ -371,13 +435,15 @@ TEST(GroupingPath, IsJobInstanceScenarioWithBase64ForUnsafeValues) {
 
 class FakePushgateway {
  public:
+  /// What the last push sent.
+  struct Received {
+    std::string method, path, body, content_type;
+  };
+
   explicit FakePushgateway(int status) {
     auto record = [this, status](const httplib::Request& req, httplib::Response& res) {
       std::lock_guard lock(mu_);
-      method_ = req.method;
-      path_ = req.path;
-      body_ = req.body;
-      content_type_ = req.get_header_value("Content-Type");
+      last_ = {req.method, req.path, req.body, req.get_header_value("Content-Type")};
       res.status = status;
     };
     server_.Put(R"(/metrics/job/.*)", record);
@@ -390,21 +456,9 @@ class FakePushgateway {
     thread_.join();
   }
   [[nodiscard]] int port() const { return port_; }
-  std::string path() {
+  Received last() {
     std::lock_guard lock(mu_);
-    return path_;
-  }
-  std::string method() {
-    std::lock_guard lock(mu_);
-    return method_;
-  }
-  std::string body() {
-    std::lock_guard lock(mu_);
-    return body_;
-  }
-  std::string content_type() {
-    std::lock_guard lock(mu_);
-    return content_type_;
+    return last_;
   }
 
  private:
@@ -412,7 +466,7 @@ class FakePushgateway {
   int port_ = 0;
   std::thread thread_;
   std::mutex mu_;
-  std::string method_, path_, body_, content_type_;
+  Received last_;
 };
 
 TEST(PushMetrics, PutsBuildRegistryUnderTheGroupingKey) {
@@ -422,10 +476,11 @@ TEST(PushMetrics, PutsBuildRegistryUnderTheGroupingKey) {
   EXPECT_TRUE(out.ok) << out.error;
   EXPECT_EQ(out.status, 200);
   EXPECT_EQ(out.url, "http://127.0.0.1:" + std::to_string(pg.port()) + "/metrics/job/fencecheck/instance/ci-1/scenario/s");
-  EXPECT_EQ(pg.method(), "PUT");  // replaces the whole group: a vanished anomaly does not linger
-  EXPECT_EQ(pg.path(), "/metrics/job/fencecheck/instance/ci-1/scenario/s");
-  EXPECT_EQ(pg.body(), render_metrics(known_figures()));
-  EXPECT_THAT(pg.content_type(), HasSubstr("text/plain"));
+  const auto got = pg.last();
+  EXPECT_EQ(got.method, "PUT");  // replaces the whole group: a vanished anomaly does not linger
+  EXPECT_EQ(got.path, "/metrics/job/fencecheck/instance/ci-1/scenario/s");
+  EXPECT_EQ(got.body, render_metrics(known_figures()));
+  EXPECT_THAT(got.content_type, HasSubstr("text/plain"));
 }
 
 TEST(PushMetrics, ReportsARefusalWithItsStatus) {
@@ -460,29 +515,16 @@ TEST(LiveMetrics, FollowsTheEventsOfTheRunningScenario) {
   };
   EXPECT_EQ(gauge(live.Collect(), "fencecheck_lease_ttl_seconds", s), 2);
 
-  auto feed = [&](Event e) { live.event(e); };
+  auto feed = [&](const Event& e) { live.event(e); };
   Event start = ev("harness", EventKind::kRunStart);
   start.lock = "fencecheck/live";
   feed(start);
-  Event acq = ev("w1", EventKind::kAcquireOk);
-  acq.token = 10;
+  Event acq = ev("w1", EventKind::kAcquireOk, {.token = 10, .lock_key = "fencecheck/live/k1"});
   acq.lock = "fencecheck/live";
-  acq.lock_key = "fencecheck/live/k1";
   feed(acq);
-  Event grant = ev("lock", EventKind::kLockGrant);
-  grant.token = 12;  // w2 queues behind w1: its key's create_revision
-  grant.lock_key = "fencecheck/live/k2";
-  feed(grant);
-  Event wi = ev("w1", EventKind::kWriteInvoke);
-  wi.token = 10;
-  wi.key = "ledger";
-  wi.src_ns = 100;
-  feed(wi);
-  Event wok = ev("w1", EventKind::kWriteOk);
-  wok.token = 10;
-  wok.high_water = 10;
-  wok.key = "ledger";
-  feed(wok);
+  feed(ev("lock", EventKind::kLockGrant, {.token = 12, .lock_key = "fencecheck/live/k2"}));  // w2 queues behind w1
+  feed(ev("w1", EventKind::kWriteInvoke, {.token = 10, .key = "ledger", .ns = 100}));
+  feed(ev("w1", EventKind::kWriteOk, {.token = 10, .key = "ledger", .high_water = 10}));
   Event inject = ev("harness", EventKind::kFaultInject);
   inject.fault = "sigstop";
   inject.target = "w1";
@@ -500,38 +542,17 @@ TEST(LiveMetrics, FollowsTheEventsOfTheRunningScenario) {
   EXPECT_EQ(family(now, "fencecheck_lease_expiries_during_work_total"), nullptr);
 
   // The lock service deletes w1's key while w1 is stopped; w2 takes over.
-  Event del = ev("lock", EventKind::kLockDelete);
-  del.token = 10;
-  del.lock_key = "fencecheck/live/k1";
-  del.revision = 20;
-  del.t_ns = del.src_ns = 1000;
-  feed(del);
+  feed(ev("lock", EventKind::kLockDelete, {.token = 10, .lock_key = "fencecheck/live/k1", .revision = 20, .ns = 1000}));
   EXPECT_EQ(family(live.Collect(), "fencecheck_lease_expiries_during_work_total"), nullptr);  // not yet known
-  Event acq2 = ev("w2", EventKind::kAcquireOk);
-  acq2.token = 12;
-  acq2.lock_key = "fencecheck/live/k2";
-  feed(acq2);
-  Event wok2 = ev("w2", EventKind::kWriteOk);
-  wok2.token = 12;
-  wok2.high_water = 12;
-  wok2.key = "ledger";
-  feed(wok2);
+  feed(ev("w2", EventKind::kAcquireOk, {.token = 12, .lock_key = "fencecheck/live/k2"}));
+  feed(ev("w2", EventKind::kWriteOk, {.token = 12, .key = "ledger", .high_water = 12}));
   // w1 resumes: its ticker reports the pause, then it writes with its old token.
   Event pause = ev("w1", EventKind::kPause);
   pause.duration_ns = 6'000'000'000;
   pause.token = 10;
   feed(pause);
-  Event wi2 = ev("w1", EventKind::kWriteInvoke);
-  wi2.token = 10;
-  wi2.key = "ledger";
-  wi2.src_ns = 2000;
-  feed(wi2);
-  Event wfail = ev("w1", EventKind::kWriteFail);
-  wfail.token = 10;
-  wfail.high_water = 12;
-  wfail.key = "ledger";
-  wfail.src_ns = 2001;
-  feed(wfail);
+  feed(ev("w1", EventKind::kWriteInvoke, {.token = 10, .key = "ledger", .ns = 2000}));
+  feed(ev("w1", EventKind::kWriteFail, {.token = 10, .key = "ledger", .high_water = 12, .ns = 2001}));
 
   now = live.Collect();
   EXPECT_EQ(counter(now, "fencecheck_lease_expiries_during_work_total", with({{"lock", "fencecheck/live"}, {"worker", "w1"}})), 1);
@@ -545,45 +566,20 @@ TEST(LiveMetrics, FollowsTheEventsOfTheRunningScenario) {
 
   // w2 finishes and releases: a delete explained by a release is not an expiry, whichever of
   // the two the harness receives first.
-  Event wi3 = ev("w2", EventKind::kWriteInvoke);
-  wi3.token = 12;
-  wi3.key = "ledger";
-  wi3.src_ns = 2500;
-  Event del2 = ev("lock", EventKind::kLockDelete);
-  del2.token = 12;
-  del2.lock_key = "fencecheck/live/k2";
-  del2.revision = 30;
-  del2.t_ns = del2.src_ns = 3000;
-  feed(del2);
-  Event rel = ev("w2", EventKind::kReleaseOk);
-  rel.token = 12;
-  rel.lock_key = "fencecheck/live/k2";
-  rel.revision = 30;
-  feed(rel);
-  wi3.src_ns = 4000;  // even a later write with that token is not counted once released
-  feed(wi3);
+  feed(ev("lock", EventKind::kLockDelete, {.token = 12, .lock_key = "fencecheck/live/k2", .revision = 30, .ns = 3000}));
+  feed(ev("w2", EventKind::kReleaseOk, {.token = 12, .lock_key = "fencecheck/live/k2", .revision = 30}));
+  // Even a later write with that token is not counted once released.
+  feed(ev("w2", EventKind::kWriteInvoke, {.token = 12, .key = "ledger", .ns = 4000}));
   EXPECT_EQ(family(live.Collect(), "fencecheck_lease_expiries_during_work_total")->metric.size(), 1u);
 }
 
 TEST(LiveMetrics, ADeleteAfterJobDoneIsNotAnExpiryDuringWork) {
   LiveMetrics live;
   live.start(test_scenario("done"));
-  Event acq = ev("w1", EventKind::kAcquireOk);
-  acq.token = 5;
-  acq.lock_key = "k";
-  live.event(acq);
-  Event done = ev("w1", EventKind::kJobDone);
-  done.token = 5;
-  live.event(done);
-  Event del = ev("lock", EventKind::kLockDelete);
-  del.token = 5;
-  del.lock_key = "k";
-  del.src_ns = 10;
-  live.event(del);
-  Event w = ev("w1", EventKind::kWriteInvoke);
-  w.token = 5;
-  w.src_ns = 20;
-  live.event(w);
+  live.event(ev("w1", EventKind::kAcquireOk, {.token = 5, .lock_key = "k"}));
+  live.event(ev("w1", EventKind::kJobDone, {.token = 5}));
+  live.event(ev("lock", EventKind::kLockDelete, {.token = 5, .lock_key = "k", .ns = 10}));
+  live.event(ev("w1", EventKind::kWriteInvoke, {.token = 5, .ns = 20}));
   EXPECT_EQ(family(live.Collect(), "fencecheck_lease_expiries_during_work_total"), nullptr);
 }
 
@@ -631,17 +627,15 @@ TEST(LiveMetrics, CollectIsSafeWhileEventsArrive) {
       collected += all.empty() ? 0 : 1;
     }
   });
-  for (int i = 0; i < 2000; ++i) {
-    Event w = ev("w" + std::to_string(i % 7), EventKind::kWriteFail);
-    w.key = "k" + std::to_string(i % 13);
-    w.high_water = i;
-    w.token = i;
-    live.event(w);
+  // At least 2000 events, and on until the scraper has collected 20 times meanwhile (so the two
+  // really overlap, however the threads are scheduled).
+  for (int i = 0; i < 2000 || collected < 20; ++i) {
+    live.event(ev("w" + std::to_string(i % 7), EventKind::kWriteFail,
+                  {.token = i, .key = "k" + std::to_string(i % 13), .high_water = i}));
   }
   live.finish("s", build_registry(known_figures()));
   stop = true;
   scraper.join();
-  EXPECT_GT(collected.load(), 0);
   EXPECT_EQ(serialize(live.Collect()), render_metrics(known_figures()));
 }
 

@@ -105,6 +105,15 @@ bool poll_until(std::chrono::milliseconds bound, const std::function<bool()>& re
   }
 }
 
+/// A Prometheus server (Prometheus, Pushgateway) on 127.0.0.1:port answers /-/ready within `bound`.
+bool ready(int port, std::chrono::milliseconds bound) {
+  httplib::Client client("127.0.0.1", port);
+  return poll_until(bound, [&] {
+    auto r = client.Get("/-/ready");
+    return r && r->status == 200;
+  });
+}
+
 std::string read_file(const fs::path& p) {
   std::ifstream in(p);
   std::stringstream s;
@@ -138,13 +147,18 @@ struct Program {
   }
 };
 
-/// Runs fencecheck to completion (bounded); returns (exit code, stdout); stderr goes to `log`.
-std::pair<int, std::string> run_fencecheck(std::vector<std::string> args, const fs::path& log) {
-  Program p("fencecheck", kFencecheck, std::move(args), log);
+/// Waits (bounded) for a started fencecheck to end; returns (exit code, stdout).
+std::pair<int, std::string> finish(Program& p) {
   auto code = p.proc->wait_for(std::chrono::minutes(4));
   if (!code) code = p.proc->terminate();
   p.proc.reset();  // joins the reader: stdout is complete
   return {*code, p.out};
+}
+
+/// Runs fencecheck to completion (bounded); returns (exit code, stdout); stderr goes to `log`.
+std::pair<int, std::string> run_fencecheck(std::vector<std::string> args, const fs::path& log) {
+  Program p("fencecheck", kFencecheck, std::move(args), log);
+  return finish(p);
 }
 
 /// One sample of an instant vector.
@@ -159,22 +173,14 @@ class PrometheusApi {
 
   /// Instant query; fails the test on an API error (bad expression, ...).
   std::vector<Sample> query(const std::string& expr) {
-    auto res = client_.Get("/api/v1/query", httplib::Params{{"query", expr}}, httplib::Headers{});
-    if (!res) {
-      ADD_FAILURE() << "no answer from Prometheus for " << expr;
-      return {};
-    }
-    const json j = json::parse(res->body, nullptr, false);
-    if (res->status != 200 || j.is_discarded() || j.value("status", "") != "success") {
-      ADD_FAILURE() << expr << ": HTTP " << res->status << " " << res->body;
-      return {};
-    }
+    const json data = get_data("/api/v1/query", {{"query", expr}});
     std::vector<Sample> out;
-    if (j["data"]["resultType"] == "scalar") {
-      out.push_back({{}, std::stod(j["data"]["result"][1].get<std::string>())});
+    if (data.is_null()) return out;
+    if (data["resultType"] == "scalar") {
+      out.push_back({{}, std::stod(data["result"][1].get<std::string>())});
       return out;
     }
-    for (const auto& r : j["data"]["result"]) {
+    for (const auto& r : data["result"]) {
       Sample s;
       for (const auto& [k, v] : r["metric"].items()) s.labels[k] = v.get<std::string>();
       s.value = std::stod(r["value"][1].get<std::string>());
@@ -185,22 +191,18 @@ class PrometheusApi {
 
   /// /api/v1/label/<label>/values?match[]=<selector>
   std::set<std::string> label_values(const std::string& label, const std::string& selector) {
-    auto res = client_.Get("/api/v1/label/" + label + "/values", httplib::Params{{"match[]", selector}}, httplib::Headers{});
     std::set<std::string> out;
-    if (!res || res->status != 200) {
-      ADD_FAILURE() << "label values " << label << " " << selector << ": " << (res ? res->body : "no answer");
-      return out;
-    }
-    for (const auto& v : json::parse(res->body)["data"]) out.insert(v.get<std::string>());
+    const json data = get_data("/api/v1/label/" + label + "/values", {{"match[]", selector}});
+    for (const auto& v : data) out.insert(v.get<std::string>());
     return out;
   }
 
   /// The firing alerts as "Alertname scenario[ worker]" strings.
   std::set<std::string> firing() {
     std::set<std::string> out;
-    auto res = client_.Get("/api/v1/alerts");
-    if (!res || res->status != 200) return out;
-    for (const auto& a : json::parse(res->body)["data"]["alerts"]) {
+    const json data = get_data("/api/v1/alerts");
+    if (data.is_null()) return out;
+    for (const auto& a : data["alerts"]) {
       if (a.value("state", "") != "firing") continue;
       std::string s = a["labels"].value("alertname", "") + " " + a["labels"].value("scenario", "");
       if (a["labels"].contains("worker")) s += " " + a["labels"]["worker"].get<std::string>();
@@ -209,14 +211,44 @@ class PrometheusApi {
     return out;
   }
 
-  /// Rule groups evaluated at least once (every rule has a lastEvaluation after the epoch).
+  /// Every rule of every loaded group has been evaluated at least once (its lastEvaluation is
+  /// after Go's zero time), and at least one rule is loaded.
   bool rules_evaluated() {
-    auto res = client_.Get("/api/v1/rules");
-    if (!res || res->status != 200) return false;
-    for (const auto& g : json::parse(res->body)["data"]["groups"])
-      for (const auto& r : g["rules"])
+    const json data = get_data("/api/v1/rules");
+    if (data.is_null()) return false;
+    std::size_t rules = 0;
+    for (const auto& g : data["groups"])
+      for (const auto& r : g["rules"]) {
+        ++rules;
         if (r.value("lastEvaluation", "").rfind("0001-", 0) == 0) return false;
-    return true;
+      }
+    return rules > 0;
+  }
+
+ private:
+  /// GET path?params; the answer's `data` member, or null (and a test failure) when Prometheus
+  /// gives no answer or an error. Callers keep the result in a local before iterating it:
+  /// `for (x : get_data(...)["k"])` (or `json::parse(...)["k"]`) iterates a reference into a
+  /// temporary that is already destroyed (before C++23), which is how this test once saw empty
+  /// label values and no alerts from a Prometheus that had them.
+  json get_data(const std::string& path, const httplib::Params& params = {}) {
+    auto res = client_.Get(path, params, httplib::Headers{});
+    if (!res) {
+      ADD_FAILURE() << "no answer from Prometheus for " << path << " " << shown(params);
+      return nullptr;
+    }
+    json j = json::parse(res->body, nullptr, false);
+    if (res->status != 200 || j.is_discarded() || j.value("status", "") != "success") {
+      ADD_FAILURE() << path << " " << shown(params) << ": HTTP " << res->status << " " << res->body;
+      return nullptr;
+    }
+    return std::move(j["data"]);
+  }
+
+  static std::string shown(const httplib::Params& params) {
+    std::string out;
+    for (const auto& [k, v] : params) out += k + "=" + v + " ";
+    return out;
   }
 
  private:
@@ -232,6 +264,26 @@ std::map<std::string, double> by_scenario(const std::vector<Sample>& samples, co
     out[k] = s.value;
   }
   return out;
+}
+
+/// Expects `m` to hold exactly want's value for each of want's keys (other keys are not looked at).
+void expect_values(const std::map<std::string, double>& m, const std::map<std::string, double>& want) {
+  for (const auto& [key, value] : want) {
+    const auto it = m.find(key);
+    if (it == m.end()) {
+      ADD_FAILURE() << "no series for " << key;
+    } else {
+      EXPECT_EQ(it->second, value) << key;
+    }
+  }
+}
+
+/// Expects `m` to hold a value above 0 for each of `keys`.
+void expect_positive(const std::map<std::string, double>& m, const std::vector<std::string>& keys) {
+  for (const auto& key : keys) {
+    const auto it = m.find(key);
+    EXPECT_TRUE(it != m.end() && it->second > 0) << key << ": " << (it == m.end() ? "no series" : std::to_string(it->second));
+  }
 }
 
 /// Replaces the dashboard's variables in an expression: $scenario / ${scenario}, $worker / ${worker}.
@@ -275,15 +327,11 @@ class Prometheus : public ::testing::Test {
 
     s.pg_port = free_loopback_port();
     s.pushgateway = std::make_unique<Program>(
-        "pushgateway", *pg_bin, std::vector<std::string>{"--web.listen-address=127.0.0.1:" + std::to_string(s.pg_port)},
+        "pushgateway", *pg_bin,
+        // In memory only: Debian's build persists to /var/lib/prometheus/pushgateway.data by
+        // default, which would carry groups from earlier (or concurrent) runs into this one.
+        std::vector<std::string>{"--web.listen-address=127.0.0.1:" + std::to_string(s.pg_port), "--persistence.file="},
         d / "pushgateway.log");
-    httplib::Client pg("127.0.0.1", s.pg_port);
-    if (!poll_until(std::chrono::seconds(30), [&] {
-          auto r = pg.Get("/-/ready");
-          return r && r->status == 200;
-        }))
-      return fail("the Pushgateway did not become ready: " + read_file(d / "pushgateway.log"));
-
     s.prom_port = free_loopback_port();
     std::ofstream(d / "prometheus.yml") << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
                                         << "rule_files:\n  - '" << (kSource / "dashboards" / "alerts.yml").string() << "'\n"
@@ -295,24 +343,32 @@ class Prometheus : public ::testing::Test {
                                  "--storage.tsdb.path=" + (d / "tsdb").string(),
                                  "--web.listen-address=127.0.0.1:" + std::to_string(s.prom_port)},
         d / "prometheus.log");
-    httplib::Client prom("127.0.0.1", s.prom_port);
-    if (!poll_until(std::chrono::seconds(60), [&] {
-          auto r = prom.Get("/-/ready");
-          return r && r->status == 200;
-        }))
-      return fail("Prometheus did not become ready: " + read_file(d / "prometheus.log"));
+    if (!ready(s.pg_port, std::chrono::seconds(30)))
+      return fail("the Pushgateway did not become ready: " + read_file(d / "pushgateway.log"));
 
+    // The two suites run at once (separate processes, run roots and lock services) while
+    // Prometheus starts, to keep the wall time to one suite's.
     const std::string push = "--pushgateway=http://127.0.0.1:" + std::to_string(s.pg_port);
-    std::tie(s.smoke_exit, s.smoke_out) =
-        run_fencecheck({"run", (kSource / "scenarios" / "smoke").string(), "--run-root", (d / "runs").string(), push},
-                       d / "fencecheck-smoke.log");
-    std::tie(s.extra_exit, s.extra_out) = run_fencecheck(
-        {"run", (kSource / "tests" / "observability" / "scenarios").string(), "--run-root", (d / "runs").string(), push},
-        d / "fencecheck-extra.log");
+    Program smoke("fencecheck", kFencecheck,
+                  {"run", (kSource / "scenarios" / "smoke").string(), "--run-root", (d / "runs-smoke").string(), push},
+                  d / "fencecheck-smoke.log");
+    Program extra("fencecheck", kFencecheck,
+                  {"run", (kSource / "tests" / "observability" / "scenarios").string(), "--run-root",
+                   (d / "runs-extra").string(), push},
+                  d / "fencecheck-extra.log");
+    if (!ready(s.prom_port, std::chrono::seconds(60)))
+      return fail("Prometheus did not become ready: " + read_file(d / "prometheus.log"));
+    std::tie(s.smoke_exit, s.smoke_out) = finish(smoke);
+    std::tie(s.extra_exit, s.extra_out) = finish(extra);
 
     // Bounded wait for the scrape that carries all four scenarios' pushes.
     PrometheusApi api(s.prom_port);
-    if (!poll_until(std::chrono::seconds(60), [&] { return api.query("fencecheck_scenario_passed").size() >= 4; }))
+    const std::set<std::string> all{kFenced, kUnfenced, kNotExercised, kFails};
+    if (!poll_until(std::chrono::seconds(60), [&] {
+          std::set<std::string> seen;
+          for (auto& sample : api.query("fencecheck_scenario_passed")) seen.insert(sample.labels["scenario"]);
+          return seen == all;
+        }))
       return fail("Prometheus never scraped the four scenarios' metrics from the Pushgateway; fencecheck smoke exit " +
                   std::to_string(s.smoke_exit) + ":\n" + s.smoke_out + read_file(d / "fencecheck-smoke.log") +
                   "\nextra exit " + std::to_string(s.extra_exit) + ":\n" + s.extra_out);
@@ -357,13 +413,7 @@ TEST_F(Prometheus, EveryDashboardPanelQueryReturnsTheExpectedSeries) {
   const auto scen = [](const std::vector<Sample>& v) { return by_scenario(v); };
   std::map<std::string, Check> checks{
       {"Scenario pass/fail over time/A",
-       [&](const auto& v) {
-         const auto m = scen(v);
-         EXPECT_EQ(m.at(kFenced), 1);
-         EXPECT_EQ(m.at(kUnfenced), 1);
-         EXPECT_EQ(m.at(kNotExercised), 1);
-         EXPECT_EQ(m.at(kFails), 0);
-       }},
+       [&](const auto& v) { expect_values(scen(v), {{kFenced, 1}, {kUnfenced, 1}, {kNotExercised, 1}, {kFails, 0}}); }},
       {"Rejected stale writes by client/A",
        [&](const auto& v) {
          const auto m = by_scenario(v, "client");
@@ -381,28 +431,19 @@ TEST_F(Prometheus, EveryDashboardPanelQueryReturnsTheExpectedSeries) {
       // Pauses: the workers also report small scheduling hiccups (> 50 ms), so the quantiles and
       // the mean are checked for presence and consistency; "past the TTL" is checked on the
       // distribution panel, whose buckets split exactly at the TTL.
-      {"Holder pauses vs lease TTL/A",
-       [&](const auto& v) {
-         for (const auto& s : {kFenced, kUnfenced, kNotExercised}) EXPECT_GT(scen(v).at(s), 0) << s;
-       }},
+      {"Holder pauses vs lease TTL/A", [&](const auto& v) { expect_positive(scen(v), {kFenced, kUnfenced, kNotExercised}); }},
       {"Holder pauses vs lease TTL/B",
        [&](const auto& v) {
-         for (const auto& s : {kFenced, kUnfenced, kNotExercised}) EXPECT_GT(scen(v).at(s), 0) << s;
-         EXPECT_LE(scen(v).at(kNotExercised), 5);  // nothing in that run paused past its 5 s lease
+         expect_positive(scen(v), {kFenced, kUnfenced, kNotExercised});
+         EXPECT_LE(scen(v)[kNotExercised], 5);  // nothing in that run paused past its 5 s lease
        }},
       {"Holder pauses vs lease TTL/C",
        [&](const auto& v) {
-         for (const auto& s : {kFenced, kUnfenced, kNotExercised}) EXPECT_GT(scen(v).at(s), 0) << s;
-         EXPECT_LT(scen(v).at(kNotExercised), 5);
+         expect_positive(scen(v), {kFenced, kUnfenced, kNotExercised});
+         EXPECT_LT(scen(v)[kNotExercised], 5);
        }},
       {"Holder pauses vs lease TTL/D",
-       [&](const auto& v) {
-         const auto m = scen(v);
-         EXPECT_EQ(m.at(kFenced), 2);
-         EXPECT_EQ(m.at(kUnfenced), 2);
-         EXPECT_EQ(m.at(kNotExercised), 5);
-         EXPECT_EQ(m.at(kFails), 2);
-       }},
+       [&](const auto& v) { expect_values(scen(v), {{kFenced, 2}, {kUnfenced, 2}, {kNotExercised, 5}, {kFails, 2}}); }},
       {"Pause-length distribution/A",
        [&](const auto& v) {
          const auto m = by_scenario(v, "le");  // no scenario label here: "/<le>"
@@ -418,9 +459,7 @@ TEST_F(Prometheus, EveryDashboardPanelQueryReturnsTheExpectedSeries) {
          EXPECT_GT(m.at(std::string(kUnfenced) + "/ledger"), 0);
        }},
       {"High-water mark vs issuer token/B",
-       [&](const auto& v) {
-         for (const auto& s : {kFenced, kUnfenced, kNotExercised, kFails}) EXPECT_GT(scen(v).at(s), 0) << s;
-       }},
+       [&](const auto& v) { expect_positive(scen(v), {kFenced, kUnfenced, kNotExercised, kFails}); }},
       {"High-water mark vs issuer token/C",
        [&](const auto& v) {  // the resource is never ahead of the issuer
          EXPECT_EQ(v.size(), 4u);

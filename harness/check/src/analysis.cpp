@@ -165,8 +165,10 @@ Figures compute_figures(const History& history, const ReadBack& readback, const 
   for (const auto& r : f.rejections_per_token) f.max_rejections_per_token = std::max(f.max_rejections_per_token, r.count());
   for (const auto& e : readback.effects)
     if (e.applied) ++f.effects_applied;
-  for (const auto& d : detail::effect_duplicates(readback))
+  for (const auto& d : detail::effect_duplicates(readback)) {
     f.duplicate_effects += static_cast<std::int64_t>(d.duplicates.size());
+    f.duplicate_effects_by_key[d.key] += static_cast<std::int64_t>(d.duplicates.size());
+  }
   f.counters = detail::counter_figures(history, readback);
   // Chunk-less write.oks are counter increments only when the resource keeps counters (or the job
   // is a counter job); otherwise they are not counters at all.

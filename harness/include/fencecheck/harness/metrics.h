@@ -42,6 +42,11 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include "fencecheck/harness/analysis.h"
+#include "fencecheck/harness/history.h"
+#include "fencecheck/harness/scenario.h"
+#include "fencecheck/proto/readback.h"
+
 namespace fencecheck::harness {
 
 /// The figures of one run, as plain values (filled by the orchestrator from the analysis).
@@ -58,14 +63,25 @@ struct RunFigures {
   std::map<std::string, std::int64_t> high_water;                                   ///< key -> token
   std::int64_t issuer_token = 0;
   std::vector<std::int64_t> token_staleness;  ///< per write: highest token issued so far minus the token presented
-  /// job (the resource key it writes) -> duplicate effects found. Until a checker reports
-  /// duplicate-effect this stays empty and every key in high_water is exported with 0.
+  /// job (the resource key it writes) -> duplicate effects found (the duplicate-effect rule's
+  /// count). Every key in high_water is exported too, with 0 when it has none.
   std::map<std::string, std::int64_t> duplicate_effects;
   std::map<std::string, std::int64_t> anomalies;  ///< name -> n
   bool passed = false;
   double duration_s = 0;
   double timestamp_s = 0;  ///< Unix time the run ended
 };
+
+/// The metrics' view of a finished run: the scenario's name, resource kind and lease TTL; the
+/// analysis's rejected writes (per key and client, the larger of the history's and the
+/// resource's count), expiries during work (an expiry without a lock name counts under `lock`),
+/// pauses, faults, duplicate effects per key and anomalies; the read-back's high-water marks; the
+/// issuer's highest token and each write.invoke's staleness, from the history's lock.grant /
+/// acquire.ok events in order. `duration_s` is the run's wall time in seconds, `timestamp_s` the
+/// Unix time it ended. Pure; thread-safe.
+[[nodiscard]] RunFigures run_figures(const Scenario& scenario, const std::string& lock, const History& history,
+                                     const ReadBack& readback, const Analysis& analysis, bool passed,
+                                     double duration_s, double timestamp_s);
 
 /// The histogram buckets for pause lengths, in seconds: fractions and multiples of the lease TTL
 /// (0.1, 0.25, 0.5, 1, 1.5, 2, 3, 5, 10 x TTL; a TTL <= 0 counts as 1 s), so "paused past its

@@ -115,6 +115,8 @@ struct Figures {
   /// Applications of a side effect that a holder with an equal or higher token had already applied
   /// (the duplicate-effect rule, checkers.h); what fencecheck_duplicate_effects_total counts.
   std::int64_t duplicate_effects = 0;
+  /// duplicate_effects per resource key (the key the effects belong to); keys without one are absent.
+  std::map<std::string, std::int64_t> duplicate_effects_by_key;
   std::vector<CounterFigure> counters;                ///< sorted by key
   std::optional<ProgressAfterHeal> progress_after_heal;  ///< nullopt: no fault was healed
 
