@@ -58,23 +58,6 @@ nlohmann::json loader_form(const nlohmann::json& j) {
   return j;
 }
 
-void write_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw RunFileError(path, "cannot be written");
-    out << text;
-    out.flush();
-    if (!out) throw RunFileError(path, "cannot be written");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw RunFileError(path, "cannot be written: " + ec.message());
-  }
-}
-
 std::int64_t run_start_ns(const History& h) {
   for (const Event& e : h)
     if (e.kind == EventKind::kRunStart) return e.t_ns;
@@ -85,19 +68,6 @@ std::string hostname() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof buf - 1) != 0) return {};
   return buf;
-}
-
-void fill_figures(ScenarioResult& r, const Analysis& a) {
-  r.verdict = std::string(verdict_name(a.verdict));
-  std::set<std::string> names;
-  for (const auto& c : a.checkers)
-    for (const auto& an : c.anomalies) names.insert(an.name);
-  r.anomalies.assign(names.begin(), names.end());
-  r.rejected_writes = a.figures.rejected_writes_total();
-  r.expiries_during_work = static_cast<std::int64_t>(a.figures.expiries_during_work.size());
-  r.longest_pause_s = 0;
-  for (const auto& [w, p] : a.figures.longest_pause)
-    r.longest_pause_s = std::max(r.longest_pause_s, std::chrono::duration<double>(p.duration).count());
 }
 
 std::string common_suite_name(const std::vector<std::string>& names) {
@@ -148,13 +118,6 @@ StoredRun load_run_directory(const fs::path& dir) {
   return run;
 }
 
-std::string expectation_text(const Expectation& e) {
-  if (e.outcome == Outcome::kSafe) return "safe";
-  std::string s = "anomaly:";
-  for (const auto& a : e.anomalies) s += " " + a;
-  return s;
-}
-
 Judgement judge_stored_run(const StoredRun& run) {
   const Scenario& sc = *run.scenario;
   Judgement j;
@@ -183,7 +146,7 @@ Judgement judge_stored_run(const StoredRun& run) {
   r.scenario = sc.name();
   r.run_dir = run.dir;
   r.expectation = expectation_text(sc.expect());
-  fill_figures(r, j.analysis);
+  summarize_analysis(r, j.analysis);
   r.met = j.expectation.met;
   r.reasons = j.expectation.reasons;
   r.exit_code = r.met ? kExitMet : kExitNotMet;
@@ -234,8 +197,12 @@ std::string format_results_json(const std::vector<ScenarioResult>& results) {
 
 void write_run_reports(const StoredRun& run, const Judgement& j, bool rewrite_verdict, const std::string& generator) {
   if (rewrite_verdict)
-    write_atomically(run.dir / "verdict.json",
-                     verdict_to_json(j.analysis, j.expectation, run.history).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    try {
+      rt::write_file_atomically(run.dir / "verdict.json",
+                                verdict_to_json(j.analysis, j.expectation, run.history).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    } catch (const std::exception& e) {
+      throw RunFileError(run.dir / "verdict.json", e.what());
+    }
   const std::string suite = junit_suite_name(run.source);
   JUnitSuite s;
   s.name = suite;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -860,6 +859,93 @@ std::string ev_link(const Model& m, std::size_t i) {
   return "<a class=\"evidence-link\" href=\"#ev-" + std::to_string(i) + "\">" + html(text) + "</a>";
 }
 
+/// "In short": one line per lease that the lock service expired while its holder was still
+/// working: how the holder was gone (its measured pause, or the fault on it), who took the lock
+/// next with which token, and what became of the holder's next write with its old token
+/// (rejected by the fence, or accepted below the high-water mark). The sentence the issue wants
+/// visible without reading a log: "w1 paused for 6.00 s holding token 2; w2 took token 3; w1's
+/// write with token 2 bounced off high-water 3". Each part links to its event.
+std::string headline(const Model& m) {
+  const History& h = m.h;
+  std::ostringstream s;
+  int lines = 0;
+  for (const auto& x : m.a.figures.expiries_during_work) {
+    if (lines >= 5) break;
+    // The delete's index: the expiry's evidence that is a lock.delete.
+    std::optional<std::size_t> del;
+    for (std::size_t i : x.evidence)
+      if (i < h.size() && h[i].kind == EventKind::kLockDelete) del = i;
+    if (!del) continue;
+    const std::string& w = x.worker;
+    const std::string tok = std::to_string(x.token);
+    auto link = [&](std::size_t i, const std::string& text, const std::string& cls) {
+      return "<a class=\"" + cls + "\" href=\"#ev-" + std::to_string(i) + "\">" + html(text) + "</a>";
+    };
+    std::string attrs = data_attr("worker", w) + data_attr("token", x.token);
+    std::vector<std::string> parts;
+    // How the holder was gone: its own measured pause around the expiry, else a fault on it.
+    const PauseObservation* pause = nullptr;
+    for (const auto& p : m.a.figures.pauses) {
+      if (p.worker != w || p.index >= h.size()) continue;
+      const std::int64_t end = pause_end(h[p.index]), begin = end - p.duration.count();
+      if (begin <= x.t_ns && x.t_ns <= end + 1'000'000'000 && (!pause || p.duration > pause->duration)) pause = &p;
+    }
+    if (pause) {
+      const double len = std::chrono::duration<double>(pause->duration).count();
+      parts.push_back(link(pause->index, w + " paused for " + rt::seconds(len) + " holding token " + tok, "hl-pause"));
+      attrs += data_attr("pause-s", secs(len));
+    } else {
+      const FaultWindow* fault = nullptr;
+      for (const auto& f : m.a.figures.faults)
+        if (f.target == w && f.inject_t_ns <= x.t_ns) fault = &f;
+      if (fault) parts.push_back(link(fault->inject_index, w + " was cut off by " + fault->fault + " holding token " + tok, "hl-pause"));
+      else parts.push_back(html(w + " held token " + tok));
+    }
+    parts.push_back(link(*del, "the lock service expired its lease", "hl-expiry"));
+    // Who took the lock next: the first acquire.ok of another worker with a higher token after
+    // the holder's acquire.
+    for (std::size_t i = *del; i < h.size(); ++i)
+      if (h[i].kind == EventKind::kAcquireOk && h[i].source != w && h[i].token && *h[i].token > x.token) {
+        parts.push_back(link(i, h[i].source + " took token " + std::to_string(*h[i].token), "hl-successor"));
+        attrs += data_attr("successor", h[i].source) + data_attr("successor-token", *h[i].token);
+        break;
+      }
+    // The holder's first write with the old token after the expiry: bounced or accepted.
+    std::string outcome = "none";
+    for (std::size_t i = *del; i < h.size(); ++i) {
+      const Event& e = h[i];
+      if (e.source != w || e.token != x.token) continue;
+      if (e.kind == EventKind::kWriteFail) {
+        parts.push_back(link(i, w + "'s write with token " + tok + " bounced" +
+                                    (e.high_water ? " off high-water " + std::to_string(*e.high_water) : std::string()),
+                             "hl-rejected"));
+        outcome = "rejected";
+        break;
+      }
+      if (e.kind == EventKind::kWriteOk) {
+        auto it = m.stale_accepted.find(i);
+        parts.push_back(link(i, w + "'s write with token " + tok + " was ACCEPTED" +
+                                    (it != m.stale_accepted.end() ? " below high-water " + std::to_string(it->second) : std::string()),
+                             "hl-accepted"));
+        outcome = "accepted";
+        break;
+      }
+      if (e.kind == EventKind::kWriteInfo) {
+        parts.push_back(link(i, w + "'s write with token " + tok + ": outcome unknown", "hl-unknown"));
+        outcome = "unknown";
+        break;
+      }
+    }
+    attrs += data_attr("outcome", outcome);
+    s << "<li class=\"headline " << outcome << "\"" << attrs << ">";
+    for (std::size_t k = 0; k < parts.size(); ++k) s << (k ? " <span class=\"then\">\xE2\x86\x92</span> " : "") << parts[k];
+    s << "</li>\n";
+    ++lines;
+  }
+  if (lines == 0) return {};
+  return "<ul id=\"headline\">\n" + s.str() + "</ul>\n";
+}
+
 /// "What happened": the notable events, as sentences.
 std::string story(const Model& m) {
   const History& h = m.h;
@@ -1010,6 +1096,11 @@ h3 { font-size: 15px; margin: 14px 0 4px; }
 .summary div { border: 1px solid var(--line); border-radius: 6px; padding: 6px 12px; min-width: 130px; }
 .summary b { display: block; font-size: 18px; }
 .reasons li { color: var(--bad); }
+#headline { list-style: none; margin: 12px 0; padding: 10px 14px; background: #f6f8fa; border: 1px solid var(--line); border-left: 5px solid #34495e; border-radius: 4px; font-size: 16px; }
+#headline li { margin: 3px 0; } #headline a { color: var(--ink); } #headline .then { color: var(--muted); padding: 0 2px; }
+#headline a.hl-pause { color: #1f3a52; font-weight: bold; } #headline a.hl-expiry { color: var(--bad); }
+#headline a.hl-successor { font-weight: bold; } #headline a.hl-rejected { color: var(--ok); font-weight: bold; }
+#headline a.hl-accepted { color: var(--bad); font-weight: bold; } #headline a.hl-unknown { color: var(--warn); }
 ol.story { padding-left: 22px; margin: 6px 0; } ol.story li { margin: 2px 0; }
 ol.story .t { font-family: "DejaVu Sans Mono", monospace; font-size: 12px; color: var(--muted); }
 ol.story li.rejected, ol.story li.expiry { color: var(--bad); } ol.story li.stale { color: var(--warn); font-weight: bold; }
@@ -1111,6 +1202,7 @@ std::string render_report_html(const ReportData& d) {
     for (const auto& why : r.reasons) o << "<li>" << html(why) << "</li>";
     o << "</ul>\n";
   }
+  o << headline(m);
   o << "<div class=\"summary\">"
     << "<div>anomalies<b id=\"fig-anomalies\">" << (r.anomalies.empty() ? "none" : html([&] {
          std::string s;
@@ -1223,21 +1315,7 @@ std::string render_report_html(const ReportData& d) {
 }
 
 void write_report_html(const fs::path& path, const ReportData& data) {
-  const std::string page = render_report_html(data);
-  const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + tmp.string());
-    out << page;
-    out.flush();
-    if (!out) throw std::runtime_error("cannot write " + tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw std::runtime_error("cannot write " + path.string());
-  }
+  rt::write_file_atomically(path, render_report_html(data));
 }
 
 }  // namespace fencecheck::harness
