@@ -164,6 +164,12 @@ TEST_F(Browser, TheFencedRunShowsPauseExpiryTakeoverAndTheBouncedWrite) {
   ASSERT_EQ(head.size(), 1u);
   EXPECT_EQ(headline_facts(head[0]), "w1 token 2 paused 6.00 s; w2 took token 3; old token's write rejected");
   EXPECT_NE(dom.find("w1's write with token 2 bounced off high-water 3</a>"), std::string::npos);
+  // ... and in the picture: a cue line across the lanes at the expiry and at the bounce, labelled
+  // above the time axis (the labels are among those the page checked for overlaps).
+  std::vector<std::string> cues;
+  for (auto& t : marks(dom, "cue")) cues.push_back(t["class"] + " " + t["data-worker"] + " " + t["data-token"]);
+  EXPECT_EQ(cues, (std::vector<std::string>{"cue expiry w1 2", "cue rejected w1 2"}));
+  EXPECT_NE(dom.find(">w1's lease expired (token 2)</text>"), std::string::npos);
 
   // The story, in words, and the verdict: no anomaly, expectation met.
   EXPECT_NE(dom.find("w1 measured a pause of 6.00 s while holding token 2"), std::string::npos);

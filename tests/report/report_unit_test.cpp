@@ -484,6 +484,15 @@ TEST_F(ReportHtml, HeadlinesThePauseTheSuccessorAndTheBouncedWrite) {
   EXPECT_THAT(html, HasSubstr("href=\"#ev-25\">w1&#39;s write with token 2 bounced off high-water 3</a>"));
 }
 
+TEST_F(ReportHtml, CueLinesTieTheLanesAtTheExpiryAndTheBouncedWrite) {
+  const std::string html = page(a);
+  std::vector<std::string> cues;
+  for (auto& t : marks(html, "cue")) cues.push_back(t["class"] + " #" + t["data-event"] + " " + t["data-worker"] + " " + t["data-token"]);
+  EXPECT_THAT(cues, ::testing::ElementsAre("cue expiry #11 w1 2", "cue rejected #25 w1 2"));
+  EXPECT_THAT(html, HasSubstr(">w1&#39;s lease expired (token 2)</text></a>"));
+  EXPECT_THAT(html, HasSubstr(">w1&#39;s write with token 2 bounced off high-water 3</text></a>"));
+}
+
 TEST_F(ReportHtml, HeadlinesAStaleWriteTheResourceAccepted) {
   // The same story against an unfenced resource: w1's write with token 2 is accepted.
   History h;
@@ -514,6 +523,7 @@ TEST_F(ReportHtml, NoLeaseExpiredNoHeadline) {
   const std::string html = render_report_html(ReportData{&sc, h, s.rb, an, r});
   EXPECT_TRUE(headline_items(html).empty());
   EXPECT_THAT(html, Not(HasSubstr("id=\"headline\"")));
+  EXPECT_TRUE(marks(html, "cue").empty());
 }
 
 TEST_F(ReportHtml, LinksEveryAnomalyToItsEvidenceAndEveryAnchorResolves) {
