@@ -1,5 +1,6 @@
 #include "fencecheck/harness/report.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,6 +63,14 @@ std::int64_t run_start_ns(const History& h) {
   for (const Event& e : h)
     if (e.kind == EventKind::kRunStart) return e.t_ns;
   return h.empty() ? 0 : h[0].t_ns;
+}
+
+/// When the run started, as wall-clock time: scenario.json's modification time (the orchestrator
+/// writes it once, as the run starts; history.jsonl's clock is monotonic). Now when unreadable.
+std::time_t run_started_at(const fs::path& dir) {
+  struct stat st {};
+  if (::stat((dir / "scenario.json").c_str(), &st) != 0) return std::time(nullptr);
+  return st.st_mtime;
 }
 
 std::string hostname() {
@@ -206,7 +215,7 @@ void write_run_reports(const StoredRun& run, const Judgement& j, bool rewrite_ve
   const std::string suite = junit_suite_name(run.source);
   JUnitSuite s;
   s.name = suite;
-  s.timestamp = junit_timestamp(std::time(nullptr));
+  s.timestamp = junit_timestamp(run_started_at(run.dir));
   s.hostname = hostname();
   s.cases.push_back(junit_case(j.result, &j.analysis, run_start_ns(run.history), suite));
   try {
@@ -302,7 +311,6 @@ int report_command(const ReportCommandOptions& o, std::ostream& out, std::ostrea
   std::vector<ScenarioResult> results;
   std::vector<std::string> suites;
   JUnitSuite suite;
-  suite.timestamp = junit_timestamp(std::time(nullptr));
   suite.hostname = hostname();
   for (const auto& run : runs) {
     const Judgement j = judge_stored_run(run);
@@ -331,6 +339,9 @@ int report_command(const ReportCommandOptions& o, std::ostream& out, std::ostrea
   }
   if (!o.junit.empty()) {
     suite.name = common_suite_name(suites);
+    std::time_t first = std::time(nullptr);
+    for (const auto& run : runs) first = std::min(first, run_started_at(run.dir));
+    suite.timestamp = junit_timestamp(first);  // when the first of these runs started
     try {
       write_junit(o.junit, suite);
     } catch (const std::exception& e) {

@@ -739,7 +739,8 @@ struct ExpiryStory {
   std::size_t del = 0;                     ///< the lock.delete event
   const PauseObservation* pause = nullptr;  ///< the holder's own measured pause around the expiry
   const FaultWindow* fault = nullptr;       ///< else the fault on the holder that was active then
-  std::optional<std::size_t> successor;    ///< the next acquire.ok by another worker with a higher token
+  std::vector<std::size_t> successors;     ///< acquire.ok of other workers with higher tokens, from the
+                                           ///< expiry to the old token's next write (at most three)
   std::optional<std::size_t> outcome;      ///< the holder's first write result with the old token after it
   std::string outcome_kind = "none";       ///< "rejected", "accepted", "unknown" or "none"
 };
@@ -764,8 +765,6 @@ std::vector<ExpiryStory> expiry_stories(const Model& m) {
     }
     for (const auto& f : m.a.figures.faults)
       if (f.target == x.worker && f.inject_t_ns <= x.t_ns) st.fault = &f;
-    for (std::size_t i = st.del; i < h.size() && !st.successor; ++i)
-      if (h[i].kind == EventKind::kAcquireOk && h[i].source != x.worker && h[i].token && *h[i].token > x.token) st.successor = i;
     for (std::size_t i = st.del; i < h.size(); ++i) {
       const Event& e = h[i];
       if (e.source != x.worker || e.token != x.token) continue;
@@ -778,6 +777,11 @@ std::vector<ExpiryStory> expiry_stories(const Model& m) {
         st.outcome_kind = kind;
         break;
       }
+    }
+    // Who held the lock meanwhile (the first one even when it came after the old token's write).
+    for (std::size_t i = st.del; i < h.size() && st.successors.size() < 3; ++i) {
+      if (!st.successors.empty() && st.outcome && i > *st.outcome) break;
+      if (h[i].kind == EventKind::kAcquireOk && h[i].source != x.worker && h[i].token && *h[i].token > x.token) st.successors.push_back(i);
     }
     out.push_back(st);
   }
@@ -986,11 +990,14 @@ std::string headline(const Model& m, const std::vector<ExpiryStory>& stories) {
       parts.push_back(html(st.worker + " held token " + tok));
     }
     parts.push_back(link(st.del, "the lock service expired its lease", "hl-expiry"));
-    if (st.successor) {
-      const Event& e = h[*st.successor];
-      parts.push_back(link(*st.successor, e.source + " took token " + std::to_string(*e.token), "hl-successor"));
-      attrs += data_attr("successor", e.source) + data_attr("successor-token", *e.token);
+    std::string all;
+    for (std::size_t i : st.successors) {
+      const Event& e = h[i];
+      parts.push_back(link(i, e.source + " took token " + std::to_string(*e.token), "hl-successor"));
+      if (all.empty()) attrs += data_attr("successor", e.source) + data_attr("successor-token", *e.token);
+      all += (all.empty() ? "" : " ") + e.source + ":" + std::to_string(*e.token);
     }
+    if (!all.empty()) attrs += data_attr("successors", all);
     if (st.outcome) parts.push_back(link(*st.outcome, outcome_words(m, st), "hl-" + st.outcome_kind));
     attrs += data_attr("outcome", st.outcome_kind);
     s << "<li class=\"headline " << st.outcome_kind << "\"" << attrs << ">";
@@ -1358,11 +1365,13 @@ std::string render_report_html(const ReportData& d) {
   if (!d.readback.high_water.empty()) {
     o << "<h3>Read back from the resource (" << html(d.readback.resource) << ", fencing " << html(d.readback.fencing)
       << ")</h3><table><thead><tr><th>key</th><th>final high-water</th><th>chunks stored</th><th>accepted writes</th><th>rejections</th></tr></thead><tbody>";
-    for (const auto& [key, hw] : d.readback.high_water) {
-      const auto chunks = std::count_if(d.readback.chunks.begin(), d.readback.chunks.end(), [&](const auto& c) { return c.key == key; });
-      const auto log = std::count_if(d.readback.log.begin(), d.readback.log.end(), [&](const auto& c) { return c.key == key; });
-      const auto rej = std::count_if(d.readback.rejections.begin(), d.readback.rejections.end(), [&](const auto& c) { return c.key == key; });
-      o << "<tr><td>" << html(key) << "</td><td>" << hw << "</td><td>" << chunks << "</td><td>" << log << "</td><td>" << rej << "</td></tr>";
+    for (const auto& entry : d.readback.high_water) {
+      const std::string& key = entry.first;
+      auto rows_of_key = [&key](const auto& rows) {
+        return std::count_if(rows.begin(), rows.end(), [&key](const auto& row) { return row.key == key; });
+      };
+      o << "<tr><td>" << html(key) << "</td><td>" << entry.second << "</td><td>" << rows_of_key(d.readback.chunks) << "</td><td>"
+        << rows_of_key(d.readback.log) << "</td><td>" << rows_of_key(d.readback.rejections) << "</td></tr>";
     }
     o << "</tbody></table>\n";
   }

@@ -513,6 +513,29 @@ TEST_F(ReportHtml, HeadlinesAStaleWriteTheResourceAccepted) {
   EXPECT_THAT(html, HasSubstr("href=\"#ev-25\">w1&#39;s write with token 2 was ACCEPTED below high-water 3</a>"));
 }
 
+TEST_F(ReportHtml, HeadlinesEverySuccessorBeforeTheOldTokensWrite) {
+  // A second successor (w3, token 4) takes the lock after w2 and before w1 resumes.
+  History h;
+  for (std::size_t i = 0; i < s.h.size(); ++i) {
+    h.add(s.h[i]);
+    if (i == 20) {
+      Event w3 = Story::lock_event("fencecheck/test/k3", 4, 6);
+      w3.t_ns = s.h[i].t_ns + kMs;
+      w3.source = "w3";
+      w3.kind = EventKind::kAcquireOk;
+      h.add(std::move(w3));
+    }
+  }
+  const Analysis an = analyze(h, s.rb);
+  const ScenarioResult r = result_for(an, true);
+  const std::string html = render_report_html(ReportData{&sc, h, s.rb, an, r});
+  auto lines = headline_items(html);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["data-successors"], "w2:3 w3:4");
+  EXPECT_THAT(html, HasSubstr(">w2 took token 3</a> <span class=\"then\">\xE2\x86\x92</span> <a class=\"hl-successor\" href=\"#ev-21\">w3 "
+                              "took token 4</a>"));
+}
+
 TEST_F(ReportHtml, NoLeaseExpiredNoHeadline) {
   History h;
   for (std::size_t i = 0; i < s.h.size(); ++i)
@@ -693,6 +716,9 @@ TEST(StoredRun, EveryMissingOrBadFileIsNamed) {
 TEST(ReportCommand, RewritesTheReportsAndReturnsTheScenariosExitCode) {
   const fs::path d = copy_fixture("sigstop-past-lease-unfenced", "command");
   fs::remove(d / "verdict.json");
+  // The run started when its plan was written: junit.xml keeps that time, not the time of `report`.
+  fs::last_write_time(d / "scenario.json",
+                      fs::file_time_type::clock::from_sys(std::chrono::sys_seconds{std::chrono::seconds{1764504000}}));
   const fs::path suite = d.parent_path() / "out" / "suite.xml";
   std::ostringstream out, err;
   ReportCommandOptions o;
@@ -708,10 +734,12 @@ TEST(ReportCommand, RewritesTheReportsAndReturnsTheScenariosExitCode) {
   pugi::xml_document doc;
   ASSERT_TRUE(doc.load_file((d / "junit.xml").c_str()));
   EXPECT_STREQ(doc.child("testsuites").child("testsuite").attribute("name").value(), "smoke");
+  EXPECT_STREQ(doc.child("testsuites").child("testsuite").attribute("timestamp").value(), "2025-11-30T12:00:00");
   EXPECT_STREQ(doc.child("testsuites").child("testsuite").child("testcase").attribute("name").value(),
                "sigstop-past-lease-unfenced");
   ASSERT_TRUE(doc.load_file(suite.c_str()));
   EXPECT_STREQ(doc.child("testsuites").attribute("tests").value(), "1");
+  EXPECT_STREQ(doc.child("testsuites").child("testsuite").attribute("timestamp").value(), "2025-11-30T12:00:00");
   EXPECT_THAT(slurp(d / "report.html"), HasSubstr("<meta name=\"generator\" content=\"fencecheck report\">"));
 
   // JSON: the same fields as `run --json`.
