@@ -351,6 +351,12 @@ class ReportHtml : public ::testing::Test {
     const ScenarioResult r = result_for(analysis, met);
     return render_report_html(ReportData{&sc, s.h, s.rb, analysis, r, "unit test"});
   }
+  /// The page of another history (judged with the story's read-back).
+  std::string page_of(const History& h, bool met) {
+    const Analysis an = analyze(h, s.rb);
+    const ScenarioResult r = result_for(an, met);
+    return render_report_html(ReportData{&sc, h, s.rb, an, r, "unit test"});
+  }
 };
 
 TEST_F(ReportHtml, TheStoryIsValidAsBuilt) {
@@ -504,9 +510,7 @@ TEST_F(ReportHtml, HeadlinesAStaleWriteTheResourceAccepted) {
     }
     h.add(std::move(e));
   }
-  const Analysis an = analyze(h, s.rb);
-  const ScenarioResult r = result_for(an, false);
-  const std::string html = render_report_html(ReportData{&sc, h, s.rb, an, r});
+  const std::string html = page_of(h, false);
   auto lines = headline_items(html);
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(headline_facts(lines[0]), "w1 token 2 paused 6.00 s; w2 took token 3; old token's write accepted");
@@ -526,9 +530,7 @@ TEST_F(ReportHtml, HeadlinesEverySuccessorBeforeTheOldTokensWrite) {
       h.add(std::move(w3));
     }
   }
-  const Analysis an = analyze(h, s.rb);
-  const ScenarioResult r = result_for(an, true);
-  const std::string html = render_report_html(ReportData{&sc, h, s.rb, an, r});
+  const std::string html = page_of(h, true);
   auto lines = headline_items(html);
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0]["data-successors"], "w2:3 w3:4");
