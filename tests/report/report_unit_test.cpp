@@ -964,6 +964,22 @@ TEST(Progress, DrawsScenarioPhaseFaultsAndRejectionsThenAPermanentLine) {
   EXPECT_EQ(p.drain(), "");  // nothing left to erase
 }
 
+TEST(Progress, TellsALeaseExpiryFromARelease) {
+  Pipe p;
+  const Scenario sc = smoke_scenario();
+  ProgressObserver progress(p.options());
+  progress.set_position(1, 1);
+  progress.on_start(sc, "runs/x");
+  Story s;
+  progress.on_event(sc, s.h[4]);   // w1 acquired token 2
+  progress.on_event(sc, s.h[11]);  // the lock service deletes w1's key: nobody released it
+  EXPECT_THAT(progress.status_line(), HasSubstr("| the lock service deleted w1's key (token 2)"));
+  progress.on_event(sc, s.h[12]);  // w2 acquired token 3
+  progress.on_event(sc, s.h[18]);  // w2 releases ...
+  progress.on_event(sc, s.h[19]);  // ... and the delete is that release
+  EXPECT_THAT(progress.status_line(), HasSubstr("| w2 released token 3"));
+}
+
 TEST(Progress, ADisabledObserverWritesNothing) {
   Pipe p;
   const Scenario sc = smoke_scenario();
