@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -64,10 +65,6 @@ std::vector<Scenario> load_all(const std::vector<std::string>& paths) {
     for (auto& s : suite) all.push_back(std::move(s));
   }
   return all;
-}
-
-void print_table(const std::vector<ScenarioResult>& results) {
-  std::fputs(format_results_table(results).c_str(), stdout);  // report.h: the table's one definition
 }
 
 int cmd_cleanup(const std::string& run_dir, const std::string& run_root, bool force) {
@@ -204,11 +201,16 @@ int main(int argc, char** argv) {
   }
 
   // Reports: report.html and junit.xml in every run directory; live progress on a terminal.
+  // --junit: refuse a path no file can be written to before anything runs (a real probe file:
+  // access(2) says yes to root for places such as /proc that take no new file).
   if (!junit_path.empty()) {
     std::error_code ec;
     const fs::path parent = fs::absolute(junit_path).parent_path();
     fs::create_directories(parent, ec);
-    if (fs::is_directory(fs::path(junit_path)) || ::access(parent.c_str(), W_OK) != 0) {
+    const fs::path probe = parent / (".fencecheck-junit-probe-" + std::to_string(::getpid()));
+    const bool writable = !fs::is_directory(fs::path(junit_path)) && std::ofstream(probe).good();
+    fs::remove(probe, ec);
+    if (!writable) {
       std::cerr << "fencecheck: --junit " << junit_path << ": cannot write a file there\n";
       return kExitBadInput;
     }
@@ -235,11 +237,13 @@ int main(int argc, char** argv) {
     progress->scenario_done(results.back());
   }
   progress.reset();  // the status line is gone before the table
+  bool junit_failed = false;  // CI reads this file: not writing it is the harness failing (exit 4)
   if (!junit_path.empty()) {
     try {
       write_junit(junit_path, reporter.suite());
     } catch (const std::exception& err) {
-      std::cerr << "fencecheck: " << err.what() << "\n";
+      std::cerr << "fencecheck: --junit: " << err.what() << "\n";
+      junit_failed = true;
     }
   }
   if (keep > 0) {
@@ -251,13 +255,7 @@ int main(int argc, char** argv) {
                    pruned.removed.size() == 1 ? "y" : "ies", run_root);
     for (const auto& e : pruned.errors) spdlog::warn("--keep {}: {}", keep, e);
   }
-  if (json_out) {
-    nlohmann::json j = nlohmann::json::array();
-    for (const auto& r : results) j.push_back(r.to_json());
-    std::cout << j.dump(2) << "\n";
-  } else {
-    print_table(results);
-  }
+  std::cout << (json_out ? format_results_json(results) : format_results_table(results)) << std::flush;
   if (metrics) {  // a failed push is reported, never a verdict: the exit code stays the scenarios'
     for (const auto& p : metrics->pushes())
       if (!p.ok) (json_out ? std::cerr : std::cout) << "metrics push FAILED for " << p.scenario << " (" << p.url << "): " << p.error << "\n";
@@ -267,5 +265,5 @@ int main(int argc, char** argv) {
                 << " of " << metrics->pushes().size() << " scenario(s)\n";
   }
   if (g_interrupted) return 130;
-  return suite_exit_code(results);
+  return junit_failed ? static_cast<int>(kExitInternal) : suite_exit_code(results);
 }

@@ -1,6 +1,5 @@
 #include "fencecheck/harness/junit.h"
 
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
@@ -167,7 +166,7 @@ std::string render_junit(const JUnitSuite& suite) {
   auto ts = root.append_child("testsuite");
   set(ts, "name", suite.name.empty() ? "fencecheck" : suite.name);
   counts(ts);
-  if (!suite.timestamp.empty()) set(ts, "timestamp", suite.timestamp);
+  set(ts, "timestamp", suite.timestamp.empty() ? junit_timestamp(std::time(nullptr)) : suite.timestamp);  // required by the schema
   if (!suite.hostname.empty()) set(ts, "hostname", suite.hostname);
 
   for (const auto& c : suite.cases) {
@@ -202,19 +201,7 @@ void write_junit(const fs::path& path, const JUnitSuite& suite) {
   const std::string text = render_junit(suite);
   std::error_code ec;
   if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
-  const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + tmp.string());
-    out << text;
-    out.flush();
-    if (!out) throw std::runtime_error("cannot write " + tmp.string());
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp);
-    throw std::runtime_error("cannot write " + path.string() + ": " + ec.message());
-  }
+  rt::write_file_atomically(path, text);
 }
 
 }  // namespace fencecheck::harness

@@ -87,24 +87,6 @@ struct ActiveFault {
   Clock::time_point heal_at;
 };
 
-void fill_summary(ScenarioResult& r, const Analysis& a) {
-  r.verdict = std::string(verdict_name(a.verdict));
-  std::set<std::string> names;
-  for (const auto& c : a.checkers)
-    for (const auto& an : c.anomalies) names.insert(an.name);
-  r.anomalies.assign(names.begin(), names.end());
-  r.rejected_writes = a.figures.rejected_writes_total();
-  r.expiries_during_work = static_cast<std::int64_t>(a.figures.expiries_during_work.size());
-  for (const auto& [w, p] : a.figures.longest_pause)
-    r.longest_pause_s = std::max(r.longest_pause_s, std::chrono::duration<double>(p.duration).count());
-}
-
-std::string expectation_text(const Expectation& e) {
-  if (e.outcome == Outcome::kSafe) return "safe";
-  std::string s = "anomaly:";
-  for (const auto& a : e.anomalies) s += " " + a;
-  return s;
-}
 
 /// The run: one per scenario, owned by run_scenario's stack frame.
 class Run {
@@ -527,7 +509,7 @@ ScenarioResult Run::execute() {
   services.stop();
 
   notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "checking"); });
-  Analysis analysis = analyze(history_, rb);
+  Analysis analysis = analyze(history_, rb, CheckContext::of(sc_));  // as `fencecheck report` judges it again
   ExpectationResult er = evaluate(sc_.expect(), analysis, sc_);
   if (timed_out_) er.reasons.insert(er.reasons.begin(), "the run hit its timeout of " + format_duration(sc_.timeout()));
   if (interrupted_) er.reasons.insert(er.reasons.begin(), "the run was interrupted");
@@ -537,7 +519,7 @@ ScenarioResult Run::execute() {
   er.met = met;  // verdict.json's expectation says the same as the table and the exit code
   r.duration_s = std::chrono::duration<double>(Clock::now() - wall_start).count();
   dir_.write_json("verdict.json", verdict_to_json(analysis, er, history_));
-  fill_summary(r, analysis);
+  summarize_analysis(r, analysis);
   r.met = met;
   r.reasons = er.reasons;
   r.exit_code = met ? kExitMet : kExitNotMet;
@@ -556,6 +538,26 @@ ScenarioResult Run::execute() {
 }
 
 }  // namespace
+
+void summarize_analysis(ScenarioResult& r, const Analysis& a) {
+  r.verdict = std::string(verdict_name(a.verdict));
+  std::set<std::string> names;
+  for (const auto& c : a.checkers)
+    for (const auto& an : c.anomalies) names.insert(an.name);
+  r.anomalies.assign(names.begin(), names.end());
+  r.rejected_writes = a.figures.rejected_writes_total();
+  r.expiries_during_work = static_cast<std::int64_t>(a.figures.expiries_during_work.size());
+  r.longest_pause_s = 0;
+  for (const auto& [w, p] : a.figures.longest_pause)
+    r.longest_pause_s = std::max(r.longest_pause_s, std::chrono::duration<double>(p.duration).count());
+}
+
+std::string expectation_text(const Expectation& e) {
+  if (e.outcome == Outcome::kSafe) return "safe";
+  std::string s = "anomaly:";
+  for (const auto& a : e.anomalies) s += " " + a;
+  return s;
+}
 
 nlohmann::json ScenarioResult::to_json() const {
   return {{"scenario", scenario},         {"run_dir", run_dir.string()}, {"expectation", expectation},

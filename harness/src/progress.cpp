@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <map>
 #include <mutex>
+#include <set>
 
 #include <spdlog/sinks/sink.h>
 
@@ -45,6 +47,8 @@ struct ProgressObserver::State {
   std::int64_t rejected = 0;
   std::vector<std::string> active_faults;  // "sigstop w1"
   std::string latest;                     // the latest notable event
+  std::map<std::int64_t, std::string> holder;  // token -> the worker that acquired it
+  std::set<std::int64_t> releasing;            // tokens whose holder sent release.invoke
 
   void write_raw(const std::string& s) const {
     const char* p = s.data();
@@ -166,6 +170,8 @@ void ProgressObserver::on_start(const Scenario& scenario, const std::filesystem:
   s.rejected = 0;
   s.active_faults.clear();
   s.latest.clear();
+  s.holder.clear();
+  s.releasing.clear();
   s.draw_locked();
 }
 
@@ -180,7 +186,13 @@ void ProgressObserver::on_event(const Scenario& /*scenario*/, const Event& e) {
   auto& s = *state_;
   const std::string tok = e.token ? std::to_string(*e.token) : "?";
   switch (e.kind) {
-    case EventKind::kAcquireOk: s.latest = e.source + " acquired token " + tok; break;
+    case EventKind::kAcquireOk:
+      if (e.token) s.holder[*e.token] = e.source;
+      s.latest = e.source + " acquired token " + tok;
+      break;
+    case EventKind::kReleaseInvoke:
+      if (e.token) s.releasing.insert(*e.token);
+      return;
     case EventKind::kWriteFail:
       ++s.rejected;
       s.latest = e.source + "'s write with token " + tok + " rejected";
@@ -198,7 +210,14 @@ void ProgressObserver::on_event(const Scenario& /*scenario*/, const Event& e) {
       s.latest = e.fault + " " + e.target + " healed";
       break;
     }
-    case EventKind::kLockDelete: s.latest = "lock key token " + tok + " deleted"; break;
+    case EventKind::kLockDelete: {
+      // A delete nobody asked for is the lock service expiring a lease: say whose.
+      const auto who = e.token ? s.holder.find(*e.token) : s.holder.end();
+      const std::string name = who == s.holder.end() ? std::string("a holder") : who->second;
+      s.latest = e.token && s.releasing.count(*e.token) ? name + " released token " + tok
+                                                        : "the lock service deleted " + name + "'s key (token " + tok + ")";
+      break;
+    }
     case EventKind::kLeaseLost: s.latest = e.source + " lost its lease"; break;
     case EventKind::kJobDone: s.latest = e.source + " finished its job"; break;
     default: return;  // nothing worth a redraw

@@ -1,5 +1,6 @@
 #include "fencecheck/harness/report.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,46 +59,24 @@ nlohmann::json loader_form(const nlohmann::json& j) {
   return j;
 }
 
-void write_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw RunFileError(path, "cannot be written");
-    out << text;
-    out.flush();
-    if (!out) throw RunFileError(path, "cannot be written");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw RunFileError(path, "cannot be written: " + ec.message());
-  }
-}
-
 std::int64_t run_start_ns(const History& h) {
   for (const Event& e : h)
     if (e.kind == EventKind::kRunStart) return e.t_ns;
   return h.empty() ? 0 : h[0].t_ns;
 }
 
+/// When the run started, as wall-clock time: scenario.json's modification time (the orchestrator
+/// writes it once, as the run starts; history.jsonl's clock is monotonic). Now when unreadable.
+std::time_t run_started_at(const fs::path& dir) {
+  struct stat st {};
+  if (::stat((dir / "scenario.json").c_str(), &st) != 0) return std::time(nullptr);
+  return st.st_mtime;
+}
+
 std::string hostname() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof buf - 1) != 0) return {};
   return buf;
-}
-
-void fill_figures(ScenarioResult& r, const Analysis& a) {
-  r.verdict = std::string(verdict_name(a.verdict));
-  std::set<std::string> names;
-  for (const auto& c : a.checkers)
-    for (const auto& an : c.anomalies) names.insert(an.name);
-  r.anomalies.assign(names.begin(), names.end());
-  r.rejected_writes = a.figures.rejected_writes_total();
-  r.expiries_during_work = static_cast<std::int64_t>(a.figures.expiries_during_work.size());
-  r.longest_pause_s = 0;
-  for (const auto& [w, p] : a.figures.longest_pause)
-    r.longest_pause_s = std::max(r.longest_pause_s, std::chrono::duration<double>(p.duration).count());
 }
 
 std::string common_suite_name(const std::vector<std::string>& names) {
@@ -148,13 +127,6 @@ StoredRun load_run_directory(const fs::path& dir) {
   return run;
 }
 
-std::string expectation_text(const Expectation& e) {
-  if (e.outcome == Outcome::kSafe) return "safe";
-  std::string s = "anomaly:";
-  for (const auto& a : e.anomalies) s += " " + a;
-  return s;
-}
-
 Judgement judge_stored_run(const StoredRun& run) {
   const Scenario& sc = *run.scenario;
   Judgement j;
@@ -183,7 +155,7 @@ Judgement judge_stored_run(const StoredRun& run) {
   r.scenario = sc.name();
   r.run_dir = run.dir;
   r.expectation = expectation_text(sc.expect());
-  fill_figures(r, j.analysis);
+  summarize_analysis(r, j.analysis);
   r.met = j.expectation.met;
   r.reasons = j.expectation.reasons;
   r.exit_code = r.met ? kExitMet : kExitNotMet;
@@ -234,12 +206,16 @@ std::string format_results_json(const std::vector<ScenarioResult>& results) {
 
 void write_run_reports(const StoredRun& run, const Judgement& j, bool rewrite_verdict, const std::string& generator) {
   if (rewrite_verdict)
-    write_atomically(run.dir / "verdict.json",
-                     verdict_to_json(j.analysis, j.expectation, run.history).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    try {
+      rt::write_file_atomically(run.dir / "verdict.json",
+                                verdict_to_json(j.analysis, j.expectation, run.history).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    } catch (const std::exception& e) {
+      throw RunFileError(run.dir / "verdict.json", e.what());
+    }
   const std::string suite = junit_suite_name(run.source);
   JUnitSuite s;
   s.name = suite;
-  s.timestamp = junit_timestamp(std::time(nullptr));
+  s.timestamp = junit_timestamp(run_started_at(run.dir));
   s.hostname = hostname();
   s.cases.push_back(junit_case(j.result, &j.analysis, run_start_ns(run.history), suite));
   try {
@@ -335,7 +311,6 @@ int report_command(const ReportCommandOptions& o, std::ostream& out, std::ostrea
   std::vector<ScenarioResult> results;
   std::vector<std::string> suites;
   JUnitSuite suite;
-  suite.timestamp = junit_timestamp(std::time(nullptr));
   suite.hostname = hostname();
   for (const auto& run : runs) {
     const Judgement j = judge_stored_run(run);
@@ -364,6 +339,9 @@ int report_command(const ReportCommandOptions& o, std::ostream& out, std::ostrea
   }
   if (!o.junit.empty()) {
     suite.name = common_suite_name(suites);
+    std::time_t first = std::time(nullptr);
+    for (const auto& run : runs) first = std::min(first, run_started_at(run.dir));
+    suite.timestamp = junit_timestamp(first);  // when the first of these runs started
     try {
       write_junit(o.junit, suite);
     } catch (const std::exception& e) {

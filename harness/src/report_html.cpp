@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -732,6 +731,77 @@ void high_water_lane(Model& m, const std::string& key, const ReadBack& rb, Lane&
   }
 }
 
+/// One lease the lock service expired while its holder was still working, and what followed:
+/// the story the page must make visible without reading a log.
+struct ExpiryStory {
+  std::string worker;                      ///< the holder whose lease expired
+  std::int64_t token = 0;                  ///< its fencing token
+  std::size_t del = 0;                     ///< the lock.delete event
+  const PauseObservation* pause = nullptr;  ///< the holder's own measured pause around the expiry
+  const FaultWindow* fault = nullptr;       ///< else the fault on the holder that was active then
+  std::vector<std::size_t> successors;     ///< acquire.ok of other workers with higher tokens, from the
+                                           ///< expiry to the old token's next write (at most three)
+  std::optional<std::size_t> outcome;      ///< the holder's first write result with the old token after it
+  std::string outcome_kind = "none";       ///< "rejected", "accepted", "unknown" or "none"
+};
+
+/// Every expiry during work (at most five), in history order. Pure.
+std::vector<ExpiryStory> expiry_stories(const Model& m) {
+  const History& h = m.h;
+  std::vector<ExpiryStory> out;
+  for (const auto& x : m.a.figures.expiries_during_work) {
+    if (out.size() >= 5) break;
+    ExpiryStory st;
+    st.worker = x.worker;
+    st.token = x.token;
+    bool have_delete = false;
+    for (std::size_t i : x.evidence)
+      if (i < h.size() && h[i].kind == EventKind::kLockDelete) st.del = i, have_delete = true;
+    if (!have_delete) continue;
+    for (const auto& p : m.a.figures.pauses) {
+      if (p.worker != x.worker || p.index >= h.size()) continue;
+      const std::int64_t end = pause_end(h[p.index]), begin = end - p.duration.count();
+      if (begin <= x.t_ns && x.t_ns <= end + 1'000'000'000 && (!st.pause || p.duration > st.pause->duration)) st.pause = &p;
+    }
+    for (const auto& f : m.a.figures.faults)
+      if (f.target == x.worker && f.inject_t_ns <= x.t_ns) st.fault = &f;
+    for (std::size_t i = st.del; i < h.size(); ++i) {
+      const Event& e = h[i];
+      if (e.source != x.worker || e.token != x.token) continue;
+      const char* kind = e.kind == EventKind::kWriteFail ? "rejected"
+                         : e.kind == EventKind::kWriteOk ? "accepted"
+                         : e.kind == EventKind::kWriteInfo ? "unknown"
+                                                           : nullptr;
+      if (kind != nullptr) {
+        st.outcome = i;
+        st.outcome_kind = kind;
+        break;
+      }
+    }
+    // Who held the lock meanwhile (the first one even when it came after the old token's write).
+    for (std::size_t i = st.del; i < h.size() && st.successors.size() < 3; ++i) {
+      if (!st.successors.empty() && st.outcome && i > *st.outcome) break;
+      if (h[i].kind == EventKind::kAcquireOk && h[i].source != x.worker && h[i].token && *h[i].token > x.token) st.successors.push_back(i);
+    }
+    out.push_back(st);
+  }
+  return out;
+}
+
+/// The old token's write in a few words: "w1's write with token 2 bounced off high-water 3".
+std::string outcome_words(const Model& m, const ExpiryStory& st) {
+  if (!st.outcome) return {};
+  const Event& e = m.h[*st.outcome];
+  const std::string head = st.worker + "'s write with token " + std::to_string(st.token);
+  if (st.outcome_kind == "rejected")
+    return head + " bounced" + (e.high_water ? " off high-water " + std::to_string(*e.high_water) : std::string());
+  if (st.outcome_kind == "accepted") {
+    auto it = m.stale_accepted.find(*st.outcome);
+    return head + " was ACCEPTED" + (it != m.stale_accepted.end() ? " below high-water " + std::to_string(it->second) : std::string());
+  }
+  return head + ": outcome unknown";
+}
+
 /// Time-axis tick step: 1, 2 or 5 x 10^k seconds, at most ~12 ticks.
 double tick_step(double span_s) {
   const double raw = span_s / 12.0;
@@ -741,7 +811,7 @@ double tick_step(double span_s) {
   return 10 * p;
 }
 
-std::string timeline_svg(Model& m, const ReportData& d) {
+std::string timeline_svg(Model& m, const ReportData& d, const std::vector<ExpiryStory>& stories) {
   std::vector<Lane> lanes(1);
   fault_lane(m, lanes.back());
   lanes.emplace_back();
@@ -760,8 +830,31 @@ std::string timeline_svg(Model& m, const ReportData& d) {
     high_water_lane(m, k, d.readback, lanes.back());
   }
 
-  constexpr double kAxisH = 30, kGap = 6;
-  double y = kAxisH;
+  // Cues: a dashed line across every lane at each expiry during work and at the old token's next
+  // write, labelled in a band above the time axis, so the lanes read as one story.
+  struct Cue {
+    std::size_t event;
+    std::string cls, label, worker;
+    std::int64_t token;
+    double x, label_x;
+    Align align;
+    int row;
+  };
+  std::vector<Cue> cues;
+  LabelRows cue_rows;
+  auto add_cue = [&](std::size_t i, const std::string& cls, const std::string& label, const ExpiryStory& st) {
+    Cue c{i, cls, label, st.worker, st.token, m.ts.x(m.h[i].t_ns), m.ts.x(m.h[i].t_ns), Align::kStart, -1};
+    if (auto row = cue_rows.place(c.label_x, c.align, text_width(label))) c.row = *row;
+    cues.push_back(c);
+  };
+  for (const auto& st : stories) {
+    add_cue(st.del, "expiry", st.worker + "'s lease expired (token " + std::to_string(st.token) + ")", st);
+    if (st.outcome) add_cue(*st.outcome, st.outcome_kind, outcome_words(m, st), st);
+  }
+  constexpr double kGap = 6;
+  const double cue_h = cue_rows.rows() > 0 ? cue_rows.rows() * kRowHeight + 4 : 0;
+  const double axis_h = 30 + cue_h;
+  double y = axis_h;
   std::vector<double> tops;
   for (const auto& l : lanes) {
     tops.push_back(y);
@@ -808,12 +901,12 @@ std::string timeline_svg(Model& m, const ReportData& d) {
   for (int k = 0; k * step <= span + 1e-9 && k < 200; ++k) {
     const double t = k * step;
     const double x = kPlotX0 + t / span * (kPlotX1 - kPlotX0);
-    s << "<line class=\"vgrid\" x1=\"" << num(x) << "\" y1=\"" << num(kAxisH - 6) << "\" x2=\"" << num(x) << "\" y2=\""
+    s << "<line class=\"vgrid\" x1=\"" << num(x) << "\" y1=\"" << num(axis_h - 6) << "\" x2=\"" << num(x) << "\" y2=\""
       << num(lanes_bottom) << "\"/>";
-    s << "<text class=\"tick\" x=\"" << num(x) << "\" y=\"" << num(kAxisH - 10) << "\" text-anchor=\"middle\">"
+    s << "<text class=\"tick\" x=\"" << num(x) << "\" y=\"" << num(axis_h - 10) << "\" text-anchor=\"middle\">"
       << (step < 1 ? rt::format("%.1f", t) : rt::format("%.0f", t)) << " s</text>";
   }
-  s << "<text class=\"axis-title\" x=\"8\" y=\"" << num(kAxisH - 10) << "\">since run start</text></g>\n";
+  s << "<text class=\"axis-title\" x=\"8\" y=\"" << num(axis_h - 10) << "\">since run start</text></g>\n";
 
   for (std::size_t i = 0; i < lanes.size(); ++i) {
     const Lane& l = lanes[i];
@@ -827,6 +920,18 @@ std::string timeline_svg(Model& m, const ReportData& d) {
     if (l.hidden_labels > 0)
       s << "<text class=\"hidden-note\" x=\"" << num(kPlotX1) << "\" y=\"" << num(l.height() - 4) << "\" text-anchor=\"end\">"
         << l.hidden_labels << " more labels: hover the marks</text>\n";
+    s << "</g>\n";
+  }
+
+  for (const auto& c : cues) {
+    s << "<g class=\"cue " << c.cls << "\" data-event=\"" << c.event << "\"" << data_attr("worker", c.worker)
+      << data_attr("token", c.token) << ">";
+    s << "<line class=\"cue-line\" x1=\"" << num(c.x) << "\" y1=\"" << num(c.row >= 0 ? c.row * kRowHeight + 14 : axis_h - 6)
+      << "\" x2=\"" << num(c.x) << "\" y2=\"" << num(lanes_bottom) << "\"/>";
+    if (c.row >= 0)
+      s << "<a href=\"#ev-" << c.event << "\"><text class=\"label cue-label\" x=\"" << num(c.align == Align::kStart ? c.x + 3 : c.label_x)
+        << "\" y=\"" << num(c.row * kRowHeight + 12) << "\" text-anchor=\"" << anchor_name(c.align) << "\">" << html(c.label)
+        << "</text></a>";
     s << "</g>\n";
   }
 
@@ -858,6 +963,49 @@ std::string ev_link(const Model& m, std::size_t i) {
   std::string text = "#" + std::to_string(i);
   if (i < m.h.size()) text += " " + event_summary(m.h[i]);
   return "<a class=\"evidence-link\" href=\"#ev-" + std::to_string(i) + "\">" + html(text) + "</a>";
+}
+
+/// "In short": one line per ExpiryStory: how the holder was gone (its measured pause, or the
+/// fault on it), the expiry, who took the lock next with which token, and what became of the
+/// holder's next write with its old token. The sentence the issue wants visible without reading
+/// a log: "w1 paused for 6.00 s holding token 2 -> the lock service expired its lease -> w2 took
+/// token 3 -> w1's write with token 2 bounced off high-water 3". Each part links to its event.
+std::string headline(const Model& m, const std::vector<ExpiryStory>& stories) {
+  const History& h = m.h;
+  std::ostringstream s;
+  for (const auto& st : stories) {
+    const std::string tok = std::to_string(st.token);
+    auto link = [&](std::size_t i, const std::string& text, const std::string& cls) {
+      return "<a class=\"" + cls + "\" href=\"#ev-" + std::to_string(i) + "\">" + html(text) + "</a>";
+    };
+    std::string attrs = data_attr("worker", st.worker) + data_attr("token", st.token);
+    std::vector<std::string> parts;
+    if (st.pause) {
+      const double len = std::chrono::duration<double>(st.pause->duration).count();
+      parts.push_back(link(st.pause->index, st.worker + " paused for " + rt::seconds(len) + " holding token " + tok, "hl-pause"));
+      attrs += data_attr("pause-s", secs(len));
+    } else if (st.fault) {
+      parts.push_back(link(st.fault->inject_index, st.worker + " was cut off by " + st.fault->fault + " holding token " + tok, "hl-pause"));
+    } else {
+      parts.push_back(html(st.worker + " held token " + tok));
+    }
+    parts.push_back(link(st.del, "the lock service expired its lease", "hl-expiry"));
+    std::string all;
+    for (std::size_t i : st.successors) {
+      const Event& e = h[i];
+      parts.push_back(link(i, e.source + " took token " + std::to_string(*e.token), "hl-successor"));
+      if (all.empty()) attrs += data_attr("successor", e.source) + data_attr("successor-token", *e.token);
+      all += (all.empty() ? "" : " ") + e.source + ":" + std::to_string(*e.token);
+    }
+    if (!all.empty()) attrs += data_attr("successors", all);
+    if (st.outcome) parts.push_back(link(*st.outcome, outcome_words(m, st), "hl-" + st.outcome_kind));
+    attrs += data_attr("outcome", st.outcome_kind);
+    s << "<li class=\"headline " << st.outcome_kind << "\"" << attrs << ">";
+    for (std::size_t k = 0; k < parts.size(); ++k) s << (k ? " <span class=\"then\">\xE2\x86\x92</span> " : "") << parts[k];
+    s << "</li>\n";
+  }
+  if (stories.empty()) return {};
+  return "<ul id=\"headline\">\n" + s.str() + "</ul>\n";
 }
 
 /// "What happened": the notable events, as sentences.
@@ -1010,6 +1158,11 @@ h3 { font-size: 15px; margin: 14px 0 4px; }
 .summary div { border: 1px solid var(--line); border-radius: 6px; padding: 6px 12px; min-width: 130px; }
 .summary b { display: block; font-size: 18px; }
 .reasons li { color: var(--bad); }
+#headline { list-style: none; margin: 12px 0; padding: 10px 14px; background: #f6f8fa; border: 1px solid var(--line); border-left: 5px solid #34495e; border-radius: 4px; font-size: 16px; }
+#headline li { margin: 3px 0; } #headline a { color: var(--ink); } #headline .then { color: var(--muted); padding: 0 2px; }
+#headline a.hl-pause { color: #1f3a52; font-weight: bold; } #headline a.hl-expiry { color: var(--bad); }
+#headline a.hl-successor { font-weight: bold; } #headline a.hl-rejected { color: var(--ok); font-weight: bold; }
+#headline a.hl-accepted { color: var(--bad); font-weight: bold; } #headline a.hl-unknown { color: var(--warn); }
 ol.story { padding-left: 22px; margin: 6px 0; } ol.story li { margin: 2px 0; }
 ol.story .t { font-family: "DejaVu Sans Mono", monospace; font-size: 12px; color: var(--muted); }
 ol.story li.rejected, ol.story li.expiry { color: var(--bad); } ol.story li.stale { color: var(--warn); font-weight: bold; }
@@ -1035,6 +1188,11 @@ svg g.delete.release path.delete-x { stroke: #8c959f; }
 svg path.grant { fill: #2e7d32; } svg circle.lease-lost { fill: #c62828; } svg circle.acquire-fail { fill: #616161; }
 svg path.flag { stroke: #2e7d32; stroke-width: 1.5; fill: #a5d6a7; } svg line.exit { stroke: #1f2328; stroke-width: 2; }
 svg line.leader { stroke: #afb8c1; stroke-width: .8; }
+svg line.cue-line { stroke: #c62828; stroke-width: 1.2; stroke-dasharray: 5 4; opacity: .75; pointer-events: none; }
+svg g.cue.expiry line.cue-line { stroke: #8e1c1c; } svg g.cue.rejected line.cue-line { stroke: #1a7f37; }
+svg g.cue.accepted line.cue-line { stroke: #b26a00; }
+svg text.cue-label { font-weight: bold; font-size: 11px; } svg g.cue.expiry text.cue-label { fill: #8e1c1c; }
+svg g.cue.rejected text.cue-label { fill: #1a7f37; } svg g.cue.accepted text.cue-label { fill: #9a5b00; }
 svg text.label { fill: var(--ink); font-size: 11px; } svg text.rejected-label { fill: #b71c1c; font-weight: bold; }
 svg text.stale-label { fill: #9a5b00; font-weight: bold; } svg text.pause-label { fill: #1f3a52; font-weight: bold; }
 svg text.unknown-label { fill: #5d4037; } svg text.note-label, svg text.grant-label { fill: #3d4852; }
@@ -1088,7 +1246,8 @@ constexpr const char* kScript = R"JS(
 std::string render_report_html(const ReportData& d) {
   Model m = build_model(d);
   const ScenarioResult& r = d.result;
-  const std::string svg = timeline_svg(m, d);  // fills m.drawn, which the table uses
+  const std::vector<ExpiryStory> stories = expiry_stories(m);
+  const std::string svg = timeline_svg(m, d, stories);  // fills m.drawn, which the table uses
 
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -1111,6 +1270,7 @@ std::string render_report_html(const ReportData& d) {
     for (const auto& why : r.reasons) o << "<li>" << html(why) << "</li>";
     o << "</ul>\n";
   }
+  o << headline(m, stories);
   o << "<div class=\"summary\">"
     << "<div>anomalies<b id=\"fig-anomalies\">" << (r.anomalies.empty() ? "none" : html([&] {
          std::string s;
@@ -1205,11 +1365,13 @@ std::string render_report_html(const ReportData& d) {
   if (!d.readback.high_water.empty()) {
     o << "<h3>Read back from the resource (" << html(d.readback.resource) << ", fencing " << html(d.readback.fencing)
       << ")</h3><table><thead><tr><th>key</th><th>final high-water</th><th>chunks stored</th><th>accepted writes</th><th>rejections</th></tr></thead><tbody>";
-    for (const auto& [key, hw] : d.readback.high_water) {
-      const auto chunks = std::count_if(d.readback.chunks.begin(), d.readback.chunks.end(), [&](const auto& c) { return c.key == key; });
-      const auto log = std::count_if(d.readback.log.begin(), d.readback.log.end(), [&](const auto& c) { return c.key == key; });
-      const auto rej = std::count_if(d.readback.rejections.begin(), d.readback.rejections.end(), [&](const auto& c) { return c.key == key; });
-      o << "<tr><td>" << html(key) << "</td><td>" << hw << "</td><td>" << chunks << "</td><td>" << log << "</td><td>" << rej << "</td></tr>";
+    for (const auto& entry : d.readback.high_water) {
+      const std::string& key = entry.first;
+      auto rows_of_key = [&key](const auto& rows) {
+        return std::count_if(rows.begin(), rows.end(), [&key](const auto& row) { return row.key == key; });
+      };
+      o << "<tr><td>" << html(key) << "</td><td>" << entry.second << "</td><td>" << rows_of_key(d.readback.chunks) << "</td><td>"
+        << rows_of_key(d.readback.log) << "</td><td>" << rows_of_key(d.readback.rejections) << "</td></tr>";
     }
     o << "</tbody></table>\n";
   }
@@ -1223,21 +1385,7 @@ std::string render_report_html(const ReportData& d) {
 }
 
 void write_report_html(const fs::path& path, const ReportData& data) {
-  const std::string page = render_report_html(data);
-  const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + tmp.string());
-    out << page;
-    out.flush();
-    if (!out) throw std::runtime_error("cannot write " + tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw std::runtime_error("cannot write " + path.string());
-  }
+  rt::write_file_atomically(path, render_report_html(data));
 }
 
 }  // namespace fencecheck::harness

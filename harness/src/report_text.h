@@ -6,6 +6,9 @@
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -101,5 +104,28 @@ inline std::string html(std::string_view in) {
 
 /// Seconds with two decimals and a unit: "6.00 s".
 inline std::string seconds(double s) { return format("%.2f s", s); }
+
+/// Replaces `path` with `text` atomically: writes a hidden temporary file beside it, then renames
+/// it over `path`, so a reader sees the old file or the new one, never half of one. The parent
+/// directory must exist. Throws std::runtime_error naming the path (the temporary is removed).
+inline void write_file_atomically(const std::filesystem::path& path, const std::string& text) {
+  namespace fs = std::filesystem;
+  const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp");
+  std::error_code ec;
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (out) out << text << std::flush;
+    if (!out) {
+      fs::remove(tmp, ec);
+      throw std::runtime_error("cannot write " + tmp.string());
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    const std::string why = ec.message();
+    fs::remove(tmp, ec);
+    throw std::runtime_error("cannot write " + path.string() + ": " + why);
+  }
+}
 
 }  // namespace fencecheck::harness::report_text

@@ -85,6 +85,22 @@ inline std::vector<Attrs> marks(const std::string& doc, const std::string& class
   return out;
 }
 
+/// The headline lines of report.html ("In short", <li class="headline" data-worker=...>), in order.
+inline std::vector<Attrs> headline_items(const std::string& doc) {
+  std::vector<Attrs> out;
+  for (auto& t : start_tags(doc, "li"))
+    if (has_class(t, "headline")) out.push_back(t);
+  return out;
+}
+
+/// A headline line's facts in one comparable string: "w1 token 2 paused 6.00 s; w2 took token 3;
+/// old token's write rejected" (from its data-* attributes).
+inline std::string headline_facts(const Attrs& item) {
+  auto get = [&](const char* k) { return item.count(k) ? item.at(k) : std::string("?"); };
+  return get("data-worker") + " token " + get("data-token") + " paused " + get("data-pause-s") + " s; " +
+         get("data-successor") + " took token " + get("data-successor-token") + "; old token's write " + get("data-outcome");
+}
+
 /// The markup from the element with this id up to its first "</g>" (a mark and its label).
 inline std::string element_text(const std::string& doc, const std::string& id) {
   const auto at = doc.find("id=\"" + id + "\"");

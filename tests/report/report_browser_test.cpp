@@ -103,14 +103,18 @@ void expect_laid_out(const std::string& dom) {
   EXPECT_EQ(svg["data-label-overlaps"], "0");
 }
 
+/// A smoke run's picture: laid out, and a lane per worker, one for the lock service, one for
+/// faults, the key's high-water mark.
+void expect_smoke_picture(const std::string& dom) {
+  ASSERT_FALSE(dom.empty());
+  expect_laid_out(dom);
+  EXPECT_EQ(lanes_of(dom), (std::vector<std::string>{"faults", "lock", "worker:w1", "worker:w2", "high-water:ledger"}));
+}
+
 TEST_F(Browser, TheFencedRunShowsPauseExpiryTakeoverAndTheBouncedWrite) {
   const Rendered r = render("sigstop-past-lease");
   const std::string& dom = r.dom;
-  ASSERT_FALSE(dom.empty());
-  expect_laid_out(dom);
-
-  // A lane per worker, one for the lock service, one for faults, the key's high-water mark.
-  EXPECT_EQ(lanes_of(dom), (std::vector<std::string>{"faults", "lock", "worker:w1", "worker:w2", "high-water:ledger"}));
+  ASSERT_NO_FATAL_FAILURE(expect_smoke_picture(dom));
 
   // The fault: w1 SIGSTOPped for 6 s.
   auto fault = marks(dom, "mark fault", {{"data-fault", "sigstop"}, {"data-target", "w1"}});
@@ -154,6 +158,19 @@ TEST_F(Browser, TheFencedRunShowsPauseExpiryTakeoverAndTheBouncedWrite) {
   for (auto& t : marks(dom, "mark hw-step", {{"data-key", "ledger"}})) steps.push_back(t["data-token"]);
   EXPECT_EQ(steps, (std::vector<std::string>{"2", "3", "6"}));
 
+  // The headline says it at a glance: w1 paused 6 s holding token 2, w2 took token 3, w1's
+  // write with token 2 bounced off high-water 3.
+  auto head = headline_items(dom);
+  ASSERT_EQ(head.size(), 1u);
+  EXPECT_EQ(headline_facts(head[0]), "w1 token 2 paused 6.00 s; w2 took token 3; old token's write rejected");
+  EXPECT_NE(dom.find("w1's write with token 2 bounced off high-water 3</a>"), std::string::npos);
+  // ... and in the picture: a cue line across the lanes at the expiry and at the bounce, labelled
+  // above the time axis (the labels are among those the page checked for overlaps).
+  std::vector<std::string> cues;
+  for (auto& t : marks(dom, "cue")) cues.push_back(t["class"] + " " + t["data-worker"] + " " + t["data-token"]);
+  EXPECT_EQ(cues, (std::vector<std::string>{"cue expiry w1 2", "cue rejected w1 2"}));
+  EXPECT_NE(dom.find(">w1's lease expired (token 2)</text>"), std::string::npos);
+
   // The story, in words, and the verdict: no anomaly, expectation met.
   EXPECT_NE(dom.find("w1 measured a pause of 6.00 s while holding token 2"), std::string::npos);
   EXPECT_NE(dom.find("w2 acquired the lock: token 3"), std::string::npos);
@@ -165,9 +182,7 @@ TEST_F(Browser, TheFencedRunShowsPauseExpiryTakeoverAndTheBouncedWrite) {
 TEST_F(Browser, TheUnfencedRunLinksEachAnomalyToItsEvidence) {
   const Rendered r = render("sigstop-past-lease-unfenced");
   const std::string& dom = r.dom;
-  ASSERT_FALSE(dom.empty());
-  expect_laid_out(dom);
-  EXPECT_EQ(lanes_of(dom), (std::vector<std::string>{"faults", "lock", "worker:w1", "worker:w2", "high-water:ledger"}));
+  ASSERT_NO_FATAL_FAILURE(expect_smoke_picture(dom));
 
   const auto verdict = nlohmann::json::parse(slurp(r.dir / "verdict.json"));
   std::vector<nlohmann::json> anomalies;
@@ -213,6 +228,10 @@ TEST_F(Browser, TheUnfencedRunLinksEachAnomalyToItsEvidence) {
   EXPECT_EQ(stale_seqs, 10u);
   EXPECT_EQ(marks(dom, "mark write accepted-stale", {{"data-worker", "w1"}, {"data-token", "2"}}).size(), stale_seqs);
   EXPECT_TRUE(marks(dom, "mark write rejected").empty());
+  auto head = headline_items(dom);
+  ASSERT_EQ(head.size(), 1u);
+  EXPECT_EQ(headline_facts(head[0]), "w1 token 2 paused 6.00 s; w2 took token 3; old token's write accepted");
+  EXPECT_NE(dom.find("w1's write with token 2 was ACCEPTED below high-water 3</a>"), std::string::npos);
   EXPECT_NE(dom.find("data-verdict=\"invalid\""), std::string::npos);
   EXPECT_NE(dom.find("data-met=\"true\""), std::string::npos);  // the control group showed the damage
 }

@@ -3,11 +3,13 @@
 // stored-run loader and `fencecheck report` on the checked-in fixtures (real runs of the smoke
 // suite), the results table, --keep retention, and the terminal progress line.
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -183,9 +185,10 @@ TEST(JUnit, SuiteNameIsTheScenarioDirectory) {
   EXPECT_EQ(junit_suite_name(""), "fencecheck");
 }
 
-TEST(JUnit, RoundTripsStructureCountsAndEscaping) {
-  Story s;
-  Analysis a = analyze(s.h, s.rb);
+/// A suite with one case of each kind: failed (an anomaly whose text needs escaping and holds
+/// what XML cannot), passed, error (environment) and skipped. `a` must outlive nothing: the
+/// cases copy what they need.
+JUnitSuite four_case_suite(const Story& s, Analysis& a) {
   // A failure with an anomaly whose text carries every character XML needs escaped, and some it
   // cannot carry at all (a control character, a byte that is not UTF-8).
   Anomaly an;
@@ -220,6 +223,13 @@ TEST(JUnit, RoundTripsStructureCountsAndEscaping) {
   suite.hostname = "ci-7";
   suite.cases = {junit_case(failed, &a, kT0, "smoke"), junit_case(passed, &a, kT0, "smoke"),
                  junit_case(error, nullptr, 0, "smoke"), junit_case(skipped, nullptr, 0, "smoke")};
+  return suite;
+}
+
+TEST(JUnit, RoundTripsStructureCountsAndEscaping) {
+  Story s;
+  Analysis a = analyze(s.h, s.rb);
+  const JUnitSuite suite = four_case_suite(s, a);
   const std::string xml = render_junit(suite);
 
   pugi::xml_document doc;
@@ -278,6 +288,42 @@ TEST(JUnit, RoundTripsStructureCountsAndEscaping) {
   EXPECT_FALSE(tc.child("error"));
 }
 
+/// xmllint's verdict on a file against tests/report/junit.xsd (the JUnit shape CI servers read):
+/// its exit code and messages.
+std::pair<int, std::string> validate_junit(const fs::path& xml) {
+  const fs::path log = xml.parent_path() / (xml.filename().string() + ".xmllint.txt");
+  const std::string cmd = "xmllint --noout --schema '" + (kSource / "tests" / "report" / "junit.xsd").string() + "' '" +
+                          xml.string() + "' >'" + log.string() + "' 2>&1";
+  const int rc = std::system(cmd.c_str());
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(log)};
+}
+
+bool have_xmllint() { return std::system("command -v xmllint >/dev/null 2>&1") == 0; }
+
+TEST(JUnit, EveryKindOfCaseValidatesAgainstTheCISchema) {
+  if (!have_xmllint()) GTEST_SKIP() << "xmllint is not installed (scripts/install-deps.sh installs libxml2-utils)";
+  Story s;
+  Analysis a = analyze(s.h, s.rb);
+  const fs::path d = fresh_dir("junit-schema");
+  write_junit(d / "junit.xml", four_case_suite(s, a));
+  const auto [rc, messages] = validate_junit(d / "junit.xml");
+  EXPECT_EQ(rc, 0) << messages;
+  EXPECT_THAT(messages, HasSubstr("validates"));
+
+  // The check can fail: a test case without its classname.
+  std::string text = slurp(d / "junit.xml");
+  text.replace(text.find(" classname="), std::string(" classname=").size(), " class_name=");
+  std::ofstream(d / "bad.xml") << text;
+  const auto [bad_rc, bad_messages] = validate_junit(d / "bad.xml");
+  EXPECT_NE(bad_rc, 0);
+  EXPECT_THAT(bad_messages, HasSubstr("classname"));
+  // A suite written without a timestamp gets the current time: the schema requires one.
+  JUnitSuite no_time = four_case_suite(s, a);
+  no_time.timestamp.clear();
+  write_junit(d / "no-time.xml", no_time);
+  EXPECT_EQ(validate_junit(d / "no-time.xml").first, 0) << validate_junit(d / "no-time.xml").second;
+}
+
 TEST(JUnit, WriteJunitReplacesTheFileAtomically) {
   const fs::path d = fresh_dir("junit-write");
   JUnitSuite suite;
@@ -304,6 +350,12 @@ class ReportHtml : public ::testing::Test {
   std::string page(const Analysis& analysis, bool met = true) {
     const ScenarioResult r = result_for(analysis, met);
     return render_report_html(ReportData{&sc, s.h, s.rb, analysis, r, "unit test"});
+  }
+  /// The page of another history (judged with the story's read-back).
+  std::string page_of(const History& h, bool met) {
+    const Analysis an = analyze(h, s.rb);
+    const ScenarioResult r = result_for(an, met);
+    return render_report_html(ReportData{&sc, h, s.rb, an, r, "unit test"});
   }
 };
 
@@ -424,6 +476,79 @@ TEST_F(ReportHtml, TellsTheStoryInSentences) {
   EXPECT_THAT(html, HasSubstr("w2 acquired the lock: token 3"));
   EXPECT_THAT(html, HasSubstr("w1 measured a pause of 6.00 s while holding token 2"));
   EXPECT_THAT(html, HasSubstr("w1&#39;s write with token 2 (ledger segment 0 chunk 1) was rejected: high-water 3"));
+}
+
+TEST_F(ReportHtml, HeadlinesThePauseTheSuccessorAndTheBouncedWrite) {
+  const std::string html = page(a);
+  auto lines = headline_items(html);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(headline_facts(lines[0]), "w1 token 2 paused 6.00 s; w2 took token 3; old token's write rejected");
+  // Each part in words, linked to the event that shows it.
+  EXPECT_THAT(html, HasSubstr("href=\"#ev-23\">w1 paused for 6.00 s holding token 2</a>"));
+  EXPECT_THAT(html, HasSubstr("href=\"#ev-11\">the lock service expired its lease</a>"));
+  EXPECT_THAT(html, HasSubstr("href=\"#ev-12\">w2 took token 3</a>"));
+  EXPECT_THAT(html, HasSubstr("href=\"#ev-25\">w1&#39;s write with token 2 bounced off high-water 3</a>"));
+}
+
+TEST_F(ReportHtml, CueLinesTieTheLanesAtTheExpiryAndTheBouncedWrite) {
+  const std::string html = page(a);
+  std::vector<std::string> cues;
+  for (auto& t : marks(html, "cue")) cues.push_back(t["class"] + " #" + t["data-event"] + " " + t["data-worker"] + " " + t["data-token"]);
+  EXPECT_THAT(cues, ::testing::ElementsAre("cue expiry #11 w1 2", "cue rejected #25 w1 2"));
+  EXPECT_THAT(html, HasSubstr(">w1&#39;s lease expired (token 2)</text></a>"));
+  EXPECT_THAT(html, HasSubstr(">w1&#39;s write with token 2 bounced off high-water 3</text></a>"));
+}
+
+TEST_F(ReportHtml, HeadlinesAStaleWriteTheResourceAccepted) {
+  // The same story against an unfenced resource: w1's write with token 2 is accepted.
+  History h;
+  for (std::size_t i = 0; i < s.h.size(); ++i) {
+    Event e = s.h[i];
+    if (i == 25) {
+      e.kind = EventKind::kWriteOk;
+      e.detail.clear();
+    }
+    h.add(std::move(e));
+  }
+  const std::string html = page_of(h, false);
+  auto lines = headline_items(html);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(headline_facts(lines[0]), "w1 token 2 paused 6.00 s; w2 took token 3; old token's write accepted");
+  EXPECT_THAT(html, HasSubstr("href=\"#ev-25\">w1&#39;s write with token 2 was ACCEPTED below high-water 3</a>"));
+}
+
+TEST_F(ReportHtml, HeadlinesEverySuccessorBeforeTheOldTokensWrite) {
+  // A second successor (w3, token 4) takes the lock after w2 and before w1 resumes.
+  History h;
+  for (std::size_t i = 0; i < s.h.size(); ++i) {
+    h.add(s.h[i]);
+    if (i == 20) {
+      Event w3 = Story::lock_event("fencecheck/test/k3", 4, 6);
+      w3.t_ns = s.h[i].t_ns + kMs;
+      w3.source = "w3";
+      w3.kind = EventKind::kAcquireOk;
+      h.add(std::move(w3));
+    }
+  }
+  const std::string html = page_of(h, true);
+  auto lines = headline_items(html);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["data-successors"], "w2:3 w3:4");
+  EXPECT_THAT(html, HasSubstr(">w2 took token 3</a> <span class=\"then\">\xE2\x86\x92</span> <a class=\"hl-successor\" href=\"#ev-21\">w3 "
+                              "took token 4</a>"));
+}
+
+TEST_F(ReportHtml, NoLeaseExpiredNoHeadline) {
+  History h;
+  for (std::size_t i = 0; i < s.h.size(); ++i)
+    if (i != 11) h.add(s.h[i]);  // the lock service never expired w1's key
+  const Analysis an = analyze(h, s.rb);
+  ASSERT_TRUE(an.figures.expiries_during_work.empty());
+  const ScenarioResult r = result_for(an, false);
+  const std::string html = render_report_html(ReportData{&sc, h, s.rb, an, r});
+  EXPECT_TRUE(headline_items(html).empty());
+  EXPECT_THAT(html, Not(HasSubstr("id=\"headline\"")));
+  EXPECT_TRUE(marks(html, "cue").empty());
 }
 
 TEST_F(ReportHtml, LinksEveryAnomalyToItsEvidenceAndEveryAnchorResolves) {
@@ -593,6 +718,9 @@ TEST(StoredRun, EveryMissingOrBadFileIsNamed) {
 TEST(ReportCommand, RewritesTheReportsAndReturnsTheScenariosExitCode) {
   const fs::path d = copy_fixture("sigstop-past-lease-unfenced", "command");
   fs::remove(d / "verdict.json");
+  // The run started when its plan was written: junit.xml keeps that time, not the time of `report`.
+  fs::last_write_time(d / "scenario.json",
+                      fs::file_time_type::clock::from_sys(std::chrono::sys_seconds{std::chrono::seconds{1764504000}}));
   const fs::path suite = d.parent_path() / "out" / "suite.xml";
   std::ostringstream out, err;
   ReportCommandOptions o;
@@ -608,10 +736,12 @@ TEST(ReportCommand, RewritesTheReportsAndReturnsTheScenariosExitCode) {
   pugi::xml_document doc;
   ASSERT_TRUE(doc.load_file((d / "junit.xml").c_str()));
   EXPECT_STREQ(doc.child("testsuites").child("testsuite").attribute("name").value(), "smoke");
+  EXPECT_STREQ(doc.child("testsuites").child("testsuite").attribute("timestamp").value(), "2025-11-30T12:00:00");
   EXPECT_STREQ(doc.child("testsuites").child("testsuite").child("testcase").attribute("name").value(),
                "sigstop-past-lease-unfenced");
   ASSERT_TRUE(doc.load_file(suite.c_str()));
   EXPECT_STREQ(doc.child("testsuites").attribute("tests").value(), "1");
+  EXPECT_STREQ(doc.child("testsuites").child("testsuite").attribute("timestamp").value(), "2025-11-30T12:00:00");
   EXPECT_THAT(slurp(d / "report.html"), HasSubstr("<meta name=\"generator\" content=\"fencecheck report\">"));
 
   // JSON: the same fields as `run --json`.
@@ -624,6 +754,41 @@ TEST(ReportCommand, RewritesTheReportsAndReturnsTheScenariosExitCode) {
   EXPECT_EQ(j[0]["scenario"], "sigstop-past-lease-unfenced");
   EXPECT_EQ(j[0]["met"], true);
   EXPECT_EQ(j[0]["expiries_during_work"], 1);
+}
+
+TEST(ReportCommand, AnUnmetExpectationIsAJUnitFailureNamingTheAnomalyAndItsEvidence) {
+  // The unfenced control's stored run judged as if it had expected safety (a real run's history
+  // with interleaved writes): exit 1, and junit.xml a schema-valid <failure> that names both
+  // anomalies and lists the events that prove them.
+  const fs::path d = copy_fixture("sigstop-past-lease-unfenced", "command-fail");
+  auto plan = nlohmann::json::parse(slurp(d / "scenario.json"));
+  plan["expect"] = {{"outcome", "safe"}};
+  std::ofstream(d / "scenario.json", std::ios::trunc) << plan.dump(2);
+  std::ostringstream out, err;
+  ReportCommandOptions o;
+  o.run_dirs = {d};
+  EXPECT_EQ(report_command(o, out, err), kExitNotMet);
+  EXPECT_THAT(out.str(), HasSubstr("sigstop-past-lease-unfenced  safe         invalid  NO"));
+  pugi::xml_document doc;
+  ASSERT_TRUE(doc.load_file((d / "junit.xml").c_str()));
+  auto suite = doc.child("testsuites").child("testsuite");
+  EXPECT_STREQ(suite.attribute("failures").value(), "1");
+  auto failure = suite.child("testcase").child("failure");
+  ASSERT_TRUE(failure);
+  EXPECT_STREQ(failure.attribute("type").value(), "interleaved-segment,stale-write-accepted");
+  EXPECT_THAT(std::string(failure.attribute("message").value()),
+              HasSubstr("expected a safe run, but checker interleaved-segment found interleaved-segment"));
+  const std::string details = failure.text().get();
+  const auto verdict = nlohmann::json::parse(slurp(d / "verdict.json"));
+  for (const auto& c : verdict["checkers"])
+    for (const auto& an : c["anomalies"]) {
+      EXPECT_THAT(details, HasSubstr("anomaly " + an["name"].get<std::string>() + " (checker "));
+      for (const auto& i : an["evidence"]) EXPECT_THAT(details, HasSubstr("    #" + std::to_string(i.get<int>()) + " +"));
+    }
+  if (have_xmllint()) {
+    const auto [rc, messages] = validate_junit(d / "junit.xml");
+    EXPECT_EQ(rc, 0) << messages;
+  }
 }
 
 TEST(ReportCommand, ABadRunDirectoryIsExit2AndWritesNothing) {
@@ -752,15 +917,20 @@ struct Pipe {
     for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
     return out;
   }
+  /// A 300-column progress line into this pipe, redrawn by the observer's hooks only.
+  [[nodiscard]] ProgressObserver::Options options() const {
+    ProgressObserver::Options o;
+    o.fd = fds[1];
+    o.width = 300;
+    o.refresh = std::chrono::hours(1);
+    return o;
+  }
 };
 
 TEST(Progress, DrawsScenarioPhaseFaultsAndRejectionsThenAPermanentLine) {
   Pipe p;
   const Scenario sc = smoke_scenario();
-  ProgressObserver::Options o;
-  o.fd = p.fds[1];
-  o.width = 300;
-  o.refresh = std::chrono::hours(1);  // redraws come from the hooks only
+  const ProgressObserver::Options o = p.options();
   {
     ProgressObserver progress(o);
     progress.set_position(1, 2);
@@ -794,6 +964,22 @@ TEST(Progress, DrawsScenarioPhaseFaultsAndRejectionsThenAPermanentLine) {
   EXPECT_EQ(p.drain(), "");  // nothing left to erase
 }
 
+TEST(Progress, TellsALeaseExpiryFromARelease) {
+  Pipe p;
+  const Scenario sc = smoke_scenario();
+  ProgressObserver progress(p.options());
+  progress.set_position(1, 1);
+  progress.on_start(sc, "runs/x");
+  Story s;
+  progress.on_event(sc, s.h[4]);   // w1 acquired token 2
+  progress.on_event(sc, s.h[11]);  // the lock service deletes w1's key: nobody released it
+  EXPECT_THAT(progress.status_line(), HasSubstr("| the lock service deleted w1's key (token 2)"));
+  progress.on_event(sc, s.h[12]);  // w2 acquired token 3
+  progress.on_event(sc, s.h[18]);  // w2 releases ...
+  progress.on_event(sc, s.h[19]);  // ... and the delete is that release
+  EXPECT_THAT(progress.status_line(), HasSubstr("| w2 released token 3"));
+}
+
 TEST(Progress, ADisabledObserverWritesNothing) {
   Pipe p;
   const Scenario sc = smoke_scenario();
@@ -816,10 +1002,7 @@ TEST(Progress, ADisabledObserverWritesNothing) {
 TEST(Progress, LogLinesDoNotTearTheStatusLine) {
   Pipe p;
   const Scenario sc = smoke_scenario();
-  ProgressObserver::Options o;
-  o.fd = p.fds[1];
-  o.width = 300;
-  o.refresh = std::chrono::hours(1);
+  const ProgressObserver::Options o = p.options();
   std::ostringstream logged;
   auto inner = std::make_shared<spdlog::sinks::ostream_sink_mt>(logged);
   {

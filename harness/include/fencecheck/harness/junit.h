@@ -52,7 +52,7 @@ struct JUnitCase {
 /// One <testsuite> inside <testsuites>.
 struct JUnitSuite {
   std::string name = "fencecheck";  ///< the suite's name, e.g. "smoke" or "nightly"
-  std::string timestamp;            ///< ISO 8601 UTC without zone ("2026-11-30T11:33:19"), as the schema wants
+  std::string timestamp;            ///< ISO 8601 UTC without zone ("2026-11-30T11:33:19"), as the schema wants; empty: the time of rendering
   std::string hostname;
   std::vector<JUnitCase> cases;
 };

@@ -86,6 +86,14 @@ struct ScenarioResult {
 /// (it owns child processes and signal-driven healing).
 [[nodiscard]] ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options);
 
+/// Fills the judged part of a result from its analysis: verdict, the anomalies' names (sorted,
+/// each once), rejected writes, lease expiries during work and the longest measured pause (s).
+/// The one definition shared by the live run and `fencecheck report`. Pure.
+void summarize_analysis(ScenarioResult& result, const Analysis& analysis);
+
+/// "safe" or "anomaly: interleaved-segment" (the table's and ScenarioResult's spelling). Pure.
+[[nodiscard]] std::string expectation_text(const Expectation& expect);
+
 /// The exit code for a suite: the worst of its scenarios' (4 > 3 > 2 > 1 > 0, skipped counts 0
 /// only with --skip-unavailable).
 [[nodiscard]] int suite_exit_code(const std::vector<ScenarioResult>& results);

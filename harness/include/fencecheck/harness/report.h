@@ -74,9 +74,6 @@ struct Judgement {
 /// the live run. Pure.
 [[nodiscard]] Judgement judge_stored_run(const StoredRun& run);
 
-/// "safe" or "anomaly: interleaved-segment" (the table's and ScenarioResult's spelling).
-[[nodiscard]] std::string expectation_text(const Expectation& expect);
-
 /// The results table printed at the end of `run` and `report`: one row per scenario (scenario,
 /// expectation, verdict, met, anomalies, rejected writes, lease expiries during work, longest
 /// pause, duration), then per scenario its reasons and run directory. Columns fit their content.
