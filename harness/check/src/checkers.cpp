@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -694,17 +695,27 @@ CheckerResult TokenRegressionChecker::check_with(const History& history, const R
   std::vector<std::size_t> acquires;
   for (std::size_t i = 0; i < history.size(); ++i)
     if (history[i].kind == EventKind::kAcquireOk && history[i].token && ours(history[i])) acquires.push_back(i);
+  // Per lock, the running maximum over its acquire.ok events in history order: (index, index of
+  // the first acquire.ok with the largest token so far). One pass, then a binary search per
+  // acquire: O(n log n) where comparing every pair was O(n^2) on long histories.
+  std::map<std::string, std::vector<std::pair<std::size_t, std::size_t>>> running_top;
+  for (std::size_t y : acquires) {
+    auto& tops = running_top[history[y].lock];
+    const std::size_t best = tops.empty() || *history[y].token > *history[tops.back().second].token ? y : tops.back().second;
+    tops.emplace_back(y, best);
+  }
   for (std::size_t x : acquires) {
     const Event& e = history[x];
     auto invoke = latest_before(history, x, e.source, EventKind::kAcquireInvoke);
     if (!invoke) continue;
-    std::optional<std::size_t> top;
-    for (std::size_t y : acquires) {
-      if (y >= *invoke) break;
-      if (history[y].lock != e.lock) continue;
-      if (*history[y].token > *e.token && (!top || *history[y].token > *history[*top].token)) top = y;
-    }
-    if (!top) continue;
+    // The largest token among this lock's acquire.ok events that completed before the invoke.
+    const auto& tops = running_top[e.lock];
+    const auto after = std::lower_bound(tops.begin(), tops.end(), *invoke,
+                                        [](const auto& entry, std::size_t index) { return entry.first < index; });
+    if (after == tops.begin()) continue;
+    const std::size_t candidate = std::prev(after)->second;
+    if (*history[candidate].token <= *e.token) continue;
+    const std::optional<std::size_t> top = candidate;
     const Event& t = history[*top];
     Anomaly a;
     a.name = "token-regression";
