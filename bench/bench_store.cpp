@@ -3,11 +3,13 @@
 // concurrent clients, side by side with etcd's own durable put through the same kind of client
 // (cpp-httplib, one connection per call, JSON body). Every benchmark run opens a fresh store in a
 // fresh directory on the real disk ($FENCECHECK_BENCH_TMP) and measures a closed loop for
-// FENCECHECK_BENCH_SECONDS. Counters: calls_per_s, p50_us, p99_us, and for the store
-// writes_per_fsync (group commit at work: > 1 means writers shared an fdatasync).
+// FENCECHECK_BENCH_SECONDS / 4 per slice.
 //
-// Run with --benchmark_enable_random_interleaving=true --benchmark_repetitions=N so fenced and
-// unfenced runs alternate and drift on a shared machine hits both alike (scripts/bench.sh does).
+// Absolute times drift on a shared machine (fdatasync latency alone varies 10x with the neighbours'
+// I/O), so each benchmark runs its two systems side by side in alternating short slices and
+// reports their ratio.
+#include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,58 +27,103 @@ namespace {
 
 const std::string kChunk(256, 'x');  // the smoke scenarios' chunk size
 
-void BM_StoreDurableWrite(benchmark::State& state) {
-  const bool fenced = state.range(0) != 0;
-  const int clients = static_cast<int>(state.range(1));
-  for (auto _ : state) {
-    fb::TempDir dir("fc-bench-store");
-    auto store = fencecheck::FencedStore::open(dir.path(), fenced ? fencecheck::FencingMode::kPerKey
-                                                                    : fencecheck::FencingMode::kNone);
-    fencecheck::StoreServerOptions options;
-    options.threads = static_cast<std::size_t>(clients) + 4;
-    fencecheck::StoreServer server(*store, options);
-    server.start();
-    std::vector<std::unique_ptr<fencecheck::StoreClient>> conns;
-    for (int i = 0; i < clients; ++i) conns.push_back(std::make_unique<fencecheck::StoreClient>(server.base_url()));
-    const auto result = fb::run_closed_loop(clients, fb::window(), [&](int i, std::int64_t n) {
-      // Each client its own key (its own high-water mark), one holder's token: every write accepted.
-      const auto reply = conns[static_cast<std::size_t>(i)]->write("k" + std::to_string(i), n, 0,
-                                                                   fencecheck::FencingToken(7), "c" + std::to_string(i), kChunk);
-      return reply.outcome == fencecheck::WriteOutcome::kAccepted;
-    });
-    const auto stats = store->stats();
-    server.stop();
-    store->close();
-    fb::report_load(state, result);
-    state.counters["writes_per_fsync"] =
-        benchmark::Counter(stats.fsyncs > 0 ? static_cast<double>(stats.accepted) / static_cast<double>(stats.fsyncs) : 0.0);
-  }
+/// One closed-loop slice against a fresh store (fresh directory, fresh log) in `mode`.
+/// writes_per_fsync: accepted writes / fdatasyncs (group commit at work when > 1).
+fb::LoadResult store_slice(fencecheck::FencingMode mode, int clients, std::chrono::milliseconds duration,
+                           double& writes_per_fsync) {
+  fb::TempDir dir("fc-bench-store");
+  auto store = fencecheck::FencedStore::open(dir.path(), mode);
+  fencecheck::StoreServerOptions options;
+  options.threads = static_cast<std::size_t>(clients) + 4;
+  fencecheck::StoreServer server(*store, options);
+  server.start();
+  // Each client its own key (its own high-water mark), one holder's token: every write accepted.
+  struct Conn {
+    std::unique_ptr<fencecheck::StoreClient> client;
+    std::string key, id;
+  };
+  std::vector<Conn> conns;
+  for (int i = 0; i < clients; ++i)
+    conns.push_back({std::make_unique<fencecheck::StoreClient>(server.base_url()), fb::numbered("k", i), fb::numbered("c", i)});
+  auto result = fb::run_closed_loop(clients, duration, [&](int i, std::int64_t n) {
+    const Conn& c = conns[static_cast<std::size_t>(i)];
+    const auto reply = c.client->write(c.key, n, 0, fencecheck::FencingToken(7), c.id, kChunk);
+    return reply.outcome == fencecheck::WriteOutcome::kAccepted;
+  });
+  const auto stats = store->stats();
+  server.stop();
+  store->close();
+  writes_per_fsync = stats.fsyncs > 0 ? static_cast<double>(stats.accepted) / static_cast<double>(stats.fsyncs) : 0.0;
+  return result;
 }
-BENCHMARK(BM_StoreDurableWrite)
-    ->ArgNames({"fenced", "clients"})
-    ->ArgsProduct({{0, 1}, {1, 4, 16, 64}})
-    ->Iterations(1)
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
 
-void BM_EtcdDurablePut(benchmark::State& state) {
-  const int clients = static_cast<int>(state.range(0));
+/// One closed-loop slice of durable puts (256-byte values) against the shared embedded etcd.
+fb::LoadResult etcd_slice(int clients, std::chrono::milliseconds duration) {
   const fencecheck::EtcdClient client(fb::SharedEtcd::get().etcd.client_url());
+  return fb::run_closed_loop(clients, duration, [&](int i, std::int64_t n) {
+    try {
+      client.put(fb::numbered(fb::numbered("bench/k", i) + "/", n % 64), kChunk);
+      return true;
+    } catch (const fencecheck::EtcdError&) {
+      return false;
+    }
+  });
+}
+
+/// The two systems a pair compares.
+enum Pair : std::int64_t {
+  kUnfencedVsFenced = 0,  ///< A = store fencing none, B = store fencing per-key
+  kFencedVsEtcd = 1,      ///< A = store fencing per-key, B = etcd put
+};
+
+/// Side by side: A and B in alternating slices (A B B A A B B A ...: a linear drift of the machine
+/// hits both alike), FENCECHECK_BENCH_SLICES slices each (default 8) of window()/4.
+/// Counters per side (a_*, b_*): calls_per_s, p50_us, p99_us; for store sides writes_per_fsync;
+/// and ratio = b_calls_per_s / a_calls_per_s, the figure the goals are about.
+void BM_SideBySide(benchmark::State& state) {
+  const auto pair = static_cast<Pair>(state.range(0));
+  const int clients = static_cast<int>(state.range(1));
+  const char* slices_text = std::getenv("FENCECHECK_BENCH_SLICES");
+  const int slices = slices_text != nullptr ? std::max(2, std::atoi(slices_text)) : 8;
+  const auto slice = std::max(std::chrono::milliseconds(50), fb::window() / 4);
+  if (pair == kFencedVsEtcd) (void)fb::SharedEtcd::get();  // start etcd outside the timed slices
   for (auto _ : state) {
-    const auto result = fb::run_closed_loop(clients, fb::window(), [&](int i, std::int64_t n) {
-      try {
-        client.put("bench/k" + std::to_string(i) + "/" + std::to_string(n % 64), kChunk);
-        return true;
-      } catch (const fencecheck::EtcdError&) {
-        return false;
-      }
-    });
-    fb::report_load(state, result);
+    fb::LoadResult side[2];
+    double wpf_sum[2] = {0, 0};
+    auto run = [&](int which) {
+      double wpf = 0;
+      fb::LoadResult r;
+      if (which == 0) r = store_slice(pair == kUnfencedVsFenced ? fencecheck::FencingMode::kNone : fencecheck::FencingMode::kPerKey, clients, slice, wpf);
+      else if (pair == kUnfencedVsFenced) r = store_slice(fencecheck::FencingMode::kPerKey, clients, slice, wpf);
+      else r = etcd_slice(clients, slice);
+      side[which].merge(r);
+      wpf_sum[which] += wpf;
+    };
+    for (int i = 0; i < slices; ++i) {
+      const bool a_first = (i % 4 == 0) || (i % 4 == 3);
+      run(a_first ? 0 : 1);
+      run(a_first ? 1 : 0);
+    }
+    state.SetIterationTime(side[0].seconds + side[1].seconds);
+    for (int which = 0; which < 2; ++which) {
+      const std::string p = which == 0 ? "a_" : "b_";
+      const fb::LoadResult& r = side[which];
+      state.counters[p + "calls_per_s"] = static_cast<double>(r.calls) / r.seconds;
+      state.counters[p + "p50_us"] = fb::quantile(r.latencies_us, 0.50);
+      state.counters[p + "p99_us"] = fb::quantile(r.latencies_us, 0.99);
+      state.counters[p + "failures"] = static_cast<double>(r.failures);
+      const bool store_side = which == 0 || pair == kUnfencedVsFenced;
+      if (store_side) state.counters[p + "writes_per_fsync"] = wpf_sum[which] / slices;
+      if (r.failures > 0) state.SkipWithError("some calls failed");
+    }
+    const double a_rate = static_cast<double>(side[0].calls) / side[0].seconds;
+    const double b_rate = static_cast<double>(side[1].calls) / side[1].seconds;
+    state.counters["ratio"] = a_rate > 0 ? b_rate / a_rate : 0.0;
   }
 }
-BENCHMARK(BM_EtcdDurablePut)
-    ->ArgNames({"clients"})
-    ->Arg(1)->Arg(4)->Arg(16)->Arg(64)
+BENCHMARK(BM_SideBySide)
+    ->ArgNames({"pair", "clients"})
+    ->ArgsProduct({{kUnfencedVsFenced, kFencedVsEtcd}, {1, 4, 16, 64}})
     ->Iterations(1)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);

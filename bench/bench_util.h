@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <mutex>
@@ -27,6 +28,13 @@ inline double quantile(std::vector<double> samples, double q) {
   std::sort(samples.begin(), samples.end());
   const auto rank = static_cast<std::size_t>(q * static_cast<double>(samples.size() - 1) + 0.5);
   return samples[std::min(rank, samples.size() - 1)];
+}
+
+/// prefix followed by n in decimal ("k" and 3 -> "k3"). Built by appending, which also keeps GCC 12's
+/// -Wrestrict false positive on `"k" + std::to_string(n)` out of the build log.
+inline std::string numbered(std::string prefix, std::int64_t n) {
+  prefix += std::to_string(n);
+  return prefix;
 }
 
 /// Peak resident set size of this process so far, MiB (getrusage ru_maxrss).
@@ -77,6 +85,14 @@ struct LoadResult {
   std::int64_t failures = 0;   ///< calls that returned false
   double seconds = 0;          ///< wall time of the run
   std::vector<double> latencies_us;  ///< every successful call's latency, microseconds
+
+  /// Adds another run's calls, time and latencies to this one.
+  void merge(const LoadResult& other) {
+    calls += other.calls;
+    failures += other.failures;
+    seconds += other.seconds;
+    latencies_us.insert(latencies_us.end(), other.latencies_us.begin(), other.latencies_us.end());
+  }
 };
 
 /// Runs `clients` threads for `duration`; thread i calls `call(i, n)` (n = its call number, from 0)
@@ -125,18 +141,8 @@ inline LoadResult run_closed_loop(int clients, std::chrono::milliseconds duratio
   return result;
 }
 
-/// Publishes a LoadResult as the benchmark's counters: calls_per_s, p50_us, p99_us, failures; and
-/// the wall time as the iteration's manual time.
-inline void report_load(benchmark::State& state, const LoadResult& r) {
-  state.SetIterationTime(r.seconds);
-  state.counters["calls_per_s"] = benchmark::Counter(static_cast<double>(r.calls) / r.seconds);
-  state.counters["p50_us"] = benchmark::Counter(quantile(r.latencies_us, 0.50));
-  state.counters["p99_us"] = benchmark::Counter(quantile(r.latencies_us, 0.99));
-  state.counters["failures"] = benchmark::Counter(static_cast<double>(r.failures));
-  if (r.failures > 0) state.SkipWithError("some calls failed");
-}
-
-/// The measurement window per benchmark run: $FENCECHECK_BENCH_SECONDS (default 1.5 s).
+/// The measurement window per benchmark run: $FENCECHECK_BENCH_SECONDS (default 1.5 s); a side-by-side
+/// slice is a quarter of it.
 inline std::chrono::milliseconds window() {
   const char* s = std::getenv("FENCECHECK_BENCH_SECONDS");
   const double seconds = s != nullptr ? std::atof(s) : 1.5;

@@ -5,10 +5,11 @@
 # scenarios for harness overhead, start-up and handover, and the 200-worker scale scenario, then
 # writes docs/performance.md (machine, date, a table per item: goal, measured, met or not).
 # Not part of CI's pass/fail; it runs to the end even when a goal is missed or a part cannot run
-# here (the report then says why). About 10 minutes on a 2-core machine.
+# here (the report then says why). About 4 minutes on a 2-core machine (plus the build).
 #
-# Environment: JOBS (build parallelism, default 2), FENCECHECK_BENCH_SECONDS (window per store
-# run, default 1.5), BENCH_REPS (interleaved repetitions of the store runs, default 3),
+# Environment: JOBS (build parallelism, default 2), FENCECHECK_BENCH_SECONDS (4 store slices,
+# default 1.2 here), FENCECHECK_BENCH_SLICES (slices per side of a store comparison, default 12),
+# FENCECHECK_BENCH_CHECK_MAX (largest checker history, default 10^6; 10^7 needs several GiB),
 # FENCECHECK_BENCH_OUT (raw results, default build-bench/bench-out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,8 @@ ROOT=$(pwd)
 BUILD=build-bench
 OUT=${FENCECHECK_BENCH_OUT:-$BUILD/bench-out}
 JOBS=${JOBS:-2}
-REPS=${BENCH_REPS:-3}
+SLICES=${FENCECHECK_BENCH_SLICES:-12}
+export FENCECHECK_BENCH_SECONDS=${FENCECHECK_BENCH_SECONDS:-1.2}  # store slices of 0.3 s
 T0=$(date +%s)
 
 say() { echo "== bench: $*" >&2; }
@@ -43,9 +45,10 @@ json.dump({"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-
           open(sys.argv[1], "w"), indent=2)
 PY
 
-# 1. The store against itself (fencing per-key vs none) and against etcd, interleaved.
-say "store: durable writes, fenced vs unfenced vs etcd ($REPS interleaved repetitions)"
-"$BIN/bench_store" --benchmark_repetitions="$REPS" --benchmark_enable_random_interleaving=true \
+# 1. The store against itself (fencing per-key vs none) and against etcd, side by side in
+#    alternating slices (bench/bench_store.cpp).
+say "store: durable writes, unfenced vs fenced, fenced vs etcd ($SLICES slices per side)"
+FENCECHECK_BENCH_SLICES=$SLICES "$BIN/bench_store" \
   --benchmark_out="$OUT/bench_store.json" --benchmark_out_format=json || say "bench_store failed (see above)"
 
 # 2. The lock service path.
