@@ -267,14 +267,15 @@ def report_cmd(argv):
     meta = json.load(open(out_dir / "meta.json"))
     lines = ["# fencecheck performance", "",
              "Written by `scripts/bench.sh` (issue 7, and issue 3's fault timing). Comparisons are ratios of",
-             "runs measured side by side in the same run (interleaved repetitions), because absolute times on",
-             "this shared machine drift. Not part of CI's pass/fail.", "",
+             "runs measured side by side in the same run (alternating slices, or both at once), because",
+             "absolute times on this shared machine drift. Not part of CI's pass/fail. Raw results:",
+             "`build-bench/bench-out/` (Google Benchmark JSON, fault_timing.json, one JSON per scenario run).", "",
              "## Machine", "",
              f"- date: {meta['date']}",
              f"- CPU: {meta['cpu']} ({meta['nproc']} cores, `nproc`)",
              f"- kernel: {meta['kernel']}",
              f"- memory: {meta['mem']}",
-             f"- load average at start: {meta['load_start']}; at end: {meta.get('load_end', 'n/a')}",
+             f"- load average (1/5/15 min) at start: {' '.join(meta['load_start'])}; at end: {' '.join(meta.get('load_end', ['n/a']))}",
              f"  (the machine is shared with other builds; absolute numbers carry that noise)",
              f"- build: Release (`build-bench/`), commit {meta['commit']}",
              f"- bench.sh wall time: {meta.get('elapsed_s', 'n/a')} s", ""]
@@ -285,39 +286,38 @@ def report_cmd(argv):
               "Closed loop over HTTP (one connection per call, as the workers do), 256-byte chunks, each",
               "client its own key, fdatasync before every 200 (group commit). Each comparison runs its two",
               "sides in alternating slices (A B B A ..., a fresh store per slice) and sums them, so the",
-              "machine's drift hits both alike; latencies are over all the side's calls.", "",
-              "| clients | none writes/s | per-key writes/s | per-key / none | goal >= 0.97 | none p50 / p99 ms | per-key p50 / p99 ms | writes per fsync (none / per-key) |",
-              "|---|---|---|---|---|---|---|---|"]
-    ratios, vs_etcd = [], []
+              "machine's drift hits both alike; latencies are over all the side's calls.", ""]
+    fenced_header = ["| clients | none writes/s | per-key writes/s | per-key / none | goal >= 0.97 | none p50 / p99 ms | per-key p50 / p99 ms | writes per fsync (none / per-key) |",
+                     "|---|---|---|---|---|---|---|---|"]
+
     def side(b, p, key):
         v = b.get(p + key)
         return v / 1000 if v is not None and key.endswith("_us") else v
-    for clients in (1, 4, 16, 64):
-        b = next((x for x in store.values() if x["name"].startswith(f"BM_SideBySide/pair:0/clients:{clients}/") and not x.get("error_occurred")), None)
-        if b is None:
-            lines.append(f"| {clients} | not measured | | | | | | |")
-            continue
-        r = b.get("ratio")
-        ratios.append(r)
-        lines.append(f"| {clients} | {fmt(side(b, 'a_', 'calls_per_s'), 0)} | {fmt(side(b, 'b_', 'calls_per_s'), 0)} | {fmt(r, 3)} | "
-                     f"{yes(int(r * 100) >= 97)} | {fmt(side(b, 'a_', 'p50_us'), 2)} / {fmt(side(b, 'a_', 'p99_us'), 2)} | "
-                     f"{fmt(side(b, 'b_', 'p50_us'), 2)} / {fmt(side(b, 'b_', 'p99_us'), 2)} | "
-                     f"{fmt(side(b, 'a_', 'writes_per_fsync'), 1)} / {fmt(side(b, 'b_', 'writes_per_fsync'), 1)} |")
+
+    def fenced_rows(pair):
+        """Table rows and ratios of the none (a) vs per-key (b) comparison `pair`."""
+        rows, ratios = [], []
+        for clients in (1, 4, 16, 64):
+            b = next((x for x in store.values() if x["name"].startswith(f"BM_SideBySide/pair:{pair}/clients:{clients}/")
+                      and not x.get("error_occurred")), None)
+            if b is None:
+                rows.append(f"| {clients} | not measured | | | | | | |")
+                continue
+            r = b.get("ratio")
+            ratios.append(r)
+            rows.append(f"| {clients} | {fmt(side(b, 'a_', 'calls_per_s'), 0)} | {fmt(side(b, 'b_', 'calls_per_s'), 0)} | {fmt(r, 3)} | "
+                        f"{yes(int(r * 100) >= 97)} | {fmt(side(b, 'a_', 'p50_us'), 2)} / {fmt(side(b, 'a_', 'p99_us'), 2)} | "
+                        f"{fmt(side(b, 'b_', 'p50_us'), 2)} / {fmt(side(b, 'b_', 'p99_us'), 2)} | "
+                        f"{fmt(side(b, 'a_', 'writes_per_fsync'), 1)} / {fmt(side(b, 'b_', 'writes_per_fsync'), 1)} |")
+        return rows, ratios
+
+    rows, ratios = fenced_rows(0)
+    lines += fenced_header + rows
+    rows, at_once = fenced_rows(2)
     lines += ["", "The same comparison with both stores running at the same time (two directories on the same",
-              "disk, two servers, `clients` clients each), so every stall of the shared disk hits both:", "",
-              "| clients | none writes/s | per-key writes/s | per-key / none | goal >= 0.97 | none p50 / p99 ms | per-key p50 / p99 ms |",
-              "|---|---|---|---|---|---|---|"]
-    at_once = []
-    for clients in (1, 4, 16, 64):
-        b = next((x for x in store.values() if x["name"].startswith(f"BM_SideBySide/pair:2/clients:{clients}/") and not x.get("error_occurred")), None)
-        if b is None:
-            lines.append(f"| {clients} | not measured | | | | | |")
-            continue
-        r = b.get("ratio")
-        at_once.append(r)
-        lines.append(f"| {clients} | {fmt(side(b, 'a_', 'calls_per_s'), 0)} | {fmt(side(b, 'b_', 'calls_per_s'), 0)} | {fmt(r, 3)} | "
-                     f"{yes(int(r * 100) >= 97)} | {fmt(side(b, 'a_', 'p50_us'), 2)} / {fmt(side(b, 'a_', 'p99_us'), 2)} | "
-                     f"{fmt(side(b, 'b_', 'p50_us'), 2)} / {fmt(side(b, 'b_', 'p99_us'), 2)} |")
+              "disk, two servers, `clients` clients each), so every stall of the shared disk hits both:", ""]
+    lines += fenced_header + rows
+    vs_etcd = []
     lines += ["", "| clients | store (per-key) writes/s | etcd puts/s | store / etcd | goal >= 1 | store p50 / p99 ms | etcd p50 / p99 ms |",
               "|---|---|---|---|---|---|---|"]
     for clients in (1, 4, 16, 64):
