@@ -21,21 +21,39 @@ namespace {
 /// (source, token, key, segment, chunk): what identifies one write in the history.
 using WriteId = std::tuple<std::string, std::int64_t, std::string, std::int64_t, std::int64_t>;
 
-/// History indices of the events of one kind, by the write they are about.
-std::map<WriteId, std::vector<std::size_t>> index_writes(const History& h, EventKind kind) {
-  std::map<WriteId, std::vector<std::size_t>> out;
-  for (std::size_t i = 0; i < h.size(); ++i) {
-    const Event& e = h[i];
-    if (e.kind != kind || !e.token) continue;
-    out[{e.source, *e.token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}].push_back(i);
-  }
-  return out;
-}
+/// History indices of the events of one kind, by the write they are about. Built on the first
+/// lookup: several checkers consult it only to cite evidence for an anomaly, so a valid history
+/// never pays for it there (building it is a map node per write event). One object per check
+/// call; not thread-safe.
+class WriteIndex {
+ public:
+  WriteIndex(const History& h, EventKind kind) : h_(h), kind_(kind) {}
 
-void append_matches(const std::map<WriteId, std::vector<std::size_t>>& index, const WriteId& id,
-                    std::vector<std::size_t>& out) {
-  auto it = index.find(id);
-  if (it != index.end()) out.insert(out.end(), it->second.begin(), it->second.end());
+  /// The indices of the events about write `id`, ascending; nullptr when there are none.
+  [[nodiscard]] const std::vector<std::size_t>* find(const WriteId& id) const {
+    if (!built_) {
+      for (std::size_t i = 0; i < h_.size(); ++i) {
+        const Event& e = h_[i];
+        if (e.kind != kind_ || !e.token) continue;
+        index_[{e.source, *e.token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}].push_back(i);
+      }
+      built_ = true;
+    }
+    const auto it = index_.find(id);
+    return it == index_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  const History& h_;
+  EventKind kind_;
+  mutable bool built_ = false;
+  mutable std::map<WriteId, std::vector<std::size_t>> index_;
+};
+
+WriteIndex index_writes(const History& h, EventKind kind) { return WriteIndex(h, kind); }
+
+void append_matches(const WriteIndex& index, const WriteId& id, std::vector<std::size_t>& out) {
+  if (const auto* found = index.find(id)) out.insert(out.end(), found->begin(), found->end());
 }
 
 std::string slot(const std::string& key, std::int64_t segment, std::int64_t chunk) {
@@ -228,9 +246,8 @@ CheckerResult StaleWriteAcceptedChecker::check(const History& history, const Rea
       const std::int64_t token = *e.token;
       // The last matching invoke before B.
       std::optional<std::size_t> invoke;
-      auto it = invokes.find({e.source, token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)});
-      if (it != invokes.end())
-        for (std::size_t idx : it->second)
+      if (const auto* found = invokes.find({e.source, token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}))
+        for (std::size_t idx : *found)
           if (idx < b) invoke = idx;
       if (invoke) {
         // Write.oks completed before the invoke: list entries with index < *invoke.
@@ -428,7 +445,7 @@ CheckerResult CrossKeyRejectionChecker::check(const History& history, const Read
   for (const AcceptedWrite& w : readback.log) {
     // The write.ok of a logged write, when the history has it, orders it against the rejections.
     std::optional<std::size_t> index;
-    if (auto it = oks.find({w.client, w.token, w.key, w.segment, w.chunk}); it != oks.end()) index = it->second.front();
+    if (const auto* found = oks.find({w.client, w.token, w.key, w.segment, w.chunk})) index = found->front();
     accepted[w.key].push_back({w.token, w.seq, index});
   }
   for (const EffectRecord& e : readback.effects)
@@ -1032,9 +1049,8 @@ CheckerResult LostAcknowledgedWriteChecker::check(const History& history, const 
         why = "its slot is empty";
       } else {
         bool later = false;
-        auto it = oks.find({c->client, c->token, e.key, *e.segment, *e.chunk});
-        if (it != oks.end())
-          for (std::size_t j : it->second)
+        if (const auto* found = oks.find({c->client, c->token, e.key, *e.segment, *e.chunk}))
+          for (std::size_t j : *found)
             if (j > invoke.value_or(i)) later = true;
         if (later) continue;  // superseded by a write acknowledged after this one was sent
         why = "its slot holds token " + std::to_string(c->token) + " by " + c->client +
