@@ -157,10 +157,12 @@ CheckerResult CorruptChunkChecker::check(const History& history, const ReadBack&
     a.tokens.push_back(c.token);
     a.clients.push_back(c.client);
     a.readback_seqs.push_back(c.seq);
-    append_matches(oks, {c.client, c.token, c.key, c.segment, c.chunk}, a.evidence);
+    // Evidence is looked up only for an anomaly (below): a sound chunk needs no index.
+    auto cite_store_write = [&] { append_matches(oks, {c.client, c.token, c.key, c.segment, c.chunk}, a.evidence); };
     const std::string where = slot(c.key, c.segment, c.chunk) + " (seq " + std::to_string(c.seq) + ", token " +
                               std::to_string(c.token) + " from " + c.client + " per the store)";
     if (!d.ok) {
+      cite_store_write();
       a.description = where + " does not decode: " + d.error;
       anomalies.push_back(std::move(a));
       continue;
@@ -174,6 +176,7 @@ CheckerResult CorruptChunkChecker::check(const History& history, const ReadBack&
       diffs.push_back("segment " + std::to_string(h.segment) + " (store: " + std::to_string(c.segment) + ")");
     if (h.chunk != c.chunk) diffs.push_back("chunk " + std::to_string(h.chunk) + " (store: " + std::to_string(c.chunk) + ")");
     if (diffs.empty()) continue;
+    cite_store_write();
     a.tokens.push_back(h.token);
     a.clients.push_back(h.worker);
     append_matches(oks, {h.worker, h.token, h.key, h.segment, h.chunk}, a.evidence);
