@@ -1,6 +1,7 @@
 #include "fencecheck/harness/analysis.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -20,6 +21,22 @@ std::vector<LeaseExpiry> find_expiries(const History& h) {
     if (!e.lock_key.empty() && e.token) released_keys.insert({e.lock_key, *e.token});
   }
 
+  // Indexes built in one pass, so that each delete looks only at its own lock key's and its
+  // holder's events (a scan of the whole history per delete made long histories quadratic).
+  std::map<std::string, std::vector<std::size_t>> acquires_by_key, grants_by_key, done_by_source;
+  for (std::size_t j = 0; j < h.size(); ++j) {
+    const Event& e = h[j];
+    if (e.kind == EventKind::kAcquireOk) acquires_by_key[e.lock_key].push_back(j);
+    else if (e.kind == EventKind::kLockGrant) grants_by_key[e.lock_key].push_back(j);
+    else if (e.kind == EventKind::kJobDone) done_by_source[e.source].push_back(j);
+  }
+  const std::vector<std::size_t> none;
+  auto of = [&](const std::map<std::string, std::vector<std::size_t>>& index, const std::string& name)
+      -> const std::vector<std::size_t>& {
+    const auto it = index.find(name);
+    return it == index.end() ? none : it->second;
+  };
+
   std::vector<LeaseExpiry> out;
   for (std::size_t i = 0; i < h.size(); ++i) {
     const Event& d = h[i];
@@ -31,9 +48,8 @@ std::vector<LeaseExpiry> find_expiries(const History& h) {
     // The holder: the acquire.ok for this lock key (and token, when the delete has one); the
     // latest before the delete, else any.
     std::optional<std::size_t> acquire;
-    for (std::size_t j = 0; j < h.size(); ++j) {
+    for (std::size_t j : of(acquires_by_key, d.lock_key)) {
       const Event& a = h[j];
-      if (a.kind != EventKind::kAcquireOk || a.lock_key != d.lock_key) continue;
       if (d.token && a.token != d.token) continue;
       if (!acquire || j < i) acquire = j;
     }
@@ -42,9 +58,9 @@ std::vector<LeaseExpiry> find_expiries(const History& h) {
     const std::int64_t token = d.token ? *d.token : a.token.value_or(0);
 
     bool done = false;
-    for (std::size_t j = 0; j < i && !done; ++j) {
+    for (std::size_t j : of(done_by_source, a.source)) {
+      if (j >= i || done) break;
       const Event& e = h[j];
-      if (e.kind != EventKind::kJobDone || e.source != a.source) continue;
       done = e.token ? *e.token == token : j > *acquire;
     }
     if (done) continue;
@@ -58,9 +74,9 @@ std::vector<LeaseExpiry> find_expiries(const History& h) {
     x.revision = d.revision;
     x.t_ns = d.t_ns;
     x.evidence.push_back(*acquire);
-    for (std::size_t j = 0; j < h.size(); ++j) {
+    for (std::size_t j : of(grants_by_key, d.lock_key)) {
       const Event& g = h[j];
-      if (g.kind == EventKind::kLockGrant && g.lock_key == d.lock_key && (!g.token || g.token == token)) {
+      if (!g.token || g.token == token) {
         x.evidence.push_back(j);
         break;
       }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -20,21 +21,39 @@ namespace {
 /// (source, token, key, segment, chunk): what identifies one write in the history.
 using WriteId = std::tuple<std::string, std::int64_t, std::string, std::int64_t, std::int64_t>;
 
-/// History indices of the events of one kind, by the write they are about.
-std::map<WriteId, std::vector<std::size_t>> index_writes(const History& h, EventKind kind) {
-  std::map<WriteId, std::vector<std::size_t>> out;
-  for (std::size_t i = 0; i < h.size(); ++i) {
-    const Event& e = h[i];
-    if (e.kind != kind || !e.token) continue;
-    out[{e.source, *e.token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}].push_back(i);
-  }
-  return out;
-}
+/// History indices of the events of one kind, by the write they are about. Built on the first
+/// lookup: several checkers consult it only to cite evidence for an anomaly, so a valid history
+/// never pays for it there (building it is a map node per write event). One object per check
+/// call; not thread-safe.
+class WriteIndex {
+ public:
+  WriteIndex(const History& h, EventKind kind) : h_(h), kind_(kind) {}
 
-void append_matches(const std::map<WriteId, std::vector<std::size_t>>& index, const WriteId& id,
-                    std::vector<std::size_t>& out) {
-  auto it = index.find(id);
-  if (it != index.end()) out.insert(out.end(), it->second.begin(), it->second.end());
+  /// The indices of the events about write `id`, ascending; nullptr when there are none.
+  [[nodiscard]] const std::vector<std::size_t>* find(const WriteId& id) const {
+    if (!built_) {
+      for (std::size_t i = 0; i < h_.size(); ++i) {
+        const Event& e = h_[i];
+        if (e.kind != kind_ || !e.token) continue;
+        index_[{e.source, *e.token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}].push_back(i);
+      }
+      built_ = true;
+    }
+    const auto it = index_.find(id);
+    return it == index_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  const History& h_;
+  EventKind kind_;
+  mutable bool built_ = false;
+  mutable std::map<WriteId, std::vector<std::size_t>> index_;
+};
+
+WriteIndex index_writes(const History& h, EventKind kind) { return WriteIndex(h, kind); }
+
+void append_matches(const WriteIndex& index, const WriteId& id, std::vector<std::size_t>& out) {
+  if (const auto* found = index.find(id)) out.insert(out.end(), found->begin(), found->end());
 }
 
 std::string slot(const std::string& key, std::int64_t segment, std::int64_t chunk) {
@@ -138,10 +157,12 @@ CheckerResult CorruptChunkChecker::check(const History& history, const ReadBack&
     a.tokens.push_back(c.token);
     a.clients.push_back(c.client);
     a.readback_seqs.push_back(c.seq);
-    append_matches(oks, {c.client, c.token, c.key, c.segment, c.chunk}, a.evidence);
+    // Evidence is looked up only for an anomaly (below): a sound chunk needs no index.
+    auto cite_store_write = [&] { append_matches(oks, {c.client, c.token, c.key, c.segment, c.chunk}, a.evidence); };
     const std::string where = slot(c.key, c.segment, c.chunk) + " (seq " + std::to_string(c.seq) + ", token " +
                               std::to_string(c.token) + " from " + c.client + " per the store)";
     if (!d.ok) {
+      cite_store_write();
       a.description = where + " does not decode: " + d.error;
       anomalies.push_back(std::move(a));
       continue;
@@ -155,6 +176,7 @@ CheckerResult CorruptChunkChecker::check(const History& history, const ReadBack&
       diffs.push_back("segment " + std::to_string(h.segment) + " (store: " + std::to_string(c.segment) + ")");
     if (h.chunk != c.chunk) diffs.push_back("chunk " + std::to_string(h.chunk) + " (store: " + std::to_string(c.chunk) + ")");
     if (diffs.empty()) continue;
+    cite_store_write();
     a.tokens.push_back(h.token);
     a.clients.push_back(h.worker);
     append_matches(oks, {h.worker, h.token, h.key, h.segment, h.chunk}, a.evidence);
@@ -227,9 +249,8 @@ CheckerResult StaleWriteAcceptedChecker::check(const History& history, const Rea
       const std::int64_t token = *e.token;
       // The last matching invoke before B.
       std::optional<std::size_t> invoke;
-      auto it = invokes.find({e.source, token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)});
-      if (it != invokes.end())
-        for (std::size_t idx : it->second)
+      if (const auto* found = invokes.find({e.source, token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}))
+        for (std::size_t idx : *found)
           if (idx < b) invoke = idx;
       if (invoke) {
         // Write.oks completed before the invoke: list entries with index < *invoke.
@@ -427,7 +448,7 @@ CheckerResult CrossKeyRejectionChecker::check(const History& history, const Read
   for (const AcceptedWrite& w : readback.log) {
     // The write.ok of a logged write, when the history has it, orders it against the rejections.
     std::optional<std::size_t> index;
-    if (auto it = oks.find({w.client, w.token, w.key, w.segment, w.chunk}); it != oks.end()) index = it->second.front();
+    if (const auto* found = oks.find({w.client, w.token, w.key, w.segment, w.chunk})) index = found->front();
     accepted[w.key].push_back({w.token, w.seq, index});
   }
   for (const EffectRecord& e : readback.effects)
@@ -694,17 +715,27 @@ CheckerResult TokenRegressionChecker::check_with(const History& history, const R
   std::vector<std::size_t> acquires;
   for (std::size_t i = 0; i < history.size(); ++i)
     if (history[i].kind == EventKind::kAcquireOk && history[i].token && ours(history[i])) acquires.push_back(i);
+  // Per lock, the running maximum over its acquire.ok events in history order: (index, index of
+  // the first acquire.ok with the largest token so far). One pass, then a binary search per
+  // acquire: O(n log n) where comparing every pair was O(n^2) on long histories.
+  std::map<std::string, std::vector<std::pair<std::size_t, std::size_t>>> running_top;
+  for (std::size_t y : acquires) {
+    auto& tops = running_top[history[y].lock];
+    const std::size_t best = tops.empty() || *history[y].token > *history[tops.back().second].token ? y : tops.back().second;
+    tops.emplace_back(y, best);
+  }
   for (std::size_t x : acquires) {
     const Event& e = history[x];
     auto invoke = latest_before(history, x, e.source, EventKind::kAcquireInvoke);
     if (!invoke) continue;
-    std::optional<std::size_t> top;
-    for (std::size_t y : acquires) {
-      if (y >= *invoke) break;
-      if (history[y].lock != e.lock) continue;
-      if (*history[y].token > *e.token && (!top || *history[y].token > *history[*top].token)) top = y;
-    }
-    if (!top) continue;
+    // The largest token among this lock's acquire.ok events that completed before the invoke.
+    const auto& tops = running_top[e.lock];
+    const auto after = std::lower_bound(tops.begin(), tops.end(), *invoke,
+                                        [](const auto& entry, std::size_t index) { return entry.first < index; });
+    if (after == tops.begin()) continue;
+    const std::size_t candidate = std::prev(after)->second;
+    if (*history[candidate].token <= *e.token) continue;
+    const std::optional<std::size_t> top = candidate;
     const Event& t = history[*top];
     Anomaly a;
     a.name = "token-regression";
@@ -1021,9 +1052,8 @@ CheckerResult LostAcknowledgedWriteChecker::check(const History& history, const 
         why = "its slot is empty";
       } else {
         bool later = false;
-        auto it = oks.find({c->client, c->token, e.key, *e.segment, *e.chunk});
-        if (it != oks.end())
-          for (std::size_t j : it->second)
+        if (const auto* found = oks.find({c->client, c->token, e.key, *e.segment, *e.chunk}))
+          for (std::size_t j : *found)
             if (j > invoke.value_or(i)) later = true;
         if (later) continue;  // superseded by a write acknowledged after this one was sent
         why = "its slot holds token " + std::to_string(c->token) + " by " + c->client +

@@ -1,0 +1,114 @@
+// The checker benchmark's synthetic history (bench/synthetic_history.h) is what it claims: a valid
+// run of the requested size whose read-back matches it, with fenced stale writes and lease
+// expiries in it; and the checkers it is used to measure do catch a corruption of it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "fencecheck/harness/analysis.h"
+#include "fencecheck/harness/checkers.h"
+#include "synthetic_history.h"
+
+namespace fb = fencecheck::bench;
+namespace fh = fencecheck::harness;
+using fencecheck::EventKind;
+
+namespace {
+
+std::size_t count_kind(const fh::History& h, EventKind kind) {
+  return static_cast<std::size_t>(
+      std::count_if(h.begin(), h.end(), [&](const fencecheck::Event& e) { return e.kind == kind; }));
+}
+
+fh::CheckContext context() {
+  fh::CheckContext c;
+  c.lease_ttl = std::chrono::seconds(2);
+  return c;
+}
+
+TEST(SyntheticHistory, HasTheRequestedSizeAndMatchingReadBack) {
+  const fb::Synthetic s = fb::make_history(10'000);
+  EXPECT_GE(s.history.size(), 10'000u);
+  EXPECT_LT(s.history.size(), 10'020u);
+  EXPECT_EQ(s.readback.log.size(), count_kind(s.history, EventKind::kWriteOk));
+  EXPECT_EQ(s.readback.rejections.size(), count_kind(s.history, EventKind::kWriteFail));
+  EXPECT_GT(s.readback.rejections.size(), 5u);  // every 64th holding is fenced once resumed
+  EXPECT_EQ(s.readback.high_water.size(), static_cast<std::size_t>(fb::kKeys));
+  EXPECT_EQ(s.readback.chunks.size(), static_cast<std::size_t>(fb::kKeys * fb::kSegments * fb::kChunks));
+  // Deterministic: the benchmark measures the same input every time.
+  const fb::Synthetic again = fb::make_history(10'000);
+  EXPECT_EQ(again.history.size(), s.history.size());
+  EXPECT_EQ(again.readback.log.back().token, s.readback.log.back().token);
+}
+
+TEST(SyntheticHistory, IsAValidRunWithExpiriesAndFencedWrites) {
+  const fb::Synthetic s = fb::make_history(10'000);
+  const fh::Analysis a = fh::analyze(s.history, s.readback, context());
+  for (const auto& r : a.checkers) EXPECT_EQ(r.verdict, fh::Verdict::kValid) << r.name << ": " << r.error;
+  EXPECT_EQ(a.verdict, fh::Verdict::kValid);
+  EXPECT_EQ(a.anomaly_count(), 0u);
+}
+
+TEST(SyntheticHistory, AStaleAcceptedWriteInItIsCaught) {
+  fb::Synthetic s = fb::make_history(10'000);
+  // The store accepts, after the key's newest write, a write carrying an older token of that key.
+  const fencecheck::AcceptedWrite last = s.readback.log.back();
+  fencecheck::AcceptedWrite stale = last;
+  stale.seq = last.seq + 1;
+  stale.token = last.token - 200;  // below the key's high-water mark
+  stale.client = "w-stale";
+  s.readback.log.push_back(stale);
+  const fh::Analysis a = fh::analyze(s.history, s.readback, context());
+  EXPECT_EQ(a.verdict, fh::Verdict::kInvalid);
+  EXPECT_FALSE(a.anomalies_named("stale-write-accepted").empty());
+}
+
+// The expiry figure (lease expiries during work) and token-regression both use per-key indexes
+// and a per-lock running maximum since they were made O(n log n) for long histories (issue 7);
+// these pin down what they must still find.
+TEST(SyntheticHistory, EveryPausedHoldersExpiryIsCountedWithItsEvidence) {
+  const fb::Synthetic s = fb::make_history(10'000);
+  const fh::Figures f = fh::compute_figures(s.history, s.readback, context());
+  std::size_t unexplained_deletes = 0;  // lock.delete without release.ok: the paused holders
+  for (std::size_t i = 0; i < s.history.size(); ++i)
+    if (s.history[i].kind == EventKind::kLockDelete &&
+        (i + 1 >= s.history.size() || s.history[i + 1].kind != EventKind::kReleaseOk))
+      ++unexplained_deletes;
+  ASSERT_GT(unexplained_deletes, 5u);
+  ASSERT_EQ(f.expiries_during_work.size(), unexplained_deletes);
+  for (const auto& x : f.expiries_during_work) {
+    ASSERT_EQ(x.evidence.size(), 3u);  // acquire.ok, lock.grant, lock.delete of that key
+    EXPECT_EQ(s.history[x.evidence[0]].kind, EventKind::kLockGrant);
+    EXPECT_EQ(s.history[x.evidence[1]].kind, EventKind::kAcquireOk);
+    EXPECT_EQ(s.history[x.evidence[1]].source, x.worker);
+    EXPECT_EQ(s.history[x.evidence[2]].kind, EventKind::kLockDelete);
+    EXPECT_EQ(*s.history[x.evidence[1]].token, x.token);
+  }
+}
+
+/// Index of the n-th from last acquire.ok on `lock`.
+std::size_t nth_last_acquire(const fh::History& h, const std::string& lock, int n) {
+  for (std::size_t i = h.size(); i-- > 0;)
+    if (h[i].kind == EventKind::kAcquireOk && h[i].lock == lock && n-- == 0) return i;
+  throw std::logic_error("no such acquire");
+}
+
+TEST(SyntheticHistory, TokenRegressionIsJudgedPerLock) {
+  const fh::TokenRegressionChecker checker;
+  fb::Synthetic s = fb::make_history(10'000);
+  const std::size_t last = nth_last_acquire(s.history, "lock-k5", 0);
+  const std::int64_t previous = *s.history[nth_last_acquire(s.history, "lock-k5", 1)].token;
+  // Above the lock's own previous token, below tokens other locks were granted since: no regression.
+  s.history.events[last].token = previous + 1;
+  EXPECT_EQ(checker.check_with(s.history, s.readback, context()).verdict, fh::Verdict::kValid);
+  // Below the lock's own previous grant, which completed before this acquire was invoked.
+  s.history.events[last].token = previous - 1;
+  const fh::CheckerResult r = checker.check_with(s.history, s.readback, context());
+  ASSERT_EQ(r.verdict, fh::Verdict::kInvalid);
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_EQ(r.anomalies[0].tokens, (std::vector<std::int64_t>{previous - 1, previous}));
+  EXPECT_EQ(r.anomalies[0].evidence.back(), last);
+}
+
+}  // namespace
