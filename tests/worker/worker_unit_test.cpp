@@ -442,6 +442,8 @@ TEST(WorkerNamesTest, RoundTripAndUnknownNames) {
     EXPECT_EQ(job_kind_from_name(job_kind_name(k)), k);
   for (auto t : {TokenSource::kEtcd, TokenSource::kTimestamp}) EXPECT_EQ(token_source_from_name(token_source_name(t)), t);
   EXPECT_EQ(self_stop_at_from_name("check"), SelfStopAt::kCheck);
+  EXPECT_EQ(self_stop_at_from_name("effect"), SelfStopAt::kEffect);
+  EXPECT_EQ(self_stop_at_name(SelfStopAt::kEffect), "effect");
   EXPECT_FALSE(self_stop_at_from_name("never"));
   EXPECT_FALSE(job_kind_from_name("Segments"));
   EXPECT_FALSE(token_source_from_name(""));
@@ -464,6 +466,7 @@ TEST(WorkerCliTest, BadValuesExitTwoNamingTheFlag) {
                                          {{"--token-source", "ntp"}, "--token-source"},
                                          {{"--self-stop-at", "write"}, "--self-stop-at"},
                                          {{"--self-stop-at", "check"}, "--self-stop-at check needs --check-lease-before-write"},
+                                         {{"--self-stop-at", "effect"}, "--self-stop-at effect needs --job side-effect"},
                                          {{"--abort-on-pause-ms", "5"}, "--abort-on-pause-ms must be greater than --tick-ms"},
                                          {{"--increments", "0"}, "--increments must be >= 1"},
                                          {{"--segments", "x"}, "--segments"}}) {

@@ -102,10 +102,11 @@ enum class TokenSource {
 /// Where the worker SIGSTOPs itself, once (--self-stop-at).
 enum class SelfStopAt {
   kNever,  ///< (flag absent)
-  kCheck,  ///< "check": after the first successful lease check, before its write
+  kCheck,   ///< "check": after the first successful lease check, before its write
+  kEffect,  ///< "effect": after its first completed segment, before that segment's side effect
 };
 
-/// Wire names ("segments", "counter", "side-effect"; "etcd", "timestamp"; "check"), total and
+/// Wire names ("segments", "counter", "side-effect"; "etcd", "timestamp"; "check", "effect"), total and
 /// pure, and their inverses (nullopt for an unknown name). Thread-safe.
 [[nodiscard]] std::string_view job_kind_name(JobKind kind);
 [[nodiscard]] std::optional<JobKind> job_kind_from_name(std::string_view name);
@@ -151,7 +152,7 @@ struct WorkerOptions {
   /// long; must be greater than --tick-ms.
   std::optional<std::chrono::milliseconds> abort_on_pause;
   TokenSource token_source = TokenSource::kEtcd;  ///< (--token-source) etcd | timestamp
-  SelfStopAt self_stop_at = SelfStopAt::kNever;   ///< (--self-stop-at) check
+  SelfStopAt self_stop_at = SelfStopAt::kNever;   ///< (--self-stop-at) check | effect
 
   /// The keepalive interval in effect: keepalive_interval, or ttl / 3 (at least 1 ms).
   [[nodiscard]] std::chrono::milliseconds effective_keepalive_interval() const;
