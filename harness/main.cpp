@@ -132,6 +132,10 @@ int main(int argc, char** argv) {
   run->add_option("--junit", junit_path, "Also write the suite's JUnit XML here (each run directory gets its own junit.xml)");
   run->add_option("--keep", keep, "Keep only the newest N run directories under --run-root (never this run's)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}));
+  int repeat = 1;
+  run->add_option("--repeat", repeat,
+                  "Run each scenario N times in a row, each run its own run directory (is its verdict repeatable?)")
+      ->check(CLI::Range(1, 1000));
 
   std::vector<std::string> validate_paths;
   auto* validate = app.add_subcommand("validate", "Load and validate scenarios; start nothing");
@@ -227,13 +231,19 @@ int main(int argc, char** argv) {
   opts.run_root = run_root;
   opts.bin_dir = bin_dir;
   opts.interrupted = &g_interrupted;
+  opts.repetitions = repeat;
   std::vector<ScenarioResult> results;
-  for (std::size_t i = 0; i < scenarios.size(); ++i) {
-    if (g_interrupted) break;
-    spdlog::info("[{}/{}] {}: {}", i + 1, scenarios.size(), scenarios[i].name(), scenarios[i].description());
-    progress->set_position(i + 1, scenarios.size());
-    results.push_back(run_scenario(scenarios[i], opts));
-    reporter.add_result(scenarios[i], results.back());
+  const std::size_t total = scenarios.size() * static_cast<std::size_t>(repeat);
+  for (std::size_t i = 0; i < total && !g_interrupted; ++i) {
+    const Scenario& sc = scenarios[i / static_cast<std::size_t>(repeat)];
+    opts.repetition = static_cast<int>(i % static_cast<std::size_t>(repeat)) + 1;
+    if (repeat > 1)
+      spdlog::info("[{}/{}] {} (run {} of {}): {}", i + 1, total, sc.name(), opts.repetition, repeat, sc.description());
+    else
+      spdlog::info("[{}/{}] {}: {}", i + 1, total, sc.name(), sc.description());
+    progress->set_position(i + 1, total);
+    results.push_back(run_scenario(sc, opts));
+    reporter.add_result(sc, results.back());
     progress->scenario_done(results.back());
   }
   progress.reset();  // the status line is gone before the table
@@ -255,7 +265,11 @@ int main(int argc, char** argv) {
                    pruned.removed.size() == 1 ? "y" : "ies", run_root);
     for (const auto& e : pruned.errors) spdlog::warn("--keep {}: {}", keep, e);
   }
-  std::cout << (json_out ? format_results_json(results) : format_results_table(results)) << std::flush;
+  if (json_out) {
+    std::cout << format_results_json(results) << std::flush;
+  } else {
+    std::cout << format_results_table(results) << format_repeat_summary(results) << std::flush;
+  }
   if (metrics) {  // a failed push is reported, never a verdict: the exit code stays the scenarios'
     for (const auto& p : metrics->pushes())
       if (!p.ok) (json_out ? std::cerr : std::cout) << "metrics push FAILED for " << p.scenario << " (" << p.url << "): " << p.error << "\n";

@@ -62,7 +62,7 @@ std::string junit_suite_name(std::string_view source) {
 
 JUnitCase junit_case(const ScenarioResult& r, const Analysis* analysis, std::int64_t origin_ns, std::string_view suite) {
   JUnitCase c;
-  c.name = r.scenario;
+  c.name = r.label();  // "name #i/N" under --repeat: every repetition its own case
   c.classname = suite.empty() || suite == "fencecheck" ? std::string("fencecheck") : "fencecheck." + std::string(suite);
   c.time_s = r.duration_s;
 

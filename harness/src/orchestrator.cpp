@@ -433,6 +433,8 @@ void Run::loop() {
 ScenarioResult Run::execute() {
   ScenarioResult r;
   r.scenario = sc_.name();
+  r.repetition = opt_.repetition;
+  r.repetitions = opt_.repetitions;
   r.run_dir = dir_.path();
   r.expectation = expectation_text(sc_.expect());
   const auto wall_start = Clock::now();
@@ -564,7 +566,13 @@ nlohmann::json ScenarioResult::to_json() const {
           {"verdict", verdict},           {"met", met},                  {"skipped", skipped},
           {"exit_code", exit_code},       {"reasons", reasons},          {"anomalies", anomalies},
           {"rejected_writes", rejected_writes}, {"expiries_during_work", expiries_during_work},
-          {"longest_pause_s", longest_pause_s}, {"duration_s", duration_s}};
+          {"longest_pause_s", longest_pause_s}, {"duration_s", duration_s},
+          {"repetition", repetition},     {"repetitions", repetitions}};
+}
+
+std::string ScenarioResult::label() const {
+  if (repetitions <= 1) return scenario;
+  return scenario + " #" + std::to_string(repetition) + "/" + std::to_string(repetitions);
 }
 
 /// Names what dead runs under the run root left unhealed (a kill -9'ed harness), once per process.
@@ -590,6 +598,8 @@ static void warn_about_leftovers(const fs::path& run_root) {
 ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options) {
   ScenarioResult r;
   r.scenario = scenario.name();
+  r.repetition = options.repetition;
+  r.repetitions = options.repetitions;
   r.expectation = expectation_text(scenario.expect());
   try {
     if (auto missing = missing_prerequisites(scenario); !missing.empty()) {

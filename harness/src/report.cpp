@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <ostream>
 #include <set>
 #include <sstream>
@@ -170,7 +171,7 @@ std::string format_results_table(const std::vector<ScenarioResult>& results) {
   for (const auto& r : results) {
     std::string anomalies;
     for (const auto& a : r.anomalies) anomalies += (anomalies.empty() ? "" : ",") + a;
-    rows.push_back({r.scenario, r.expectation, r.verdict, r.skipped ? "skip" : (r.met ? "yes" : "NO"),
+    rows.push_back({r.label(), r.expectation, r.verdict, r.skipped ? "skip" : (r.met ? "yes" : "NO"),
                     anomalies.empty() ? "-" : anomalies, std::to_string(r.rejected_writes), std::to_string(r.expiries_during_work),
                     rt::format("%.2fs", r.longest_pause_s), rt::format("%.1fs", r.duration_s)});
   }
@@ -194,6 +195,35 @@ std::string format_results_table(const std::vector<ScenarioResult>& results) {
     out += line(rows[i]);
     for (const auto& why : results[i].reasons) out += "    " + why + "\n";
     if (!results[i].run_dir.empty()) out += "    run directory: " + results[i].run_dir.string() + "\n";
+  }
+  return out;
+}
+
+std::string format_repeat_summary(const std::vector<ScenarioResult>& results) {
+  struct Tally {
+    int runs = 0, met = 0;
+    std::map<std::string, int> verdicts;
+  };
+  std::vector<std::string> order;
+  std::map<std::string, Tally> by;
+  for (const auto& r : results) {
+    if (r.repetitions <= 1) continue;
+    if (!by.count(r.scenario)) order.push_back(r.scenario);
+    Tally& t = by[r.scenario];
+    ++t.runs;
+    if (r.met && !r.skipped) ++t.met;
+    ++t.verdicts[r.skipped ? "skipped" : r.verdict];
+  }
+  if (order.empty()) return "";
+  std::size_t width = 0;
+  for (const auto& name : order) width = std::max(width, name.size());
+  std::string out = "\nrepeated runs (expectation met / runs):\n";
+  for (const auto& name : order) {
+    const Tally& t = by[name];
+    std::string verdicts;
+    for (const auto& [v, n] : t.verdicts) verdicts += (verdicts.empty() ? "" : ", ") + v + " " + std::to_string(n);
+    out += "  " + name + std::string(width - name.size(), ' ') + "  " + std::to_string(t.met) + "/" +
+           std::to_string(t.runs) + "  (" + verdicts + ")\n";
   }
   return out;
 }

@@ -108,6 +108,7 @@ Services::Services(const Scenario& sc, const RunDirectory& dir, const RunOptions
       throw EnvironmentError("etcd not found on PATH: install Debian's etcd-server (apt-get install etcd-server), "
                              "or give lock_service.endpoints in the scenario");
     start_lock_service(false);
+    advance_revisions(ls.prior_revisions);
   } else {
     std::string tried;
     for (const auto& ep : ls.endpoints) {
@@ -156,6 +157,16 @@ void Services::stop_lock_service() {
   if (!impl_->sc->lock_service().embedded()) throw std::logic_error("the lock service is external: not stopping it");
   if (impl_->etcd) impl_->etcd->stop();
   impl_->etcd.reset();
+}
+
+void Services::advance_revisions(std::int64_t count) {
+  if (count <= 0) return;
+  // One put is one revision (a txn of many puts would be one revision too). The key is outside
+  // every lock prefix ("fencecheck/..."), so no lock watch sees it.
+  const EtcdClient etcd(etcd_url_);
+  std::int64_t revision = 0;
+  for (std::int64_t i = 0; i < count; ++i) revision = etcd.put("fencecheck-prior-revisions", std::to_string(i));
+  spdlog::info("{}: lock service history: {} prior revisions (now at revision {})", impl_->sc->name(), count, revision);
 }
 
 void Services::start_lock_service(bool fresh_data) {

@@ -445,6 +445,42 @@ TEST(TokenRegression, TheStoresMarkAboveTheIssuersLatestToken) {
   EXPECT_THAT(m.description, HasSubstr("high-water mark for ledger is 48, above the issuer's latest token 3"));
 }
 
+TEST(TokenRegression, TheSameTokenHandedOutTwiceIsARegression) {
+  // Catalogue item 7 on a young lock service: the issuer reset gave w2 the very token w1 had
+  // (create_revision 2 twice), which a store accepts (equal is not below its mark).
+  Builder b;
+  const std::size_t g1 = b.grant(lock_key(1), 2, 7001);
+  const std::size_t w1 = b.acquire_ok("w1", lock_key(1), 2, 7001);
+  b.write("w1", EventKind::kWriteOk, 2, 0, 0, 2);
+  const std::size_t inv = b.acquire_invoke("w2");
+  const std::size_t g2 = b.grant(lock_key(2), 2, 1);
+  const std::size_t w2 = b.acquire_ok("w2", lock_key(2), 2, 1);
+  b.write("w2", EventKind::kWriteOk, 2, 0, 0, 2);
+  ReadBack rb;
+  rb.high_water = {{"ledger", 2}};
+  CheckerResult r = run(TokenRegressionChecker{}, b, rb, context());
+  EXPECT_EQ(r.verdict, Verdict::kInvalid);
+  ASSERT_EQ(r.anomalies.size(), 2u);  // the real-time rule and the grant rule; the mark (2) is not above 2
+  EXPECT_THAT(r.anomalies[0].evidence, ElementsAre(w1, inv, w2));
+  EXPECT_THAT(r.anomalies[0].tokens, ElementsAre(2));  // one token, twice (tokens are normalized: sorted, unique)
+  EXPECT_THAT(r.anomalies[0].clients, ElementsAre("w1", "w2"));
+  EXPECT_THAT(r.anomalies[0].description, HasSubstr("the issuer handed out the same token twice"));
+  EXPECT_THAT(r.anomalies[1].evidence, ElementsAre(g1, g2));
+  EXPECT_THAT(r.anomalies[1].description, HasSubstr("a reset issuer"));
+}
+
+TEST(TokenRegression, OneHoldersOwnGrantSeenTwiceIsNotReissued) {
+  // The same key's grant replayed by the watch, and a holder's acquire.ok: one token, one grant.
+  Builder b;
+  b.grant(lock_key(1), 2, 7001);
+  b.grant(lock_key(1), 2, 7001);
+  b.acquire_ok("w1", lock_key(1), 2, 7001);
+  b.acquire_invoke("w2");
+  b.grant(lock_key(2), 3, 7002);
+  b.acquire_ok("w2", lock_key(2), 3, 7002);
+  EXPECT_EQ(run(TokenRegressionChecker{}, b, ReadBack{}, context()).verdict, Verdict::kValid);
+}
+
 TEST(TokenRegression, IncreasingTokensAndOtherLocksAreFine) {
   Builder b;
   b.grant(lock_key(1), 33, 7001);
@@ -589,6 +625,32 @@ TEST(DuplicateEffect, AStaleHolderPaysOutWhatANewerHolderPaid) {
             "effect seg0 on ledger was applied 2 times: by w2 (token 34, seq 5), again by w1 (token 33, seq 9); 1 "
             "application(s) came with a token not above one that had already applied it (a stale or repeated side "
             "effect)");
+}
+
+TEST(DuplicateEffect, TheJobsOwnEffectIdFromTwoHoldersIsOneEffect) {
+  // The worker sends the job's id ("seg0") whoever performs it: w2's payout, then the stale w1's.
+  Builder b;
+  ReadBack rb;
+  rb.effects = {effect_record("w2", "seg0", 104, 4, true, "unfenced"), effect_record("w2", "seg1", 104, 7, true, "unfenced"),
+                effect_record("w1", "seg0", 103, 9, true, "unfenced")};
+  CheckerResult r = run(DuplicateEffectChecker{}, b, rb, context(JobKind::kSideEffect));
+  EXPECT_EQ(r.verdict, Verdict::kInvalid);
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_EQ(r.anomalies[0].segment, 0);
+  EXPECT_THAT(r.anomalies[0].readback_seqs, ElementsAre(4, 9));
+  EXPECT_THAT(r.anomalies[0].clients, ElementsAre("w1", "w2"));
+  EXPECT_THAT(r.anomalies[0].tokens, ElementsAre(103, 104));
+}
+
+TEST(DuplicateEffect, AStaleHoldersPayoutThatLandedFirstIsTheJobRedone) {
+  // The pause landed after w1's payout had been applied (the request was on its way): w2 redoes
+  // it with a newer token. Both applied, in increasing token order: not what fencing prevents,
+  // which is why catalogue item 8 stops w1 before the payout (self_stop_at: effect).
+  Builder b;
+  ReadBack rb;
+  rb.effects = {effect_record("w1", "seg0", 103, 3, true, "unfenced"), effect_record("w2", "seg0", 104, 6, true, "unfenced"),
+                effect_record("w2", "seg1", 104, 9, true, "unfenced")};
+  EXPECT_EQ(run(DuplicateEffectChecker{}, b, rb, context(JobKind::kSideEffect)).verdict, Verdict::kValid);
 }
 
 TEST(DuplicateEffect, ANewerHolderRedoingTheJobIsNotADuplicate) {

@@ -1452,3 +1452,32 @@ TEST(ScenarioFaultsSuite, EachFaultKindHasAFencedAndAnUnfencedTwin) {
   EXPECT_EQ(p.faults()[0].kind, FaultKind::kPartition);
   EXPECT_EQ(p.faults()[0].from, PartitionFrom::kLockService);
 }
+
+TEST(ScenarioCatalogueFields, SelfStopAtEffectAndPriorRevisions) {
+  const std::string yaml =
+      "name: t\n"
+      "lease_ttl: 2s\n"
+      "lock_service: {kind: etcd, prior_revisions: 250}\n"
+      "resource: {kind: store}\n"
+      "job: {kind: side-effect, key: ledger, effect: unfenced}\n"
+      "workers:\n"
+      "  - id: w1\n"
+      "    design: {self_stop_at: effect}\n"
+      "faults:\n"
+      "  - {kind: self-stop, target: w1, duration: 5s}\n"
+      "expect: {outcome: anomaly, anomalies: [duplicate-effect]}\n";
+  Scenario s = parse_scenario(yaml, "t.yaml");
+  EXPECT_EQ(s.lock_service().prior_revisions, 250);
+  EXPECT_EQ(s.workers()[0].design.self_stop_at, SelfStopPoint::kEffect);
+  EXPECT_FALSE(s.workers()[0].design.check_lease_before_write);  // effect needs no lease check
+  const nlohmann::json j = to_json(s);
+  EXPECT_EQ(j["lock_service"]["prior_revisions"], 250);
+  EXPECT_EQ(j["workers"][0]["design"]["self_stop_at"], "effect");
+  EXPECT_EQ(parse_scenario(
+                "name: t\nlease_ttl: 2s\nresource: {kind: store}\njob: {key: k}\nworkers: [{id: w1}]\n"
+                "expect: {outcome: safe}\n",
+                "d.yaml")
+                .lock_service()
+                .prior_revisions,
+            0);
+}

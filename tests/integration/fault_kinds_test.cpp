@@ -252,7 +252,7 @@ TEST_P(KillNineDuringFault, CleanupLeavesNothingBehind) {
   for (pid_t pid : workers) EXPECT_TRUE(fctest::wait_until([&] { return !alive(pid); }, std::chrono::seconds(20))) << pid;
   EXPECT_TRUE(fctest::wait_until([&] { return processes_naming(dir.string()).empty(); }, std::chrono::seconds(20)))
       << "a process of the run is still alive";
-  EXPECT_TRUE(fctest::stopped_processes("fencecheck-work").empty());
+  for (pid_t pid : workers) EXPECT_FALSE(fctest::is_stopped(pid)) << pid;
   for (const auto& cg : cgroups) EXPECT_FALSE(fs::exists(cg)) << cg;
   for (const auto& ns : namespaces) EXPECT_EQ(netns_names().count(ns), 0u) << ns;
   for (const auto& link : host_links())

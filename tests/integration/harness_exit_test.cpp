@@ -68,7 +68,7 @@ struct PausedRun {
       return false;
     })) << "the harness never injected its SIGSTOP";
     EXPECT_GT(w1, 0);
-    EXPECT_TRUE(fctest::wait_until([&] { return !fctest::stopped_processes("fencecheck-work").empty(); }));
+    EXPECT_TRUE(fctest::wait_until([&] { return fctest::is_stopped(w1); }));
   }
 };
 
@@ -128,7 +128,7 @@ TEST(HarnessExit, CtrlCDuringTheSigstopContinuesTheWorkerAndExits130) {
   }
   EXPECT_EQ(injects, 1);
   EXPECT_EQ(heals, 1);
-  EXPECT_TRUE(fctest::stopped_processes("fencecheck-work").empty());
+  EXPECT_FALSE(fctest::is_stopped(run.w1));
   EXPECT_TRUE(fctest::wait_until([&] { return !alive(run.w1); }, std::chrono::seconds(10)));
 }
 
@@ -139,7 +139,7 @@ TEST(HarnessExit, KillMinus9ThenCleanupLeavesNothingBehind) {
   run.harness->wait();
   // Children die with the harness (PR_SET_PDEATHSIG): no stopped worker, no etcd, no store.
   EXPECT_TRUE(fctest::wait_until([&] { return !alive(run.w1); }, std::chrono::seconds(10)));
-  EXPECT_TRUE(fctest::stopped_processes("fencecheck-work").empty());
+  EXPECT_FALSE(fctest::is_stopped(run.w1));
   // The ledger still has the SIGSTOP outstanding; cleanup heals (here: finds it gone) and records it.
   auto r = fctest::run_fencecheck({"cleanup", run.dir.string()}, run.work);
   EXPECT_EQ(r.code, 0) << r.out << r.err;

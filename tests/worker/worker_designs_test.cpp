@@ -504,19 +504,19 @@ TEST_F(WorkerDesignsTest, SideEffectJobPostsOneEffectAfterEachSegment) {
   for (const auto& e : of_kind(run.events, EventKind::kWriteOk))
     order.push_back(e.key + (e.chunk ? "/" + std::to_string(*e.segment) + "/" + std::to_string(*e.chunk)
                                      : "/" + std::to_string(*e.segment) + " " + e.detail));
-  EXPECT_EQ(order, (std::vector<std::string>{"ledger/0/0", "ledger/0/1", "ledger.effect/0 effect w1:seg0 applied",
-                                             "ledger/1/0", "ledger/1/1", "ledger.effect/1 effect w1:seg1 applied"}));
+  EXPECT_EQ(order, (std::vector<std::string>{"ledger/0/0", "ledger/0/1", "ledger.effect/0 effect seg0 applied",
+                                             "ledger/1/0", "ledger/1/1", "ledger.effect/1 effect seg1 applied"}));
   auto invokes = of_kind(run.events, EventKind::kWriteInvoke);
   auto effect_invoke = std::find_if(invokes.begin(), invokes.end(), [](const Event& e) { return e.key == "ledger.effect"; });
   ASSERT_NE(effect_invoke, invokes.end());
-  EXPECT_EQ(effect_invoke->detail, "effect w1:seg0 (idempotent)");
+  EXPECT_EQ(effect_invoke->detail, "effect seg0 (idempotent)");
   EXPECT_FALSE(effect_invoke->chunk);
 
   const StoreSnapshot snap = store.store->snapshot();
   ASSERT_EQ(snap.effects.size(), 2u);
   for (std::size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(snap.effects[i].key, "ledger");
-    EXPECT_EQ(snap.effects[i].id, "w1:seg" + std::to_string(i));
+    EXPECT_EQ(snap.effects[i].id, "seg" + std::to_string(i));  // the job's identity, not the holder's
     EXPECT_EQ(snap.effects[i].token, t1);
     EXPECT_EQ(snap.effects[i].client, "w1");
     EXPECT_TRUE(snap.effects[i].applied);
@@ -551,7 +551,7 @@ TEST_F(WorkerDesignsTest, ARejectedEffectRedoesTheSegmentAndPostsTheSameEffectAg
       chunks.push_back(std::to_string(r.segment) + "/" + std::to_string(r.chunk) + "@" + (r.token == t1 ? "t1" : "t2"));
     }
   }
-  EXPECT_EQ(effects, (std::vector<std::string>{"w1:seg0@t1=409", "w1:seg0@t2=200", "w1:seg1@t2=200"}));
+  EXPECT_EQ(effects, (std::vector<std::string>{"seg0@t1=409", "seg0@t2=200", "seg1@t2=200"}));
   EXPECT_EQ(chunks, (std::vector<std::string>{"0/0@t1", "0/1@t1", "0/0@t2", "0/1@t2", "1/0@t2", "1/1@t2"}));
   EXPECT_GT(t2, t1);
 }

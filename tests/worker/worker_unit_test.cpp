@@ -451,6 +451,8 @@ TEST(WorkerNamesTest, RoundTripAndUnknownNames) {
     EXPECT_EQ(keepalive_mode_from_name(keepalive_mode_name(m)), m);
   EXPECT_EQ(keepalive_mode_name(KeepaliveMode::kInline), "inline");
   EXPECT_FALSE(keepalive_mode_from_name("Inline"));
+  EXPECT_EQ(self_stop_at_from_name("effect"), SelfStopAt::kEffect);
+  EXPECT_EQ(self_stop_at_name(SelfStopAt::kEffect), "effect");
   EXPECT_FALSE(self_stop_at_from_name("never"));
   EXPECT_FALSE(job_kind_from_name("Segments"));
   EXPECT_FALSE(token_source_from_name(""));
@@ -473,6 +475,7 @@ TEST(WorkerCliTest, BadValuesExitTwoNamingTheFlag) {
                                          {{"--token-source", "ntp"}, "--token-source"},
                                          {{"--self-stop-at", "write"}, "--self-stop-at"},
                                          {{"--self-stop-at", "check"}, "--self-stop-at check needs --check-lease-before-write"},
+                                         {{"--self-stop-at", "effect"}, "--self-stop-at effect needs --job side-effect"},
                                          {{"--abort-on-pause-ms", "5"}, "--abort-on-pause-ms must be greater than --tick-ms"},
                                          {{"--increments", "0"}, "--increments must be >= 1"},
                                          {{"--keepalive", "lazy"}, "--keepalive"},

@@ -30,8 +30,8 @@ constexpr std::array<std::pair<TokenSource, std::string_view>, 2> kTokenSourceNa
     {TokenSource::kEtcd, "etcd"}, {TokenSource::kTimestamp, "timestamp"}}};
 constexpr std::array<std::pair<KeepaliveMode, std::string_view>, 2> kKeepaliveNames{{
     {KeepaliveMode::kThread, "thread"}, {KeepaliveMode::kInline, "inline"}}};
-constexpr std::array<std::pair<SelfStopAt, std::string_view>, 2> kSelfStopNames{{
-    {SelfStopAt::kNever, "never"}, {SelfStopAt::kCheck, "check"}}};
+constexpr std::array<std::pair<SelfStopAt, std::string_view>, 3> kSelfStopNames{{
+    {SelfStopAt::kNever, "never"}, {SelfStopAt::kCheck, "check"}, {SelfStopAt::kEffect, "effect"}}};
 
 template <typename E, std::size_t N>
 std::string_view name_of(const std::array<std::pair<E, std::string_view>, N>& table, E value) {
@@ -95,10 +95,12 @@ std::vector<std::string> validate(const WorkerOptions& o) {
   need(!o.abort_on_pause || *o.abort_on_pause > o.tick,
        "--abort-on-pause-ms must be greater than --tick-ms (" + std::to_string(o.tick.count()) + "), got " +
            std::to_string(o.abort_on_pause ? o.abort_on_pause->count() : 0));
-  need(o.self_stop_at == SelfStopAt::kNever || o.check_lease_before_write,
+  need(o.self_stop_at != SelfStopAt::kCheck || o.check_lease_before_write,
        "--self-stop-at check needs --check-lease-before-write: it stops the worker right after that check");
   need(o.cpu_per_write.count() >= 0 && o.cpu_per_write.count() <= 60'000,
        "--cpu-per-write-ms must be 0..60000, got " + std::to_string(o.cpu_per_write.count()));
+  need(o.self_stop_at != SelfStopAt::kEffect || o.job == JobKind::kSideEffect,
+       "--self-stop-at effect needs --job side-effect: it stops the worker right before a side effect");
   return errors;
 }
 
@@ -314,6 +316,7 @@ class Worker {
       }
       if (step == Step::kDone && o_.job == JobKind::kSideEffect) {
         if (stop_.stop_requested()) return terminated();
+        if (o_.self_stop_at == SelfStopAt::kEffect) self_stop("effect", "between the segment's last write and its side effect");
         step = guarded([&](const std::string& detail) { return post_effect(segment, detail); });
       }
       switch (step) {
@@ -446,16 +449,7 @@ class Worker {
         events_.emit(std::move(e));
         return Step::kRedo;
       }
-      if (o_.self_stop_at == SelfStopAt::kCheck && !self_stopped_) {
-        self_stopped_ = true;
-        Event stop = make(EventKind::kLog);
-        stop.token = held_->token;
-        stop.lease_id = held_->lease_id;
-        stop.detail = "self-stop at check";
-        events_.emit(std::move(stop));  // flushed: the harness sees it before the process stops
-        spdlog::info("stopping myself (SIGSTOP) between the lease check and the write");
-        ::raise(SIGSTOP);  // stops every thread of the process until SIGCONT
-      }
+      if (o_.self_stop_at == SelfStopAt::kCheck) self_stop("check", "between the lease check and the write");
     }
     return Step::kDone;
   }
@@ -482,6 +476,20 @@ class Worker {
       spdlog::warn("inline keepalive of lease {:x} failed: {}", held_->lease_id, err.what());
     }
     events_.emit(std::move(e));
+  }
+
+  /// The first time only: says "self-stop at <point>" and SIGSTOPs the whole process; the
+  /// harness's self-stop fault continues it.
+  void self_stop(std::string_view point, std::string_view where) {
+    if (self_stopped_) return;
+    self_stopped_ = true;
+    Event stop = make(EventKind::kLog);
+    stop.token = held_->token;
+    stop.lease_id = held_->lease_id;
+    stop.detail = "self-stop at " + std::string(point);
+    events_.emit(std::move(stop));  // flushed: the harness sees it before the process stops
+    spdlog::info("stopping myself (SIGSTOP) {}", where);
+    ::raise(SIGSTOP);  // stops every thread of the process until SIGCONT
   }
 
   // --- acquire and release ------------------------------------------------------------------
@@ -716,7 +724,9 @@ class Worker {
 
   WriteOutcome post_effect(std::int64_t segment, const std::string& detail) {
     const std::int64_t token = held_->token;
-    const std::string id = o_.id + ":seg" + std::to_string(segment);
+    // The effect's identity is the job's, not the holder's: whoever performs segment N's effect
+    // performs the same payout, so an idempotent resource must see the same id from every holder.
+    const std::string id = "seg" + std::to_string(segment);
     const std::string effect_key = o_.key + ".effect";
     Event invoke = make(EventKind::kWriteInvoke);
     invoke.key = effect_key;

@@ -64,8 +64,9 @@ WorkerCli parse_worker_cli(int argc, const char* const* argv) {
   app.add_option("--token-source", token_source, "design: where tokens come from: etcd (create_revision) | timestamp")
       ->check(CLI::IsMember({"etcd", "timestamp"}));
   auto* self_stop_opt = app.add_option("--self-stop-at", self_stop_at,
-                                       "design: SIGSTOP itself once at this point: check (after the lease check, before the write)")
-                            ->check(CLI::IsMember({"check"}));
+                                       "design: SIGSTOP itself once at this point: check (after the lease check, before the "
+                                       "write) | effect (after the first segment, before its side effect)")
+                            ->check(CLI::IsMember({"check", "effect"}));
   app.add_option("--keepalive", keepalive,
                  "design: where lease renewals run: thread (its own thread) | inline (the job's thread, before a write)")
       ->check(CLI::IsMember({"thread", "inline"}));

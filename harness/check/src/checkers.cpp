@@ -729,14 +729,17 @@ CheckerResult TokenRegressionChecker::check_with(const History& history, const R
     auto invoke = latest_before(history, x, e.source, EventKind::kAcquireInvoke);
     if (!invoke) continue;
     // The largest token among this lock's acquire.ok events that completed before the invoke.
+    // Tokens must be strictly increasing: an earlier grant's token equal to this one is the same
+    // token handed out twice (a reset issuer), as unsafe as a lower one.
     const auto& tops = running_top[e.lock];
     const auto after = std::lower_bound(tops.begin(), tops.end(), *invoke,
                                         [](const auto& entry, std::size_t index) { return entry.first < index; });
     if (after == tops.begin()) continue;
     const std::size_t candidate = std::prev(after)->second;
-    if (*history[candidate].token <= *e.token) continue;
+    if (*history[candidate].token < *e.token) continue;
     const std::optional<std::size_t> top = candidate;
     const Event& t = history[*top];
+    const bool reissued = *t.token == *e.token;
     Anomaly a;
     a.name = "token-regression";
     a.tokens = {*e.token, *t.token};
@@ -744,8 +747,8 @@ CheckerResult TokenRegressionChecker::check_with(const History& history, const R
     a.evidence = {*top, *invoke, x};
     a.description = e.source + " was granted the lock" + (e.lock.empty() ? std::string() : " " + e.lock) +
                     " with token " + std::to_string(*e.token) + " after " + t.source + " had already been granted " +
-                    std::to_string(*t.token) + " (" + e.source +
-                    " asked only after that grant): the issuer's tokens went backwards" +
+                    std::to_string(*t.token) + " (" + e.source + " asked only after that grant): " +
+                    (reissued ? "the issuer handed out the same token twice" : "the issuer's tokens went backwards") +
                     (e.detail.empty() ? std::string() : " [" + e.detail + "]");
     anomalies.push_back(std::move(a));
   }
@@ -758,7 +761,9 @@ CheckerResult TokenRegressionChecker::check_with(const History& history, const R
     if (g.kind != EventKind::kLockGrant || !g.token) continue;
     if (!context.lock.empty() && !g.lock_key.empty() && g.lock_key.rfind(context.lock + "/", 0) != 0) continue;
     if (!seen.insert({g.lock_key, *g.token}).second) continue;  // a replay, not a grant
-    if (top && *g.token < *history[*top].token) {
+    // Another key with the same create_revision is the same token granted twice: a reset issuer.
+    if (top && (*g.token < *history[*top].token ||
+                (*g.token == *history[*top].token && g.lock_key != history[*top].lock_key))) {
       const Event& t = history[*top];
       Anomaly a;
       a.name = "token-regression";

@@ -88,7 +88,10 @@ constexpr std::array<Row<TokenSource>, 2> kTokenSources{{
     {TokenSource::kEtcd, "etcd", true},
     {TokenSource::kTimestamp, "timestamp", true},
 }};
-constexpr std::array<Row<SelfStopPoint>, 1> kSelfStopPoints{{{SelfStopPoint::kCheck, "check", true}}};
+constexpr std::array<Row<SelfStopPoint>, 2> kSelfStopPoints{{
+    {SelfStopPoint::kCheck, "check", true},
+    {SelfStopPoint::kEffect, "effect", true},
+}};
 constexpr std::array<Row<KeepaliveMode>, 2> kKeepaliveModes{{
     {KeepaliveMode::kThread, "thread", true}, {KeepaliveMode::kInline, "inline", true}}};
 constexpr std::array<Row<PartitionFrom>, 3> kPartitionFroms{{
@@ -629,7 +632,7 @@ class ScenarioParser {
 
     // lock_service
     if (auto v = m.get("lock_service")) {
-      Map ls(*this, *v, {"kind", "endpoints", "lock"});
+      Map ls(*this, *v, {"kind", "endpoints", "lock", "prior_revisions"});
       s.lock_service_.kind = choice(ls.require("kind"), kLockServiceKinds, "lock service kind");
       if (auto e = ls.get("endpoints")) {
         for (const Value& item : list(*e, true)) {  // [] is the same as no endpoints: embedded
@@ -644,6 +647,12 @@ class ScenarioParser {
         if (!valid_lock_name(lock))
           fail(*l, "expected a lock name of 1-256 characters of [A-Za-z0-9_.-/], got " + quote(lock));
         s.lock_service_.lock = lock;
+      }
+      if (auto p = ls.get("prior_revisions")) {
+        s.lock_service_.prior_revisions = integer(*p, 0, 100000);
+        if (s.lock_service_.prior_revisions > 0 && !s.lock_service_.embedded())
+          fail(*p, "prior_revisions advances the embedded etcd's revision counter; an external lock service "
+                   "(lock_service.endpoints) has its own history");
       }
     }
     if (s.lock_service_.lock.empty()) s.lock_service_.lock = "fencecheck/" + s.name_;
@@ -949,7 +958,11 @@ class ScenarioParser {
         s.faults_.push_back(std::move(spec));
       }
     }
-    // A worker that stops itself needs someone to continue it.
+    // A worker that stops itself needs someone to continue it, and a point it reaches.
+    for (std::size_t i = 0; i < s.workers_.size(); ++i)
+      if (s.workers_[i].design.self_stop_at == SelfStopPoint::kEffect && s.job_.kind != JobKind::kSideEffect)
+        fail(*self_stop_values[i], "self_stop_at: effect stops the worker before a side effect, so it needs "
+                                   "job kind side-effect (the job is " + std::string(to_string(s.job_.kind)) + ")");
     for (std::size_t i = 0; i < s.workers_.size(); ++i)
       if (s.workers_[i].design.self_stop_at && !self_stopped.count(s.workers_[i].id))
         fail(*self_stop_values[i], s.workers_[i].id + " stops itself at " +
@@ -1027,7 +1040,7 @@ class ScenarioParser {
     auto stop = m.get("self_stop_at");
     if (stop) {
       d.self_stop_at = choice(*stop, kSelfStopPoints, "self-stop point");
-      if (!d.check_lease_before_write)
+      if (d.self_stop_at == SelfStopPoint::kCheck && !d.check_lease_before_write)
         fail(*stop, "self_stop_at: check stops the worker after its lease check, so it needs "
                     "check_lease_before_write: true");
     }
@@ -1224,7 +1237,8 @@ nlohmann::json to_json(const Scenario& s) {
   j["timeout"] = format_duration(s.timeout());
   j["lock_service"] = {{"kind", std::string(to_string(s.lock_service().kind))},
                        {"endpoints", s.lock_service().endpoints},
-                       {"lock", s.lock_service().lock}};
+                       {"lock", s.lock_service().lock},
+                       {"prior_revisions", s.lock_service().prior_revisions}};
   nlohmann::json rj{{"kind", std::string(to_string(s.resource().kind))},
                     {"fencing", std::string(to_string(s.resource().fencing))}};
   if (s.resource().check_window) rj["check_window"] = format_duration(*s.resource().check_window);

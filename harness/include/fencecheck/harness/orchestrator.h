@@ -61,6 +61,10 @@ struct RunOptions {
   const std::atomic<bool>* interrupted = nullptr;
   /// Observers, called in order (not owned; must outlive the run).
   std::vector<RunObserver*> observers;
+  /// `fencecheck run --repeat N`: this run is repetition `repetition` (1-based) of `repetitions`;
+  /// copied into the ScenarioResult (its label, JSON and JUnit case name show it).
+  int repetition = 1;
+  int repetitions = 1;
 };
 
 /// What one scenario run came to. Value type.
@@ -78,6 +82,11 @@ struct ScenarioResult {
   std::int64_t expiries_during_work = 0;
   double longest_pause_s = 0;
   double duration_s = 0;
+  int repetition = 1;   ///< which run of `--repeat N` this was (1-based)
+  int repetitions = 1;  ///< N of `--repeat N` (1 without it)
+  /// The scenario's name, and " #i/N" when it ran more than once (--repeat): the table's and
+  /// the JUnit case's name.
+  [[nodiscard]] std::string label() const;
   nlohmann::json to_json() const;
 };
 

@@ -79,6 +79,10 @@ struct Judgement {
 /// pause, duration), then per scenario its reasons and run directory. Columns fit their content.
 [[nodiscard]] std::string format_results_table(const std::vector<ScenarioResult>& results);
 
+/// For `run --repeat N`: one line per repeated scenario, in first-run order, with how many of its
+/// runs met the expectation ("3/3") and the count of each verdict. Empty when nothing repeated.
+[[nodiscard]] std::string format_repeat_summary(const std::vector<ScenarioResult>& results);
+
 /// The same results as the JSON array `--json` prints (ScenarioResult::to_json() each).
 [[nodiscard]] std::string format_results_json(const std::vector<ScenarioResult>& results);
 

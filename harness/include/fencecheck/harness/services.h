@@ -65,6 +65,10 @@ class Services {
   void start_lock_service(bool fresh_data);
 
  private:
+  /// Advances the embedded etcd's revision counter by `count` puts to "fencecheck-prior-revisions"
+  /// (lock_service.prior_revisions), so tokens start above it. Throws EtcdError.
+  void advance_revisions(std::int64_t count);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::string etcd_url_;

@@ -113,10 +113,11 @@ enum class KeepaliveMode {
 /// Where the worker SIGSTOPs itself, once (--self-stop-at).
 enum class SelfStopAt {
   kNever,  ///< (flag absent)
-  kCheck,  ///< "check": after the first successful lease check, before its write
+  kCheck,   ///< "check": after the first successful lease check, before its write
+  kEffect,  ///< "effect": after its first completed segment, before that segment's side effect
 };
 
-/// Wire names ("segments", "counter", "side-effect"; "etcd", "timestamp"; "check"), total and
+/// Wire names ("segments", "counter", "side-effect"; "etcd", "timestamp"; "check", "effect"), total and
 /// pure, and their inverses (nullopt for an unknown name). Thread-safe.
 [[nodiscard]] std::string_view job_kind_name(JobKind kind);
 [[nodiscard]] std::optional<JobKind> job_kind_from_name(std::string_view name);
@@ -164,7 +165,7 @@ struct WorkerOptions {
   /// long; must be greater than --tick-ms.
   std::optional<std::chrono::milliseconds> abort_on_pause;
   TokenSource token_source = TokenSource::kEtcd;  ///< (--token-source) etcd | timestamp
-  SelfStopAt self_stop_at = SelfStopAt::kNever;   ///< (--self-stop-at) check
+  SelfStopAt self_stop_at = SelfStopAt::kNever;   ///< (--self-stop-at) check | effect
   /// (--keepalive) thread | inline. Inline renewals happen only while holding; while waiting in
   /// Lock a thread renews (the job's thread is blocked in Lock).
   KeepaliveMode keepalive = KeepaliveMode::kThread;

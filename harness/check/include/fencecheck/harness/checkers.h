@@ -38,11 +38,12 @@
 //   lock.delete, and the third holder's acquire.ok: the first acquire.ok by another worker after
 //   the release, while the owner was still mid-job (no job.done or release.invoke of that token
 //   yet) (catalogue item 5).
-// token-regression: the issuer's tokens went backwards (catalogue items 6, 7):
-//   - an acquire.ok whose token is below that of an acquire.ok (same lock) that had completed
-//     before this one's acquire.invoke (real-time order: a grant that raced is not flagged);
-//   - a lock.grant whose token is below an earlier lock.grant's (the watch's order; a replay of a
-//     key already seen is not a grant);
+// token-regression: the issuer's tokens were not strictly increasing (catalogue items 6, 7):
+//   - an acquire.ok whose token is below, or equal to, that of an acquire.ok (same lock) that had
+//     completed before this one's acquire.invoke (real-time order: a grant that raced is not
+//     flagged; an equal token is the same token handed out twice);
+//   - a lock.grant whose token is below an earlier lock.grant's, or equal to it for another key
+//     (the watch's order; a replay of a key already seen is not a grant);
 //   - the resource's high-water mark for a key above the token of the last acquire.ok: from then
 //     on every holder is below the mark.
 // fenced-out: liveness. After the last fault.heal (or from the start when nothing was healed), a
@@ -53,8 +54,9 @@
 // duplicate-effect: the same side effect applied more than once in the read-back, where a later
 //   application's token was not above the highest token that had already applied it (in seq
 //   order): a stale holder (or a retry) performed an effect a newer holder had performed. The
-//   effect's identity is (key, id), with a leading "<client>:" of the id removed ("w1:seg2" and
-//   "w2:seg2" are the same payout). Applications with increasing tokens are the job being redone
+//   effect's identity is (key, id), with a leading "<client>:" of the id removed (the worker sends
+//   the job's own id, "seg2"; "w1:seg2" and "w2:seg2" from a client that prefixes its name are
+//   the same payout too). Applications with increasing tokens are the job being redone
 //   by successive holders, not a duplicate. Unknown when the job kind is side-effect and the
 //   read-back has no effects although effects were acknowledged (catalogue items 8, 11).
 // counter-drift: a counter's final value (read-back "counters") differs from the number of

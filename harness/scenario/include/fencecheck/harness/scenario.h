@@ -88,8 +88,10 @@ enum class EffectMode { kFenced, kUnfenced, kIdempotent };
 /// catalogue item 6).
 enum class TokenSource { kEtcd, kTimestamp };
 /// Where a self-stopping worker stops itself. check: after its lease check, before the write it
-/// guards (needs check_lease_before_write; catalogue item 10).
-enum class SelfStopPoint { kCheck };
+/// guards (needs check_lease_before_write; catalogue item 10). effect: after the last chunk of its
+/// first segment was accepted, before that segment's side effect (needs job kind side-effect;
+/// catalogue items 8 and 11).
+enum class SelfStopPoint { kCheck, kEffect };
 /// Where a worker renews its lease: its own thread (etcd clientv3's way), or inline on the job's
 /// thread before a write once the keepalive interval has passed (a single-threaded event loop),
 /// where work on that thread delays renewals (catalogue item 12, the throttle fault scenarios).
@@ -180,6 +182,11 @@ struct LockServiceSpec {
   std::vector<std::string> endpoints;
   /// The lock name (etcd key prefix); defaults to "fencecheck/<scenario name>".
   std::string lock;
+  /// Embedded etcd only: before any worker starts, the harness advances the new cluster's
+  /// revision counter by this many writes (to a key outside the lock's prefix), as a lock service
+  /// that has been in service for a while has. Tokens (create_revisions) then start above it; a
+  /// lock-service-restart with fresh_data starts again from 1 (catalogue item 7). 0..100000.
+  std::int64_t prior_revisions = 0;
   [[nodiscard]] bool embedded() const { return endpoints.empty(); }
   bool operator==(const LockServiceSpec&) const = default;
 };
@@ -233,8 +240,9 @@ struct WorkerDesign {
   TokenSource token_source = TokenSource::kEtcd;
   /// Run the worker under libfaketime with this offset (FAKETIME="-30s"); signed, non-zero.
   std::optional<Duration> clock_offset;
-  /// The worker SIGSTOPs itself once, at this point; a self-stop fault on it continues it. Needs
-  /// check_lease_before_write (the point is after the lease check).
+  /// The worker SIGSTOPs itself once, at this point; a self-stop fault on it continues it. check
+  /// needs check_lease_before_write (the point is after the lease check); effect needs job kind
+  /// side-effect.
   std::optional<SelfStopPoint> self_stop_at;
   /// Where lease renewals run (fencecheck-worker --keepalive).
   KeepaliveMode keepalive = KeepaliveMode::kThread;
