@@ -115,7 +115,6 @@ RunFigures figures_of(const Scenario& sc, const std::string& lock, const Analysi
   return f;
 }
 
-
 /// The run: one per scenario, owned by run_scenario's stack frame.
 class Run {
  public:
