@@ -791,6 +791,49 @@ TEST(ReportCommand, AnUnmetExpectationIsAJUnitFailureNamingTheAnomalyAndItsEvide
   }
 }
 
+TEST(ReportCommand, VerdictJsonHasExactlyTheDocumentedFields) {
+  // docs/report-format.md is verdict.json's schema: every field today's verdict.json carries (top
+  // level, checkers[], their anomalies[], figures) is documented there, and every field its tables
+  // name is written.
+  const fs::path d = copy_fixture("sigstop-past-lease-unfenced", "command-schema");
+  std::ostringstream out, err;
+  ReportCommandOptions o;
+  o.run_dirs = {d};
+  ASSERT_EQ(report_command(o, out, err), kExitMet) << err.str();
+  const auto v = nlohmann::json::parse(slurp(d / "verdict.json"));
+  std::set<std::string> written;
+  auto keys_of = [&written](const nlohmann::json& j) {
+    for (const auto& [k, x] : j.items()) written.insert(k);
+  };
+  keys_of(v);
+  keys_of(v["figures"]);
+  ASSERT_FALSE(v["checkers"].empty());
+  for (const auto& c : v["checkers"]) {
+    keys_of(c);
+    for (const auto& a : c["anomalies"]) keys_of(a);
+  }
+
+  const std::string doc = slurp(kSource / "docs" / "report-format.md");
+  const auto from = doc.find("## verdict.json");
+  const auto to = doc.find("## junit.xml");
+  ASSERT_NE(from, std::string::npos);
+  ASSERT_NE(to, std::string::npos);
+  const std::string section = doc.substr(from, to - from);
+  for (const auto& k : written)
+    EXPECT_TRUE(section.find("`" + k + "`") != std::string::npos || section.find("\"" + k + "\"") != std::string::npos)
+        << "verdict.json writes '" << k << "', which docs/report-format.md does not document";
+  // The first column of each field table names fields; each must be written.
+  std::set<std::string> documented;
+  const std::regex row(R"(\n\| ([^|]*) \|)");
+  for (auto it = std::sregex_iterator(section.begin(), section.end(), row); it != std::sregex_iterator(); ++it) {
+    const std::string cell = (*it)[1].str();
+    const std::regex name("`([a-z_]+)`");
+    for (auto n = std::sregex_iterator(cell.begin(), cell.end(), name); n != std::sregex_iterator(); ++n) documented.insert((*n)[1].str());
+  }
+  EXPECT_GT(documented.size(), 25u);
+  for (const auto& k : documented) EXPECT_TRUE(written.count(k)) << "docs/report-format.md documents '" << k << "', which verdict.json lacks";
+}
+
 TEST(ReportCommand, ABadRunDirectoryIsExit2AndWritesNothing) {
   const fs::path good = copy_fixture("sigstop-past-lease", "cmd-bad");
   fs::remove(good / "verdict.json");
