@@ -914,6 +914,8 @@ TEST(Retention, KeepsTheNewestAndTheProtectedAndTouchesNothingElse) {
   const fs::path c = run_dir("20260103T000000Z-c", true);
   const fs::path no_plan = run_dir("20260100T000000Z-old-but-not-a-run", false);
   const fs::path not_named = run_dir("my-notes", true);
+  const fs::path no_scenario = run_dir("20250101T000000Z-", true);     // a stamp, but no scenario name
+  const fs::path bad_stamp = run_dir("2025010xT000000Z-old", true);    // not a stamp
   fs::create_directory_symlink(c.filename(), root / "latest");
   fs::create_directory_symlink(a, root / "20250101T000000Z-link");  // a symlink named like a run
   std::ofstream(root / "20250101T000000Z-file") << "x";
@@ -928,6 +930,8 @@ TEST(Retention, KeepsTheNewestAndTheProtectedAndTouchesNothingElse) {
   EXPECT_TRUE(fs::exists(c));
   EXPECT_TRUE(fs::exists(no_plan));
   EXPECT_TRUE(fs::exists(not_named));
+  EXPECT_TRUE(fs::exists(no_scenario));
+  EXPECT_TRUE(fs::exists(bad_stamp));
   EXPECT_TRUE(fs::is_symlink(root / "latest"));
   EXPECT_TRUE(fs::is_symlink(root / "20250101T000000Z-link"));
   EXPECT_TRUE(fs::exists(root / "20250101T000000Z-file"));
