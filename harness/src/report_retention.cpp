@@ -1,6 +1,8 @@
 // Retention of a run root (`--keep N`): see report.h, prune_run_root().
 #include <algorithm>
-#include <regex>
+#include <cctype>
+#include <optional>
+#include <string_view>
 #include <tuple>
 
 #include "fencecheck/harness/report.h"
@@ -21,6 +23,18 @@ bool newer(const Candidate& a, const Candidate& b) {
   return std::tie(a.stamp, a.planned, a.name) > std::tie(b.stamp, b.planned, b.name);
 }
 
+/// The UTC stamp of a run directory's name, "yyyymmddTHHMMSSZ-<scenario>": nullopt when the name
+/// is not shaped like one.
+std::optional<std::string> run_stamp(std::string_view name) {
+  constexpr std::string_view kShape = "ddddddddTddddddZ-";  // d: a digit; then a non-empty scenario name
+  if (name.size() <= kShape.size()) return std::nullopt;
+  for (std::size_t i = 0; i < kShape.size(); ++i) {
+    const bool ok = kShape[i] == 'd' ? std::isdigit(static_cast<unsigned char>(name[i])) != 0 : name[i] == kShape[i];
+    if (!ok) return std::nullopt;
+  }
+  return std::string(name.substr(0, kShape.size() - 1));
+}
+
 bool same_dir(const fs::path& a, const fs::path& b) {
   std::error_code ec1, ec2;
   const bool eq = fs::equivalent(a, b, ec1);
@@ -36,7 +50,6 @@ PruneResult prune_run_root(const fs::path& run_root, std::size_t keep, const std
     out.errors.push_back("--keep must be at least 1");
     return out;
   }
-  static const std::regex kRunName(R"(^(\d{8}T\d{6}Z)-.+$)");
   std::vector<Candidate> runs;
   std::error_code ec;
   for (fs::directory_iterator it(run_root, ec), end; !ec && it != end; it.increment(ec)) {
@@ -44,11 +57,11 @@ PruneResult prune_run_root(const fs::path& run_root, std::size_t keep, const std
     std::error_code e2;
     if (entry.is_symlink(e2) || !entry.is_directory(e2)) continue;  // `latest`, files: never touched
     const std::string name = entry.path().filename().string();
-    std::smatch m;
-    if (!std::regex_match(name, m, kRunName)) continue;
+    const auto stamp = run_stamp(name);
+    if (!stamp) continue;
     const fs::path plan = entry.path() / "scenario.json";
     if (!fs::is_regular_file(fs::symlink_status(plan, e2))) continue;  // not a fencecheck run directory
-    runs.push_back({entry.path(), m[1].str(), fs::last_write_time(plan, e2), name});
+    runs.push_back({entry.path(), *stamp, fs::last_write_time(plan, e2), name});
   }
   if (ec) {
     out.errors.push_back(run_root.string() + ": " + ec.message());

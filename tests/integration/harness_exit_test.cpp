@@ -91,6 +91,18 @@ TEST(HarnessExit, UnknownSubcommandOrMissingPathExits2) {
   EXPECT_NE(r.err.find("nope.yaml"), std::string::npos) << r.err;
 }
 
+TEST(HarnessExit, AJUnitPathNothingCanBeWrittenToExits2BeforeAnythingStarts) {
+  auto work = fctest::fresh_dir("junit");
+  fs::create_directories(work / "a-directory.xml");
+  // /proc takes no new file, even from root (access(2) would say it is writable).
+  for (const std::string& bad : {std::string("/proc/fencecheck-junit.xml"), (work / "a-directory.xml").string()}) {
+    auto r = fctest::run_fencecheck({"run", kSmoke, "--run-root", (work / "runs").string(), "--junit", bad}, work);
+    EXPECT_EQ(r.code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("--junit " + bad + ": cannot write a file there"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(work / "runs")) << "nothing may start";
+  }
+}
+
 TEST(HarnessExit, EtcdNotInstalledExits3SayingWhatToInstall) {
   auto work = fctest::fresh_dir("noetcd");
   fs::create_directories(work / "emptybin");

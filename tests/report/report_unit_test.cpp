@@ -791,6 +791,49 @@ TEST(ReportCommand, AnUnmetExpectationIsAJUnitFailureNamingTheAnomalyAndItsEvide
   }
 }
 
+TEST(ReportCommand, VerdictJsonHasExactlyTheDocumentedFields) {
+  // docs/report-format.md is verdict.json's schema: every field today's verdict.json carries (top
+  // level, checkers[], their anomalies[], figures) is documented there, and every field its tables
+  // name is written.
+  const fs::path d = copy_fixture("sigstop-past-lease-unfenced", "command-schema");
+  std::ostringstream out, err;
+  ReportCommandOptions o;
+  o.run_dirs = {d};
+  ASSERT_EQ(report_command(o, out, err), kExitMet) << err.str();
+  const auto v = nlohmann::json::parse(slurp(d / "verdict.json"));
+  std::set<std::string> written;
+  auto keys_of = [&written](const nlohmann::json& j) {
+    for (const auto& [k, x] : j.items()) written.insert(k);
+  };
+  keys_of(v);
+  keys_of(v["figures"]);
+  ASSERT_FALSE(v["checkers"].empty());
+  for (const auto& c : v["checkers"]) {
+    keys_of(c);
+    for (const auto& a : c["anomalies"]) keys_of(a);
+  }
+
+  const std::string doc = slurp(kSource / "docs" / "report-format.md");
+  const auto from = doc.find("## verdict.json");
+  const auto to = doc.find("## junit.xml");
+  ASSERT_NE(from, std::string::npos);
+  ASSERT_NE(to, std::string::npos);
+  const std::string section = doc.substr(from, to - from);
+  for (const auto& k : written)
+    EXPECT_TRUE(section.find("`" + k + "`") != std::string::npos || section.find("\"" + k + "\"") != std::string::npos)
+        << "verdict.json writes '" << k << "', which docs/report-format.md does not document";
+  // The first column of each field table names fields; each must be written.
+  std::set<std::string> documented;
+  const std::regex row(R"(\n\| ([^|]*) \|)");
+  for (auto it = std::sregex_iterator(section.begin(), section.end(), row); it != std::sregex_iterator(); ++it) {
+    const std::string cell = (*it)[1].str();
+    const std::regex name("`([a-z_]+)`");
+    for (auto n = std::sregex_iterator(cell.begin(), cell.end(), name); n != std::sregex_iterator(); ++n) documented.insert((*n)[1].str());
+  }
+  EXPECT_GT(documented.size(), 25u);
+  for (const auto& k : documented) EXPECT_TRUE(written.count(k)) << "docs/report-format.md documents '" << k << "', which verdict.json lacks";
+}
+
 TEST(ReportCommand, ABadRunDirectoryIsExit2AndWritesNothing) {
   const fs::path good = copy_fixture("sigstop-past-lease", "cmd-bad");
   fs::remove(good / "verdict.json");
@@ -871,6 +914,8 @@ TEST(Retention, KeepsTheNewestAndTheProtectedAndTouchesNothingElse) {
   const fs::path c = run_dir("20260103T000000Z-c", true);
   const fs::path no_plan = run_dir("20260100T000000Z-old-but-not-a-run", false);
   const fs::path not_named = run_dir("my-notes", true);
+  const fs::path no_scenario = run_dir("20250101T000000Z-", true);     // a stamp, but no scenario name
+  const fs::path bad_stamp = run_dir("2025010xT000000Z-old", true);    // not a stamp
   fs::create_directory_symlink(c.filename(), root / "latest");
   fs::create_directory_symlink(a, root / "20250101T000000Z-link");  // a symlink named like a run
   std::ofstream(root / "20250101T000000Z-file") << "x";
@@ -885,6 +930,8 @@ TEST(Retention, KeepsTheNewestAndTheProtectedAndTouchesNothingElse) {
   EXPECT_TRUE(fs::exists(c));
   EXPECT_TRUE(fs::exists(no_plan));
   EXPECT_TRUE(fs::exists(not_named));
+  EXPECT_TRUE(fs::exists(no_scenario));
+  EXPECT_TRUE(fs::exists(bad_stamp));
   EXPECT_TRUE(fs::is_symlink(root / "latest"));
   EXPECT_TRUE(fs::is_symlink(root / "20250101T000000Z-link"));
   EXPECT_TRUE(fs::exists(root / "20250101T000000Z-file"));
