@@ -124,10 +124,16 @@ std::vector<std::string> heal_outstanding(const std::filesystem::path& path, boo
   if (entries.empty()) return said;
   std::unique_ptr<FaultLedger> ledger;
   for (const auto& e : entries) {
-    const std::string kind = e.value("kind", "");
-    if (!force && FaultLedger::writer_alive(e)) {
-      said.push_back(kind + " entry " + std::to_string(e.value("id", 0)) + ": its harness (pid " +
-                     std::to_string(e.value("harness_pid", 0)) + ") is still running; left alone");
+    std::string kind = "?";
+    try {  // a field of the wrong type (a damaged ledger) throws: say so, and go on with the rest
+      kind = e.value("kind", "");
+      if (!force && FaultLedger::writer_alive(e)) {
+        said.push_back(kind + " entry " + std::to_string(e.value("id", 0)) + ": its harness (pid " +
+                       std::to_string(e.value("harness_pid", 0)) + ") is still running; left alone");
+        continue;
+      }
+    } catch (const std::exception& err) {
+      said.push_back("a damaged entry in " + path.string() + " (" + e.dump() + "): " + err.what() + "; cannot heal it");
       continue;
     }
     auto it = healers().find(kind);
