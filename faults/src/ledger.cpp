@@ -108,7 +108,10 @@ std::vector<nlohmann::json> FaultLedger::outstanding(const std::filesystem::path
 }
 
 bool FaultLedger::writer_alive(const nlohmann::json& entry) {
-  ProcessRef writer{entry.value("harness_pid", 0), entry.value("harness_start_ticks", std::uint64_t{0})};
+  const auto pid = entry.find("harness_pid");
+  const auto ticks = entry.find("harness_start_ticks");
+  if (pid == entry.end() || !pid->is_number_integer()) return false;  // absent or damaged: no live writer to protect
+  ProcessRef writer{pid->get<int>(), ticks != entry.end() && ticks->is_number_unsigned() ? ticks->get<std::uint64_t>() : 0};
   return writer.pid > 0 && writer.same_process_alive();
 }
 
