@@ -108,7 +108,10 @@ std::vector<nlohmann::json> FaultLedger::outstanding(const std::filesystem::path
 }
 
 bool FaultLedger::writer_alive(const nlohmann::json& entry) {
-  ProcessRef writer{entry.value("harness_pid", 0), entry.value("harness_start_ticks", std::uint64_t{0})};
+  const auto pid = entry.find("harness_pid");
+  const auto ticks = entry.find("harness_start_ticks");
+  if (pid == entry.end() || !pid->is_number_integer()) return false;  // absent or damaged: no live writer to protect
+  ProcessRef writer{pid->get<int>(), ticks != entry.end() && ticks->is_number_unsigned() ? ticks->get<std::uint64_t>() : 0};
   return writer.pid > 0 && writer.same_process_alive();
 }
 
@@ -124,10 +127,16 @@ std::vector<std::string> heal_outstanding(const std::filesystem::path& path, boo
   if (entries.empty()) return said;
   std::unique_ptr<FaultLedger> ledger;
   for (const auto& e : entries) {
-    const std::string kind = e.value("kind", "");
-    if (!force && FaultLedger::writer_alive(e)) {
-      said.push_back(kind + " entry " + std::to_string(e.value("id", 0)) + ": its harness (pid " +
-                     std::to_string(e.value("harness_pid", 0)) + ") is still running; left alone");
+    std::string kind = "?";
+    try {  // a field of the wrong type (a damaged ledger) throws: say so, and go on with the rest
+      kind = e.value("kind", "");
+      if (!force && FaultLedger::writer_alive(e)) {
+        said.push_back(kind + " entry " + std::to_string(e.value("id", 0)) + ": its harness (pid " +
+                       std::to_string(e.value("harness_pid", 0)) + ") is still running; left alone");
+        continue;
+      }
+    } catch (const std::exception& err) {
+      said.push_back("a damaged entry in " + path.string() + " (" + e.dump() + "): " + err.what() + "; cannot heal it");
       continue;
     }
     auto it = healers().find(kind);

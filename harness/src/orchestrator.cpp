@@ -38,6 +38,14 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+/// t + d, saturated at the clock's end: a scenario may give a timeout (or a fault duration) up to
+/// the largest 64-bit count of nanoseconds, and steady_clock's own count since boot plus that
+/// would overflow (a deadline in the past: the run "timed out" at once).
+Clock::time_point after(Clock::time_point t, Duration d) {
+  const auto left = Clock::time_point::max() - t;
+  return d >= left ? Clock::time_point::max() : t + std::chrono::duration_cast<Clock::duration>(d);
+}
+
 /// Everything the reader threads hand to the main loop, in receive order.
 struct Inbound {
   Event event;
@@ -275,7 +283,7 @@ void Run::inject(const FaultSpec& spec) {
   }
   injected_.insert(&spec);
   af.injected_ns = monotonic_ns();
-  af.heal_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(spec.duration);
+  af.heal_at = after(Clock::now(), spec.duration);
   e.kind = EventKind::kFaultInject;
   e.t_ns = af.injected_ns;
   e.duration_ns = spec.duration.count();
@@ -372,7 +380,7 @@ bool Run::finished() {
 }
 
 void Run::loop() {
-  const auto deadline = start_ + std::chrono::duration_cast<Clock::duration>(sc_.timeout());
+  const auto deadline = after(start_, sc_.timeout());
   while (true) {
     auto wake = std::min(deadline, Clock::now() + std::chrono::milliseconds(50));
     for (const auto& f : active_) wake = std::min(wake, f.heal_at);
@@ -380,7 +388,7 @@ void Run::loop() {
       if (!w.started && w.start_at) wake = std::min(wake, *w.start_at);
     for (const auto& f : sc_.faults())
       if (auto* t = std::get_if<TimeTrigger>(&f.trigger); t && !fired_.count(&f))
-        wake = std::min(wake, start_ + std::chrono::duration_cast<Clock::duration>(t->at));
+        wake = std::min(wake, after(start_, t->at));
 
     for (const auto& [id, w] : workers_)
       if (w.eof && !w.exited) wake = std::min(wake, Clock::now() + std::chrono::milliseconds(2));
@@ -412,7 +420,7 @@ void Run::loop() {
       if (!w.started && w.start_at && now >= *w.start_at) launch_worker(w);
     for (const auto& f : sc_.faults())
       if (auto* t = std::get_if<TimeTrigger>(&f.trigger);
-          t && !fired_.count(&f) && now >= start_ + std::chrono::duration_cast<Clock::duration>(t->at)) {
+          t && !fired_.count(&f) && now >= after(start_, t->at)) {
         fired_.insert(&f);
         inject(f);
       }
@@ -475,7 +483,7 @@ ScenarioResult Run::execute() {
     record(std::move(e));
   }
   for (auto& [id, w] : workers_) {
-    if (w.spec->start_delay) w.start_at = start_ + std::chrono::duration_cast<Clock::duration>(*w.spec->start_delay);
+    if (w.spec->start_delay) w.start_at = after(start_, *w.spec->start_delay);
     else if (!w.spec->start_after) launch_worker(w);
   }
 

@@ -87,6 +87,40 @@ std::string common_suite_name(const std::vector<std::string>& names) {
   return names.front();
 }
 
+/// One reason per planned fault the stored history shows never took effect, as `fencecheck run`
+/// judged it (orchestrator.cpp, faults_not_taken): a scenario whose planned fault did not happen
+/// proved nothing about it, whatever its verdict. The n-th fault.inject of a (kind, target) is
+/// taken as the n-th planned fault of that kind on that target; a harness log event "<kind> on
+/// <target> not injected: <why>" says why one could not be injected.
+std::vector<std::string> faults_not_taken(const Scenario& sc, const History& h) {
+  std::map<std::pair<std::string, std::string>, std::int64_t> injected;
+  std::map<std::pair<std::string, std::string>, std::vector<std::string>> failed;
+  for (const Event& e : h) {
+    if (e.source != "harness" || e.fault.empty()) continue;
+    if (e.kind == EventKind::kFaultInject) ++injected[{e.fault, e.target}];
+    const std::string prefix = e.fault + " on " + e.target + " not injected: ";
+    if (e.kind == EventKind::kLog && e.detail.rfind(prefix, 0) == 0)
+      failed[{e.fault, e.target}].push_back(e.detail.substr(prefix.size()));
+  }
+  std::vector<std::string> out;
+  const auto& planned = sc.faults();
+  for (std::size_t i = 0; i < planned.size(); ++i) {
+    const std::pair<std::string, std::string> id{std::string(to_string(planned[i].kind)), planned[i].target};
+    if (auto& n = injected[id]; n > 0) {
+      --n;
+      continue;
+    }
+    const std::string name = "faults[" + std::to_string(i) + "] (" + id.first + " on " + id.second + ")";
+    if (auto& why = failed[id]; !why.empty()) {
+      out.push_back(name + " could not be injected: " + why.front());
+      why.erase(why.begin());
+    } else {
+      out.push_back(name + " never fired: its trigger did not happen before the run ended");
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 StoredRun load_run_directory(const fs::path& dir) {
@@ -150,7 +184,9 @@ Judgement judge_stored_run(const StoredRun& run) {
     finished = false;
     j.expectation.reasons.insert(j.expectation.reasons.begin(), "the run was interrupted");
   }
-  j.expectation.met = j.expectation.met && finished;
+  const auto not_taken = faults_not_taken(sc, run.history);
+  j.expectation.reasons.insert(j.expectation.reasons.begin(), not_taken.begin(), not_taken.end());
+  j.expectation.met = j.expectation.met && finished && not_taken.empty();
 
   ScenarioResult& r = j.result;
   r.scenario = sc.name();

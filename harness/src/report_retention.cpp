@@ -7,6 +7,9 @@
 
 #include "fencecheck/harness/report.h"
 
+#include "fencecheck/faults/ledger.h"
+#include "fencecheck/harness/run_dir.h"
+
 namespace fencecheck::harness {
 namespace fs = std::filesystem;
 
@@ -42,6 +45,19 @@ bool same_dir(const fs::path& a, const fs::path& b) {
   return fs::weakly_canonical(a, ec2) == fs::weakly_canonical(b, ec2);
 }
 
+/// A run another harness is still writing is locked (RunDirectory::in_use); a killed run whose
+/// ledger still lists unhealed faults is what `fencecheck cleanup` needs: neither is removed.
+bool unhealed(const fs::path& dir) {
+  const fs::path ledger = dir / "faults.ledger";
+  std::error_code ec;
+  if (!fs::exists(ledger, ec)) return false;
+  try {
+    return !fencecheck::faults::FaultLedger::outstanding(ledger).empty();
+  } catch (const std::exception&) {
+    return true;  // unreadable: keep it for a person to look at
+  }
+}
+
 }  // namespace
 
 PruneResult prune_run_root(const fs::path& run_root, std::size_t keep, const std::vector<fs::path>& protect) {
@@ -71,7 +87,8 @@ PruneResult prune_run_root(const fs::path& run_root, std::size_t keep, const std
   std::vector<fs::path> doomed;
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const bool is_protected =
-        std::any_of(protect.begin(), protect.end(), [&](const fs::path& p) { return !p.empty() && same_dir(p, runs[i].path); });
+        std::any_of(protect.begin(), protect.end(), [&](const fs::path& p) { return !p.empty() && same_dir(p, runs[i].path); }) ||
+        RunDirectory::in_use(runs[i].path) || unhealed(runs[i].path);
     if (i < keep || is_protected) out.kept.push_back(runs[i].path);
     else doomed.push_back(runs[i].path);
   }

@@ -1,5 +1,10 @@
 #include "fencecheck/harness/run_dir.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <ctime>
 #include <fstream>
 #include <stdexcept>
@@ -28,6 +33,16 @@ RunDirectory RunDirectory::create(const fs::path& run_root, const std::string& s
     if (ec) throw std::runtime_error("cannot create run directory " + d.path_.string() + ": " + ec.message());
     if (n > 1000) throw std::runtime_error("no free run directory name under " + run_root.string());
   }
+  // Locked before scenario.json exists: `--keep` only ever considers a directory holding one.
+  const int fd = ::open(d.path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error("cannot lock run directory " + d.path_.string());
+  }
+  d.lock_fd_ = std::shared_ptr<int>(new int(fd), [](int* p) {
+    ::close(*p);
+    delete p;
+  });
   fs::create_directories(d.path_ / "logs");
   const fs::path latest = run_root / "latest";
   const fs::path tmp = run_root / (".latest-" + d.run_id_);
@@ -35,6 +50,14 @@ RunDirectory RunDirectory::create(const fs::path& run_root, const std::string& s
   fs::create_directory_symlink(d.run_id_, tmp, ec);
   if (!ec) fs::rename(tmp, latest, ec);  // rename(2) replaces the old link atomically
   return d;
+}
+
+bool RunDirectory::in_use(const fs::path& path) noexcept {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool busy = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return busy;
 }
 
 fs::path RunDirectory::log_path(const std::string& name) const { return path_ / "logs" / (name + ".log"); }

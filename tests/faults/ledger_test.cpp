@@ -113,3 +113,29 @@ TEST(FaultLedger, UnknownKindIsReportedNotThrown) {
   ASSERT_EQ(said.size(), 1u);
   EXPECT_NE(said[0].find("unknown fault kind 'meteor'"), std::string::npos);
 }
+
+// A damaged entry (a field of the wrong type) aborted `fencecheck cleanup` (an uncaught
+// nlohmann type_error, exit 134) before it healed anything; now it is named and the rest healed.
+// A damaged harness_pid names no live harness (writer_alive is false, and does not throw).
+TEST(FaultLedger, ADamagedEntryIsReportedAndTheNextOneStillHealed) {
+  auto path = temp_ledger("damaged.ledger");
+  ProcessRef ref;
+  {
+    fctest::SleepChild c;
+    ref = *ProcessRef::of(c.pid());
+  }
+  std::ofstream(path) << R"({"op":"inject","id":1,"kind":5,"harness_pid":"x","pid":1})" << "\n"
+                      << nlohmann::json{{"op", "inject"}, {"id", 2}, {"kind", "sigstop"}, {"pid", ref.pid},
+                                        {"start_ticks", ref.start_ticks}, {"target", "w9"}, {"harness_pid", 999999999}}
+                             .dump()
+                      << "\n";
+  auto said = heal_outstanding(path);
+  ASSERT_EQ(said.size(), 2u);
+  EXPECT_NE(said[0].find("a damaged entry in " + path.string()), std::string::npos) << said[0];
+  EXPECT_NE(said[0].find("cannot heal it"), std::string::npos) << said[0];
+  EXPECT_NE(said[1].find("already gone"), std::string::npos) << said[1];
+  EXPECT_FALSE(FaultLedger::writer_alive(nlohmann::json::parse(R"({"harness_pid":"x"})")));
+  const auto left = FaultLedger::outstanding(path);
+  ASSERT_EQ(left.size(), 1u);  // the damaged one stays for a person to look at
+  EXPECT_EQ(left[0].value("id", 0), 1);
+}

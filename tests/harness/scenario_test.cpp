@@ -186,7 +186,7 @@ TEST(ScenarioLoad, EveryOptionalFieldIsRead) {
       "  lock: team/locks/ledger\n"
       "resource: {kind: store, fencing: none}\n"
       "network: host\n"
-      "job: {key: acct.42, segments: 1, chunks: 7, chunk_bytes: 1048576, chunk_interval: 250us}\n"
+      "job: {key: acct.42, segments: 1, chunks: 7, chunk_bytes: 1048576, chunk_interval: 2ms}\n"
       "workers:\n"
       "  - id: w1\n"
       "  - id: w2\n"
@@ -223,7 +223,7 @@ TEST(ScenarioLoad, EveryOptionalFieldIsRead) {
   EXPECT_EQ(s.job().segments, 1);
   EXPECT_EQ(s.job().chunks, 7);
   EXPECT_EQ(s.job().chunk_bytes, 1048576);
-  EXPECT_EQ(s.job().chunk_interval, 250us);
+  EXPECT_EQ(s.job().chunk_interval, 2ms);
   ASSERT_EQ(s.workers().size(), 3u);
   EXPECT_EQ(s.workers()[1].start_delay, Duration(300ms));
   EXPECT_EQ(s.workers()[2].start_after, (EventTrigger{"w2", EventKind::kLeaseLost, 3}));
@@ -907,6 +907,37 @@ const BadFile kBadFiles[] = {
      6, 42,
      "expect.pause_tolerance: pause_tolerance needs at least one fault that stops a worker (sigstop, freeze or "
      "self-stop) to compare pauses with"},
+    // fencecheck-worker takes these in whole ms: a finer value validated and then the run broke.
+    {"ChunkIntervalFinerThanAMillisecond",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k, chunk_interval: 250us}\n"
+     "workers: [{id: w1}]\n"
+     "expect: {outcome: safe}\n",
+     4, 31,
+     "job.chunk_interval: \"250us\" is not a whole number of milliseconds (the worker's chunk interval has "
+     "millisecond resolution)"},
+    {"AbortOnPauseFinerThanAMillisecond",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1, design: {abort_on_pause: 7500us}}]\n"
+     "expect: {outcome: safe}\n",
+     5, 45,
+     "workers[0].design.abort_on_pause: \"7500us\" is not a whole number of milliseconds (the worker's pause "
+     "detector has millisecond resolution)"},
+    {"AbortOnPauseNotAboveTheWorkersTick",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1, design: {abort_on_pause: 5ms}}]\n"
+     "expect: {outcome: safe}\n",
+     5, 45,
+     "workers[0].design.abort_on_pause: abort_on_pause must be longer than the worker's 5ms pause-detector tick, "
+     "got \"5ms\""},
 };
 
 INSTANTIATE_TEST_SUITE_P(EachKind, ScenarioBadFile, ::testing::ValuesIn(kBadFiles),

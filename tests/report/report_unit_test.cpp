@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -29,6 +30,7 @@
 #include "fencecheck/harness/progress.h"
 #include "fencecheck/harness/report.h"
 #include "fencecheck/harness/report_html.h"
+#include "fencecheck/harness/run_dir.h"
 #include "fencecheck/harness/scenario.h"
 #include "fencecheck/proto/chunk.h"
 #include "dom_util.h"
@@ -671,6 +673,31 @@ TEST(StoredRun, ATimedOutHistoryDoesNotMeetItsExpectation) {
   EXPECT_EQ(j.result.reasons.front(), "the run hit its timeout of 60s");
 }
 
+// `fencecheck run` judges a run whose planned fault never took effect as not met (it proved nothing
+// about that fault); judging the stored run again must say the same, not flip it to met.
+TEST(StoredRun, APlannedFaultThatNeverTookEffectDoesNotMeetItsExpectation) {
+  const fs::path d = copy_fixture("sigstop-past-lease", "fault-not-taken");
+  auto plan = nlohmann::json::parse(slurp(d / "scenario.json"));
+  const nlohmann::json extra = {{"kind", "sigstop"}, {"target", "w2"}, {"duration", "1s"},
+                                {"trigger", {{"worker", "w2"}, {"event", "write.ok"}, {"count", 99}}}};
+  // Two more faults on w2 that never took effect: one fired but could not be injected (the log
+  // event below), the other's trigger never happened.
+  plan["faults"].push_back(extra);
+  plan["faults"].push_back(extra);
+  plan["expect"].erase("pause_tolerance");  // met without the new faults: only they can fail it
+  std::ofstream(d / "scenario.json", std::ios::trunc) << plan.dump(2);
+  std::ofstream(d / "history.jsonl", std::ios::app)
+      << R"({"detail":"sigstop on w2 not injected: the worker is not running","fault":"sigstop","kind":"log",)"
+      << R"("source":"harness","src_ns":1,"t_ns":1,"target":"w2"})" << "\n";
+  const Judgement j = judge_stored_run(load_run_directory(d));
+  EXPECT_EQ(j.result.verdict, "valid");
+  EXPECT_FALSE(j.result.met);
+  EXPECT_EQ(j.result.exit_code, kExitNotMet);
+  EXPECT_THAT(j.result.reasons,
+              ::testing::ElementsAre("faults[1] (sigstop on w2) could not be injected: the worker is not running",
+                                     "faults[2] (sigstop on w2) never fired: its trigger did not happen before the run ended"));
+}
+
 TEST(StoredRun, EveryMissingOrBadFileIsNamed) {
   auto error_of = [](const fs::path& dir) -> std::pair<fs::path, std::string> {
     try {
@@ -940,6 +967,42 @@ TEST(Retention, KeepsTheNewestAndTheProtectedAndTouchesNothingElse) {
   ASSERT_EQ(zero.errors.size(), 1u);
   EXPECT_TRUE(zero.removed.empty());
   EXPECT_TRUE(fs::exists(c));
+}
+
+// Two harnesses on one run root: the one that ends first with --keep must not remove the run the
+// other is still writing (it failed with "cannot write .readback.json.tmp", exit 4), nor a killed
+// run whose ledger still lists a fault that `fencecheck cleanup` has to heal.
+TEST(Retention, NeverRemovesALiveRunOrOneWithUnhealedFaults) {
+  const fs::path root = fresh_dir("keep-live");
+  std::optional<RunDirectory> live = RunDirectory::create(root, "live");
+  live->write_json("scenario.json", nlohmann::json::object());
+  auto finished_run = [&](const std::string& name) {
+    const fs::path d = root / name;
+    fs::create_directories(d);
+    std::ofstream(d / "scenario.json") << "{}";
+    return d;
+  };
+  const fs::path unhealed = finished_run("20000101T000000Z-killed");
+  std::ofstream(unhealed / "faults.ledger") << R"({"op":"inject","id":1,"kind":"sigstop","pid":1})" << "\n";
+  const fs::path healed = finished_run("20000101T000001Z-killed-then-cleaned");
+  std::ofstream(healed / "faults.ledger") << R"({"op":"inject","id":1,"kind":"sigstop","pid":1})" << "\n"
+                                          << R"({"op":"heal","id":1})" << "\n";
+  const fs::path newest = finished_run("29991231T235959Z-newest");
+
+  EXPECT_TRUE(RunDirectory::in_use(live->path()));
+  EXPECT_FALSE(RunDirectory::in_use(newest));
+  const PruneResult r = prune_run_root(root, 1, {});
+  EXPECT_THAT(r.kept, ::testing::ElementsAre(newest, live->path(), unhealed));
+  EXPECT_THAT(r.removed, ::testing::ElementsAre(healed));
+  EXPECT_TRUE(fs::exists(live->path() / "scenario.json"));
+
+  const fs::path live_dir = live->path();
+  live.reset();  // the run ended: its directory is an ordinary old run now
+  EXPECT_FALSE(RunDirectory::in_use(live_dir));
+  const PruneResult after = prune_run_root(root, 1, {});
+  EXPECT_THAT(after.removed, ::testing::ElementsAre(live_dir));
+  EXPECT_FALSE(fs::exists(live_dir));
+  EXPECT_TRUE(fs::exists(unhealed));
 }
 
 // ---- progress ----------------------------------------------------------------------------------

@@ -196,6 +196,9 @@ struct Unit {
   std::string_view name;
   std::int64_t ns;
 };
+/// fencecheck-worker's pause-detector tick (its --tick-ms default, which the harness never changes).
+constexpr Duration kWorkerTick = std::chrono::milliseconds(5);
+
 // Longest suffix first so "ms" is not read as "m" + "s".
 constexpr std::array<Unit, 5> kUnits{{{"ns", 1}, {"us", 1'000}, {"ms", 1'000'000}, {"s", 1'000'000'000},
                                       {"m", 60'000'000'000}}};
@@ -723,7 +726,12 @@ class ScenarioParser {
       if (auto v = only_for("segments", chunked, chunk_kinds)) s.job_.segments = integer(*v, 1, 1'000'000);
       if (auto v = only_for("chunks", chunked, chunk_kinds)) s.job_.chunks = integer(*v, 1, 1'000'000);
       if (auto v = only_for("chunk_bytes", chunked, chunk_kinds)) s.job_.chunk_bytes = integer(*v, 1, 1 << 20);
-      if (auto v = j.get("chunk_interval")) s.job_.chunk_interval = duration(*v);
+      if (auto v = j.get("chunk_interval")) {
+        s.job_.chunk_interval = duration(*v);
+        // fencecheck-worker takes it in whole ms (--chunk-interval-ms): 250us would become 0.
+        whole(*v, s.job_.chunk_interval, std::chrono::milliseconds(1), "millisecond",
+              "the worker's chunk interval has millisecond resolution");
+      }
       if (auto v = only_for("increments", s.job_.kind == JobKind::kCounter, "job kind counter"))
         s.job_.increments = integer(*v, 1, 1'000'000);
       if (auto v = only_for("effect", s.job_.kind == JobKind::kSideEffect, "job kind side-effect"))
@@ -1027,7 +1035,14 @@ class ScenarioParser {
     if (auto x = m.get("retry_same_token")) d.retry_same_token = boolean(*x);
     if (auto x = m.get("release_by_name")) d.release_by_name = boolean(*x);
     if (auto x = m.get("check_lease_before_write")) d.check_lease_before_write = boolean(*x);
-    if (auto x = m.get("abort_on_pause")) d.abort_on_pause = duration(*x);
+    if (auto x = m.get("abort_on_pause")) {
+      // fencecheck-worker takes it in whole ms (--abort-on-pause-ms) and needs it above its pause
+      // detector's 5 ms tick (--tick-ms): anything else would validate and then stop the worker.
+      d.abort_on_pause = duration(*x);
+      whole(*x, *d.abort_on_pause, std::chrono::milliseconds(1), "millisecond", "the worker's pause detector has millisecond resolution");
+      if (*d.abort_on_pause <= kWorkerTick)
+        fail(*x, "abort_on_pause must be longer than the worker's 5ms pause-detector tick, got " + quote(x->node.Scalar()));
+    }
     if (auto x = m.get("token_source")) d.token_source = choice(*x, kTokenSources, "token source");
     if (auto x = m.get("clock_offset")) d.clock_offset = signed_duration(*x);
     if (auto x = m.get("keepalive")) d.keepalive = choice(*x, kKeepaliveModes, "keepalive mode");

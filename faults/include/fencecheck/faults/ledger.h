@@ -41,7 +41,8 @@ class FaultLedger {
   /// A torn last line (crash mid-append) is ignored. Throws std::runtime_error if unreadable.
   [[nodiscard]] static std::vector<nlohmann::json> outstanding(const std::filesystem::path& path);
 
-  /// True when the harness that wrote the entry is still running (same PID and start time).
+  /// True when the harness that wrote the entry is still running (same PID and start time); false
+  /// when the entry names none or a damaged one (a non-integer harness_pid). Never throws.
   [[nodiscard]] static bool writer_alive(const nlohmann::json& entry);
 
  private:

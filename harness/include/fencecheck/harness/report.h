@@ -135,8 +135,10 @@ struct ReportCommandOptions {
 /// Retention (`--keep N`) of a run root: its run directories are the directories directly under
 /// it (never symlinks such as `latest`) whose name starts with a run's UTC stamp
 /// (yyyymmddTHHMMSSZ-) and which contain scenario.json. Keeps the newest `keep` (by stamp, then
-/// scenario.json's time, then name) and every directory in `protect`, and removes the other run
-/// directories; anything else under the root is never touched. keep must be >= 1.
+/// scenario.json's time, then name), every directory in `protect`, every run still going (another
+/// harness holds it: RunDirectory::in_use) and every run whose faults.ledger lists a fault not yet
+/// healed (`fencecheck cleanup` needs it), and removes the other run directories; anything else
+/// under the root is never touched. keep must be >= 1.
 struct PruneResult {
   std::vector<std::filesystem::path> kept;     ///< newest first
   std::vector<std::filesystem::path> removed;  ///< oldest first

@@ -24,6 +24,8 @@ class RunDirectory {
  public:
   /// Creates a fresh, unique run directory (never reusing an existing one: a suffix -2, -3, ...
   /// is added) and points <run_root>/latest at it. Throws std::runtime_error naming the path.
+  /// The directory stays locked (flock(2), exclusive) while any copy of the returned object
+  /// lives, so that another harness's `--keep` never removes a run that is still going.
   static RunDirectory create(const std::filesystem::path& run_root, const std::string& scenario);
 
   [[nodiscard]] const std::filesystem::path& path() const { return path_; }
@@ -34,12 +36,18 @@ class RunDirectory {
   /// Writes name (pretty JSON) atomically: a temporary file renamed into place.
   void write_json(const std::string& name, const nlohmann::json& doc) const;
 
+  /// True when a live RunDirectory (of this or another process) holds the run directory at path.
+  /// False for a finished or killed run (the kernel drops a dead process's lock), or when path
+  /// cannot be opened. Never throws.
+  [[nodiscard]] static bool in_use(const std::filesystem::path& path) noexcept;
+
   /// Adds harness.log as a sink of spdlog's default logger until the returned guard is destroyed.
   [[nodiscard]] std::shared_ptr<void> attach_log() const;
 
  private:
   std::filesystem::path path_;
   std::string run_id_;
+  std::shared_ptr<int> lock_fd_;  ///< the directory, flock'ed exclusively; closed with the last copy
 };
 
 }  // namespace fencecheck::harness
