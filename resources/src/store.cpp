@@ -515,28 +515,30 @@ bool FencedStore::check_window_locked(std::unique_lock<std::mutex>& lock, std::s
   return !failed_ && !closing_;
 }
 
-WriteResult FencedStore::write(const WriteRequest& r) {
-  validate(r);
+WriteResult FencedStore::closed_result_locked() const {
   WriteResult out;
-  std::unique_lock lock(mu_);
-  if (failed_ || closing_) {
-    out.error = failed_ ? "store failed: " + failure_ : "store is closed";
-    return out;
-  }
+  out.error = failed_ ? "store failed: " + failure_ : "store is closed";
+  return out;
+}
+
+template <typename Append, typename AfterDecision>
+WriteResult FencedStore::fenced_mutation_locked(std::unique_lock<std::mutex>& lock, const std::string& key,
+                                                FencingToken token, const std::string& client, RejectedWrite rejected,
+                                                Append&& append_and_apply, AfterDecision&& after_decision) {
+  WriteResult out;
   // The fencing decision, the high-water update and the append are one critical section —
   // except in check-then-write mode, which lets the lock go in between (the race it shows).
-  const Fence fence = check_locked(r.key, r.token.value());
-  if (!fence.fenced && mode_ == FencingMode::kCheckThenWrite && !check_window_locked(lock, r.key, r.token, r.client)) {
-    out.error = failed_ ? "store failed: " + failure_ : "store is closed";
-    return out;
-  }
+  const Fence fence = check_locked(key, token.value());
+  if (!fence.fenced && mode_ == FencingMode::kCheckThenWrite && !check_window_locked(lock, key, token, client))
+    return closed_result_locked();
   if (fence.fenced) {
     const HighWater current = fence.cited;
-    rejections_.push_back(RejectedWrite{r.key, r.segment, r.chunk, r.token.value(), r.client, current.token});
+    rejected.high_water = current.token;
+    rejections_.push_back(std::move(rejected));
     ++rejected_;
     if (options_.after_decision) {
       lock.unlock();
-      options_.after_decision(r, false, 0);
+      after_decision(false, std::int64_t{0});
       lock.lock();
     }
     // Never cite a high-water mark that a crash could still take back.
@@ -550,15 +552,14 @@ WriteResult FencedStore::write(const WriteRequest& r) {
     return out;
   }
   const std::int64_t seq = last_seq_ + 1;
-  append_record(pending_, seq, r);
+  append_and_apply(seq);
   ++pending_records_;
-  apply_locked(seq, r);
   ++accepted_;
-  const std::int64_t high_water = mark_for_locked(r.key).token;
+  const std::int64_t high_water = mark_for_locked(key).token;
   work_cv_.notify_one();
   if (options_.after_decision) {
     lock.unlock();
-    options_.after_decision(r, true, seq);
+    after_decision(true, seq);
     lock.lock();
   }
   if (!wait_durable(lock, seq)) {
@@ -572,48 +573,33 @@ WriteResult FencedStore::write(const WriteRequest& r) {
   return out;
 }
 
+WriteResult FencedStore::write(const WriteRequest& r) {
+  validate(r);
+  std::unique_lock lock(mu_);
+  if (failed_ || closing_) return closed_result_locked();
+  return fenced_mutation_locked(
+      lock, r.key, r.token, r.client, RejectedWrite{r.key, r.segment, r.chunk, r.token.value(), r.client, 0},
+      [&](std::int64_t seq) {
+        append_record(pending_, seq, r);
+        apply_locked(seq, r);
+      },
+      [&](bool accepted, std::int64_t seq) {
+        if (options_.after_decision) options_.after_decision(r, accepted, seq);
+      });
+}
+
 WriteResult FencedStore::write_counter(const CounterWriteRequest& r) {
   validate_names(r.key, r.client, r.token);
   if (r.value < 0) throw std::invalid_argument("counter value " + std::to_string(r.value) + " is negative");
-  WriteResult out;
   std::unique_lock lock(mu_);
-  if (failed_ || closing_) {
-    out.error = failed_ ? "store failed: " + failure_ : "store is closed";
-    return out;
-  }
-  const Fence fence = check_locked(r.key, r.token.value());
-  if (!fence.fenced && mode_ == FencingMode::kCheckThenWrite && !check_window_locked(lock, r.key, r.token, r.client)) {
-    out.error = failed_ ? "store failed: " + failure_ : "store is closed";
-    return out;
-  }
-  if (fence.fenced) {
-    rejections_.push_back(RejectedWrite{r.key, r.value, -1, r.token.value(), r.client, fence.cited.token});
-    ++rejected_;
-    if (!wait_durable(lock, fence.cited.seq)) {
-      out.error = "store failed before the high-water mark it would cite was durable: " + failure_;
-      return out;
-    }
-    out.status = WriteStatus::kRejected;
-    out.high_water = fence.cited.token;
-    out.error = fence.why;
-    return out;
-  }
-  const std::int64_t seq = last_seq_ + 1;
-  append_counter_record(pending_, seq, r);
-  ++pending_records_;
-  apply_counter_locked(seq, r);
-  ++accepted_;
-  const std::int64_t high_water = mark_for_locked(r.key).token;
-  work_cv_.notify_one();
-  if (!wait_durable(lock, seq)) {
-    out.error = "store failed before the write was durable: " + failure_;
-    return out;
-  }
-  out.status = WriteStatus::kAccepted;
-  out.accepted = true;
-  out.high_water = high_water;
-  out.seq = seq;
-  return out;
+  if (failed_ || closing_) return closed_result_locked();
+  return fenced_mutation_locked(
+      lock, r.key, r.token, r.client, RejectedWrite{r.key, r.value, -1, r.token.value(), r.client, 0},
+      [&](std::int64_t seq) {
+        append_counter_record(pending_, seq, r);
+        apply_counter_locked(seq, r);
+      },
+      [](bool, std::int64_t) {});
 }
 
 CounterReading FencedStore::read_counter(const std::string& key) const {

@@ -11,6 +11,21 @@
 namespace fencecheck {
 namespace {
 
+/// The outcome of a reply other than 200: 409 the fence rejected it, another 4xx the store called
+/// the request invalid, anything else (5xx: the store failed mid-write) unknown: it may or may not
+/// stand. Fills `error` from the status and body when the reply's JSON gave none.
+template <typename Outcome>
+Outcome outcome_of_refusal(const httplib::Response& res, std::string& error, Outcome rejected, Outcome invalid,
+                           Outcome unknown) {
+  if (res.status == 409) {
+    if (error.empty()) error = "rejected (409)";
+    return rejected;
+  }
+  if (error.empty()) error = "HTTP " + std::to_string(res.status) + ": " + res.body.substr(0, 200);
+  return res.status >= 400 && res.status < 500 ? invalid : unknown;
+}
+
+
 // Percent-encodes one path segment (RFC 3986: everything but unreserved characters), so any key
 // reaches the server intact and gets the server's own verdict rather than a mangled URL.
 std::string encode_segment(std::string_view s) {
@@ -120,16 +135,9 @@ WriteReply classify_write(const httplib::Result& res, const std::string& what) {
       reply.outcome = WriteOutcome::kUnknown;
       reply.error = "200 reply without {\"accepted\":true,...}: " + res->body.substr(0, 200);
     }
-  } else if (res->status == 409) {
-    reply.outcome = WriteOutcome::kRejected;
-    if (reply.error.empty()) reply.error = "rejected (409)";
-  } else if (res->status >= 400 && res->status < 500) {
-    reply.outcome = WriteOutcome::kInvalid;
-    if (reply.error.empty()) reply.error = "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 200);
   } else {
-    // 5xx (the store failed mid-write) or anything unexpected: the write may or may not stand.
-    reply.outcome = WriteOutcome::kUnknown;
-    if (reply.error.empty()) reply.error = "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 200);
+    reply.outcome = outcome_of_refusal(*res, reply.error, WriteOutcome::kRejected, WriteOutcome::kInvalid,
+                                       WriteOutcome::kUnknown);
   }
   return reply;
 }
@@ -218,15 +226,9 @@ EffectReply StoreClient::post_effect(std::string_view key, std::string_view effe
       reply.outcome = EffectOutcome::kUnknown;
       reply.error = "200 reply without {\"applied\":...}: " + res->body.substr(0, 200);
     }
-  } else if (res->status == 409) {
-    reply.outcome = EffectOutcome::kRejected;
-    if (reply.error.empty()) reply.error = "rejected (409)";
-  } else if (res->status >= 400 && res->status < 500) {
-    reply.outcome = EffectOutcome::kInvalid;
-    if (reply.error.empty()) reply.error = "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 200);
   } else {
-    reply.outcome = EffectOutcome::kUnknown;
-    if (reply.error.empty()) reply.error = "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 200);
+    reply.outcome = outcome_of_refusal(*res, reply.error, EffectOutcome::kRejected, EffectOutcome::kInvalid,
+                                       EffectOutcome::kUnknown);
   }
   return reply;
 }

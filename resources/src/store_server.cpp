@@ -173,6 +173,28 @@ struct StoreServer::Impl {
   }
 
   void handle_put(const httplib::Request& req, httplib::Response& res);
+  /// Runs one fenced mutation (a chunk or a counter write) and replies: 200 accepted, 409 fenced
+  /// (with the high-water mark), 400 for a request the store calls invalid, 500 on failure.
+  template <typename Write>
+  void reply_write(httplib::Response& res, const std::string& key, const std::string& client, Write&& write) {
+    WriteResult r;
+    try {
+      r = write();
+    } catch (const std::invalid_argument& e) {
+      return reply_error(res, 400, e.what());
+    }
+    switch (r.status) {
+      case WriteStatus::kAccepted:
+        count_write(key, client, "accepted");
+        return reply_json(res, 200, {{"accepted", true}, {"high_water", r.high_water}, {"seq", r.seq}});
+      case WriteStatus::kRejected:
+        count_write(key, client, "rejected");
+        return reply_json(res, 409, {{"accepted", false}, {"high_water", r.high_water}, {"error", r.error}});
+      case WriteStatus::kFailed:
+        return reply_error(res, 500, r.error);
+    }
+    reply_error(res, 500, "unknown write status");
+  }
   void handle_counter_get(const httplib::Request& req, httplib::Response& res);
   void handle_counter_put(const httplib::Request& req, httplib::Response& res);
   void handle_effect(const httplib::Request& req, httplib::Response& res);
@@ -244,23 +266,7 @@ void StoreServer::Impl::handle_put(const httplib::Request& req, httplib::Respons
                                      std::to_string(options.max_body_bytes) + " bytes");
   w.bytes = req.body;
 
-  WriteResult r;
-  try {
-    r = store.write(w);
-  } catch (const std::invalid_argument& e) {
-    return reply_error(res, 400, e.what());
-  }
-  switch (r.status) {
-    case WriteStatus::kAccepted:
-      count_write(w.key, w.client, "accepted");
-      return reply_json(res, 200, {{"accepted", true}, {"high_water", r.high_water}, {"seq", r.seq}});
-    case WriteStatus::kRejected:
-      count_write(w.key, w.client, "rejected");
-      return reply_json(res, 409, {{"accepted", false}, {"high_water", r.high_water}, {"error", r.error}});
-    case WriteStatus::kFailed:
-      return reply_error(res, 500, r.error);
-  }
-  reply_error(res, 500, "unknown write status");
+  reply_write(res, w.key, w.client, [&] { return store.write(w); });
 }
 
 void StoreServer::Impl::handle_counter_get(const httplib::Request& req, httplib::Response& res) {
@@ -280,23 +286,7 @@ void StoreServer::Impl::handle_counter_put(const httplib::Request& req, httplib:
   if (auto why = parse_index("counter value", body, w.value); !why.empty())
     return reply_error(res, 400, why + " (the body is the counter's new value)");
 
-  WriteResult r;
-  try {
-    r = store.write_counter(w);
-  } catch (const std::invalid_argument& e) {
-    return reply_error(res, 400, e.what());
-  }
-  switch (r.status) {
-    case WriteStatus::kAccepted:
-      count_write(w.key, w.client, "accepted");
-      return reply_json(res, 200, {{"accepted", true}, {"high_water", r.high_water}, {"seq", r.seq}});
-    case WriteStatus::kRejected:
-      count_write(w.key, w.client, "rejected");
-      return reply_json(res, 409, {{"accepted", false}, {"high_water", r.high_water}, {"error", r.error}});
-    case WriteStatus::kFailed:
-      return reply_error(res, 500, r.error);
-  }
-  reply_error(res, 500, "unknown write status");
+  reply_write(res, w.key, w.client, [&] { return store.write_counter(w); });
 }
 
 void StoreServer::Impl::handle_effect(const httplib::Request& req, httplib::Response& res) {

@@ -1447,6 +1447,14 @@ TEST(ScenarioCatalogue, TheNamedAnomalyOfEachItem) {
   EXPECT_EQ(load("06-timestamp-token-correct.yaml").workers()[1].design.clock_offset, Duration(-30s));
   EXPECT_TRUE(load("07-issuer-reset-broken.yaml").faults()[0].fresh_data);
   EXPECT_FALSE(load("07-issuer-reset-correct.yaml").faults()[0].fresh_data);
+  EXPECT_EQ(load("07-issuer-reset-broken.yaml").lock_service().prior_revisions, 100);  // an issuer with history
+  EXPECT_EQ(load("07-issuer-reset-correct.yaml").lock_service().prior_revisions, 100);
+  // Items 8 and 11: the pause lands before the side effect, not racing it.
+  for (const char* f : {"08-unfenced-side-effect-broken.yaml", "08-unfenced-side-effect-correct.yaml",
+                        "11-idempotent-effect-broken.yaml", "11-idempotent-effect-correct.yaml"}) {
+    EXPECT_EQ(load(f).workers()[0].design.self_stop_at, SelfStopPoint::kEffect) << f;
+    EXPECT_EQ(load(f).faults()[0].kind, FaultKind::kSelfStop) << f;
+  }
   EXPECT_EQ(load("08-unfenced-side-effect-broken.yaml").job().effect, EffectMode::kUnfenced);
   EXPECT_EQ(load("08-unfenced-side-effect-correct.yaml").job().effect, EffectMode::kFenced);
   EXPECT_EQ(load("09-shared-counter-broken.yaml").job().kind, JobKind::kCounter);

@@ -925,6 +925,45 @@ TEST(ResultsTable, HasTheIssuesColumnsAndTheFigures) {
             "    run directory: runs/x\n");
 }
 
+TEST(ResultsTable, RepeatedRunsAreEachARowAJUnitCaseAndASummaryLine) {
+  std::vector<ScenarioResult> results;
+  for (int i = 1; i <= 3; ++i) {
+    ScenarioResult r;
+    r.scenario = "catalogue-08-unfenced-side-effect-broken";
+    r.expectation = "anomaly: duplicate-effect";
+    r.verdict = i == 2 ? "valid" : "invalid";
+    r.met = i != 2;
+    r.exit_code = r.met ? kExitMet : kExitNotMet;
+    r.anomalies = r.met ? std::vector<std::string>{"duplicate-effect"} : std::vector<std::string>{};
+    r.run_dir = "runs/r" + std::to_string(i);
+    r.repetition = i;
+    r.repetitions = 3;
+    results.push_back(r);
+  }
+  ScenarioResult once;
+  once.scenario = "smoke";
+  once.verdict = "valid";
+  once.met = true;
+  results.push_back(once);
+
+  EXPECT_EQ(results[1].label(), "catalogue-08-unfenced-side-effect-broken #2/3");
+  EXPECT_EQ(once.label(), "smoke");
+  const std::string t = format_results_table(results);
+  EXPECT_NE(t.find("catalogue-08-unfenced-side-effect-broken #1/3"), std::string::npos) << t;
+  EXPECT_NE(t.find("catalogue-08-unfenced-side-effect-broken #3/3"), std::string::npos) << t;
+  EXPECT_NE(t.find("run directory: runs/r2"), std::string::npos) << t;
+  EXPECT_EQ(format_repeat_summary(results),
+            "\nrepeated runs (expectation met / runs):\n"
+            "  catalogue-08-unfenced-side-effect-broken  2/3  (invalid 2, valid 1)\n");
+  EXPECT_EQ(format_repeat_summary({once}), "");
+
+  const nlohmann::json j = results[2].to_json();
+  EXPECT_EQ(j["repetition"], 3);
+  EXPECT_EQ(j["repetitions"], 3);
+  EXPECT_EQ(junit_case(results[1], nullptr, 0, "catalogue").name, "catalogue-08-unfenced-side-effect-broken #2/3");
+  EXPECT_EQ(junit_case(results[1], nullptr, 0, "catalogue").status, JUnitCase::Status::kFailed);
+}
+
 // ---- --keep ----------------------------------------------------------------------------------------
 
 TEST(Retention, KeepsTheNewestAndTheProtectedAndTouchesNothingElse) {

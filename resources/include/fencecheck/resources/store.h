@@ -358,6 +358,17 @@ class FencedStore {
   /// False when the store failed or began closing meanwhile.
   bool check_window_locked(std::unique_lock<std::mutex>& lock, std::string_view key, FencingToken token,
                            std::string_view client);
+  /// The one path of write() and write_counter() (lock held, not yet failed or closing): the
+  /// fencing decision (with check-then-write's window), then either the rejection `rejected`
+  /// recorded and answered once the cited mark is durable, or `append_and_apply(seq)` and the
+  /// answer once seq is durable. When the after_decision seam is set, `after_decision(accepted,
+  /// seq)` runs unlocked right after the decision.
+  /// The answer to a mutation while the store is failed or closing (lock held).
+  [[nodiscard]] WriteResult closed_result_locked() const;
+  template <typename Append, typename AfterDecision>
+  WriteResult fenced_mutation_locked(std::unique_lock<std::mutex>& lock, const std::string& key, FencingToken token,
+                                     const std::string& client, RejectedWrite rejected, Append&& append_and_apply,
+                                     AfterDecision&& after_decision);
   void flusher_loop();
   /// Waits (releasing lock) until seq is durable or the store failed/closed; true when durable.
   bool wait_durable(std::unique_lock<std::mutex>& lock, std::int64_t seq) const;
