@@ -20,5 +20,6 @@ if [ "$status" -eq 0 ]; then
 else
   echo "quickstart: fencecheck exited $status (see README: exit codes)."
 fi
-echo "Run directories: $(pwd)/runs (newest: $(pwd)/runs/latest): verdict.json, history.jsonl, readback.json, metrics.prom, logs/"
+echo "A scenario passes when its expectation is met: the unfenced control is expected to be invalid (it proves the checker can fail)."
+echo "Run directories: $(pwd)/runs (newest: $(pwd)/runs/latest): report.html (open it in a browser), verdict.json, junit.xml, history.jsonl, readback.json, metrics.prom, logs/"
 exit "$status"

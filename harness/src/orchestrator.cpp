@@ -22,6 +22,7 @@
 #include "fencecheck/harness/child_process.h"
 #include "fencecheck/harness/fault_plan.h"
 #include "fencecheck/harness/lock_watch.h"
+#include "fencecheck/harness/report.h"
 #include "fencecheck/harness/metrics.h"
 #include "fencecheck/harness/run_dir.h"
 #include "fencecheck/harness/services.h"
@@ -115,9 +116,6 @@ class Run {
   void inject(const FaultSpec& spec);
   void heal(ActiveFault& f);
   void heal_all();
-  /// One reason per planned fault that never took effect: a scenario whose fault did not happen
-  /// proved nothing about it, whatever its verdict.
-  std::vector<std::string> faults_not_taken() const;
   bool finished();
   void loop();
 
@@ -130,15 +128,9 @@ class Run {
   std::map<std::string, WorkerState> workers_;
   std::map<std::pair<std::string, EventKind>, std::int64_t> counts_;
   std::set<const FaultSpec*> fired_;
-  std::set<const FaultSpec*> injected_;  ///< faults that took effect
-  /// Faults that fired but could not be injected, with why; `unavailable` when the environment
-  /// lacked what the fault needs (faults::FaultUnavailable): exit 3, or skipped.
-  struct FailedFault {
-    const FaultSpec* spec;
-    std::string why;
-    bool unavailable;
-  };
-  std::vector<FailedFault> failed_faults_;
+  /// A fault fired but the environment lacked what it needs (faults::FaultUnavailable): exit 3,
+  /// or skipped. (Why, and every other fault that did not take effect: run_shortfalls.)
+  bool fault_unavailable_ = false;
   std::vector<ActiveFault> active_;
   std::unique_ptr<faults::FaultLedger> ledger_;
   Services* services_ = nullptr;  // the run's services (owned by execute()'s frame)
@@ -254,7 +246,6 @@ void Run::inject(const FaultSpec& spec) {
     if (!ref) {
       e.kind = EventKind::kLog;
       e.detail = e.fault + " on " + spec.target + " not injected: the worker is not running";
-      failed_faults_.push_back({&spec, "the worker is not running", false});
       record(std::move(e));
       return;
     }
@@ -267,7 +258,7 @@ void Run::inject(const FaultSpec& spec) {
   } catch (const std::exception& err) {
     e.kind = EventKind::kLog;
     e.detail = e.fault + " on " + spec.target + " not injected: " + err.what();
-    failed_faults_.push_back({&spec, err.what(), dynamic_cast<const faults::FaultUnavailable*>(&err) != nullptr});
+    fault_unavailable_ = fault_unavailable_ || dynamic_cast<const faults::FaultUnavailable*>(&err) != nullptr;
     record(std::move(e));
     return;
   }
@@ -277,11 +268,10 @@ void Run::inject(const FaultSpec& spec) {
     ledger_->record_heal(af.ledger_id);
     e.kind = EventKind::kLog;
     e.detail = e.fault + " on " + spec.target + " not injected: " + err.what();
-    failed_faults_.push_back({&spec, err.what(), dynamic_cast<const faults::FaultUnavailable*>(&err) != nullptr});
+    fault_unavailable_ = fault_unavailable_ || dynamic_cast<const faults::FaultUnavailable*>(&err) != nullptr;
     record(std::move(e));
     return;
   }
-  injected_.insert(&spec);
   af.injected_ns = monotonic_ns();
   af.heal_at = after(Clock::now(), spec.duration);
   e.kind = EventKind::kFaultInject;
@@ -292,22 +282,6 @@ void Run::inject(const FaultSpec& spec) {
   record(std::move(e));
   if (spec.kind == FaultKind::kLockServiceRestart && spec.fresh_data && watch_) watch_->restart_from_scratch();
   active_.push_back(std::move(af));
-}
-
-std::vector<std::string> Run::faults_not_taken() const {
-  std::vector<std::string> out;
-  const auto& planned = sc_.faults();
-  for (std::size_t i = 0; i < planned.size(); ++i) {
-    const FaultSpec* f = &planned[i];
-    if (injected_.count(f)) continue;
-    const std::string name = "faults[" + std::to_string(i) + "] (" + std::string(to_string(f->kind)) + " on " + f->target + ")";
-    auto failed = std::find_if(failed_faults_.begin(), failed_faults_.end(), [&](const FailedFault& x) { return x.spec == f; });
-    if (failed != failed_faults_.end())
-      out.push_back(name + " could not be injected: " + failed->why);
-    else
-      out.push_back(name + " never fired: its trigger did not happen before the run ended");
-  }
-  return out;
 }
 
 void Run::heal(ActiveFault& f) {
@@ -523,7 +497,7 @@ ScenarioResult Run::execute() {
   ExpectationResult er = evaluate(sc_.expect(), analysis, sc_);
   if (timed_out_) er.reasons.insert(er.reasons.begin(), "the run hit its timeout of " + format_duration(sc_.timeout()));
   if (interrupted_) er.reasons.insert(er.reasons.begin(), "the run was interrupted");
-  const auto not_taken = faults_not_taken();
+  const auto not_taken = run_shortfalls(sc_, history_);
   er.reasons.insert(er.reasons.begin(), not_taken.begin(), not_taken.end());
   const bool met = er.met && !timed_out_ && !interrupted_ && not_taken.empty();
   er.met = met;  // verdict.json's expectation says the same as the table and the exit code
@@ -535,7 +509,7 @@ ScenarioResult Run::execute() {
   r.exit_code = met ? kExitMet : kExitNotMet;
   // A fault the environment could not provide (found only at injection, e.g. a kernel without
   // sch_netem): an environment failure, exit 3, or a skipped scenario with --skip-unavailable.
-  if (std::any_of(failed_faults_.begin(), failed_faults_.end(), [](const FailedFault& x) { return x.unavailable; })) {
+  if (fault_unavailable_) {
     r.exit_code = kExitEnvironment;
     r.skipped = opt_.skip_unavailable;
   }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <map>
 #include <ostream>
@@ -87,12 +88,13 @@ std::string common_suite_name(const std::vector<std::string>& names) {
   return names.front();
 }
 
-/// One reason per planned fault the stored history shows never took effect, as `fencecheck run`
-/// judged it (orchestrator.cpp, faults_not_taken): a scenario whose planned fault did not happen
-/// proved nothing about it, whatever its verdict. The n-th fault.inject of a (kind, target) is
+}  // namespace
+
+/// (report.h) One reason per planned fault the history shows never took effect: a scenario whose
+/// planned fault did not happen proved nothing about it, whatever its verdict. The n-th fault.inject of a (kind, target) is
 /// taken as the n-th planned fault of that kind on that target; a harness log event "<kind> on
 /// <target> not injected: <why>" says why one could not be injected.
-std::vector<std::string> faults_not_taken(const Scenario& sc, const History& h) {
+std::vector<std::string> run_shortfalls(const Scenario& sc, const History& h) {
   std::map<std::pair<std::string, std::string>, std::int64_t> injected;
   std::map<std::pair<std::string, std::string>, std::vector<std::string>> failed;
   for (const Event& e : h) {
@@ -118,10 +120,21 @@ std::vector<std::string> faults_not_taken(const Scenario& sc, const History& h) 
       out.push_back(name + " never fired: its trigger did not happen before the run ended");
     }
   }
+  // A worker that failed (exit status other than 0, done, and 1, gave up: fenced out for good,
+  // which the checkers judge; or killed by a signal) did not do what the scenario planned.
+  for (const Event& e : h) {
+    if (e.source != "harness" || e.kind != EventKind::kWorkerExit || e.detail.rfind("exit ", 0) != 0) continue;
+    const std::string code = e.detail.substr(5);
+    if (code == "0" || code == "1") continue;
+    int status = -1;
+    std::from_chars(code.data(), code.data() + code.size(), status);
+    out.push_back("worker " + e.target + " failed: exit " + code +
+                  (status > 128 ? " (killed by signal " + std::to_string(status - 128) + ")" : "") + "; see logs/" +
+                  e.target + ".log");
+  }
   return out;
 }
 
-}  // namespace
 
 StoredRun load_run_directory(const fs::path& dir) {
   std::error_code ec;
@@ -184,7 +197,7 @@ Judgement judge_stored_run(const StoredRun& run) {
     finished = false;
     j.expectation.reasons.insert(j.expectation.reasons.begin(), "the run was interrupted");
   }
-  const auto not_taken = faults_not_taken(sc, run.history);
+  const auto not_taken = run_shortfalls(sc, run.history);
   j.expectation.reasons.insert(j.expectation.reasons.begin(), not_taken.begin(), not_taken.end());
   j.expectation.met = j.expectation.met && finished && not_taken.empty();
 

@@ -159,3 +159,22 @@ TEST(HarnessExit, KillMinus9ThenCleanupLeavesNothingBehind) {
   auto again = fctest::run_fencecheck({"cleanup", run.dir.string()}, run.work);
   EXPECT_NE(again.out.find("0 entries handled"), std::string::npos) << again.out;
 }
+
+TEST(HarnessExit, AWorkerThatFailsMakesTheRunNotMetNamingIt) {
+  // A fake fencecheck-worker that exits 2 at once (as on bad arguments), beside the real store.
+  auto work = fctest::fresh_dir("failing-worker");
+  const fs::path bin = work / "bin";
+  fs::create_directories(bin);
+  std::ofstream(bin / "fencecheck-worker") << "#!/bin/sh\necho 'fencecheck-worker: broken on purpose' >&2\nexit 2\n";
+  fs::permissions(bin / "fencecheck-worker", fs::perms::owner_all);
+  fs::create_symlink(fs::path(FENCECHECK_BIN).parent_path() / "fencecheck-store", bin / "fencecheck-store");
+  const fs::path file = write_file(work, "s.yaml",
+                                   "name: failing-worker\nlease_ttl: 2s\ntimeout: 30s\nresource: {kind: store}\n"
+                                   "job: {key: k, segments: 1, chunks: 1}\nworkers: [{id: w1}]\nexpect: {outcome: safe}\n");
+  auto r = fctest::run_fencecheck(
+      {"run", file.string(), "--run-root", (work / "runs").string(), "--bin-dir", bin.string()}, work);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("worker w1 failed: exit 2; see logs/w1.log"), std::string::npos) << r.out;
+  const json v = json::parse(fctest::slurp(fctest::only_run_dir(work / "runs") / "verdict.json"));
+  EXPECT_FALSE(v["expectation"]["met"].get<bool>());
+}

@@ -78,8 +78,11 @@ TEST(SmokeSuite, FencedRunRejectsTheStaleWriteAndStaysValid) {
   ASSERT_NE(stale, history.end()) << "no rejected stale write from w1";
   EXPECT_GE((*stale)["high_water"].get<std::int64_t>(), t2);
   // Never retried with the rejected token: every later write by w1 carries a newer token.
-  for (auto it = stale + 1; it != history.end(); ++it)
-    if ((*it)["source"] == "w1" && (*it)["kind"] == "write.invoke") EXPECT_GT((*it)["token"].get<std::int64_t>(), t1);
+  for (auto it = stale + 1; it != history.end(); ++it) {
+    if ((*it)["source"] == "w1" && (*it)["kind"] == "write.invoke") {
+      EXPECT_GT((*it)["token"].get<std::int64_t>(), t1);
+    }
+  }
 
   // w1's release of its expired key deleted nothing, so it carries no revision: the lock
   // service's delete of that key stays an expiry, not a release.

@@ -147,4 +147,13 @@ struct PruneResult {
 [[nodiscard]] PruneResult prune_run_root(const std::filesystem::path& run_root, std::size_t keep,
                                          const std::vector<std::filesystem::path>& protect);
 
+/// What makes a run prove less than it claims, read from its history alone, so that `fencecheck
+/// run` and `fencecheck report` judge alike: one reason per planned fault that never took effect
+/// ("faults[0] (sigstop on w1) never fired: its trigger did not happen before the run ended", or
+/// "... could not be injected: <why>", from the harness's "not injected" log events), and one per
+/// worker that failed (a worker.exit "exit N" with N other than 0 (done) and 1 (gave up, judged by
+/// the checkers): bad arguments, a crash, a signal). Empty when none; any makes the expectation
+/// not met. Pure; thread-safe.
+[[nodiscard]] std::vector<std::string> run_shortfalls(const Scenario& sc, const History& h);
+
 }  // namespace fencecheck::harness
