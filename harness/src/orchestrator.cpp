@@ -488,7 +488,25 @@ ScenarioResult Run::execute() {
 
   // 5. Read back, check, judge, export.
   notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "reading back"); });
-  ReadBack rb = StoreClient(store_url_).readback();
+  ReadBack rb;
+  try {
+    rb = StoreClient(store_url_).readback();
+  } catch (const std::exception& err) {
+    // The resource did not answer (stalled, dead): nothing can be checked. Not an internal error
+    // of the harness: the verdict is unknown, the expectation not met, and the reasons say why.
+    services.stop();
+    r.verdict = "unknown";
+    r.met = false;
+    if (timed_out_) r.reasons.push_back("the run hit its timeout of " + format_duration(sc_.timeout()));
+    if (interrupted_) r.reasons.push_back("the run was interrupted");
+    r.reasons.push_back(std::string("the resource did not answer its read-back, so nothing could be checked: ") +
+                        err.what());
+    r.exit_code = kExitNotMet;
+    r.duration_s = std::chrono::duration<double>(Clock::now() - wall_start).count();
+    spdlog::error("{}: {}", sc_.name(), r.reasons.back());
+    notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "done"); });
+    return r;
+  }
   dir_.write_json("readback.json", fencecheck::to_json(rb));
   services.stop();
 

@@ -4,6 +4,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
 
@@ -177,4 +178,44 @@ TEST(HarnessExit, AWorkerThatFailsMakesTheRunNotMetNamingIt) {
   EXPECT_NE(r.out.find("worker w1 failed: exit 2; see logs/w1.log"), std::string::npos) << r.out;
   const json v = json::parse(fctest::slurp(fctest::only_run_dir(work / "runs") / "verdict.json"));
   EXPECT_FALSE(v["expectation"]["met"].get<bool>());
+}
+
+TEST(HarnessExit, AStalledStoreEndsTheRunNotMetSayingTheResourceDidNotAnswer) {
+  auto work = fctest::fresh_dir("stalled-store");
+  const fs::path file = write_file(work, "s.yaml",
+                                   "name: stalled-store\nlease_ttl: 2s\ntimeout: 4s\nresource: {kind: store}\n"
+                                   "job: {key: k, segments: 1, chunks: 200, chunk_interval: 50ms}\n"
+                                   "workers: [{id: w1}]\nexpect: {outcome: safe}\n");
+  const fs::path runs = work / "runs";
+  bp::child harness(FENCECHECK_BIN, bp::args({"run", file.string(), "--run-root", runs.string()}),
+                    bp::std_out > (work / "out.txt").string(), bp::std_err > (work / "err.txt").string(),
+                    bp::std_in < bp::null);
+  fs::path dir;
+  ASSERT_TRUE(fctest::wait_until([&] {
+    if (!fs::exists(runs)) return false;
+    dir = fctest::only_run_dir(runs);
+    if (dir.empty() || !fs::exists(dir / "history.jsonl")) return false;
+    auto h = fctest::read_history(dir / "history.jsonl");
+    return std::any_of(h.begin(), h.end(), [](const json& e) { return e["kind"] == "write.ok"; });
+  }));
+  // Stop the run's store (its command line names its data directory inside the run directory).
+  pid_t store = -1;
+  for (const auto& d : fs::directory_iterator("/proc")) {
+    const std::string name = d.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmd = fctest::slurp(d.path() / "cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    if (cmd.find("fencecheck-store") != std::string::npos && cmd.find(dir.string()) != std::string::npos)
+      store = std::stoi(name);
+  }
+  ASSERT_GT(store, 0);
+  ASSERT_EQ(::kill(store, SIGSTOP), 0);
+  harness.wait();
+  ::kill(store, SIGCONT);  // if it outlived the harness (it should not: PDEATHSIG)
+  EXPECT_EQ(harness.exit_code(), 1);
+  const std::string out = fctest::slurp(work / "out.txt");
+  EXPECT_NE(out.find("the run hit its timeout of 4s"), std::string::npos) << out;
+  EXPECT_NE(out.find("the resource did not answer its read-back, so nothing could be checked"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("unknown"), std::string::npos) << out;
 }
