@@ -227,6 +227,13 @@ int main(int argc, char** argv) {
     for (auto& sink : spdlog::default_logger()->sinks()) sink = progress->wrap_sink(sink);
   }
 
+  {
+    std::error_code ec;
+    if (fs::exists(run_root, ec) && !fs::is_directory(run_root, ec)) {
+      std::cerr << "fencecheck: --run-root " << run_root << " exists and is not a directory\n";
+      return kExitBadInput;
+    }
+  }
   install_signal_handlers();
   opts.run_root = run_root;
   opts.bin_dir = bin_dir;
