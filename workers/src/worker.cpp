@@ -745,15 +745,12 @@ class Worker {
     WriteOutcome outcome = WriteOutcome::kUnknown;
     switch (reply.outcome) {
       case EffectOutcome::kApplied:
+      case EffectOutcome::kDuplicate:  // the effect stands either way
         e.kind = EventKind::kWriteOk;
         e.high_water = reply.high_water;
-        e.detail = "effect " + id + " applied";
-        outcome = WriteOutcome::kAccepted;
-        break;
-      case EffectOutcome::kDuplicate:
-        e.kind = EventKind::kWriteOk;
-        e.high_water = reply.high_water;
-        e.detail = "effect " + id + " already applied: duplicate ignored (idempotent)";
+        e.detail = "effect " + id + (reply.outcome == EffectOutcome::kApplied
+                                         ? " applied"
+                                         : " already applied: duplicate ignored (idempotent)");
         outcome = WriteOutcome::kAccepted;
         break;
       case EffectOutcome::kRejected:
