@@ -423,9 +423,9 @@ def report_cmd(argv):
 
     # 6. Fault timing.
     lines += ["## 6. Fault timing (issue 3): decision -> effect, decision -> heal", "",
-              "`build-bench/bin/fault_timing`: the decision is the instant before the fsynced ledger record",
+              "`build-bench/bin/fault_timing`: the decision is the instant before the ledger record (one write(2))",
               "and inject(), as in the orchestrator; effects are observed from outside (see bench/fault_timing.cpp).", "",
-              "| fault | effect observed as | goal | decision -> effect p50 / max ms | met | decision -> heal p50 / max ms | met | of the effect: ledger fsync / inject() call p50 ms |",
+              "| fault | effect observed as | goal | decision -> effect p50 / max ms | met | decision -> heal p50 / max ms | met | of the effect: ledger write / inject() call p50 ms |",
               "|---|---|---|---|---|---|---|---|"]
     try:
         ft = json.load(open(out_dir / "fault_timing.json"))

@@ -1,6 +1,6 @@
 // fencecheck bench — fault timing (issue 3): how long from the orchestrator's decision to inject a
 // fault to the fault taking effect, and from the decision to heal it to the heal taking effect.
-// The "decision" is the moment before the ledger record (fsynced, as the orchestrator does before
+// The "decision" is the moment before the ledger record (written, as the orchestrator does before
 // every injection) and the fault's inject(); the effect is observed from outside:
 //   sigstop:      /proc/<pid>/stat state becomes T; heal: it leaves T (SIGCONT).
 //   cpu-throttle: the fault's cgroup cpu.stat shows nr_throttled > 0 (the target busy-spins, so its
@@ -109,7 +109,7 @@ nlohmann::json with_child(bool spin, const std::function<nlohmann::json(pid_t)>&
   }
 }
 
-/// Where the decision-to-effect time goes: the fsynced ledger record, and inject() until it returns.
+/// Where the decision-to-effect time goes: the ledger record, and inject() until it returns.
 struct InjectSteps {
   std::vector<double> ledger_ms, inject_ms;
   std::int64_t returned_ns = 0;  ///< when the last inject() returned

@@ -3,7 +3,7 @@
 // Rules (design.md, after Jepsen's nemeses and Chaos Mesh): a fault acts on ONE target; choosing
 // targets and times is the orchestrator's job. inject() and heal() are idempotent. heal() never
 // throws and treats a vanished target as healed. Faults never verify the system: checkers do.
-// Every injection is written to the run's FaultLedger (fsynced) BEFORE it takes effect, so
+// Every injection is written to the run's FaultLedger BEFORE it takes effect, so
 // `fencecheck cleanup` can heal what a kill -9'ed harness left behind.
 #pragma once
 

@@ -1,8 +1,10 @@
-// fencecheck — the fault ledger: a durable record of every injection, for healing after a crash.
+// fencecheck — the fault ledger: a record of every injection, for healing after the harness crashes.
 //
 // A JSON-lines file in the run directory (`faults.ledger`). Before a fault takes effect the
 // harness appends {"op":"inject","id":N,"kind":...,<the fault's ledger_record()>,"harness_pid":P,
-// "harness_start_ticks":T,"run_id":R} and fsyncs; after healing it appends {"op":"heal","id":N}.
+// "harness_start_ticks":T,"run_id":R} (one write(2), in the page cache before the fault exists: it
+// survives a killed harness; no fsync, since every recorded fault is kernel state that a machine
+// crash removes too); after healing it appends {"op":"heal","id":N}.
 // Outstanding entries (inject without heal) are what `fencecheck cleanup` heals; the harness
 // identity lets cleanup refuse to touch a run whose harness is still alive.
 #pragma once
@@ -29,10 +31,10 @@ class FaultLedger {
   FaultLedger(const FaultLedger&) = delete;
   FaultLedger& operator=(const FaultLedger&) = delete;
 
-  /// Appends and fsyncs an inject entry for the fault; returns its id. Call BEFORE inject().
-  /// Throws std::runtime_error when the write or fsync fails (then do not inject). Thread-safe.
+  /// Appends (one write(2)) an inject entry for the fault; returns its id. Call BEFORE inject().
+  /// Throws std::runtime_error when the write fails (then do not inject). Thread-safe.
   std::int64_t record_inject(const Fault& fault);
-  /// Appends and fsyncs a heal entry. Never throws (a failed write is logged to stderr). Thread-safe.
+  /// Appends a heal entry. Never throws (a failed write is logged to stderr). Thread-safe.
   void record_heal(std::int64_t id) noexcept;
 
   [[nodiscard]] const std::filesystem::path& path() const { return path_; }
