@@ -6,7 +6,11 @@
 // accepted write in its log and the last write of each chunk slot (self-describing chunk bytes).
 // Counters: items_per_second (events per wall second; the report also divides by the process's CPU
 // time, the one-core figure on a shared machine), bytes_per_event (resident memory of the history + read-back,
-// divided by its events), peak_rss_mib, and the verdict (0 valid) so a wrong generator shows.
+// divided by its events), peak_rss_mib, the verdict (0 valid) so a wrong generator shows, and
+// cpu_ms_<checker> / cpu_ms_figures: one more pass of each checker alone, in CPU milliseconds (where
+// the time goes; the sum is about the analysis's CPU time).
+#include <ctime>
+
 #include "bench_util.h"
 #include "fencecheck/harness/analysis.h"
 #include "fencecheck/harness/checkers.h"
@@ -16,6 +20,13 @@ namespace fb = fencecheck::bench;
 namespace fh = fencecheck::harness;
 
 namespace {
+
+/// This thread's CPU time, ms.
+double thread_cpu_ms() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
 
 void BM_Checkers(benchmark::State& state) {
   const double rss_before = fb::current_rss_mib();
@@ -35,6 +46,14 @@ void BM_Checkers(benchmark::State& state) {
   state.counters["bytes_per_event"] = (rss_after - rss_before) * 1024.0 * 1024.0 / events;
   state.counters["peak_rss_mib"] = fb::peak_rss_mib();
   state.counters["verdict"] = verdict;
+  for (const auto& checker : fh::default_checkers()) {
+    const double t0 = thread_cpu_ms();
+    benchmark::DoNotOptimize(checker->check_with(s.history, s.readback, context));
+    state.counters["cpu_ms_" + std::string(checker->name())] = thread_cpu_ms() - t0;
+  }
+  const double t0 = thread_cpu_ms();
+  benchmark::DoNotOptimize(fh::compute_figures(s.history, s.readback, context));
+  state.counters["cpu_ms_figures"] = thread_cpu_ms() - t0;
 }
 /// 10^4, 10^5, ... up to $FENCECHECK_BENCH_CHECK_MAX events (default 10^6: a history is held in
 /// memory at a few hundred bytes per event, so 10^7 needs several GiB; opt in on a quiet machine).

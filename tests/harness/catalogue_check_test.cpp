@@ -269,6 +269,55 @@ TEST(CrossKeyRejection, AMarkNoKeyReachedCannotBeAttributed) {
   EXPECT_EQ(run(CrossKeyRejectionChecker{}, b, rb).verdict, Verdict::kValid);
 }
 
+TEST(CrossKeyRejection, ALoggedWriteTheHistoryCannotOrderExplainsTheRejection) {
+  // ledger-a's 35 is in the store's log but has no write.ok (its ack was lost): the checker cannot
+  // say it came after the rejection, so it explains the rejection at 34. Without it, cross-key.
+  Builder b;
+  b.write("w2", EventKind::kWriteOk, 34, 0, 0, 34, "ledger-b");
+  b.write("w1", EventKind::kWriteFail, 33, 0, 1, 34, "ledger-a");
+  ReadBack rb;
+  rb.log = {logged(1, "w2", 34, 0, 0, "ledger-b"), logged(2, "w3", 35, 0, 0, "ledger-a")};
+  EXPECT_EQ(run(CrossKeyRejectionChecker{}, b, rb).verdict, Verdict::kValid);
+  rb.log.pop_back();
+  EXPECT_EQ(run(CrossKeyRejectionChecker{}, b, rb).verdict, Verdict::kInvalid);
+}
+
+TEST(CrossKeyRejection, TheOtherKeyIsTheLowestTokenAtOrAboveTheMarkThenTheFirstByName) {
+  // Mark 40: ledger-c reached 41, ledger-b 41 and 50, ledger-d 39 (below): the lowest token >= 40
+  // is 41, reached by ledger-b and ledger-c; ledger-b comes first by name.
+  Builder b;
+  b.write("w4", EventKind::kWriteOk, 39, 0, 0, 39, "ledger-d");
+  const std::size_t c41 = b.write("w3", EventKind::kWriteOk, 41, 0, 0, 41, "ledger-c");
+  const std::size_t b41 = b.write("w2", EventKind::kWriteOk, 41, 0, 1, 41, "ledger-b");
+  b.write("w5", EventKind::kWriteOk, 50, 0, 2, 50, "ledger-b");
+  const std::size_t fail = b.write("w1", EventKind::kWriteFail, 33, 0, 1, 40, "ledger-a");
+  ReadBack rb;
+  CheckerResult r = run(CrossKeyRejectionChecker{}, b, rb);
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  const Anomaly& a = r.anomalies[0];
+  EXPECT_THAT(a.tokens, ElementsAre(33, 40, 41));
+  EXPECT_THAT(a.evidence, ElementsAre(b41, fail - 1, fail));
+  EXPECT_THAT(a.description, HasSubstr("which only key ledger-b reached"));
+  (void)c41;
+}
+
+TEST(CrossKeyRejection, EveryRejectionOfAStormIsJudgedAgainstItsOwnPrefix) {
+  // 300 rejections at marks 1000+i against ledger-a, interleaved with ledger-a's own accepted
+  // writes at 1000+i right after each: every rejection came before the key reached its mark, and
+  // ledger-b reached each mark first, so all 300 are cross-key (one anomaly per mark).
+  Builder b;
+  for (std::int64_t i = 0; i < 300; ++i) {
+    b.write("w2", EventKind::kWriteOk, 1000 + i, 0, i, 1000 + i, "ledger-b");
+    b.write("w1", EventKind::kWriteFail, 999, 0, i, 1000 + i, "ledger-a");
+    b.write("w3", EventKind::kWriteOk, 1000 + i, 1, i, 1000 + i, "ledger-a");
+  }
+  ReadBack rb;
+  CheckerResult r = run(CrossKeyRejectionChecker{}, b, rb);
+  ASSERT_EQ(r.anomalies.size(), 300u);
+  EXPECT_THAT(r.anomalies[299].tokens, ElementsAre(999, 1299));
+  EXPECT_THAT(r.anomalies[299].description, HasSubstr("which only key ledger-b reached"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // rejection-storm
 

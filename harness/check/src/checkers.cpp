@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <tuple>
+#include <unordered_map>
 
 #include "fencecheck/proto/chunk.h"
 #include "internal.h"
@@ -18,42 +19,89 @@ namespace fencecheck::harness {
 
 namespace {
 
-/// (source, token, key, segment, chunk): what identifies one write in the history.
-using WriteId = std::tuple<std::string, std::int64_t, std::string, std::int64_t, std::int64_t>;
+/// (source, token, key, segment, chunk): what identifies one write in the history. The strings
+/// are views into the history or the read-back, which outlive every index built from them.
+struct WriteId {
+  std::string_view source;
+  std::int64_t token = 0;
+  std::string_view key;
+  std::int64_t segment = -1;
+  std::int64_t chunk = -1;
+  friend bool operator==(const WriteId&, const WriteId&) = default;
+};
 
-/// History indices of the events of one kind, by the write they are about. Built on the first
-/// lookup: several checkers consult it only to cite evidence for an anomaly, so a valid history
-/// never pays for it there (building it is a map node per write event). One object per check
-/// call; not thread-safe.
+struct WriteIdHash {
+  std::size_t operator()(const WriteId& w) const noexcept {
+    // boost::hash_combine's mixing step over the five fields.
+    std::size_t h = std::hash<std::string_view>{}(w.source);
+    auto mix = [&h](std::size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+    mix(std::hash<std::int64_t>{}(w.token));
+    mix(std::hash<std::string_view>{}(w.key));
+    mix(std::hash<std::int64_t>{}(w.segment));
+    mix(std::hash<std::int64_t>{}(w.chunk));
+    return h;
+  }
+};
+
+/// History indices of the events of one kind, by the write they are about: a hash index (no
+/// string copies; one pass over the history, then O(1) lookups). Built on the first lookup:
+/// several checkers consult it only to cite evidence for an anomaly, so a valid history never pays
+/// for it there. Events of one write are chained through next_ in ascending index order (one map
+/// entry per distinct write, not a vector). One object per check call; not thread-safe.
 class WriteIndex {
  public:
   WriteIndex(const History& h, EventKind kind) : h_(h), kind_(kind) {}
 
-  /// The indices of the events about write `id`, ascending; nullptr when there are none.
-  [[nodiscard]] const std::vector<std::size_t>* find(const WriteId& id) const {
-    if (!built_) {
-      for (std::size_t i = 0; i < h_.size(); ++i) {
-        const Event& e = h_[i];
-        if (e.kind != kind_ || !e.token) continue;
-        index_[{e.source, *e.token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}].push_back(i);
-      }
-      built_ = true;
-    }
-    const auto it = index_.find(id);
-    return it == index_.end() ? nullptr : &it->second;
+  /// Calls f(index) for each event about write `id`, ascending.
+  template <typename F>
+  void for_each(const WriteId& id, F&& f) const {
+    build();
+    const auto it = head_.find(id);
+    if (it == head_.end()) return;
+    for (std::size_t i = it->second; i != kNone; i = next_[i]) f(i);
+  }
+  /// The first (lowest) index of an event about write `id`, if any.
+  [[nodiscard]] std::optional<std::size_t> first(const WriteId& id) const {
+    build();
+    const auto it = head_.find(id);
+    if (it == head_.end()) return std::nullopt;
+    return it->second;
   }
 
  private:
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  void build() const {
+    if (built_) return;
+    built_ = true;
+    std::size_t count = 0;
+    for (const Event& e : h_.events) count += e.kind == kind_ && e.token;
+    head_.reserve(count);
+    next_.assign(h_.size(), kNone);
+    std::unordered_map<WriteId, std::size_t, WriteIdHash> tail;
+    for (std::size_t i = 0; i < h_.size(); ++i) {
+      const Event& e = h_[i];
+      if (e.kind != kind_ || !e.token) continue;
+      const WriteId id{e.source, *e.token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)};
+      auto [it, fresh] = head_.try_emplace(id, i);
+      if (fresh) continue;
+      // A second event about the same write (a retry of the same token): chain it behind the last.
+      std::size_t last = it->second;
+      if (auto t = tail.find(id); t != tail.end()) last = t->second;
+      next_[last] = i;
+      tail[id] = i;
+    }
+  }
   const History& h_;
   EventKind kind_;
   mutable bool built_ = false;
-  mutable std::map<WriteId, std::vector<std::size_t>> index_;
+  mutable std::unordered_map<WriteId, std::size_t, WriteIdHash> head_;
+  mutable std::vector<std::size_t> next_;
 };
 
 WriteIndex index_writes(const History& h, EventKind kind) { return WriteIndex(h, kind); }
 
 void append_matches(const WriteIndex& index, const WriteId& id, std::vector<std::size_t>& out) {
-  if (const auto* found = index.find(id)) out.insert(out.end(), found->begin(), found->end());
+  index.for_each(id, [&out](std::size_t i) { out.push_back(i); });
 }
 
 std::string slot(const std::string& key, std::int64_t segment, std::int64_t chunk) {
@@ -211,10 +259,13 @@ CheckerResult StaleWriteAcceptedChecker::check(const History& history, const Rea
   auto oks = index_writes(history, EventKind::kWriteOk);
 
   // 1. The store's own log, per key in acceptance order.
-  std::vector<AcceptedWrite> log = readback.log;
-  std::stable_sort(log.begin(), log.end(), [](const auto& x, const auto& y) { return x.seq < y.seq; });
-  std::map<std::string, const AcceptedWrite*> max_by_key;
-  for (const AcceptedWrite& w : log) {
+  std::vector<const AcceptedWrite*> log;
+  log.reserve(readback.log.size());
+  for (const AcceptedWrite& w : readback.log) log.push_back(&w);
+  std::stable_sort(log.begin(), log.end(), [](const auto* x, const auto* y) { return x->seq < y->seq; });
+  std::unordered_map<std::string_view, const AcceptedWrite*> max_by_key;
+  for (const AcceptedWrite* wp : log) {
+    const AcceptedWrite& w = *wp;
     const AcceptedWrite*& top = max_by_key[w.key];
     if (top && w.token < top->token) {
       Group& g = group(w.key, w.client, w.token);
@@ -234,11 +285,12 @@ CheckerResult StaleWriteAcceptedChecker::check(const History& history, const Rea
   // 2. The history, in real-time order: B is stale when, before B was even invoked, a write.ok
   //    for the same key with a higher token had already completed.
   auto invokes = index_writes(history, EventKind::kWriteInvoke);
-  std::map<std::string, std::vector<std::size_t>> oks_by_key;  // write.ok indices per key, ascending
+  std::unordered_map<std::string_view, std::vector<std::size_t>> oks_by_key;  // write.ok indices per key, ascending
   for (std::size_t i = 0; i < history.size(); ++i)
     if (history[i].kind == EventKind::kWriteOk && history[i].token && !detail::is_effect_key(history[i].key))
       oks_by_key[history[i].key].push_back(i);
-  for (const auto& [key, list] : oks_by_key) {
+  for (const auto& [key_view, list] : oks_by_key) {
+    const std::string key(key_view);
     // prefix[i]: index of the highest-token write.ok among list[0..i].
     std::vector<std::size_t> prefix(list.size());
     for (std::size_t i = 0; i < list.size(); ++i)
@@ -249,9 +301,9 @@ CheckerResult StaleWriteAcceptedChecker::check(const History& history, const Rea
       const std::int64_t token = *e.token;
       // The last matching invoke before B.
       std::optional<std::size_t> invoke;
-      if (const auto* found = invokes.find({e.source, token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}))
-        for (std::size_t idx : *found)
-          if (idx < b) invoke = idx;
+      invokes.for_each({e.source, token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}, [&](std::size_t idx) {
+        if (idx < b) invoke = idx;
+      });
       if (invoke) {
         // Write.oks completed before the invoke: list entries with index < *invoke.
         auto end = std::lower_bound(list.begin(), list.end(), *invoke);
@@ -445,21 +497,65 @@ CheckerResult CrossKeyRejectionChecker::check(const History& history, const Read
   };
   std::map<std::string, std::vector<Accepted>> accepted;
   auto oks = index_writes(history, EventKind::kWriteOk);
-  for (const AcceptedWrite& w : readback.log) {
+  {
+    // Appends go through a view-keyed cache of the map's lists (one hash lookup per write instead
+    // of a string-ordered map lookup; the std::map keeps the keys' order for the searches below).
+    std::unordered_map<std::string_view, std::vector<Accepted>*> list_of;
+    auto list = [&](const std::string& key) -> std::vector<Accepted>& {
+      auto [it, fresh] = list_of.try_emplace(key, nullptr);
+      if (fresh) it->second = &accepted[key];
+      return *it->second;
+    };
     // The write.ok of a logged write, when the history has it, orders it against the rejections.
-    std::optional<std::size_t> index;
-    if (const auto* found = oks.find({w.client, w.token, w.key, w.segment, w.chunk})) index = found->front();
-    accepted[w.key].push_back({w.token, w.seq, index});
-  }
-  for (const EffectRecord& e : readback.effects)
-    if (e.applied) accepted[e.key].push_back({e.token, e.seq, std::nullopt});
-  for (std::size_t i = 0; i < history.size(); ++i) {
-    const Event& e = history[i];
-    if (e.kind == EventKind::kWriteOk && e.token && !e.key.empty()) accepted[e.key].push_back({*e.token, std::nullopt, i});
+    for (const AcceptedWrite& w : readback.log)
+      list(w.key).push_back({w.token, w.seq, oks.first({w.client, w.token, w.key, w.segment, w.chunk})});
+    for (const EffectRecord& e : readback.effects)
+      if (e.applied) list(e.key).push_back({e.token, e.seq, std::nullopt});
+    for (std::size_t i = 0; i < history.size(); ++i) {
+      const Event& e = history[i];
+      if (e.kind == EventKind::kWriteOk && e.token && !e.key.empty()) list(e.key).push_back({*e.token, std::nullopt, i});
+    }
   }
   // X, its side effects ("X.effect") and, for "X.effect", X: one key as far as the fence goes.
-  auto related = [](const std::string& a, const std::string& b) {
-    return detail::effect_base(a) == detail::effect_base(b);
+  // Keys are grouped by that base; per base, what a rejection is judged against:
+  //   unordered_max: the highest token accepted without a history index (a logged write the
+  //     history cannot order, an applied effect): it explains any rejection;
+  //   ordered: (history index, running maximum token) by index, so "a token >= H accepted before
+  //     index i" is one binary search; max: every accepted token of the base.
+  struct Base {
+    std::optional<std::int64_t> unordered_max;
+    std::vector<std::pair<std::size_t, std::int64_t>> ordered;
+    std::optional<std::int64_t> max;
+  };
+  std::map<std::string, Base> bases;
+  // Per key, its accepted tokens sorted: the lowest token >= H of another key is one binary search.
+  std::map<std::string, std::vector<std::int64_t>> sorted_tokens;
+  for (const auto& [k, list] : accepted) {
+    Base& b = bases[detail::effect_base(k)];
+    auto& tokens = sorted_tokens[k];
+    for (const Accepted& x : list) {
+      tokens.push_back(x.token);
+      b.max = std::max(b.max.value_or(x.token), x.token);
+      if (!x.index) b.unordered_max = std::max(b.unordered_max.value_or(x.token), x.token);
+      else b.ordered.emplace_back(*x.index, x.token);
+    }
+    std::sort(tokens.begin(), tokens.end());
+  }
+  for (auto& [name, b] : bases) {
+    std::sort(b.ordered.begin(), b.ordered.end());
+    for (std::size_t i = 1; i < b.ordered.size(); ++i)
+      b.ordered[i].second = std::max(b.ordered[i].second, b.ordered[i - 1].second);
+  }
+  auto explained_by_own_key = [&](const std::string& key, std::int64_t mark, std::optional<std::size_t> index) {
+    const auto it = bases.find(detail::effect_base(key));
+    if (it == bases.end()) return false;
+    const Base& b = it->second;
+    if (!index) return b.max && *b.max >= mark;
+    if (b.unordered_max && *b.unordered_max >= mark) return true;
+    // The entries with a history index below *index are the prefix before lower_bound.
+    const auto end = std::lower_bound(b.ordered.begin(), b.ordered.end(),
+                                      std::make_pair(*index, std::numeric_limits<std::int64_t>::min()));
+    return end != b.ordered.begin() && std::prev(end)->second >= mark;
   };
 
   struct Group {
@@ -485,17 +581,16 @@ CheckerResult CrossKeyRejectionChecker::check(const History& history, const Read
     // The key's own mark explains the rejection when the key (or its side effects) had accepted a
     // token >= the mark before it: before the write.fail in the history; for a rejection known only
     // from the resource, or a logged write the history does not order, at any time.
-    for (const auto& [k, list] : accepted)
-      if (related(k, key))
-        for (const Accepted& x : list)
-          if (x.token >= mark && (!index || !x.index || *x.index < *index)) return;
-    // The other key that reached the mark: exactly H if any, else the lowest token above it.
+    if (explained_by_own_key(key, mark, index)) return;
+    // The other key that reached the mark: exactly H if any, else the lowest token above it (a
+    // tie goes to the first key by name: sorted_tokens is in key order and only a lower wins).
     std::string other;
     std::int64_t best = std::numeric_limits<std::int64_t>::max();
-    for (const auto& [k, list] : accepted) {
-      if (related(k, key)) continue;
-      for (const Accepted& x : list)
-        if (x.token >= mark && (x.token < best || (x.token == best && k < other))) best = x.token, other = k;
+    const std::string own_base = detail::effect_base(key);
+    for (const auto& [k, tokens] : sorted_tokens) {
+      if (detail::effect_base(k) == own_base) continue;
+      const auto at = std::lower_bound(tokens.begin(), tokens.end(), mark);
+      if (at != tokens.end() && *at < best) best = *at, other = k;
     }
     if (other.empty()) return;  // nobody reached it: cannot attribute the mark to another key
     Group& g = groups[{key, mark}];
@@ -1025,10 +1120,13 @@ CheckerResult CounterDriftChecker::check_with(const History& history, const Read
 // ---------------------------------------------------------------------------------------------
 
 CheckerResult LostAcknowledgedWriteChecker::check(const History& history, const ReadBack& readback) const {
-  using Slot = std::tuple<std::string, std::int64_t, std::int64_t>;
-  std::map<Slot, const StoredChunk*> slots;
-  for (const StoredChunk& c : readback.chunks) slots[{c.key, c.segment, c.chunk}] = &c;
-  std::map<WriteId, std::int64_t> logged;  // (client, token, key, segment, chunk) -> the latest seq
+  // A slot is a write id without its writer: (key, segment, chunk).
+  std::unordered_map<WriteId, const StoredChunk*, WriteIdHash> slots;
+  slots.reserve(readback.chunks.size());
+  for (const StoredChunk& c : readback.chunks) slots[{{}, 0, c.key, c.segment, c.chunk}] = &c;
+  // (client, token, key, segment, chunk) -> the latest seq
+  std::unordered_map<WriteId, std::int64_t, WriteIdHash> logged;
+  logged.reserve(readback.log.size());
   for (const AcceptedWrite& w : readback.log) {
     auto& seq = logged[{w.client, w.token, w.key, w.segment, w.chunk}];
     seq = std::max(seq, w.seq);
@@ -1040,8 +1138,8 @@ CheckerResult LostAcknowledgedWriteChecker::check(const History& history, const 
   for (std::size_t i = 0; i < history.size(); ++i) {
     const Event& e = history[i];
     if (e.kind != EventKind::kWriteOk || !e.token || !e.segment || !e.chunk || detail::is_effect_key(e.key)) continue;
-    const Slot where{e.key, *e.segment, *e.chunk};
-    const StoredChunk* c = slots.count(where) ? slots[where] : nullptr;
+    const auto found = slots.find({{}, 0, e.key, *e.segment, *e.chunk});
+    const StoredChunk* c = found == slots.end() ? nullptr : found->second;
     if (c && c->token == *e.token && c->client == e.source) continue;  // still there
     const auto invoke = latest_before(history, i, e.source, EventKind::kWriteInvoke, *e.token);
     std::optional<std::int64_t> seq;
@@ -1057,9 +1155,9 @@ CheckerResult LostAcknowledgedWriteChecker::check(const History& history, const 
         why = "its slot is empty";
       } else {
         bool later = false;
-        if (const auto* found = oks.find({c->client, c->token, e.key, *e.segment, *e.chunk}))
-          for (std::size_t j : *found)
-            if (j > invoke.value_or(i)) later = true;
+        oks.for_each({c->client, c->token, e.key, *e.segment, *e.chunk}, [&](std::size_t j) {
+          if (j > invoke.value_or(i)) later = true;
+        });
         if (later) continue;  // superseded by a write acknowledged after this one was sent
         why = "its slot holds token " + std::to_string(c->token) + " by " + c->client +
               ", which was not acknowledged after this write was sent";
