@@ -51,6 +51,25 @@ def proc_pss_uss_kib(pid):
         return None
 
 
+def rss_by_mapping_kib(pid):
+    """{mapped file basename (or "[anon]", "[heap]", "[stack]"): Rss KiB} from /proc/PID/smaps; None if gone."""
+    try:
+        out, name = {}, None
+        with open(f"/proc/{pid}/smaps") as f:
+            for line in f:
+                head = line.split()
+                if not head:
+                    continue
+                if "-" in head[0] and not head[0].endswith(":"):  # a mapping's first line
+                    path = head[5] if len(head) > 5 else "[anon]"
+                    name = path if path.startswith("[") else os.path.basename(path)
+                elif head[0] == "Rss:" and name is not None:
+                    out[name] = out.get(name, 0) + int(head[1])
+        return out
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def children(pid):
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
@@ -76,6 +95,7 @@ class RssSampler(threading.Thread):
         self.stop = threading.Event()
         self.harness_kib = 0
         self.by_comm = {}  # comm -> {"max_one": kib, "max_sum": kib, "max_count": n, "sum_at_max_count": kib}
+        self.worker_mappings = None  # Rss by mapped file of one worker at the largest worker count
 
     def run(self):
         while not self.stop.is_set():
@@ -103,6 +123,11 @@ class RssSampler(threading.Thread):
                 if count > d["max_count"] or (count == d["max_count"] and total > d["sum_at_max_count"]):
                     d["max_count"], d["sum_at_max_count"] = count, total
                     d["pss_at_max_count"], d["private_at_max_count"] = pss, private
+                    if name.startswith("fencecheck-work"):
+                        one = next((c for c in children(self.pid) if comm(c) == name), None)
+                        mappings = rss_by_mapping_kib(one) if one else None
+                        if mappings:
+                            self.worker_mappings = mappings
             self.stop.wait(0.1)
 
 
@@ -218,7 +243,8 @@ def scenario_cmd(argv):
     except (ValueError, KeyError, IndexError, OSError) as err:
         result["error"] = f"{err}; stderr: {stderr[-2000:]}"
     if sampler:
-        result["rss_kib"] = {"harness": sampler.harness_kib, "children": sampler.by_comm}
+        result["rss_kib"] = {"harness": sampler.harness_kib, "children": sampler.by_comm,
+                             "worker_by_mapping": sampler.worker_mappings}
     Path(out_file).write_text(json.dumps(result, indent=2))
     print(f"{Path(yaml_file).name}: exit {proc.returncode}, wall {result['wall_s']:.2f}s", file=sys.stderr)
     return 0
@@ -256,6 +282,16 @@ def fmt(v, digits=1):
     if isinstance(v, float):
         return f"{v:.{digits}f}"
     return str(v)
+
+
+def mapping_text(mappings, top=8):
+    """ "libcrypto.so.3 2.1, libstdc++.so.6 1.9, ... MiB" from {name: kib}; "n/a" without one."""
+    if not mappings:
+        return "n/a"
+    items = sorted(mappings.items(), key=lambda kv: -kv[1])
+    shown = ", ".join(f"{k} {v / 1024:.2f}" for k, v in items[:top])
+    rest = sum(v for _, v in items[top:])
+    return f"{shown}, the rest {rest / 1024:.2f} (MiB)"
 
 
 def yes(ok):
@@ -412,6 +448,7 @@ def report_cmd(argv):
                   f"| resident memory per worker, PSS (shared pages divided among their sharers; mean over the {n or 'n/a'} workers alive at the peak) | <= 8 MiB | {fmt(pss_worker, 2)} MiB | {yes(pss_worker is not None and pss_worker <= 8)} |",
                   f"| ... of it private to the worker (USS: Private_Clean + Private_Dirty) | - | {fmt(private_worker, 2)} MiB | - |",
                   f"| ... RSS (every shared library page counted in full in every worker) | <= 8 MiB | {fmt(per_worker, 2)} MiB (largest one {fmt(w.get('max_one', 0) / 1024, 2)} MiB) | {yes(per_worker is not None and per_worker <= 8)} |",
+                  f"| ... RSS of one worker by mapping (largest first) | - | {mapping_text(rss.get('worker_by_mapping'))} | - |",
                   f"| harness (fencecheck) peak RSS | - | {fmt(rss.get('harness', 0) / 1024, 1)} MiB | - |",
                   f"| store peak RSS | - | {fmt(store_rss and store_rss / 1024, 1)} MiB | - |",
                   f"| etcd peak RSS | - | {fmt(etcd_rss and etcd_rss / 1024, 1)} MiB | - |",
