@@ -410,6 +410,18 @@ def report_cmd(argv):
     if len(rates) >= 2 and rates[0][1] and rates[-1][1]:
         lines += ["", f"Growth: events per CPU second at {int(rates[-1][0]):,} events are {rates[-1][1] / rates[0][1]:.2f}x those at "
                   f"{int(rates[0][0]):,} (1.0 = exactly linear time; below 1, the cost per event grows with the history)."]
+    per = sorted((b for b in check.values() if b.get("run_type") == "iteration"), key=lambda b: b.get("events", 0))
+    names = sorted({k[len("cpu_ms_"):] for b in per for k in b if k.startswith("cpu_ms_")})
+    if per and names:
+        lines += ["", "Where the time goes: each checker (and the figures) run once more alone, CPU ms; the last column",
+                  "is the growth of its cost per event from the smallest to the largest history (1.0 = linear).", "",
+                  "| checker | " + " | ".join(f"{int(b['events']):,} events" for b in per) + " | growth per event |",
+                  "|---|" + "---|" * (len(per) + 1)]
+        for n in sorted(names, key=lambda n: -per[-1].get("cpu_ms_" + n, 0)):
+            ms = [b.get("cpu_ms_" + n) for b in per]
+            small, large = ms[0], ms[-1]
+            growth = (large / per[-1]["events"]) / (small / per[0]["events"]) if small and large else None
+            lines.append(f"| {n} | " + " | ".join(fmt(m, 1) for m in ms) + f" | {fmt(growth, 2)} |")
     lines += [""] + [""]
 
     # 4. Harness overhead and start-up.
