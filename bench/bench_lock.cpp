@@ -62,7 +62,7 @@ BENCHMARK(BM_Acquire)->Iterations(200)->UseManualTime()->Unit(benchmark::kMicros
 
 void BM_Handover(benchmark::State& state) {
   const fencecheck::EtcdClient etcd(fb::SharedEtcd::get().etcd.client_url());
-  fb::TempDir dir("fc-bench-handover");
+  fb::TempDir dir("bench-handover");
   auto store = fencecheck::FencedStore::open(dir.path(), fencecheck::FencingMode::kPerKey);
   fencecheck::StoreServer server(*store, {});
   server.start();

@@ -33,7 +33,7 @@ const std::string kChunk(256, 'x');  // the smoke scenarios' chunk size
 /// writes_per_fsync: accepted writes / fdatasyncs (group commit at work when > 1).
 fb::LoadResult store_slice(fencecheck::FencingMode mode, int clients, std::chrono::milliseconds duration,
                            double& writes_per_fsync) {
-  fb::TempDir dir("fc-bench-store");
+  fb::TempDir dir("bench-store");
   auto store = fencecheck::FencedStore::open(dir.path(), mode);
   fencecheck::StoreServerOptions options;
   options.threads = static_cast<std::size_t>(clients) + 4;

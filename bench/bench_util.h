@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "../tests/support/temp_dir.h"
+
 #include <benchmark/benchmark.h>
 
 namespace fencecheck::bench {
@@ -55,28 +57,17 @@ inline double current_rss_mib() {
   return static_cast<double>(pages_resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
 }
 
-/// A fresh directory under $FENCECHECK_BENCH_TMP (default: the system temp dir, which must be a
-/// real disk for durable-write numbers to mean anything), removed with everything in it.
-class TempDir {
+/// A fresh directory under $FENCECHECK_BENCH_TMP (a real disk, so that fsync means something;
+/// scripts/bench.sh sets it), else the system temp dir; removed at scope exit.
+class TempDir : public fencecheck::testing::TempDir {
  public:
-  explicit TempDir(const std::string& prefix) {
-    const char* base = std::getenv("FENCECHECK_BENCH_TMP");
-    const std::filesystem::path root = base != nullptr ? std::filesystem::path(base) : std::filesystem::temp_directory_path();
-    std::filesystem::create_directories(root);
-    std::random_device rd;
-    path_ = root / (prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+  explicit TempDir(const std::string& tag) : fencecheck::testing::TempDir(tag, root()) {}
 
  private:
-  std::filesystem::path path_;
+  static std::filesystem::path root() {
+    const char* base = std::getenv("FENCECHECK_BENCH_TMP");
+    return base != nullptr ? std::filesystem::path(base) : std::filesystem::path();
+  }
 };
 
 /// What a closed-loop load run measured.

@@ -10,7 +10,7 @@
 namespace fencecheck::bench {
 
 struct SharedEtcd {
-  TempDir dir{"fc-bench-etcd"};
+  TempDir dir{"bench-etcd"};
   EmbeddedEtcd etcd;
   SharedEtcd() { etcd.start(dir.path() / "data", dir.path() / "etcd.log"); }
   /// The program's etcd; its client URL is etcd.client_url().

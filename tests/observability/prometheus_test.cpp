@@ -39,6 +39,7 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "../support/temp_dir.h"
 #include "fencecheck/harness/child_process.h"
 
 namespace fencecheck::harness {
@@ -60,23 +61,10 @@ constexpr const char* kFails = "obs-unfenced-expected-safe";
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-class TempDir {
+/// tests/support/temp_dir.h, under the tag "obs-<tag>".
+class TempDir : public ::fencecheck::testing::TempDir {
  public:
-  explicit TempDir(const std::string& tag) {
-    path_ = fs::temp_directory_path() /
-            ("fencecheck-obs-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  [[nodiscard]] const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
+  explicit TempDir(const std::string& tag) : ::fencecheck::testing::TempDir("obs-" + tag) {}
 };
 
 /// A loopback port that was free a moment ago (bound to 127.0.0.1:0, then closed).

@@ -22,28 +22,12 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "../support/temp_dir.h"
+
 namespace fencecheck::test {
 
-/// A fresh directory under the system temp dir, removed at scope exit.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag) {
-    std::random_device rd;
-    path_ = std::filesystem::temp_directory_path() /
-            ("fencecheck-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+/// A fresh directory under the system temp dir, removed at scope exit (tests/support/temp_dir.h).
+using fencecheck::testing::TempDir;
 
 /// One request the fake store received.
 struct StoreRequest {
