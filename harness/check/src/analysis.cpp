@@ -5,6 +5,10 @@
 #include <set>
 #include <tuple>
 
+#include <boost/container_hash/hash.hpp>
+#include <boost/unordered/unordered_flat_map.hpp>
+#include <boost/unordered/unordered_flat_set.hpp>
+
 #include "fencecheck/harness/checkers.h"
 #include "internal.h"
 
@@ -12,9 +16,24 @@ namespace fencecheck::harness {
 
 namespace {
 
+using IndexList = std::vector<std::size_t>;
+/// Hash maps keyed by views into the history's strings (the history outlives them): no string
+/// copies, and a lookup hashes a short string instead of walking an ordered map of long lock keys.
+template <typename V>
+using ViewMap = boost::unordered_flat_map<std::string_view, V, boost::hash<std::string_view>>;
+
+struct ViewTokenHash {
+  std::size_t operator()(const std::pair<std::string_view, std::int64_t>& p) const noexcept {
+    std::size_t h = boost::hash<std::string_view>{}(p.first);
+    boost::hash_combine(h, p.second);
+    return h;
+  }
+};
+
 std::vector<LeaseExpiry> find_expiries(const History& h) {
-  std::set<std::int64_t> release_revisions;
-  std::set<std::pair<std::string, std::int64_t>> released_keys;  // (lock_key, token), for deletes without a revision
+  boost::unordered_flat_set<std::int64_t> release_revisions;
+  // (lock_key, token), for deletes without a revision
+  boost::unordered_flat_set<std::pair<std::string_view, std::int64_t>, ViewTokenHash> released_keys;
   for (const Event& e : h) {
     if (e.kind != EventKind::kReleaseOk) continue;
     if (e.revision) release_revisions.insert(*e.revision);
@@ -23,16 +42,18 @@ std::vector<LeaseExpiry> find_expiries(const History& h) {
 
   // Indexes built in one pass, so that each delete looks only at its own lock key's and its
   // holder's events (a scan of the whole history per delete made long histories quadratic).
-  std::map<std::string, std::vector<std::size_t>> acquires_by_key, grants_by_key, done_by_source;
+  // job.done events per (worker, token), and per worker those without a token, ascending.
+  ViewMap<IndexList> acquires_by_key, grants_by_key, untokened_done_by_source;
+  boost::unordered_flat_map<std::pair<std::string_view, std::int64_t>, std::size_t, ViewTokenHash> first_done;
   for (std::size_t j = 0; j < h.size(); ++j) {
     const Event& e = h[j];
     if (e.kind == EventKind::kAcquireOk) acquires_by_key[e.lock_key].push_back(j);
     else if (e.kind == EventKind::kLockGrant) grants_by_key[e.lock_key].push_back(j);
-    else if (e.kind == EventKind::kJobDone) done_by_source[e.source].push_back(j);
+    else if (e.kind == EventKind::kJobDone && e.token) first_done.try_emplace({e.source, *e.token}, j);
+    else if (e.kind == EventKind::kJobDone) untokened_done_by_source[e.source].push_back(j);
   }
-  const std::vector<std::size_t> none;
-  auto of = [&](const std::map<std::string, std::vector<std::size_t>>& index, const std::string& name)
-      -> const std::vector<std::size_t>& {
+  const IndexList none;
+  auto of = [&](const ViewMap<IndexList>& index, std::string_view name) -> const IndexList& {
     const auto it = index.find(name);
     return it == index.end() ? none : it->second;
   };
@@ -57,11 +78,15 @@ std::vector<LeaseExpiry> find_expiries(const History& h) {
     const Event& a = h[*acquire];
     const std::int64_t token = d.token ? *d.token : a.token.value_or(0);
 
+    // Done when the holder emitted job.done before the delete: for that token, or (a job.done
+    // without a token) after its acquire.
     bool done = false;
-    for (std::size_t j : of(done_by_source, a.source)) {
-      if (j >= i || done) break;
-      const Event& e = h[j];
-      done = e.token ? *e.token == token : j > *acquire;
+    if (auto f = first_done.find(std::pair<std::string_view, std::int64_t>{a.source, token}); f != first_done.end())
+      done = f->second < i;
+    if (!done) {
+      const IndexList& untokened = of(untokened_done_by_source, a.source);
+      const auto after = std::upper_bound(untokened.begin(), untokened.end(), *acquire);
+      done = after != untokened.end() && *after < i;
     }
     if (done) continue;
 

@@ -12,6 +12,10 @@
 #include <tuple>
 #include <unordered_map>
 
+#include <boost/container_hash/hash.hpp>
+#include <boost/unordered/unordered_flat_map.hpp>
+#include <boost/unordered/unordered_flat_set.hpp>
+
 #include "fencecheck/proto/chunk.h"
 #include "internal.h"
 
@@ -27,27 +31,80 @@ struct WriteId {
   std::string_view key;
   std::int64_t segment = -1;
   std::int64_t chunk = -1;
-  friend bool operator==(const WriteId&, const WriteId&) = default;
 };
 
-struct WriteIdHash {
-  std::size_t operator()(const WriteId& w) const noexcept {
-    // boost::hash_combine's mixing step over the five fields.
-    std::size_t h = std::hash<std::string_view>{}(w.source);
-    auto mix = [&h](std::size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
-    mix(std::hash<std::int64_t>{}(w.token));
-    mix(std::hash<std::string_view>{}(w.key));
-    mix(std::hash<std::int64_t>{}(w.segment));
-    mix(std::hash<std::int64_t>{}(w.chunk));
+/// Small dense ids for the strings of a history (worker names, keys): a few hundred distinct
+/// values, so the table stays in cache while a pass hashes each event's strings once.
+class Interner {
+ public:
+  std::uint32_t id(std::string_view s) {
+    return ids_.try_emplace(s, static_cast<std::uint32_t>(ids_.size())).first->second;
+  }
+  [[nodiscard]] std::optional<std::uint32_t> find(std::string_view s) const {
+    const auto it = ids_.find(s);
+    if (it == ids_.end()) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  boost::unordered_flat_map<std::string_view, std::uint32_t, boost::hash<std::string_view>> ids_;
+};
+
+/// A WriteId with its strings interned: 32 bytes of integers, compared and hashed without
+/// touching the events (whose strings would be a cache miss each on a large history).
+struct WriteKey {
+  std::uint32_t source = 0;
+  std::uint32_t key = 0;
+  std::int64_t token = 0;
+  std::int64_t segment = -1;
+  std::int64_t chunk = -1;
+  friend bool operator==(const WriteKey&, const WriteKey&) = default;
+};
+
+struct WriteKeyHash {
+  std::size_t operator()(const WriteKey& w) const noexcept {
+    std::size_t h = 0;
+    boost::hash_combine(h, (static_cast<std::uint64_t>(w.source) << 32) | w.key);
+    boost::hash_combine(h, w.token);
+    boost::hash_combine(h, w.segment);
+    boost::hash_combine(h, w.chunk);
     return h;
   }
 };
 
-/// History indices of the events of one kind, by the write they are about: a hash index (no
-/// string copies; one pass over the history, then O(1) lookups). Built on the first lookup:
-/// several checkers consult it only to cite evidence for an anomaly, so a valid history never pays
-/// for it there. Events of one write are chained through next_ in ascending index order (one map
-/// entry per distinct write, not a vector). One object per check call; not thread-safe.
+/// A map from writes (WriteId) to values, keyed by interned ids (boost::unordered_flat_map: open
+/// addressing, one probe into a flat array per lookup). Not thread-safe.
+template <typename V>
+class WriteMap {
+ public:
+  void reserve(std::size_t n) { map_.reserve(n); }
+  /// The value for id, default-constructed on first use.
+  V& operator[](const WriteId& id) { return map_[key_of(id)]; }
+  /// Inserts {id, value} unless present; returns the value stored and whether it was inserted.
+  std::pair<V*, bool> try_emplace(const WriteId& id, V value) {
+    auto [it, fresh] = map_.try_emplace(key_of(id), std::move(value));
+    return {&it->second, fresh};
+  }
+  /// The value for id, or nullptr (a string never interned cannot be in the map).
+  [[nodiscard]] const V* find(const WriteId& id) const {
+    const auto source = strings_.find(id.source);
+    const auto key = strings_.find(id.key);
+    if (!source || !key) return nullptr;
+    const auto it = map_.find(WriteKey{*source, *key, id.token, id.segment, id.chunk});
+    return it == map_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  WriteKey key_of(const WriteId& id) { return {strings_.id(id.source), strings_.id(id.key), id.token, id.segment, id.chunk}; }
+  Interner strings_;
+  boost::unordered_flat_map<WriteKey, V, WriteKeyHash> map_;
+};
+
+/// History indices of the events of one kind, by the write they are about. Built on the first
+/// lookup: several checkers consult it only to cite evidence for an anomaly, so a valid history
+/// never pays for it there. Each write maps to its first and last event; a second event about
+/// the same write (a retry of the same token, rare) is chained through next_. One object per check
+/// call; not thread-safe.
 class WriteIndex {
  public:
   WriteIndex(const History& h, EventKind kind) : h_(h), kind_(kind) {}
@@ -56,46 +113,46 @@ class WriteIndex {
   template <typename F>
   void for_each(const WriteId& id, F&& f) const {
     build();
-    const auto it = head_.find(id);
-    if (it == head_.end()) return;
-    for (std::size_t i = it->second; i != kNone; i = next_[i]) f(i);
+    const Chain* c = chains_.find(id);
+    if (c == nullptr) return;
+    for (std::size_t i = c->first;;) {
+      f(i);
+      if (i == c->last) break;
+      i = next_.find(i)->second;
+    }
   }
   /// The first (lowest) index of an event about write `id`, if any.
   [[nodiscard]] std::optional<std::size_t> first(const WriteId& id) const {
     build();
-    const auto it = head_.find(id);
-    if (it == head_.end()) return std::nullopt;
-    return it->second;
+    const Chain* c = chains_.find(id);
+    if (c == nullptr) return std::nullopt;
+    return c->first;
   }
 
  private:
-  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  struct Chain {
+    std::size_t first = 0, last = 0;
+  };
   void build() const {
     if (built_) return;
     built_ = true;
     std::size_t count = 0;
     for (const Event& e : h_.events) count += e.kind == kind_ && e.token;
-    head_.reserve(count);
-    next_.assign(h_.size(), kNone);
-    std::unordered_map<WriteId, std::size_t, WriteIdHash> tail;
+    chains_.reserve(count);
     for (std::size_t i = 0; i < h_.size(); ++i) {
       const Event& e = h_[i];
       if (e.kind != kind_ || !e.token) continue;
-      const WriteId id{e.source, *e.token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)};
-      auto [it, fresh] = head_.try_emplace(id, i);
+      auto [c, fresh] = chains_.try_emplace({e.source, *e.token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}, Chain{i, i});
       if (fresh) continue;
-      // A second event about the same write (a retry of the same token): chain it behind the last.
-      std::size_t last = it->second;
-      if (auto t = tail.find(id); t != tail.end()) last = t->second;
-      next_[last] = i;
-      tail[id] = i;
+      next_[c->last] = i;
+      c->last = i;
     }
   }
   const History& h_;
   EventKind kind_;
   mutable bool built_ = false;
-  mutable std::unordered_map<WriteId, std::size_t, WriteIdHash> head_;
-  mutable std::vector<std::size_t> next_;
+  mutable WriteMap<Chain> chains_;
+  mutable boost::unordered_flat_map<std::size_t, std::size_t> next_;
 };
 
 WriteIndex index_writes(const History& h, EventKind kind) { return WriteIndex(h, kind); }
@@ -692,21 +749,31 @@ CheckerResult ForeignReleaseChecker::check(const History& history, const ReadBac
     std::optional<std::size_t> acquire;  // the acquire.ok
     std::optional<std::int64_t> token;
   };
-  std::map<std::string, Owner> by_key;              // lock key -> its acquire.ok
-  std::map<std::int64_t, std::string> lease_owner;  // lease id -> the worker whose events carry it
-  std::map<std::string, std::size_t> grant_of;      // lock key -> its first lock.grant
-  std::map<std::int64_t, std::vector<std::size_t>> deletes_at;  // revision -> lock.delete indices
+  // Hash maps over views into the history (lock keys are long and share a prefix: an ordered map
+  // of them was most of this checker's time on long histories).
+  boost::unordered_flat_map<std::string_view, Owner, boost::hash<std::string_view>> by_key;  // lock key -> its acquire.ok
+  boost::unordered_flat_map<std::int64_t, std::string_view> lease_owner;  // lease id -> the worker whose events carry it
+  boost::unordered_flat_map<std::string_view, std::size_t, boost::hash<std::string_view>> grant_of;  // lock key -> its first lock.grant
+  boost::unordered_flat_map<std::int64_t, std::vector<std::size_t>> deletes_at;  // revision -> lock.delete indices
+  // release.ok index -> the releaser's latest acquire.ok before it (a release by name reports the
+  // deleted key's token, not its own)
+  boost::unordered_flat_map<std::size_t, std::size_t> releaser_acquire;
+  boost::unordered_flat_map<std::string_view, std::size_t, boost::hash<std::string_view>> last_acquire;
   for (std::size_t i = 0; i < history.size(); ++i) {
     const Event& e = history[i];
-    if (e.kind == EventKind::kAcquireOk && !e.lock_key.empty() && !by_key.count(e.lock_key))
-      by_key[e.lock_key] = Owner{e.source, i, e.token};
+    if (e.kind == EventKind::kAcquireOk) {
+      last_acquire[e.source] = i;
+      if (!e.lock_key.empty()) by_key.try_emplace(e.lock_key, Owner{e.source, i, e.token});
+    }
+    if (e.kind == EventKind::kReleaseOk && e.revision)
+      if (auto l = last_acquire.find(e.source); l != last_acquire.end()) releaser_acquire[i] = l->second;
     // Only events about the worker's own lease (a release by name reports the leases of the keys
     // it deleted, which are not its own).
     const bool own_lease = e.kind == EventKind::kAcquireOk || e.kind == EventKind::kAcquireFail ||
                            e.kind == EventKind::kKeepaliveFail || e.kind == EventKind::kLeaseLost ||
                            e.kind == EventKind::kReleaseInvoke;
-    if (own_lease && is_worker(e) && e.lease_id && !lease_owner.count(*e.lease_id)) lease_owner[*e.lease_id] = e.source;
-    if (e.kind == EventKind::kLockGrant && !e.lock_key.empty() && !grant_of.count(e.lock_key)) grant_of[e.lock_key] = i;
+    if (own_lease && is_worker(e) && e.lease_id) lease_owner.try_emplace(*e.lease_id, e.source);
+    if (e.kind == EventKind::kLockGrant && !e.lock_key.empty()) grant_of.try_emplace(e.lock_key, i);
     if (e.kind == EventKind::kLockDelete && e.revision) deletes_at[*e.revision].push_back(i);
   }
   auto owner_of = [&](const std::string& key) -> std::optional<Owner> {
@@ -715,7 +782,7 @@ CheckerResult ForeignReleaseChecker::check(const History& history, const ReadBac
       const Event& grant = history[g->second];
       if (grant.lease_id)
         if (auto l = lease_owner.find(*grant.lease_id); l != lease_owner.end())
-          return Owner{l->second, std::nullopt, grant.token};
+          return Owner{std::string(l->second), std::nullopt, grant.token};
       return Owner{"", std::nullopt, grant.token};  // a key that existed, holder unknown
     }
     return std::nullopt;
@@ -728,7 +795,7 @@ CheckerResult ForeignReleaseChecker::check(const History& history, const ReadBac
     if (rel.kind != EventKind::kReleaseOk || !rel.revision) continue;  // no revision: nothing was deleted
     // The releaser's own token: its latest acquire.ok (a release by name reports the deleted key's).
     std::optional<std::int64_t> own_token;
-    if (auto a = latest_before(history, r, rel.source, EventKind::kAcquireOk)) own_token = history[*a].token;
+    if (auto a = releaser_acquire.find(r); a != releaser_acquire.end()) own_token = history[a->second].token;
     std::vector<std::string> keys;
     std::map<std::string, std::vector<std::size_t>> deletes;
     if (!rel.lock_key.empty()) keys.push_back(rel.lock_key);
@@ -1121,11 +1188,10 @@ CheckerResult CounterDriftChecker::check_with(const History& history, const Read
 
 CheckerResult LostAcknowledgedWriteChecker::check(const History& history, const ReadBack& readback) const {
   // A slot is a write id without its writer: (key, segment, chunk).
-  std::unordered_map<WriteId, const StoredChunk*, WriteIdHash> slots;
+  WriteMap<const StoredChunk*> slots;
   slots.reserve(readback.chunks.size());
   for (const StoredChunk& c : readback.chunks) slots[{{}, 0, c.key, c.segment, c.chunk}] = &c;
-  // (client, token, key, segment, chunk) -> the latest seq
-  std::unordered_map<WriteId, std::int64_t, WriteIdHash> logged;
+  WriteMap<std::int64_t> logged;  // (client, token, key, segment, chunk) -> the latest seq
   logged.reserve(readback.log.size());
   for (const AcceptedWrite& w : readback.log) {
     auto& seq = logged[{w.client, w.token, w.key, w.segment, w.chunk}];
@@ -1138,12 +1204,12 @@ CheckerResult LostAcknowledgedWriteChecker::check(const History& history, const 
   for (std::size_t i = 0; i < history.size(); ++i) {
     const Event& e = history[i];
     if (e.kind != EventKind::kWriteOk || !e.token || !e.segment || !e.chunk || detail::is_effect_key(e.key)) continue;
-    const auto found = slots.find({{}, 0, e.key, *e.segment, *e.chunk});
-    const StoredChunk* c = found == slots.end() ? nullptr : found->second;
+    const auto* found = slots.find({{}, 0, e.key, *e.segment, *e.chunk});
+    const StoredChunk* c = found == nullptr ? nullptr : *found;
     if (c && c->token == *e.token && c->client == e.source) continue;  // still there
     const auto invoke = latest_before(history, i, e.source, EventKind::kWriteInvoke, *e.token);
     std::optional<std::int64_t> seq;
-    if (auto it = logged.find({e.source, *e.token, e.key, *e.segment, *e.chunk}); it != logged.end()) seq = it->second;
+    if (const auto* found_seq = logged.find({e.source, *e.token, e.key, *e.segment, *e.chunk})) seq = *found_seq;
     std::string why;
     if (has_log) {
       if (!seq) why = "the resource's log has no record of it";
