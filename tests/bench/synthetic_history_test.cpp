@@ -111,4 +111,71 @@ TEST(SyntheticHistory, TokenRegressionIsJudgedPerLock) {
   EXPECT_EQ(r.anomalies[0].evidence.back(), last);
 }
 
+// analyze() builds one HistoryIndex and hands it to every checker and to the figures; a checker
+// called on its own builds its own. The results must be the same, anomalies and all: corrupt the
+// history in several ways so that most checkers have something to say, then compare.
+TEST(SyntheticHistory, TheSharedIndexChangesNoResult) {
+  fb::Synthetic s = fb::make_history(10'000);
+  // A stale accepted write (store log), a lost acknowledged write (the first one: its slot was
+  // overwritten by holding 400, and now the log has no record of it either), a
+  // token handed out twice (acquire.ok), a release of another holder's key, a storm of rejections.
+  fencecheck::AcceptedWrite stale = s.readback.log.back();
+  stale.seq += 1;
+  stale.token -= 200;
+  s.readback.log.push_back(stale);
+  s.readback.log.erase(s.readback.log.begin());
+  s.history.events[nth_last_acquire(s.history, "lock-k7", 0)].token =
+      *s.history[nth_last_acquire(s.history, "lock-k7", 1)].token;
+  for (std::size_t i = 0; i < s.history.size(); ++i)
+    if (s.history[i].kind == EventKind::kReleaseOk) {
+      s.history.events[i].source = "w-intruder";
+      break;
+    }
+  for (std::size_t i = 0; i < s.history.size(); ++i)
+    if (s.history[i].kind == EventKind::kWriteFail) {
+      s.history.events.insert(s.history.events.begin() + static_cast<std::ptrdiff_t>(i) + 1, s.history[i]);
+      break;
+    }
+
+  fh::CheckContext shared = context();
+  shared.index = std::make_shared<const fh::HistoryIndex>(s.history);
+  std::vector<std::string> with_anomalies;
+  for (const auto& checker : fh::default_checkers()) {
+    const fh::CheckerResult alone = checker->check_with(s.history, s.readback, context());
+    const fh::CheckerResult indexed = checker->check_with(s.history, s.readback, shared);
+    EXPECT_EQ(alone.verdict, indexed.verdict) << checker->name();
+    ASSERT_EQ(alone.anomalies.size(), indexed.anomalies.size()) << checker->name();
+    for (std::size_t i = 0; i < alone.anomalies.size(); ++i) {
+      EXPECT_EQ(alone.anomalies[i].description, indexed.anomalies[i].description) << checker->name();
+      EXPECT_EQ(alone.anomalies[i].evidence, indexed.anomalies[i].evidence) << checker->name();
+      EXPECT_EQ(alone.anomalies[i].tokens, indexed.anomalies[i].tokens) << checker->name();
+    }
+    if (!alone.anomalies.empty()) with_anomalies.emplace_back(checker->name());
+  }
+  EXPECT_EQ(with_anomalies, (std::vector<std::string>{"stale-write-accepted", "rejection-storm", "foreign-release",
+                                                      "token-regression", "lost-acknowledged-write"}));
+  const fh::Figures alone = fh::compute_figures(s.history, s.readback, context());
+  const fh::Figures indexed = fh::compute_figures(s.history, s.readback, shared);
+  EXPECT_EQ(alone.expiries_during_work.size(), indexed.expiries_during_work.size());
+  EXPECT_EQ(alone.rejected_writes_history, indexed.rejected_writes_history);
+  EXPECT_EQ(alone.max_rejections_per_token, indexed.max_rejections_per_token);
+  EXPECT_EQ(alone.pauses.size(), indexed.pauses.size());
+}
+
+TEST(HistoryIndex, ListsTheEventsOfTheAskedKindsAndKnowsItsHistory) {
+  fb::Synthetic s = fb::make_history(1'000);
+  const fh::HistoryIndex index(s.history);
+  ASSERT_TRUE(index.matches(s.history));
+  const std::vector<std::size_t> writes = index.of({EventKind::kWriteOk, EventKind::kWriteFail});
+  ASSERT_EQ(writes.size(), count_kind(s.history, EventKind::kWriteOk) + count_kind(s.history, EventKind::kWriteFail));
+  EXPECT_TRUE(std::is_sorted(writes.begin(), writes.end()));
+  for (std::size_t i : writes)
+    EXPECT_TRUE(s.history[i].kind == EventKind::kWriteOk || s.history[i].kind == EventKind::kWriteFail);
+  EXPECT_EQ(index.kind(writes.front()), s.history[writes.front()].kind);
+  const fb::Synthetic other = fb::make_history(1'000);
+  EXPECT_FALSE(index.matches(other.history));  // same size, another history
+  s.history.add(s.history[0]);
+  EXPECT_FALSE(index.matches(s.history));  // appended to since
+}
+
 }  // namespace

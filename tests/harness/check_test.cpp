@@ -536,6 +536,21 @@ TEST(StaleWriteAccepted, AWriteAcceptedBeforeAPauseButReportedAfterIsNotStale) {
   EXPECT_TRUE(res.anomalies.empty());
 }
 
+TEST(StaleWriteAccepted, PipelinedWritesAreMatchedToTheirOwnInvokes) {
+  // w1 has two writes in flight: chunk 0 is invoked before w2's 34 completes, chunk 1 after.
+  // Each write.ok is judged by its own invoke (not the worker's latest one): chunk 0 is
+  // concurrent with 34, chunk 1 is stale.
+  Builder b;
+  b.write("w1", EventKind::kWriteInvoke, 33, 0, 0);
+  const std::size_t w2_ok = b.write_ok("w2", 34, 0, 0, 34);
+  const std::size_t invoke1 = b.write("w1", EventKind::kWriteInvoke, 33, 0, 1);
+  b.write("w1", EventKind::kWriteOk, 33, 0, 0);
+  const std::size_t ok1 = b.write("w1", EventKind::kWriteOk, 33, 0, 1);
+  CheckerResult res = StaleWriteAcceptedChecker().check(b.h, ReadBack{});
+  ASSERT_EQ(res.anomalies.size(), 1u);
+  EXPECT_THAT(res.anomalies[0].evidence, ElementsAre(w2_ok, invoke1, ok1));
+}
+
 TEST(StaleWriteAccepted, FromTheReplysHighWaterMark) {
   Builder b;
   b.write("w1", EventKind::kWriteInvoke, 33, 1, 3);

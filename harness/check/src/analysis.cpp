@@ -17,25 +17,15 @@ namespace fencecheck::harness {
 namespace {
 
 using IndexList = std::vector<std::size_t>;
-/// Hash maps keyed by views into the history's strings (the history outlives them): no string
-/// copies, and a lookup hashes a short string instead of walking an ordered map of long lock keys.
-template <typename V>
-using ViewMap = boost::unordered_flat_map<std::string_view, V, boost::hash<std::string_view>>;
+using detail::ViewMap;
+using detail::ViewTokenHash;
 
-struct ViewTokenHash {
-  std::size_t operator()(const std::pair<std::string_view, std::int64_t>& p) const noexcept {
-    std::size_t h = boost::hash<std::string_view>{}(p.first);
-    boost::hash_combine(h, p.second);
-    return h;
-  }
-};
-
-std::vector<LeaseExpiry> find_expiries(const History& h) {
+std::vector<LeaseExpiry> find_expiries(const History& h, const HistoryIndex& index) {
   boost::unordered_flat_set<std::int64_t> release_revisions;
   // (lock_key, token), for deletes without a revision
   boost::unordered_flat_set<std::pair<std::string_view, std::int64_t>, ViewTokenHash> released_keys;
-  for (const Event& e : h) {
-    if (e.kind != EventKind::kReleaseOk) continue;
+  for (std::size_t i : index.of({EventKind::kReleaseOk})) {
+    const Event& e = h[i];
     if (e.revision) release_revisions.insert(*e.revision);
     if (!e.lock_key.empty() && e.token) released_keys.insert({e.lock_key, *e.token});
   }
@@ -45,7 +35,7 @@ std::vector<LeaseExpiry> find_expiries(const History& h) {
   // job.done events per (worker, token), and per worker those without a token, ascending.
   ViewMap<IndexList> acquires_by_key, grants_by_key, untokened_done_by_source;
   boost::unordered_flat_map<std::pair<std::string_view, std::int64_t>, std::size_t, ViewTokenHash> first_done;
-  for (std::size_t j = 0; j < h.size(); ++j) {
+  for (std::size_t j : index.of({EventKind::kAcquireOk, EventKind::kLockGrant, EventKind::kJobDone})) {
     const Event& e = h[j];
     if (e.kind == EventKind::kAcquireOk) acquires_by_key[e.lock_key].push_back(j);
     else if (e.kind == EventKind::kLockGrant) grants_by_key[e.lock_key].push_back(j);
@@ -53,15 +43,15 @@ std::vector<LeaseExpiry> find_expiries(const History& h) {
     else if (e.kind == EventKind::kJobDone) untokened_done_by_source[e.source].push_back(j);
   }
   const IndexList none;
-  auto of = [&](const ViewMap<IndexList>& index, std::string_view name) -> const IndexList& {
-    const auto it = index.find(name);
-    return it == index.end() ? none : it->second;
+  auto of = [&](const ViewMap<IndexList>& map, std::string_view name) -> const IndexList& {
+    const auto it = map.find(name);
+    return it == map.end() ? none : it->second;
   };
 
   std::vector<LeaseExpiry> out;
-  for (std::size_t i = 0; i < h.size(); ++i) {
+  for (std::size_t i : index.of({EventKind::kLockDelete})) {
     const Event& d = h[i];
-    if (d.kind != EventKind::kLockDelete || d.lock_key.empty()) continue;
+    if (d.lock_key.empty()) continue;
     if (d.revision ? release_revisions.count(*d.revision) > 0
                    : (d.token && released_keys.count({d.lock_key, *d.token}) > 0))
       continue;  // a release explains this delete
@@ -113,12 +103,11 @@ std::vector<LeaseExpiry> find_expiries(const History& h) {
   return out;
 }
 
-std::vector<FaultWindow> find_faults(const History& h) {
+std::vector<FaultWindow> find_faults(const History& h, const HistoryIndex& index) {
   std::vector<FaultWindow> out;
   std::set<std::size_t> used_heals;
-  for (std::size_t i = 0; i < h.size(); ++i) {
+  for (std::size_t i : index.of({EventKind::kFaultInject})) {
     const Event& in = h[i];
-    if (in.kind != EventKind::kFaultInject) continue;
     FaultWindow w;
     w.fault = in.fault;
     w.target = in.target;
@@ -144,20 +133,20 @@ std::vector<FaultWindow> find_faults(const History& h) {
 
 namespace {
 
-std::optional<ProgressAfterHeal> find_progress(const History& h, const CheckContext& context) {
-  const auto heal = detail::last_heal(h);
+std::optional<ProgressAfterHeal> find_progress(const History& h, const HistoryIndex& index, const CheckContext& context) {
+  const auto heal = detail::last_heal(index);
   if (!heal) return std::nullopt;
   ProgressAfterHeal p;
   p.heal_index = *heal;
   p.heal_t_ns = h[*heal].t_ns;
-  p.window = detail::lease_ttl_of(h, context).value_or(std::chrono::nanoseconds(0)) + context.acquire_allowance;
+  p.window = detail::lease_ttl_of(h, index, context).value_or(std::chrono::nanoseconds(0)) + context.acquire_allowance;
   for (std::size_t i = *heal + 1; i < h.size(); ++i) {
-    const Event& e = h[i];
-    if (e.kind == EventKind::kWriteInvoke || e.kind == EventKind::kAcquireInvoke || e.kind == EventKind::kAcquireFail)
+    const EventKind kind = index.kind(i);  // the column: only a write.ok's time is read
+    if (kind == EventKind::kWriteInvoke || kind == EventKind::kAcquireInvoke || kind == EventKind::kAcquireFail)
       p.pending = true;
-    if (e.kind == EventKind::kWriteOk && !p.first_write_ok) {
+    if (kind == EventKind::kWriteOk && !p.first_write_ok) {
       p.first_write_ok = i;
-      p.delay = std::chrono::nanoseconds(e.t_ns - p.heal_t_ns);
+      p.delay = std::chrono::nanoseconds(h[i].t_ns - p.heal_t_ns);
     }
   }
   return p;
@@ -171,11 +160,12 @@ Figures compute_figures(const History& history, const ReadBack& readback) {
 
 Figures compute_figures(const History& history, const ReadBack& readback, const CheckContext& context) {
   Figures f;
-  f.expiries_during_work = find_expiries(history);
+  const detail::IndexRef index(history, context);
+  f.expiries_during_work = find_expiries(history, *index);
 
-  for (std::size_t i = 0; i < history.size(); ++i) {
+  for (std::size_t i : index->of({EventKind::kPause})) {
     const Event& e = history[i];
-    if (e.kind != EventKind::kPause || !e.duration_ns) continue;
+    if (!e.duration_ns) continue;
     PauseObservation p{e.source, std::chrono::nanoseconds(*e.duration_ns), e.token, i, e.t_ns};
     auto it = f.longest_pause.find(e.source);
     if (it == f.longest_pause.end() || p.duration > it->second.duration) f.longest_pause[e.source] = p;
@@ -189,8 +179,8 @@ Figures compute_figures(const History& history, const ReadBack& readback, const 
     r.client = client;
     return r;
   };
-  for (const Event& e : history) {
-    if (e.kind != EventKind::kWriteFail) continue;
+  for (std::size_t i : index->of({EventKind::kWriteFail})) {
+    const Event& e = history[i];
     ++slot(e.key, e.source).history;
     ++f.rejected_writes_history;
   }
@@ -200,9 +190,9 @@ Figures compute_figures(const History& history, const ReadBack& readback, const 
   }
   for (auto& [id, r] : rejected) f.rejected_writes.push_back(std::move(r));
 
-  f.faults = find_faults(history);
+  f.faults = find_faults(history, *index);
 
-  f.rejections_per_token = detail::rejections_per_token(history, readback);
+  f.rejections_per_token = detail::rejections_per_token(history, *index, readback);
   for (const auto& r : f.rejections_per_token) f.max_rejections_per_token = std::max(f.max_rejections_per_token, r.count());
   for (const auto& e : readback.effects)
     if (e.applied) ++f.effects_applied;
@@ -210,11 +200,11 @@ Figures compute_figures(const History& history, const ReadBack& readback, const 
     f.duplicate_effects += static_cast<std::int64_t>(d.duplicates.size());
     f.duplicate_effects_by_key[d.key] += static_cast<std::int64_t>(d.duplicates.size());
   }
-  f.counters = detail::counter_figures(history, readback);
+  f.counters = detail::counter_figures(history, *index, readback);
   // Chunk-less write.oks are counter increments only when the resource keeps counters (or the job
   // is a counter job); otherwise they are not counters at all.
   if (readback.counters.empty() && context.job_kind != JobKind::kCounter) f.counters.clear();
-  f.progress_after_heal = find_progress(history, context);
+  f.progress_after_heal = find_progress(history, *index, context);
   return f;
 }
 
@@ -243,10 +233,13 @@ Analysis analyze(const History& history, const ReadBack& readback, const CheckCo
 Analysis analyze(const History& history, const ReadBack& readback, const Checkers& checkers,
                  const CheckContext& context) {
   Analysis a;
-  CheckRun run = run_checkers(checkers, history, readback, context);
+  // One index of the history for every checker and the figures (history_index.h).
+  CheckContext shared = context;
+  if (!shared.index || !shared.index->matches(history)) shared.index = std::make_shared<const HistoryIndex>(history);
+  CheckRun run = run_checkers(checkers, history, readback, shared);
   a.verdict = run.verdict;
   a.checkers = std::move(run.results);
-  a.figures = compute_figures(history, readback, context);
+  a.figures = compute_figures(history, readback, shared);
 
   auto keep = [&](std::size_t i) {
     if (i < history.size()) a.evidence_events.emplace(i, history[i]);

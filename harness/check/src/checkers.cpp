@@ -107,7 +107,7 @@ class WriteMap {
 /// call; not thread-safe.
 class WriteIndex {
  public:
-  WriteIndex(const History& h, EventKind kind) : h_(h), kind_(kind) {}
+  WriteIndex(const History& h, const HistoryIndex& index, EventKind kind) : h_(h), index_(index), kind_(kind) {}
 
   /// Calls f(index) for each event about write `id`, ascending.
   template <typename F>
@@ -136,12 +136,11 @@ class WriteIndex {
   void build() const {
     if (built_) return;
     built_ = true;
-    std::size_t count = 0;
-    for (const Event& e : h_.events) count += e.kind == kind_ && e.token;
-    chains_.reserve(count);
-    for (std::size_t i = 0; i < h_.size(); ++i) {
+    const std::vector<std::size_t> events = index_.of({kind_});
+    chains_.reserve(events.size());
+    for (std::size_t i : events) {
       const Event& e = h_[i];
-      if (e.kind != kind_ || !e.token) continue;
+      if (!e.token) continue;
       auto [c, fresh] = chains_.try_emplace({e.source, *e.token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}, Chain{i, i});
       if (fresh) continue;
       next_[c->last] = i;
@@ -149,13 +148,20 @@ class WriteIndex {
     }
   }
   const History& h_;
+  const HistoryIndex& index_;
   EventKind kind_;
   mutable bool built_ = false;
   mutable WriteMap<Chain> chains_;
   mutable boost::unordered_flat_map<std::size_t, std::size_t> next_;
 };
 
-WriteIndex index_writes(const History& h, EventKind kind) { return WriteIndex(h, kind); }
+/// Two events about the same write: token, key, segment and chunk (the writer is the caller's).
+bool same_write(const Event& a, const Event& b) {
+  return a.token && a.token == b.token && a.key == b.key && a.segment.value_or(-1) == b.segment.value_or(-1) &&
+         a.chunk.value_or(-1) == b.chunk.value_or(-1);
+}
+
+WriteIndex index_writes(const History& h, const HistoryIndex& index, EventKind kind) { return WriteIndex(h, index, kind); }
 
 void append_matches(const WriteIndex& index, const WriteId& id, std::vector<std::size_t>& out) {
   index.for_each(id, [&out](std::size_t i) { out.push_back(i); });
@@ -186,7 +192,13 @@ CheckerResult result_of(std::string_view name, std::vector<Anomaly> anomalies) {
 // ---------------------------------------------------------------------------------------------
 
 CheckerResult InterleavedSegmentChecker::check(const History& history, const ReadBack& readback) const {
-  auto oks = index_writes(history, EventKind::kWriteOk);
+  return check_with(history, readback, CheckContext{});
+}
+
+CheckerResult InterleavedSegmentChecker::check_with(const History& history, const ReadBack& readback,
+                              const CheckContext& context) const {
+  const detail::IndexRef idx(history, context);
+  auto oks = index_writes(history, *idx, EventKind::kWriteOk);
 
   struct Provenance {
     const StoredChunk* chunk;
@@ -251,7 +263,13 @@ CheckerResult InterleavedSegmentChecker::check(const History& history, const Rea
 // ---------------------------------------------------------------------------------------------
 
 CheckerResult CorruptChunkChecker::check(const History& history, const ReadBack& readback) const {
-  auto oks = index_writes(history, EventKind::kWriteOk);
+  return check_with(history, readback, CheckContext{});
+}
+
+CheckerResult CorruptChunkChecker::check_with(const History& history, const ReadBack& readback,
+                              const CheckContext& context) const {
+  const detail::IndexRef idx(history, context);
+  auto oks = index_writes(history, *idx, EventKind::kWriteOk);
   std::vector<Anomaly> anomalies;
   for (const StoredChunk& c : readback.chunks) {
     ChunkDecode d = decode_chunk(c.data);
@@ -294,6 +312,12 @@ CheckerResult CorruptChunkChecker::check(const History& history, const ReadBack&
 // ---------------------------------------------------------------------------------------------
 
 CheckerResult StaleWriteAcceptedChecker::check(const History& history, const ReadBack& readback) const {
+  return check_with(history, readback, CheckContext{});
+}
+
+CheckerResult StaleWriteAcceptedChecker::check_with(const History& history, const ReadBack& readback,
+                              const CheckContext& context) const {
+  const detail::IndexRef idx(history, context);
   // One group per (key, client, stale token).
   struct Group {
     Anomaly a;
@@ -313,7 +337,7 @@ CheckerResult StaleWriteAcceptedChecker::check(const History& history, const Rea
     }
     return g;
   };
-  auto oks = index_writes(history, EventKind::kWriteOk);
+  auto oks = index_writes(history, *idx, EventKind::kWriteOk);
 
   // 1. The store's own log, per key in acceptance order.
   std::vector<const AcceptedWrite*> log;
@@ -341,11 +365,31 @@ CheckerResult StaleWriteAcceptedChecker::check(const History& history, const Rea
 
   // 2. The history, in real-time order: B is stale when, before B was even invoked, a write.ok
   //    for the same key with a higher token had already completed.
-  auto invokes = index_writes(history, EventKind::kWriteInvoke);
-  std::unordered_map<std::string_view, std::vector<std::size_t>> oks_by_key;  // write.ok indices per key, ascending
-  for (std::size_t i = 0; i < history.size(); ++i)
-    if (history[i].kind == EventKind::kWriteOk && history[i].token && !detail::is_effect_key(history[i].key))
-      oks_by_key[history[i].key].push_back(i);
+  // The last matching write.invoke before each write.ok: the worker's latest write.invoke when
+  // that is the same write (a worker has one write in flight), else from the hash index (built
+  // only if some write.ok needs it).
+  auto invokes = index_writes(history, *idx, EventKind::kWriteInvoke);
+  boost::unordered_flat_map<std::size_t, std::size_t> invoke_of;  // write.ok -> its write.invoke
+  detail::ViewMap<std::size_t> last_invoke;                        // worker -> its latest write.invoke
+  detail::ViewMap<std::vector<std::size_t>> oks_by_key;            // write.ok indices per key, ascending
+  for (std::size_t i : idx->of({EventKind::kWriteInvoke, EventKind::kWriteOk})) {
+    const Event& e = history[i];
+    if (e.kind == EventKind::kWriteInvoke) {
+      last_invoke[e.source] = i;
+      continue;
+    }
+    if (!e.token || detail::is_effect_key(e.key)) continue;
+    oks_by_key[e.key].push_back(i);
+    std::optional<std::size_t> invoke;
+    if (auto l = last_invoke.find(e.source); l != last_invoke.end() && same_write(history[l->second], e)) {
+      invoke = l->second;
+    } else {
+      invokes.for_each({e.source, *e.token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}, [&](std::size_t at) {
+        if (at < i) invoke = at;
+      });
+    }
+    if (invoke) invoke_of[i] = *invoke;
+  }
   for (const auto& [key_view, list] : oks_by_key) {
     const std::string key(key_view);
     // prefix[i]: index of the highest-token write.ok among list[0..i].
@@ -357,10 +401,9 @@ CheckerResult StaleWriteAcceptedChecker::check(const History& history, const Rea
       const Event& e = history[b];
       const std::int64_t token = *e.token;
       // The last matching invoke before B.
-      std::optional<std::size_t> invoke;
-      invokes.for_each({e.source, token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}, [&](std::size_t idx) {
-        if (idx < b) invoke = idx;
-      });
+      const auto found = invoke_of.find(b);
+      const std::optional<std::size_t> invoke =
+          found == invoke_of.end() ? std::nullopt : std::optional<std::size_t>(found->second);
       if (invoke) {
         // Write.oks completed before the invoke: list entries with index < *invoke.
         auto end = std::lower_bound(list.begin(), list.end(), *invoke);
@@ -429,7 +472,8 @@ bool is_fenced_rejection(const Event& e) {
   return e.kind == EventKind::kWriteFail && e.token && e.high_water && *e.high_water > *e.token;
 }
 
-std::vector<TokenRejections> rejections_per_token(const History& history, const ReadBack& readback) {
+std::vector<TokenRejections> rejections_per_token(const History& history, const HistoryIndex& index,
+                                                  const ReadBack& readback) {
   std::map<std::pair<std::string, std::int64_t>, TokenRejections> by;
   auto slot = [&](const std::string& client, std::int64_t token) -> TokenRejections& {
     TokenRejections& r = by[{client, token}];
@@ -437,8 +481,8 @@ std::vector<TokenRejections> rejections_per_token(const History& history, const 
     r.token = token;
     return r;
   };
-  for (const Event& e : history)
-    if (is_fenced_rejection(e)) ++slot(e.source, *e.token).history;
+  for (std::size_t i : index.of({EventKind::kWriteFail}))
+    if (is_fenced_rejection(history[i])) ++slot(history[i].source, *history[i].token).history;
   for (const RejectedWrite& r : readback.rejections) ++slot(r.client, r.token).readback;
   std::vector<TokenRejections> out;
   for (auto& [id, r] : by) out.push_back(std::move(r));
@@ -476,7 +520,7 @@ std::vector<EffectDuplicates> effect_duplicates(const ReadBack& readback) {
   return out;
 }
 
-std::vector<CounterFigure> counter_figures(const History& history, const ReadBack& readback) {
+std::vector<CounterFigure> counter_figures(const History& history, const HistoryIndex& index, const ReadBack& readback) {
   std::map<std::string, CounterFigure> by;
   auto slot = [&](const std::string& key) -> CounterFigure& {
     CounterFigure& c = by[key];
@@ -484,7 +528,8 @@ std::vector<CounterFigure> counter_figures(const History& history, const ReadBac
     return c;
   };
   for (const auto& [key, value] : readback.counters) slot(key).actual = value;
-  for (const Event& e : history) {
+  for (std::size_t i : index.of({EventKind::kWriteOk, EventKind::kWriteInfo})) {
+    const Event& e = history[i];
     if (e.chunk || e.key.empty() || is_effect_key(e.key)) continue;
     if (e.kind == EventKind::kWriteOk) ++slot(e.key).acknowledged;
     if (e.kind == EventKind::kWriteInfo) ++slot(e.key).unknown;
@@ -494,21 +539,20 @@ std::vector<CounterFigure> counter_figures(const History& history, const ReadBac
   return out;
 }
 
-std::optional<std::chrono::nanoseconds> lease_ttl_of(const History& history, const CheckContext& context) {
+std::optional<std::chrono::nanoseconds> lease_ttl_of(const History& history, const HistoryIndex& index,
+                                                     const CheckContext& context) {
   if (context.lease_ttl) return std::chrono::nanoseconds(*context.lease_ttl);
   std::optional<std::int64_t> ms;
-  for (const Event& e : history)
-    if ((e.kind == EventKind::kAcquireOk || e.kind == EventKind::kAcquireInvoke) && e.ttl_ms && *e.ttl_ms > 0)
-      ms = std::max(ms.value_or(0), *e.ttl_ms);
+  for (std::size_t i : index.of({EventKind::kAcquireOk, EventKind::kAcquireInvoke}))
+    if (const Event& e = history[i]; e.ttl_ms && *e.ttl_ms > 0) ms = std::max(ms.value_or(0), *e.ttl_ms);
   if (!ms) return std::nullopt;
   return std::chrono::milliseconds(*ms);
 }
 
-std::optional<std::size_t> last_heal(const History& history) {
-  std::optional<std::size_t> out;
-  for (std::size_t i = 0; i < history.size(); ++i)
-    if (history[i].kind == EventKind::kFaultHeal) out = i;
-  return out;
+std::optional<std::size_t> last_heal(const HistoryIndex& index) {
+  for (std::size_t i = index.size(); i-- > 0;)
+    if (index.kind(i) == EventKind::kFaultHeal) return i;
+  return std::nullopt;
 }
 
 }  // namespace detail
@@ -518,11 +562,14 @@ namespace {
 bool is_worker(const Event& e) { return e.source != "harness" && e.source != "lock" && e.source != "resource"; }
 
 /// The latest event before `before` from `source` of `kind` (and, when given, with that token).
-std::optional<std::size_t> latest_before(const History& h, std::size_t before, const std::string& source, EventKind kind,
+/// The kind column is read first, so that only events of `kind` are touched on the way back.
+std::optional<std::size_t> latest_before(const History& h, const HistoryIndex& index, std::size_t before,
+                                         const std::string& source, EventKind kind,
                                          std::optional<std::int64_t> token = std::nullopt) {
   for (std::size_t i = before; i-- > 0;) {
+    if (index.kind(i) != kind) continue;
     const Event& e = h[i];
-    if (e.kind == kind && e.source == source && (!token || e.token == token)) return i;
+    if (e.source == source && (!token || e.token == token)) return i;
   }
   return std::nullopt;
 }
@@ -546,6 +593,12 @@ CheckerResult unknown_result(std::string_view name, std::string why) {
 // ---------------------------------------------------------------------------------------------
 
 CheckerResult CrossKeyRejectionChecker::check(const History& history, const ReadBack& readback) const {
+  return check_with(history, readback, CheckContext{});
+}
+
+CheckerResult CrossKeyRejectionChecker::check_with(const History& history, const ReadBack& readback,
+                              const CheckContext& context) const {
+  const detail::IndexRef idx(history, context);
   // Every token accepted per key: the store's log, applied effects, and the history's write.oks.
   struct Accepted {
     std::int64_t token;
@@ -553,7 +606,7 @@ CheckerResult CrossKeyRejectionChecker::check(const History& history, const Read
     std::optional<std::size_t> index;
   };
   std::map<std::string, std::vector<Accepted>> accepted;
-  auto oks = index_writes(history, EventKind::kWriteOk);
+  auto oks = index_writes(history, *idx, EventKind::kWriteOk);
   {
     // Appends go through a view-keyed cache of the map's lists (one hash lookup per write instead
     // of a string-ordered map lookup; the std::map keeps the keys' order for the searches below).
@@ -563,15 +616,33 @@ CheckerResult CrossKeyRejectionChecker::check(const History& history, const Read
       if (fresh) it->second = &accepted[key];
       return *it->second;
     };
+    detail::ViewMap<std::vector<std::size_t>> oks_of;  // worker -> its write.oks, ascending
+    for (std::size_t i : idx->of({EventKind::kWriteOk})) {
+      const Event& e = history[i];
+      if (!e.token) continue;
+      oks_of[e.source].push_back(i);
+      if (!e.key.empty()) list(e.key).push_back({*e.token, std::nullopt, i});
+    }
     // The write.ok of a logged write, when the history has it, orders it against the rejections.
-    for (const AcceptedWrite& w : readback.log)
-      list(w.key).push_back({w.token, w.seq, oks.first({w.client, w.token, w.key, w.segment, w.chunk})});
+    // A worker's logged writes are matched to its write.oks in order (a cursor per worker: the
+    // next write.ok is almost always the one); a log entry that is not the next goes to the hash
+    // index, whose first write.ok of that write it takes.
+    detail::ViewMap<std::size_t> cursor;
+    for (const AcceptedWrite& w : readback.log) {
+      std::optional<std::size_t> index;
+      if (auto o = oks_of.find(w.client); o != oks_of.end()) {
+        std::size_t& at = cursor[w.client];
+        if (at < o->second.size()) {
+          const Event& next = history[o->second[at]];
+          if (next.token == w.token && next.key == w.key && next.segment == w.segment && next.chunk == w.chunk)
+            index = o->second[at++];
+        }
+      }
+      if (!index) index = oks.first({w.client, w.token, w.key, w.segment, w.chunk});
+      list(w.key).push_back({w.token, w.seq, index});
+    }
     for (const EffectRecord& e : readback.effects)
       if (e.applied) list(e.key).push_back({e.token, e.seq, std::nullopt});
-    for (std::size_t i = 0; i < history.size(); ++i) {
-      const Event& e = history[i];
-      if (e.kind == EventKind::kWriteOk && e.token && !e.key.empty()) list(e.key).push_back({*e.token, std::nullopt, i});
-    }
   }
   // X, its side effects ("X.effect") and, for "X.effect", X: one key as far as the fence goes.
   // Keys are grouped by that base; per base, what a rejection is judged against:
@@ -675,12 +746,12 @@ CheckerResult CrossKeyRejectionChecker::check(const History& history, const Read
     if (index) {
       ++g.history;
       g.a.evidence.push_back(*index);
-      if (auto inv = latest_before(history, *index, client, EventKind::kWriteInvoke, token)) g.a.evidence.push_back(*inv);
+      if (auto inv = latest_before(history, *idx, *index, client, EventKind::kWriteInvoke, token)) g.a.evidence.push_back(*inv);
     } else {
       ++g.resource;
     }
   };
-  for (std::size_t i = 0; i < history.size(); ++i)
+  for (std::size_t i : idx->of({EventKind::kWriteFail}))
     if (detail::is_fenced_rejection(history[i]))
       consider(history[i].key, *history[i].token, *history[i].high_water, history[i].source, i);
   for (const RejectedWrite& r : readback.rejections) consider(r.key, r.token, r.high_water, r.client, std::nullopt);
@@ -705,8 +776,15 @@ CheckerResult CrossKeyRejectionChecker::check(const History& history, const Read
 // ---------------------------------------------------------------------------------------------
 
 CheckerResult RejectionStormChecker::check(const History& history, const ReadBack& readback) const {
+  return check_with(history, readback, CheckContext{});
+}
+
+CheckerResult RejectionStormChecker::check_with(const History& history, const ReadBack& readback,
+                              const CheckContext& context) const {
+  const detail::IndexRef idx(history, context);
   std::vector<Anomaly> anomalies;
-  for (const TokenRejections& r : detail::rejections_per_token(history, readback)) {
+  const std::vector<std::size_t> fails = idx->of({EventKind::kWriteFail});
+  for (const TokenRejections& r : detail::rejections_per_token(history, *idx, readback)) {
     if (r.count() <= 1) continue;
     Anomaly a;
     a.name = "rejection-storm";
@@ -714,11 +792,11 @@ CheckerResult RejectionStormChecker::check(const History& history, const ReadBac
     a.clients.push_back(r.client);
     std::set<std::string> keys;
     std::set<std::int64_t> marks;
-    for (std::size_t i = 0; i < history.size(); ++i) {
+    for (std::size_t i : fails) {
       const Event& e = history[i];
       if (!detail::is_fenced_rejection(e) || e.source != r.client || *e.token != r.token) continue;
       a.evidence.push_back(i);
-      if (auto inv = latest_before(history, i, e.source, EventKind::kWriteInvoke, r.token)) a.evidence.push_back(*inv);
+      if (auto inv = latest_before(history, *idx, i, e.source, EventKind::kWriteInvoke, r.token)) a.evidence.push_back(*inv);
       keys.insert(e.key);
       marks.insert(*e.high_water);
     }
@@ -743,6 +821,12 @@ CheckerResult RejectionStormChecker::check(const History& history, const ReadBac
 // ---------------------------------------------------------------------------------------------
 
 CheckerResult ForeignReleaseChecker::check(const History& history, const ReadBack& readback) const {
+  return check_with(history, readback, CheckContext{});
+}
+
+CheckerResult ForeignReleaseChecker::check_with(const History& history, const ReadBack& readback,
+                              const CheckContext& context) const {
+  const detail::IndexRef idx(history, context);
   (void)readback;
   struct Owner {
     std::string worker;
@@ -759,7 +843,9 @@ CheckerResult ForeignReleaseChecker::check(const History& history, const ReadBac
   // deleted key's token, not its own)
   boost::unordered_flat_map<std::size_t, std::size_t> releaser_acquire;
   boost::unordered_flat_map<std::string_view, std::size_t, boost::hash<std::string_view>> last_acquire;
-  for (std::size_t i = 0; i < history.size(); ++i) {
+  for (std::size_t i :
+       idx->of({EventKind::kAcquireOk, EventKind::kAcquireFail, EventKind::kKeepaliveFail, EventKind::kLeaseLost,
+                EventKind::kReleaseInvoke, EventKind::kReleaseOk, EventKind::kLockGrant, EventKind::kLockDelete})) {
     const Event& e = history[i];
     if (e.kind == EventKind::kAcquireOk) {
       last_acquire[e.source] = i;
@@ -790,9 +876,9 @@ CheckerResult ForeignReleaseChecker::check(const History& history, const ReadBac
 
   std::vector<Anomaly> anomalies;
   std::set<std::tuple<std::string, std::int64_t, std::string>> reported;  // (releaser, revision, key)
-  for (std::size_t r = 0; r < history.size(); ++r) {
+  for (std::size_t r : idx->of({EventKind::kReleaseOk})) {
     const Event& rel = history[r];
-    if (rel.kind != EventKind::kReleaseOk || !rel.revision) continue;  // no revision: nothing was deleted
+    if (!rel.revision) continue;  // no revision: nothing was deleted
     // The releaser's own token: its latest acquire.ok (a release by name reports the deleted key's).
     std::optional<std::int64_t> own_token;
     if (auto a = releaser_acquire.find(r); a != releaser_acquire.end()) own_token = history[a->second].token;
@@ -870,13 +956,27 @@ CheckerResult TokenRegressionChecker::check(const History& history, const ReadBa
 
 CheckerResult TokenRegressionChecker::check_with(const History& history, const ReadBack& readback,
                                                  const CheckContext& context) const {
+  const detail::IndexRef idx(history, context);
   std::vector<Anomaly> anomalies;
   auto ours = [&](const Event& e) { return context.lock.empty() || e.lock.empty() || e.lock == context.lock; };
 
-  // 1. acquire.ok in real-time order, per lock.
+  // 1. acquire.ok in real-time order, per lock, each with its worker's latest acquire.invoke
+  //    before it (tracked in the same pass).
   std::vector<std::size_t> acquires;
-  for (std::size_t i = 0; i < history.size(); ++i)
-    if (history[i].kind == EventKind::kAcquireOk && history[i].token && ours(history[i])) acquires.push_back(i);
+  boost::unordered_flat_map<std::size_t, std::size_t> invoke_of;  // acquire.ok -> its acquire.invoke
+  {
+    boost::unordered_flat_map<std::string_view, std::size_t, boost::hash<std::string_view>> last_invoke;
+    for (std::size_t i : idx->of({EventKind::kAcquireInvoke, EventKind::kAcquireOk})) {
+      const Event& e = history[i];
+      if (e.kind == EventKind::kAcquireInvoke) {
+        last_invoke[e.source] = i;
+        continue;
+      }
+      if (!e.token || !ours(e)) continue;
+      acquires.push_back(i);
+      if (auto l = last_invoke.find(e.source); l != last_invoke.end()) invoke_of[i] = l->second;
+    }
+  }
   // Per lock, the running maximum over its acquire.ok events in history order: (index, index of
   // the first acquire.ok with the largest token so far). One pass, then a binary search per
   // acquire: O(n log n) where comparing every pair was O(n^2) on long histories.
@@ -888,8 +988,9 @@ CheckerResult TokenRegressionChecker::check_with(const History& history, const R
   }
   for (std::size_t x : acquires) {
     const Event& e = history[x];
-    auto invoke = latest_before(history, x, e.source, EventKind::kAcquireInvoke);
-    if (!invoke) continue;
+    const auto found = invoke_of.find(x);
+    if (found == invoke_of.end()) continue;
+    const std::optional<std::size_t> invoke = found->second;
     // The largest token among this lock's acquire.ok events that completed before the invoke.
     // Tokens must be strictly increasing: an earlier grant's token equal to this one is the same
     // token handed out twice (a reset issuer), as unsafe as a lower one.
@@ -916,11 +1017,11 @@ CheckerResult TokenRegressionChecker::check_with(const History& history, const R
   }
 
   // 2. The lock service's own grants, in the watch's order.
-  std::set<std::pair<std::string, std::int64_t>> seen;
+  boost::unordered_flat_set<std::pair<std::string_view, std::int64_t>, detail::ViewTokenHash> seen;
   std::optional<std::size_t> top;
-  for (std::size_t i = 0; i < history.size(); ++i) {
+  for (std::size_t i : idx->of({EventKind::kLockGrant})) {
     const Event& g = history[i];
-    if (g.kind != EventKind::kLockGrant || !g.token) continue;
+    if (!g.token) continue;
     if (!context.lock.empty() && !g.lock_key.empty() && g.lock_key.rfind(context.lock + "/", 0) != 0) continue;
     if (!seen.insert({g.lock_key, *g.token}).second) continue;  // a replay, not a grant
     // Another key with the same create_revision is the same token granted twice: a reset issuer.
@@ -983,17 +1084,22 @@ CheckerResult FencedOutChecker::check(const History& history, const ReadBack& re
 CheckerResult FencedOutChecker::check_with(const History& history, const ReadBack& readback,
                                            const CheckContext& context) const {
   (void)readback;
-  const std::optional<std::size_t> heal = detail::last_heal(history);
+  const detail::IndexRef idx(history, context);
+  const std::optional<std::size_t> heal = detail::last_heal(*idx);
   const std::size_t from = heal ? *heal + 1 : 0;
-  const auto ttl = detail::lease_ttl_of(history, context);
+  const auto ttl = detail::lease_ttl_of(history, *idx, context);
 
-  // Each worker's current holding (its latest acquire.ok) as we walk the history.
+  // Each worker's current holding (its latest acquire.ok) as we walk the history: only acquire.ok
+  // and write.fail events matter to the walk (the streak below looks at everything in between).
   std::map<std::string, std::size_t> holding;
-  for (std::size_t i = 0; i < from; ++i)
-    if (history[i].kind == EventKind::kAcquireOk) holding[history[i].source] = i;
+  const std::vector<std::size_t> walk = idx->of({EventKind::kAcquireOk, EventKind::kWriteFail});
+  std::size_t w = 0;
+  for (; w < walk.size() && walk[w] < from; ++w)
+    if (history[walk[w]].kind == EventKind::kAcquireOk) holding[history[walk[w]].source] = walk[w];
 
   std::vector<Anomaly> anomalies;
-  for (std::size_t i = from; i < history.size(); ++i) {
+  for (; w < walk.size(); ++w) {
+    const std::size_t i = walk[w];
     const Event& e = history[i];
     if (e.kind == EventKind::kAcquireOk) holding[e.source] = i;
     if (!detail::is_fenced_rejection(e)) continue;
@@ -1006,7 +1112,7 @@ CheckerResult FencedOutChecker::check_with(const History& history, const ReadBac
     // The streak: from this rejection to the next accepted write (or the end of the history).
     std::optional<std::size_t> next_ok;
     for (std::size_t j = i + 1; j < history.size(); ++j)
-      if (history[j].kind == EventKind::kWriteOk) {
+      if (idx->kind(j) == EventKind::kWriteOk) {
         next_ok = j;
         break;
       }
@@ -1052,7 +1158,8 @@ CheckerResult FencedOutChecker::check_with(const History& history, const ReadBac
     d << ": the holders are fenced out with healthy services";
     a.description = d.str();
     anomalies.push_back(std::move(a));
-    i = end - 1;  // one anomaly per streak; the loop goes on at the accepted write that ended it
+    // One anomaly per streak; the walk goes on at the accepted write that ended it.
+    while (w + 1 < walk.size() && walk[w + 1] < end) ++w;
   }
   return result_of(name(), std::move(anomalies));
 }
@@ -1123,7 +1230,8 @@ CheckerResult CounterDriftChecker::check(const History& history, const ReadBack&
 
 CheckerResult CounterDriftChecker::check_with(const History& history, const ReadBack& readback,
                                               const CheckContext& context) const {
-  const auto figures = detail::counter_figures(history, readback);
+  const detail::IndexRef idx(history, context);
+  const auto figures = detail::counter_figures(history, *idx, readback);
   if (context.job_kind == JobKind::kCounter && readback.counters.empty()) {
     const bool acknowledged =
         std::any_of(figures.begin(), figures.end(), [](const CounterFigure& c) { return c.acknowledged > 0; });
@@ -1187,6 +1295,12 @@ CheckerResult CounterDriftChecker::check_with(const History& history, const Read
 // ---------------------------------------------------------------------------------------------
 
 CheckerResult LostAcknowledgedWriteChecker::check(const History& history, const ReadBack& readback) const {
+  return check_with(history, readback, CheckContext{});
+}
+
+CheckerResult LostAcknowledgedWriteChecker::check_with(const History& history, const ReadBack& readback,
+                              const CheckContext& context) const {
+  const detail::IndexRef idx(history, context);
   // A slot is a write id without its writer: (key, segment, chunk).
   WriteMap<const StoredChunk*> slots;
   slots.reserve(readback.chunks.size());
@@ -1197,17 +1311,17 @@ CheckerResult LostAcknowledgedWriteChecker::check(const History& history, const 
     auto& seq = logged[{w.client, w.token, w.key, w.segment, w.chunk}];
     seq = std::max(seq, w.seq);
   }
-  auto oks = index_writes(history, EventKind::kWriteOk);
+  auto oks = index_writes(history, *idx, EventKind::kWriteOk);
   const bool has_log = !readback.log.empty();
 
   std::vector<Anomaly> anomalies;
-  for (std::size_t i = 0; i < history.size(); ++i) {
+  for (std::size_t i : idx->of({EventKind::kWriteOk})) {
     const Event& e = history[i];
-    if (e.kind != EventKind::kWriteOk || !e.token || !e.segment || !e.chunk || detail::is_effect_key(e.key)) continue;
+    if (!e.token || !e.segment || !e.chunk || detail::is_effect_key(e.key)) continue;
     const auto* found = slots.find({{}, 0, e.key, *e.segment, *e.chunk});
     const StoredChunk* c = found == nullptr ? nullptr : *found;
     if (c && c->token == *e.token && c->client == e.source) continue;  // still there
-    const auto invoke = latest_before(history, i, e.source, EventKind::kWriteInvoke, *e.token);
+    const auto invoke = latest_before(history, *idx, i, e.source, EventKind::kWriteInvoke, *e.token);
     std::optional<std::int64_t> seq;
     if (const auto* found_seq = logged.find({e.source, *e.token, e.key, *e.segment, *e.chunk})) seq = *found_seq;
     std::string why;

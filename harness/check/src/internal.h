@@ -10,12 +10,54 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/container_hash/hash.hpp>
+#include <boost/unordered/unordered_flat_map.hpp>
+#include <boost/unordered/unordered_flat_set.hpp>
+
 #include "fencecheck/harness/analysis.h"
 #include "fencecheck/harness/checker.h"
 #include "fencecheck/harness/history.h"
+#include "fencecheck/harness/history_index.h"
 #include "fencecheck/proto/readback.h"
 
 namespace fencecheck::harness::detail {
+
+/// Hash maps and sets keyed by views into the history's (or read-back's) strings, which outlive
+/// them: no string copies; a lookup hashes a short string instead of walking an ordered map.
+template <typename V>
+using ViewMap = boost::unordered_flat_map<std::string_view, V, boost::hash<std::string_view>>;
+
+/// Hash of (view, integer), e.g. (lock key, token).
+struct ViewTokenHash {
+  std::size_t operator()(const std::pair<std::string_view, std::int64_t>& p) const noexcept {
+    std::size_t h = boost::hash<std::string_view>{}(p.first);
+    boost::hash_combine(h, p.second);
+    return h;
+  }
+};
+
+/// The context's HistoryIndex when it was built from `history`, else one built here (one scan).
+/// Holds the history by reference: use it within the check call.
+class IndexRef {
+ public:
+  IndexRef(const History& history, const CheckContext& context) {
+    if (context.index && context.index->matches(history)) {
+      index_ = context.index.get();
+    } else {
+      own_.emplace(history);
+      index_ = &*own_;
+    }
+  }
+  IndexRef(const IndexRef&) = delete;
+  IndexRef& operator=(const IndexRef&) = delete;
+  const HistoryIndex* operator->() const { return index_; }
+  const HistoryIndex& operator*() const { return *index_; }
+
+ private:
+  std::optional<HistoryIndex> own_;
+  const HistoryIndex* index_ = nullptr;
+};
+
 
 /// Side-effect events carry the key "<job key>.effect" (catalogue-plan.md, "Events added").
 inline constexpr std::string_view kEffectSuffix = ".effect";
@@ -27,7 +69,8 @@ inline constexpr std::string_view kEffectSuffix = ".effect";
 [[nodiscard]] bool is_fenced_rejection(const Event& e);
 
 /// Fenced rejections per (client, token), from the history and the read-back; sorted.
-[[nodiscard]] std::vector<TokenRejections> rejections_per_token(const History& history, const ReadBack& readback);
+[[nodiscard]] std::vector<TokenRejections> rejections_per_token(const History& history, const HistoryIndex& index,
+                                                                const ReadBack& readback);
 
 /// The identity of a side effect: its id without a leading "<client>:".
 [[nodiscard]] std::string effect_identity(const EffectRecord& e);
@@ -44,13 +87,15 @@ struct EffectDuplicates {
 
 /// Counter figures: every key of the read-back's counters and every key with an acknowledged or
 /// unknown increment (write.ok / write.info without a chunk, not a side effect), sorted by key.
-[[nodiscard]] std::vector<CounterFigure> counter_figures(const History& history, const ReadBack& readback);
+[[nodiscard]] std::vector<CounterFigure> counter_figures(const History& history, const HistoryIndex& index,
+                                                          const ReadBack& readback);
 
 /// The lease TTL to judge liveness with: the context's, else the largest ttl_ms of the workers'
 /// acquire.ok / acquire.invoke events, else nullopt.
-[[nodiscard]] std::optional<std::chrono::nanoseconds> lease_ttl_of(const History& history, const CheckContext& context);
+[[nodiscard]] std::optional<std::chrono::nanoseconds> lease_ttl_of(const History& history, const HistoryIndex& index,
+                                                                       const CheckContext& context);
 
 /// Index of the last fault.heal, if any.
-[[nodiscard]] std::optional<std::size_t> last_heal(const History& history);
+[[nodiscard]] std::optional<std::size_t> last_heal(const HistoryIndex& index);
 
 }  // namespace fencecheck::harness::detail

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "fencecheck/harness/history.h"
+#include "fencecheck/harness/history_index.h"
 #include "fencecheck/harness/scenario.h"
 #include "fencecheck/proto/readback.h"
 
@@ -41,6 +42,9 @@ struct CheckContext {
   std::optional<JobKind> job_kind;
   /// See kDefaultAcquireAllowance. >= 0.
   std::chrono::nanoseconds acquire_allowance = kDefaultAcquireAllowance;
+  /// The history's shared index (history_index.h), built once by analyze() for all checkers.
+  /// Null, or built from another history (HistoryIndex::matches): each checker builds its own.
+  std::shared_ptr<const HistoryIndex> index;
 
   /// The context of a scenario: its lease TTL, lock name and job kind. Pure.
   [[nodiscard]] static CheckContext of(const Scenario& scenario);

@@ -79,36 +79,48 @@ class InterleavedSegmentChecker final : public Checker {
  public:
   [[nodiscard]] std::string_view name() const override { return "interleaved-segment"; }
   [[nodiscard]] CheckerResult check(const History& history, const ReadBack& readback) const override;
+  [[nodiscard]] CheckerResult check_with(const History& history, const ReadBack& readback,
+                                         const CheckContext& context) const override;
 };
 
 class CorruptChunkChecker final : public Checker {
  public:
   [[nodiscard]] std::string_view name() const override { return "corrupt-chunk"; }
   [[nodiscard]] CheckerResult check(const History& history, const ReadBack& readback) const override;
+  [[nodiscard]] CheckerResult check_with(const History& history, const ReadBack& readback,
+                                         const CheckContext& context) const override;
 };
 
 class StaleWriteAcceptedChecker final : public Checker {
  public:
   [[nodiscard]] std::string_view name() const override { return "stale-write-accepted"; }
   [[nodiscard]] CheckerResult check(const History& history, const ReadBack& readback) const override;
+  [[nodiscard]] CheckerResult check_with(const History& history, const ReadBack& readback,
+                                         const CheckContext& context) const override;
 };
 
 class CrossKeyRejectionChecker final : public Checker {
  public:
   [[nodiscard]] std::string_view name() const override { return "cross-key-rejection"; }
   [[nodiscard]] CheckerResult check(const History& history, const ReadBack& readback) const override;
+  [[nodiscard]] CheckerResult check_with(const History& history, const ReadBack& readback,
+                                         const CheckContext& context) const override;
 };
 
 class RejectionStormChecker final : public Checker {
  public:
   [[nodiscard]] std::string_view name() const override { return "rejection-storm"; }
   [[nodiscard]] CheckerResult check(const History& history, const ReadBack& readback) const override;
+  [[nodiscard]] CheckerResult check_with(const History& history, const ReadBack& readback,
+                                         const CheckContext& context) const override;
 };
 
 class ForeignReleaseChecker final : public Checker {
  public:
   [[nodiscard]] std::string_view name() const override { return "foreign-release"; }
   [[nodiscard]] CheckerResult check(const History& history, const ReadBack& readback) const override;
+  [[nodiscard]] CheckerResult check_with(const History& history, const ReadBack& readback,
+                                         const CheckContext& context) const override;
 };
 
 /// Uses the context's lock name to pick the acquire.ok events of the scenario's lock (all when "").
@@ -152,6 +164,8 @@ class LostAcknowledgedWriteChecker final : public Checker {
  public:
   [[nodiscard]] std::string_view name() const override { return "lost-acknowledged-write"; }
   [[nodiscard]] CheckerResult check(const History& history, const ReadBack& readback) const override;
+  [[nodiscard]] CheckerResult check_with(const History& history, const ReadBack& readback,
+                                         const CheckContext& context) const override;
 };
 
 /// interleaved-segment, corrupt-chunk, stale-write-accepted, cross-key-rejection, rejection-storm,
