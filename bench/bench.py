@@ -322,9 +322,11 @@ def report_cmd(argv):
               "Closed loop over HTTP (one connection per call, as the workers do), 256-byte chunks, each",
               "client its own key, fdatasync before every 200 (group commit). Each comparison runs its two",
               "sides in alternating slices (A B B A ..., a fresh store per slice) and sums them, so the",
-              "machine's drift hits both alike; latencies are over all the side's calls.", ""]
-    fenced_header = ["| clients | none writes/s | per-key writes/s | per-key / none | goal >= 0.97 | none p50 / p99 ms | per-key p50 / p99 ms | writes per fsync (none / per-key) |",
-                     "|---|---|---|---|---|---|---|---|"]
+              "machine's drift hits both alike; latencies are over all the side's calls. Besides the pooled",
+              "ratio, each pair of slices run back to back gives its own ratio; the goal is judged on their",
+              "median, which one disk stall in one slice cannot move (the quartiles show the noise).", ""]
+    fenced_header = ["| clients | none writes/s | per-key writes/s | per-key / none, pooled | per-key / none, paired slices: median (q1-q3) | goal >= 0.97 (median) | none p50 / p99 ms | per-key p50 / p99 ms | writes per fsync (none / per-key) |",
+                     "|---|---|---|---|---|---|---|---|---|"]
 
     def side(b, p, key):
         v = b.get(p + key)
@@ -337,11 +339,12 @@ def report_cmd(argv):
             b = next((x for x in store.values() if x["name"].startswith(f"BM_SideBySide/pair:{pair}/clients:{clients}/")
                       and not x.get("error_occurred")), None)
             if b is None:
-                rows.append(f"| {clients} | not measured | | | | | | |")
+                rows.append(f"| {clients} | not measured | | | | | | | |")
                 continue
-            r = b.get("ratio")
+            r = b.get("ratio_median", b.get("ratio"))
             ratios.append(r)
-            rows.append(f"| {clients} | {fmt(side(b, 'a_', 'calls_per_s'), 0)} | {fmt(side(b, 'b_', 'calls_per_s'), 0)} | {fmt(r, 3)} | "
+            rows.append(f"| {clients} | {fmt(side(b, 'a_', 'calls_per_s'), 0)} | {fmt(side(b, 'b_', 'calls_per_s'), 0)} | {fmt(b.get('ratio'), 3)} | "
+                        f"{fmt(r, 3)} ({fmt(b.get('ratio_q1'), 3)}-{fmt(b.get('ratio_q3'), 3)}) | "
                         f"{yes(int(r * 100) >= 97)} | {fmt(side(b, 'a_', 'p50_us'), 2)} / {fmt(side(b, 'a_', 'p99_us'), 2)} | "
                         f"{fmt(side(b, 'b_', 'p50_us'), 2)} / {fmt(side(b, 'b_', 'p99_us'), 2)} | "
                         f"{fmt(side(b, 'a_', 'writes_per_fsync'), 1)} / {fmt(side(b, 'b_', 'writes_per_fsync'), 1)} |")
@@ -366,7 +369,7 @@ def report_cmd(argv):
         vs_etcd.append(r)
         lines.append(f"| {clients} | {fmt(a_rate, 0)} | {fmt(b_rate, 0)} | {fmt(r, 2)} | {yes(r is not None and r >= 1.0)} | "
                      f"{fmt(side(b, 'a_', 'p50_us'), 2)} / {fmt(side(b, 'a_', 'p99_us'), 2)} | {fmt(side(b, 'b_', 'p50_us'), 2)} / {fmt(side(b, 'b_', 'p99_us'), 2)} |")
-    lines += ["", f"Goal fenced/unfenced >= 0.97 (integer comparison of percent), alternating slices: "
+    lines += ["", f"Goal fenced/unfenced >= 0.97 (integer comparison of percent), judged on the median of the paired slice ratios, alternating slices: "
               f"{yes(bool(ratios) and all(r is not None and int(r * 100) >= 97 for r in ratios))} (ratios {', '.join(fmt(r, 3) for r in ratios)}).",
               f"The same, both at once: {yes(bool(at_once) and all(r is not None and int(r * 100) >= 97 for r in at_once))} (ratios {', '.join(fmt(r, 3) for r in at_once)}).",
               f"Goal the store at least matches etcd's durable put: "
