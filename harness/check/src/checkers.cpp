@@ -662,6 +662,9 @@ CheckerResult CrossKeyRejectionChecker::check_with(const History& history, const
     Base& b = bases[detail::effect_base(k)];
     auto& tokens = sorted_tokens[k];
     for (const Accepted& x : list) {
+      // A logged write matched to its write.ok repeats that write.ok's (token, index) under the
+      // same key: it adds nothing to these searches (only its seq, used for evidence).
+      if (x.seq && x.index) continue;
       tokens.push_back(x.token);
       b.max = std::max(b.max.value_or(x.token), x.token);
       if (!x.index) b.unordered_max = std::max(b.unordered_max.value_or(x.token), x.token);
