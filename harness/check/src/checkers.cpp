@@ -1324,7 +1324,8 @@ CheckerResult LostAcknowledgedWriteChecker::check_with(const History& history, c
     const auto* found = slots.find({{}, 0, e.key, *e.segment, *e.chunk});
     const StoredChunk* c = found == nullptr ? nullptr : *found;
     if (c && c->token == *e.token && c->client == e.source) continue;  // still there
-    const auto invoke = latest_before(history, *idx, i, e.source, EventKind::kWriteInvoke, *e.token);
+    // The write's invoke: needed to order it (no log) or as evidence, not for a superseded write.
+    auto invoke_of = [&] { return latest_before(history, *idx, i, e.source, EventKind::kWriteInvoke, *e.token); };
     std::optional<std::int64_t> seq;
     if (const auto* found_seq = logged.find({e.source, *e.token, e.key, *e.segment, *e.chunk})) seq = *found_seq;
     std::string why;
@@ -1338,6 +1339,7 @@ CheckerResult LostAcknowledgedWriteChecker::check_with(const History& history, c
         why = "its slot is empty";
       } else {
         bool later = false;
+        const std::optional<std::size_t> invoke = invoke_of();
         oks.for_each({c->client, c->token, e.key, *e.segment, *e.chunk}, [&](std::size_t j) {
           if (j > invoke.value_or(i)) later = true;
         });
@@ -1353,7 +1355,7 @@ CheckerResult LostAcknowledgedWriteChecker::check_with(const History& history, c
     a.tokens.push_back(*e.token);
     a.clients.push_back(e.source);
     a.evidence.push_back(i);
-    if (invoke) a.evidence.push_back(*invoke);
+    if (const auto invoke = invoke_of()) a.evidence.push_back(*invoke);
     if (seq) a.readback_seqs.push_back(*seq);
     if (c) {
       a.readback_seqs.push_back(c->seq);
