@@ -60,8 +60,9 @@ void BM_Checkers(benchmark::State& state) {
   benchmark::DoNotOptimize(fh::compute_figures(s.history, s.readback, context));
   state.counters["cpu_ms_figures"] = thread_cpu_ms() - t0;
 }
-/// 10^4, 10^5, ... up to $FENCECHECK_BENCH_CHECK_MAX events (default 10^6: a history is held in
-/// memory at a few hundred bytes per event, so 10^7 needs several GiB; opt in on a quiet machine).
+/// 10^4, 10^5, ... up to $FENCECHECK_BENCH_CHECK_MAX events (default here 10^6; scripts/bench.sh
+/// asks for 10^7 when the machine has the memory: a history is held in memory at about 400 bytes
+/// per event, 4.2 GiB at 10^7).
 void sizes(benchmark::internal::Benchmark* b) {
   const char* max_text = std::getenv("FENCECHECK_BENCH_CHECK_MAX");
   const std::int64_t max = max_text != nullptr ? std::atoll(max_text) : 1'000'000;
