@@ -483,7 +483,7 @@ def report_cmd(argv):
         ft = json.load(open(out_dir / "fault_timing.json"))
     except (OSError, ValueError):
         ft = {}
-    spec = {"sigstop": ("process state T / not T", 10), "cpu-throttle": ("first nr_throttled in cpu.stat / back in its original cgroup", 100),
+    spec = {"sigstop": ("process state T / not T", 10), "cpu-throttle": ("the target stops getting CPU (its on-CPU time stalls for 30 ms; effect = when the stall began) / back in its original cgroup", 100),
             "partition": ("first dropped UDP packet / first packet through again", 10)}
     for kind, (observed, goal) in spec.items():
         d = ft.get(kind, {})
@@ -496,11 +496,12 @@ def report_cmd(argv):
                      f"{fmt(h.get('p50'), 2)} / {fmt(h.get('max'), 2)} (n={h.get('n')}) | {yes(h.get('max', 1e9) < goal)} | "
                      f"{fmt(st.get('ledger_ms', {}).get('p50'), 2)} / {fmt(st.get('inject_call_ms', {}).get('p50'), 2)} |")
     thr = ft.get("cpu-throttle", {}).get("counted_after_move_ms")
+    counted = ft.get("cpu-throttle", {}).get("counted_ms")
     if thr:
-        lines += ["", f"cpu-throttle: the kernel counts a throttled period in cpu.stat when that period ends, so the",
-                  f"observation trails the throttling itself. From inject() returning (the target in the cgroup)",
-                  f"to the first counted period: p50 {fmt(thr.get('p50'), 1)} ms, max {fmt(thr.get('max'), 1)} ms: "
-                  f"{'within' if thr.get('max', 1e9) <= 100 else '**not** within'} one 100 ms CFS period, i.e. the first period after the move was throttled."]
+        lines += ["", f"cpu-throttle, the kernel's own record: it counts a throttled period in cpu.stat when that period",
+                  f"ends, so that observation trails the throttling by up to one 100 ms period. Decision to the first",
+                  f"counted period: p50 {fmt((counted or {}).get('p50'), 1)} ms, max {fmt((counted or {}).get('max'), 1)} ms; "
+                  f"from inject() returning (the target in the cgroup): p50 {fmt(thr.get('p50'), 1)} ms, max {fmt(thr.get('max'), 1)} ms."]
     lines += [""]
     doc.write_text("\n".join(lines) + "\n")
     print(f"wrote {doc}", file=sys.stderr)

@@ -3,9 +3,11 @@
 // The "decision" is the moment before the ledger record (written, as the orchestrator does before
 // every injection) and the fault's inject(); the effect is observed from outside:
 //   sigstop:      /proc/<pid>/stat state becomes T; heal: it leaves T (SIGCONT).
-//   cpu-throttle: the fault's cgroup cpu.stat shows nr_throttled > 0 (the target busy-spins, so its
-//                 first throttled period comes as soon as its quota is spent); heal: the process is
-//                 back in its original cgroup (the throttling cgroup is gone).
+//   cpu-throttle: the busy-spinning target stops getting CPU: its on-CPU time (/proc/<pid>/schedstat)
+//                 stops advancing for 30 ms; the effect is when that stall began (its 2 ms quota
+//                 spent). Also reported: when the fault's cgroup cpu.stat first counts a throttled
+//                 period (the kernel counts it at the period's end, so it trails by up to 100 ms).
+//                 Heal: the process is back in its original cgroup (the throttling cgroup is gone).
 //   partition:    a sender in a lab host namespace sends a numbered UDP packet to the resource
 //                 address every 200 us, a receiver in the hub records arrivals; the effect is the
 //                 send time of the first dropped packet; the heal, the send time of the first
@@ -179,6 +181,34 @@ std::int64_t read_nr_throttled(const std::filesystem::path& cpu_stat) {
   return -1;
 }
 
+/// On-CPU time of pid, ns (/proc/<pid>/schedstat, first field: time spent running); -1 if gone.
+std::int64_t cpu_time_ns(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
+  std::int64_t ns = -1;
+  in >> ns;
+  return in ? ns : -1;
+}
+
+/// Waits until the busy-spinning pid stops getting CPU: its on-CPU time does not advance for
+/// `stall` (longer than a runnable task's scheduling gaps on this machine, far shorter than the
+/// ~98 ms a 2 ms / 100 ms quota keeps it off the CPU). Returns when the stall began (the last
+/// time its CPU time was seen advancing), -1 if none within `limit`. Busy-polls.
+std::int64_t wait_cpu_stall(pid_t pid, std::chrono::milliseconds stall, std::chrono::milliseconds limit) {
+  const std::int64_t stall_ns = std::chrono::nanoseconds(stall).count();
+  const std::int64_t end = now_ns() + std::chrono::nanoseconds(limit).count();
+  std::int64_t last = cpu_time_ns(pid), last_advance = now_ns();
+  while (now_ns() < end) {
+    const std::int64_t v = cpu_time_ns(pid), t = now_ns();
+    if (v != last) {
+      last = v;
+      last_advance = t;
+    } else if (t - last_advance >= stall_ns) {
+      return last_advance;
+    }
+  }
+  return -1;
+}
+
 bool in_cgroup(pid_t pid, const std::string& fragment) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
   std::string line;
@@ -189,7 +219,7 @@ bool in_cgroup(pid_t pid, const std::string& fragment) {
 
 nlohmann::json time_throttle(Ledger& ledger, int reps) {
   return with_child(true, [&](pid_t pid) -> nlohmann::json {
-    std::vector<double> effect, heal, after_move;
+    std::vector<double> effect, heal, after_move, counted;
     InjectSteps steps;
     const auto ref = ff::ProcessRef::of(pid).value();
     for (int i = 0; i < reps; ++i) {
@@ -199,8 +229,12 @@ nlohmann::json time_throttle(Ledger& ledger, int reps) {
       const std::int64_t t0 = now_ns();
       const auto id = steps.run(*ledger.ledger, fault, t0);
       const auto stat = fault.cgroup_dir() / "cpu.stat";
+      // The effect: the target stops getting CPU (its quota spent, the cgroup throttled).
+      const std::int64_t stalled = wait_cpu_stall(pid, 30ms, 1s);
+      effect.push_back(elapsed_ms(t0, stalled, "the target never stopped getting CPU within 1 s"));
+      // The kernel's own record of it: a throttled period counted in cpu.stat.
       const std::int64_t t1 = wait_until([&] { return read_nr_throttled(stat) > 0; }, 1s);
-      effect.push_back(elapsed_ms(t0, t1, "no throttled period within 1 s"));
+      counted.push_back(elapsed_ms(t0, t1, "no throttled period within 1 s"));
       // The kernel counts a throttled period when the period timer fires at its end, so the
       // first one shows in cpu.stat at most one period after the move if it is the first period.
       after_move.push_back(elapsed_ms(steps.returned_ns, t1, "no throttled period within 1 s"));
@@ -211,6 +245,7 @@ nlohmann::json time_throttle(Ledger& ledger, int reps) {
       heal.push_back(elapsed_ms(t2, wait_until([&] { return !in_cgroup(pid, name); }), "still in the cgroup after 2 s"));
     }
     return {{"effect_ms", summary(effect)}, {"heal_ms", summary(heal)}, {"cfs_period_ms", 100},
+            {"counted_ms", summary(counted)},
             {"counted_after_move_ms", summary(after_move)}, {"steps", steps.json()}};
   });
 }
