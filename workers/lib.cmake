@@ -11,7 +11,7 @@ target_include_directories(fencecheck_workers PUBLIC ${CMAKE_CURRENT_LIST_DIR}/i
 # fencecheck_resources is PUBLIC: worker.h uses its EffectMode (fencecheck/resources/effect_mode.h).
 target_link_libraries(fencecheck_workers
   PUBLIC fencecheck_proto fencecheck_resources Threads::Threads
-  PRIVATE fc_httplib Boost::filesystem spdlog::spdlog nlohmann_json::nlohmann_json)
+  PRIVATE fencecheck_http Boost::filesystem spdlog::spdlog nlohmann_json::nlohmann_json)
 
 add_executable(fencecheck-worker ${CMAKE_CURRENT_LIST_DIR}/worker_main.cpp)
 target_link_libraries(fencecheck-worker PRIVATE fencecheck_workers spdlog::spdlog)
