@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <future>
 #include <stop_token>
 #include <thread>
 
@@ -172,6 +175,35 @@ TEST(HttpClientTest, AReplyCutShortIsAReadFailureKeepingItsStatus) {
   EXPECT_EQ(reply.status, 200);
   EXPECT_EQ(reply.body, "0123456789");
   EXPECT_EQ(reply.error_text().substr(0, 6), "Read (") << reply.error_text();
+}
+
+TEST(HttpClientTest, AReplyThatArrivedWhileTheCallerWasStoppedIsReadNotTimedOut) {
+  // The harness SIGSTOPs workers mid-call: a reply that came while the worker was stopped past
+  // its read bound must still be read once it runs again (as a socket timeout would have let it),
+  // not reported as a timeout. The caller is a child process; it exits 0 when the reply was whole.
+  std::promise<pid_t> forked;
+  std::shared_future<pid_t> child_pid = forked.get_future().share();
+  RawHttpServer server([child_pid](int fd, const std::string&, RawHttpServer&) {
+    const pid_t child = child_pid.get();
+    ASSERT_GT(child, 0);  // never kill(-1, ...)
+    ::kill(child, SIGSTOP);
+    int status = 0;
+    ::waitpid(child, &status, WUNTRACED);  // stopped now
+    RawHttpServer::send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    std::this_thread::sleep_for(600ms);  // the fault: stopped for twice the 300 ms read bound
+    ::kill(child, SIGCONT);
+  });
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    http::Reply reply = http::exchange(loopback(server.port()), post("/v1/effects/k", "e1"), http::Timeouts{1s, 300ms, 1s});
+    ::_exit(reply.complete() && reply.status == 200 && reply.body == "ok" ? 0 : 10 + static_cast<int>(reply.failure));
+  }
+  forked.set_value(child);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10 + Failure: 13 = kReadTimeout";
 }
 
 TEST(HttpClientTest, StopAbortsABlockedReadPromptly) {

@@ -98,34 +98,28 @@ class Exchange {
     bhttp::async_write(stream_, out_, [this](beast::error_code ec, std::size_t) {
       if (done_) return;
       if (ec) return fail(Failure::kWrite, why(ec, timeouts_.write, "request not sent"));
-      read_header();
+      in_.body_limit(boost::none);  // a watch streams for as long as it lasts
+      read();
     });
   }
 
-  void read_header() {
-    in_.body_limit(boost::none);  // a watch streams for as long as it lasts
-    stream_.expires_after(at_least_1ms(timeouts_.read));
-    bhttp::async_read_header(stream_, buffer_, in_, [this](beast::error_code ec, std::size_t) {
-      if (done_) return;
-      if (ec) return fail_read(ec);
-      reply_.status = in_.get().result_int();
-      if (in_.is_done()) return finish();
-      read_body();
-    });
-  }
-
-  void read_body() {
+  // Reads the reply one receive at a time, each with its own `read` bound (as a socket timeout
+  // would: a reply may take any time while bytes keep coming), handing body bytes over as they
+  // arrive. A bound that passed while the process was stopped (SIGSTOP) does not hide bytes that
+  // arrived meanwhile: the socket's completion runs before the timer's.
+  void read() {
     in_.get().body().data = piece_.data();
     in_.get().body().size = piece_.size();
     stream_.expires_after(at_least_1ms(timeouts_.read));
     bhttp::async_read_some(stream_, buffer_, in_, [this](beast::error_code ec, std::size_t) {
       if (done_) return;
       if (ec == bhttp::error::need_buffer) ec = {};  // piece_ is full: handed over below
+      if (in_.is_header_done()) reply_.status = in_.get().result_int();
       const std::size_t n = piece_.size() - in_.get().body().size;
       if (n > 0 && !deliver(std::string_view(piece_.data(), n))) return;
       if (ec) return fail_read(ec);
       if (in_.is_done()) return finish();
-      read_body();
+      read();
     });
   }
 

@@ -37,7 +37,8 @@ struct Request {
 
 /// Every bound is per operation, as a socket timeout would be: `read` bounds each wait for the
 /// next bytes of the reply (so a streamed reply may last forever while bytes keep coming), not
-/// the reply as a whole. A bound below 1 ms counts as 1 ms.
+/// the reply as a whole. A bound that passed while the process was stopped (SIGSTOP) does not
+/// hide bytes that arrived meanwhile: they are read first. A bound below 1 ms counts as 1 ms.
 struct Timeouts {
   std::chrono::milliseconds connect{2000};
   std::chrono::milliseconds read{5000};
