@@ -1,9 +1,9 @@
 // fencecheck bench — the store's durable write path over HTTP, fenced (per-key) against unfenced
 // (none) at the same durability (append + fdatasync before the 200, group commit), with 1..64
 // concurrent clients, side by side with etcd's own durable put through the same kind of client
-// (cpp-httplib, one connection per call, JSON body). Every benchmark run opens a fresh store in a
-// fresh directory on the real disk ($FENCECHECK_BENCH_TMP) and measures a closed loop for
-// FENCECHECK_BENCH_SECONDS / 4 per slice.
+// (StoreClient and EtcdClient: Boost.Beast, one connection per call, JSON body). Every benchmark
+// run opens a fresh store in a fresh directory on the real disk ($FENCECHECK_BENCH_TMP) and
+// measures a closed loop for FENCECHECK_BENCH_SECONDS / 4 per slice.
 //
 // Absolute times drift on a shared machine (fdatasync latency alone varies 10x with the neighbours'
 // I/O), so each benchmark runs its two systems side by side in alternating short slices and

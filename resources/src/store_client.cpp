@@ -4,9 +4,12 @@
 #include <cstdio>
 #include <optional>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
-#include <httplib.h>
 #include <nlohmann/json.hpp>
+
+#include "fencecheck/http/client.h"
 
 namespace fencecheck {
 namespace {
@@ -15,7 +18,7 @@ namespace {
 /// the request invalid, anything else (5xx: the store failed mid-write) unknown: it may or may not
 /// stand. Fills `error` from the status and body when the reply's JSON gave none.
 template <typename Outcome>
-Outcome outcome_of_refusal(const httplib::Response& res, std::string& error, Outcome rejected, Outcome invalid,
+Outcome outcome_of_refusal(const http::Reply& res, std::string& error, Outcome rejected, Outcome invalid,
                            Outcome unknown) {
   if (res.status == 409) {
     if (error.empty()) error = "rejected (409)";
@@ -58,19 +61,30 @@ std::string json_error(const nlohmann::json& j) {
 }  // namespace
 
 struct StoreClient::Impl {
-  std::string host;
-  int port = 0;
+  http::Endpoint endpoint;
   std::chrono::milliseconds timeout;
 
-  httplib::Client connect() const {
-    httplib::Client cli(host, port);
-    cli.set_connection_timeout(timeout);
-    cli.set_read_timeout(timeout);
-    cli.set_write_timeout(timeout);
-    cli.set_keep_alive(false);
-    return cli;
+  /// One request on its own connection; `timeout` bounds the connect, the send and each wait for
+  /// the reply's next bytes. Callers treat a reply that is not complete() as no reply.
+  http::Reply send(std::string method, std::string path, std::string content_type = {}, std::string body = {},
+                   std::vector<std::pair<std::string, std::string>> headers = {}) const {
+    http::Request req;
+    req.method = std::move(method);
+    req.target = std::move(path);
+    req.content_type = std::move(content_type);
+    req.body = std::move(body);
+    req.headers = std::move(headers);
+    return http::exchange(endpoint, req, http::Timeouts{timeout, timeout, timeout});
   }
 };
+
+namespace {
+
+std::vector<std::pair<std::string, std::string>> fencing_headers(FencingToken token, std::string_view client) {
+  return {{"Fencing-Token", token.str()}, {"Fencecheck-Client", std::string(client)}};
+}
+
+}  // namespace
 
 StoreClient::StoreClient(std::string base_url, std::chrono::milliseconds timeout)
     : base_url_(std::move(base_url)), impl_(std::make_unique<Impl>()) {
@@ -101,8 +115,7 @@ StoreClient::StoreClient(std::string base_url, std::chrono::milliseconds timeout
   if (port.empty() || ec != std::errc() || end != port.data() + port.size() || p < 1 || p > 65535)
     throw bad("has a bad port");
   if (timeout.count() <= 0) throw std::invalid_argument("store client timeout must be positive");
-  impl_->host = std::string(host);
-  impl_->port = p;
+  impl_->endpoint = http::Endpoint{std::string(host), p};
   impl_->timeout = timeout;
 }
 
@@ -111,21 +124,21 @@ StoreClient::~StoreClient() = default;
 namespace {
 
 // Classifies a PUT's reply (chunk or counter) in Jepsen's terms.
-WriteReply classify_write(const httplib::Result& res, const std::string& what) {
+WriteReply classify_write(const http::Reply& res, const std::string& what) {
   WriteReply reply;
-  if (!res) {
+  if (!res.complete()) {
     reply.outcome = WriteOutcome::kUnknown;
-    reply.error = what + ": " + httplib::to_string(res.error());
+    reply.error = what + ": " + res.error_text();
     return reply;
   }
-  reply.http_status = res->status;
-  nlohmann::json body = nlohmann::json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+  reply.http_status = res.status;
+  nlohmann::json body = nlohmann::json::parse(res.body, nullptr, /*allow_exceptions=*/false);
   const bool parsed = body.is_object();
   if (parsed) {
     reply.high_water = json_int<std::int64_t>(body, "high_water");
     reply.error = json_error(body);
   }
-  if (res->status == 200) {
+  if (res.status == 200) {
     auto acc = parsed ? body.find("accepted") : body.end();
     if (parsed && acc != body.end() && acc->is_boolean() && acc->get<bool>() && body.contains("seq")) {
       reply.outcome = WriteOutcome::kAccepted;
@@ -133,10 +146,10 @@ WriteReply classify_write(const httplib::Result& res, const std::string& what) {
     } else {
       // A 200 whose body breaks the contract: do not claim more than we know.
       reply.outcome = WriteOutcome::kUnknown;
-      reply.error = "200 reply without {\"accepted\":true,...}: " + res->body.substr(0, 200);
+      reply.error = "200 reply without {\"accepted\":true,...}: " + res.body.substr(0, 200);
     }
   } else {
-    reply.outcome = outcome_of_refusal(*res, reply.error, WriteOutcome::kRejected, WriteOutcome::kInvalid,
+    reply.outcome = outcome_of_refusal(res, reply.error, WriteOutcome::kRejected, WriteOutcome::kInvalid,
                                        WriteOutcome::kUnknown);
   }
   return reply;
@@ -148,42 +161,36 @@ WriteReply StoreClient::write(std::string_view key, std::int64_t segment, std::i
                               std::string_view client, std::string_view bytes) {
   const std::string path = "/v1/keys/" + encode_segment(key) + "/segments/" + std::to_string(segment) + "/chunks/" +
                            std::to_string(chunk);
-  httplib::Headers headers{{"Fencing-Token", token.str()}, {"Fencecheck-Client", std::string(client)}};
-  auto cli = impl_->connect();
-  auto res = cli.Put(path, headers, bytes.data(), bytes.size(), "application/octet-stream");
+  auto res = impl_->send("PUT", path, "application/octet-stream", std::string(bytes), fencing_headers(token, client));
   return classify_write(res, "PUT " + base_url_ + path);
 }
 
 WriteReply StoreClient::write_counter(std::string_view key, std::int64_t value, FencingToken token,
                                       std::string_view client) {
   const std::string path = "/v1/counters/" + encode_segment(key);
-  httplib::Headers headers{{"Fencing-Token", token.str()}, {"Fencecheck-Client", std::string(client)}};
-  const std::string body = std::to_string(value);
-  auto cli = impl_->connect();
-  auto res = cli.Put(path, headers, body, "text/plain");
+  auto res = impl_->send("PUT", path, "text/plain", std::to_string(value), fencing_headers(token, client));
   return classify_write(res, "PUT " + base_url_ + path);
 }
 
 CounterReply StoreClient::read_counter(std::string_view key) {
   CounterReply reply;
   const std::string path = "/v1/counters/" + encode_segment(key);
-  auto cli = impl_->connect();
-  auto res = cli.Get(path);
-  if (!res) {
-    reply.error = "GET " + base_url_ + path + ": " + httplib::to_string(res.error());
+  auto res = impl_->send("GET", path);
+  if (!res.complete()) {
+    reply.error = "GET " + base_url_ + path + ": " + res.error_text();
     return reply;
   }
-  reply.http_status = res->status;
-  nlohmann::json body = nlohmann::json::parse(res->body, nullptr, /*allow_exceptions=*/false);
-  if (res->status != 200) {
-    reply.error = "GET " + base_url_ + path + ": HTTP " + std::to_string(res->status) + ": " +
-                  (body.is_object() && !json_error(body).empty() ? json_error(body) : res->body.substr(0, 200));
+  reply.http_status = res.status;
+  nlohmann::json body = nlohmann::json::parse(res.body, nullptr, /*allow_exceptions=*/false);
+  if (res.status != 200) {
+    reply.error = "GET " + base_url_ + path + ": HTTP " + std::to_string(res.status) + ": " +
+                  (body.is_object() && !json_error(body).empty() ? json_error(body) : res.body.substr(0, 200));
     return reply;
   }
   auto value = body.is_object() ? body.find("value") : body.end();
   auto hw = body.is_object() ? body.find("high_water") : body.end();
   if (value == body.end() || !value->is_number_integer() || hw == body.end() || !hw->is_number_integer()) {
-    reply.error = "GET " + base_url_ + path + ": 200 reply without {\"value\":N,\"high_water\":T}: " + res->body.substr(0, 200);
+    reply.error = "GET " + base_url_ + path + ": 200 reply without {\"value\":N,\"high_water\":T}: " + res.body.substr(0, 200);
     return reply;
   }
   reply.ok = true;
@@ -196,17 +203,15 @@ EffectReply StoreClient::post_effect(std::string_view key, std::string_view effe
                                      FencingToken token, std::string_view client) {
   EffectReply reply;
   const std::string path = "/v1/effects/" + encode_segment(key);
-  httplib::Headers headers{{"Fencing-Token", token.str()},
-                           {"Fencecheck-Client", std::string(client)},
-                           {"Fencecheck-Effect", std::string(effect_mode_name(mode))}};
-  auto cli = impl_->connect();
-  auto res = cli.Post(path, headers, std::string(effect_id), "text/plain");
-  if (!res) {
-    reply.error = "POST " + base_url_ + path + ": " + httplib::to_string(res.error());
+  auto headers = fencing_headers(token, client);
+  headers.emplace_back("Fencecheck-Effect", std::string(effect_mode_name(mode)));
+  auto res = impl_->send("POST", path, "text/plain", std::string(effect_id), std::move(headers));
+  if (!res.complete()) {
+    reply.error = "POST " + base_url_ + path + ": " + res.error_text();
     return reply;
   }
-  reply.http_status = res->status;
-  nlohmann::json body = nlohmann::json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+  reply.http_status = res.status;
+  nlohmann::json body = nlohmann::json::parse(res.body, nullptr, /*allow_exceptions=*/false);
   const bool parsed = body.is_object();
   if (parsed) {
     reply.high_water = json_int<std::int64_t>(body, "high_water");
@@ -217,30 +222,29 @@ EffectReply StoreClient::post_effect(std::string_view key, std::string_view effe
     auto it = parsed ? body.find(name) : body.end();
     return it != body.end() && it->is_boolean() ? std::optional<bool>(it->get<bool>()) : std::nullopt;
   };
-  if (res->status == 200) {
+  if (res.status == 200) {
     if (flag("applied") == true) {
       reply.outcome = EffectOutcome::kApplied;
     } else if (flag("applied") == false && flag("duplicate") == true) {
       reply.outcome = EffectOutcome::kDuplicate;
     } else {
       reply.outcome = EffectOutcome::kUnknown;
-      reply.error = "200 reply without {\"applied\":...}: " + res->body.substr(0, 200);
+      reply.error = "200 reply without {\"applied\":...}: " + res.body.substr(0, 200);
     }
   } else {
-    reply.outcome = outcome_of_refusal(*res, reply.error, EffectOutcome::kRejected, EffectOutcome::kInvalid,
+    reply.outcome = outcome_of_refusal(res, reply.error, EffectOutcome::kRejected, EffectOutcome::kInvalid,
                                        EffectOutcome::kUnknown);
   }
   return reply;
 }
 
 ReadBack StoreClient::readback() {
-  auto cli = impl_->connect();
-  auto res = cli.Get("/v1/readback");
+  auto res = impl_->send("GET", "/v1/readback");
   const std::string url = base_url_ + "/v1/readback";
-  if (!res) throw std::runtime_error("GET " + url + ": " + httplib::to_string(res.error()));
-  if (res->status != 200)
-    throw std::runtime_error("GET " + url + ": HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 500));
-  nlohmann::json body = nlohmann::json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+  if (!res.complete()) throw std::runtime_error("GET " + url + ": " + res.error_text());
+  if (res.status != 200)
+    throw std::runtime_error("GET " + url + ": HTTP " + std::to_string(res.status) + ": " + res.body.substr(0, 500));
+  nlohmann::json body = nlohmann::json::parse(res.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) throw std::runtime_error("GET " + url + ": reply is not JSON");
   try {
     return readback_from_json(body);
@@ -250,9 +254,8 @@ ReadBack StoreClient::readback() {
 }
 
 bool StoreClient::healthy() {
-  auto cli = impl_->connect();
-  auto res = cli.Get("/healthz");
-  return res && res->status == 200;
+  auto res = impl_->send("GET", "/healthz");
+  return res.complete() && res.status == 200;
 }
 
 }  // namespace fencecheck

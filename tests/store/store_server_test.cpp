@@ -14,6 +14,7 @@
 #include "fencecheck/resources/store.h"
 #include "fencecheck/resources/store_client.h"
 #include "fencecheck/resources/store_server.h"
+#include "../support/raw_http_server.h"
 #include "temp_dir.h"
 
 using namespace fencecheck;
@@ -505,7 +506,7 @@ TEST(StoreClientTest, NoReplyIsUnknownAndReadBackThrowsNamingTheUrl) {
   auto r = c.write("a", 0, 0, FencingToken(1), "w1", "x");
   EXPECT_EQ(r.outcome, WriteOutcome::kUnknown);
   EXPECT_EQ(r.http_status, 0);
-  EXPECT_NE(r.error.find(url), std::string::npos) << r.error;
+  EXPECT_EQ(r.error, "PUT " + url + "/v1/keys/a/segments/0/chunks/0: Connection (Connection refused)");
   EXPECT_FALSE(c.healthy());
   try {
     (void)c.readback();
@@ -513,6 +514,33 @@ TEST(StoreClientTest, NoReplyIsUnknownAndReadBackThrowsNamingTheUrl) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find(url + "/v1/readback"), std::string::npos) << e.what();
   }
+}
+
+TEST(StoreClientTest, SilenceOrAReplyCutShortIsUnknownNotAccepted) {
+  using fencecheck::testing::RawHttpServer;
+  // Reads the request, then says nothing: the write may or may not have happened.
+  RawHttpServer silent([](int, const std::string&, RawHttpServer& self) { self.hold(); });
+  StoreClient quiet(silent.url(), std::chrono::milliseconds(300));
+  auto r = quiet.write("a", 0, 0, FencingToken(1), "w1", "x");
+  EXPECT_EQ(r.outcome, WriteOutcome::kUnknown);
+  EXPECT_EQ(r.http_status, 0);
+  EXPECT_EQ(r.error, "PUT " + silent.url() + "/v1/keys/a/segments/0/chunks/0: Read timeout (no reply within 300 ms)");
+  auto e = quiet.post_effect("a", "e1", EffectMode::kFenced, FencingToken(1), "w1");
+  EXPECT_EQ(e.outcome, EffectOutcome::kUnknown);
+  EXPECT_EQ(e.error, "POST " + silent.url() + "/v1/effects/a: Read timeout (no reply within 300 ms)");
+
+  // A 200 whose body stops halfway: not an acceptance.
+  RawHttpServer cut([](int fd, const std::string&, RawHttpServer&) {
+    RawHttpServer::send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 60\r\n\r\n{\"accepted\":true,\"high_water\":1,");
+  });
+  StoreClient broken(cut.url(), std::chrono::milliseconds(2000));
+  r = broken.write("a", 0, 0, FencingToken(1), "w1", "x");
+  EXPECT_EQ(r.outcome, WriteOutcome::kUnknown);
+  EXPECT_EQ(r.http_status, 0);
+  EXPECT_EQ(r.error.rfind("PUT " + cut.url() + "/v1/keys/a/segments/0/chunks/0: Read (", 0), 0u) << r.error;
+  auto counter = broken.read_counter("a");
+  EXPECT_FALSE(counter.ok);
+  EXPECT_EQ(counter.http_status, 0);
 }
 
 TEST(StoreServerOptionsTest, ListenAddressesParseOrSayWhy) {

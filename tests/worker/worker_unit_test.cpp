@@ -8,6 +8,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "../support/raw_http_server.h"
 #include "fencecheck/proto/base64.h"
 #include "fencecheck/proto/event.h"
 #include "fencecheck/workers/embedded_etcd.h"
@@ -99,6 +100,7 @@ TEST(EtcdClientTest, UnreachableEndpointErrorNamesTheEndpoint) {
     EXPECT_NE(what.find(endpoint), std::string::npos) << what;
     EXPECT_NE(what.find("unreachable"), std::string::npos) << what;
     EXPECT_NE(what.find("/v3/lease/grant"), std::string::npos) << what;
+    EXPECT_EQ(e.etcd_message(), "Connection (Connection refused)");
   }
   EXPECT_FALSE(etcd.health());
 }
@@ -250,12 +252,76 @@ TEST(EtcdClientTest, StopEndsAnIdleWatch) {
   test::Collected<WatchEvent> events;
   std::stop_source stop;
   std::int64_t last = 0;
-  std::thread watcher([&] { last = etcd.watch("w/", 0, [&](const WatchEvent& e) { events.push(e); }, stop.get_token()); });
+  std::chrono::steady_clock::time_point returned;
+  std::thread watcher([&] {
+    last = etcd.watch("w/", 0, [&](const WatchEvent& e) { events.push(e); }, stop.get_token());
+    returned = std::chrono::steady_clock::now();
+  });
   ASSERT_TRUE(events.wait_until([](const auto& v) { return v.size() == 1; }));
+  const auto requested = std::chrono::steady_clock::now();
   stop.request_stop();
   watcher.join();  // returns although the server sends nothing more
   EXPECT_EQ(last, 3);
+  EXPECT_LT(returned - requested, 1s) << "the stop closes the connection: no wait for the 30 min read bound";
   gate.release();
+}
+
+// etcd's gateway ends every reply, errors included, with the trailer Grpc-Trailer-Content-Type
+// (cpp-httplib 0.11.4 reported a read error there, after the whole body had arrived).
+TEST(EtcdClientTest, AnErrorReplyEndingWithAGrpcTrailerIsReadWhole) {
+  using testing::RawHttpServer;
+  RawHttpServer server([](int fd, const std::string&, RawHttpServer&) {
+    RawHttpServer::send_all(fd, RawHttpServer::chunked_reply("404 Not Found",
+                                                             {R"({"error":"etcdserver: requested lease not found",)",
+                                                              R"("code":5,"message":"etcdserver: requested lease not found"})"}));
+  });
+  EtcdClient etcd(server.url());
+  EXPECT_FALSE(etcd.lease_revoke(99));  // HTTP 404, grpc code 5: not found, not a transport error
+  try {
+    (void)etcd.lease_time_to_live(99);
+    FAIL() << "a 404 reply returned";
+  } catch (const EtcdError& e) {
+    EXPECT_EQ(e.http_status(), 404);
+    EXPECT_EQ(e.grpc_code(), 5);
+    EXPECT_EQ(e.etcd_message(), "etcdserver: requested lease not found");
+  }
+}
+
+TEST(EtcdClientTest, AWatchBodyEndingWithTrailersIsReadWhole) {
+  using testing::RawHttpServer;
+  const std::string key = base64_encode("t/1");
+  RawHttpServer server([&](int fd, const std::string&, RawHttpServer&) {
+    RawHttpServer::send_all(fd, RawHttpServer::chunked_reply("200 OK", {
+        R"({"result":{"header":)" + header(4) + R"(,"created":true}})" "\n",
+        R"({"result":{"header":)" + header(5) + R"(,"events":[{"kv":{"key":")" + key +
+            R"(","create_revision":"5","mod_revision":"5","version":"1"}}]}})" "\n",
+        // the last message without its newline, right before the trailer
+        R"({"result":{"header":)" + header(6) + R"(,"events":[{"type":"DELETE","kv":{"key":")" + key +
+            R"(","mod_revision":"6"}}]}})"}));
+  });
+  EtcdClient etcd(server.url());
+  std::vector<WatchEvent> events;
+  EXPECT_EQ(etcd.watch("t/", 0, [&](const WatchEvent& e) { events.push_back(e); }, std::stop_token{}), 6);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].type, WatchEvent::Type::kPut);
+  EXPECT_EQ(events[0].revision(), 5);
+  EXPECT_EQ(events[1].type, WatchEvent::Type::kDelete);
+  EXPECT_EQ(events[1].kv.key, "t/1");
+  EXPECT_EQ(events[1].revision(), 6);
+}
+
+TEST(EtcdClientTest, ASilentEtcdIsAReadTimeoutTransportError) {
+  using testing::RawHttpServer;
+  RawHttpServer server([](int, const std::string&, RawHttpServer& self) { self.hold(); });
+  EtcdClient etcd(server.url(), EtcdClient::Options{1000ms, 250ms});
+  try {
+    (void)etcd.put("k", "v");
+    FAIL() << "put against a silent server returned";
+  } catch (const EtcdError& e) {
+    EXPECT_TRUE(e.transport());
+    EXPECT_EQ(e.etcd_message(), "Read timeout (no reply within 250 ms)");
+    EXPECT_EQ(std::string(e.what()), "etcd " + server.url() + " POST /v3/kv/put: Read timeout (no reply within 250 ms)");
+  }
 }
 
 TEST(EtcdClientTest, LockReturnsNulloptWhenStoppedOrTimedOut) {

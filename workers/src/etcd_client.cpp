@@ -4,11 +4,10 @@
 #include <exception>
 #include <utility>
 
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "fencecheck/http/client.h"
 #include "fencecheck/proto/base64.h"
-#include "http_call.h"
 
 namespace fencecheck {
 namespace {
@@ -106,23 +105,15 @@ EtcdError http_error(const std::string& endpoint, const std::string& method, con
   return EtcdError(endpoint, path, status, code, message, what);
 }
 
+/// No (complete) reply. detail: "Connection (Connection refused)", "Read timeout (no reply within
+/// 5000 ms)", "Read (Connection reset by peer)", ...
 EtcdError transport_error(const std::string& endpoint, const std::string& method, const std::string& path,
-                          httplib::Error err) {
-  std::string detail = httplib::to_string(err);
-  std::string what;
-  switch (err) {
-    case httplib::Error::Connection:
-      detail += " (could not connect: refused or timed out)";
-      what = "etcd endpoint " + endpoint + " unreachable: " + method + " " + path + ": " + detail;
-      break;
-    case httplib::Error::Read:
-      detail += " (no reply: read timed out or connection reset)";
-      what = "etcd " + endpoint + " " + method + " " + path + ": " + detail;
-      break;
-    default:
-      what = "etcd " + endpoint + " " + method + " " + path + ": " + detail;
-  }
-  return EtcdError(endpoint, path, 0, -1, detail, what);
+                          const http::Reply& reply) {
+  std::string detail = reply.error_text();
+  std::string what = reply.failure == http::Failure::kConnection
+                         ? "etcd endpoint " + endpoint + " unreachable: " + method + " " + path + ": " + detail
+                         : "etcd " + endpoint + " " + method + " " + path + ": " + detail;
+  return EtcdError(endpoint, path, 0, -1, std::move(detail), std::move(what));
 }
 
 }  // namespace
@@ -175,74 +166,31 @@ EtcdClient::EtcdClient(std::string endpoint, Options options) : options_(options
 
 namespace {
 
-struct Exchange {
-  httplib::Error error = httplib::Error::Success;
-  int status = 0;
-  std::string body;
-  bool stopped = false;
-  milliseconds elapsed{0};
-};
-
-Exchange exchange(const std::string& host, int port, const EtcdClient::Options& options, const std::string& method,
-                  const std::string& path, const std::string& body, milliseconds read_timeout,
-                  std::stop_token stop = {}) {
-  Exchange x;
-  if (stop.stop_requested()) {
-    x.stopped = true;
-    x.error = httplib::Error::Canceled;
-    return x;
-  }
-  httplib::Client client(host, port);
-  detail::set_timeouts(client, options.connect_timeout, read_timeout, options.request_timeout);
-  client.set_keep_alive(false);
-  httplib::Request req;
+/// One call on its own connection (see fencecheck/http/client.h). `read_timeout` bounds each wait
+/// for the reply's next bytes; a stop request closes the connection (Failure::kCanceled).
+http::Reply exchange(const std::string& host, int port, const EtcdClient::Options& options, const std::string& method,
+                     const std::string& path, const std::string& body, milliseconds read_timeout,
+                     std::stop_token stop = {}, const http::BodySink& sink = {}) {
+  http::Request req;
   req.method = method;
-  req.path = path;
+  req.target = path;
   if (method != "GET") {
     req.body = body;
-    req.set_header("Content-Type", "application/json");
+    req.content_type = "application/json";
   }
-  int status = 0;
-  std::string received;
-  req.response_handler = [&status](const httplib::Response& r) {
-    status = r.status;
-    return true;
-  };
-  req.content_receiver = [&received](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
-    received.append(data, n);
-    return true;
-  };
-  const auto t0 = std::chrono::steady_clock::now();
-  httplib::Result res{nullptr, httplib::Error::Unknown};
-  {
-    detail::StopWatcher watcher(client, stop);
-    res = client.send(req);
-  }
-  x.elapsed = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - t0);
-  x.stopped = stop.stop_requested();
-  if (!res) {
-    // etcd's gateway sends every gRPC error as a chunked body followed by a trailer
-    // ("Grpc-Trailer-Content-Type"); cpp-httplib 0.11.4 cannot read chunked trailers and reports
-    // Error::Read after the whole body has arrived (yhirose/cpp-httplib#1486, fixed in 0.12).
-    // A status line plus a complete JSON body is etcd's reply; anything less is a transport error.
-    if (res.error() == httplib::Error::Read && status != 0 && !x.stopped && json::accept(received)) {
-      x.status = status;
-      x.body = std::move(received);
-      return x;
-    }
-    x.error = res.error();
-    return x;
-  }
-  x.status = res->status;
-  x.body = std::move(received);
-  return x;
+  // etcd's gateway sends every gRPC error as a chunked body followed by a trailer
+  // ("Grpc-Trailer-Content-Type"); Beast reads the trailer as part of the reply, so the whole
+  // body arrives and the trailer is ignored.
+  return http::exchange(http::Endpoint{host, port}, req,
+                        http::Timeouts{options.connect_timeout, read_timeout, options.request_timeout},
+                        std::move(stop), sink);
 }
 
 // One unary call: POST path with body; returns the parsed 2xx JSON or throws EtcdError.
 json call(const std::string& endpoint, const std::string& host, int port, const EtcdClient::Options& options,
           const std::string& path, const json& body) {
-  Exchange x = exchange(host, port, options, "POST", path, body.dump(), options.request_timeout);
-  if (x.error != httplib::Error::Success) throw transport_error(endpoint, "POST", path, x.error);
+  http::Reply x = exchange(host, port, options, "POST", path, body.dump(), options.request_timeout);
+  if (!x.complete()) throw transport_error(endpoint, "POST", path, x);
   if (x.status < 200 || x.status > 299) throw http_error(endpoint, "POST", path, x.status, x.body);
   json j = json::parse(x.body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) throw_protocol(endpoint, path, x.status, "not a JSON object: " + shorten(x.body));
@@ -267,9 +215,9 @@ LeaseGrant EtcdClient::lease_grant(std::chrono::seconds ttl) const {
 
 std::optional<std::chrono::seconds> EtcdClient::lease_keepalive(std::int64_t id) const {
   const std::string path = "/v3/lease/keepalive";
-  Exchange x = exchange(host_, port_, options_, "POST", path, json{{"ID", std::to_string(id)}}.dump(),
-                        options_.request_timeout);
-  if (x.error != httplib::Error::Success) throw transport_error(endpoint_, "POST", path, x.error);
+  http::Reply x = exchange(host_, port_, options_, "POST", path, json{{"ID", std::to_string(id)}}.dump(),
+                           options_.request_timeout);
+  if (!x.complete()) throw transport_error(endpoint_, "POST", path, x);
   if (x.status < 200 || x.status > 299) throw http_error(endpoint_, "POST", path, x.status, x.body);
   // A stream of one message: {"result":{...}}\n, or {"error":{...}} when the stream failed.
   std::string_view line = x.body;
@@ -313,12 +261,10 @@ std::optional<LockResult> EtcdClient::lock(std::string_view name, std::int64_t l
                                            std::stop_token stop) const {
   const std::string path = "/v3/lock/lock";
   json body{{"name", base64_encode(name)}, {"lease", std::to_string(lease_id)}};
-  Exchange x = exchange(host_, port_, options_, "POST", path, body.dump(), timeout, stop);
-  if (x.stopped) return std::nullopt;
-  if (x.error != httplib::Error::Success) {
-    if (x.error == httplib::Error::Read && x.elapsed >= timeout) return std::nullopt;  // our own deadline
-    throw transport_error(endpoint_, "POST", path, x.error);
-  }
+  http::Reply x = exchange(host_, port_, options_, "POST", path, body.dump(), timeout, stop);
+  if (x.failure == http::Failure::kCanceled || stop.stop_requested()) return std::nullopt;
+  if (x.failure == http::Failure::kReadTimeout) return std::nullopt;  // our own deadline
+  if (!x.complete()) throw transport_error(endpoint_, "POST", path, x);
   if (x.status < 200 || x.status > 299) throw http_error(endpoint_, "POST", path, x.status, x.body);
   json j = json::parse(x.body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) throw_protocol(endpoint_, path, x.status, "not a JSON object: " + shorten(x.body));
@@ -412,8 +358,8 @@ DeletePrefixResult EtcdClient::delete_prefix(std::string_view prefix) const {
 
 bool EtcdClient::health() const {
   try {
-    Exchange x = exchange(host_, port_, options_, "GET", "/health", {}, options_.request_timeout);
-    if (x.error != httplib::Error::Success || x.status != 200) return false;
+    http::Reply x = exchange(host_, port_, options_, "GET", "/health", {}, options_.request_timeout);
+    if (!x.complete() || x.status != 200) return false;
     json j = json::parse(x.body, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return false;
     auto h = j.find("health");
@@ -433,19 +379,7 @@ std::int64_t EtcdClient::watch(std::string_view prefix, std::int64_t start_revis
               {"progress_notify", true}};
   if (start_revision > 0) create["start_revision"] = std::to_string(start_revision);
 
-  httplib::Client client(host_, port_);
-  // etcd sends a progress notification to an idle watcher every 10 minutes by default
-  // (--experimental-watch-progress-notify-interval); a read timeout well above that only fires
-  // when etcd is gone.
-  detail::set_timeouts(client, options_.connect_timeout, std::chrono::minutes(30), options_.request_timeout);
-  client.set_keep_alive(false);
-
-  httplib::Request req;
-  req.method = "POST";
-  req.path = path;
-  req.body = json{{"create_request", create}}.dump();
-  req.set_header("Content-Type", "application/json");
-
+  const std::string request = json{{"create_request", create}}.dump();
   int status = 0;
   std::string error_body;
   std::string buffer;
@@ -487,16 +421,14 @@ std::int64_t EtcdClient::watch(std::string_view prefix, std::int64_t start_revis
     }
   };
 
-  req.response_handler = [&](const httplib::Response& res) {
-    status = res.status;
-    return true;
-  };
-  req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
+  // Called with each piece of the chunked body as it arrives; false stops the read.
+  auto receive = [&](int reply_status, std::string_view piece) {
+    status = reply_status;
     if (status != 200) {
-      error_body.append(data, n);
+      error_body.append(piece);
       return true;
     }
-    buffer.append(data, n);
+    buffer.append(piece);
     try {
       for (auto nl = buffer.find('\n'); nl != std::string::npos; nl = buffer.find('\n')) {
         std::string line = buffer.substr(0, nl);
@@ -511,16 +443,15 @@ std::int64_t EtcdClient::watch(std::string_view prefix, std::int64_t start_revis
     return !stop.stop_requested();
   };
 
-  httplib::Result res{nullptr, httplib::Error::Unknown};
-  {
-    detail::StopWatcher watcher(client, stop);
-    res = client.send(req);
-  }
+  // etcd sends a progress notification to an idle watcher every 10 minutes by default
+  // (--experimental-watch-progress-notify-interval); a read timeout well above that only fires
+  // when etcd is gone.
+  http::Reply x = exchange(host_, port_, options_, "POST", path, request, std::chrono::minutes(30), stop, receive);
   if (failure) std::rethrow_exception(failure);
   if (stop.stop_requested()) return last_revision;
-  // An error reply arrives whole before the trailer that cpp-httplib 0.11.4 trips on (see exchange()).
-  if (status != 0 && (status < 200 || status > 299)) throw http_error(endpoint_, "POST", path, status, error_body);
-  if (!res) throw transport_error(endpoint_, "POST", path, res.error());
+  // A non-2xx status is etcd's error reply, whether or not the connection broke after it.
+  if (x.status != 0 && (x.status < 200 || x.status > 299)) throw http_error(endpoint_, "POST", path, x.status, error_body);
+  if (!x.complete()) throw transport_error(endpoint_, "POST", path, x);
   handle_line(buffer);  // a last message without its newline
   return last_revision;
 }

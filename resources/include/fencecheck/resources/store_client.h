@@ -70,9 +70,13 @@ struct CounterReply {
   std::string error;            ///< when !ok: the store's message or the transport error
 };
 
-/// Talks to one store at base_url ("http://127.0.0.1:PORT"). Not thread-safe: use one client per
-/// thread. Each call opens its own connection, so a call stalled by a partition never blocks a
-/// later one beyond its own timeout.
+/// Talks to one store at base_url ("http://127.0.0.1:PORT") in plain HTTP/1.1 (Boost.Beast,
+/// fencecheck/http/client.h; no TLS). Not thread-safe: use one client per thread. Each call opens
+/// its own connection (closed when the call returns), so a call stalled by a partition never
+/// blocks a later one beyond its own timeout. `timeout` bounds the connect, the sending of the
+/// request and each wait for the reply's next bytes. A transport error reads "<METHOD> <url>:
+/// <failure> (<cause>)", e.g. "PUT http://127.0.0.1:9/v1/keys/k/...: Connection (Connection refused)"
+/// or "...: Read timeout (no reply within 5000 ms)".
 class StoreClient {
  public:
   /// Throws std::invalid_argument when base_url is not "http://host:port".

@@ -27,10 +27,14 @@
 //     the revoke deletes every key attached to the lease in one revision.
 //   * Only the leader expires leases; after a leader change remaining TTLs are extended.
 //
+// Transport: plain HTTP/1.1 on Boost.Beast (fencecheck/http/client.h), one connection per call,
+// closed when the call returns. Options::connect_timeout bounds the connect, request_timeout the
+// sending of the request and each wait for the reply's next bytes.
+//
 // Thread-safety: an EtcdClient holds only immutable configuration (every call is const). Every
-// call opens its own HTTP connection (httplib::Client is not safe for concurrent use, so none is
-// shared), so any member function may be called concurrently from any number of threads on one
-// EtcdClient (the worker's keepalive thread and main thread share one).
+// call opens its own HTTP connection and shares nothing with another call, so any member function
+// may be called concurrently from any number of threads on one EtcdClient (the worker's keepalive
+// thread and main thread share one).
 #pragma once
 
 #include <chrono>
@@ -48,7 +52,8 @@ namespace fencecheck {
 /// An etcd call that failed. what() names the endpoint, method and path, the HTTP status (or that
 /// there was no reply, and why) and etcd's own error message, e.g.
 ///   "etcd http://127.0.0.1:2379 POST /v3/lease/revoke: HTTP 404, grpc code 5: etcdserver: requested lease not found"
-///   "etcd endpoint http://127.0.0.1:1 unreachable: POST /v3/lease/grant: Connection (connection refused)"
+///   "etcd endpoint http://127.0.0.1:1 unreachable: POST /v3/lease/grant: Connection (Connection refused)"
+///   "etcd http://127.0.0.1:2379 POST /v3/kv/put: Read timeout (no reply within 5000 ms)"
 class EtcdError : public std::runtime_error {
  public:
   EtcdError(std::string endpoint, std::string path, int http_status, int grpc_code, std::string etcd_message,
