@@ -9,13 +9,14 @@
 #include "child.h"
 #include "fencecheck/faults/ledger.h"
 #include "fencecheck/faults/sigstop.h"
+#include "../support/remove_at_end.h"
 
 using namespace fencecheck::faults;
 namespace fs = std::filesystem;
 
 namespace {
 fs::path temp_ledger(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("fc-ledger-test-" + std::to_string(::getpid()));
+  const fs::path dir = fencecheck::testing::remove_at_end(fs::temp_directory_path() / ("fc-ledger-test-" + std::to_string(::getpid())));
   fs::create_directories(dir);
   fs::path p = dir / name;
   fs::remove(p);

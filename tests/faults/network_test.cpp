@@ -14,6 +14,7 @@
 #include "fencecheck/faults/netns.h"
 #include "fencecheck/faults/partition.h"
 #include "healers.h"
+#include "../support/remove_at_end.h"
 
 using namespace fencecheck::faults;
 using Argv = std::vector<std::string>;
@@ -32,7 +33,7 @@ RecordingCommandRunner::Responder fail_when(Pred pred, std::string stderr_text, 
 bool contains(const Argv& a, const std::string& word) { return std::find(a.begin(), a.end(), word) != a.end(); }
 
 fs::path temp_file(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("fc-network-test-" + std::to_string(::getpid()));
+  const fs::path dir = fencecheck::testing::remove_at_end(fs::temp_directory_path() / ("fc-network-test-" + std::to_string(::getpid())));
   fs::create_directories(dir);
   fs::remove(dir / name);
   return dir / name;

@@ -308,7 +308,7 @@ bp::environment path_without_iproute2(const fs::path& work) {
   fs::create_directories(bin);
   const fs::path etcd = bp::search_path("etcd").string();
   if (!etcd.empty()) fs::create_symlink(etcd, bin / "etcd");
-  auto env = boost::this_process::environment();
+  bp::environment env = boost::this_process::environment();  // a copy, not this process's own
   env["PATH"] = bin.string();
   return env;
 }

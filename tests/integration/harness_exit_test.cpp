@@ -107,7 +107,9 @@ TEST(HarnessExit, AJUnitPathNothingCanBeWrittenToExits2BeforeAnythingStarts) {
 TEST(HarnessExit, EtcdNotInstalledExits3SayingWhatToInstall) {
   auto work = fctest::fresh_dir("noetcd");
   fs::create_directories(work / "emptybin");
-  auto env = boost::this_process::environment();
+  // A copy (bp::environment): `auto` would be the native environment, and setting PATH in it
+  // would change this test program's own PATH for every later test in the same process.
+  bp::environment env = boost::this_process::environment();
   env["PATH"] = (work / "emptybin").string();
   auto r = fctest::run_fencecheck({"run", kSmoke, "--run-root", (work / "runs").string()}, work, env);
   EXPECT_EQ(r.code, 3) << r.out << r.err;

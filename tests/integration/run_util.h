@@ -16,16 +16,20 @@
 #include <boost/process.hpp>
 #include <nlohmann/json.hpp>
 
+#include "../support/remove_at_end.h"
+
 namespace fctest {
 
 namespace fs = std::filesystem;
 namespace bp = boost::process;
 
+/// A fresh, empty directory $TMPDIR/fc-it-<pid>-<name> for one test's runs; removed when the
+/// test program ends unless a test failed (tests/support/remove_at_end.h).
 inline fs::path fresh_dir(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("fc-it-" + std::to_string(::getpid()) + "-" + name);
   fs::remove_all(d);
   fs::create_directories(d);
-  return d;
+  return fencecheck::testing::remove_at_end(d);
 }
 
 inline std::string slurp(const fs::path& p) {

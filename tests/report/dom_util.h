@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "../support/remove_at_end.h"
+
 namespace fctest {
 
 namespace fs = std::filesystem;
@@ -21,11 +23,13 @@ inline const fs::path kSource = FENCECHECK_SOURCE_DIR;
 /// Stored real runs of scenarios/smoke (scenario.json, history.jsonl, readback.json, verdict.json).
 inline const fs::path kFixtures = kSource / "tests" / "report" / "fixtures";
 
+/// A fresh, empty directory $TMPDIR/fc-report-<pid>-<name>, removed when the test program ends
+/// unless a test failed (tests/support/remove_at_end.h).
 inline fs::path fresh_dir(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("fc-report-" + std::to_string(::getpid()) + "-" + name);
   fs::remove_all(d);
   fs::create_directories(d);
-  return d;
+  return fencecheck::testing::remove_at_end(d);
 }
 
 inline std::string slurp(const fs::path& p) {
