@@ -294,6 +294,19 @@ def mapping_text(mappings, top=8):
     return f"{shown}, the rest {rest / 1024:.2f} (MiB)"
 
 
+def decision_line(store):
+    """The in-memory decision-cost comparison (bench_store's BM_DecisionCostInMemory) as one line."""
+    b = next((x for x in store.values() if x["name"].startswith("BM_DecisionCostInMemory") and not x.get("error_occurred")), None)
+    if b is None:
+        return "The fencing decision without the disk (store in process on /dev/shm): not measured."
+    med = b.get("ratio_median")
+    return (f"The fencing decision without the disk (the store in process on /dev/shm, one writer, so the decision is the "
+            f"largest share of a write it can be; {fmt(b.get('a_ns_per_write', 0) / 1000, 1)} us per write unfenced, "
+            f"{fmt(b.get('b_ns_per_write', 0) / 1000, 1)} us fenced): per-key / none median {fmt(med, 3)} "
+            f"(q1-q3 {fmt(b.get('ratio_q1'), 3)}-{fmt(b.get('ratio_q3'), 3)}), pooled {fmt(b.get('ratio'), 3)}: "
+            f"{yes(med is not None and int(med * 100) >= 97)}.")
+
+
 def yes(ok):
     return "met" if ok else "**missed**"
 
@@ -372,6 +385,7 @@ def report_cmd(argv):
     lines += ["", f"Goal fenced/unfenced >= 0.97 (integer comparison of percent), judged on the median of the paired slice ratios, alternating slices: "
               f"{yes(bool(ratios) and all(r is not None and int(r * 100) >= 97 for r in ratios))} (ratios {', '.join(fmt(r, 3) for r in ratios)}).",
               f"The same, both at once: {yes(bool(at_once) and all(r is not None and int(r * 100) >= 97 for r in at_once))} (ratios {', '.join(fmt(r, 3) for r in at_once)}).",
+              decision_line(store),
               f"Goal the store at least matches etcd's durable put: "
               f"{yes(bool(vs_etcd) and all(r is not None and r >= 1.0 for r in vs_etcd))} (store/etcd {', '.join(fmt(r, 2) for r in vs_etcd)}).",
               "Group commit: writes per fsync > 1 with concurrent clients means writers shared an fdatasync.", ""]

@@ -158,6 +158,57 @@ BENCHMARK(BM_SideBySide)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
+/// The fencing decision's own cost, without the disk: the store in process (no HTTP) on a tmpfs
+/// (/dev/shm, where fdatasync costs microseconds), one writer, per-key against none in
+/// alternating slices of `kWrites` writes. What is left is CPU: the per-key comparison against
+/// everything else a write does. If per-key / none is >= 0.97 here, where the decision is the
+/// largest possible share of a write, it is so with a real disk. Counters: ratio (per-key / none
+/// writes per second, pooled), ratio_median / q1 / q3 over slice pairs, a_ns_per_write and
+/// b_ns_per_write (none, per-key).
+void BM_DecisionCostInMemory(benchmark::State& state) {
+  constexpr int kSlices = 16;
+  constexpr std::int64_t kWrites = 10'000;
+  const std::filesystem::path shm = "/dev/shm";
+  if (!std::filesystem::is_directory(shm)) {
+    state.SkipWithError("no /dev/shm");
+    return;
+  }
+  auto slice = [&](fencecheck::FencingMode mode) {
+    fencecheck::testing::TempDir dir("bench-decision", shm);
+    auto store = fencecheck::FencedStore::open(dir.path(), mode);
+    fencecheck::WriteRequest r{"k", 0, 0, fencecheck::FencingToken(7), "c", kChunk};
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::int64_t n = 0; n < kWrites; ++n) {
+      r.chunk = n;
+      if (store->write(r).status != fencecheck::WriteStatus::kAccepted) throw std::runtime_error("write refused");
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    store->close();
+    return seconds;
+  };
+  for (auto _ : state) {
+    double total[2] = {0, 0};
+    std::vector<double> paired;
+    for (int i = 0; i < kSlices; ++i) {
+      const bool none_first = (i % 4 == 0) || (i % 4 == 3);
+      double t[2];
+      t[none_first ? 0 : 1] = slice(none_first ? fencecheck::FencingMode::kNone : fencecheck::FencingMode::kPerKey);
+      t[none_first ? 1 : 0] = slice(none_first ? fencecheck::FencingMode::kPerKey : fencecheck::FencingMode::kNone);
+      total[0] += t[0];
+      total[1] += t[1];
+      paired.push_back(t[0] / t[1]);  // rate ratio per-key / none = time none / time per-key
+    }
+    state.SetIterationTime(total[0] + total[1]);
+    state.counters["ratio"] = total[0] / total[1];
+    state.counters["ratio_median"] = fb::quantile(paired, 0.50);
+    state.counters["ratio_q1"] = fb::quantile(paired, 0.25);
+    state.counters["ratio_q3"] = fb::quantile(paired, 0.75);
+    state.counters["a_ns_per_write"] = total[0] * 1e9 / (kSlices * kWrites);
+    state.counters["b_ns_per_write"] = total[1] * 1e9 / (kSlices * kWrites);
+  }
+}
+BENCHMARK(BM_DecisionCostInMemory)->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+
 }  // namespace
 
 BENCHMARK_MAIN();
