@@ -5,10 +5,6 @@
 #include <set>
 #include <tuple>
 
-#include <boost/container_hash/hash.hpp>
-#include <boost/unordered/unordered_flat_map.hpp>
-#include <boost/unordered/unordered_flat_set.hpp>
-
 #include "fencecheck/harness/checkers.h"
 #include "internal.h"
 

@@ -2,19 +2,14 @@
 
 #include <algorithm>
 #include <charconv>
-#include <iterator>
 #include <cstdio>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 #include <tuple>
-#include <unordered_map>
-
-#include <boost/container_hash/hash.hpp>
-#include <boost/unordered/unordered_flat_map.hpp>
-#include <boost/unordered/unordered_flat_set.hpp>
 
 #include "fencecheck/proto/chunk.h"
 #include "internal.h"
@@ -47,7 +42,7 @@ class Interner {
   }
 
  private:
-  boost::unordered_flat_map<std::string_view, std::uint32_t, boost::hash<std::string_view>> ids_;
+  detail::ViewMap<std::uint32_t> ids_;
 };
 
 /// A WriteId with its strings interned: 32 bytes of integers, compared and hashed without
@@ -159,6 +154,24 @@ class WriteIndex {
 bool same_write(const Event& a, const Event& b) {
   return a.token && a.token == b.token && a.key == b.key && a.segment.value_or(-1) == b.segment.value_or(-1) &&
          a.chunk.value_or(-1) == b.chunk.value_or(-1);
+}
+
+/// For each event of kind `at`: the latest event of kind `from` by the same worker before it (one
+/// pass over both kinds). E.g. (write.invoke, write.ok): each write.ok's worker's latest invoke.
+/// Events of kind `at` whose worker had none are absent.
+boost::unordered_flat_map<std::size_t, std::size_t> latest_per_source(const History& h, const HistoryIndex& index,
+                                                                      EventKind from, EventKind at) {
+  boost::unordered_flat_map<std::size_t, std::size_t> out;
+  detail::ViewMap<std::size_t> latest;  // worker -> its latest `from` so far
+  for (std::size_t i : index.of({from, at})) {
+    const Event& e = h[i];
+    if (e.kind == from) {
+      latest[e.source] = i;
+    } else if (auto l = latest.find(e.source); l != latest.end()) {
+      out.emplace(i, l->second);
+    }
+  }
+  return out;
 }
 
 WriteIndex index_writes(const History& h, const HistoryIndex& index, EventKind kind) { return WriteIndex(h, index, kind); }
@@ -344,7 +357,7 @@ CheckerResult StaleWriteAcceptedChecker::check_with(const History& history, cons
   log.reserve(readback.log.size());
   for (const AcceptedWrite& w : readback.log) log.push_back(&w);
   std::stable_sort(log.begin(), log.end(), [](const auto* x, const auto* y) { return x->seq < y->seq; });
-  std::unordered_map<std::string_view, const AcceptedWrite*> max_by_key;
+  detail::ViewMap<const AcceptedWrite*> max_by_key;
   for (const AcceptedWrite* wp : log) {
     const AcceptedWrite& w = *wp;
     const AcceptedWrite*& top = max_by_key[w.key];
@@ -369,27 +382,10 @@ CheckerResult StaleWriteAcceptedChecker::check_with(const History& history, cons
   // that is the same write (a worker has one write in flight), else from the hash index (built
   // only if some write.ok needs it).
   auto invokes = index_writes(history, *idx, EventKind::kWriteInvoke);
-  boost::unordered_flat_map<std::size_t, std::size_t> invoke_of;  // write.ok -> its write.invoke
-  detail::ViewMap<std::size_t> last_invoke;                        // worker -> its latest write.invoke
-  detail::ViewMap<std::vector<std::size_t>> oks_by_key;            // write.ok indices per key, ascending
-  for (std::size_t i : idx->of({EventKind::kWriteInvoke, EventKind::kWriteOk})) {
-    const Event& e = history[i];
-    if (e.kind == EventKind::kWriteInvoke) {
-      last_invoke[e.source] = i;
-      continue;
-    }
-    if (!e.token || detail::is_effect_key(e.key)) continue;
-    oks_by_key[e.key].push_back(i);
-    std::optional<std::size_t> invoke;
-    if (auto l = last_invoke.find(e.source); l != last_invoke.end() && same_write(history[l->second], e)) {
-      invoke = l->second;
-    } else {
-      invokes.for_each({e.source, *e.token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}, [&](std::size_t at) {
-        if (at < i) invoke = at;
-      });
-    }
-    if (invoke) invoke_of[i] = *invoke;
-  }
+  const auto latest_invoke = latest_per_source(history, *idx, EventKind::kWriteInvoke, EventKind::kWriteOk);
+  detail::ViewMap<std::vector<std::size_t>> oks_by_key;  // write.ok indices per key, ascending
+  for (std::size_t i : idx->of({EventKind::kWriteOk}))
+    if (history[i].token && !detail::is_effect_key(history[i].key)) oks_by_key[history[i].key].push_back(i);
   for (const auto& [key_view, list] : oks_by_key) {
     const std::string key(key_view);
     // prefix[i]: index of the highest-token write.ok among list[0..i].
@@ -401,9 +397,14 @@ CheckerResult StaleWriteAcceptedChecker::check_with(const History& history, cons
       const Event& e = history[b];
       const std::int64_t token = *e.token;
       // The last matching invoke before B.
-      const auto found = invoke_of.find(b);
-      const std::optional<std::size_t> invoke =
-          found == invoke_of.end() ? std::nullopt : std::optional<std::size_t>(found->second);
+      std::optional<std::size_t> invoke;
+      if (auto l = latest_invoke.find(b); l != latest_invoke.end() && same_write(history[l->second], e)) {
+        invoke = l->second;
+      } else {
+        invokes.for_each({e.source, token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}, [&](std::size_t at) {
+          if (at < b) invoke = at;
+        });
+      }
       if (invoke) {
         // Write.oks completed before the invoke: list entries with index < *invoke.
         auto end = std::lower_bound(list.begin(), list.end(), *invoke);
@@ -605,23 +606,17 @@ CheckerResult CrossKeyRejectionChecker::check_with(const History& history, const
     std::optional<std::int64_t> seq;
     std::optional<std::size_t> index;
   };
-  std::map<std::string, std::vector<Accepted>> accepted;
+  // Keyed by views into the history and the read-back; the searches below that need the keys'
+  // order (sorted_tokens) keep their own ordered map.
+  detail::ViewMap<std::vector<Accepted>> accepted;
   auto oks = index_writes(history, *idx, EventKind::kWriteOk);
   {
-    // Appends go through a view-keyed cache of the map's lists (one hash lookup per write instead
-    // of a string-ordered map lookup; the std::map keeps the keys' order for the searches below).
-    std::unordered_map<std::string_view, std::vector<Accepted>*> list_of;
-    auto list = [&](const std::string& key) -> std::vector<Accepted>& {
-      auto [it, fresh] = list_of.try_emplace(key, nullptr);
-      if (fresh) it->second = &accepted[key];
-      return *it->second;
-    };
     detail::ViewMap<std::vector<std::size_t>> oks_of;  // worker -> its write.oks, ascending
     for (std::size_t i : idx->of({EventKind::kWriteOk})) {
       const Event& e = history[i];
       if (!e.token) continue;
       oks_of[e.source].push_back(i);
-      if (!e.key.empty()) list(e.key).push_back({*e.token, std::nullopt, i});
+      if (!e.key.empty()) accepted[e.key].push_back({*e.token, std::nullopt, i});
     }
     // The write.ok of a logged write, when the history has it, orders it against the rejections.
     // A worker's logged writes are matched to its write.oks in order (a cursor per worker: the
@@ -639,10 +634,10 @@ CheckerResult CrossKeyRejectionChecker::check_with(const History& history, const
         }
       }
       if (!index) index = oks.first({w.client, w.token, w.key, w.segment, w.chunk});
-      list(w.key).push_back({w.token, w.seq, index});
+      accepted[w.key].push_back({w.token, w.seq, index});
     }
     for (const EffectRecord& e : readback.effects)
-      if (e.applied) list(e.key).push_back({e.token, e.seq, std::nullopt});
+      if (e.applied) accepted[e.key].push_back({e.token, e.seq, std::nullopt});
   }
   // X, its side effects ("X.effect") and, for "X.effect", X: one key as far as the fence goes.
   // Keys are grouped by that base; per base, what a rejection is judged against:
@@ -660,7 +655,7 @@ CheckerResult CrossKeyRejectionChecker::check_with(const History& history, const
   std::map<std::string, std::vector<std::int64_t>> sorted_tokens;
   for (const auto& [k, list] : accepted) {
     Base& b = bases[detail::effect_base(k)];
-    auto& tokens = sorted_tokens[k];
+    auto& tokens = sorted_tokens[std::string(k)];
     for (const Accepted& x : list) {
       // A logged write matched to its write.ok repeats that write.ok's (token, index) under the
       // same key: it adds nothing to these searches (only its seq, used for evidence).
@@ -729,7 +724,7 @@ CheckerResult CrossKeyRejectionChecker::check_with(const History& history, const
       g.a.name = "cross-key-rejection";
       g.a.key = key;
       g.other = other;
-      for (const Accepted& x : accepted[other]) {
+      for (const Accepted& x : accepted.at(other)) {
         if (x.token != best) continue;
         if (x.seq && (!g.other_seq || *x.seq < *g.other_seq)) g.other_seq = x.seq;
         if (x.index) {
@@ -838,24 +833,15 @@ CheckerResult ForeignReleaseChecker::check_with(const History& history, const Re
   };
   // Hash maps over views into the history (lock keys are long and share a prefix: an ordered map
   // of them was most of this checker's time on long histories).
-  boost::unordered_flat_map<std::string_view, Owner, boost::hash<std::string_view>> by_key;  // lock key -> its acquire.ok
+  detail::ViewMap<Owner> by_key;  // lock key -> its acquire.ok
   boost::unordered_flat_map<std::int64_t, std::string_view> lease_owner;  // lease id -> the worker whose events carry it
-  boost::unordered_flat_map<std::string_view, std::size_t, boost::hash<std::string_view>> grant_of;  // lock key -> its first lock.grant
+  detail::ViewMap<std::size_t> grant_of;  // lock key -> its first lock.grant
   boost::unordered_flat_map<std::int64_t, std::vector<std::size_t>> deletes_at;  // revision -> lock.delete indices
-  // release.ok index -> the releaser's latest acquire.ok before it (a release by name reports the
-  // deleted key's token, not its own)
-  boost::unordered_flat_map<std::size_t, std::size_t> releaser_acquire;
-  boost::unordered_flat_map<std::string_view, std::size_t, boost::hash<std::string_view>> last_acquire;
   for (std::size_t i :
        idx->of({EventKind::kAcquireOk, EventKind::kAcquireFail, EventKind::kKeepaliveFail, EventKind::kLeaseLost,
-                EventKind::kReleaseInvoke, EventKind::kReleaseOk, EventKind::kLockGrant, EventKind::kLockDelete})) {
+                EventKind::kReleaseInvoke, EventKind::kLockGrant, EventKind::kLockDelete})) {
     const Event& e = history[i];
-    if (e.kind == EventKind::kAcquireOk) {
-      last_acquire[e.source] = i;
-      if (!e.lock_key.empty()) by_key.try_emplace(e.lock_key, Owner{e.source, i, e.token});
-    }
-    if (e.kind == EventKind::kReleaseOk && e.revision)
-      if (auto l = last_acquire.find(e.source); l != last_acquire.end()) releaser_acquire[i] = l->second;
+    if (e.kind == EventKind::kAcquireOk && !e.lock_key.empty()) by_key.try_emplace(e.lock_key, Owner{e.source, i, e.token});
     // Only events about the worker's own lease (a release by name reports the leases of the keys
     // it deleted, which are not its own).
     const bool own_lease = e.kind == EventKind::kAcquireOk || e.kind == EventKind::kAcquireFail ||
@@ -877,6 +863,9 @@ CheckerResult ForeignReleaseChecker::check_with(const History& history, const Re
     return std::nullopt;
   };
 
+  // release.ok -> the releaser's latest acquire.ok before it (a release by name reports the
+  // deleted key's token, not its own)
+  const auto releaser_acquire = latest_per_source(history, *idx, EventKind::kAcquireOk, EventKind::kReleaseOk);
   std::vector<Anomaly> anomalies;
   std::set<std::tuple<std::string, std::int64_t, std::string>> reported;  // (releaser, revision, key)
   for (std::size_t r : idx->of({EventKind::kReleaseOk})) {
@@ -964,22 +953,11 @@ CheckerResult TokenRegressionChecker::check_with(const History& history, const R
   auto ours = [&](const Event& e) { return context.lock.empty() || e.lock.empty() || e.lock == context.lock; };
 
   // 1. acquire.ok in real-time order, per lock, each with its worker's latest acquire.invoke
-  //    before it (tracked in the same pass).
+  //    before it.
   std::vector<std::size_t> acquires;
-  boost::unordered_flat_map<std::size_t, std::size_t> invoke_of;  // acquire.ok -> its acquire.invoke
-  {
-    boost::unordered_flat_map<std::string_view, std::size_t, boost::hash<std::string_view>> last_invoke;
-    for (std::size_t i : idx->of({EventKind::kAcquireInvoke, EventKind::kAcquireOk})) {
-      const Event& e = history[i];
-      if (e.kind == EventKind::kAcquireInvoke) {
-        last_invoke[e.source] = i;
-        continue;
-      }
-      if (!e.token || !ours(e)) continue;
-      acquires.push_back(i);
-      if (auto l = last_invoke.find(e.source); l != last_invoke.end()) invoke_of[i] = l->second;
-    }
-  }
+  for (std::size_t i : idx->of({EventKind::kAcquireOk}))
+    if (history[i].token && ours(history[i])) acquires.push_back(i);
+  const auto invoke_of = latest_per_source(history, *idx, EventKind::kAcquireInvoke, EventKind::kAcquireOk);
   // Per lock, the running maximum over its acquire.ok events in history order: (index, index of
   // the first acquire.ok with the largest token so far). One pass, then a binary search per
   // acquire: O(n log n) where comparing every pair was O(n^2) on long histories.

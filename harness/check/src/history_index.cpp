@@ -1,12 +1,9 @@
 #include "fencecheck/harness/history_index.h"
 
-#include <limits>
-#include <stdexcept>
-
 namespace fencecheck::harness {
 
-static_assert(static_cast<int>(EventKind::kLog) < std::numeric_limits<std::uint8_t>::max(),
-              "HistoryIndex stores an EventKind in one byte");
+// of() selects kinds with a 64-bit mask, one bit per kind (which also fits a kind in a byte).
+static_assert(static_cast<int>(EventKind::kLog) < 64, "HistoryIndex::of needs every EventKind below 64");
 
 HistoryIndex::HistoryIndex(const History& history) : first_(history.empty() ? nullptr : &history[0]) {
   kinds_.reserve(history.size());

@@ -58,7 +58,6 @@ class IndexRef {
   const HistoryIndex* index_ = nullptr;
 };
 
-
 /// Side-effect events carry the key "<job key>.effect" (catalogue-plan.md, "Events added").
 inline constexpr std::string_view kEffectSuffix = ".effect";
 [[nodiscard]] bool is_effect_key(std::string_view key);
