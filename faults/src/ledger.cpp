@@ -114,11 +114,17 @@ std::vector<nlohmann::json> FaultLedger::outstanding(const std::filesystem::path
   return out;
 }
 
-bool FaultLedger::writer_alive(const nlohmann::json& entry) {
+std::optional<int> FaultLedger::writer_pid(const nlohmann::json& entry) {
   const auto pid = entry.find("harness_pid");
+  if (pid == entry.end() || !pid->is_number_integer()) return std::nullopt;
+  return pid->get<int>();
+}
+
+bool FaultLedger::writer_alive(const nlohmann::json& entry) {
+  const auto pid = writer_pid(entry);
+  if (!pid) return false;  // absent or damaged: no live writer to protect
   const auto ticks = entry.find("harness_start_ticks");
-  if (pid == entry.end() || !pid->is_number_integer()) return false;  // absent or damaged: no live writer to protect
-  ProcessRef writer{pid->get<int>(), ticks != entry.end() && ticks->is_number_unsigned() ? ticks->get<std::uint64_t>() : 0};
+  ProcessRef writer{*pid, ticks != entry.end() && ticks->is_number_unsigned() ? ticks->get<std::uint64_t>() : 0};
   return writer.pid > 0 && writer.same_process_alive();
 }
 
@@ -139,7 +145,7 @@ std::vector<std::string> heal_outstanding(const std::filesystem::path& path, boo
       kind = e.value("kind", "");
       if (!force && FaultLedger::writer_alive(e)) {
         said.push_back(kind + " entry " + std::to_string(e.value("id", 0)) + ": its harness (pid " +
-                       std::to_string(e.value("harness_pid", 0)) + ") is still running; left alone");
+                       std::to_string(FaultLedger::writer_pid(e).value_or(0)) + ") is still running; left alone");
         continue;
       }
     } catch (const std::exception& err) {

@@ -57,16 +57,12 @@ std::vector<std::string> sweep_leftovers(std::string_view prefix, const SweepOpt
     }
     bool alive = false;
     int pid = 0;
-    auto harness_pid = [](const nlohmann::json& e, int fallback) {
-      const auto p = e.find("harness_pid");
-      return p != e.end() && p->is_number_integer() ? p->get<int>() : fallback;  // a damaged entry: the fallback
-    };
     for (const auto& e : injects) {
-      pid = harness_pid(e, pid);
+      pid = FaultLedger::writer_pid(e).value_or(pid);  // a damaged entry: the PID seen before
       if (FaultLedger::writer_alive(e)) alive = true;
     }
     for (const auto& e : injects) {
-      Owner owner{path, alive, harness_pid(e, pid), e};
+      Owner owner{path, alive, FaultLedger::writer_pid(e).value_or(pid), e};
       const std::string kind = e.value("kind", "");
       if (kind == "netns-lab") {
         if (auto n = e.find("namespaces"); n != e.end() && n->is_array())

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,11 @@ class FaultLedger {
   /// A torn last line (crash mid-append) is ignored. Throws std::runtime_error if unreadable.
   [[nodiscard]] static std::vector<nlohmann::json> outstanding(const std::filesystem::path& path);
 
+  /// The PID of the harness that wrote the entry; nullopt when the entry names none or a damaged
+  /// one (harness_pid absent or not an integer). Never throws.
+  [[nodiscard]] static std::optional<int> writer_pid(const nlohmann::json& entry);
   /// True when the harness that wrote the entry is still running (same PID and start time); false
-  /// when the entry names none or a damaged one (a non-integer harness_pid). Never throws.
+  /// when the entry names none or a damaged one (writer_pid). Never throws.
   [[nodiscard]] static bool writer_alive(const nlohmann::json& entry);
 
  private:
