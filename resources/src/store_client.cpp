@@ -28,7 +28,6 @@ Outcome outcome_of_refusal(const http::Reply& res, std::string& error, Outcome r
   return res.status >= 400 && res.status < 500 ? invalid : unknown;
 }
 
-
 // Percent-encodes one path segment (RFC 3986: everything but unreserved characters), so any key
 // reaches the server intact and gets the server's own verdict rather than a mangled URL.
 std::string encode_segment(std::string_view s) {

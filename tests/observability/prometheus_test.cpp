@@ -25,7 +25,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
