@@ -1,6 +1,11 @@
 # fencecheck_harness: orchestrator, services, lock watch, run directory, metrics; and the CLI.
+# fencecheck_process: ChildProcess alone, for every part that starts a program (the resource kinds'
+# embedded instances, the orchestrator's workers and services).
+add_library(fencecheck_process src/child_process.cpp)
+target_include_directories(fencecheck_process PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
+target_link_libraries(fencecheck_process PUBLIC Boost::filesystem Threads::Threads PRIVATE spdlog::spdlog)
+
 add_library(fencecheck_harness
-  src/child_process.cpp
   src/services.cpp
   src/fault_plan.cpp
   src/lock_watch.cpp
@@ -16,7 +21,8 @@ add_library(fencecheck_harness
   src/progress.cpp)
 target_include_directories(fencecheck_harness PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
 target_link_libraries(fencecheck_harness PUBLIC
-  fencecheck_scenario fencecheck_check fencecheck_faults fencecheck_workers fencecheck_resources fencecheck_proto
+  fencecheck_process fencecheck_scenario fencecheck_check fencecheck_faults fencecheck_workers fencecheck_resources
+  fencecheck_resource_kinds fencecheck_proto
   Boost::filesystem spdlog::spdlog prometheus-cpp::core Threads::Threads
   PRIVATE prometheus-cpp::pull prometheus-cpp::push CURL::libcurl)
 # junit.xml is written with pugixml (Debian: libpugixml-dev).

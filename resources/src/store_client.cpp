@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fencecheck/http/client.h"
+#include "../kinds/kinds.h"
 
 namespace fencecheck {
 namespace {
@@ -258,3 +259,15 @@ bool StoreClient::healthy() {
 }
 
 }  // namespace fencecheck
+
+namespace fencecheck::detail {
+
+// kind store's endpoint: {"kind":"store","url":"http://host:port"}.
+std::unique_ptr<ResourceWriter> make_store_writer(const nlohmann::json& endpoint, std::chrono::milliseconds timeout) {
+  auto url = endpoint.find("url");
+  if (url == endpoint.end() || !url->is_string())
+    throw std::invalid_argument("a store endpoint needs \"url\" (\"http://host:port\")");
+  return std::make_unique<StoreClient>(url->get<std::string>(), timeout);
+}
+
+}  // namespace fencecheck::detail

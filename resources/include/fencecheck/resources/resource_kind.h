@@ -1,0 +1,148 @@
+// fencecheck — the harness's side of the resource axis: one interface per resource kind, the
+// kinds registered by name (docs/architecture.md, "The resource axis"; the shape of Jepsen's
+// DB + Client protocols and FoundationDB's workloads registered by name).
+//
+// A kind:
+//  - validates its own scenario fields (parse(), called by the scenario loader with the
+//    `resource:` mapping; errors keep file:line:col through ResourceFields::fail);
+//  - starts an embedded instance or connects to the user's (open()), which gives the endpoint the
+//    workers write through (writer.h), a health check, the read-back into the one shape the
+//    checkers read (fencecheck/proto/readback.h), and stop();
+//  - says what evidence it can give (evidence()): an accept log in order, rejections, high-water
+//    marks. Checkers that need evidence the kind cannot give say unknown, never valid.
+//
+// Kinds: store (resources/kinds/store_kind.cpp), postgres (postgres_kind.cpp), http
+// (http_kind.cpp). The registry is a constant table (registry.cpp): adding a kind is one file and
+// one row.
+//
+// Thread-safety: ResourceKind objects are immutable singletons, callable from any thread.
+// ResourceInstance is not thread-safe (the orchestrator's main thread owns it): open() may start
+// child processes, which must be forked by the main thread (child_process.h).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fencecheck/proto/readback.h"
+
+namespace fencecheck::resources {
+
+/// The `resource:` mapping of a scenario, as the loader hands it to a kind. Every accessor that
+/// fails throws the loader's error (ScenarioError "file:line:col: message") located at the field;
+/// a kind never builds locations itself.
+class ResourceFields {
+ public:
+  virtual ~ResourceFields() = default;
+  /// The scenario file's name, for messages that must name it.
+  [[nodiscard]] virtual std::string file() const = 0;
+  /// True when `name` is present.
+  [[nodiscard]] virtual bool has(std::string_view name) const = 0;
+  /// The field as a string (a scalar); throws at the field when it is not one.
+  [[nodiscard]] virtual std::string string(std::string_view name) const = 0;
+  /// The field as an integer in [min, max]; throws at the field otherwise.
+  [[nodiscard]] virtual std::int64_t integer(std::string_view name, std::int64_t min, std::int64_t max) const = 0;
+  /// The field as a duration ("200ms", "2s"; scenario.h's parse_duration); throws otherwise.
+  [[nodiscard]] virtual std::chrono::nanoseconds duration(std::string_view name) const = 0;
+  /// The field as a boolean; throws otherwise.
+  [[nodiscard]] virtual bool boolean(std::string_view name) const = 0;
+  /// The field as one of `names` (its index); throws "unknown <what> ...; expected one of: ...".
+  [[nodiscard]] virtual std::size_t choice(std::string_view name, const std::vector<std::string_view>& names,
+                                           std::string_view what) const = 0;
+  /// Throws the loader's error at the field `name` ("" = the resource mapping itself). With
+  /// `offset`, at that byte offset inside the field's string value (line and column counted
+  /// through a multi-line block scalar), so an error in an SQL statement points at the word.
+  [[noreturn]] virtual void fail(std::string_view name, const std::string& message,
+                                 std::optional<std::size_t> offset = std::nullopt) const = 0;
+};
+
+/// What a kind's read-back can tell. A checker that needs a part the kind lacks says unknown with
+/// the reason (check.h), never valid.
+struct Evidence {
+  bool chunks = true;      ///< the current content of every chunk slot, bytes as written
+  bool accept_log = true;  ///< every accepted write, in the order the resource accepted it
+  bool rejections = true;  ///< every write the fence refused
+  bool high_water = true;  ///< each key's high-water mark
+  bool effects = true;     ///< side effects and counters (the catalogue's store-only jobs)
+};
+
+/// Where an instance runs, given by the orchestrator.
+struct ResourceRunContext {
+  std::filesystem::path run_dir;   ///< the run directory: embedded data directories go below it
+  /// The log file for a named process ("store", "postgres"): RunDirectory::log_path.
+  std::function<std::filesystem::path(const std::string&)> log_path;
+  std::filesystem::path bin_dir;   ///< where fencecheck-store is (the harness's own bin dir)
+  std::string run_id;              ///< the run's id (names, socket directories)
+  /// The address an embedded instance binds: 127.0.0.1, or the network lab's resource address.
+  std::string host = "127.0.0.1";
+  /// The port an embedded instance binds in a network lab (its own namespace: a fixed port is
+  /// free); 0 on the host (a free port is chosen).
+  int port = 0;
+};
+
+/// The environment lacks what the kind needs (a server binary, an endpoint that does not
+/// answer): the run's exit code 3. what() names it and how to fix it.
+class ResourceUnavailable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// One resource for one run: embedded (started by open(), stopped by stop()) or the user's.
+class ResourceInstance {
+ public:
+  virtual ~ResourceInstance() = default;
+  /// What workers are told (writer.h): {"kind": NAME, ...resolved fields}. Never holds a password.
+  [[nodiscard]] virtual nlohmann::json endpoint() const = 0;
+  /// One line for logs: "postgres 127.0.0.1:41234 (embedded)"; never a password.
+  [[nodiscard]] virtual std::string describe() const = 0;
+  /// True when the resource answers (HTTP /healthz, SELECT 1).
+  [[nodiscard]] virtual bool healthy() = 0;
+  /// Everything the checkers read. Throws std::runtime_error naming the resource when it does not
+  /// answer or answers in the wrong shape.
+  [[nodiscard]] virtual ReadBack readback() = 0;
+  /// Stops an embedded instance (no-op for the user's). Idempotent; never throws.
+  virtual void stop() = 0;
+  /// Stops and starts an embedded instance again on the same data and address (the probe's
+  /// "the high-water mark survives a restart" rule). False when the kind cannot (external).
+  virtual bool restart() { return false; }
+};
+
+class ResourceKind {
+ public:
+  virtual ~ResourceKind() = default;
+  /// The registered name: "store", "postgres", "http".
+  [[nodiscard]] virtual std::string_view name() const = 0;
+  /// The fields of `resource:` this kind accepts besides `kind`, in documentation order.
+  [[nodiscard]] virtual std::vector<std::string_view> fields() const = 0;
+  /// Validates the kind's fields and returns them normalized (every default filled in, durations
+  /// in the loader's spelling), the scenario's `resource` as scenario.json shows it minus "kind".
+  /// parse(fields of to_json(parse(x))) == parse(x). Throws through fields.fail().
+  [[nodiscard]] virtual nlohmann::json parse(const ResourceFields& fields) const = 0;
+  /// True when open() starts the instance itself (no address, DSN or URL of the user's).
+  [[nodiscard]] virtual bool embedded(const nlohmann::json& config) const = 0;
+  /// What the read-back of this configuration can tell.
+  [[nodiscard]] virtual Evidence evidence(const nlohmann::json& config) const = 0;
+  /// A short label of the resource's fencing design for reports ("per-key", "user SQL").
+  [[nodiscard]] virtual std::string design(const nlohmann::json& config) const = 0;
+  /// Starts (embedded) or connects to (external) the resource and waits until it answers. Throws
+  /// ResourceUnavailable (exit 3: missing binary, unreachable address or DSN, named) or
+  /// std::runtime_error. Main thread only.
+  [[nodiscard]] virtual std::unique_ptr<ResourceInstance> open(const nlohmann::json& config,
+                                                               const ResourceRunContext& ctx) const = 0;
+};
+
+/// The kind registered under `name`, or nullptr.
+[[nodiscard]] const ResourceKind* find_resource_kind(std::string_view name);
+/// Every registered name, in table order ("store", "postgres", "http").
+[[nodiscard]] std::vector<std::string_view> resource_kind_names();
+
+}  // namespace fencecheck::resources
