@@ -29,6 +29,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -96,6 +97,21 @@ class ResourceUnavailable : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// The scenario's resource fields are wrong in a way only the resource itself can tell (an SQL
+/// statement the database rejects, a read_back query without a `token` column): found by open()
+/// before any worker starts. The harness reports it as bad input (exit 2) located at `field` of
+/// the scenario's `resource:` mapping (file:line:col).
+class ResourceConfigError : public std::runtime_error {
+ public:
+  ResourceConfigError(std::string field, const std::string& message)
+      : std::runtime_error(message), field_(std::move(field)) {}
+  /// The `resource:` field at fault ("write", "read_back"); "" for the mapping as a whole.
+  [[nodiscard]] const std::string& field() const noexcept { return field_; }
+
+ private:
+  std::string field_;
+};
+
 /// One resource for one run: embedded (started by open(), stopped by stop()) or the user's.
 class ResourceInstance {
  public:
@@ -134,8 +150,9 @@ class ResourceKind {
   /// A short label of the resource's fencing design for reports ("per-key", "user SQL").
   [[nodiscard]] virtual std::string design(const nlohmann::json& config) const = 0;
   /// Starts (embedded) or connects to (external) the resource and waits until it answers. Throws
-  /// ResourceUnavailable (exit 3: missing binary, unreachable address or DSN, named) or
-  /// std::runtime_error. Main thread only.
+  /// ResourceUnavailable (exit 3: missing binary, unreachable address or DSN, named),
+  /// ResourceConfigError (exit 2: a field the resource refuses) or std::runtime_error. Main
+  /// thread only.
   [[nodiscard]] virtual std::unique_ptr<ResourceInstance> open(const nlohmann::json& config,
                                                                const ResourceRunContext& ctx) const = 0;
 };
