@@ -1186,3 +1186,44 @@ TEST(Evidence, AScenariosContextCarriesItsResourceKindsEvidence) {
   EXPECT_TRUE(c.evidence->accept_log);
   EXPECT_TRUE(c.evidence->chunks);
 }
+
+// ---- fenced-out: a resource that rejects its holder's own second write (strict comparison) ---
+
+TEST(FencedOut, ARejectionAgainstTheHoldersOwnMarkIsSelfFencing) {
+  Builder b;
+  b.run_start();
+  b.acquire_ok("w1", kKey1, 33, 7001);
+  const std::size_t first = b.write_ok("w1", 33, 0, 0, 33);
+  b.write("w1", EventKind::kWriteInvoke, 33, 0, 1);
+  const std::size_t refused = b.write("w1", EventKind::kWriteFail, 33, 0, 1, 33);  // mark 33 == its own token
+  b.acquire_ok("w1", kKey2, 34, 7002);
+  b.write_ok("w1", 34, 0, 0, 34);  // progress at the chunk level hides nothing: the segment never ends
+  b.write("w1", EventKind::kWriteInvoke, 34, 0, 1);
+  const std::size_t refused2 = b.write("w1", EventKind::kWriteFail, 34, 0, 1, 34);
+  CheckContext c;
+  c.lease_ttl = 2s;
+  CheckerResult r = FencedOutChecker().check_with(b.h, ReadBack{}, c);
+  EXPECT_EQ(r.verdict, Verdict::kInvalid);
+  ASSERT_EQ(r.anomalies.size(), 1u);  // one per worker
+  const Anomaly& a = r.anomalies[0];
+  EXPECT_EQ(a.name, "fenced-out");
+  EXPECT_EQ(a.key, kKey);
+  EXPECT_THAT(a.tokens, ElementsAre(33, 34));
+  EXPECT_THAT(a.clients, ElementsAre("w1"));
+  EXPECT_THAT(a.evidence, ElementsAre(first, refused, refused2));
+  EXPECT_THAT(a.description, HasSubstr("its own accepted write with the same token had set"));
+}
+
+TEST(FencedOut, AnEqualMarkSetByAnotherHolderIsNotSelfFencing) {
+  Builder b;
+  b.run_start();
+  b.acquire_ok("w1", kKey1, 33, 7001);
+  b.write("w1", EventKind::kWriteInvoke, 33, 0, 0);
+  b.write("w1", EventKind::kWriteFail, 33, 0, 0, 33);  // w1 never had 33 accepted itself
+  b.acquire_ok("w1", kKey2, 34, 7002);
+  b.write_ok("w1", 34, 0, 0, 34);
+  CheckContext c;
+  c.lease_ttl = 2s;
+  CheckerResult r = FencedOutChecker().check_with(b.h, ReadBack{}, c);
+  EXPECT_EQ(r.verdict, Verdict::kValid);
+}
