@@ -127,7 +127,7 @@ TEST(ResourceConfig, AStatementTheDatabaseRefusesStopsTheRunAtItsField) {
                          "expect: {outcome: safe}\n";
   const fctest::Result r = fctest::run_fencecheck({"run", "--run-root", (work / "runs").string(), file.string()}, work);
   EXPECT_EQ(r.code, 2) << r.out << r.err;
-  EXPECT_NE(r.out.find(file.string() + ":5:"), std::string::npos) << r.out << r.err;  // at `write`
+  EXPECT_NE((r.out + r.err).find(file.string() + ":5:10: resource.write: "), std::string::npos) << r.out << r.err;
   EXPECT_NE((r.out + r.err).find("no_such_table"), std::string::npos) << r.out << r.err;
 }
 
