@@ -13,6 +13,8 @@ find_package(PostgreSQL REQUIRED)  # libpq (Debian: libpq-dev)
 add_library(fencecheck_resource_writers
   ${CMAKE_CURRENT_LIST_DIR}/src/writer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/store_client.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/postgres_sql.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/postgres_libpq.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/postgres_writer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/http_writer.cpp)
 target_include_directories(fencecheck_resource_writers PUBLIC ${CMAKE_CURRENT_LIST_DIR}/include)
