@@ -37,6 +37,7 @@ add_library(fencecheck_resource_kinds
   ${CMAKE_CURRENT_LIST_DIR}/kinds/registry.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kinds/store_kind.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kinds/postgres_kind.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/postgres_embedded.cpp
   ${CMAKE_CURRENT_LIST_DIR}/kinds/http_kind.cpp)
 target_include_directories(fencecheck_resource_kinds PUBLIC ${CMAKE_CURRENT_LIST_DIR}/include)
 # fencecheck_process (harness/: ChildProcess) is defined later; CMake resolves it at generate time.
