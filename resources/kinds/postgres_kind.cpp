@@ -169,6 +169,9 @@ class PostgresInstance final : public ResourceInstance {
     if (config_.contains("dsn")) {
       dsn_ = config_["dsn"].get<std::string>();
       shown_ = pg::redact_dsn(dsn_);
+      // Workers get the DSN as libpq parsed it, without a password even if one came past parse()
+      // (which refuses them): libpq finds it where the user keeps it, PGPASSWORD or ~/.pgpass.
+      worker_dsn_ = shown_;
       ping_external();
     } else {
       pq::EmbeddedOptions o;
@@ -180,6 +183,7 @@ class PostgresInstance final : public ResourceInstance {
       server_ = std::make_unique<pq::EmbeddedPostgres>(std::move(o));
       dsn_ = server_->dsn("fencecheck");
       shown_ = pg::redact_dsn(dsn_);
+      worker_dsn_ = dsn_;
     }
     session_ = std::make_unique<pq::Session>(dsn_, shown_);
     std::string error;
@@ -195,7 +199,7 @@ class PostgresInstance final : public ResourceInstance {
   ~PostgresInstance() override { stop(); }
 
   nlohmann::json endpoint() const override {
-    nlohmann::json e{{"kind", "postgres"}, {"dsn", dsn_}, {"write", write_statements(config_)}};
+    nlohmann::json e{{"kind", "postgres"}, {"dsn", worker_dsn_}, {"write", write_statements(config_)}};
     if (auto hw = optional_query(config_, "high_water")) e["high_water"] = *hw;
     return e;
   }
@@ -319,7 +323,12 @@ class PostgresInstance final : public ResourceInstance {
     static const std::vector<Oid> kTypes{pq::kOidText, pq::kOidInt8, pq::kOidInt8,
                                          pq::kOidInt8, pq::kOidText, pq::kOidBytea};
     const auto statements = write_statements(config_);
-    const auto compiled = pg::compile_write_sql(statements);
+    std::vector<pg::CompiledSql> compiled;
+    try {  // parse() compiled them already; a configuration that did not come through it may not
+      compiled = pg::compile_write_sql(statements);
+    } catch (const pg::SqlCompileError& e) {
+      throw ResourceConfigError(write_field(config_, e.statement()), e.what());
+    }
     for (std::size_t i = 0; i < compiled.size(); ++i) {
       const std::string name = "fencecheck_check_w" + std::to_string(i);
       auto res = must(session_->prepare(name, compiled[i].text, kTypes, kAdminTimeout, error));
@@ -330,7 +339,12 @@ class PostgresInstance final : public ResourceInstance {
         throw ResourceConfigError(write_field(config_, i), refused(res.get(), compiled[i], statements[i]));
     }
     auto check = [&](const std::string& sql, const Shape& shape) {
-      const auto compiled_q = pg::compile_sql(sql, {}, shape.field);
+      pg::CompiledSql compiled_q;
+      try {
+        compiled_q = pg::compile_sql(sql, {}, shape.field);
+      } catch (const pg::SqlCompileError& e) {
+        throw ResourceConfigError(shape.field, e.what());
+      }
       const std::string name = std::string("fencecheck_check_") + shape.field;
       auto res = must(session_->prepare(name, compiled_q.text, {}, kAdminTimeout, error));
       if (!pq::result_ok(res.get())) throw ResourceConfigError(shape.field, refused(res.get(), compiled_q, sql));
@@ -368,8 +382,9 @@ class PostgresInstance final : public ResourceInstance {
 
   nlohmann::json config_;
   std::unique_ptr<pq::EmbeddedPostgres> server_;
-  std::string dsn_;
-  std::string shown_;
+  std::string dsn_;         // what the harness connects with
+  std::string shown_;       // the DSN in messages: redact_dsn
+  std::string worker_dsn_;  // what workers are told: never a password
   std::unique_ptr<pq::Session> session_;
 };
 

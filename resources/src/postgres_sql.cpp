@@ -98,6 +98,10 @@ CompiledSql compile_sql(std::string_view sql, const std::vector<std::string_view
                                 "command; give several statements as a list",
                             i);
     seen_content = true;
+    struct MarkEnd {  // when this token has been copied, the statement ends after it (so far)
+      CompiledSql& target;
+      ~MarkEnd() { target.statement_end = target.text.size(); }
+    } mark_end{out};
 
     if (c == '\'' || c == '"') {  // 4.1.2.1 string constant / 4.1.1 quoted identifier; doubled = escaped
       std::size_t j = i + 1;

@@ -136,11 +136,11 @@ PostgresWriter::PostgresWriter(const nlohmann::json& endpoint, std::chrono::mill
     std::string q = hw->get<std::string>();
     if (q != postgres::kNone) {
       try {
-        q = postgres::compile_sql(q, {}, "high_water").text;
+        const auto compiled = postgres::compile_sql(q, {}, "high_water");
+        q = compiled.text.substr(0, compiled.statement_end);  // without a trailing ';' or comment
       } catch (const postgres::SqlCompileError& e) {
         throw std::invalid_argument("postgres endpoint \"high_water\": " + std::string(e.what()));
       }
-      while (!q.empty() && (q.back() == ';' || q.back() == ' ' || q.back() == '\n' || q.back() == '\t')) q.pop_back();
       // The user's query returns every key's mark; the writer asks for one key.
       impl_->high_water = "SELECT token FROM (" + q + "\n) AS fencecheck_high_water WHERE key = $1";
     }

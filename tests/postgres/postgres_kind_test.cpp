@@ -330,13 +330,18 @@ TEST(PostgresKind, AnExternalDsnIsUsedAsGivenWithoutRunningTheSchema) {
   const fs::path dir = run_dir("external");
   auto embedded = open_pg(nlohmann::json::object(), dir);
   const std::string dsn = embedded->endpoint()["dsn"];
-  auto ext = open_pg({{"dsn", dsn}}, run_dir("external-run"));  // default tables exist already
+  // The default tables exist already; a high_water query with a trailing comment and ';' still
+  // serves the writer's per-key lookup.
+  auto ext = open_pg({{"dsn", dsn}, {"high_water", "SELECT key, token FROM fencecheck_fence -- the marks\n;"}},
+                     run_dir("external-run"));
   EXPECT_NE(ext->describe().find("(external)"), std::string::npos) << ext->describe();
-  EXPECT_EQ(ext->endpoint()["dsn"], dsn);
+  EXPECT_EQ(ext->endpoint()["dsn"], pg::redact_dsn(dsn)) << "the DSN as libpq parsed it";
   EXPECT_FALSE(ext->restart()) << "the harness does not own an external database";
   auto w = fencecheck::make_resource_writer(ext->endpoint(), 3000ms);
   EXPECT_EQ(put(*w, "x", 0, 0, 4, "w1").outcome, WriteOutcome::kAccepted);
-  EXPECT_EQ(put(*w, "x", 0, 1, 3, "w2").outcome, WriteOutcome::kRejected);
+  auto r = put(*w, "x", 0, 1, 3, "w2");
+  EXPECT_EQ(r.outcome, WriteOutcome::kRejected) << r.error;
+  EXPECT_EQ(r.high_water, 4);
   EXPECT_EQ(ext->readback().high_water.at("x"), 4);
   ext->stop();
   EXPECT_TRUE(embedded->healthy()) << "stopping an external resource leaves the database alone";

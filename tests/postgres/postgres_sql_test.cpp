@@ -105,6 +105,13 @@ TEST(PostgresSql, OneStatementOnlyButATrailingSemicolonIsFine) {
   EXPECT_NE(std::string(error_of("   ").what()).find("empty statement"), std::string::npos);
 }
 
+TEST(PostgresSql, StatementEndIsBeforeATrailingSemicolonOrComment) {
+  auto c = compile_sql("SELECT key, token FROM fence -- all keys\n ; /* done */\n", {}, "high_water");
+  EXPECT_EQ(c.text.substr(0, c.statement_end), "SELECT key, token FROM fence");
+  auto d = compile("SELECT 'a;b' WHERE $token > 0");
+  EXPECT_EQ(d.statement_end, d.text.size());
+}
+
 TEST(PostgresSql, SourceOffsetMapsCompiledPositionsBack) {
   const std::string src = "SELECT $segment, $writer, bogus";
   auto c = compile(src);

@@ -61,6 +61,9 @@ struct CompiledSql {
   std::string text;               ///< the statement with every $name replaced by $n
   std::vector<std::string> used;  ///< the names used (without '$'), each once, in order of first use
   std::vector<SqlReplacement> replacements;  ///< every replacement, in order (source_offset() reads it)
+  /// The byte offset in `text` just past the statement's last token: what follows is only
+  /// whitespace, comments and a ';'. text.substr(0, statement_end) can be wrapped in a subquery.
+  std::size_t statement_end = 0;
 
   /// True when `$name` occurs (outside literals and comments).
   [[nodiscard]] bool uses(std::string_view name) const;
