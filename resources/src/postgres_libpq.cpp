@@ -1,8 +1,10 @@
 #include "postgres_libpq.h"
 
+#include <dlfcn.h>
 #include <poll.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -11,20 +13,93 @@
 
 #include "fencecheck/resources/postgres.h"
 
+namespace fencecheck::postgres::detail {
+
+namespace {
+
+struct Loaded {
+  LibPq api;
+  std::string error;
+  bool ok = false;
+};
+
+Loaded load() {
+  Loaded out;
+  void* h = ::dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);  // never closed: lives as long as the process
+  if (!h) {
+    const char* e = ::dlerror();
+    out.error = std::string("cannot load libpq (") + (e ? e : "libpq.so.5") + "); install Debian's libpq5";
+    return out;
+  }
+  auto resolve = [&](auto& slot, const char* name) {
+    void* sym = ::dlsym(h, name);
+    if (!sym && out.error.empty()) out.error = std::string("libpq.so.5 lacks ") + name;
+    slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(sym);
+  };
+  resolve(out.api.PQconnectStartParams, "PQconnectStartParams");
+  resolve(out.api.PQstatus, "PQstatus");
+  resolve(out.api.PQconnectPoll, "PQconnectPoll");
+  resolve(out.api.PQsocket, "PQsocket");
+  resolve(out.api.PQsetNoticeProcessor, "PQsetNoticeProcessor");
+  resolve(out.api.PQsetnonblocking, "PQsetnonblocking");
+  resolve(out.api.PQfinish, "PQfinish");
+  resolve(out.api.PQerrorMessage, "PQerrorMessage");
+  resolve(out.api.PQsendQuery, "PQsendQuery");
+  resolve(out.api.PQsendPrepare, "PQsendPrepare");
+  resolve(out.api.PQsendDescribePrepared, "PQsendDescribePrepared");
+  resolve(out.api.PQsendQueryPrepared, "PQsendQueryPrepared");
+  resolve(out.api.PQflush, "PQflush");
+  resolve(out.api.PQconsumeInput, "PQconsumeInput");
+  resolve(out.api.PQisBusy, "PQisBusy");
+  resolve(out.api.PQgetResult, "PQgetResult");
+  resolve(out.api.PQresultStatus, "PQresultStatus");
+  resolve(out.api.PQclear, "PQclear");
+  resolve(out.api.PQresultErrorField, "PQresultErrorField");
+  resolve(out.api.PQresultErrorMessage, "PQresultErrorMessage");
+  resolve(out.api.PQcmdTuples, "PQcmdTuples");
+  resolve(out.api.PQntuples, "PQntuples");
+  resolve(out.api.PQcmdStatus, "PQcmdStatus");
+  resolve(out.api.PQgetisnull, "PQgetisnull");
+  resolve(out.api.PQgetvalue, "PQgetvalue");
+  resolve(out.api.PQbackendPID, "PQbackendPID");
+  resolve(out.api.PQconninfoParse, "PQconninfoParse");
+  resolve(out.api.PQconninfoFree, "PQconninfoFree");
+  resolve(out.api.PQfreemem, "PQfreemem");
+  out.ok = out.error.empty();
+  return out;
+}
+
+const Loaded& loaded() {
+  static const Loaded l = load();
+  return l;
+}
+
+}  // namespace
+
+const LibPq* libpq() { return loaded().ok ? &loaded().api : nullptr; }
+const std::string& libpq_error() { return loaded().error; }
+const LibPq& pq() { return loaded().api; }
+
+void ConnCloser::operator()(PGconn* c) const noexcept { pq().PQfinish(c); }
+void ResultFree::operator()(PGresult* r) const noexcept { pq().PQclear(r); }
+
+}  // namespace fencecheck::postgres::detail
+
 namespace fencecheck::postgres {
 
 namespace {
 
 struct OptionsFree {
-  void operator()(PQconninfoOption* o) const noexcept { PQconninfoFree(o); }
+  void operator()(PQconninfoOption* o) const noexcept { detail::pq().PQconninfoFree(o); }
 };
 
 // Parses a DSN; nullptr when libpq cannot.
 std::unique_ptr<PQconninfoOption, OptionsFree> parse_dsn(std::string_view dsn) {
+  if (!detail::libpq()) return nullptr;
   char* err = nullptr;
   const std::string text(dsn);
-  std::unique_ptr<PQconninfoOption, OptionsFree> opts(PQconninfoParse(text.c_str(), &err));
-  if (err) PQfreemem(err);
+  std::unique_ptr<PQconninfoOption, OptionsFree> opts(detail::pq().PQconninfoParse(text.c_str(), &err));
+  if (err) detail::pq().PQfreemem(err);
   return opts;
 }
 
@@ -93,11 +168,11 @@ void notice_to_log(void*, const char* message) { spdlog::debug("postgres: {}", o
 Session::Session(std::string conninfo, std::string shown) : conninfo_(std::move(conninfo)), shown_(std::move(shown)) {}
 Session::~Session() = default;
 
-bool Session::connected() const { return conn_ && PQstatus(conn_.get()) == CONNECTION_OK; }
+bool Session::connected() const { return conn_ && pq().PQstatus(conn_.get()) == CONNECTION_OK; }
 void Session::disconnect() { conn_.reset(); }
 
 bool Session::wait(short events, Clock::time_point deadline) {
-  const int fd = PQsocket(conn_.get());
+  const int fd = pq().PQsocket(conn_.get());
   if (fd < 0) return false;
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -112,18 +187,22 @@ bool Session::wait(short events, Clock::time_point deadline) {
 bool Session::ensure_connected(std::chrono::milliseconds timeout, std::string& error) {
   if (connected()) return true;
   conn_.reset();
+  if (!libpq()) {
+    error = "connect to " + shown_ + ": " + libpq_error();
+    return false;
+  }
   const auto deadline = Clock::now() + timeout;
   // libpq's own bound too, in whole seconds (it treats 1 as 2: 34.1.2 connect_timeout). Keywords
   // after "dbname" override what the expanded connection string says.
   const std::string seconds = std::to_string(std::max<long long>(2, (timeout.count() + 999) / 1000));
   const char* keywords[] = {"dbname", "connect_timeout", "fallback_application_name", nullptr};
   const char* values[] = {conninfo_.c_str(), seconds.c_str(), "fencecheck", nullptr};
-  ConnPtr conn(PQconnectStartParams(keywords, values, /*expand_dbname=*/1));
+  ConnPtr conn(pq().PQconnectStartParams(keywords, values, /*expand_dbname=*/1));
   if (!conn) {
     error = "connect to " + shown_ + ": out of memory";
     return false;
   }
-  if (PQstatus(conn.get()) == CONNECTION_BAD) {
+  if (pq().PQstatus(conn.get()) == CONNECTION_BAD) {
     error = "connect to " + shown_ + ": " + conn_error(conn.get());
     return false;
   }
@@ -141,10 +220,10 @@ bool Session::ensure_connected(std::chrono::milliseconds timeout, std::string& e
       conn_.reset();
       return false;
     }
-    st = PQconnectPoll(conn_.get());
+    st = pq().PQconnectPoll(conn_.get());
   }
-  PQsetNoticeProcessor(conn_.get(), &notice_to_log, nullptr);
-  if (PQsetnonblocking(conn_.get(), 1) != 0) {
+  pq().PQsetNoticeProcessor(conn_.get(), &notice_to_log, nullptr);
+  if (pq().PQsetnonblocking(conn_.get(), 1) != 0) {
     error = "connect to " + shown_ + ": cannot make the connection non-blocking: " + conn_error(conn_.get());
     conn_.reset();
     return false;
@@ -166,24 +245,24 @@ ResultPtr Session::run(const std::function<int(PGconn*)>& send, std::chrono::mil
   if (send(conn_.get()) != 1) return fail("sending to " + shown_ + ": " + conn_error(conn_.get()));
   // Flush what libpq buffered (non-blocking mode: PQflush returns 1 while data remains).
   for (;;) {
-    const int f = PQflush(conn_.get());
+    const int f = pq().PQflush(conn_.get());
     if (f == 0) break;
     if (f < 0) return fail("sending to " + shown_ + ": " + conn_error(conn_.get()));
     if (!wait(POLLIN | POLLOUT, deadline))
       return fail("sending to " + shown_ + ": not sent within " + std::to_string(timeout.count()) + " ms");
-    if (PQconsumeInput(conn_.get()) == 0) return fail("sending to " + shown_ + ": " + conn_error(conn_.get()));
+    if (pq().PQconsumeInput(conn_.get()) == 0) return fail("sending to " + shown_ + ": " + conn_error(conn_.get()));
   }
   ResultPtr first_error;
   ResultPtr last;
   for (;;) {
-    while (PQisBusy(conn_.get())) {
+    while (pq().PQisBusy(conn_.get())) {
       if (!wait(POLLIN, deadline))
         return fail("no reply from " + shown_ + " within " + std::to_string(timeout.count()) + " ms");
-      if (PQconsumeInput(conn_.get()) == 0) return fail("reading from " + shown_ + ": " + conn_error(conn_.get()));
+      if (pq().PQconsumeInput(conn_.get()) == 0) return fail("reading from " + shown_ + ": " + conn_error(conn_.get()));
     }
-    ResultPtr res(PQgetResult(conn_.get()));
+    ResultPtr res(pq().PQgetResult(conn_.get()));
     if (!res) break;
-    const ExecStatusType st = PQresultStatus(res.get());
+    const ExecStatusType st = pq().PQresultStatus(res.get());
     if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH)
       return fail("COPY is not supported in fencecheck's statements");
     if (!first_error && (st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE || st == PGRES_NONFATAL_ERROR)) {
@@ -192,7 +271,7 @@ ResultPtr Session::run(const std::function<int(PGconn*)>& send, std::chrono::mil
       last = std::move(res);
     }
   }
-  if (PQstatus(conn_.get()) != CONNECTION_OK) {
+  if (pq().PQstatus(conn_.get()) != CONNECTION_OK) {
     std::string why = first_error ? result_error(first_error.get()) : conn_error(conn_.get());
     conn_.reset();
     if (first_error) return first_error;  // the caller reads the error from it; the connection is gone
@@ -208,37 +287,37 @@ ResultPtr Session::run(const std::function<int(PGconn*)>& send, std::chrono::mil
 }
 
 ResultPtr Session::exec(const std::string& sql, std::chrono::milliseconds timeout, std::string& error) {
-  return run([&](PGconn* c) { return PQsendQuery(c, sql.c_str()); }, timeout, error);
+  return run([&](PGconn* c) { return pq().PQsendQuery(c, sql.c_str()); }, timeout, error);
 }
 
 ResultPtr Session::prepare(const std::string& name, const std::string& sql, const std::vector<Oid>& types,
                            std::chrono::milliseconds timeout, std::string& error) {
   return run(
       [&](PGconn* c) {
-        return PQsendPrepare(c, name.c_str(), sql.c_str(), static_cast<int>(types.size()),
+        return pq().PQsendPrepare(c, name.c_str(), sql.c_str(), static_cast<int>(types.size()),
                              types.empty() ? nullptr : types.data());
       },
       timeout, error);
 }
 
 ResultPtr Session::describe(const std::string& name, std::chrono::milliseconds timeout, std::string& error) {
-  return run([&](PGconn* c) { return PQsendDescribePrepared(c, name.c_str()); }, timeout, error);
+  return run([&](PGconn* c) { return pq().PQsendDescribePrepared(c, name.c_str()); }, timeout, error);
 }
 
 ResultPtr Session::exec_prepared(const std::string& name, int n, const char* const* values, const int* lengths,
                                  const int* formats, std::chrono::milliseconds timeout, std::string& error) {
-  return run([&](PGconn* c) { return PQsendQueryPrepared(c, name.c_str(), n, values, lengths, formats, 0); },
+  return run([&](PGconn* c) { return pq().PQsendQueryPrepared(c, name.c_str(), n, values, lengths, formats, 0); },
              timeout, error);
 }
 
 std::string result_error(const PGresult* res) {
   if (!res) return "no result";
   auto field = [&](int code) {
-    const char* v = PQresultErrorField(res, code);
+    const char* v = pq().PQresultErrorField(res, code);
     return std::string(v ? v : "");
   };
   std::string primary = field(PG_DIAG_MESSAGE_PRIMARY);
-  if (primary.empty()) return one_line(PQresultErrorMessage(res));
+  if (primary.empty()) return one_line(pq().PQresultErrorMessage(res));
   std::string severity = field(PG_DIAG_SEVERITY);
   std::string out = (severity.empty() ? "ERROR" : severity) + ": " + primary;
   if (auto code = field(PG_DIAG_SQLSTATE); !code.empty()) out += " (SQLSTATE " + code + ")";
@@ -247,19 +326,19 @@ std::string result_error(const PGresult* res) {
   return out;
 }
 
-std::string conn_error(const PGconn* conn) { return one_line(conn ? PQerrorMessage(conn) : "no connection"); }
+std::string conn_error(const PGconn* conn) { return one_line(conn ? pq().PQerrorMessage(conn) : "no connection"); }
 
 bool result_ok(const PGresult* res) {
   if (!res) return false;
-  const ExecStatusType st = PQresultStatus(res);
+  const ExecStatusType st = pq().PQresultStatus(res);
   return st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
 }
 
 std::optional<std::int64_t> row_count(const PGresult* res) {
   if (!res) return std::nullopt;
-  if (PQresultStatus(res) == PGRES_TUPLES_OK) return PQntuples(res);
+  if (pq().PQresultStatus(res) == PGRES_TUPLES_OK) return pq().PQntuples(res);
   // PQcmdTuples takes a non-const PGresult in libpq's declaration; it does not modify it.
-  const char* n = PQcmdTuples(const_cast<PGresult*>(res));
+  const char* n = pq().PQcmdTuples(const_cast<PGresult*>(res));
   if (!n || !*n) return std::nullopt;
   std::int64_t v = 0;
   auto [end, ec] = std::from_chars(n, n + std::strlen(n), v);
@@ -268,7 +347,7 @@ std::optional<std::int64_t> row_count(const PGresult* res) {
 }
 
 std::optional<std::size_t> error_byte_offset(const PGresult* res, std::string_view sql) {
-  const char* pos = res ? PQresultErrorField(res, PG_DIAG_STATEMENT_POSITION) : nullptr;
+  const char* pos = res ? pq().PQresultErrorField(res, PG_DIAG_STATEMENT_POSITION) : nullptr;
   if (!pos) return std::nullopt;
   long chars = 0;
   auto [end, ec] = std::from_chars(pos, pos + std::strlen(pos), chars);

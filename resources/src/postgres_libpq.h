@@ -3,6 +3,11 @@
 // PostgreSQL 15 docs 34.4 "Asynchronous Command Processing" and 34.1 PQconnectStartParams /
 // PQconnectPoll), so a peer that stops answering (a partition dropping packets) cannot block a
 // caller past its bound. Not thread-safe: one owner.
+//
+// libpq is loaded at run time (dlopen "libpq.so.5", Debian's libpq5), not linked: every worker
+// links this library, and libpq brings libssl, libcrypto, Kerberos, LDAP and GnuTLS with it
+// (about 5.4 MiB of resident memory per process, measured) that a worker writing to any other
+// kind never needs. Only a process that writes to PostgreSQL maps it.
 #pragma once
 
 #include <libpq-fe.h>
@@ -18,11 +23,52 @@
 
 namespace fencecheck::postgres::detail {
 
+/// The libpq functions this code calls, resolved from the loaded library.
+struct LibPq {
+  decltype(&::PQconnectStartParams) PQconnectStartParams = nullptr;
+  decltype(&::PQstatus) PQstatus = nullptr;
+  decltype(&::PQconnectPoll) PQconnectPoll = nullptr;
+  decltype(&::PQsocket) PQsocket = nullptr;
+  decltype(&::PQsetNoticeProcessor) PQsetNoticeProcessor = nullptr;
+  decltype(&::PQsetnonblocking) PQsetnonblocking = nullptr;
+  decltype(&::PQfinish) PQfinish = nullptr;
+  decltype(&::PQerrorMessage) PQerrorMessage = nullptr;
+  decltype(&::PQsendQuery) PQsendQuery = nullptr;
+  decltype(&::PQsendPrepare) PQsendPrepare = nullptr;
+  decltype(&::PQsendDescribePrepared) PQsendDescribePrepared = nullptr;
+  decltype(&::PQsendQueryPrepared) PQsendQueryPrepared = nullptr;
+  decltype(&::PQflush) PQflush = nullptr;
+  decltype(&::PQconsumeInput) PQconsumeInput = nullptr;
+  decltype(&::PQisBusy) PQisBusy = nullptr;
+  decltype(&::PQgetResult) PQgetResult = nullptr;
+  decltype(&::PQresultStatus) PQresultStatus = nullptr;
+  decltype(&::PQclear) PQclear = nullptr;
+  decltype(&::PQresultErrorField) PQresultErrorField = nullptr;
+  decltype(&::PQresultErrorMessage) PQresultErrorMessage = nullptr;
+  decltype(&::PQcmdTuples) PQcmdTuples = nullptr;
+  decltype(&::PQntuples) PQntuples = nullptr;
+  decltype(&::PQcmdStatus) PQcmdStatus = nullptr;
+  decltype(&::PQgetisnull) PQgetisnull = nullptr;
+  decltype(&::PQgetvalue) PQgetvalue = nullptr;
+  decltype(&::PQbackendPID) PQbackendPID = nullptr;
+  decltype(&::PQconninfoParse) PQconninfoParse = nullptr;
+  decltype(&::PQconninfoFree) PQconninfoFree = nullptr;
+  decltype(&::PQfreemem) PQfreemem = nullptr;
+};
+
+/// libpq, loaded once per process at the first call (thread-safe: a function-local static).
+/// nullptr when it cannot be loaded; libpq_error() then says why ("libpq.so.5: cannot open shared
+/// object file ...; install Debian's libpq5").
+[[nodiscard]] const LibPq* libpq();
+[[nodiscard]] const std::string& libpq_error();
+/// The loaded library. Only after libpq() returned non-null (a PGconn or PGresult exists only then).
+[[nodiscard]] const LibPq& pq();
+
 struct ConnCloser {
-  void operator()(PGconn* c) const noexcept { PQfinish(c); }
+  void operator()(PGconn* c) const noexcept;
 };
 struct ResultFree {
-  void operator()(PGresult* r) const noexcept { PQclear(r); }
+  void operator()(PGresult* r) const noexcept;
 };
 using ConnPtr = std::unique_ptr<PGconn, ConnCloser>;
 using ResultPtr = std::unique_ptr<PGresult, ResultFree>;

@@ -85,11 +85,11 @@ struct PostgresWriter::Impl {
     std::string error;
     const char* values[] = {key.c_str()};
     auto res = session.exec_prepared("fencecheck_hw", 1, values, nullptr, nullptr, wait, error);
-    if (!res || PQresultStatus(res.get()) != PGRES_TUPLES_OK || PQntuples(res.get()) < 1 ||
-        PQgetisnull(res.get(), 0, 0))
+    if (!res || pq::pq().PQresultStatus(res.get()) != PGRES_TUPLES_OK || pq::pq().PQntuples(res.get()) < 1 ||
+        pq::pq().PQgetisnull(res.get(), 0, 0))
       return 0;
     try {
-      return std::stoll(PQgetvalue(res.get(), 0, 0));
+      return std::stoll(pq::pq().PQgetvalue(res.get(), 0, 0));
     } catch (const std::exception&) {
       return 0;
     }
@@ -152,7 +152,7 @@ PostgresWriter::PostgresWriter(const nlohmann::json& endpoint, std::chrono::mill
 PostgresWriter::~PostgresWriter() = default;
 
 bool PostgresWriter::connected() const { return impl_->session.connected(); }
-int PostgresWriter::backend_pid() const { return connected() ? PQbackendPID(impl_->session.raw()) : 0; }
+int PostgresWriter::backend_pid() const { return connected() ? pq::pq().PQbackendPID(impl_->session.raw()) : 0; }
 
 WriteReply PostgresWriter::write(std::string_view key, std::int64_t segment, std::int64_t chunk, FencingToken token,
                                  std::string_view client, std::string_view bytes) {
@@ -199,7 +199,7 @@ WriteReply PostgresWriter::write(std::string_view key, std::int64_t segment, std
     }
     const auto rows = pq::row_count(res.get());
     if (!rows && !transaction) {
-      reply.error = which + " reports no row count (" + std::string(PQcmdStatus(res.get())) +
+      reply.error = which + " reports no row count (" + std::string(pq::pq().PQcmdStatus(res.get())) +
                     "): it cannot say accepted or rejected";
       return reply;
     }
@@ -218,7 +218,7 @@ WriteReply PostgresWriter::write(std::string_view key, std::int64_t segment, std
       return reply;
     }
     // A COMMIT of a transaction that failed reports ROLLBACK (the SQL command COMMIT).
-    if (!pq::result_ok(res.get()) || std::string_view(PQcmdStatus(res.get())) != "COMMIT") {
+    if (!pq::result_ok(res.get()) || std::string_view(pq::pq().PQcmdStatus(res.get())) != "COMMIT") {
       reply.error = "COMMIT: " + (pq::result_ok(res.get()) ? std::string("the transaction was rolled back")
                                                            : pq::result_error(res.get()));
       return reply;
