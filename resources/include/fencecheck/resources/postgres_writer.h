@@ -49,7 +49,9 @@
 namespace fencecheck {
 
 /// Writes chunks through the user's SQL on one PostgreSQL connection, made at the first write and
-/// made again after it broke. Statements are prepared once per connection (PQprepare, parameter
+/// made again after it broke. libpq (Debian's libpq5, libpq.so.5) is loaded at the first write,
+/// not linked, so a worker of another kind never maps it; when it cannot be loaded every write is
+/// kUnknown saying so. Statements are prepared once per connection (PQprepare, parameter
 /// types text, int8, int8, int8, text, bytea; $data is sent in binary format) and run with
 /// PQexecPrepared: parameters are never pasted into SQL text.
 ///
