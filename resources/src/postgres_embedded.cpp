@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -228,7 +229,10 @@ void EmbeddedPostgres::create() {
   } else {
     fs::path root = fs::temp_directory_path();
     if (!traversable(root, uid_, gid_, groups) || root.string().size() > 60) root = "/tmp";
-    std::string tmpl = (root / ("fencecheck-pg-" + options_.run_id.substr(0, 24) + "-XXXXXX")).string();
+    std::string tag = options_.run_id.substr(0, 24);
+    for (char& c : tag)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+    std::string tmpl = (root / ("fencecheck-pg-" + tag + "-XXXXXX")).string();
     if (::mkdtemp(tmpl.data()) == nullptr)
       throw std::runtime_error("cannot create a directory for the embedded PostgreSQL (" + tmpl +
                                "): " + std::strerror(errno));
