@@ -106,8 +106,8 @@ INSTANTIATE_TEST_SUITE_P(SmokeAndFaults, HttpKindAgainstTheStore,
                          ::testing::Values("smoke/sigstop-past-lease.yaml", "smoke/sigstop-past-lease-unfenced.yaml",
                                            "faults/freeze-past-lease.yaml", "faults/freeze-past-lease-unfenced.yaml",
                                            "faults/throttle-past-lease.yaml", "faults/throttle-past-lease-unfenced.yaml"),
-                         [](const auto& info) {
-                           std::string n = info.param;
+                         [](const ::testing::TestParamInfo<std::string>& param) {
+                           std::string n = param.param;
                            for (char& c : n)
                              if (c == '/' || c == '-' || c == '.') c = '_';
                            return n;
