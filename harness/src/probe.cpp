@@ -107,8 +107,24 @@ constexpr std::string_view kWrapperFlow =
     "name: fencecheck-probe, lease_ttl: 2s, job: {key: fencecheck-probe}, workers: [{id: probe}], "
     "expect: {outcome: safe}, ";
 
+/// Lines of a text as a YAML parser counts them (a last line without '\n' counts).
 std::size_t count_lines(std::string_view text) {
-  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
+  const auto newlines = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+  return text.empty() || text.back() == '\n' ? newlines : newlines + 1;
+}
+
+/// Every line of `block` indented by `indent` spaces.
+std::string indented(std::string_view block, std::size_t indent) {
+  std::string out;
+  std::size_t start = 0;
+  while (start < block.size()) {
+    const std::size_t nl = block.find('\n', start);
+    const std::size_t end = nl == std::string_view::npos ? block.size() : nl + 1;
+    out += std::string(indent, ' ');
+    out += block.substr(start, end - start);
+    start = end;
+  }
+  return out;
 }
 
 }  // namespace
@@ -167,7 +183,7 @@ ProbeResource load_probe_resource(const fs::path& path) {
   } else {
     wrapped = text;
     if (!wrapped.empty() && wrapped.back() != '\n') wrapped += '\n';
-    wrapped += kWrapperBlock;
+    wrapped += indented(kWrapperBlock, root.Mark().column > 0 ? static_cast<std::size_t>(root.Mark().column) : 0);
   }
   const std::size_t user_lines = count_lines(text);
   try {
