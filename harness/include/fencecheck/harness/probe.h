@@ -76,8 +76,8 @@ struct ProbeStep {
   std::string token_text;      ///< raw-write only: the token header's value as sent; "(none)" when absent
   std::string client;          ///< the writer id sent
   /// write: "accepted" / "rejected" / "unknown" / "invalid"; raw-write: "accepted" (2xx) /
-  /// "refused" (4xx) / "unknown" (no reply, 1xx, 3xx, 5xx); readback / restart: "ok" / "failed";
-  /// log: "accepted".
+  /// "refused" (4xx) / "unknown" (no reply, 1xx, 3xx, 5xx); readback: "ok" / "failed"; restart:
+  /// "ok" / "failed" / "not supported"; log: "accepted".
   std::string outcome;
   std::int64_t high_water = 0;  ///< the key's high-water mark the reply (or read-back) gave; 0 = not said
   std::int64_t seq = 0;         ///< acceptance order the reply (or the log) gave; 0 = not said
