@@ -128,7 +128,9 @@ struct ProbeTarget {
   std::string source;                               ///< the file the resource came from (for reports)
 };
 
-/// Makes a writer from an endpoint (make_resource_writer's signature): a seam for tests.
+/// Makes a writer from an endpoint (make_resource_writer's signature): a seam for tests. Called
+/// only on run_probe's calling thread (one writer per rule, one per concurrent writer thread);
+/// each writer is then used by one thread at a time. May throw (the rule is then unknown).
 using ProbeWriterFactory =
     std::function<std::unique_ptr<ResourceWriter>(const nlohmann::json& endpoint, std::chrono::milliseconds timeout)>;
 
