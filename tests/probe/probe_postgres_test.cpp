@@ -36,6 +36,9 @@ struct Design {
   std::vector<std::string> extra;             ///< options
 };
 
+/// How ctest and gtest name a case's parameter: the design's name.
+void PrintTo(const Design& d, std::ostream* os) { *os << d.name; }
+
 class ProbePostgres : public ::testing::TestWithParam<Design> {};
 
 TEST_P(ProbePostgres, NamesTheBrokenRuleOrPassesTheFix) {
