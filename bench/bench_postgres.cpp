@@ -8,11 +8,23 @@
 //
 // Each case (a number of concurrent clients, each writing its own key or all one shared key) runs
 // the two statements in alternating slices, A B B A A B B A ... (as bench_store.cpp), each slice a
-// closed loop of FENCECHECK_BENCH_PG_SLICE_MS; both statements write the same keys and chunk slots
-// with the same token, so the database's state (table sizes, dead tuples, autovacuum) is shared
-// and a slice of one is followed by a slice of the other. The goal is judged on the median of the
-// per-pair ratios fenced / unfenced (writes per second), which a disk stall in one slice cannot
-// move; the quartiles show the noise.
+// closed loop of FENCECHECK_BENCH_PG_SLICE_MS, after one unmeasured slice of each; both statements
+// write the same keys and chunk slots with the same token, so the database's state (table sizes,
+// dead tuples, autovacuum) is shared. The goal is judged on the median of the per-pair ratios
+// fenced / unfenced (writes per second), which a disk stall in one slice cannot move; the
+// quartiles show the noise.
+//
+// Short slices, many of them, and a control: on this shared machine the disk's fdatasync latency
+// switches between ~0.3 ms and ~4 ms for seconds at a time with the neighbours' I/O, and one slow
+// fsync in a slice of 0.3 ms writes moves that slice's rate by percents. Pairs of 200 ms slices
+// sit inside one such period far more often than pairs of 1 s; trial A/A runs (the same statement
+// on both sides) still put the median of 12 pairs of 1 s, and of 24 of 0.5 s, 5-10 % away from 1.
+// So each case is followed by an A/A control measured the same way (the fenced statement on two
+// sets of connections): a figure no further from 1 than its control is the method's noise, not
+// the predicate's cost. FENCECHECK_BENCH_PG_CONTROL=off skips it. And a cross-check with the
+// tightest pairing there is: each client alternating the two statements write by write on two
+// connections for FENCECHECK_BENCH_PG_INTERLEAVED_MS (default 8000; 0 skips it), each write's
+// latency booked to its statement (in a closed loop, throughput is the inverse of mean latency).
 //
 // Chunks are 4 KiB, built as the worker builds them (fencecheck/proto/chunk.h: a self-describing
 // header, then 'x' padding), which PostgreSQL's TOAST compresses (pglz): the stored row is small,
@@ -20,10 +32,12 @@
 // =random pads with incompressible bytes instead.
 //
 // Usage: bench_postgres [--out FILE.json]. Environment: FENCECHECK_BENCH_PG_SLICES (slices per
-// side, default 12), FENCECHECK_BENCH_PG_SLICE_MS (default 1000), FENCECHECK_BENCH_PG_CLIENTS
-// (default "1,4,16"), FENCECHECK_BENCH_PG_SHARED (clients of the shared-key cases, default "4,16";
-// "" for none), FENCECHECK_BENCH_TMP (the run directory's parent: a real disk). Prints a markdown
-// table on stdout; exit 0 when it measured (whether or not the goal was met), 1 when it could not.
+// side, default 60), FENCECHECK_BENCH_PG_SLICE_MS (default 200), FENCECHECK_BENCH_PG_CLIENTS
+// (default "1,4,16"), FENCECHECK_BENCH_PG_SHARED (clients of the shared-key cases, default "16";
+// "" for none), FENCECHECK_BENCH_PG_CONTROL (on / off), FENCECHECK_BENCH_PG_PAYLOAD (worker /
+// random), FENCECHECK_BENCH_TMP (the run directory's parent: a real disk). Prints a markdown table
+// on stdout (logs on stderr); exit 0 when it measured (whether or not the goal was met), 1 when it
+// could not. About 4 minutes with the defaults.
 #include <libpq-fe.h>
 
 #include <algorithm>
@@ -40,6 +54,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "../tests/postgres/fake_fields.h"
 #include "bench_util.h"
@@ -56,7 +72,7 @@ namespace {
 
 constexpr std::size_t kChunkBytes = 4096;
 constexpr std::int64_t kToken = 7;        // one holder's token: every write is accepted by both statements
-constexpr std::int64_t kSlotsPerClient = 256;  // chunk slots each client cycles through (upserts after the first lap)
+constexpr std::int64_t kSlotsPerClient = 64;  // chunk slots each client cycles through (upserts: warm-up writes each once)
 constexpr long kGoalPermille = 970;       // fenced / unfenced >= 0.970, compared in integer per mille
 constexpr const char* kPredicate = "  WHERE fence.token <= EXCLUDED.token\n";
 
@@ -162,11 +178,12 @@ struct Case {
   bool shared_key = false;
 };
 
-nlohmann::json run_case(const Case& c, const nlohmann::json& endpoint_fenced, const nlohmann::json& endpoint_unfenced,
-                        int slices, std::chrono::milliseconds slice, bool random_payload) {
-  // Side 0 = unfenced (A), side 1 = fenced (B): ratio = B / A, as bench_store's per-key / none.
+/// One comparison: side A (endpoint_a) against side B (endpoint_b), each with its own writers (one
+/// per client), in alternating slices; ratio = B / A. Returns {"a": {...}, "b": {...}, ratio_*}.
+nlohmann::json compare(const Case& c, const nlohmann::json& endpoint_a, const nlohmann::json& endpoint_b, int slices,
+                       std::chrono::milliseconds slice, bool random_payload) {
   Side side[2];
-  const nlohmann::json* ep[2] = {&endpoint_unfenced, &endpoint_fenced};
+  const nlohmann::json* ep[2] = {&endpoint_a, &endpoint_b};
   const std::string tag = c.shared_key ? "s" : "d";
   auto key_of = [&](int client) { return c.shared_key ? std::string("shared") : fb::numbered(tag + std::to_string(c.clients) + "-k", client); };
   auto segment_of = [&](int client) { return c.shared_key ? static_cast<std::int64_t>(client) : std::int64_t{0}; };
@@ -203,9 +220,15 @@ nlohmann::json run_case(const Case& c, const nlohmann::json& endpoint_fenced, co
       if (sd.errors.size() < 5) sd.errors.push_back(std::string(outcome_name(reply.outcome)) + ": " + reply.error);
       return false;
     });
+    if (i < 0) return;  // a warm-up slice: not counted
     sd.slice_rate[static_cast<std::size_t>(i)] = r.seconds > 0 ? static_cast<double>(r.calls) / r.seconds : 0.0;
     sd.total.merge(r);
   };
+  // One unmeasured slice of each first: the connections' first executions of the prepared
+  // statement, the client threads' first run, and (in the first case) the new server's own start-up
+  // I/O, which slowed the first seconds 5-10x in trial runs.
+  run(0, -1);
+  run(1, -1);
   for (int i = 0; i < slices; ++i) {
     const bool a_first = (i % 4 == 0) || (i % 4 == 3);  // A B, B A, B A, A B, ...
     run(a_first ? 0 : 1, i);
@@ -217,8 +240,6 @@ nlohmann::json run_case(const Case& c, const nlohmann::json& endpoint_fenced, co
       paired.push_back(side[1].slice_rate[static_cast<std::size_t>(i)] / side[0].slice_rate[static_cast<std::size_t>(i)]);
   const double median = fb::quantile(paired, 0.50);
   nlohmann::json out;
-  out["clients"] = c.clients;
-  out["keys"] = c.shared_key ? "shared" : "distinct";
   for (int which = 0; which < 2; ++which) {
     const auto& t = side[which].total;
     nlohmann::json s;
@@ -230,22 +251,108 @@ nlohmann::json run_case(const Case& c, const nlohmann::json& endpoint_fenced, co
     s["p99_ms"] = fb::quantile(t.latencies_us, 0.99) / 1000.0;
     s["slice_writes_per_s"] = side[which].slice_rate;
     s["errors"] = side[which].errors;
-    out[which == 0 ? "unfenced" : "fenced"] = s;
+    out[which == 0 ? "a" : "b"] = s;
   }
-  const double a = out["unfenced"]["writes_per_s"], b = out["fenced"]["writes_per_s"];
+  const double a = out["a"]["writes_per_s"], b = out["b"]["writes_per_s"];
   out["ratio_pooled"] = a > 0 ? b / a : 0.0;
+  const double a50 = out["a"]["p50_ms"], b50 = out["b"]["p50_ms"];
+  out["p50_ratio"] = b50 > 0 ? a50 / b50 : 0.0;  // as a rate: A's median latency over B's
   out["ratio_paired"] = paired;
   out["ratio_median"] = median;
   out["ratio_q1"] = fb::quantile(paired, 0.25);
   out["ratio_q3"] = fb::quantile(paired, 0.75);
   out["ratio_min"] = paired.empty() ? 0.0 : *std::min_element(paired.begin(), paired.end());
   out["ratio_max"] = paired.empty() ? 0.0 : *std::max_element(paired.begin(), paired.end());
-  const bool clean = side[0].total.failures == 0 && side[1].total.failures == 0 && !paired.empty();
-  out["met"] = clean && std::lround(median * 1000) >= kGoalPermille;
+  out["clean"] = side[0].total.failures == 0 && side[1].total.failures == 0 && !paired.empty();
   return out;
 }
 
-std::string fmt(double v, int digits) {
+/// The tightest pairing there is, as a cross-check of the slices: every client thread holds a
+/// writer of each statement and alternates them write by write (A B B A ...), for `duration`; each
+/// write's latency is booked to its statement. In a closed loop a statement's throughput is the
+/// inverse of its mean latency, so fenced / unfenced = mean unfenced latency / mean fenced latency;
+/// a disk period or a neighbour's burst hits both within milliseconds, and with several clients
+/// the two statements share the same commits' fsyncs.
+nlohmann::json interleaved(const Case& c, const nlohmann::json& fenced, const nlohmann::json& unfenced,
+                           std::chrono::milliseconds duration, bool random_payload) {
+  const nlohmann::json* ep[2] = {&unfenced, &fenced};
+  auto key_of = [&](int client) {
+    return c.shared_key ? std::string("shared") : fb::numbered("d" + std::to_string(c.clients) + "-k", client);
+  };
+  auto segment_of = [&](int client) { return c.shared_key ? static_cast<std::int64_t>(client) : std::int64_t{0}; };
+  std::vector<std::vector<std::string>> payload(static_cast<std::size_t>(c.clients));
+  std::vector<std::unique_ptr<fencecheck::ResourceWriter>> writers[2];
+  for (int i = 0; i < c.clients; ++i) {
+    for (std::int64_t s = 0; s < kSlotsPerClient; ++s)
+      payload[static_cast<std::size_t>(i)].push_back(chunk_bytes(fb::numbered("c", i), key_of(i), segment_of(i), s, random_payload));
+    for (int which = 0; which < 2; ++which) {
+      writers[which].push_back(fencecheck::make_resource_writer(*ep[which], 10s));
+      const auto r = writers[which].back()->write(key_of(i), segment_of(i), 0, fencecheck::FencingToken(kToken),
+                                                  fb::numbered("c", i), payload[static_cast<std::size_t>(i)][0]);
+      if (r.outcome != fencecheck::WriteOutcome::kAccepted)
+        throw std::runtime_error(std::string("warm-up write ") + outcome_name(r.outcome) + ": " + r.error);
+    }
+  }
+  // lat[which][client]: each thread appends only to its own vectors.
+  std::vector<std::vector<double>> lat[2];
+  for (auto& l : lat) l.resize(static_cast<std::size_t>(c.clients));
+  const auto r = fb::run_closed_loop(c.clients, duration, [&](int client, std::int64_t n) {
+    const int which = (n % 4 == 0 || n % 4 == 3) ? 0 : 1;
+    const auto s = (n / 2) % kSlotsPerClient;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto reply = writers[which][static_cast<std::size_t>(client)]->write(
+        key_of(client), segment_of(client), s, fencecheck::FencingToken(kToken), fb::numbered("c", client),
+        payload[static_cast<std::size_t>(client)][static_cast<std::size_t>(s)]);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (reply.outcome != fencecheck::WriteOutcome::kAccepted) return false;
+    lat[which][static_cast<std::size_t>(client)].push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    return true;
+  });
+  nlohmann::json out;
+  double mean[2] = {0, 0};
+  double p50[2] = {0, 0};
+  for (int which = 0; which < 2; ++which) {
+    std::vector<double> all;
+    for (const auto& l : lat[which]) all.insert(all.end(), l.begin(), l.end());
+    double sum = 0;
+    for (double v : all) sum += v;
+    mean[which] = all.empty() ? 0.0 : sum / static_cast<double>(all.size());
+    p50[which] = fb::quantile(all, 0.50);
+    nlohmann::json side;
+    side["writes"] = all.size();
+    side["mean_ms"] = mean[which] / 1000.0;
+    side["p50_ms"] = p50[which] / 1000.0;
+    side["p99_ms"] = fb::quantile(all, 0.99) / 1000.0;
+    out[which == 0 ? "unfenced" : "fenced"] = side;
+  }
+  out["seconds"] = r.seconds;
+  out["failures"] = r.failures;
+  out["writes_per_s"] = r.seconds > 0 ? static_cast<double>(r.calls) / r.seconds : 0.0;
+  out["ratio_mean_latency"] = mean[1] > 0 ? mean[0] / mean[1] : 0.0;  // fenced / unfenced as a rate
+  out["ratio_p50_latency"] = p50[1] > 0 ? p50[0] / p50[1] : 0.0;
+  return out;
+}
+
+/// A case: unfenced (A) against fenced (B), the figure; then, unless `control` is false, fenced
+/// against fenced on two sets of connections (an A/A control: the method's own noise and bias,
+/// measured the same way right after).
+nlohmann::json run_case(const Case& c, const nlohmann::json& fenced, const nlohmann::json& unfenced, int slices,
+                        std::chrono::milliseconds slice, bool random_payload, bool control,
+                        std::chrono::milliseconds interleave) {
+  nlohmann::json out = compare(c, unfenced, fenced, slices, slice, random_payload);
+  out["clients"] = c.clients;
+  out["keys"] = c.shared_key ? "shared" : "distinct";
+  out["unfenced"] = out["a"];
+  out["fenced"] = out["b"];
+  out.erase("a");
+  out.erase("b");
+  out["met"] = out["clean"].get<bool>() && std::lround(out["ratio_median"].get<double>() * 1000) >= kGoalPermille;
+  if (control) out["control"] = compare(c, fenced, fenced, slices, slice, random_payload);
+  if (interleave.count() > 0) out["interleaved"] = interleaved(c, fenced, unfenced, interleave, random_payload);
+  return out;
+}
+
+std::string num(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
@@ -263,12 +370,16 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const int slices = std::max(2, std::stoi(env_or("FENCECHECK_BENCH_PG_SLICES", "12")));
-  const auto slice = std::chrono::milliseconds(std::max(50, std::stoi(env_or("FENCECHECK_BENCH_PG_SLICE_MS", "1000"))));
+  // The kind's log lines (the embedded server's start) go to stderr: stdout is the table.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("bench_postgres"));
+  const int slices = std::max(2, std::stoi(env_or("FENCECHECK_BENCH_PG_SLICES", "60")));
+  const auto slice = std::chrono::milliseconds(std::max(50, std::stoi(env_or("FENCECHECK_BENCH_PG_SLICE_MS", "200"))));
   const bool random_payload = env_or("FENCECHECK_BENCH_PG_PAYLOAD", "worker") == "random";
+  const bool control = env_or("FENCECHECK_BENCH_PG_CONTROL", "on") != "off";
+  const auto interleave = std::chrono::milliseconds(std::max(0, std::stoi(env_or("FENCECHECK_BENCH_PG_INTERLEAVED_MS", "8000"))));
   std::vector<Case> cases;
   for (int n : int_list(env_or("FENCECHECK_BENCH_PG_CLIENTS", "1,4,16"))) cases.push_back({n, false});
-  for (int n : int_list(env_or("FENCECHECK_BENCH_PG_SHARED", "4,16"))) cases.push_back({n, true});
+  for (int n : int_list(env_or("FENCECHECK_BENCH_PG_SHARED", "16"))) cases.push_back({n, true});
 
   nlohmann::json result;
   result["bench"] = "bench_postgres";
@@ -277,6 +388,9 @@ int main(int argc, char** argv) {
   result["payload"] = random_payload ? "random (incompressible padding)" : "worker (fencecheck/proto/chunk.h: header + 'x' padding)";
   result["slices_per_side"] = slices;
   result["slice_ms"] = slice.count();
+  result["interleaved_ms"] = interleave.count();
+  result["control"] = control ? "each case is followed by an A/A control: the fenced statement on both sides, two sets of connections"
+                              : "off";
   result["load_start"] = loadavg();
   const auto t0 = std::chrono::steady_clock::now();
   int rc = 0;
@@ -309,10 +423,14 @@ int main(int argc, char** argv) {
     for (const auto& c : cases) {
       std::cerr << "== bench_postgres: " << c.clients << " client(s), " << (c.shared_key ? "one shared key" : "a key each")
                 << ", " << slices << " slices per side of " << slice.count() << " ms\n";
-      result["cases"].push_back(run_case(c, fenced, unfenced, slices, slice, random_payload));
+      result["cases"].push_back(run_case(c, fenced, unfenced, slices, slice, random_payload, control, interleave));
       const auto& r = result["cases"].back();
-      std::cerr << "   unfenced " << fmt(r["unfenced"]["writes_per_s"], 0) << "/s, fenced " << fmt(r["fenced"]["writes_per_s"], 0)
-                << "/s, paired median " << fmt(r["ratio_median"], 3) << "\n";
+      std::cerr << "   unfenced " << num(r["unfenced"]["writes_per_s"], 0) << "/s, fenced " << num(r["fenced"]["writes_per_s"], 0)
+                << "/s, paired median " << num(r["ratio_median"], 3);
+      if (control) std::cerr << "; A/A control's paired median " << num(r["control"]["ratio_median"], 3);
+      if (r.contains("interleaved"))
+        std::cerr << "; interleaved write by write: mean latency ratio " << num(r["interleaved"]["ratio_mean_latency"], 3);
+      std::cerr << "\n";
     }
   } catch (const std::exception& e) {
     std::cerr << "bench_postgres: " << e.what() << "\n";
@@ -330,16 +448,21 @@ int main(int argc, char** argv) {
 
   // The table (markdown).
   if (result.contains("cases")) {
+    auto q = [](const nlohmann::json& r) {
+      return num(r["ratio_median"], 3) + " (" + num(r["ratio_q1"], 3) + "-" + num(r["ratio_q3"], 3) + ")";
+    };
     std::cout << "| clients | keys | unfenced writes/s | fenced writes/s | fenced / unfenced, pooled | fenced / unfenced, "
-                 "paired slices: median (q1-q3) | goal >= 0.97 (median) | unfenced p50 / p99 ms | fenced p50 / p99 ms |\n"
-                 "|---|---|---|---|---|---|---|---|---|\n";
+                 "paired slices: median (q1-q3) | goal >= 0.97 (median) | A/A control (fenced / fenced), paired: median "
+                 "(q1-q3) | interleaved write by write: fenced / unfenced (mean latency) | unfenced p50 / p99 ms | fenced p50 / p99 ms |\n"
+                 "|---|---|---|---|---|---|---|---|---|---|---|\n";
     for (const auto& c : result["cases"]) {
       std::cout << "| " << c["clients"].get<int>() << " | " << c["keys"].get<std::string>() << " | "
-                << fmt(c["unfenced"]["writes_per_s"], 0) << " | " << fmt(c["fenced"]["writes_per_s"], 0) << " | "
-                << fmt(c["ratio_pooled"], 3) << " | " << fmt(c["ratio_median"], 3) << " (" << fmt(c["ratio_q1"], 3) << "-"
-                << fmt(c["ratio_q3"], 3) << ") | " << (c["met"].get<bool>() ? "met" : "**missed**") << " | "
-                << fmt(c["unfenced"]["p50_ms"], 2) << " / " << fmt(c["unfenced"]["p99_ms"], 2) << " | "
-                << fmt(c["fenced"]["p50_ms"], 2) << " / " << fmt(c["fenced"]["p99_ms"], 2) << " |\n";
+                << num(c["unfenced"]["writes_per_s"], 0) << " | " << num(c["fenced"]["writes_per_s"], 0) << " | "
+                << num(c["ratio_pooled"], 3) << " | " << q(c) << " | " << (c["met"].get<bool>() ? "met" : "**missed**") << " | "
+                << (c.contains("control") ? q(c["control"]) : std::string("-")) << " | "
+                << (c.contains("interleaved") ? num(c["interleaved"]["ratio_mean_latency"], 3) : std::string("-")) << " | "
+                << num(c["unfenced"]["p50_ms"], 2) << " / " << num(c["unfenced"]["p99_ms"], 2) << " | "
+                << num(c["fenced"]["p50_ms"], 2) << " / " << num(c["fenced"]["p99_ms"], 2) << " |\n";
     }
   }
   if (!out_path.empty()) std::ofstream(out_path) << result.dump(2) << "\n";
