@@ -145,6 +145,10 @@ else:
           "  of mean latency, so this is fenced / unfenced = unfenced mean latency / fenced mean latency, with both statements",
           "  sharing every disk period (and, with several clients, the same commits' fsyncs).",
           "",
+          "The last row, not part of the goal: one client whose sessions do not wait for their commit's WAL flush",
+          "(`synchronous_commit=off` through the DSN's `options`; the server, its fsync and the statements unchanged): what is",
+          "left of a write is CPU, the predicate's largest possible share (as section 1's \"fencing decision without the disk\").",
+          "",
           "Sanity check first, on a key of its own: fenced token 5 "
           f"{pg['sanity']['fenced_token_5']}, then 4 {pg['sanity']['fenced_token_4_after_5']}; unfenced 3 after 5 {pg['sanity']['unfenced_token_3_after_5']}.", ""]
     L += [l for l in open(os.path.join(out, "bench_postgres.md")).read().splitlines()]
@@ -173,6 +177,15 @@ else:
         summary.append(("... the method's own reading with no difference (A/A control, same cases)", "-", ", ".join(f(r) for r in ctl), "-"))
     if inter:
         summary.append(("... interleaved write by write (mean latency, same cases)", "-", ", ".join(f(r) for r in inter), "-"))
+    nd = pg.get("no_disk")
+    if nd:
+        L += [f"Without the disk wait (one client, synchronous_commit {nd.get('synchronous_commit', '?')}): paired median {f(nd['ratio_median'])} "
+              f"(q1-q3 {f(nd['ratio_q1'])}-{f(nd['ratio_q3'])}), pooled {f(nd['ratio_pooled'])}"
+              + (f", A/A control {f(nd['control']['ratio_median'])}" if "control" in nd else "")
+              + (f", interleaved {f(nd['interleaved']['ratio_mean_latency'])}" if "interleaved" in nd else "")
+              + f"; {nd['unfenced']['p50_ms'] * 1000:.0f} / {nd['fenced']['p50_ms'] * 1000:.0f} us per write at p50 (unfenced / fenced).", ""]
+        summary.append(("... without the disk wait (1 client, synchronous_commit off; not part of the goal): median of paired slices",
+                        ">= 0.97", f(nd["ratio_median"]), yes(nd["met"])))
 L += ["### `fencecheck probe`'s wall time", ""]
 if probe is None:
     L += ["The probe did not run (no result file).", ""]
