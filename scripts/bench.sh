@@ -96,9 +96,9 @@ for i in range(runs):
 res["load_end"] = open("/proc/loadavg").read().split()[:3]
 json.dump(res, open(out, "w"), indent=2)
 PY
-  python3 - "$OUT" <<'PY'
-import json, statistics, sys, datetime, os
-out = sys.argv[1]
+  python3 - "$OUT" docs/performance.md <<'PY'
+import json, re, statistics, sys, datetime, os
+out, doc_path = sys.argv[1], sys.argv[2]
 meta = json.load(open(os.path.join(out, "resources-meta.json")))
 meta["load_end"] = open("/proc/loadavg").read().split()[:3]
 def load(name):
@@ -139,7 +139,8 @@ else:
           "all time. Two checks of the method, measured right after each case:",
           "- **A/A control**: the same alternating slices with the fenced statement on both sides (two sets of connections).",
           "  Its distance from 1 is what the method reads when there is no difference at all: the disk's fsync latency on",
-          "  this machine switches between ~0.3 and ~4 ms for seconds at a time with the neighbours' I/O.",
+          "  this machine switches between ~0.3 and ~4 ms for seconds at a time with the neighbours' I/O, and their CPU",
+          "  bursts stall a backend for milliseconds.",
           f"- **interleaved**: each client alternates the two statements write by write (A B B A, two connections) for",
           f"  {pg.get('interleaved_ms', 0) / 1000:g} s, each write's latency booked to its statement; in a closed loop throughput is the inverse",
           "  of mean latency, so this is fenced / unfenced = unfenced mean latency / fenced mean latency, with both statements",
@@ -212,6 +213,37 @@ else:
           "PostgreSQL's `token-required` is not applicable: the writer sends the token as a typed SQL parameter).", ""]
 L += ["### Issue 12's figures", "", "| figure | goal | measured | met |", "|---|---|---|---|"]
 L += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in summary]
+L.append("")
+# Every run of this section, newest last: the rows of the table in the existing document's section
+# 7 are carried over and this run's row is added, so that a verdict the noise decides shows as such.
+prev = []
+try:
+    sec = re.search(r"^## 7\. Resources \(issue 12\).*?(?=^## |\Z)", open(doc_path).read(), flags=re.M | re.S)
+    runs = re.search(r"^### Every run of this section.*?(?=^### |\Z)", sec.group(0), flags=re.M | re.S) if sec else None
+    prev = [l for l in runs.group(0).splitlines() if l.startswith("| 20")] if runs else []
+except OSError:
+    pass
+def medians(key):
+    if pg is None or "cases" not in pg:
+        return "-"
+    vals = [c[key]["ratio_mean_latency"] if key == "interleaved" else (c[key]["ratio_median"] if key else c["ratio_median"])
+            for c in pg["cases"] if key is None or key in c]
+    return ", ".join(f(v) for v in vals) or "-"
+nd = pg.get("no_disk") if pg else None
+def probe_cell(kind):
+    k = (probe or {}).get("kinds", {}).get(kind)
+    return f"{f(statistics.median(k['wall_s']), 2)} / {f(max(k['wall_s']), 2)}" if k and k["wall_s"] else "-"
+row = (f"| {meta['date']} | {meta['commit']} | {meta['load_start'][0]} / {meta['load_end'][0]} | {medians(None)} | {medians('control')} | "
+       f"{medians('interleaved')} | "
+       + (f"{f(nd['ratio_median'])} / {f(nd['control']['ratio_median']) if 'control' in nd else '-'}" if nd else "-")
+       + f" | {yes(bool(pg and pg.get('met')))} | {probe_cell('store')} | {probe_cell('postgres')} |")
+L += ["### Every run of this section", "",
+      "Carried over from run to run by `scripts/bench.sh` (the newest 30; newest last). Medians per case in the order of the",
+      "first table (1, 4, 16 clients with a key each, then 16 on one shared key, unless a run says otherwise).", "",
+      "| date | commit | load (1 min) start / end | fenced / unfenced, paired medians | A/A control medians | interleaved (mean latency) "
+      "| without the disk wait: median / A/A | goal >= 0.97 | probe store: median / max s | probe postgres: median / max s |",
+      "|---|---|---|---|---|---|---|---|---|---|"]
+L += (prev + [row])[-30:]
 L.append("")
 open(os.path.join(out, "resources.md"), "w").write("\n".join(L) + "\n")
 PY
