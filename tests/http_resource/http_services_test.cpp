@@ -16,6 +16,7 @@
 #include <functional>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <random>
 #include <set>
@@ -146,7 +147,7 @@ TEST(HttpKindOnTheStore, TheDefaultsSpeakTheStoresContract) {
   EXPECT_EQ(via_kind.chunks[0].data, "chunk by w2");
 }
 
-// --- the broken service and its fix ----------------------------------------------------------
+// --- helpers ---------------------------------------------------------------------------------
 
 /// The log's tokens of `key` in acceptance order.
 std::vector<std::int64_t> log_tokens(const ReadBack& rb, const std::string& key) {
@@ -165,6 +166,56 @@ bool lower_after_higher(const std::vector<std::int64_t>& tokens) {
   }
   return false;
 }
+
+// --- the example service of docs/resource-http.md, run as printed ---------------------------
+
+/// The Python block after "<!-- example-service -->" in docs/resource-http.md.
+std::string doc_example() {
+  std::ifstream in(FENCECHECK_HTTP_DOC);
+  const std::string doc{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const auto marker = doc.find("<!-- example-service -->");
+  const auto open = marker == std::string::npos ? marker : doc.find("```python\n", marker);
+  const auto close = open == std::string::npos ? open : doc.find("```", open + 10);
+  if (close == std::string::npos) throw std::runtime_error(std::string("no example service in ") + FENCECHECK_HTTP_DOC);
+  return doc.substr(open + 10, close - open - 10);
+}
+
+TEST(DocExampleService, KeepsTheRuleAndReadsBackThroughTheKind) {
+  TempDir dir("http-doc");
+  const auto script = dir.path() / "example.py";
+  std::ofstream(script) << doc_example();
+  Process svc("doc-example", "/usr/bin/python3", {script.string(), "0"});
+  auto inst = open_http(svc.url());  // the defaults; open() checks the read-back's shape
+  auto writer = make_resource_writer(inst->endpoint(), 5000ms);
+
+  const WriteReply five = writer->write("ledger", 0, 0, FencingToken(5), "w2", "by w2");
+  EXPECT_EQ(five.outcome, WriteOutcome::kAccepted) << five.error;
+  EXPECT_EQ(five.high_water, 5);
+  EXPECT_EQ(five.seq, 1);
+  const WriteReply four = writer->write("ledger", 0, 1, FencingToken(4), "w1", "by w1");
+  EXPECT_EQ(four.outcome, WriteOutcome::kRejected) << four.error;
+  EXPECT_EQ(four.high_water, 5);
+  EXPECT_EQ(four.error, "fenced");
+  const WriteReply again = writer->write("ledger", 0, 1, FencingToken(5), "w2", "w2 again");
+  EXPECT_EQ(again.outcome, WriteOutcome::kAccepted) << "an equal token is the holder's own: " << again.error;
+  const WriteReply other = writer->write("other key", 0, 0, FencingToken(3), "w1", "elsewhere");
+  EXPECT_EQ(other.outcome, WriteOutcome::kAccepted) << "per key: " << other.error;
+
+  const ReadBack rb = inst->readback();
+  EXPECT_EQ(rb.resource, "http");
+  EXPECT_EQ(log_tokens(rb, "ledger"), (std::vector<std::int64_t>{5, 5}));
+  EXPECT_EQ(log_tokens(rb, "other key"), (std::vector<std::int64_t>{3}));
+  ASSERT_EQ(rb.rejections.size(), 1u);
+  EXPECT_EQ(rb.rejections[0].token, 4);
+  EXPECT_EQ(rb.rejections[0].high_water, 5);
+  EXPECT_EQ(rb.high_water, (std::map<std::string, std::int64_t>{{"ledger", 5}, {"other key", 3}}));
+  ASSERT_EQ(rb.chunks.size(), 3u);
+  EXPECT_EQ(rb.chunks[0].key, "ledger");
+  EXPECT_EQ(rb.chunks[1].data, "w2 again");
+  EXPECT_EQ(rb.chunks[2].key, "other key");
+}
+
+// --- the broken service and its fix ----------------------------------------------------------
 
 /// H (token 5) passes its check and announces it; only then L (token 4) is sent, while H sleeps in
 /// the window. The window (1 s) is the service's design, not the test's synchronisation: the test
