@@ -458,6 +458,14 @@ WriteReply classify(const HttpContract& c, const http::Reply& res, const std::st
   const std::string status = "HTTP " + std::to_string(res.status);
   auto in_words = [&] { return said.empty() ? status + ": " + excerpt(res.body) : said + " (" + status + ")"; };
   if (res.status >= 200 && res.status <= 299) {
+    if (auto it = body.is_object() ? body.find("accepted") : body.end();
+        it != body.end() && it->is_boolean() && !it->get<bool>()) {
+      // A 2xx that says it did not accept breaks the contract: claim nothing.
+      r.outcome = WriteOutcome::kUnknown;
+      r.error = what + ": " + status + " with \"accepted\":false breaks the contract (a rejection is HTTP " +
+                std::to_string(c.rejected_status) + "): outcome unknown";
+      return r;
+    }
     r.outcome = WriteOutcome::kAccepted;
     if (body.is_object()) {
       if (auto it = body.find("seq"); it != body.end() && it->is_number_integer() && it->get<std::int64_t>() > 0)

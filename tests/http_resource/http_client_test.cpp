@@ -122,6 +122,17 @@ TEST(HttpResourceClient, AnyTwoHundredIsAcceptedEvenWithoutABody) {
   EXPECT_EQ(r.seq, 0);
 }
 
+TEST(HttpResourceClient, ATwoHundredSayingNotAcceptedBreaksTheContractAndIsOutcomeUnknown) {
+  FakeService svc(reply(200, R"({"accepted":false,"high_water":9})"));
+  HttpResourceClient c(contract_for(svc.url()));
+  const WriteReply r = c.write("k", 0, 0, FencingToken(4), "w1", "x");
+  EXPECT_EQ(r.outcome, WriteOutcome::kUnknown);
+  EXPECT_EQ(r.http_status, 200);
+  EXPECT_EQ(r.error, "PUT " + svc.url() +
+                         "/v1/keys/k/segments/0/chunks/0: HTTP 200 with \"accepted\":false breaks the contract (a "
+                         "rejection is HTTP 409): outcome unknown");
+}
+
 TEST(HttpResourceClient, HighWaterFromAHeaderNamedCaseInsensitivelyAndTheBodyIgnored) {
   FakeService svc(reply(201, R"({"high_water":1})", {{"x-fence-mark", "  42 "}}));
   HttpContract ct = contract_for(svc.url());

@@ -7,7 +7,8 @@
 //   <writer_header>: <writer id>        who writes (the read-back's "client")
 //   body: the chunk's bytes (Content-Type: application/octet-stream)
 // The reply, in Jepsen's terms (writer.h's WriteOutcome):
-//   2xx                      accepted (ok)
+//   2xx                      accepted (ok); but a JSON body saying "accepted":false breaks the
+//                            contract and is outcome unknown
 //   <rejected_status>        rejected by the fence (fail): 409 Conflict by default (RFC 9110
 //                            §15.5.10); 412 Precondition Failed for services built on conditional
 //                            requests (RFC 9110 §13.1, §15.5.13)
@@ -71,7 +72,7 @@ class HttpContractError : public std::invalid_argument {
 /// Where a reply says the key's high-water mark (the highest token the service accepted for the
 /// key). The value is a decimal int64: a header's value, or a JSON integer or decimal string (a
 /// string because protobuf's JSON mapping writes int64 as one). Absent or malformed: the reply
-/// "did not say" (WriteReply::high_water = 0).
+/// "did not say" (WriteReply::high_water = 0). Value type.
 struct HighWaterSource {
   enum class In {
     kNone,       ///< replies never say it
@@ -84,6 +85,7 @@ struct HighWaterSource {
 };
 
 /// The service's address: "http://host[:port][/base/path]" (plain HTTP only; port 80 when absent).
+/// Value type.
 struct HttpUrl {
   std::string host;       ///< a name or an IP literal (IPv6 without brackets)
   int port = 80;          ///< 1..65535
@@ -115,6 +117,7 @@ struct HttpContract {
 
 // Validators shared by the harness (the scenario's fields) and the worker (the endpoint). Each
 // throws HttpContractError naming its field, with an offset where one character is at fault.
+// All are pure functions of their arguments: thread-safe.
 
 /// Parses "http://host[:port][/base]" (RFC 3986 §3). Refused: another scheme (https: fencecheck
 /// speaks plain HTTP/1.1 only), user:password@ (a password never goes in a scenario), an empty
