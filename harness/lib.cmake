@@ -3,7 +3,7 @@
 # embedded instances, the orchestrator's workers and services).
 add_library(fencecheck_process src/child_process.cpp)
 target_include_directories(fencecheck_process PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
-target_link_libraries(fencecheck_process PUBLIC Boost::filesystem Threads::Threads PRIVATE spdlog::spdlog)
+target_link_libraries(fencecheck_process PUBLIC fencecheck_proto Boost::filesystem Threads::Threads PRIVATE spdlog::spdlog)
 
 add_library(fencecheck_harness
   src/services.cpp

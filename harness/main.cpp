@@ -22,6 +22,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "fencecheck/resources/postgres.h"
+
 #include "fencecheck/faults/ledger.h"
 #include "fencecheck/faults/sweep.h"
 #include "fencecheck/harness/fault_plan.h"
@@ -67,6 +69,26 @@ std::vector<Scenario> load_all(const std::vector<std::string>& paths) {
   return all;
 }
 
+/// The PID of the parent of run `dir`'s embedded PostgreSQL postmaster (postmaster.pid's first
+/// line, PostgreSQL docs 19.3; the cluster is in postgres-data or where postgres-data.location
+/// says), or nullopt when there is none running. The postmaster's parent is the harness that
+/// started it (setpriv execs in place); 1 (or a subreaper) once that harness died.
+std::optional<int> postmaster_parent(const fs::path& dir) {
+  fs::path data = dir / "postgres-data";
+  if (std::ifstream loc(dir / "postgres-data.location"); loc) {
+    std::string where;
+    if (std::getline(loc, where) && !where.empty()) data = fs::path(where) / "data";
+  }
+  std::ifstream pidfile(data / "postmaster.pid");
+  int pid = 0;
+  if (!(pidfile >> pid) || pid <= 0) return std::nullopt;
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("PPid:", 0) == 0) return std::stoi(line.substr(5));
+  return std::nullopt;
+}
+
 int cmd_cleanup(const std::string& run_dir, const std::string& run_root, bool force) {
   std::vector<fs::path> ledgers;
   if (!run_dir.empty()) {
@@ -86,6 +108,19 @@ int cmd_cleanup(const std::string& run_dir, const std::string& run_root, bool fo
       std::cout << l.parent_path().filename().string() << ": " << line << "\n";
       ++healed;
     }
+  }
+  // An embedded PostgreSQL a dead harness left running (the kind re-arms PDEATHSIG after dropping
+  // to the postgres user, so this is rare: a postmaster whose harness died between fork and exec,
+  // or one detached by hand). A postmaster whose harness is alive is that run's, not an orphan.
+  for (const auto& l : ledgers) {
+    const fs::path dir = l.parent_path();
+    if (auto parent = postmaster_parent(dir); parent && *parent > 1 && !force) {
+      std::cout << dir.filename().string() << ": its PostgreSQL belongs to a live harness (pid " << *parent
+                << "); left alone (--force stops it)\n";
+      continue;
+    }
+    if (postmaster_parent(dir)) ++healed;
+    fencecheck::postgres::stop_orphaned_postgres(dir);
   }
   // Then namespaces and cgroups that a ledger names but a crash left behind after all.
   fencecheck::faults::SweepOptions sweep;

@@ -7,10 +7,11 @@ set -euo pipefail
 # Build: compiler, CMake, the libraries the brief names.
 BUILD_PKGS=(g++ cmake ninja-build pkg-config
   libboost1.81-dev libboost-filesystem1.81-dev libspdlog-dev libyaml-cpp-dev prometheus-cpp-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libpugixml-dev)
+  libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libpugixml-dev libpq-dev)
 # Run: the embedded lock service, fault tools, and the services the tests start on loopback.
 RUN_PKGS=(etcd-server etcd-client iproute2 procps psmisc curl faketime prometheus prometheus-pushgateway libxml2-utils
-  chromium fonts-dejavu-core)  # chromium: the report test opens report.html headless; xmllint: junit.xml schema test
+  chromium fonts-dejavu-core  # chromium: the report test opens report.html headless; xmllint: junit.xml schema test
+  postgresql-15 util-linux python3)  # the postgres resource kind's embedded server (initdb, postgres; setpriv to drop root)
 EXTRA_PKGS=("$@")
 
 missing=()
@@ -32,8 +33,14 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
   fi
 fi
+# PostgreSQL's server package would create and start the machine's own cluster ("15 main"): the
+# harness runs its own clusters, never the machine's, so say no to that before installing.
+if [[ " ${missing[*]} " == *" postgresql-15 "* ]] && [ ! -e /etc/postgresql-common/createcluster.conf ]; then
+  $SUDO mkdir -p /etc/postgresql-common
+  echo "create_main_cluster = false" | $SUDO tee /etc/postgresql-common/createcluster.conf >/dev/null
+fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+$SUDO apt-get install -y -qq --no-install-recommends -o Dpkg::Options::=--force-confold "${missing[@]}" >/dev/null
 echo "install-deps: done"

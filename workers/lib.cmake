@@ -11,7 +11,7 @@ target_include_directories(fencecheck_workers PUBLIC ${CMAKE_CURRENT_LIST_DIR}/i
 # Not fencecheck_resources: the worker must not link the store's server side (cpp-httplib, whose
 # Debian build maps OpenSSL, zlib and brotli into every process linking it).
 target_link_libraries(fencecheck_workers
-  PUBLIC fencecheck_proto fencecheck_resource_writers Threads::Threads
+  PUBLIC fencecheck_proto fencecheck_resource_writers nlohmann_json::nlohmann_json Threads::Threads
   PRIVATE fencecheck_http Boost::filesystem spdlog::spdlog nlohmann_json::nlohmann_json)
 
 add_executable(fencecheck-worker ${CMAKE_CURRENT_LIST_DIR}/worker_main.cpp)

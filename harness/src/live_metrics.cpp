@@ -245,7 +245,7 @@ LiveMetrics::~LiveMetrics() = default;
 void LiveMetrics::start(const Scenario& sc) {
   auto run = std::make_unique<Run>();
   run->scenario = sc.name();
-  run->resource = std::string(to_string(sc.resource().kind));
+  run->resource = sc.resource().kind;
   run->lock = sc.lock_service().lock.empty() ? "fencecheck/" + sc.name() : sc.lock_service().lock;
   run->ttl_s = static_cast<double>(sc.lease_ttl().count());
   run->registry = std::make_shared<prometheus::Registry>();

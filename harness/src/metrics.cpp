@@ -17,7 +17,7 @@ RunFigures run_figures(const Scenario& sc, const std::string& lock, const Histor
                        const Analysis& a, bool passed, double duration_s, double timestamp_s) {
   RunFigures f;
   f.scenario = sc.name();
-  f.resource = std::string(to_string(sc.resource().kind));
+  f.resource = sc.resource().kind;
   f.lock = lock;
   f.lease_ttl_s = static_cast<double>(sc.lease_ttl().count());
   for (const auto& rw : a.figures.rejected_writes)

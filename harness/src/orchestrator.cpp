@@ -32,7 +32,6 @@
 #include "fencecheck/harness/expectation.h"
 #include "fencecheck/harness/verdict_json.h"
 #include "fencecheck/proto/event.h"
-#include "fencecheck/resources/store_client.h"
 
 namespace fencecheck::harness {
 namespace fs = std::filesystem;
@@ -137,7 +136,6 @@ class Run {
   Services* services_ = nullptr;  // the run's services (owned by execute()'s frame)
   LockWatch* watch_ = nullptr;     // the run's lock watch (owned by execute()'s frame)
   std::string etcd_url_;
-  std::string store_url_;
   std::string lock_name_;
   std::int64_t start_ns_ = 0;
   Clock::time_point start_{};
@@ -173,7 +171,7 @@ void Run::launch_worker(WorkerState& w) {
   spec.exe = (opt_.bin_dir.empty() ? self_bin_dir() : opt_.bin_dir) / "fencecheck-worker";
   spec.stderr_log = dir_.log_path(id);
   spec.prefix = services_->worker_prefix(id);
-  spec.args = {"--id", id, "--etcd", etcd_url_, "--store", store_url_, "--lock", lock_name_, "--key", sc_.key_of(*w.spec),
+  spec.args = {"--id", id, "--etcd", etcd_url_, "--resource", services_->resource_endpoint().dump(), "--lock", lock_name_, "--key", sc_.key_of(*w.spec),
                "--ttl-s", std::to_string(sc_.lease_ttl().count()), "--segments", std::to_string(job.segments),
                "--chunks", std::to_string(job.chunks), "--chunk-bytes", std::to_string(job.chunk_bytes),
                "--chunk-interval-ms",
@@ -436,7 +434,6 @@ ScenarioResult Run::execute() {
   Services services(sc_, dir_, opt_, *ledger_);
   services_ = &services;
   etcd_url_ = services.etcd_url();
-  store_url_ = services.store_url();
   lock_name_ = sc_.lock_service().lock.empty() ? "fencecheck/" + sc_.name() : sc_.lock_service().lock;
   if (!sc_.lock_service().embedded()) lock_name_ += "/" + dir_.run_id();  // never collide with other runs
 
@@ -496,7 +493,7 @@ ScenarioResult Run::execute() {
   notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "reading back"); });
   ReadBack rb;
   try {
-    rb = StoreClient(store_url_).readback();
+    rb = services.resource().readback();
   } catch (const std::exception& err) {
     // The resource did not answer (stalled, dead): nothing can be checked. Not an internal error
     // of the harness: the verdict is unknown, the expectation not met, and the reasons say why.
@@ -619,6 +616,10 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
     auto sink_guard = dir.attach_log();
     Run run(scenario, options, std::move(dir));
     return run.execute();
+  } catch (const ScenarioError& err) {
+    // Bad input only the resource could see when it opened (resources::ResourceConfigError).
+    r.exit_code = kExitBadInput;
+    r.reasons.push_back(err.what());
   } catch (const EnvironmentError& err) {
     r.exit_code = kExitEnvironment;
     r.skipped = options.skip_unavailable;
@@ -633,7 +634,9 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
 
 int suite_exit_code(const std::vector<ScenarioResult>& results) {
   int worst = kExitMet;
-  auto rank = [](int code) { return code == kExitInternal ? 4 : code == kExitEnvironment ? 3 : code == kExitNotMet ? 1 : 0; };
+  auto rank = [](int code) {
+    return code == kExitInternal ? 4 : code == kExitEnvironment ? 3 : code == kExitBadInput ? 2 : code == kExitNotMet ? 1 : 0;
+  };
   for (const auto& r : results) {
     int code = (r.skipped && r.exit_code == kExitEnvironment) ? kExitMet : r.exit_code;
     if (rank(code) > rank(worst)) worst = code;

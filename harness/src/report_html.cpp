@@ -1,4 +1,5 @@
 #include "fencecheck/harness/report_html.h"
+#include "fencecheck/resources/resource_kind.h"
 
 #include <algorithm>
 #include <cmath>
@@ -28,6 +29,12 @@ constexpr int kMaxLabelRows = 10;
 constexpr std::size_t kMaxTableEvents = 5000;
 
 std::string num(double v) { return rt::format("%.1f", v); }
+
+/// The resource's fencing design as its kind names it ("per-key", "user SQL").
+std::string resource_design(const Scenario& sc) {
+  const auto* kind = resources::find_resource_kind(sc.resource().kind);
+  return kind ? kind->design(sc.resource().config) : sc.resource().fencing();
+}
 std::string secs(double s) { return rt::format("%.2f", s); }
 
 /// Maps history times (ns) to x.
@@ -1284,7 +1291,8 @@ std::string render_report_html(const ReportData& d) {
     << "<div>duration<b id=\"fig-duration\">" << rt::seconds(r.duration_s) << "</b></div>";
   if (d.scenario != nullptr)
     o << "<div>lease TTL<b>" << d.scenario->lease_ttl().count() << " s</b></div>"
-      << "<div>fencing<b>" << html(std::string(to_string(d.scenario->resource().fencing))) << "</b></div>";
+      << "<div>resource<b>" << html(d.scenario->resource().kind) << "</b></div>"
+      << "<div>fencing<b>" << html(resource_design(*d.scenario)) << "</b></div>";
   o << "</div>\n";
   o << "<p class=\"note\">Run directory: <code>" << html(r.run_dir.string()) << "</code> \xC2\xB7 written by "
     << html(d.generator) << " \xC2\xB7 times are seconds since the run started (the orchestrator's monotonic clock)</p>\n</header>\n";

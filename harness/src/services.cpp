@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 namespace {
 constexpr int kLabEtcdClientPort = 2379;  // etcd's IANA ports: free in a namespace of our own
 constexpr int kLabEtcdPeerPort = 2380;
-constexpr int kLabStorePort = 7070;
+constexpr int kLabResourcePort = 7070;  // the resource's port in its own namespace
 }  // namespace
 
 struct Services::Impl {
@@ -30,57 +30,19 @@ struct Services::Impl {
   std::unique_ptr<EmbeddedEtcd> etcd;
   EmbeddedEtcd::Options etcd_options;
   int etcd_generation = 0;
-  std::unique_ptr<ChildProcess> store;
+  std::unique_ptr<resources::ResourceInstance> resource;
 };
-
-namespace {
-
-std::string start_store(const Scenario& sc, const RunDirectory& dir, const RunOptions& opt, const std::string& listen,
-                        std::unique_ptr<ChildProcess>& out) {
-  ChildSpec spec;
-  spec.name = "store";
-  spec.exe = (opt.bin_dir.empty() ? self_bin_dir() : opt.bin_dir) / "fencecheck-store";
-  spec.stderr_log = dir.log_path("store");
-  spec.args = {"--listen", listen, "--data-dir", (dir.path() / "store-data").string(), "--fencing",
-               std::string(to_string(sc.resource().fencing))};
-  if (sc.resource().check_window)
-    spec.args.insert(spec.args.end(),
-                     {"--check-window-ms",
-                      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(*sc.resource().check_window).count())});
-  std::mutex mu;
-  std::condition_variable cv;
-  std::string address;
-  bool closed = false;
-  out = std::make_unique<ChildProcess>(spec, [&, first = true](std::string_view line, std::int64_t, bool eof) mutable {
-    if (!first) return;  // after the first line the store says nothing on stdout that we need
-    std::lock_guard lock(mu);
-    if (eof) {
-      closed = true;
-    } else {
-      first = false;
-      auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_object() && j.contains("listening")) address = j["listening"].get<std::string>();
-      else closed = true;
-    }
-    cv.notify_all();
-  });
-  std::unique_lock lock(mu);
-  if (!cv.wait_for(lock, std::chrono::seconds(15), [&] { return !address.empty() || closed; }) || address.empty()) {
-    lock.unlock();
-    out.reset();  // joins the reader before the locals its callback uses go away
-    throw std::runtime_error("fencecheck-store did not report its address; see " + spec.stderr_log.string());
-  }
-  return "http://" + address;
-}
-
-}  // namespace
 
 Services::Services(const Scenario& sc, const RunDirectory& dir, const RunOptions& opt, faults::FaultLedger& ledger)
     : impl_(std::make_unique<Impl>()) {
   impl_->sc = &sc;
   impl_->dir = &dir;
   const auto& ls = sc.lock_service();
-  std::string store_listen = "127.0.0.1:0";
+  resources::ResourceRunContext rctx;
+  rctx.run_dir = dir.path();
+  rctx.log_path = [&dir](const std::string& name) { return dir.log_path(name); };
+  rctx.bin_dir = opt.bin_dir.empty() ? self_bin_dir() : opt.bin_dir;
+  rctx.run_id = dir.run_id();
 
   if (sc.network() == NetworkMode::kNamespaces) {
     faults::NetworkLabOptions lo;
@@ -98,7 +60,8 @@ Services::Services(const Scenario& sc, const RunDirectory& dir, const RunOptions
     impl_->etcd_options.host = impl_->lab->service("lock-service").address;
     impl_->etcd_options.client_port = kLabEtcdClientPort;
     impl_->etcd_options.peer_port = kLabEtcdPeerPort;
-    store_listen = impl_->lab->service("resource").address + ":" + std::to_string(kLabStorePort);
+    rctx.host = impl_->lab->service("resource").address;
+    rctx.port = kLabResourcePort;
     spdlog::info("{}: network lab {}: lock service {}, resource {}", sc.name(), impl_->lab->hub_netns(),
                  impl_->lab->service("lock-service").address, impl_->lab->service("resource").address);
   }
@@ -122,16 +85,31 @@ Services::Services(const Scenario& sc, const RunDirectory& dir, const RunOptions
       throw EnvironmentError("no etcd endpoint answered /health: " + tried + " (scenario " + sc.source() + ")");
     spdlog::info("{}: external etcd at {}", sc.name(), etcd_url_);
   }
-  store_url_ = start_store(sc, dir, opt, store_listen, impl_->store);
-  spdlog::info("{}: fencecheck-store ({}) at {}", sc.name(), to_string(sc.resource().fencing), store_url_);
+  const auto* kind = resources::find_resource_kind(sc.resource().kind);
+  if (!kind) throw std::logic_error("resource kind " + sc.resource().kind + " is not registered");
+  try {
+    impl_->resource = kind->open(sc.resource().config, rctx);
+  } catch (const resources::ResourceUnavailable& err) {
+    throw EnvironmentError(std::string("resource ") + sc.resource().kind + ": " + err.what());
+  } catch (const resources::ResourceConfigError& err) {
+    // Bad input only the resource could see (an SQL statement it refuses): exit 2 at the field.
+    const auto& pos = sc.resource().positions;
+    auto at = pos.find(err.field());
+    if (at == pos.end()) at = pos.find("");
+    const auto [line, col] = at == pos.end() ? std::pair<int, int>{0, 0} : at->second;
+    throw ScenarioError(sc.source(), line, col,
+                        "resource" + (err.field().empty() ? std::string() : "." + err.field()) + ": " + err.what());
+  }
+  resource_endpoint_ = impl_->resource->endpoint();
+  spdlog::info("{}: resource {}", sc.name(), impl_->resource->describe());
 }
 
 Services::~Services() { stop(); }
 
 void Services::stop() {
-  if (impl_->store) {
-    impl_->store->terminate();
-    impl_->store.reset();
+  if (impl_->resource) {
+    impl_->resource->stop();
+    impl_->resource.reset();
   }
   if (impl_->etcd) {
     impl_->etcd->stop();
@@ -150,6 +128,11 @@ std::vector<std::string> Services::worker_prefix(const std::string& worker) cons
 }
 
 const faults::NetworkLab* Services::lab() const { return impl_->lab.get(); }
+
+resources::ResourceInstance& Services::resource() const {
+  if (!impl_->resource) throw std::logic_error("the resource is stopped");
+  return *impl_->resource;
+}
 
 int Services::lock_service_pid() const { return impl_->etcd ? impl_->etcd->pid() : 0; }
 

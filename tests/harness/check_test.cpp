@@ -1108,3 +1108,122 @@ TEST(VerdictJson, UnknownCheckerErrorAndNullsForMissingValues) {
   EXPECT_TRUE(j["figures"]["faults"][0]["actual_ns"].is_null());
   EXPECT_TRUE(j["figures"]["faults"][0]["heal_t_ns"].is_null());
 }
+
+// ---- Evidence: what the resource kind can give decides what can be checked -------------------
+
+namespace {
+CheckContext without_readback_evidence() {
+  CheckContext c;
+  c.resource_kind = "http";
+  c.evidence = resources::Evidence{false, false, false, false, false};  // an HTTP service with no read-back
+  return c;
+}
+}  // namespace
+
+TEST(Evidence, ACheckerLackingRequiredEvidenceIsUnknownNeverValid) {
+  StoryRun r = fenced_run();
+  ReadBack empty;  // such a resource returns nothing to read back
+  empty.resource = "http";
+  Analysis a = analyze(r.b.h, empty, without_readback_evidence());
+  EXPECT_EQ(a.verdict, Verdict::kUnknown);  // the fenced story, yet "valid" would claim what nobody saw
+  for (const auto& c : a.checkers) {
+    if (c.name == "interleaved-segment" || c.name == "corrupt-chunk" || c.name == "lost-acknowledged-write") {
+      EXPECT_EQ(c.verdict, Verdict::kUnknown) << c.name;
+      EXPECT_THAT(c.error, HasSubstr("needs resource.chunks, which resource kind http does not give")) << c.name;
+      EXPECT_TRUE(c.evidence.empty()) << c.name;
+    } else {
+      EXPECT_EQ(c.verdict, Verdict::kValid) << c.name << ": " << c.error;
+    }
+  }
+  ExpectationResult e = evaluate_expectation(load_scenario(kSmoke / "sigstop-past-lease.yaml"), a);
+  EXPECT_FALSE(e.met);
+}
+
+TEST(Evidence, StaleWriteAcceptedWithoutAnAcceptLogIsJudgedFromTheHistory) {
+  StoryRun r = unfenced_run();
+  ReadBack empty;
+  empty.resource = "http";
+  Analysis a = analyze(r.b.h, empty, without_readback_evidence());
+  EXPECT_EQ(a.verdict, Verdict::kInvalid);
+  const CheckerResult* stale = nullptr;
+  for (const auto& c : a.checkers)
+    if (c.name == "stale-write-accepted") stale = &c;
+  ASSERT_NE(stale, nullptr);
+  EXPECT_EQ(stale->verdict, Verdict::kInvalid);
+  EXPECT_THAT(stale->evidence, ElementsAre("history"));
+  ASSERT_EQ(stale->anomalies.size(), 1u);
+  EXPECT_THAT(stale->anomalies[0].tokens, ElementsAre(33, 34));
+  EXPECT_TRUE(stale->anomalies[0].readback_seqs.empty());  // no log: only the history's events
+  EXPECT_FALSE(stale->anomalies[0].evidence.empty());
+}
+
+TEST(Evidence, EveryResultNamesTheSourcesItRead) {
+  StoryRun r = unfenced_run();
+  CheckContext c;
+  c.resource_kind = "store";
+  c.evidence = resources::Evidence{};  // the store gives everything
+  Analysis a = analyze(r.b.h, r.rb, c);
+  for (const auto& res : a.checkers) {
+    EXPECT_FALSE(res.evidence.empty()) << res.name;
+    if (res.name == "interleaved-segment") EXPECT_THAT(res.evidence, ElementsAre("resource.chunks", "history"));
+    if (res.name == "stale-write-accepted") EXPECT_THAT(res.evidence, ElementsAre("resource.accept-log", "history"));
+  }
+  const nlohmann::json j = to_json(a, ExpectationResult{});
+  bool found = false;
+  for (const auto& cj : j["checkers"])
+    if (cj["name"] == "stale-write-accepted") {
+      found = true;
+      EXPECT_EQ(cj["evidence"], (nlohmann::json{"resource.accept-log", "history"}));
+    }
+  EXPECT_TRUE(found);
+}
+
+TEST(Evidence, AScenariosContextCarriesItsResourceKindsEvidence) {
+  Scenario s = load_scenario(kSmoke / "sigstop-past-lease.yaml");
+  CheckContext c = CheckContext::of(s);
+  EXPECT_EQ(c.resource_kind, "store");
+  ASSERT_TRUE(c.evidence.has_value());
+  EXPECT_TRUE(c.evidence->accept_log);
+  EXPECT_TRUE(c.evidence->chunks);
+}
+
+// ---- fenced-out: a resource that rejects its holder's own second write (strict comparison) ---
+
+TEST(FencedOut, ARejectionAgainstTheHoldersOwnMarkIsSelfFencing) {
+  Builder b;
+  b.run_start();
+  b.acquire_ok("w1", kKey1, 33, 7001);
+  const std::size_t first = b.write_ok("w1", 33, 0, 0, 33);
+  b.write("w1", EventKind::kWriteInvoke, 33, 0, 1);
+  const std::size_t refused = b.write("w1", EventKind::kWriteFail, 33, 0, 1, 33);  // mark 33 == its own token
+  b.acquire_ok("w1", kKey2, 34, 7002);
+  b.write_ok("w1", 34, 0, 0, 34);  // progress at the chunk level hides nothing: the segment never ends
+  b.write("w1", EventKind::kWriteInvoke, 34, 0, 1);
+  const std::size_t refused2 = b.write("w1", EventKind::kWriteFail, 34, 0, 1, 34);
+  CheckContext c;
+  c.lease_ttl = 2s;
+  CheckerResult r = FencedOutChecker().check_with(b.h, ReadBack{}, c);
+  EXPECT_EQ(r.verdict, Verdict::kInvalid);
+  ASSERT_EQ(r.anomalies.size(), 1u);  // one per worker
+  const Anomaly& a = r.anomalies[0];
+  EXPECT_EQ(a.name, "fenced-out");
+  EXPECT_EQ(a.key, kKey);
+  EXPECT_THAT(a.tokens, ElementsAre(33, 34));
+  EXPECT_THAT(a.clients, ElementsAre("w1"));
+  EXPECT_THAT(a.evidence, ElementsAre(first, refused, refused2));
+  EXPECT_THAT(a.description, HasSubstr("its own accepted write with the same token had set"));
+}
+
+TEST(FencedOut, AnEqualMarkSetByAnotherHolderIsNotSelfFencing) {
+  Builder b;
+  b.run_start();
+  b.acquire_ok("w1", kKey1, 33, 7001);
+  b.write("w1", EventKind::kWriteInvoke, 33, 0, 0);
+  b.write("w1", EventKind::kWriteFail, 33, 0, 0, 33);  // w1 never had 33 accepted itself
+  b.acquire_ok("w1", kKey2, 34, 7002);
+  b.write_ok("w1", 34, 0, 0, 34);
+  CheckContext c;
+  c.lease_ttl = 2s;
+  CheckerResult r = FencedOutChecker().check_with(b.h, ReadBack{}, c);
+  EXPECT_EQ(r.verdict, Verdict::kValid);
+}

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fencecheck/harness/scenario.h"
+#include "fencecheck/resources/resource_kind.h"
 
 using namespace fencecheck;
 using namespace fencecheck::harness;
@@ -82,8 +83,8 @@ TEST(ScenarioLoad, SmokeFencedScenarioHasEveryValue) {
   EXPECT_EQ(s.lock_service().kind, LockServiceKind::kEtcd);
   EXPECT_TRUE(s.lock_service().embedded());
   EXPECT_EQ(s.lock_service().lock, "fencecheck/sigstop-past-lease");
-  EXPECT_EQ(s.resource().kind, ResourceKind::kStore);
-  EXPECT_EQ(s.resource().fencing, FencingMode::kPerKey);
+  EXPECT_EQ(s.resource().kind, "store");
+  EXPECT_EQ(s.resource().fencing(), "per-key");
   EXPECT_EQ(s.network(), NetworkMode::kHost);
   EXPECT_EQ(s.job().key, "ledger");
   EXPECT_EQ(s.job().segments, 3);
@@ -120,7 +121,7 @@ TEST(ScenarioLoad, SmokeUnfencedScenarioDiffersOnlyInFencingAndExpectation) {
   Scenario f = load_scenario(kSmoke / "sigstop-past-lease.yaml");
   EXPECT_EQ(u.name(), "sigstop-past-lease-unfenced");
   EXPECT_THAT(u.description(), ::testing::HasSubstr("fencing: none"));
-  EXPECT_EQ(u.resource().fencing, FencingMode::kNone);
+  EXPECT_EQ(u.resource().fencing(), "none");
   EXPECT_EQ(u.expect().outcome, Outcome::kAnomaly);
   EXPECT_EQ(u.expect().anomalies, std::vector<std::string>{"interleaved-segment"});
   EXPECT_FALSE(u.expect().min_rejected_writes.has_value());
@@ -160,7 +161,7 @@ TEST(ScenarioLoad, MinimalFileGetsEveryDefault) {
   EXPECT_EQ(s.lock_service().kind, LockServiceKind::kEtcd);
   EXPECT_TRUE(s.lock_service().endpoints.empty());
   EXPECT_EQ(s.lock_service().lock, "fencecheck/t");
-  EXPECT_EQ(s.resource().fencing, FencingMode::kPerKey);
+  EXPECT_EQ(s.resource().fencing(), "per-key");
   EXPECT_EQ(s.network(), NetworkMode::kHost);
   EXPECT_EQ(s.job().segments, 3);
   EXPECT_EQ(s.job().chunks, 4);
@@ -218,7 +219,7 @@ TEST(ScenarioLoad, EveryOptionalFieldIsRead) {
   EXPECT_EQ(s.lock_service().endpoints,
             (std::vector<std::string>{"http://127.0.0.1:2379", "https://etcd-2.example:2379/"}));
   EXPECT_EQ(s.lock_service().lock, "team/locks/ledger");
-  EXPECT_EQ(s.resource().fencing, FencingMode::kNone);
+  EXPECT_EQ(s.resource().fencing(), "none");
   EXPECT_EQ(s.job().key, "acct.42");
   EXPECT_EQ(s.job().segments, 1);
   EXPECT_EQ(s.job().chunks, 7);
@@ -317,9 +318,8 @@ TEST(ScenarioNames, KnownAnomaliesAreTheDesignListPlusCorruptChunk) {
   EXPECT_FALSE(is_known_anomaly("split-brain"));
   EXPECT_EQ(known_fault_kinds(), (std::vector<std::string_view>{"sigstop", "cpu-throttle", "freeze", "partition",
                                                                  "netem", "lock-service-restart", "self-stop"}));
-  EXPECT_EQ(known_fencing_modes(), (std::vector<std::string_view>{"per-key", "none", "global", "check-then-write"}));
+  EXPECT_EQ(resources::resource_kind_names(), (std::vector<std::string_view>{"store", "postgres", "http"}));
   EXPECT_EQ(known_job_kinds(), (std::vector<std::string_view>{"segments", "counter", "side-effect"}));
-  EXPECT_EQ(to_string(FencingMode::kPerKey), "per-key");
   EXPECT_EQ(to_string(NetworkMode::kNamespaces), "namespaces");
   EXPECT_EQ(to_string(Outcome::kAnomaly), "anomaly");
   EXPECT_TRUE(is_worker_event(EventKind::kWriteOk));
@@ -521,7 +521,7 @@ const BadFile kBadFiles[] = {
      "name: t\n"
      "lease_ttl: 2s\n"
      "resource: store\n",
-     3, 11, "resource: expected a mapping, got \"store\""},
+     3, 11, "resource: expected a mapping with kind and the kind's fields, got \"store\""},
     {"TopLevelNotAMapping",
      "- name: t\n",
      1, 1, "expected a mapping, got a list"},
@@ -565,8 +565,8 @@ const BadFile kBadFiles[] = {
     {"UnknownResourceKind",
      "name: t\n"
      "lease_ttl: 2s\n"
-     "resource: {kind: postgres}\n",
-     3, 18, "resource.kind: unknown resource kind \"postgres\"; expected one of: store"},
+     "resource: {kind: mongodb}\n",
+     3, 18, "resource.kind: unknown resource kind \"mongodb\"; expected one of: store, postgres, http"},
     {"UnknownFencingMode",
      "name: t\n"
      "lease_ttl: 2s\n"
@@ -1082,8 +1082,8 @@ TEST(ScenarioCatalogueFields, EveryNewFieldIsReadTyped) {
       "  pause_tolerance: 15%\n"
       "  progress_after_heal: true\n";
   Scenario s = parse_scenario(yaml, "everything.yaml");
-  EXPECT_EQ(s.resource().fencing, FencingMode::kCheckThenWrite);
-  EXPECT_EQ(s.resource().check_window, Duration(350ms));
+  EXPECT_EQ(s.resource().fencing(), "check-then-write");
+  EXPECT_EQ(s.resource().config.value("check_window", ""), "350ms");
   EXPECT_EQ(s.network(), NetworkMode::kNamespaces);
   EXPECT_EQ(s.network_spec(), (NetworkSpec{NetworkMode::kNamespaces, "10.77.0.0/16"}));
   EXPECT_EQ(s.job().kind, JobKind::kSideEffect);
@@ -1153,7 +1153,7 @@ TEST(ScenarioCatalogueFields, DefaultsOfTheNewFields) {
       "         {kind: lock-service-restart, target: lock-service, trigger: {at: 1s}, duration: 2s}]\n"
       "expect: {outcome: safe}\n",
       "d.yaml");
-  EXPECT_EQ(s.resource().check_window, Duration(kDefaultCheckWindow));
+  EXPECT_EQ(s.resource().config.value("check_window", ""), "200ms");
   EXPECT_EQ(s.network_spec().subnet, "10.213.0.0/24");
   EXPECT_EQ(s.job().kind, JobKind::kCounter);
   EXPECT_EQ(s.job().increments, 10);
@@ -1163,7 +1163,7 @@ TEST(ScenarioCatalogueFields, DefaultsOfTheNewFields) {
   EXPECT_FALSE(s.expect().progress_after_heal);
 
   Scenario m = parse_scenario(kMinimal, "m.yaml");
-  EXPECT_FALSE(m.resource().check_window.has_value());
+  EXPECT_FALSE(m.resource().config.contains("check_window"));
   EXPECT_EQ(m.network_spec(), NetworkSpec{});
   EXPECT_EQ(m.job().kind, JobKind::kSegments);
   EXPECT_EQ(m.job().effect, EffectMode::kFenced);
@@ -1434,11 +1434,11 @@ TEST(ScenarioCatalogue, TheNamedAnomalyOfEachItem) {
 
   // The pairs differ in the design under test.
   auto load = [&](const std::string& f) { return load_scenario(dir / f); };
-  EXPECT_EQ(load("01-decorative-token-broken.yaml").resource().fencing, FencingMode::kNone);
-  EXPECT_EQ(load("02-check-then-write-broken.yaml").resource().fencing, FencingMode::kCheckThenWrite);
-  EXPECT_EQ(load("02-check-then-write-broken.yaml").resource().check_window, Duration(2500ms));
-  EXPECT_EQ(load("03-global-high-water-broken.yaml").resource().fencing, FencingMode::kGlobal);
-  EXPECT_EQ(load("03-global-high-water-correct.yaml").resource().fencing, FencingMode::kPerKey);
+  EXPECT_EQ(load("01-decorative-token-broken.yaml").resource().fencing(), "none");
+  EXPECT_EQ(load("02-check-then-write-broken.yaml").resource().fencing(), "check-then-write");
+  EXPECT_EQ(load("02-check-then-write-broken.yaml").resource().config.value("check_window", ""), "2500ms");
+  EXPECT_EQ(load("03-global-high-water-broken.yaml").resource().fencing(), "global");
+  EXPECT_EQ(load("03-global-high-water-correct.yaml").resource().fencing(), "per-key");
   EXPECT_TRUE(load("04-retry-same-token-broken.yaml").workers()[0].design.retry_same_token);
   EXPECT_TRUE(load("04-retry-same-token-correct.yaml").workers()[0].design.is_default());
   EXPECT_TRUE(load("05-release-by-name-broken.yaml").workers()[0].design.release_by_name);
@@ -1474,9 +1474,9 @@ TEST(ScenarioFaultsSuite, EachFaultKindHasAFencedAndAnUnfencedTwin) {
     SCOPED_TRACE(stem);
     Scenario fenced = load_scenario(dir / (stem + ".yaml"));
     Scenario unfenced = load_scenario(dir / (stem + "-unfenced.yaml"));
-    EXPECT_EQ(fenced.resource().fencing, FencingMode::kPerKey);
+    EXPECT_EQ(fenced.resource().fencing(), "per-key");
     EXPECT_EQ(fenced.expect().outcome, Outcome::kSafe);
-    EXPECT_EQ(unfenced.resource().fencing, FencingMode::kNone);
+    EXPECT_EQ(unfenced.resource().fencing(), "none");
     EXPECT_EQ(unfenced.expect().outcome, Outcome::kAnomaly);
     const auto& a = unfenced.expect().anomalies;
     EXPECT_TRUE(std::find(a.begin(), a.end(), "interleaved-segment") != a.end() ||

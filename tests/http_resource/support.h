@@ -83,6 +83,7 @@ class FakeFields final : public resources::ResourceFields {
     if (auto* s = std::get_if<std::string>(&v)) return *s;
     return std::to_string(std::get<std::int64_t>(v));
   }
+  std::vector<std::string> string_list(std::string_view name) const override { return {string(name)}; }
   std::int64_t integer(std::string_view name, std::int64_t min, std::int64_t max) const override {
     const Value& v = at(name);
     std::int64_t n = 0;

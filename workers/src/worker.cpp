@@ -15,7 +15,7 @@
 
 #include "fencecheck/proto/chunk.h"
 #include "fencecheck/proto/token.h"
-#include "fencecheck/resources/store_client.h"
+#include "fencecheck/resources/writer.h"
 #include "fencecheck/workers/etcd_client.h"
 
 namespace fencecheck {
@@ -68,6 +68,13 @@ std::chrono::milliseconds WorkerOptions::effective_keepalive_interval() const {
   return third.count() < 1 ? milliseconds(1) : third;
 }
 
+nlohmann::json WorkerOptions::resource_endpoint() const {
+  if (resource.empty()) return {{"kind", "store"}, {"url", store}};
+  auto j = nlohmann::json::parse(resource, nullptr, false);
+  if (!j.is_object()) throw std::invalid_argument("--resource must be a JSON object {\"kind\": ...}, got '" + resource + "'");
+  return j;
+}
+
 std::vector<std::string> validate(const WorkerOptions& o) {
   std::vector<std::string> errors;
   auto need = [&](bool ok, std::string message) {
@@ -77,7 +84,15 @@ std::vector<std::string> validate(const WorkerOptions& o) {
   need(is_safe_name(o.key, 256), "--key must be 1-256 characters of [A-Za-z0-9_.-], got '" + o.key + "'");
   need(!o.lock.empty(), "--lock must not be empty");
   need(o.etcd.rfind("http://", 0) == 0, "--etcd must be http://host:port, got '" + o.etcd + "'");
-  need(o.store.rfind("http://", 0) == 0, "--store must be http://host:port, got '" + o.store + "'");
+  if (o.resource.empty()) {
+    need(o.store.rfind("http://", 0) == 0, "--store must be http://host:port, got '" + o.store + "'");
+  } else {
+    try {
+      (void)make_resource_writer(o.resource_endpoint(), o.store_timeout);
+    } catch (const std::exception& err) {
+      errors.push_back(std::string("--resource: ") + err.what());
+    }
+  }
   need(o.ttl.count() >= 1, "--ttl-s must be >= 1, got " + std::to_string(o.ttl.count()));
   need(o.segments >= 1, "--segments must be >= 1, got " + std::to_string(o.segments));
   need(o.chunks >= 1, "--chunks must be >= 1, got " + std::to_string(o.chunks));
@@ -257,7 +272,7 @@ class Worker {
         current_token_(current_token),
         pauses_(pauses),
         etcd_(o.etcd, EtcdClient::Options{milliseconds(2000), o.etcd_timeout}),
-        store_(o.store, o.store_timeout) {}
+        store_(make_resource_writer(o.resource_endpoint(), o.store_timeout)) {}
 
   int run() {
     switch (acquire()) {
@@ -341,7 +356,7 @@ class Worker {
       if (stop_.stop_requested()) return terminated();
       first = false;
       Step step = Step::kRedo;
-      CounterReply read = store_.read_counter(o_.key);
+      CounterReply read = store_->read_counter(o_.key);
       if (!read.ok) {
         Event e = make(EventKind::kLog);
         e.key = o_.key;
@@ -666,7 +681,7 @@ class Worker {
     events_.emit(std::move(invoke));
 
     const std::string bytes = encode_chunk(ChunkHeader{o_.id, token, o_.key, segment, chunk}, o_.chunk_bytes);
-    WriteReply reply = store_.write(o_.key, segment, chunk, FencingToken(token), o_.id, bytes);
+    WriteReply reply = store_->write(o_.key, segment, chunk, FencingToken(token), o_.id, bytes);
 
     Event e = make(EventKind::kWriteInfo);
     e.key = o_.key;
@@ -686,7 +701,7 @@ class Worker {
     invoke.detail = detail.empty() ? what : what + ": " + detail;
     events_.emit(std::move(invoke));
 
-    WriteReply reply = store_.write_counter(o_.key, new_value, FencingToken(token), o_.id);
+    WriteReply reply = store_->write_counter(o_.key, new_value, FencingToken(token), o_.id);
 
     Event e = make(EventKind::kWriteInfo);
     e.key = o_.key;
@@ -736,7 +751,7 @@ class Worker {
                     (detail.empty() ? "" : ": " + detail);
     events_.emit(std::move(invoke));
 
-    EffectReply reply = store_.post_effect(o_.key, id, o_.effect, FencingToken(token), o_.id);
+    EffectReply reply = store_->post_effect(o_.key, id, o_.effect, FencingToken(token), o_.id);
 
     Event e = make(EventKind::kWriteInfo);
     e.key = effect_key;
@@ -790,7 +805,7 @@ class Worker {
   std::atomic<std::int64_t>& current_token_;
   PauseWatch& pauses_;
   EtcdClient etcd_;
-  StoreClient store_;
+  std::unique_ptr<ResourceWriter> store_;  ///< the resource's writer (any kind: writer.h)
   std::optional<Holding> held_;
   std::int64_t acquires_ = 0;
   bool self_stopped_ = false;
@@ -810,7 +825,7 @@ int run_worker(const WorkerOptions& options, EventWriter& events, std::stop_toke
   Event start = make(EventKind::kLog);
   start.detail = "worker start: lock=" + options.lock + " key=" + options.key + " job=" +
                  std::string(job_kind_name(options.job)) + " designs=" + designs_summary(options) +
-                 " etcd=" + options.etcd + " store=" + options.store + " seed=" + std::to_string(options.seed);
+                 " etcd=" + options.etcd + " resource=" + options.resource_endpoint().value("kind", "?") + " seed=" + std::to_string(options.seed);
   events.emit(std::move(start));
 
   std::atomic<std::int64_t> current_token{0};

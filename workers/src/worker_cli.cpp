@@ -32,7 +32,11 @@ WorkerCli parse_worker_cli(int argc, const char* const* argv) {
   app.option_defaults()->always_capture_default();
   app.add_option("--id", o.id, "worker id, [A-Za-z0-9_.-]{1,64}; the source of its events")->required();
   app.add_option("--etcd", o.etcd, "etcd endpoint, http://host:port")->required();
-  app.add_option("--store", o.store, "fenced store, http://host:port")->required();
+  auto* store = app.add_option("--store", o.store, "fenced store, http://host:port (short for --resource '{\"kind\":\"store\",\"url\":...}')");
+  app.add_option("--resource", o.resource,
+                 "the resource as an endpoint JSON object {\"kind\": store|postgres|http, ...} "
+                 "(fencecheck/resources/writer.h)")
+      ->excludes(store);
   app.add_option("--lock", o.lock, "lock name (etcd lock prefix)")->required();
   app.add_option("--key", o.key, "resource key to write")->required();
   app.add_option("--ttl-s", ttl_s, "lease TTL, seconds (etcd's minimum is 2 by default)");

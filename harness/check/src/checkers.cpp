@@ -1079,10 +1079,49 @@ CheckerResult FencedOutChecker::check_with(const History& history, const ReadBac
     if (history[walk[w]].kind == EventKind::kAcquireOk) holding[history[walk[w]].source] = walk[w];
 
   std::vector<Anomaly> anomalies;
+  // Self-fencing: a write rejected against a mark equal to its own token, which the same holder's
+  // own accepted write set (a strict "mark < token" rule): a holder can never write twice under
+  // one token, so no job of more than one write completes whatever the timing. One anomaly per
+  // worker, counting its every such rejection.
+  std::map<std::string, std::size_t> self_fenced;  // worker -> its anomaly in `anomalies`
+  std::map<std::tuple<std::string, std::string, std::int64_t>, std::size_t> accepted;  // (worker, key, token) -> write.ok
+  for (std::size_t k : idx->of({EventKind::kWriteOk})) {
+    const Event& ok = history[k];
+    if (ok.token) accepted.emplace(std::make_tuple(ok.source, ok.key, *ok.token), k);
+  }
+  auto self_fence = [&](std::size_t i) {
+    const Event& e = history[i];
+    auto own = accepted.find(std::make_tuple(e.source, e.key, *e.token));
+    if (own == accepted.end() || own->second > i) return false;
+    auto [it, first] = self_fenced.emplace(e.source, anomalies.size());
+    if (first) {
+      Anomaly a;
+      a.name = "fenced-out";
+      a.key = e.key;
+      a.evidence = {own->second, i};
+      a.tokens = {*e.token};
+      a.clients = {e.source};
+      a.description = e.source + "'s write to " + e.key + " with token " + std::to_string(*e.token) +
+                      " was rejected against the high-water mark " + std::to_string(*e.high_water) +
+                      " that its own accepted write with the same token had set: the resource rejects a holder's "
+                      "second write under its token (a strict comparison where \"not below the mark\" is the rule), "
+                      "so no holder can finish a job of more than one write";
+      anomalies.push_back(std::move(a));
+    } else {
+      Anomaly& a = anomalies[it->second];
+      a.evidence.push_back(i);
+      a.tokens.push_back(*e.token);
+    }
+    return true;
+  };
   for (; w < walk.size(); ++w) {
     const std::size_t i = walk[w];
     const Event& e = history[i];
     if (e.kind == EventKind::kAcquireOk) holding[e.source] = i;
+    if (e.kind == EventKind::kWriteFail && e.token && e.high_water && *e.high_water == *e.token) {
+      auto h = holding.find(e.source);
+      if (h != holding.end() && history[h->second].token == e.token && self_fence(i)) continue;
+    }
     if (!detail::is_fenced_rejection(e)) continue;
     auto h = holding.find(e.source);
     if (h == holding.end() || h->second < from || history[h->second].token != e.token) continue;  // not fresh

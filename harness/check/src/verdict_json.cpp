@@ -132,7 +132,8 @@ nlohmann::json to_json(const Analysis& a, const ExpectationResult& e) {
   j["expectation"] = {{"met", e.met}, {"reasons", e.reasons}};
   auto& checkers = j["checkers"] = nlohmann::json::array();
   for (const auto& r : a.checkers) {
-    nlohmann::json c{{"name", r.name}, {"verdict", std::string(verdict_name(r.verdict))}, {"error", r.error}};
+    nlohmann::json c{{"name", r.name}, {"verdict", std::string(verdict_name(r.verdict))}, {"error", r.error},
+                     {"evidence", r.evidence}};
     auto& anomalies = c["anomalies"] = nlohmann::json::array();
     for (const auto& an : r.anomalies) anomalies.push_back(to_json(an, a.evidence_events));
     checkers.push_back(std::move(c));

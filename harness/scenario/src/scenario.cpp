@@ -17,6 +17,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "fencecheck/proto/chunk.h"
+#include "fencecheck/resources/resource_kind.h"
 
 namespace fencecheck::harness {
 
@@ -53,13 +54,6 @@ struct Row {
 };
 
 constexpr std::array<Row<LockServiceKind>, 1> kLockServiceKinds{{{LockServiceKind::kEtcd, "etcd", true}}};
-constexpr std::array<Row<ResourceKind>, 1> kResourceKinds{{{ResourceKind::kStore, "store", true}}};
-constexpr std::array<Row<FencingMode>, 4> kFencingModes{{
-    {FencingMode::kPerKey, "per-key", true},
-    {FencingMode::kNone, "none", true},
-    {FencingMode::kGlobal, "global", true},
-    {FencingMode::kCheckThenWrite, "check-then-write", true},
-}};
 constexpr std::array<Row<NetworkMode>, 2> kNetworkModes{{
     {NetworkMode::kHost, "host", true},
     {NetworkMode::kNamespaces, "namespaces", true},
@@ -129,8 +123,11 @@ std::string quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
 }  // namespace
 
 std::string_view to_string(LockServiceKind k) { return name_in(kLockServiceKinds, k); }
-std::string_view to_string(ResourceKind k) { return name_in(kResourceKinds, k); }
-std::string_view to_string(FencingMode m) { return name_in(kFencingModes, m); }
+std::string ResourceSpec::fencing() const {
+  auto it = config.find("fencing");
+  return it != config.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 std::string_view to_string(NetworkMode m) { return name_in(kNetworkModes, m); }
 std::string_view to_string(FaultKind k) { return name_in(kFaultKinds, k); }
 std::string_view to_string(Outcome o) { return name_in(kOutcomes, o); }
@@ -142,7 +139,6 @@ std::string_view to_string(KeepaliveMode m) { return name_in(kKeepaliveModes, m)
 std::string_view to_string(PartitionFrom f) { return name_in(kPartitionFroms, f); }
 
 std::vector<std::string_view> known_fault_kinds() { return implemented_names(kFaultKinds); }
-std::vector<std::string_view> known_fencing_modes() { return implemented_names(kFencingModes); }
 std::vector<std::string_view> known_job_kinds() { return implemented_names(kJobKinds); }
 
 bool targets_worker(FaultKind k) { return k != FaultKind::kLockServiceRestart; }
@@ -380,7 +376,7 @@ struct Value {
 
 class ScenarioParser {
  public:
-  explicit ScenarioParser(std::string file) : file_(std::move(file)) {}
+  explicit ScenarioParser(std::string file, std::string_view text = {}) : file_(std::move(file)), text_(text) {}
 
   [[noreturn]] void fail(const YAML::Mark& mark, const std::string& path, const std::string& message) const {
     auto [line, col] = position(mark);
@@ -602,6 +598,93 @@ class ScenarioParser {
     return out;
   }
 
+  /// Every key any resource kind accepts, plus kind (to read `kind` before the kind is known).
+  static std::vector<std::string_view> kind_and_all_fields() {
+    std::vector<std::string_view> all{"kind"};
+    for (auto n : resources::resource_kind_names())
+      for (auto f : resources::find_resource_kind(n)->fields())
+        if (std::find(all.begin(), all.end(), f) == all.end()) all.push_back(f);
+    return all;
+  }
+
+  /// Where byte `offset` of a scalar's value is in the file: through a block scalar's lines (| or
+  /// >), after a quote, or straight on for a plain scalar. The value's own mark when the text is
+  /// unknown.
+  std::pair<int, int> locate(const Value& v, std::size_t offset) const {
+    auto [line, col] = position(v.mark);
+    if (text_.empty() || v.mark.pos < 0 || static_cast<std::size_t>(v.mark.pos) >= text_.size()) return {line, col};
+    const char first = text_[static_cast<std::size_t>(v.mark.pos)];
+    if (first == '"' || first == '\'') return {line, col + 1 + static_cast<int>(offset)};
+    if (first != '|' && first != '>') return {line, col + static_cast<int>(offset)};
+    // A block scalar: its content starts on the next line, at the first content line's indent.
+    std::size_t p = text_.find('\n', static_cast<std::size_t>(v.mark.pos));
+    if (p == std::string_view::npos) return {line, col};
+    ++p;
+    int l = line + 1;
+    while (p < text_.size() && text_[p] == '\n') ++p, ++l;  // leading blank lines
+    std::size_t indent = 0;
+    while (p + indent < text_.size() && text_[p + indent] == ' ') ++indent;
+    const std::string& value = v.node.Scalar();
+    std::size_t value_line_start = 0;
+    for (std::size_t i = 0; i < offset && i < value.size(); ++i)
+      if (value[i] == '\n') ++l, value_line_start = i + 1;
+    return {l, static_cast<int>(indent + (offset - std::min(offset, value_line_start))) + 1};
+  }
+
+  /// The loader's side of resources::ResourceFields: reads and fails through this parser, so a
+  /// kind's errors carry file:line:col.
+  class Fields final : public resources::ResourceFields {
+   public:
+    Fields(const ScenarioParser& p, const Map& m) : p_(p), m_(m) {}
+    std::string file() const override { return p_.file_; }
+    bool has(std::string_view name) const override { return m_.has(name); }
+    std::string string(std::string_view name) const override { return p_.string(m_.require(name)); }
+    std::vector<std::string> string_list(std::string_view name) const override {
+      Value v = m_.require(name);
+      if (v.node.IsScalar()) return {p_.string(v)};
+      std::vector<std::string> out;
+      for (const Value& item : p_.list(v, false)) out.push_back(p_.string(item));
+      return out;
+    }
+    std::int64_t integer(std::string_view name, std::int64_t min, std::int64_t max) const override {
+      return p_.integer(m_.require(name), min, max);
+    }
+    std::chrono::nanoseconds duration(std::string_view name) const override { return p_.duration(m_.require(name)); }
+    bool boolean(std::string_view name) const override { return p_.boolean(m_.require(name)); }
+    std::size_t choice(std::string_view name, const std::vector<std::string_view>& names,
+                       std::string_view what) const override {
+      Value v = m_.require(name);
+      const std::string s = p_.string(v);
+      for (std::size_t i = 0; i < names.size(); ++i)
+        if (names[i] == s) return i;
+      p_.fail(v, "unknown " + std::string(what) + " " + quote(s) + "; expected one of: " + join(names));
+    }
+    [[noreturn]] void fail(std::string_view name, const std::string& message,
+                           std::optional<std::size_t> offset) const override {
+      if (name.empty()) p_.fail(m_.self(), message);
+      std::string field(name);
+      std::optional<std::size_t> index;
+      if (auto b = field.find('['); b != std::string::npos && field.back() == ']') {
+        index = static_cast<std::size_t>(std::stoul(field.substr(b + 1)));
+        field = field.substr(0, b);
+      }
+      auto got = m_.get(field);
+      if (!got) p_.fail(m_.self(), message);
+      Value v = *got;
+      if (index && v.node.IsSequence()) {
+        auto items = p_.list(v, true);
+        if (*index < items.size()) v = items[*index];
+      }
+      if (!offset || !v.node.IsScalar()) p_.fail(v, message);
+      auto [line, col] = p_.locate(v, *offset);
+      throw ScenarioError(p_.file_, line, col, v.path + ": " + message);
+    }
+
+   private:
+    const ScenarioParser& p_;
+    const Map& m_;
+  };
+
   // ---- the scenario
 
   Scenario parse(const YAML::Node& root) {
@@ -660,23 +743,38 @@ class ScenarioParser {
     }
     if (s.lock_service_.lock.empty()) s.lock_service_.lock = "fencecheck/" + s.name_;
 
-    // resource
+    // resource: the kind is a name on the resource axis; every other field is the kind's own.
     {
-      Map r(*this, m.require("resource"), {"kind", "fencing", "check_window"});
-      s.resource_.kind = choice(r.require("kind"), kResourceKinds, "resource kind");
-      if (auto f = r.get("fencing")) s.resource_.fencing = choice(*f, kFencingModes, "fencing mode");
-      auto window = r.get("check_window");
-      if (s.resource_.fencing == FencingMode::kCheckThenWrite) {
-        s.resource_.check_window = Duration(kDefaultCheckWindow);
-        if (window) {
-          s.resource_.check_window = duration(*window);
-          whole(*window, *s.resource_.check_window, std::chrono::milliseconds(1), "millisecond",
-                "the store's check window has millisecond resolution");
+      Value rv = m.require("resource");
+      if (!rv.node.IsMap()) fail(rv, "expected a mapping with kind and the kind's fields, got " + describe(rv.node));
+      std::vector<std::string_view> names = resources::resource_kind_names();
+      Value kind_value = Map(*this, rv, kind_and_all_fields()).require("kind");
+      const std::string kind = string(kind_value);
+      const resources::ResourceKind* rk = resources::find_resource_kind(kind);
+      if (!rk) fail(kind_value, "unknown resource kind " + quote(kind) + "; expected one of: " + join(names));
+      // A field of another kind names the kind it belongs to.
+      std::vector<std::string_view> allowed{"kind"};
+      for (auto f : rk->fields()) allowed.push_back(f);
+      for (auto it = rv.node.begin(); it != rv.node.end(); ++it) {
+        const YAML::Node k = it->first;
+        const std::string& field = k.Scalar();
+        if (std::find(allowed.begin(), allowed.end(), field) != allowed.end()) continue;
+        for (auto other : names) {
+          if (other == kind) continue;
+          auto of = resources::find_resource_kind(other)->fields();
+          if (std::find(of.begin(), of.end(), field) != of.end())
+            fail(k.Mark(), "resource", quote(field) + " is a field of resource kind " + std::string(other) +
+                                           ", not of kind " + kind + "; kind " + kind + " takes: " + join(allowed));
         }
-      } else if (window) {
-        fail(*window, "check_window is only for fencing check-then-write (fencing is " +
-                          std::string(to_string(s.resource_.fencing)) + ")");
       }
+      Map r(*this, rv, allowed);
+      s.resource_.kind = kind;
+      s.resource_.positions[""] = position(rv.mark);
+      for (auto it = rv.node.begin(); it != rv.node.end(); ++it) {
+        const YAML::Node k = it->first;
+        if (auto v = r.get(k.Scalar())) s.resource_.positions[k.Scalar()] = position(v->mark);
+      }
+      s.resource_.config = rk->parse(Fields(*this, r));
     }
 
     // network: "host", "namespaces", or {mode, subnet}
@@ -709,7 +807,13 @@ class ScenarioParser {
     {
       Map j(*this, m.require("job"),
             {"kind", "key", "segments", "chunks", "chunk_bytes", "chunk_interval", "increments", "effect"});
-      if (auto v = j.get("kind")) s.job_.kind = choice(*v, kJobKinds, "job kind");
+      if (auto v = j.get("kind")) {
+        s.job_.kind = choice(*v, kJobKinds, "job kind");
+        if (s.job_.kind != JobKind::kSegments &&
+            !resources::find_resource_kind(s.resource_.kind)->evidence(s.resource_.config).effects)
+          fail(*v, "job kind " + std::string(to_string(s.job_.kind)) + " needs a resource with counters and side "
+                   "effects (kind store); resource kind " + s.resource_.kind + " has only chunk writes (job kind segments)");
+      }
       const std::string kind(to_string(s.job_.kind));
       auto only_for = [&](std::string_view field, bool allowed, const std::string& kinds) -> std::optional<Value> {
         auto v = j.get(field);
@@ -1155,6 +1259,7 @@ class ScenarioParser {
   }
 
   std::string file_;
+  std::string_view text_;  // the file's text, to locate an offset inside a scalar ("" when unknown)
 };
 
 Scenario parse_text(std::string_view yaml, const std::string& file) {
@@ -1172,7 +1277,7 @@ Scenario parse_text(std::string_view yaml, const std::string& file) {
     auto [line, col] = position(docs[1].Mark());
     throw ScenarioError(file, line, col, "a scenario file holds one YAML document, found " + std::to_string(docs.size()));
   }
-  ScenarioParser p(file);
+  ScenarioParser p(file, yaml);
   return p.parse(docs.empty() ? YAML::Node() : docs.front());
 }
 
@@ -1254,9 +1359,8 @@ nlohmann::json to_json(const Scenario& s) {
                        {"endpoints", s.lock_service().endpoints},
                        {"lock", s.lock_service().lock},
                        {"prior_revisions", s.lock_service().prior_revisions}};
-  nlohmann::json rj{{"kind", std::string(to_string(s.resource().kind))},
-                    {"fencing", std::string(to_string(s.resource().fencing))}};
-  if (s.resource().check_window) rj["check_window"] = format_duration(*s.resource().check_window);
+  nlohmann::json rj{{"kind", s.resource().kind}};
+  for (const auto& [field, value] : s.resource().config.items()) rj[field] = value;
   j["resource"] = std::move(rj);
   if (s.network_spec().mode == NetworkMode::kHost)
     j["network"] = std::string(to_string(s.network()));

@@ -3,8 +3,9 @@
 // Lock service: by default an embedded etcd (Debian's etcd-server) the harness starts itself on
 // free loopback ports with a fresh data dir under the run directory; with
 // `lock_service.endpoints` in the scenario, an existing cluster, checked for health first.
-// Resource: fencecheck-store, started as a child on 127.0.0.1 with a free port (it prints
-// {"listening":"127.0.0.1:PORT",...} on stdout) and the scenario's fencing mode.
+// Resource: the scenario's resource kind (resources/kinds/): fencecheck-store by default, started
+// as a child on 127.0.0.1 with a free port; an embedded PostgreSQL; or the user's database or HTTP
+// service.
 //
 // With `network: namespaces` the run gets a NetworkLab (faults/netns.h): a hub namespace holding
 // the lock service's and the store's addresses, and one namespace per worker host linked to it.
@@ -20,6 +21,7 @@
 
 #include "fencecheck/faults/ledger.h"
 #include "fencecheck/faults/netns.h"
+#include "fencecheck/resources/resource_kind.h"
 
 #include "fencecheck/harness/orchestrator.h"
 #include "fencecheck/harness/run_dir.h"
@@ -35,7 +37,10 @@ class EnvironmentError : public std::runtime_error {
 };
 
 /// Starts both services in the constructor (main thread only: see child_process.h) and stops
-/// them in stop() / the destructor. Throws EnvironmentError or std::runtime_error.
+/// them in stop() / the destructor. The resource is the scenario's resource kind
+/// (fencecheck/resources/resource_kind.h), embedded or the user's. Throws EnvironmentError (exit
+/// 3: a binary or endpoint missing), ScenarioError (exit 2: a resource field the resource itself
+/// refused, located at the field) or std::runtime_error.
 class Services {
  public:
   /// ledger: the run's fault ledger (the network lab is recorded there before it exists).
@@ -45,8 +50,11 @@ class Services {
   Services& operator=(const Services&) = delete;
 
   [[nodiscard]] const std::string& etcd_url() const { return etcd_url_; }
-  [[nodiscard]] const std::string& store_url() const { return store_url_; }
-  /// Stops the store and the embedded etcd (not an external cluster), leaves the hub namespace
+  /// What workers are told about the resource (fencecheck/resources/writer.h's endpoint JSON).
+  [[nodiscard]] const nlohmann::json& resource_endpoint() const { return resource_endpoint_; }
+  /// The run's resource (read-back, health). Throws std::logic_error after stop().
+  [[nodiscard]] resources::ResourceInstance& resource() const;
+  /// Stops the resource and the embedded etcd (not an external cluster), leaves the hub namespace
   /// and tears the network lab down. Idempotent.
   void stop();
 
@@ -72,7 +80,7 @@ class Services {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::string etcd_url_;
-  std::string store_url_;
+  nlohmann::json resource_endpoint_;
 };
 
 }  // namespace fencecheck::harness

@@ -50,6 +50,10 @@ class ResourceFields {
   [[nodiscard]] virtual bool has(std::string_view name) const = 0;
   /// The field as a string (a scalar); throws at the field when it is not one.
   [[nodiscard]] virtual std::string string(std::string_view name) const = 0;
+  /// The field as a list of strings; a single string is a list of one. Throws at the field (or at
+  /// the item) when it is neither, or when the list is empty. Items are named "<field>[i]" in
+  /// fail().
+  [[nodiscard]] virtual std::vector<std::string> string_list(std::string_view name) const = 0;
   /// The field as an integer in [min, max]; throws at the field otherwise.
   [[nodiscard]] virtual std::int64_t integer(std::string_view name, std::int64_t min, std::int64_t max) const = 0;
   /// The field as a duration ("200ms", "2s"; scenario.h's parse_duration); throws otherwise.
@@ -59,7 +63,8 @@ class ResourceFields {
   /// The field as one of `names` (its index); throws "unknown <what> ...; expected one of: ...".
   [[nodiscard]] virtual std::size_t choice(std::string_view name, const std::vector<std::string_view>& names,
                                            std::string_view what) const = 0;
-  /// Throws the loader's error at the field `name` ("" = the resource mapping itself). With
+  /// Throws the loader's error at the field `name` ("" = the resource mapping itself; "write[1]" =
+  /// the second item of a list). With
   /// `offset`, at that byte offset inside the field's string value (line and column counted
   /// through a multi-line block scalar), so an error in an SQL statement points at the word.
   [[noreturn]] virtual void fail(std::string_view name, const std::string& message,

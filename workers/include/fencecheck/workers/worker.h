@@ -88,6 +88,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "fencecheck/proto/event.h"
 #include "fencecheck/resources/effect_mode.h"
 
@@ -135,7 +137,10 @@ inline constexpr int kSameTokenRetries = 5;
 struct WorkerOptions {
   std::string id;          ///< (--id) worker id, [A-Za-z0-9_.-]{1,64}; the `source` of its events
   std::string etcd;        ///< (--etcd) etcd endpoint, http://host:port
-  std::string store;       ///< (--store) fenced store base URL, http://host:port
+  std::string store;       ///< (--store) fenced store base URL, http://host:port: short for a store endpoint
+  /// (--resource) the resource's endpoint JSON ({"kind":"postgres",...}: fencecheck/resources/writer.h);
+  /// exactly one of store and resource is given. resource_endpoint() gives the one in effect.
+  std::string resource;
   std::string lock;        ///< (--lock) lock name: etcd's lock prefix ("<lock>/<lease hex>" keys)
   std::string key;         ///< (--key) resource key written, [A-Za-z0-9_.-]{1,256}
   std::chrono::seconds ttl{2};  ///< (--ttl-s) lease TTL asked for; etcd raises it to its minimum (2 s by default)
@@ -174,6 +179,9 @@ struct WorkerOptions {
   /// (a cgroup quota), CPU time does not. 0 = none.
   std::chrono::milliseconds cpu_per_write{0};
 
+  /// The resource endpoint in effect: `resource` parsed, or {"kind":"store","url":store}. Throws
+  /// std::invalid_argument when `resource` is not a JSON object.
+  [[nodiscard]] nlohmann::json resource_endpoint() const;
   /// The keepalive interval in effect: keepalive_interval, or ttl / 3 (at least 1 ms).
   [[nodiscard]] std::chrono::milliseconds effective_keepalive_interval() const;
 };

@@ -23,6 +23,7 @@
 #include "fencecheck/harness/history_index.h"
 #include "fencecheck/harness/scenario.h"
 #include "fencecheck/proto/readback.h"
+#include "fencecheck/resources/resource_kind.h"
 
 namespace fencecheck::harness {
 
@@ -42,11 +43,18 @@ struct CheckContext {
   std::optional<JobKind> job_kind;
   /// See kDefaultAcquireAllowance. >= 0.
   std::chrono::nanoseconds acquire_allowance = kDefaultAcquireAllowance;
+  /// What the resource's read-back can tell (its kind's evidence, resource_kind.h); nullopt when
+  /// unknown (then every part the read-back holds counts). A checker that requires a part the
+  /// resource cannot give is not run: run_checkers() gives it unknown with the reason.
+  std::optional<resources::Evidence> evidence;
+  /// The resource kind's name ("store", "postgres", "http"), for messages; "" when unknown.
+  std::string resource_kind;
   /// The history's shared index (history_index.h), built once by analyze() for all checkers.
   /// Null, or built from another history (HistoryIndex::matches): each checker builds its own.
   std::shared_ptr<const HistoryIndex> index;
 
-  /// The context of a scenario: its lease TTL, lock name and job kind. Pure.
+  /// The context of a scenario: its lease TTL, lock name, job kind and its resource kind's
+  /// evidence. Pure.
   [[nodiscard]] static CheckContext of(const Scenario& scenario);
 };
 
@@ -76,7 +84,25 @@ struct CheckerResult {
   std::string name;  ///< the checker's name
   Verdict verdict = Verdict::kUnknown;
   std::vector<Anomaly> anomalies;
-  std::string error;  ///< why the verdict is unknown (the exception's message), else empty
+  std::string error;  ///< why the verdict is unknown (the exception's message, the evidence it lacked), else empty
+  /// The evidence the verdict rests on, as source names (kEvidence* below), in that order; filled
+  /// by run_checkers() from the checker's evidence_use() and the context.
+  std::vector<std::string> evidence;
+};
+
+/// Evidence source names (CheckerResult::evidence, verdict.json "evidence").
+inline constexpr std::string_view kEvidenceHistory = "history";              ///< the workers' and the harness's events
+inline constexpr std::string_view kEvidenceLockService = "lock-service";     ///< the issuer's own grants and deletes
+inline constexpr std::string_view kEvidenceChunks = "resource.chunks";       ///< each chunk slot's bytes as stored
+inline constexpr std::string_view kEvidenceLog = "resource.accept-log";      ///< accepted writes in the resource's order
+inline constexpr std::string_view kEvidenceRejections = "resource.rejections";  ///< writes the fence refused
+inline constexpr std::string_view kEvidenceHighWater = "resource.high-water";   ///< each key's mark
+inline constexpr std::string_view kEvidenceEffects = "resource.effects";     ///< side effects and counters
+
+/// What a checker reads, and what it cannot decide without.
+struct EvidenceUse {
+  std::vector<std::string_view> reads;     ///< every source it looks at when present
+  std::vector<std::string_view> required;  ///< sources without which its verdict is unknown
 };
 
 /// A checker. Implementations are pure and stateless: check() and check_with() may run
@@ -85,6 +111,9 @@ class Checker {
  public:
   virtual ~Checker() = default;
   [[nodiscard]] virtual std::string_view name() const = 0;
+  /// The sources this checker reads and requires (checker.cpp's table by name; {history} for a
+  /// name not in it).
+  [[nodiscard]] virtual EvidenceUse evidence_use() const;
   /// Checks without a context (as with CheckContext{}).
   [[nodiscard]] virtual CheckerResult check(const History& history, const ReadBack& readback) const = 0;
   /// Checks with the scenario's context. The default ignores the context and calls check();
@@ -105,7 +134,9 @@ struct CheckRun {
 };
 
 /// Runs each checker; an exception becomes that checker's unknown verdict with the message in
-/// `error`. The combined verdict is the worst of all; with no checkers it is unknown (nothing was
+/// `error`. With the context's evidence known, a checker whose required sources the resource
+/// cannot give is not run: unknown, `error` naming what is missing (never valid on evidence it
+/// lacks). Each result's `evidence` lists the sources it read that were there. The combined verdict is the worst of all; with no checkers it is unknown (nothing was
 /// checked, which must never read as safe).
 [[nodiscard]] CheckRun run_checkers(const Checkers& checkers, const History& history, const ReadBack& readback);
 /// The same, handing each checker the context (Checker::check_with).

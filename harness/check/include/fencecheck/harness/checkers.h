@@ -50,7 +50,12 @@
 //   worker's write with a token it acquired after that point (a fresh token, with healthy
 //   services) was rejected by the fence, and no write at all was accepted within lease TTL +
 //   acquire allowance of that rejection (CheckContext). Evidence: the last heal, the rejected
-//   writes of the streak and the acquire.ok events of their tokens.
+//   writes of the streak and the acquire.ok events of their tokens. Also (self-fencing): a write
+//   of the current holding rejected against a mark EQUAL to its own token that the same worker's
+//   own accepted write with that token set — a strict "mark < token" rule rejects every holder's
+//   second write, so no job of more than one write can finish however fast the holders are (the
+//   PostgreSQL catalogue's strict-comparison design). One anomaly per worker; evidence: its
+//   write.ok that set the mark and every such rejection.
 // duplicate-effect: the same side effect applied more than once in the read-back, where a later
 //   application's token was not above the highest token that had already applied it (in seq
 //   order): a stale holder (or a retry) performed an effect a newer holder had performed. The

@@ -23,7 +23,10 @@
 #include <variant>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <map>
+#include <utility>
+
+#include <nlohmann/json.hpp>
 
 #include "fencecheck/proto/event.h"
 
@@ -54,14 +57,6 @@ class ScenarioError : public std::runtime_error {
 // Enumerations. Each has a name table; the loader accepts only names whose row is implemented, so
 // adding a kind later is one enumerator plus one table row (scenario.cpp).
 enum class LockServiceKind { kEtcd };
-enum class ResourceKind { kStore };
-/// How the resource fences writes (catalogue-plan.md, "Store modes").
-/// per-key: reject a token below the key's high-water mark (the correct rule);
-/// none: accept everything (the control group that shows the anomaly);
-/// global: one high-water mark for the whole store (catalogue item 3: cross-key-rejection);
-/// check-then-write: read the key's mark, wait `check_window`, then write without re-checking, as
-/// two separately locked steps (catalogue item 2: the race is real).
-enum class FencingMode { kPerKey, kNone, kGlobal, kCheckThenWrite };
 /// host: every process on the host's loopback. namespaces: each worker in its own network
 /// namespace, the services on a bridge, addresses from NetworkSpec::subnet (needed by partition
 /// and netem faults; faults/include/fencecheck/faults/netns.h).
@@ -100,8 +95,6 @@ enum class KeepaliveMode { kThread, kInline };
 enum class PartitionFrom { kLockService, kResource, kFull };
 
 [[nodiscard]] std::string_view to_string(LockServiceKind k);
-[[nodiscard]] std::string_view to_string(ResourceKind k);
-[[nodiscard]] std::string_view to_string(FencingMode m);
 [[nodiscard]] std::string_view to_string(NetworkMode m);
 [[nodiscard]] std::string_view to_string(FaultKind k);
 [[nodiscard]] std::string_view to_string(Outcome o);
@@ -114,15 +107,12 @@ enum class PartitionFrom { kLockService, kResource, kFull };
 
 /// The names the loader accepts today, in table order (for messages and docs).
 [[nodiscard]] std::vector<std::string_view> known_fault_kinds();
-[[nodiscard]] std::vector<std::string_view> known_fencing_modes();
 [[nodiscard]] std::vector<std::string_view> known_job_kinds();
 
 /// The fault target that names the lock service (lock-service-restart's only target).
 inline constexpr std::string_view kLockServiceTarget = "lock-service";
 /// The subnet of `network: namespaces` when none is given (faults/netns.h's default).
 inline constexpr std::string_view kDefaultSubnet = "10.213.0.0/24";
-/// The window check-then-write leaves open when `check_window` is not given.
-inline constexpr std::chrono::milliseconds kDefaultCheckWindow{200};
 
 /// Fault kinds whose target is a worker (every kind but lock-service-restart).
 [[nodiscard]] bool targets_worker(FaultKind k);
@@ -191,13 +181,20 @@ struct LockServiceSpec {
   bool operator==(const LockServiceSpec&) const = default;
 };
 
+/// The resource under test (docs/scenario-format.md, "resource"). Its kind is a name registered on
+/// the resource axis (fencecheck/resources/resource_kind.h: store, postgres, http); every other
+/// field belongs to the kind, which validated it and returned it normalized (`config`: every
+/// default filled in, e.g. the store's {"fencing":"per-key"}).
 struct ResourceSpec {
-  ResourceKind kind = ResourceKind::kStore;
-  FencingMode fencing = FencingMode::kPerKey;
-  /// check-then-write only (set exactly then; default kDefaultCheckWindow): how long the store
-  /// waits between reading the key's high-water mark and writing. Whole milliseconds, > 0.
-  std::optional<Duration> check_window;
-  bool operator==(const ResourceSpec&) const = default;
+  std::string kind = "store";
+  nlohmann::json config = nlohmann::json::object();
+  /// Where each field of `resource:` is in the scenario file (1-based line, column), "" for the
+  /// mapping itself: for errors only the resource can find (resources::ResourceConfigError), raised
+  /// when it opens. Not part of the plan: equality ignores it.
+  std::map<std::string, std::pair<int, int>> positions;
+  /// The kind's `fencing` field ("per-key", "none", ...) when it has one, else "".
+  [[nodiscard]] std::string fencing() const;
+  bool operator==(const ResourceSpec& o) const { return kind == o.kind && config == o.config; }
 };
 
 struct NetworkSpec {
