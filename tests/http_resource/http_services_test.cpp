@@ -32,6 +32,7 @@
 #include "fencecheck/resources/http_resource.h"
 #include "fencecheck/resources/resource_kind.h"
 #include "fencecheck/resources/store_client.h"
+#include "service_process.h"
 #include "support.h"
 
 namespace fencecheck {
@@ -40,54 +41,8 @@ namespace {
 using namespace std::chrono_literals;
 using json = nlohmann::json;
 using testing::FakeFields;
-using testing::Lines;
+using testing::Process;
 using testing::TempDir;
-
-/// One service process, its stdout lines queued and its first line (the announcement) read.
-class Process {
- public:
-  Process(const std::string& name, std::filesystem::path exe, std::vector<std::string> args)
-      : dir_("http-" + name), lines_(std::make_shared<Lines>()) {
-    harness::ChildSpec spec;
-    spec.name = name;
-    spec.exe = std::move(exe);
-    spec.args = std::move(args);
-    spec.stderr_log = stderr_log_ = dir_.path() / (name + ".stderr");
-    child_ = std::make_unique<harness::ChildProcess>(
-        spec, [lines = lines_](std::string_view line, std::int64_t, bool eof) { lines->push(line, eof); });
-    const auto first = lines_->next();
-    if (!first) throw std::runtime_error(name + " printed no line; stderr: " + stderr_text());
-    hello_ = json::parse(*first, nullptr, false);
-    if (!hello_.is_object() || !hello_.contains("listening"))
-      throw std::runtime_error(name + " said '" + *first + "'; stderr: " + stderr_text());
-    url_ = "http://" + hello_.at("listening").get<std::string>();
-  }
-  ~Process() {
-    if (child_) child_->terminate(1000ms);
-  }
-  Process(const Process&) = delete;
-  Process& operator=(const Process&) = delete;
-
-  [[nodiscard]] const std::string& url() const { return url_; }
-  [[nodiscard]] const json& hello() const { return hello_; }
-  /// The next stdout line after the announcement, as JSON (null at EOF or after the hang guard).
-  json next_line() {
-    auto line = lines_->next();
-    return line ? json::parse(*line, nullptr, false) : json();
-  }
-  [[nodiscard]] std::string stderr_text() const {
-    std::ifstream f(stderr_log_);
-    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-  }
-
- private:
-  TempDir dir_;
-  std::filesystem::path stderr_log_;
-  std::shared_ptr<Lines> lines_;
-  std::unique_ptr<harness::ChildProcess> child_;
-  json hello_;
-  std::string url_;
-};
 
 std::unique_ptr<Process> start_store(const std::filesystem::path& data_dir) {
   return std::make_unique<Process>("store", FENCECHECK_STORE_BIN,
