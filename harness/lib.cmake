@@ -18,7 +18,8 @@ add_library(fencecheck_harness
   src/report.cpp
   src/report_html.cpp
   src/report_retention.cpp
-  src/progress.cpp)
+  src/progress.cpp
+  src/probe.cpp)
 target_include_directories(fencecheck_harness PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
 target_link_libraries(fencecheck_harness PUBLIC
   fencecheck_process fencecheck_scenario fencecheck_check fencecheck_faults fencecheck_workers fencecheck_resources
@@ -28,6 +29,8 @@ target_link_libraries(fencecheck_harness PUBLIC
 # junit.xml is written with pugixml (Debian: libpugixml-dev).
 find_package(pugixml REQUIRED)
 target_link_libraries(fencecheck_harness PRIVATE pugixml::pugixml)
+# fencecheck probe: the probe file is read with yaml-cpp; token-required speaks raw HTTP.
+target_link_libraries(fencecheck_harness PRIVATE yaml-cpp fencecheck_http)
 
 add_executable(fencecheck main.cpp)
 target_link_libraries(fencecheck PRIVATE fencecheck_harness)

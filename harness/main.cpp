@@ -4,6 +4,7 @@
 //   fencecheck validate PATH...   load and validate scenarios only; nothing starts
 //   fencecheck cleanup [RUN_DIR]  heal what a killed harness left behind (from fault ledgers)
 //   fencecheck report RUN_DIR...  judge stored runs again; rewrite verdict.json, junit.xml, report.html
+//   fencecheck probe FILE         does this resource keep the fencing rule? (docs/probe.md)
 //
 // Exit codes (design.md): 0 every scenario met its expectation; 1 at least one did not; 2 bad
 // scenario or arguments; 3 the environment lacks what a scenario needs; 4 internal error.
@@ -30,6 +31,7 @@
 #include "fencecheck/faults/sigstop.h"
 #include "fencecheck/harness/live_metrics.h"
 #include "fencecheck/harness/orchestrator.h"
+#include "fencecheck/harness/probe.h"
 #include "fencecheck/harness/progress.h"
 #include "fencecheck/harness/report.h"
 #include "fencecheck/harness/scenario.h"
@@ -191,6 +193,24 @@ int main(int argc, char** argv) {
   report->add_option("--junit", report_junit, "Also write the suite's JUnit XML here");
   report->add_flag("--json", report_opts.json, "Print the results as JSON instead of a table");
 
+  ProbeCommandOptions probe_opts;
+  std::string probe_file;
+  std::int64_t probe_timeout_ms = 5000;
+  auto* probe_cmd = app.add_subcommand("probe", "Check one resource against the rules of fencing, with no lock service and no workers");
+  probe_cmd->add_option("file", probe_file, "A file holding a `resource:` mapping, or a scenario")->required();
+  probe_cmd->add_option("--run-root", probe_opts.run_root, "Where the probe's directory (embedded data, logs) is created")
+      ->capture_default_str();
+  probe_cmd->add_option("--bin-dir", probe_opts.bin_dir, "Where fencecheck-store is (default: beside fencecheck)");
+  probe_cmd->add_option("--seed", probe_opts.probe.seed, "Seed of the concurrent rule's schedule")->capture_default_str();
+  probe_cmd->add_option("--rounds", probe_opts.probe.rounds, "Rounds of the concurrent rule")
+      ->check(CLI::Range(1, 100000))->capture_default_str();
+  probe_cmd->add_option("--writers", probe_opts.probe.writers, "Concurrent writers (threads) per round")
+      ->check(CLI::Range(2, 64))->capture_default_str();
+  probe_cmd->add_option("--timeout-ms", probe_timeout_ms, "Bound on each request, milliseconds")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{600000}))->capture_default_str();
+  probe_cmd->add_option("--json", probe_opts.json_path, "Also write the report as JSON to FILE (\"-\": JSON on stdout instead of the table)");
+  probe_cmd->add_option("--junit", probe_opts.junit_path, "Also write JUnit XML to FILE (one test case per rule)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -198,6 +218,11 @@ int main(int argc, char** argv) {
   }
 
   if (*cleanup) return cmd_cleanup(cleanup_dir, run_root, force);
+  if (*probe_cmd) {
+    probe_opts.file = probe_file;
+    probe_opts.probe.timeout = std::chrono::milliseconds(probe_timeout_ms);
+    return probe_command(probe_opts, std::cout, std::cerr);
+  }
   if (*report) {
     for (const auto& d : report_dirs) report_opts.run_dirs.emplace_back(d);
     report_opts.junit = report_junit;

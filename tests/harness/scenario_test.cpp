@@ -567,6 +567,31 @@ const BadFile kBadFiles[] = {
      "lease_ttl: 2s\n"
      "resource: {kind: mongodb}\n",
      3, 18, "resource.kind: unknown resource kind \"mongodb\"; expected one of: store, postgres, http"},
+    {"FieldOfAnotherResourceKind",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store, dsn: \"host=x\"}\n",
+     3, 25,
+     "resource: \"dsn\" is a field of resource kind postgres, not of kind store; kind store takes: kind, fencing, "
+     "check_window"},
+    {"UnknownSqlParameterInsideABlockScalar",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource:\n"
+     "  kind: postgres\n"
+     "  write: |\n"
+     "    UPDATE t SET data = $data\n"
+     "     WHERE key = $key AND token <= $tokn\n",
+     7, 36,
+     "resource.write: unknown parameter $tokn; expected one of: $key, $segment, $chunk, $token, $writer, $data"},
+    {"CounterJobOnPostgres",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: postgres}\n"
+     "job: {kind: counter, key: hits}\n",
+     4, 13,
+     "job.kind: job kind counter needs a resource with counters and side effects (kind store); resource kind "
+     "postgres has only chunk writes (job kind segments)"},
     {"UnknownFencingMode",
      "name: t\n"
      "lease_ttl: 2s\n"

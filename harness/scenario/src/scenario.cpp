@@ -663,6 +663,10 @@ class ScenarioParser {
                            std::optional<std::size_t> offset) const override {
       if (name.empty()) p_.fail(m_.self(), message);
       std::string field(name);
+      // The location names the field already ("resource.write: "): a kind's message that starts
+      // with the field's own name does not say it twice.
+      for (const std::string& said : {field + ": ", field.substr(0, field.find('[')) + ": "})
+        if (message.rfind(said, 0) == 0) fail(name, message.substr(said.size()), offset);
       std::optional<std::size_t> index;
       if (auto b = field.find('['); b != std::string::npos && field.back() == ']') {
         index = static_cast<std::size_t>(std::stoul(field.substr(b + 1)));
