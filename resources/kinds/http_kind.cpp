@@ -322,7 +322,7 @@ class Kind final : public ResourceKind {
   }
 
   std::string design(const nlohmann::json& config) const override {
-    return "the service's own (HTTP " + std::to_string(config_of(config).contract.rejected_status) + " = rejected)";
+    return "service's own rule, rejected = HTTP " + std::to_string(config_of(config).contract.rejected_status);
   }
 
   std::unique_ptr<ResourceInstance> open(const nlohmann::json& config, const ResourceRunContext&) const override {

@@ -197,7 +197,7 @@ TEST(HttpKind, EvidenceIsEverythingButEffectsWithAReadBackAndNothingWithout) {
   EXPECT_FALSE(none.rejections);
   EXPECT_FALSE(none.high_water);
   EXPECT_FALSE(none.effects);
-  EXPECT_EQ(kind().design(with_rb), "the service's own (HTTP 409 = rejected)");
+  EXPECT_EQ(kind().design(with_rb), "service's own rule, rejected = HTTP 409");
 }
 
 /// A service in process: /ok-health answers 200, /readback answers `readback` (a JSON text).
