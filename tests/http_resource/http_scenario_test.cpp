@@ -132,3 +132,55 @@ TEST(HttpScenario, TheCorrectServiceKeepsTheRunSafeAndRejectsTheStaleWrite) {
 
 }  // namespace
 }  // namespace fencecheck
+
+namespace fencecheck {
+namespace {
+
+/// `fencecheck probe --json -` on a file holding just `resource:` (kind http at `url`).
+json probe(const std::string& name, const std::string& url, int& exit_code) {
+  const fs::path work = testing::remove_at_end(fs::temp_directory_path() /
+                                                ("fc-http-probe-" + std::to_string(::getpid()) + "-" + name));
+  fs::remove_all(work);
+  fs::create_directories(work);
+  const fs::path file = work / "resource.yaml";
+  std::ofstream(file) << "resource: {kind: http, url: \"" << url << "\", health: /healthz}\n";
+  std::string out;
+  {
+    harness::ChildSpec spec;
+    spec.name = "fencecheck-probe";
+    spec.exe = FENCECHECK_BIN;
+    spec.args = {"probe", "--run-root", (work / "runs").string(), "--rounds", "20", "--json", "-", file.string()};
+    spec.stderr_log = work / "probe.stderr";
+    harness::ChildProcess fc(spec, [&out](std::string_view line, std::int64_t, bool eof) {
+      if (!eof) out.append(line).append("\n");
+    });
+    exit_code = fc.wait_for(std::chrono::minutes(2)).value_or(-1);
+  }
+  return json::parse(out, nullptr, false);
+}
+
+std::string rule_verdict(const json& report, const std::string& rule) {
+  for (const auto& r : report.at("rules"))
+    if (r.at("rule") == rule) return r.at("verdict");
+  return "(no rule " + rule + ")";
+}
+
+TEST(HttpProbe, NamesTheBrokenServicesRuleAndPassesTheCorrectOne) {
+  Process broken("broken-service", "/usr/bin/python3", {BROKEN_SERVICE, "--window-ms", "50"});
+  int code = -1;
+  const json b = probe("broken", broken.url(), code);
+  ASSERT_TRUE(b.is_object()) << "no JSON from the probe";
+  EXPECT_EQ(code, 1) << b.dump(2);
+  EXPECT_EQ(rule_verdict(b, "concurrent"), "broken") << b.dump(2);
+  EXPECT_EQ(rule_verdict(b, "lower-token-rejected"), "holds");  // in sequence it fences: only the race breaks it
+
+  Process correct("correct-service", "/usr/bin/python3", {BROKEN_SERVICE, "--window-ms", "50", "--correct"});
+  const json c = probe("correct", correct.url(), code);
+  ASSERT_TRUE(c.is_object()) << "no JSON from the probe";
+  EXPECT_EQ(code, 0) << c.dump(2);
+  EXPECT_EQ(rule_verdict(c, "concurrent"), "holds");
+  EXPECT_EQ(rule_verdict(c, "survives-restart"), "not-applicable");  // the service is the user's: never restarted
+}
+
+}  // namespace
+}  // namespace fencecheck
