@@ -478,7 +478,7 @@ TEST(UnfencedRun, StaleWriteAcceptedFromLogAndHistoryMerged) {
   EXPECT_EQ(an.evidence, want);
   EXPECT_EQ(an.description,
             "ledger: the resource accepted token 33 from w1 after it had already accepted a higher token (34): 3 "
-            "write(s) in the store's log (seq 6, 7, 8) and 3 write.ok event(s) in the history");
+            "write(s) in the resource's accept log (seq 6, 7, 8) and 3 write.ok event(s) in the history");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -497,7 +497,7 @@ TEST(StaleWriteAccepted, FromTheStoreLogAlone) {
   EXPECT_TRUE(an.evidence.empty());
   EXPECT_EQ(an.description,
             "ledger: the resource accepted token 33 from w1 after it had already accepted a higher token (34): 1 "
-            "write(s) in the store's log (seq 2)");
+            "write(s) in the resource's accept log (seq 2)");
 }
 
 TEST(StaleWriteAccepted, LogOrderIsBySeqAndPerKey) {
@@ -1165,8 +1165,12 @@ TEST(Evidence, EveryResultNamesTheSourcesItRead) {
   Analysis a = analyze(r.b.h, r.rb, c);
   for (const auto& res : a.checkers) {
     EXPECT_FALSE(res.evidence.empty()) << res.name;
-    if (res.name == "interleaved-segment") EXPECT_THAT(res.evidence, ElementsAre("resource.chunks", "history"));
-    if (res.name == "stale-write-accepted") EXPECT_THAT(res.evidence, ElementsAre("resource.accept-log", "history"));
+    if (res.name == "interleaved-segment") {
+      EXPECT_THAT(res.evidence, ElementsAre("resource.chunks", "history"));
+    }
+    if (res.name == "stale-write-accepted") {
+      EXPECT_THAT(res.evidence, ElementsAre("resource.accept-log", "history"));
+    }
   }
   const nlohmann::json j = to_json(a, ExpectationResult{});
   bool found = false;

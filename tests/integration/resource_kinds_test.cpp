@@ -59,6 +59,7 @@ struct Outcome {
 };
 
 Outcome run(const fs::path& scenario_file, const fs::path& work) {
+  fs::create_directories(work);
   const fs::path root = work / "runs";
   const fctest::Result r = fctest::run_fencecheck({"run", "--run-root", root.string(), scenario_file.string()}, work);
   const fs::path dir = fctest::only_run_dir(root);

@@ -22,7 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../support/remove_at_end.h"
-#include "fake_fields.h"
+#include "../support/fake_resource_fields.h"
 #include "fencecheck/proto/chunk.h"
 #include "fencecheck/resources/postgres.h"
 #include "fencecheck/resources/resource_kind.h"

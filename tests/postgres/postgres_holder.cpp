@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fake_fields.h"
+#include "../support/fake_resource_fields.h"
 #include "fencecheck/resources/resource_kind.h"
 
 int main(int argc, char** argv) {

@@ -35,18 +35,7 @@ extern char** environ;
 
 namespace {
 
-using namespace fencecheck::pgtest;
-namespace fs = std::filesystem;
-namespace pg = fencecheck::postgres;
-using namespace std::chrono_literals;
-using fencecheck::ChunkHeader;
-using fencecheck::FencingToken;
-using fencecheck::ReadBack;
-using fencecheck::WriteOutcome;
-using fencecheck::WriteReply;
-using fencecheck::resources::ResourceConfigError;
-using fencecheck::resources::ResourceInstance;
-using fencecheck::resources::ResourceUnavailable;
+using namespace fencecheck::pgtest;  // its namespace aliases and using-declarations (pg_test_util.h)
 // ---- the default SQL
 
 TEST(PostgresKind, DefaultSqlKeepsThePerKeyRuleAndReadsBackWhatWasAccepted) {

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fake_fields.h"
+#include "../support/fake_resource_fields.h"
 #include "fencecheck/resources/postgres.h"
 #include "fencecheck/resources/postgres_sql.h"
 #include "fencecheck/resources/resource_kind.h"

@@ -445,7 +445,7 @@ CheckerResult StaleWriteAcceptedChecker::check_with(const History& history, cons
     std::vector<std::string> sources;
     if (!g.log_seqs.empty()) {
       std::vector<std::int64_t> seqs(g.log_seqs.begin(), g.log_seqs.end());
-      sources.push_back(std::to_string(seqs.size()) + " write(s) in the store's log (seq " + join(seqs) + ")");
+      sources.push_back(std::to_string(seqs.size()) + " write(s) in the resource's accept log (seq " + join(seqs) + ")");
     }
     if (!g.history_oks.empty())
       sources.push_back(std::to_string(g.history_oks.size()) + " write.ok event(s) in the history");

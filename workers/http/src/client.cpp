@@ -114,13 +114,20 @@ class Exchange {
     bhttp::async_read_some(stream_, buffer_, in_, [this](beast::error_code ec, std::size_t) {
       if (done_) return;
       if (ec == bhttp::error::need_buffer) ec = {};  // piece_ is full: handed over below
-      if (in_.is_header_done()) reply_.status = in_.get().result_int();
+      if (in_.is_header_done() && reply_.status == 0) take_head();
       const std::size_t n = piece_.size() - in_.get().body().size;
       if (n > 0 && !deliver(std::string_view(piece_.data(), n))) return;
       if (ec) return fail_read(ec);
       if (in_.is_done()) return finish();
       read();
     });
+  }
+
+  // Copies the status and the header fields once the head is parsed (before any body byte).
+  void take_head() {
+    reply_.status = in_.get().result_int();
+    for (const auto& field : in_.get())
+      reply_.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
   }
 
   bool deliver(std::string_view piece) {
@@ -203,6 +210,27 @@ std::string_view failure_name(Failure failure) {
     case Failure::kCanceled: return "Canceled";
   }
   return "unknown failure";
+}
+
+std::optional<std::string> Reply::header(std::string_view name) const {
+  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  auto same = [&](std::string_view a) {
+    if (a.size() != name.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (lower(a[i]) != lower(name[i])) return false;
+    return true;
+  };
+  std::optional<std::string> out;
+  for (const auto& [n, v] : headers) {
+    if (!same(n)) continue;
+    if (out) {
+      *out += ", ";
+      *out += v;
+    } else {
+      out = v;
+    }
+  }
+  return out;
 }
 
 std::string Reply::error_text() const {

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -63,6 +64,11 @@ struct Reply {
   /// The reply's status once its status line and headers arrived, even when the body then failed;
   /// 0 when no status line arrived.
   int status = 0;
+  /// The reply's header fields (name, value), names as the server spelt them, values without
+  /// surrounding whitespace, in the order received except that the fields of one name are kept
+  /// together (Beast's basic_fields; their own order is kept). Set once the head arrived, even
+  /// when the body then failed (empty when no head arrived). Trailer fields are not included.
+  std::vector<std::pair<std::string, std::string>> headers;
   /// The whole body (when no sink was given); with a failure, what arrived of it.
   std::string body;
   /// The failure's cause in words ("Connection refused", "no reply within 500 ms"); "" for kNone.
@@ -71,6 +77,10 @@ struct Reply {
   std::chrono::milliseconds elapsed{0};
 
   [[nodiscard]] bool complete() const { return failure == Failure::kNone; }
+  /// The value of header field `name`, compared case-insensitively (RFC 9110 §5.1); a field sent
+  /// more than once gives its values joined by ", " in the order received (RFC 9110 §5.3);
+  /// nullopt when absent.
+  [[nodiscard]] std::optional<std::string> header(std::string_view name) const;
   /// "<failure name> (<detail>)", e.g. "Connection (Connection refused)"; "" for kNone.
   [[nodiscard]] std::string error_text() const;
 };

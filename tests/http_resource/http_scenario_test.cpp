@@ -1,0 +1,186 @@
+// Integration, end to end: `fencecheck run` with `resource: {kind: http}` against
+// tests/http_resource/broken_service.py, on a real etcd with a real SIGSTOP (catalogue item 2's
+// plan: the holder paused past its lease while the next holder's write waits in the service's
+// 2.5 s check window). The broken service must be caught (stale-write-accepted, from the accept
+// log it reads back); the same service with --correct must keep the run safe, with the stale write
+// rejected.
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "../support/remove_at_end.h"
+#include "service_process.h"
+
+namespace fencecheck {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+using testing::Process;
+
+/// Catalogue item 2's plan with the resource replaced by kind http at `url`.
+std::string scenario(const std::string& name, const std::string& url, const std::string& expect) {
+  return "name: " + name + "\n" +
+         "description: >\n"
+         "  w1 takes the lock (TTL 2s); after its first accepted write it is SIGSTOPped for 3s, its\n"
+         "  lease expires and w2 takes the lock with a higher token. w2's first write passes the\n"
+         "  service's check and sits in its 2.5s window; w1 resumes meanwhile and writes with its\n"
+         "  stale token.\n"
+         "seed: 42\n"
+         "lease_ttl: 2s\n"
+         "timeout: 60s\n"
+         "resource: {kind: http, url: \"" + url + "\", health: /healthz}\n"
+         "job: {key: ledger, segments: 2, chunks: 2, chunk_bytes: 128, chunk_interval: 100ms}\n"
+         "workers:\n"
+         "  - id: w1\n"
+         "  - id: w2\n"
+         "    start_after: {worker: w1, event: acquire.ok}\n"
+         "faults:\n"
+         "  - kind: sigstop\n"
+         "    target: w1\n"
+         "    trigger: {worker: w1, event: write.ok, count: 1}\n"
+         "    duration: 3s\n"
+         "expect: " + expect + "\n";
+}
+
+struct RunResult {
+  int exit_code = -1;
+  json verdict;   ///< verdict.json
+  json readback;  ///< readback.json
+};
+
+/// Runs `fencecheck run` on the scenario in a directory kept when a test fails.
+RunResult run_fencecheck(const std::string& name, const std::string& yaml) {
+  const fs::path work = testing::remove_at_end(fs::temp_directory_path() /
+                                                ("fc-http-" + std::to_string(::getpid()) + "-" + name));
+  fs::remove_all(work);
+  fs::create_directories(work);
+  const fs::path file = work / (name + ".yaml");
+  std::ofstream(file) << yaml;
+  RunResult r;
+  {
+    harness::ChildSpec spec;
+    spec.name = "fencecheck";
+    spec.exe = FENCECHECK_BIN;
+    spec.args = {"run", "--run-root", (work / "runs").string(), file.string()};
+    spec.stderr_log = work / "fencecheck.stderr";
+    harness::ChildProcess fc(spec, [](std::string_view, std::int64_t, bool) {});
+    r.exit_code = fc.wait_for(std::chrono::minutes(3)).value_or(-1);
+  }
+  const fs::path dir = work / "runs" / "latest";
+  std::ifstream v(dir / "verdict.json");
+  r.verdict = json::parse(v, nullptr, false);
+  std::ifstream b(dir / "readback.json");
+  r.readback = json::parse(b, nullptr, false);
+  return r;
+}
+
+std::set<std::string> anomalies(const json& verdict) {
+  std::set<std::string> out;
+  for (const auto& c : verdict.at("checkers"))
+    for (const auto& a : c.at("anomalies")) out.insert(a.at("name").get<std::string>());
+  return out;
+}
+
+const json& checker(const json& verdict, const std::string& name) {
+  for (const auto& c : verdict.at("checkers"))
+    if (c.at("name") == name) return c;
+  throw std::runtime_error("no checker " + name);
+}
+
+TEST(HttpScenario, TheBrokenServiceIsCaughtAcceptingAStaleWrite) {
+  Process svc("broken-service", "/usr/bin/python3", {BROKEN_SERVICE, "--window-ms", "2500"});
+  const RunResult r = run_fencecheck("broken", scenario("http-check-then-write-broken", svc.url(),
+                                       "{outcome: anomaly, anomalies: [stale-write-accepted], min_expiries_during_work: 1}"));
+  ASSERT_TRUE(r.verdict.is_object()) << "no verdict.json";
+  EXPECT_EQ(r.exit_code, 0) << r.verdict.dump(2);
+  EXPECT_EQ(r.verdict.at("verdict"), "invalid");
+  EXPECT_TRUE(r.verdict.at("expectation").at("met").get<bool>()) << r.verdict.at("expectation").dump();
+  EXPECT_EQ(anomalies(r.verdict), (std::set<std::string>{"stale-write-accepted"}));
+  const json& stale = checker(r.verdict, "stale-write-accepted");
+  EXPECT_EQ(stale.at("evidence"), (json{"resource.accept-log", "history"})) << "proven from the service's own log";
+  const json& a = stale.at("anomalies").at(0);
+  EXPECT_EQ(a.at("key"), "ledger");
+  EXPECT_EQ(a.at("clients"), (json{"w1", "w2"}));
+  EXPECT_FALSE(a.at("readback_seqs").empty());
+  EXPECT_EQ(r.readback.at("resource"), "broken-service");
+  EXPECT_EQ(r.readback.at("fencing"), "check-then-write");
+}
+
+TEST(HttpScenario, TheCorrectServiceKeepsTheRunSafeAndRejectsTheStaleWrite) {
+  Process svc("correct-service", "/usr/bin/python3", {BROKEN_SERVICE, "--window-ms", "2500", "--correct"});
+  const RunResult r = run_fencecheck("correct", scenario("http-check-then-write-correct", svc.url(),
+                                        "{outcome: safe, min_rejected_writes: 1, min_expiries_during_work: 1}"));
+  ASSERT_TRUE(r.verdict.is_object()) << "no verdict.json";
+  EXPECT_EQ(r.exit_code, 0) << r.verdict.dump(2);
+  EXPECT_EQ(r.verdict.at("verdict"), "valid");
+  EXPECT_TRUE(r.verdict.at("expectation").at("met").get<bool>()) << r.verdict.at("expectation").dump();
+  EXPECT_TRUE(anomalies(r.verdict).empty());
+  EXPECT_GE(r.verdict.at("figures").at("rejected_writes_readback").get<int>(), 1) << "the service's own rejections";
+  ASSERT_FALSE(r.readback.at("rejections").empty());
+  EXPECT_EQ(r.readback.at("rejections").at(0).at("client"), "w1");
+  EXPECT_EQ(r.readback.at("fencing"), "per-key");
+}
+
+}  // namespace
+}  // namespace fencecheck
+
+namespace fencecheck {
+namespace {
+
+/// `fencecheck probe --json -` on a file holding just `resource:` (kind http at `url`).
+json probe(const std::string& name, const std::string& url, int& exit_code) {
+  const fs::path work = testing::remove_at_end(fs::temp_directory_path() /
+                                                ("fc-http-probe-" + std::to_string(::getpid()) + "-" + name));
+  fs::remove_all(work);
+  fs::create_directories(work);
+  const fs::path file = work / "resource.yaml";
+  std::ofstream(file) << "resource: {kind: http, url: \"" << url << "\", health: /healthz}\n";
+  std::string out;
+  {
+    harness::ChildSpec spec;
+    spec.name = "fencecheck-probe";
+    spec.exe = FENCECHECK_BIN;
+    spec.args = {"probe", "--run-root", (work / "runs").string(), "--rounds", "20", "--json", "-", file.string()};
+    spec.stderr_log = work / "probe.stderr";
+    harness::ChildProcess fc(spec, [&out](std::string_view line, std::int64_t, bool eof) {
+      if (!eof) out.append(line).append("\n");
+    });
+    exit_code = fc.wait_for(std::chrono::minutes(2)).value_or(-1);
+  }
+  return json::parse(out, nullptr, false);
+}
+
+std::string rule_verdict(const json& report, const std::string& rule) {
+  for (const auto& r : report.at("rules"))
+    if (r.at("rule") == rule) return r.at("verdict");
+  return "(no rule " + rule + ")";
+}
+
+TEST(HttpProbe, NamesTheBrokenServicesRuleAndPassesTheCorrectOne) {
+  Process broken("broken-service", "/usr/bin/python3", {BROKEN_SERVICE, "--window-ms", "50"});
+  int code = -1;
+  const json b = probe("broken", broken.url(), code);
+  ASSERT_TRUE(b.is_object()) << "no JSON from the probe";
+  EXPECT_EQ(code, 1) << b.dump(2);
+  EXPECT_EQ(rule_verdict(b, "concurrent"), "broken") << b.dump(2);
+  EXPECT_EQ(rule_verdict(b, "lower-token-rejected"), "holds");  // in sequence it fences: only the race breaks it
+
+  Process correct("correct-service", "/usr/bin/python3", {BROKEN_SERVICE, "--window-ms", "50", "--correct"});
+  const json c = probe("correct", correct.url(), code);
+  ASSERT_TRUE(c.is_object()) << "no JSON from the probe";
+  EXPECT_EQ(code, 0) << c.dump(2);
+  EXPECT_EQ(rule_verdict(c, "concurrent"), "holds");
+  EXPECT_EQ(rule_verdict(c, "survives-restart"), "not-applicable");  // the service is the user's: never restarted
+}
+
+}  // namespace
+}  // namespace fencecheck

@@ -1,0 +1,84 @@
+// tests/http_resource — shared helpers: a fake ResourceFields (the scenario loader's side, in
+// memory) and a service process whose stdout lines a test can wait for.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fencecheck/resources/resource_kind.h"
+#include "../support/fake_resource_fields.h"
+
+namespace fencecheck::testing {
+
+/// A loopback port nothing listens on (bound without listen(2) to have the kernel pick a free one,
+/// then closed): a connect to it is refused.
+inline int closed_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    throw std::runtime_error("closed_port: cannot bind");
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+/// Waits until `server`'s accept loop runs (listen_after_bind() on another thread): a stop()
+/// before that is lost (cpp-httplib 0.11 stops only a running server) and the join would hang.
+/// Connections queue in the backlog from bind_to_any_port() on, so this is for stopping only.
+template <typename Server>
+void wait_until_running(Server& server) {
+  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+/// Lines a child printed, in order, for a test to wait on (filled from ChildProcess's reader
+/// thread). Thread-safe.
+class Lines {
+ public:
+  void push(std::string_view line, bool eof) {
+    {
+      std::lock_guard lock(mu_);
+      if (eof) eof_ = true;
+      else lines_.emplace_back(line);
+    }
+    cv_.notify_all();
+  }
+  /// The next line not yet taken; nullopt at EOF or after `limit` (a bound against hangs, not a
+  /// timing assumption: the caller asserts on it).
+  std::optional<std::string> next(std::chrono::milliseconds limit = std::chrono::seconds(30)) {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_for(lock, limit, [&] { return !lines_.empty() || eof_; }) || lines_.empty()) return std::nullopt;
+    std::string line = std::move(lines_.front());
+    lines_.pop_front();
+    return line;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> lines_;
+  bool eof_ = false;
+};
+
+}  // namespace fencecheck::testing

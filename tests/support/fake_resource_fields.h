@@ -1,0 +1,107 @@
+// fencecheck tests — a resources::ResourceFields over a JSON object, standing in for the scenario
+// loader (harness/scenario/src/scenario.cpp's Fields), so a resource kind's parse() can be tested
+// alone: scalars as YAML gives them (string() of an integer is its text, integer() of a numeric
+// string its value), and fail() throws FieldError with the field, the message and the offset, so a
+// test asserts where the loader's error would point. Not thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fencecheck/resources/resource_kind.h"
+
+namespace fencecheck::testing {
+
+/// What FakeFields::fail throws. what() is the message alone (the loader prefixes the location).
+struct FieldError : std::runtime_error {
+  FieldError(std::string f, const std::string& m, std::optional<std::size_t> o)
+      : std::runtime_error(m), field(std::move(f)), message(m), offset(o) {}
+  std::string field;
+  std::string message;
+  std::optional<std::size_t> offset;
+};
+
+class FakeFields final : public resources::ResourceFields {
+ public:
+  using Value = nlohmann::json;
+  FakeFields() = default;
+  /// The fields of a JSON object (a normalized configuration, parse()'s output, parses again).
+  explicit FakeFields(nlohmann::json j) : j_(std::move(j)) {}
+  FakeFields(std::initializer_list<std::pair<const std::string, Value>> v) {
+    for (const auto& [k, val] : v) j_[k] = val;
+  }
+  static FakeFields from_json(const nlohmann::json& j) { return FakeFields(j); }
+
+  std::string file() const override { return "test.yaml"; }
+  bool has(std::string_view name) const override { return j_.contains(std::string(name)); }
+  std::string string(std::string_view name) const override {
+    const auto& v = at(name);
+    if (v.is_number_integer()) return std::to_string(v.get<std::int64_t>());
+    if (!v.is_string()) fail(name, "expected a string");
+    return v.get<std::string>();
+  }
+  std::vector<std::string> string_list(std::string_view name) const override {
+    const auto& v = at(name);
+    if (!v.is_array()) return {string(name)};
+    if (v.empty()) fail(name, "expected a string or a non-empty list of strings");
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (!v[i].is_string()) fail(std::string(name) + "[" + std::to_string(i) + "]", "expected a string");
+      out.push_back(v[i].get<std::string>());
+    }
+    return out;
+  }
+  std::int64_t integer(std::string_view name, std::int64_t min, std::int64_t max) const override {
+    const auto& v = at(name);
+    std::int64_t n = 0;
+    if (v.is_number_integer()) {
+      n = v.get<std::int64_t>();
+    } else {
+      try {
+        const std::string s = string(name);
+        std::size_t used = 0;
+        n = std::stoll(s, &used);
+        if (used != s.size()) throw std::invalid_argument("trailing");
+      } catch (const std::logic_error&) {
+        fail(name, "must be an integer");
+      }
+    }
+    if (n < min || n > max) fail(name, "must be in " + std::to_string(min) + ".." + std::to_string(max));
+    return n;
+  }
+  std::chrono::nanoseconds duration(std::string_view name) const override { fail(name, "no durations here"); }
+  bool boolean(std::string_view name) const override {
+    const auto& v = at(name);
+    if (!v.is_boolean()) fail(name, "expected true or false");
+    return v.get<bool>();
+  }
+  std::size_t choice(std::string_view name, const std::vector<std::string_view>& names,
+                     std::string_view what) const override {
+    const std::string s = string(name);
+    for (std::size_t i = 0; i < names.size(); ++i)
+      if (names[i] == s) return i;
+    fail(name, "unknown " + std::string(what));
+  }
+  [[noreturn]] void fail(std::string_view name, const std::string& message,
+                         std::optional<std::size_t> offset = std::nullopt) const override {
+    throw FieldError(std::string(name), message, offset);
+  }
+
+ private:
+  const nlohmann::json& at(std::string_view name) const {
+    auto it = j_.find(std::string(name));
+    if (it == j_.end()) fail(name, "missing");
+    return *it;
+  }
+  nlohmann::json j_ = nlohmann::json::object();
+};
+
+}  // namespace fencecheck::testing
