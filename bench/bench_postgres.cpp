@@ -48,17 +48,18 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "../tests/postgres/fake_fields.h"
 #include "bench_util.h"
 #include "fencecheck/proto/chunk.h"
 #include "fencecheck/resources/postgres.h"
@@ -148,6 +149,26 @@ const char* outcome_name(fencecheck::WriteOutcome o) {
   return "?";
 }
 
+/// `resource: {kind: postgres}` with no field of its own: what the scenario loader hands the kind's
+/// parse() for that mapping. parse() only asks has() of each field; anything else is a bug here.
+class NoFields final : public fencecheck::resources::ResourceFields {
+ public:
+  std::string file() const override { return "bench_postgres"; }
+  bool has(std::string_view) const override { return false; }
+  std::string string(std::string_view name) const override { fail(name, "absent"); }
+  std::vector<std::string> string_list(std::string_view name) const override { fail(name, "absent"); }
+  std::int64_t integer(std::string_view name, std::int64_t, std::int64_t) const override { fail(name, "absent"); }
+  std::chrono::nanoseconds duration(std::string_view name) const override { fail(name, "absent"); }
+  bool boolean(std::string_view name) const override { fail(name, "absent"); }
+  std::size_t choice(std::string_view name, const std::vector<std::string_view>&, std::string_view) const override {
+    fail(name, "absent");
+  }
+  [[noreturn]] void fail(std::string_view name, const std::string& message,
+                         std::optional<std::size_t> = std::nullopt) const override {
+    throw std::logic_error("resource." + std::string(name) + ": " + message);
+  }
+};
+
 /// The two statements do differ where they should: on a key of its own, the fenced write refuses a
 /// lower token after a higher one, the unfenced one accepts it.
 nlohmann::json sanity(const nlohmann::json& fenced_ep, const nlohmann::json& unfenced_ep) {
@@ -185,8 +206,9 @@ nlohmann::json compare(const Case& c, const nlohmann::json& endpoint_a, const nl
                        std::chrono::milliseconds slice, bool random_payload) {
   Side side[2];
   const nlohmann::json* ep[2] = {&endpoint_a, &endpoint_b};
-  const std::string tag = c.shared_key ? "s" : "d";
-  auto key_of = [&](int client) { return c.shared_key ? std::string("shared") : fb::numbered(tag + std::to_string(c.clients) + "-k", client); };
+  auto key_of = [&](int client) {
+    return c.shared_key ? std::string("shared") : fb::numbered(fb::numbered("d", c.clients) + "-k", client);
+  };
   auto segment_of = [&](int client) { return c.shared_key ? static_cast<std::int64_t>(client) : std::int64_t{0}; };
   // Payloads built once per client and slot (outside the timed loop), shared by both sides.
   std::vector<std::vector<std::string>> payload(static_cast<std::size_t>(c.clients));
@@ -278,7 +300,7 @@ nlohmann::json interleaved(const Case& c, const nlohmann::json& fenced, const nl
                            std::chrono::milliseconds duration, bool random_payload) {
   const nlohmann::json* ep[2] = {&unfenced, &fenced};
   auto key_of = [&](int client) {
-    return c.shared_key ? std::string("shared") : fb::numbered("d" + std::to_string(c.clients) + "-k", client);
+    return c.shared_key ? std::string("shared") : fb::numbered(fb::numbered("d", c.clients) + "-k", client);
   };
   auto segment_of = [&](int client) { return c.shared_key ? static_cast<std::int64_t>(client) : std::int64_t{0}; };
   std::vector<std::vector<std::string>> payload(static_cast<std::size_t>(c.clients));
@@ -400,7 +422,7 @@ int main(int argc, char** argv) {
   try {
     fb::TempDir dir("bench-postgres");
     const auto& kind = *fencecheck::resources::find_resource_kind("postgres");
-    const auto config = kind.parse(fencecheck::testing::FakeFields(nlohmann::json::object()));  // resource: {kind: postgres}
+    const auto config = kind.parse(NoFields());  // resource: {kind: postgres}
     fencecheck::resources::ResourceRunContext ctx;
     ctx.run_dir = dir.path();
     ctx.run_id = "bench";
