@@ -71,20 +71,13 @@ std::vector<Scenario> load_all(const std::vector<std::string>& paths) {
   return all;
 }
 
-/// The PID of the parent of run `dir`'s embedded PostgreSQL postmaster (postmaster.pid's first
-/// line, PostgreSQL docs 19.3; the cluster is in postgres-data or where postgres-data.location
-/// says), or nullopt when there is none running. The postmaster's parent is the harness that
-/// started it (setpriv execs in place); 1 (or a subreaper) once that harness died.
+/// The PID of the parent of run `dir`'s embedded PostgreSQL postmaster
+/// (postgres::running_postmaster), or nullopt when none runs. The postmaster's parent is the
+/// harness that started it (setpriv execs in place); 1 (or a subreaper) once that harness died.
 std::optional<int> postmaster_parent(const fs::path& dir) {
-  fs::path data = dir / "postgres-data";
-  if (std::ifstream loc(dir / "postgres-data.location"); loc) {
-    std::string where;
-    if (std::getline(loc, where) && !where.empty()) data = fs::path(where) / "data";
-  }
-  std::ifstream pidfile(data / "postmaster.pid");
-  int pid = 0;
-  if (!(pidfile >> pid) || pid <= 0) return std::nullopt;
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  const auto pid = fencecheck::postgres::running_postmaster(dir);
+  if (!pid) return std::nullopt;
+  std::ifstream status("/proc/" + std::to_string(*pid) + "/status");
   std::string line;
   while (std::getline(status, line))
     if (line.rfind("PPid:", 0) == 0) return std::stoi(line.substr(5));
@@ -116,12 +109,13 @@ int cmd_cleanup(const std::string& run_dir, const std::string& run_root, bool fo
   // or one detached by hand). A postmaster whose harness is alive is that run's, not an orphan.
   for (const auto& l : ledgers) {
     const fs::path dir = l.parent_path();
-    if (auto parent = postmaster_parent(dir); parent && *parent > 1 && !force) {
+    const auto parent = postmaster_parent(dir);
+    if (parent && *parent > 1 && !force) {
       std::cout << dir.filename().string() << ": its PostgreSQL belongs to a live harness (pid " << *parent
                 << "); left alone (--force stops it)\n";
       continue;
     }
-    if (postmaster_parent(dir)) ++healed;
+    if (parent) ++healed;
     fencecheck::postgres::stop_orphaned_postgres(dir);
   }
   // Then namespaces and cgroups that a ledger names but a crash left behind after all.

@@ -392,6 +392,7 @@ namespace fencecheck::postgres {
 namespace {
 
 namespace fs = std::filesystem;
+using detail::kLocationFile;
 using namespace std::chrono_literals;
 
 bool alive(pid_t pid) {
@@ -413,28 +414,61 @@ bool wait_gone(pid_t pid, std::chrono::milliseconds bound) {
   return true;
 }
 
+/// What a data directory's postmaster.pid names (PostgreSQL 15 docs, 19.3: its first line is the
+/// postmaster's PID): nothing, a process that is not running (a stale lock file), a process that is
+/// not this cluster's postmaster, or the postmaster itself (a postgres executable whose working
+/// directory is the data directory: the postmaster runs in it).
+struct PidFile {
+  enum State { kNone, kStale, kForeign, kPostmaster } state = kNone;
+  long pid = 0;
+  fs::path exe;
+};
+
+PidFile postmaster_of(const fs::path& data_dir) {
+  PidFile out;
+  std::ifstream in(data_dir / "postmaster.pid");
+  std::string first;
+  if (!in || !std::getline(in, first)) return out;
+  char* end = nullptr;
+  out.pid = std::strtol(first.c_str(), &end, 10);
+  if (end == first.c_str() || out.pid <= 1) return out;
+  const fs::path proc = "/proc/" + std::to_string(out.pid);
+  std::error_code ec;
+  out.exe = fs::read_symlink(proc / "exe", ec);
+  if (ec) {
+    out.state = PidFile::kStale;
+    return out;
+  }
+  const bool is_postgres = out.exe.filename().string().rfind("postgres", 0) == 0;
+  const bool in_dir = fs::equivalent(fs::read_symlink(proc / "cwd", ec), data_dir, ec) && !ec;
+  out.state = is_postgres && in_dir ? PidFile::kPostmaster : PidFile::kForeign;
+  return out;
+}
+
+/// The data directory of a cluster this kind made outside the run directory, from the run's
+/// .location file (only a directory named <tmp>/fencecheck-pg-...); empty when there is none.
+fs::path own_cluster_dir(const fs::path& run_dir) {
+  std::ifstream in(run_dir / kLocationFile);
+  std::string own;
+  if (!in || !std::getline(in, own) || own.empty()) return {};
+  const fs::path dir(own);
+  return dir.is_absolute() && dir.filename().string().rfind("fencecheck-pg-", 0) == 0 ? dir : fs::path();
+}
+
 /// Stops the postmaster of `data_dir` when its postmaster.pid names a live postgres process
 /// running in that directory.
 void stop_cluster(const fs::path& data_dir) {
-  std::ifstream in(data_dir / "postmaster.pid");
-  std::string first;
-  if (!in || !std::getline(in, first)) return;
-  char* end = nullptr;
-  const long pid = std::strtol(first.c_str(), &end, 10);
-  if (end == first.c_str() || pid <= 1) return;
-  const fs::path proc = "/proc/" + std::to_string(pid);
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink(proc / "exe", ec);
-  if (ec) {
+  const PidFile f = postmaster_of(data_dir);
+  const long pid = f.pid;
+  if (f.state == PidFile::kNone) return;
+  if (f.state == PidFile::kStale) {
     spdlog::info("postgres cleanup: {} names pid {}, which is not running (a stale lock file)",
                  (data_dir / "postmaster.pid").string(), pid);
     return;
   }
-  const bool is_postgres = exe.filename().string().rfind("postgres", 0) == 0;
-  const bool in_dir = fs::equivalent(fs::read_symlink(proc / "cwd", ec), data_dir, ec) && !ec;
-  if (!is_postgres || !in_dir) {
+  if (f.state == PidFile::kForeign) {
     spdlog::info("postgres cleanup: {} names pid {} ({}), which is not this cluster's postmaster; left alone",
-                 (data_dir / "postmaster.pid").string(), pid, exe.string());
+                 (data_dir / "postmaster.pid").string(), pid, f.exe.string());
     return;
   }
   const auto p = static_cast<pid_t>(pid);
@@ -450,17 +484,24 @@ void stop_cluster(const fs::path& data_dir) {
 
 }  // namespace
 
+std::optional<int> running_postmaster(const fs::path& run_dir) {
+  try {
+    for (const fs::path& data : {run_dir / "postgres-data", own_cluster_dir(run_dir) / "data"}) {
+      if (data == "data") continue;  // no cluster of its own
+      if (const PidFile f = postmaster_of(data); f.state == PidFile::kPostmaster) return static_cast<int>(f.pid);
+    }
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
 void stop_orphaned_postgres(const fs::path& run_dir) {
-  using detail::kLocationFile;
   try {
     stop_cluster(run_dir / "postgres-data");
     const fs::path location = run_dir / kLocationFile;
-    std::ifstream in(location);
-    std::string own;
-    if (in && std::getline(in, own) && !own.empty()) {
-      const fs::path dir(own);
+    if (fs::exists(location)) {
       // Only a directory this kind made: <tmp>/fencecheck-pg-...
-      if (dir.is_absolute() && dir.filename().string().rfind("fencecheck-pg-", 0) == 0) {
+      if (const fs::path dir = own_cluster_dir(run_dir); !dir.empty()) {
         stop_cluster(dir / "data");
         std::error_code ec;
         fs::remove_all(dir, ec);

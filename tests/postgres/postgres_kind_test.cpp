@@ -462,6 +462,7 @@ TEST(PostgresKind, StopOrphanedPostgresStopsOnlyThatRunsPostmaster) {
   fs::create_directories(fake / "postgres-data");
   std::ofstream(fake / "postgres-data" / "postmaster.pid") << ::getpid() << "\n" << (fake / "postgres-data").string() << "\n";
   pg::stop_orphaned_postgres(fake);
+  EXPECT_FALSE(pg::running_postmaster(fake).has_value()) << "a pid file naming another process is no postmaster";
   EXPECT_TRUE(process_alive(::getpid()));
   pg::stop_orphaned_postgres(run_dir("empty"));  // nothing there: nothing happens
 
@@ -542,8 +543,10 @@ TEST(PostgresKind, StopOrphanedPostgresStopsOnlyThatRunsPostmaster) {
     const std::string ping = "host=127.0.0.1 port=" + port + " dbname=postgres user=postgres connect_timeout=2";
     ASSERT_TRUE(eventually([&] { return PQping(ping.c_str()) == PQPING_OK; }, 30s)) << "the daemon did not start";
     ASSERT_EQ(postmaster_pid(data_dir), daemon);
+    EXPECT_EQ(pg::running_postmaster(dir), std::optional<int>(daemon)) << "what `fencecheck cleanup` asks first";
     pg::stop_orphaned_postgres(dir);
     EXPECT_FALSE(process_alive(daemon)) << "stop_orphaned_postgres returns after the postmaster is gone";
+    EXPECT_FALSE(pg::running_postmaster(dir).has_value());
     ::waitpid(daemon, nullptr, 0);
   }
   if (fs::exists(dir / "postgres-data.location")) ADD_FAILURE() << "the .location file is removed";

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -139,5 +140,11 @@ inline constexpr std::string_view kNone = "none";
 /// .location file. Says what it did through spdlog (info). Never throws. Not thread-safe with
 /// respect to a live instance of the same run (call it for runs whose harness is dead).
 void stop_orphaned_postgres(const std::filesystem::path& run_dir);
+
+/// The PID of run directory `run_dir`'s embedded postmaster while one runs, found and checked as
+/// stop_orphaned_postgres finds and checks it (postgres-data, or where postgres-data.location
+/// says; a postgres executable whose working directory is that data directory), else nullopt.
+/// Stops nothing. Never throws. Thread-safe.
+[[nodiscard]] std::optional<int> running_postmaster(const std::filesystem::path& run_dir);
 
 }  // namespace fencecheck::postgres
