@@ -3,7 +3,7 @@
 namespace fencecheck::harness {
 
 // of() selects kinds with a 64-bit mask, one bit per kind (which also fits a kind in a byte).
-static_assert(static_cast<int>(EventKind::kLog) < 64, "HistoryIndex::of needs every EventKind below 64");
+static_assert(static_cast<int>(EventKind::kProtocolError) < 64, "HistoryIndex::of needs every EventKind below 64");
 
 HistoryIndex::HistoryIndex(const History& history) : first_(history.empty() ? nullptr : &history[0]) {
   kinds_.reserve(history.size());

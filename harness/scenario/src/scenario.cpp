@@ -1257,7 +1257,7 @@ class ScenarioParser {
 
   static std::string worker_event_list() {
     std::vector<std::string_view> names;
-    for (int k = 0; k <= static_cast<int>(EventKind::kLog); ++k)
+    for (int k = 0; k <= static_cast<int>(EventKind::kProtocolError); ++k)
       if (is_worker_event(static_cast<EventKind>(k))) names.push_back(kind_name(static_cast<EventKind>(k)));
     return "worker events are: " + join(names);
   }

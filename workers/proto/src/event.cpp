@@ -11,7 +11,7 @@
 namespace fencecheck {
 namespace {
 
-constexpr std::array<std::pair<EventKind, std::string_view>, 22> kNames{{
+constexpr std::array<std::pair<EventKind, std::string_view>, 24> kNames{{
     {EventKind::kAcquireInvoke, "acquire.invoke"}, {EventKind::kAcquireOk, "acquire.ok"},
     {EventKind::kAcquireFail, "acquire.fail"},     {EventKind::kKeepaliveFail, "keepalive.fail"},
     {EventKind::kLeaseLost, "lease.lost"},         {EventKind::kWriteInvoke, "write.invoke"},
@@ -23,6 +23,7 @@ constexpr std::array<std::pair<EventKind, std::string_view>, 22> kNames{{
     {EventKind::kFaultHeal, "fault.heal"},         {EventKind::kLockGrant, "lock.grant"},
     {EventKind::kLockDelete, "lock.delete"},       {EventKind::kRunStart, "run.start"},
     {EventKind::kRunEnd, "run.end"},               {EventKind::kLog, "log"},
+    {EventKind::kHello, "hello"},                  {EventKind::kProtocolError, "protocol.error"},
 }};
 
 void put_opt(nlohmann::json& j, const char* name, const std::optional<std::int64_t>& v) {
@@ -72,12 +73,15 @@ nlohmann::json to_json(const Event& e) {
   put_opt(j, "chunk", e.chunk);
   put_opt(j, "duration_ns", e.duration_ns);
   put_opt(j, "ttl_ms", e.ttl_ms);
+  put_opt(j, "protocol", e.protocol);
+  put_opt(j, "line_no", e.line_no);
   put_str(j, "lock", e.lock);
   put_str(j, "lock_key", e.lock_key);
   put_str(j, "key", e.key);
   put_str(j, "fault", e.fault);
   put_str(j, "target", e.target);
   put_str(j, "detail", e.detail);
+  put_str(j, "line", e.line);
   return j;
 }
 
@@ -106,12 +110,15 @@ Event event_from_json(const nlohmann::json& j) {
   get_opt(j, "chunk", e.chunk);
   get_opt(j, "duration_ns", e.duration_ns);
   get_opt(j, "ttl_ms", e.ttl_ms);
+  get_opt(j, "protocol", e.protocol);
+  get_opt(j, "line_no", e.line_no);
   get_str(j, "lock", e.lock);
   get_str(j, "lock_key", e.lock_key);
   get_str(j, "key", e.key);
   get_str(j, "fault", e.fault);
   get_str(j, "target", e.target);
   get_str(j, "detail", e.detail);
+  get_str(j, "line", e.line);
   return e;
 }
 

@@ -43,6 +43,9 @@ enum class EventKind {
   kRunStart,        ///< harness: the run's clock starts (detail: scenario name)
   kRunEnd,          ///< harness: every worker ended or the run timed out
   kLog,             ///< free-form note (detail)
+  kHello,           ///< a worker's first line: the protocol version it speaks (protocol; docs/worker-protocol.md)
+  kProtocolError,   ///< harness: a worker's line broke the protocol (target = worker, detail = line number,
+                    ///< field and problem, line = the offending line as received)
 };
 
 /// The wire name of a kind, e.g. "write.ok". Total: every enumerator has one.
@@ -65,12 +68,15 @@ struct Event {
   std::optional<std::int64_t> chunk;        ///< chunk index in the segment
   std::optional<std::int64_t> duration_ns;  ///< pause length, fault duration
   std::optional<std::int64_t> ttl_ms;       ///< lease TTL asked for, ms
+  std::optional<std::int64_t> protocol;     ///< hello: the worker protocol version (docs/worker-protocol.md)
+  std::optional<std::int64_t> line_no;      ///< protocol.error: the 1-based line number on the worker's channel
   std::string lock;                         ///< lock name (the etcd lock prefix)
   std::string lock_key;                     ///< the holder's own key under the prefix
   std::string key;                          ///< resource key written
   std::string fault;                        ///< fault kind ("sigstop", ...)
   std::string target;                       ///< fault target (worker id)
   std::string detail;                       ///< human text: error, exit status, scenario name
+  std::string line;                         ///< protocol.error: the offending line, verbatim (truncated at 4 KiB)
 };
 
 /// Serialises to one compact JSON object (no newline). Absent optionals and empty strings are
