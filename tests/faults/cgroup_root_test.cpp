@@ -1,13 +1,17 @@
-// cpu-throttle and freeze on real processes through the host's real cgroup filesystem:
-// baseline -> inject -> observe -> heal -> observe healed. Needs root; skips otherwise.
+// cpu-throttle and freeze on real processes (one, and a worker's whole tree) through the host's
+// real cgroup filesystem: baseline -> inject -> observe -> heal -> observe healed. Needs root;
+// skips otherwise.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iostream>
+#include <map>
 #include <sstream>
 
 #include "fencecheck/faults/cpu_throttle.h"
 #include "fencecheck/faults/freeze.h"
 #include "fencecheck/faults/process.h"
+#include "fencecheck/faults/process_tree.h"
 #include "root_util.h"
 
 using namespace fencecheck::faults;
@@ -159,4 +163,106 @@ TEST(FreezeReal, GuardThawsOnScopeExit) {
   }
   EXPECT_TRUE(child.next(5s));
   EXPECT_FALSE(fs::exists(fault.cgroup_dir()));
+}
+
+// ---------------------------------------------------------------- the worker's process tree
+namespace {
+// sh -> {sleep, sh (spins after forking) -> sleep}: three levels; the spinner shows whether the
+// tree gets CPU.
+const char* kSpinningTree = "sleep 1000 & sh -c 'sleep 1000 & while :; do :; done' & wait";
+
+struct Tree {
+  std::vector<TreeMember> members;
+  pid_t spinner = 0;  // the depth-1 sh, parent of the depth-2 sleep
+};
+Tree grown_tree(pid_t root) {
+  Tree t;
+  fctest::wait_until(
+      [&] {
+        t.members = walk_tree(ProcessRef::of(root).value_or(ProcessRef{}));
+        return t.members.size() >= 4;
+      },
+      5s);
+  if (!t.members.empty() && t.members.back().depth == 2) t.spinner = t.members.back().parent.pid;
+  return t;
+}
+}  // namespace
+
+TEST(FreezeReal, EveryProcessOfTheTreeIsFrozenAndHealPutsEachBack) {
+  if (!fctest::is_root()) GTEST_SKIP() << "needs root: it moves processes between cgroups";
+  auto support = detect_cgroups();
+  if (!support.freezer) GTEST_SKIP() << support.freezer_missing;
+  const CgroupHierarchy h = *support.freezer;
+  const CgroupFs cfs;
+  fctest::TreeChild worker(fctest::TreeChild::sh(kSpinningTree));
+  fctest::BusyChild control(0);  // never frozen: the clock the spinner is compared with
+  const auto tree = grown_tree(worker.pid());
+  ASSERT_EQ(tree.members.size(), 4u);
+  ASSERT_GT(tree.spinner, 0);
+  std::map<pid_t, std::string> original;
+  for (const auto& m : tree.members) original[m.ref.pid] = cgroup_of(cfs, h, m.ref.pid).value_or("?");
+
+  FreezeFault fault(tree.members.front().ref, "tree", run_id("ft"));
+  const auto t0 = std::chrono::steady_clock::now();
+  fault.inject();
+  std::cout << "[ measured ] freeze inject on a 3-level tree of 4 processes: "
+            << std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count()
+            << " us, " << fault.last_walk().walks << " walks\n";
+  const std::string mine = "/" + fault.cgroup_dir().filename().string();
+  for (const auto& m : tree.members) {
+    EXPECT_EQ(cgroup_of(cfs, h, m.ref.pid), mine) << "pid " << m.ref.pid << " depth " << m.depth;
+    for (pid_t tid : fctest::task_ids(m.ref.pid)) EXPECT_EQ(cgroup_of(cfs, h, m.ref.pid, tid), mine);
+  }
+  if (h.version == CgroupVersion::kV1) EXPECT_EQ(slurp(fault.cgroup_dir() / "freezer.state"), "FROZEN\n");
+  else EXPECT_EQ(keyed(fault.cgroup_dir() / "cgroup.events", "frozen"), 1);
+  // Frozen: while the control spins for 20 ticks of CPU, the spinner gets none.
+  const auto spin0 = cpu_ticks(tree.spinner), control0 = cpu_ticks(control.pid());
+  ASSERT_TRUE(fctest::wait_until([&] { return cpu_ticks(control.pid()) - control0 >= 20; }, 10s));
+  EXPECT_LE(cpu_ticks(tree.spinner) - spin0, 1) << "the spinner ran while frozen";
+
+  fault.heal();
+  EXPECT_FALSE(fault.active());
+  EXPECT_FALSE(fs::exists(fault.cgroup_dir()));
+  for (const auto& m : tree.members) EXPECT_EQ(cgroup_of(cfs, h, m.ref.pid), original[m.ref.pid]) << m.ref.pid;
+  const auto spin1 = cpu_ticks(tree.spinner);
+  EXPECT_TRUE(fctest::wait_until([&] { return cpu_ticks(tree.spinner) - spin1 >= 5; }, 10s)) << "not running again";
+}
+
+TEST(CpuThrottleReal, EveryProcessOfTheTreeIsThrottledAndHealPutsEachBack) {
+  if (!fctest::is_root()) GTEST_SKIP() << "needs root: it moves processes between cgroups";
+  auto support = detect_cgroups();
+  if (!support.cpu) GTEST_SKIP() << support.cpu_missing;
+  const CgroupHierarchy h = *support.cpu;
+  const CgroupFs cfs;
+  fctest::TreeChild worker(fctest::TreeChild::sh(kSpinningTree));
+  const auto tree = grown_tree(worker.pid());
+  ASSERT_EQ(tree.members.size(), 4u);
+  std::map<pid_t, std::string> original;
+  for (const auto& m : tree.members) original[m.ref.pid] = cgroup_of(cfs, h, m.ref.pid).value_or("?");
+
+  CpuThrottleFault fault(tree.members.front().ref, "tree", run_id("ctt"));
+  const auto t0 = std::chrono::steady_clock::now();
+  fault.inject();
+  std::cout << "[ measured ] cpu-throttle inject on a 3-level tree of 4 processes: "
+            << std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count()
+            << " us, " << fault.last_walk().walks << " walks\n";
+  const std::string mine = "/" + fault.cgroup_dir().filename().string();
+  for (const auto& m : tree.members) {
+    EXPECT_EQ(cgroup_of(cfs, h, m.ref.pid), mine) << "pid " << m.ref.pid << " depth " << m.depth;
+    for (pid_t tid : fctest::task_ids(m.ref.pid)) EXPECT_EQ(cgroup_of(cfs, h, m.ref.pid, tid), mine);
+  }
+  if (h.version == CgroupVersion::kV2) {
+    EXPECT_EQ(slurp(fault.cgroup_dir() / "cpu.max"), "2000 100000\n");
+  } else {
+    EXPECT_EQ(slurp(fault.cgroup_dir() / "cpu.cfs_quota_us"), "2000\n");
+    EXPECT_EQ(slurp(fault.cgroup_dir() / "cpu.cfs_period_us"), "100000\n");
+  }
+  // The spinner (depth 1) is what uses the quota up: the kernel throttles the cgroup.
+  const auto stat = fault.cgroup_dir() / "cpu.stat";
+  EXPECT_TRUE(fctest::wait_until([&] { return keyed(stat, "nr_throttled") >= 2; }, 5s)) << slurp(stat);
+
+  fault.heal();
+  EXPECT_FALSE(fault.active());
+  EXPECT_FALSE(fs::exists(fault.cgroup_dir()));
+  for (const auto& m : tree.members) EXPECT_EQ(cgroup_of(cfs, h, m.ref.pid), original[m.ref.pid]) << m.ref.pid;
 }
