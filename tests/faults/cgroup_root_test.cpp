@@ -47,6 +47,15 @@ std::int64_t cpu_ticks(pid_t pid) {
   return ut + st;
 }
 std::string run_id(const char* what) { return std::string(what) + std::to_string(::getpid()); }
+// ThrottleSpec's default, 2 ms per 100 ms, as the kernel reads it back.
+void expect_default_quota(const CgroupHierarchy& h, const fs::path& dir) {
+  if (h.version == CgroupVersion::kV2) {
+    EXPECT_EQ(slurp(dir / "cpu.max"), "2000 100000\n");
+  } else {
+    EXPECT_EQ(slurp(dir / "cpu.cfs_quota_us"), "2000\n");
+    EXPECT_EQ(slurp(dir / "cpu.cfs_period_us"), "100000\n");
+  }
+}
 }  // namespace
 
 TEST(CpuThrottleReal, ABusyProcessIsThrottledThenReleased) {
@@ -70,12 +79,7 @@ TEST(CpuThrottleReal, ABusyProcessIsThrottledThenReleased) {
   fault.inject();
   ASSERT_TRUE(fault.active());
   ASSERT_TRUE(fs::is_directory(fault.cgroup_dir()));
-  if (h.version == CgroupVersion::kV2) {
-    EXPECT_EQ(slurp(fault.cgroup_dir() / "cpu.max"), "2000 100000\n");
-  } else {
-    EXPECT_EQ(slurp(fault.cgroup_dir() / "cpu.cfs_quota_us"), "2000\n");
-    EXPECT_EQ(slurp(fault.cgroup_dir() / "cpu.cfs_period_us"), "100000\n");
-  }
+  expect_default_quota(h, fault.cgroup_dir());
   for (pid_t tid : fctest::task_ids(child.pid())) EXPECT_EQ(cgroup_of(cfs, h, child.pid(), tid), mine) << "thread " << tid;
   // Observe: the kernel throttles it, period after period (cpu.stat nr_throttled grows).
   const auto stat = fault.cgroup_dir() / "cpu.stat";
@@ -186,6 +190,32 @@ Tree grown_tree(pid_t root) {
   if (!t.members.empty() && t.members.back().depth == 2) t.spinner = t.members.back().parent.pid;
   return t;
 }
+// The cgroup of each process of the tree; with threads, each thread's too ("pid/tid").
+std::map<std::string, std::string> cgroups_of(const CgroupFs& cfs, const CgroupHierarchy& h, const Tree& t) {
+  std::map<std::string, std::string> out;
+  for (const auto& m : t.members) {
+    const pid_t pid = m.ref.pid;
+    out[std::to_string(pid)] = cgroup_of(cfs, h, pid).value_or("?");
+    for (pid_t tid : fctest::task_ids(pid))
+      out[std::to_string(pid) + "/" + std::to_string(tid)] = cgroup_of(cfs, h, pid, tid).value_or("?");
+  }
+  return out;
+}
+// Injects and prints how long it took and how many walks it made.
+template <typename F>
+void timed_inject(F& fault, const char* what) {
+  const auto t0 = std::chrono::steady_clock::now();
+  fault.inject();
+  std::cout << "[ measured ] " << what << " inject on a 3-level tree of 4 processes: "
+            << std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count()
+            << " us, " << fault.last_walk().walks << " walks\n";
+}
+// Every process and thread of the tree is in the fault's cgroup.
+template <typename F>
+void expect_tree_inside(const CgroupFs& cfs, const CgroupHierarchy& h, const Tree& t, const F& fault) {
+  const std::string mine = "/" + fault.cgroup_dir().filename().string();
+  for (const auto& [who, cgroup] : cgroups_of(cfs, h, t)) EXPECT_EQ(cgroup, mine) << "pid/tid " << who;
+}
 }  // namespace
 
 TEST(FreezeReal, EveryProcessOfTheTreeIsFrozenAndHealPutsEachBack) {
@@ -199,20 +229,11 @@ TEST(FreezeReal, EveryProcessOfTheTreeIsFrozenAndHealPutsEachBack) {
   const auto tree = grown_tree(worker.pid());
   ASSERT_EQ(tree.members.size(), 4u);
   ASSERT_GT(tree.spinner, 0);
-  std::map<pid_t, std::string> original;
-  for (const auto& m : tree.members) original[m.ref.pid] = cgroup_of(cfs, h, m.ref.pid).value_or("?");
+  const auto original = cgroups_of(cfs, h, tree);
 
   FreezeFault fault(tree.members.front().ref, "tree", run_id("ft"));
-  const auto t0 = std::chrono::steady_clock::now();
-  fault.inject();
-  std::cout << "[ measured ] freeze inject on a 3-level tree of 4 processes: "
-            << std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count()
-            << " us, " << fault.last_walk().walks << " walks\n";
-  const std::string mine = "/" + fault.cgroup_dir().filename().string();
-  for (const auto& m : tree.members) {
-    EXPECT_EQ(cgroup_of(cfs, h, m.ref.pid), mine) << "pid " << m.ref.pid << " depth " << m.depth;
-    for (pid_t tid : fctest::task_ids(m.ref.pid)) EXPECT_EQ(cgroup_of(cfs, h, m.ref.pid, tid), mine);
-  }
+  timed_inject(fault, "freeze");
+  expect_tree_inside(cfs, h, tree, fault);
   if (h.version == CgroupVersion::kV1) EXPECT_EQ(slurp(fault.cgroup_dir() / "freezer.state"), "FROZEN\n");
   else EXPECT_EQ(keyed(fault.cgroup_dir() / "cgroup.events", "frozen"), 1);
   // Frozen: while the control spins for 20 ticks of CPU, the spinner gets none.
@@ -223,7 +244,7 @@ TEST(FreezeReal, EveryProcessOfTheTreeIsFrozenAndHealPutsEachBack) {
   fault.heal();
   EXPECT_FALSE(fault.active());
   EXPECT_FALSE(fs::exists(fault.cgroup_dir()));
-  for (const auto& m : tree.members) EXPECT_EQ(cgroup_of(cfs, h, m.ref.pid), original[m.ref.pid]) << m.ref.pid;
+  EXPECT_EQ(cgroups_of(cfs, h, tree), original);
   const auto spin1 = cpu_ticks(tree.spinner);
   EXPECT_TRUE(fctest::wait_until([&] { return cpu_ticks(tree.spinner) - spin1 >= 5; }, 10s)) << "not running again";
 }
@@ -237,26 +258,12 @@ TEST(CpuThrottleReal, EveryProcessOfTheTreeIsThrottledAndHealPutsEachBack) {
   fctest::TreeChild worker(fctest::TreeChild::sh(kSpinningTree));
   const auto tree = grown_tree(worker.pid());
   ASSERT_EQ(tree.members.size(), 4u);
-  std::map<pid_t, std::string> original;
-  for (const auto& m : tree.members) original[m.ref.pid] = cgroup_of(cfs, h, m.ref.pid).value_or("?");
+  const auto original = cgroups_of(cfs, h, tree);
 
   CpuThrottleFault fault(tree.members.front().ref, "tree", run_id("ctt"));
-  const auto t0 = std::chrono::steady_clock::now();
-  fault.inject();
-  std::cout << "[ measured ] cpu-throttle inject on a 3-level tree of 4 processes: "
-            << std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count()
-            << " us, " << fault.last_walk().walks << " walks\n";
-  const std::string mine = "/" + fault.cgroup_dir().filename().string();
-  for (const auto& m : tree.members) {
-    EXPECT_EQ(cgroup_of(cfs, h, m.ref.pid), mine) << "pid " << m.ref.pid << " depth " << m.depth;
-    for (pid_t tid : fctest::task_ids(m.ref.pid)) EXPECT_EQ(cgroup_of(cfs, h, m.ref.pid, tid), mine);
-  }
-  if (h.version == CgroupVersion::kV2) {
-    EXPECT_EQ(slurp(fault.cgroup_dir() / "cpu.max"), "2000 100000\n");
-  } else {
-    EXPECT_EQ(slurp(fault.cgroup_dir() / "cpu.cfs_quota_us"), "2000\n");
-    EXPECT_EQ(slurp(fault.cgroup_dir() / "cpu.cfs_period_us"), "100000\n");
-  }
+  timed_inject(fault, "cpu-throttle");
+  expect_tree_inside(cfs, h, tree, fault);
+  expect_default_quota(h, fault.cgroup_dir());
   // The spinner (depth 1) is what uses the quota up: the kernel throttles the cgroup.
   const auto stat = fault.cgroup_dir() / "cpu.stat";
   EXPECT_TRUE(fctest::wait_until([&] { return keyed(stat, "nr_throttled") >= 2; }, 5s)) << slurp(stat);
@@ -264,5 +271,5 @@ TEST(CpuThrottleReal, EveryProcessOfTheTreeIsThrottledAndHealPutsEachBack) {
   fault.heal();
   EXPECT_FALSE(fault.active());
   EXPECT_FALSE(fs::exists(fault.cgroup_dir()));
-  for (const auto& m : tree.members) EXPECT_EQ(cgroup_of(cfs, h, m.ref.pid), original[m.ref.pid]) << m.ref.pid;
+  EXPECT_EQ(cgroups_of(cfs, h, tree), original);
 }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <set>
 
 #include "child.h"
@@ -163,31 +164,47 @@ TEST(ProcessTree, FindsEveryProcessOfARealThreeLevelTree) {
 }
 
 // ---------------------------------------------------------------- sigstop on a tree
-TEST(SigstopTree, StopsEveryProcessOfTheTreeAndHealContinuesThemAll) {
-  fctest::TreeChild tree(fctest::TreeChild::sh(fctest::kThreeLevels));
-  auto before = grown(tree.pid(), 3);
-  ASSERT_EQ(before.size(), 4u);
-  ASSERT_TRUE(none_in_state(before, 'T'));
-  SigstopFault fault(ref_of(tree.pid()), "w1");
+// A real three-level tree (sh -> {sleep, sh -> sleep}) and a SIGSTOP fault on it.
+class SigstopTree : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    members = grown(tree.pid(), 3);
+    ASSERT_EQ(members.size(), 4u) << "sh, sleep, sh, sleep";
+    ASSERT_TRUE(none_in_state(members, 'T'));
+    fault = std::make_unique<SigstopFault>(ref_of(tree.pid()), "w1");
+  }
+  // Injects; inject returns once every process is observed stopped: no wait needed.
+  void stop_all() {
+    fault->inject();
+    ASSERT_TRUE(all_in_state(members, 'T'));
+  }
+  bool all_continued() const {
+    return fctest::wait_until([&] { return none_in_state(members, 'T'); }, 5s);
+  }
+
+  fctest::TreeChild tree{fctest::TreeChild::sh(fctest::kThreeLevels)};
+  std::vector<TreeMember> members;
+  std::unique_ptr<SigstopFault> fault;
+};
+
+TEST_F(SigstopTree, StopsEveryProcessOfTheTreeAndHealContinuesThemAll) {
   const auto t0 = std::chrono::steady_clock::now();
-  fault.inject();
+  stop_all();
   const auto took = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
   std::cout << "[ measured ] sigstop inject on a 3-level tree of 4 processes: " << took.count() << " us, "
-            << fault.last_walk().walks << " walks\n";
-  // inject returns once every process is observed stopped: no wait needed.
-  EXPECT_TRUE(all_in_state(before, 'T'));
-  EXPECT_EQ(fault.stopped().size(), 4u);
-  EXPECT_EQ(fault.stopped().front(), before.front().ref) << "the root is stopped first";
-  EXPECT_EQ(fault.last_walk().walks, 2) << "a tree that did not change: one walk, one to confirm";
-  EXPECT_EQ(pids(walk_tree(ref_of(tree.pid()))), pids(before)) << "a stopped tree does not change";
+            << fault->last_walk().walks << " walks\n";
+  EXPECT_EQ(fault->stopped().size(), 4u);
+  EXPECT_EQ(fault->stopped().front(), members.front().ref) << "the root is stopped first";
+  EXPECT_EQ(fault->last_walk().walks, 2) << "a tree that did not change: one walk, one to confirm";
+  EXPECT_EQ(pids(walk_tree(ref_of(tree.pid()))), pids(members)) << "a stopped tree does not change";
 
-  fault.heal();
-  EXPECT_FALSE(fault.active());
-  EXPECT_TRUE(fault.stopped().empty());
-  EXPECT_TRUE(fctest::wait_until([&] { return none_in_state(before, 'T'); }, 5s));
+  fault->heal();
+  EXPECT_FALSE(fault->active());
+  EXPECT_TRUE(fault->stopped().empty());
+  EXPECT_TRUE(all_continued());
 }
 
-TEST(SigstopTree, AForkingTreeIsStoppedWholeAndStopsGrowing) {
+TEST(SigstopTreeForking, AForkingTreeIsStoppedWholeAndStopsGrowing) {
   // Forks a sleeper about every 5 ms; the control tree does the same and is never stopped.
   const char* loop = "while :; do sleep 1000 & sleep 0.005; done";
   fctest::TreeChild tree(fctest::TreeChild::sh(loop)), control(fctest::TreeChild::sh(loop));
@@ -208,39 +225,30 @@ TEST(SigstopTree, AForkingTreeIsStoppedWholeAndStopsGrowing) {
   EXPECT_TRUE(fctest::wait_until([&] { return none_in_state(stopped, 'T'); }, 5s));
 }
 
-TEST(SigstopTree, TheLedgerHealerContinuesTheRootAndEveryStoppedDescendant) {
-  fctest::TreeChild tree(fctest::TreeChild::sh(fctest::kThreeLevels));
-  auto members = grown(tree.pid(), 3);
-  ASSERT_EQ(members.size(), 4u);
-  SigstopFault fault(ref_of(tree.pid()), "w1");
+TEST_F(SigstopTree, TheLedgerHealerContinuesTheRootAndEveryStoppedDescendant) {
   // The ledger as a harness writes it BEFORE inject, by a harness that then died (no heal entry).
   const auto path = std::filesystem::temp_directory_path() / ("fc-tree-" + std::to_string(::getpid()) + ".ledger");
   {
-    auto e = fault.ledger_record();
+    auto e = fault->ledger_record();
     e.update({{"op", "inject"}, {"id", 1}, {"kind", "sigstop"}, {"run_id", "r1"}, {"harness_pid", 999999999},
               {"harness_start_ticks", 1}});
     std::ofstream(path) << e.dump() << "\n";
   }
-  fault.inject();
-  ASSERT_TRUE(all_in_state(members, 'T'));
+  stop_all();
   // `fencecheck cleanup` knows only the record: the root.
   auto said = heal_outstanding(path);
   ASSERT_EQ(said.size(), 1u);
   EXPECT_NE(said[0].find("sigstop w1: continued pid " + std::to_string(tree.pid()) + " and 3 stopped descendant(s)"),
             std::string::npos)
       << said[0];
-  EXPECT_TRUE(fctest::wait_until([&] { return none_in_state(members, 'T'); }, 5s));
+  EXPECT_TRUE(all_continued());
   EXPECT_TRUE(FaultLedger::outstanding(path).empty());
   std::filesystem::remove(path);
-  fault.heal();  // after cleanup: nothing left, no harm
+  fault->heal();  // after cleanup: nothing left, no harm
 }
 
-TEST(SigstopTree, TheLedgerHealerLeavesRunningDescendantsAlone) {
-  fctest::TreeChild tree(fctest::TreeChild::sh(fctest::kThreeLevels));
-  auto members = grown(tree.pid(), 3);
-  ASSERT_EQ(members.size(), 4u);
-  SigstopFault fault(ref_of(tree.pid()), "w1");
-  auto rec = fault.ledger_record();
+TEST_F(SigstopTree, TheLedgerHealerLeavesRunningDescendantsAlone) {
+  auto rec = fault->ledger_record();
   // A harness killed after it stopped the root only: the descendants still run.
   ASSERT_EQ(::kill(tree.pid(), SIGSTOP), 0);
   ASSERT_TRUE(fctest::wait_state(tree.pid(), [](char s) { return s == 'T'; }));
@@ -248,29 +256,19 @@ TEST(SigstopTree, TheLedgerHealerLeavesRunningDescendantsAlone) {
   EXPECT_TRUE(fctest::wait_state(tree.pid(), [](char s) { return s != 'T'; }));
 }
 
-TEST(SigstopTree, EmergencyContinueReachesEveryProcessOfTheTree) {
-  fctest::TreeChild tree(fctest::TreeChild::sh(fctest::kThreeLevels));
-  auto members = grown(tree.pid(), 3);
-  ASSERT_EQ(members.size(), 4u);
-  SigstopFault fault(ref_of(tree.pid()), "w1");
-  fault.inject();
-  ASSERT_TRUE(all_in_state(members, 'T'));
+TEST_F(SigstopTree, EmergencyContinueReachesEveryProcessOfTheTree) {
+  stop_all();
   errno = EDOM;
   emergency_continue_all();
   EXPECT_EQ(errno, EDOM) << "a signal handler's errno is preserved";
-  EXPECT_TRUE(fctest::wait_until([&] { return none_in_state(members, 'T'); }, 5s));
+  EXPECT_TRUE(all_continued());
 }
 
-TEST(SigstopTree, ADescendantKilledWhileStoppedCountsAsHealed) {
-  fctest::TreeChild tree(fctest::TreeChild::sh(fctest::kThreeLevels));
-  auto members = grown(tree.pid(), 3);
-  ASSERT_EQ(members.size(), 4u);
-  SigstopFault fault(ref_of(tree.pid()), "w1");
-  fault.inject();
-  const pid_t grandchild = members.back().ref.pid;
-  ASSERT_EQ(::kill(grandchild, SIGKILL), 0);
-  fault.heal();
-  EXPECT_FALSE(fault.active());
+TEST_F(SigstopTree, ADescendantKilledWhileStoppedCountsAsHealed) {
+  stop_all();
+  ASSERT_EQ(::kill(members.back().ref.pid, SIGKILL), 0);  // the grandchild
+  fault->heal();
+  EXPECT_FALSE(fault->active());
   members.pop_back();
-  EXPECT_TRUE(fctest::wait_until([&] { return none_in_state(members, 'T'); }, 5s));
+  EXPECT_TRUE(all_continued());
 }
