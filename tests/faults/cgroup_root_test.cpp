@@ -216,14 +216,9 @@ void expect_tree_inside(const CgroupFs& cfs, const CgroupHierarchy& h, const Tre
   const std::string mine = "/" + fault.cgroup_dir().filename().string();
   for (const auto& [who, cgroup] : cgroups_of(cfs, h, t)) EXPECT_EQ(cgroup, mine) << "pid/tid " << who;
 }
-}  // namespace
 
-TEST(FreezeReal, EveryProcessOfTheTreeIsFrozenAndHealPutsEachBack) {
-  if (!fctest::is_root()) GTEST_SKIP() << "needs root: it moves processes between cgroups";
-  auto support = detect_cgroups();
-  if (!support.freezer) GTEST_SKIP() << support.freezer_missing;
-  const CgroupHierarchy h = *support.freezer;
-  const CgroupFs cfs;
+// freeze on the tree of a spinning shell, on the freezer detect_cgroups(cfs) finds.
+void freeze_tree_round_trip(const CgroupFs& cfs, const CgroupHierarchy& h) {
   fctest::TreeChild worker(fctest::TreeChild::sh(kSpinningTree));
   fctest::BusyChild control(0);  // never frozen: the clock the spinner is compared with
   const auto tree = grown_tree(worker.pid());
@@ -231,8 +226,9 @@ TEST(FreezeReal, EveryProcessOfTheTreeIsFrozenAndHealPutsEachBack) {
   ASSERT_GT(tree.spinner, 0);
   const auto original = cgroups_of(cfs, h, tree);
 
-  FreezeFault fault(tree.members.front().ref, "tree", run_id("ft"));
-  timed_inject(fault, "freeze");
+  FreezeFault fault(tree.members.front().ref, "tree", run_id("ft"), {}, cfs);
+  ASSERT_EQ(fault.hierarchy(), h);
+  timed_inject(fault, h.version == CgroupVersion::kV1 ? "freeze (v1)" : "freeze (v2)");
   expect_tree_inside(cfs, h, tree, fault);
   if (h.version == CgroupVersion::kV1) EXPECT_EQ(slurp(fault.cgroup_dir() / "freezer.state"), "FROZEN\n");
   else EXPECT_EQ(keyed(fault.cgroup_dir() / "cgroup.events", "frozen"), 1);
@@ -247,6 +243,26 @@ TEST(FreezeReal, EveryProcessOfTheTreeIsFrozenAndHealPutsEachBack) {
   EXPECT_EQ(cgroups_of(cfs, h, tree), original);
   const auto spin1 = cpu_ticks(tree.spinner);
   EXPECT_TRUE(fctest::wait_until([&] { return cpu_ticks(tree.spinner) - spin1 >= 5; }, 10s)) << "not running again";
+}
+}  // namespace
+
+TEST(FreezeReal, EveryProcessOfTheTreeIsFrozenAndHealPutsEachBack) {
+  if (!fctest::is_root()) GTEST_SKIP() << "needs root: it moves processes between cgroups";
+  auto support = detect_cgroups();
+  if (!support.freezer) GTEST_SKIP() << support.freezer_missing;
+  freeze_tree_round_trip(CgroupFs{}, *support.freezer);
+}
+
+// A hybrid host (v1 controllers, cgroup2 at /sys/fs/cgroup/unified) serves the v1 freezer above;
+// its unified mount has the v2 freezer (cgroup.freeze) too: the same round trip on it.
+TEST(FreezeReal, OnTheUnifiedV2MountOfAHybridHostToo) {
+  if (!fctest::is_root()) GTEST_SKIP() << "needs root: it moves processes between cgroups";
+  const CgroupFs unified("/sys/fs/cgroup/unified");
+  if (!fs::exists(unified.root() / "cgroup.controllers"))
+    GTEST_SKIP() << "no cgroup2 mount at " << unified.root() << " (not a hybrid host)";
+  auto support = detect_cgroups(unified);
+  if (!support.freezer) GTEST_SKIP() << support.freezer_missing;
+  freeze_tree_round_trip(unified, *support.freezer);
 }
 
 TEST(CpuThrottleReal, EveryProcessOfTheTreeIsThrottledAndHealPutsEachBack) {
