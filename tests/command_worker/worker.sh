@@ -3,24 +3,26 @@
 # it, built from the reference worker so that what it writes is known. $1 picks the behaviour:
 #   forking         this shell starts a subshell that starts fencecheck-worker: the lock holder
 #                   is two processes below the one the harness started. Every fault must reach it.
+#                   Arguments after the mode go to fencecheck-worker (its design flags).
 #   lying           says hello, then a write.ok whose token is a string (line 2 breaks the
 #                   protocol), then runs the reference worker (whose own hello is a second one).
 #   exit3           writes to stderr and exits 3 (a failed worker).
 #   never-acquires  says hello and acquire.invoke, then exits 0 without ever holding the lock.
 #   silent          runs the reference worker with no event channel: a black box.
 set -eu
-mode=${1:?usage: worker.sh forking|lying|exit3|never-acquires|silent}
+mode=${1:?usage: worker.sh forking|lying|exit3|never-acquires|silent [fencecheck-worker flags...]}
+shift
 worker() {
   "$FENCECHECK_BIN_DIR/fencecheck-worker" --id "$FENCECHECK_WORKER_ID" --etcd "$FENCECHECK_LOCK_ENDPOINTS" \
     --resource "$FENCECHECK_RESOURCE" --lock "$FENCECHECK_LOCK_NAME" --key "$FENCECHECK_KEY" \
     --ttl-s "$FENCECHECK_LEASE_TTL_S" --segments "$FENCECHECK_JOB_SEGMENTS" --chunks "$FENCECHECK_JOB_CHUNKS" \
     --chunk-bytes "$FENCECHECK_CHUNK_BYTES" --chunk-interval-ms "$FENCECHECK_CHUNK_INTERVAL_MS" \
-    --seed "$FENCECHECK_SEED"
+    --seed "$FENCECHECK_SEED" "$@"
 }
 case "$mode" in
   forking)
     echo "worker.sh: $FENCECHECK_WORKER_ID forking the holder two levels down"
-    ( worker & wait $! ) &
+    ( worker "$@" & wait $! ) &
     wait $!
     ;;
   lying)
