@@ -127,6 +127,10 @@ def main():
     service = Service(env("FENCECHECK_RESOURCE_URL"), me)
 
     emit("hello", protocol=1)
+    if os.environ.get("FENCECHECK_JOB_KIND", "segments") != "segments":
+        print(f"worker.py: job kind {os.environ['FENCECHECK_JOB_KIND']!r}: this worker writes segments of chunks only",
+              file=sys.stderr)
+        return 1
     # python-etcd3 puts the lock named N at /locks/N. fencecheck watches the keys under the
     # scenario's lock name, so the scenario names it /locks/<something> and the lock here is
     # <something>/lock: its key is <lock name>/lock, where the harness sees it come and go.
