@@ -22,9 +22,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 # about the holding it ends (token, lock key, and whether the job is done).
 state=$(mktemp -d "${TMPDIR:-/tmp}/fencecheck-etcdctl.XXXXXX") || exit 1
 trap 'rm -rf "$state"' EXIT
+trap 'exit 143' TERM INT  # so that the EXIT trap runs when the harness ends the run
 echo 0 > "$state/segment"
 
 emit '{"kind":"hello","protocol":1}'
+if [ "${FENCECHECK_JOB_KIND:-segments}" != segments ]; then
+  echo "worker.sh: job kind $FENCECHECK_JOB_KIND: this worker writes segments of chunks only" >&2
+  exit 1
+fi
 attempt=0
 while [ "$attempt" -lt 20 ]; do
   attempt=$((attempt + 1))
