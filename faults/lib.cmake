@@ -1,6 +1,7 @@
 # fencecheck_faults: fault kinds behind one interface (fault.h), the fault ledger, process identity.
 add_library(fencecheck_faults
   src/process.cpp
+  src/process_tree.cpp
   src/ledger.cpp
   src/sigstop.cpp
   src/command.cpp

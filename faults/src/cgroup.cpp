@@ -286,27 +286,79 @@ void create_cgroup(const CgroupFs& cfs, const fs::path& dir, const std::string& 
     throw FaultError(who + ": cannot create cgroup " + dir.string() + ": " + std::strerror(e));
 }
 
-void enter(const CgroupFs& cfs, const CgroupHierarchy& h, const fs::path& dir, const ProcessRef& ref,
+bool enter(const CgroupFs& cfs, const CgroupHierarchy& h, const fs::path& dir, const ProcessRef& ref,
            const std::string& who) {
-  auto gone = [&] { return FaultError(who + ": the process is gone or its PID was reused; not moving it"); };
-  if (!ref.same_process_alive()) throw gone();
+  if (!ref.same_process_alive(cfs.proc())) return false;
   const fs::path procs = dir / "cgroup.procs";
   if (int e = cfs.write(procs, std::to_string(ref.pid)); e != 0) {
-    if (e == ESRCH) throw gone();
+    if (e == ESRCH) return false;
     throw FaultError(who + ": cannot move pid " + std::to_string(ref.pid) + " into " + procs.string() + ": " +
                      std::strerror(e));
   }
-  if (h.version != CgroupVersion::kV1) return;
+  if (h.version != CgroupVersion::kV1) return true;
   // v1 membership is per thread: cgroup.procs moved the whole thread group; write each TID too so
   // that every thread is checked (cgroup-v1/cgroups.rst, "tasks").
   const fs::path tasks = dir / "tasks";
   for (pid_t tid : thread_ids(cfs, ref.pid)) {
-    if (!ref.same_process_alive()) throw gone();
+    if (!ref.same_process_alive(cfs.proc())) return false;
     int e = cfs.write(tasks, std::to_string(tid));
     if (e != 0 && e != ESRCH)  // ESRCH: that thread exited meanwhile
       throw FaultError(who + ": cannot move thread " + std::to_string(tid) + " into " + tasks.string() + ": " +
                        std::strerror(e));
   }
+  return true;
+}
+
+ConvergeResult enter_tree(const CgroupFs& cfs, const CgroupHierarchy& h, const fs::path& dir, const ProcessRef& root,
+                          const std::string& who, std::vector<Member>& members, const std::function<void()>& settle) {
+  const std::string mine = "/" + dir.filename().string();
+  auto placement_of = [&](const ProcessRef& ref) -> const Placement* {
+    for (const auto& m : members)
+      if (m.ref == ref) return &m.where;
+    return nullptr;
+  };
+  auto act = [&](const TreeMember& m) -> bool {
+    if (placement_of(m.ref)) return false;  // moved (or found inside) in an earlier walk
+    const bool is_root = m.depth == 0;
+    const auto gone = [&] { return FaultError(who + ": the process is gone or its PID was reused; not moving it"); };
+    auto where = read_placement(cfs, h, m.ref.pid);
+    if (!where || !m.ref.same_process_alive(cfs.proc())) {
+      if (is_root) throw gone();
+      return false;  // exited meanwhile
+    }
+    if (where->original == mine) {  // forked after its parent entered: born inside
+      const Placement* parent = placement_of(m.parent);
+      members.push_back({m.ref, Placement{parent ? parent->original : members.front().where.original, {}}});
+      return false;
+    }
+    bool elsewhere = fencecheck_cgroup(where->original);
+    for (const auto& [tid, path] : where->threads) elsewhere = elsewhere || (path != mine && fencecheck_cgroup(path));
+    if (elsewhere)
+      throw FaultError(who + ": " + (is_root ? std::string("it") : "pid " + std::to_string(m.ref.pid) + " of its tree") +
+                       " is already in a fencecheck cgroup (" + where->original + " under " + h.mount.string() +
+                       "): another cgroup fault on it is active, and they must not overlap");
+    if (!enter(cfs, h, dir, m.ref, who)) {
+      if (is_root) throw gone();
+      return false;
+    }
+    members.push_back({m.ref, *where});
+    return true;
+  };
+  try {
+    return converge_tree(root, act, settle, 100, cfs.proc());
+  } catch (const FaultError&) {
+    throw;
+  } catch (const std::exception& err) {
+    throw FaultError(who + ": " + err.what());
+  }
+}
+
+std::vector<Member> current_tree(const CgroupFs& cfs, const CgroupHierarchy& h, const ProcessRef& root) {
+  std::vector<Member> out;
+  for (const auto& m : walk_tree(root, cfs.proc()))
+    if (auto where = read_placement(cfs, h, m.ref.pid)) out.push_back({m.ref, *where});
+    else if (m.depth == 0) break;  // the root is gone: no record of it
+  return out;
 }
 
 namespace {
@@ -322,36 +374,50 @@ int move_stragglers(const CgroupFs& cfs, const CgroupHierarchy& h, const fs::pat
 }
 }  // namespace
 
-std::string leave(const CgroupFs& cfs, const CgroupHierarchy& h, const fs::path& dir, const ProcessRef& ref,
-                  const Placement& where) noexcept {
+std::string leave(const CgroupFs& cfs, const CgroupHierarchy& h, const fs::path& dir,
+                  const std::vector<Member>& members) noexcept {
   try {
-    const fs::path dest = existing_dir(h, where.original);
+    const Placement root_where = members.empty() ? Placement{} : members.front().where;
+    const fs::path dest = existing_dir(h, root_where.original);
     std::string said;
     std::set<pid_t> moved;
-    if (ref.pid > 0 && ref.same_process_alive()) {
-      int e = cfs.write(dest / "cgroup.procs", std::to_string(ref.pid));
+    int descendants_back = 0, descendants_failed = 0;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      const auto& [ref, where] = members[i];
+      const bool is_root = i == 0;
+      const fs::path back = existing_dir(h, where.original);
+      int e = ESRCH;
+      if (ref.pid > 0 && ref.same_process_alive(cfs.proc())) e = cfs.write(back / "cgroup.procs", std::to_string(ref.pid));
       if (e == 0) {
-        said = "moved pid " + std::to_string(ref.pid) + " back to " + dest.string();
+        moved.insert(ref.pid);
+        for (const auto& [tid, _] : where.threads) moved.insert(tid);
+        if (h.version == CgroupVersion::kV1) {
+          for (const auto& [tid, orig] : where.threads) {
+            if (orig == where.original) continue;
+            if (!path_exists(cfs.proc() / std::to_string(ref.pid) / "task" / std::to_string(tid))) continue;
+            (void)cfs.write(existing_dir(h, orig) / "tasks", std::to_string(tid));
+          }
+        }
+      }
+      if (!is_root) {
+        if (e == 0) ++descendants_back;
+        else if (e != ESRCH) ++descendants_failed;
+        continue;
+      }
+      if (e == 0) {
+        said = "moved pid " + std::to_string(ref.pid) + " back to " + back.string();
         if (where.original.empty()) said += " (its original cgroup was not recorded)";
         else if (!path_exists(h.mount / fs::path(where.original).relative_path()))
           said += " (its original " + where.original + " is gone)";
-        moved.insert(ref.pid);
-        for (const auto& [tid, _] : where.threads) moved.insert(tid);
       } else if (e == ESRCH) {
         said = "pid " + std::to_string(ref.pid) + " already gone";
       } else {
-        said = "cannot move pid " + std::to_string(ref.pid) + " back to " + dest.string() + ": " + std::strerror(e);
+        said = "cannot move pid " + std::to_string(ref.pid) + " back to " + back.string() + ": " + std::strerror(e);
       }
-      if (e == 0 && h.version == CgroupVersion::kV1) {
-        for (const auto& [tid, orig] : where.threads) {
-          if (orig == where.original) continue;
-          if (!path_exists(cfs.proc() / std::to_string(ref.pid) / "task" / std::to_string(tid))) continue;
-          (void)cfs.write(existing_dir(h, orig) / "tasks", std::to_string(tid));
-        }
-      }
-    } else {
-      said = "pid " + std::to_string(ref.pid) + " already gone";
     }
+    if (members.empty()) said = "no process recorded";
+    if (descendants_back > 0) said += "; moved " + std::to_string(descendants_back) + " descendant(s) back";
+    if (descendants_failed > 0) said += "; could not move " + std::to_string(descendants_failed) + " descendant(s) back";
     if (int n = move_stragglers(cfs, h, dir, dest, moved); n > 0)
       said += "; moved " + std::to_string(n) + " other task(s) started inside it to " + dest.string();
     return said;
@@ -390,8 +456,25 @@ int thaw(const CgroupFs& cfs, const CgroupHierarchy& h, const fs::path& dir) noe
   return cfs.write(dir / "cgroup.freeze", "0");
 }
 
+namespace {
+nlohmann::json thread_record(const Placement& where) {
+  nlohmann::json threads = nlohmann::json::object();
+  for (const auto& [tid, orig] : where.threads)
+    if (orig != where.original) threads[std::to_string(tid)] = orig;
+  return threads;
+}
+Placement placement_from(const nlohmann::json& j) {
+  Placement where;
+  where.original = j.value("original", std::string());
+  if (auto t = j.find("thread_originals"); t != j.end() && t->is_object())
+    for (const auto& [tid, orig] : t->items())
+      if (orig.is_string()) where.threads[static_cast<pid_t>(std::stol(tid))] = orig.get<std::string>();
+  return where;
+}
+}  // namespace
+
 nlohmann::json cgroup_record(const std::string& target, const ProcessRef& ref, const CgroupHierarchy& h,
-                             const fs::path& dir, const std::optional<Placement>& where) {
+                             const fs::path& dir, const std::vector<Member>& members) {
   nlohmann::json j{{"target", target},
                    {"pid", ref.pid},
                    {"start_ticks", ref.start_ticks},
@@ -399,13 +482,19 @@ nlohmann::json cgroup_record(const std::string& target, const ProcessRef& ref, c
                    {"mount", h.mount.string()},
                    {"cgroup_dir", dir.string()}};
   if (!h.controller.empty()) j["controller"] = h.controller;
-  if (where) {
-    j["original"] = where->original;
-    nlohmann::json threads = nlohmann::json::object();
-    for (const auto& [tid, orig] : where->threads)
-      if (orig != where->original) threads[std::to_string(tid)] = orig;
-    j["thread_originals"] = threads;
+  if (members.empty()) return j;
+  const Placement& root = members.front().where;
+  j["original"] = root.original;
+  j["thread_originals"] = thread_record(root);
+  nlohmann::json others = nlohmann::json::array();
+  for (std::size_t i = 1; i < members.size(); ++i) {
+    const auto& [r, where] = members[i];
+    auto threads = thread_record(where);
+    if (where.original == root.original && threads.empty()) continue;
+    others.push_back({{"pid", r.pid}, {"start_ticks", r.start_ticks}, {"original", where.original},
+                      {"thread_originals", threads}});
   }
+  if (!others.empty()) j["descendant_originals"] = others;
   return j;
 }
 
@@ -420,19 +509,21 @@ std::string heal_cgroup_record(const nlohmann::json& entry, bool thaw_first, con
   h.version = entry.value("cgroup_version", 2) == 1 ? CgroupVersion::kV1 : CgroupVersion::kV2;
   h.mount = entry.value("mount", dir.parent_path().string());
   h.controller = entry.value("controller", std::string());
-  Placement where;
-  where.original = entry.value("original", std::string());
-  if (auto t = entry.find("thread_originals"); t != entry.end() && t->is_object())
-    for (const auto& [tid, orig] : t->items())
-      if (orig.is_string()) where.threads[static_cast<pid_t>(std::stol(tid))] = orig.get<std::string>();
-  ProcessRef ref{entry.value("pid", 0), entry.value("start_ticks", std::uint64_t{0})};
+  // The root with its placement, then the descendants the record places elsewhere; any other
+  // process still inside (forked after the record was written) goes where the root goes.
+  std::vector<Member> members{{ProcessRef{entry.value("pid", 0), entry.value("start_ticks", std::uint64_t{0})},
+                               placement_from(entry)}};
+  if (auto d = entry.find("descendant_originals"); d != entry.end() && d->is_array())
+    for (const auto& m : *d)
+      if (m.is_object())
+        members.push_back({ProcessRef{m.value("pid", 0), m.value("start_ticks", std::uint64_t{0})}, placement_from(m)});
   std::string said = who + ": ";
   if (thaw_first) {
     int e = thaw(cfs, h, dir);
     said += e == 0 ? "thawed; " : std::string("thaw failed (") + std::strerror(e) + "); ";
   }
-  said += leave(cfs, h, dir, ref, where);
-  std::string err = remove_cgroup(cfs, h, dir, where);
+  said += leave(cfs, h, dir, members);
+  std::string err = remove_cgroup(cfs, h, dir, members.front().where);
   if (err.empty()) said += "; removed cgroup " + dir.string();
   else throw std::runtime_error(said + "; " + err);
   return said;

@@ -43,7 +43,7 @@ void CpuThrottleFault::inject() {
   if (active_) return;
   const std::string who = "cpu-throttle " + target();
   auto where = detail::read_placement(fs_, hierarchy_, ref_.pid);
-  if (!where || !ref_.same_process_alive())
+  if (!where || !ref_.same_process_alive(fs_.proc()))
     throw FaultError(who + ": the process is gone or its PID was reused; not moving it");
   bool inside = detail::fencecheck_cgroup(where->original);
   for (const auto& [tid, path] : where->threads) inside = inside || detail::fencecheck_cgroup(path);
@@ -51,6 +51,7 @@ void CpuThrottleFault::inject() {
     throw FaultError(who + ": it is already in a fencecheck cgroup (" + where->original + " under " +
                      hierarchy_.mount.string() + "): another cgroup fault on it is active, and they must not overlap");
   detail::create_cgroup(fs_, dir_, who);
+  std::vector<detail::Member> members;
   try {
     auto set = [&](const char* file, const std::string& value) {
       if (int e = fs_.write(dir_ / file, value); e != 0)
@@ -63,34 +64,34 @@ void CpuThrottleFault::inject() {
       set("cpu.cfs_period_us", period);  // period first: a new cgroup's quota is -1 (unlimited)
       set("cpu.cfs_quota_us", quota);
     }
-    detail::enter(fs_, hierarchy_, dir_, ref_, who);
+    // Nothing to settle: a throttled process still forks, but its children are born inside, so a
+    // walk that moves nothing ends it (process_tree.h, converge_tree()).
+    walk_ = detail::enter_tree(fs_, hierarchy_, dir_, ref_, who, members, nullptr);
   } catch (...) {
-    (void)detail::leave(fs_, hierarchy_, dir_, ref_, *where);
-    (void)detail::remove_cgroup(fs_, hierarchy_, dir_, *where);
+    if (members.empty()) members.push_back({ref_, *where});
+    (void)detail::leave(fs_, hierarchy_, dir_, members);
+    (void)detail::remove_cgroup(fs_, hierarchy_, dir_, members.front().where);
     throw;
   }
-  original_ = where->original;
-  threads_ = where->threads;
+  members_ = std::move(members);
   active_ = true;
 }
 
 void CpuThrottleFault::heal() noexcept {
   if (!active_) return;
-  const detail::Placement where{original_, threads_};
-  (void)detail::leave(fs_, hierarchy_, dir_, ref_, where);
-  std::string err = detail::remove_cgroup(fs_, hierarchy_, dir_, where);
+  (void)detail::leave(fs_, hierarchy_, dir_, members_);
+  std::string err = detail::remove_cgroup(fs_, hierarchy_, dir_, members_.front().where);
   if (!err.empty()) {
     std::cerr << "fencecheck: cpu-throttle " << target() << ": " << err << "\n";
     return;  // still active: a later heal() retries
   }
+  members_.clear();
   active_ = false;
 }
 
 nlohmann::json CpuThrottleFault::ledger_record() const {
-  std::optional<detail::Placement> where;
-  if (active_) where = detail::Placement{original_, threads_};
-  else where = detail::read_placement(fs_, hierarchy_, ref_.pid);
-  auto j = detail::cgroup_record(name_, ref_, hierarchy_, dir_, where);
+  auto j = detail::cgroup_record(name_, ref_, hierarchy_, dir_,
+                                 active_ ? members_ : detail::current_tree(fs_, hierarchy_, ref_));
   j["period_us"] = spec_.period.count();
   j["quota_us"] = spec_.quota.count();
   return j;

@@ -55,7 +55,7 @@ void FreezeFault::inject() {
   if (active_) return;
   const std::string who = "freeze " + target();
   auto where = detail::read_placement(fs_, hierarchy_, ref_.pid);
-  if (!where || !ref_.same_process_alive())
+  if (!where || !ref_.same_process_alive(fs_.proc()))
     throw FaultError(who + ": the process is gone or its PID was reused; not moving it");
   bool inside = detail::fencecheck_cgroup(where->original);
   for (const auto& [tid, path] : where->threads) inside = inside || detail::fencecheck_cgroup(path);
@@ -63,10 +63,12 @@ void FreezeFault::inject() {
     throw FaultError(who + ": it is already in a fencecheck cgroup (" + where->original + " under " +
                      hierarchy_.mount.string() + "): another cgroup fault on it is active, and they must not overlap");
   detail::create_cgroup(fs_, dir_, who);
+  std::vector<detail::Member> members;
   auto undo = [&] {
+    if (members.empty()) members.push_back({ref_, *where});
     (void)detail::thaw(fs_, hierarchy_, dir_);
-    (void)detail::leave(fs_, hierarchy_, dir_, ref_, *where);
-    (void)detail::remove_cgroup(fs_, hierarchy_, dir_, *where);
+    (void)detail::leave(fs_, hierarchy_, dir_, members);
+    (void)detail::remove_cgroup(fs_, hierarchy_, dir_, members.front().where);
   };
   if (hierarchy_.version == CgroupVersion::kV2 && detail::on_cgroupfs(dir_) &&
       !std::filesystem::exists(dir_ / "cgroup.freeze")) {
@@ -74,55 +76,61 @@ void FreezeFault::inject() {
     throw FaultUnavailable(who + ": the kernel has no cgroup v2 freezer (" + (dir_ / "cgroup.freeze").string() +
                            " is missing; it needs Linux >= 5.2)");
   }
-  try {
-    detail::enter(fs_, hierarchy_, dir_, ref_, who);
-    const bool v1 = hierarchy_.version == CgroupVersion::kV1;
-    const std::filesystem::path file = dir_ / (v1 ? "freezer.state" : "cgroup.freeze");
-    const std::string value = v1 ? "FROZEN" : "1";
-    if (int e = fs_.write(file, value); e != 0)
-      throw FaultError(who + ": cannot write \"" + value + "\" to " + file.string() + ": " + std::strerror(e));
-    // Wait for the freezer to report the cgroup frozen (v1: FREEZING is transitional).
-    const auto deadline = std::chrono::steady_clock::now() + spec_.timeout;
+  const bool v1 = hierarchy_.version == CgroupVersion::kV1;
+  std::optional<std::chrono::steady_clock::time_point> deadline;  // set when the freeze is written
+  // Between walks: freeze the cgroup (once) and wait until the freezer reports every task in it
+  // frozen (v1: FREEZING is transitional). A frozen process cannot fork, so the next walk sees
+  // the final tree; a process moved in later is frozen on entry (cgroup-v2.rst "cgroup.freeze";
+  // v1: freezer_attach freezes a task joining a freezing cgroup).
+  auto settle = [&] {
+    if (!deadline) {
+      const std::filesystem::path file = dir_ / (v1 ? "freezer.state" : "cgroup.freeze");
+      const std::string value = v1 ? "FROZEN" : "1";
+      if (int e = fs_.write(file, value); e != 0)
+        throw FaultError(who + ": cannot write \"" + value + "\" to " + file.string() + ": " + std::strerror(e));
+      deadline = std::chrono::steady_clock::now() + spec_.timeout;
+    }
     auto pause = std::chrono::microseconds(200);
     std::string seen;
     while (!frozen(fs_, hierarchy_, dir_, seen)) {
-      if (std::chrono::steady_clock::now() >= deadline)
+      if (std::chrono::steady_clock::now() >= *deadline)
         throw FaultError(who + ": not frozen within " + std::to_string(spec_.timeout.count()) + " ms (" +
                          (v1 ? "freezer.state reads " + seen : seen) +
                          "; a task in uninterruptible sleep can delay it); thawed and moved back");
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(10'000));
     }
+  };
+  try {
+    walk_ = detail::enter_tree(fs_, hierarchy_, dir_, ref_, who, members, settle);
+    if (!deadline) settle();
   } catch (...) {
     undo();
     throw;
   }
-  original_ = where->original;
-  threads_ = where->threads;
+  members_ = std::move(members);
   active_ = true;
 }
 
 void FreezeFault::heal() noexcept {
   if (!active_) return;
-  const detail::Placement where{original_, threads_};
   // Thaw first; moving out also thaws (cgroup-v2.rst: "If a process is moved out of a frozen
   // cgroup, it becomes running"; v1 freezer_attach thaws a task entering a thawed cgroup).
   if (int e = detail::thaw(fs_, hierarchy_, dir_); e != 0 && e != ENOENT)
     std::cerr << "fencecheck: freeze " << target() << ": thaw failed: " << std::strerror(e) << "\n";
-  (void)detail::leave(fs_, hierarchy_, dir_, ref_, where);
-  std::string err = detail::remove_cgroup(fs_, hierarchy_, dir_, where);
+  (void)detail::leave(fs_, hierarchy_, dir_, members_);
+  std::string err = detail::remove_cgroup(fs_, hierarchy_, dir_, members_.front().where);
   if (!err.empty()) {
     std::cerr << "fencecheck: freeze " << target() << ": " << err << "\n";
     return;
   }
+  members_.clear();
   active_ = false;
 }
 
 nlohmann::json FreezeFault::ledger_record() const {
-  std::optional<detail::Placement> where;
-  if (active_) where = detail::Placement{original_, threads_};
-  else where = detail::read_placement(fs_, hierarchy_, ref_.pid);
-  return detail::cgroup_record(name_, ref_, hierarchy_, dir_, where);
+  return detail::cgroup_record(name_, ref_, hierarchy_, dir_,
+                               active_ ? members_ : detail::current_tree(fs_, hierarchy_, ref_));
 }
 
 }  // namespace fencecheck::faults

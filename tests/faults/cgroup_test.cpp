@@ -524,3 +524,128 @@ TEST(FreezeV2, HealFallsBackToTheNearestAncestorWhenTheOriginalIsGone) {
   EXPECT_EQ(t.writes(), (Writes{{"cgroup/fencecheck-r1-w1/cgroup.freeze", "0"},
                                 {"cgroup/system.slice/cgroup.procs", P(c.pid())}}));
 }
+
+// ---------------------------------------------------------------- the worker's process tree
+namespace {
+// The root (a real child, so that its identity checks hold) with a child and a grandchild in the
+// fake /proc; the grandchild starts in another cgroup. The fake /proc has no `children` files, so
+// the walk finds them by their ppid.
+constexpr pid_t kChild = 4190101, kGrandchild = 4190102;
+void add_tree_v2(FakeCgroupTree& t, const ProcessRef& root, const std::string& grandchild_cgroup = "0::/other.scope\n") {
+  t.add_process(root.pid, {root.pid}, kV2Proc);
+  t.add_process(kChild, {kChild}, kV2Proc, {}, root.pid, root.start_ticks + 1);
+  t.add_process(kGrandchild, {kGrandchild}, grandchild_cgroup, {}, kChild, root.start_ticks + 2);
+  t.file("cgroup/other.scope/cgroup.procs", "");
+}
+}  // namespace
+
+TEST(CpuThrottleV2, MovesTheWholeTreeInAndEachProcessBackToItsOwnCgroup) {
+  FakeCgroupTree t("throttle-v2-tree");
+  t.make_v2();
+  fctest::SleepChild c;
+  const auto ref = *ProcessRef::of(c.pid());
+  add_tree_v2(t, ref);
+  CpuThrottleFault f(ref, "w1", "r1", {}, t.fs());
+  auto before = f.ledger_record();
+  EXPECT_EQ(before["original"], "/system.slice/w.scope");
+  ASSERT_EQ(before["descendant_originals"].size(), 1u) << "only the one placed elsewhere than the root";
+  EXPECT_EQ(before["descendant_originals"][0]["pid"], kGrandchild);
+  EXPECT_EQ(before["descendant_originals"][0]["start_ticks"], ref.start_ticks + 2);
+  EXPECT_EQ(before["descendant_originals"][0]["original"], "/other.scope");
+
+  f.inject();
+  EXPECT_EQ(t.writes(), (Writes{{"cgroup/fencecheck-r1-w1/cpu.max", "2000 100000"},
+                                {"cgroup/fencecheck-r1-w1/cgroup.procs", P(c.pid())},
+                                {"cgroup/fencecheck-r1-w1/cgroup.procs", P(kChild)},
+                                {"cgroup/fencecheck-r1-w1/cgroup.procs", P(kGrandchild)}}));
+  EXPECT_EQ(f.last_walk().walks, 2);
+  EXPECT_EQ(f.last_walk().acted, 3u);
+  EXPECT_EQ(f.ledger_record(), before);
+  t.clear_writes();
+  f.heal();
+  EXPECT_EQ(t.writes(), (Writes{{"cgroup/system.slice/w.scope/cgroup.procs", P(c.pid())},
+                                {"cgroup/system.slice/w.scope/cgroup.procs", P(kChild)},
+                                {"cgroup/other.scope/cgroup.procs", P(kGrandchild)}}));
+  EXPECT_FALSE(t.exists("cgroup/fencecheck-r1-w1"));
+}
+
+TEST(CpuThrottleV2, AProcessBornInsideGoesBackWhereItsParentGoes) {
+  FakeCgroupTree t("throttle-v2-born");
+  t.make_v2();
+  fctest::SleepChild c;
+  const auto ref = *ProcessRef::of(c.pid());
+  add_tree_v2(t, ref);
+  // The grandchild forks a process after it entered: it is born inside (never written).
+  constexpr pid_t kBorn = 4190103;
+  t.add_process(kBorn, {kBorn}, "0::/fencecheck-r1-w1\n", {}, kGrandchild, ref.start_ticks + 3);
+  CpuThrottleFault f(ref, "w1", "r1", {}, t.fs());
+  f.inject();
+  for (const auto& [file, value] : t.writes()) EXPECT_NE(value, P(kBorn)) << file;
+  t.clear_writes();
+  f.heal();
+  EXPECT_EQ(t.writes().back(), (W{"cgroup/other.scope/cgroup.procs", P(kBorn)}));
+}
+
+TEST(CpuThrottleV2, ATreeWithAProcessInAnotherFencecheckCgroupIsRefusedAndUndone) {
+  FakeCgroupTree t("throttle-v2-tree-overlap");
+  t.make_v2();
+  fctest::SleepChild c;
+  const auto ref = *ProcessRef::of(c.pid());
+  add_tree_v2(t, ref, "0::/fencecheck-r1-w2\n");
+  CpuThrottleFault f(ref, "w1", "r1", {}, t.fs());
+  try {
+    f.inject();
+    FAIL() << "must throw";
+  } catch (const FaultError& e) {
+    EXPECT_NE(std::string(e.what()).find("pid " + P(kGrandchild) + " of its tree is already in a fencecheck cgroup"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(f.active());
+  // What it had moved went back, and the cgroup is gone.
+  EXPECT_EQ(t.writes().back(), (W{"cgroup/system.slice/w.scope/cgroup.procs", P(kChild)}));
+  EXPECT_FALSE(t.exists("cgroup/fencecheck-r1-w1"));
+}
+
+TEST(CpuThrottleV2, TheHealerPutsEachDescendantBackFromTheRecord) {
+  FakeCgroupTree t("throttle-v2-tree-healer");
+  t.make_v2();
+  fctest::SleepChild c;
+  const auto ref = *ProcessRef::of(c.pid());
+  add_tree_v2(t, ref);
+  CpuThrottleFault f(ref, "w1", "r1", {}, t.fs());
+  auto rec = f.ledger_record();
+  rec["kind"] = "cpu-throttle";
+  f.inject();
+  t.clear_writes();
+  const auto said = detail::heal_cpu_throttle_record(rec, t.fs());
+  EXPECT_EQ(t.writes(), (Writes{{"cgroup/system.slice/w.scope/cgroup.procs", P(c.pid())},
+                                {"cgroup/other.scope/cgroup.procs", P(kGrandchild)}}));
+  EXPECT_NE(said.find("moved 1 descendant(s) back"), std::string::npos) << said;
+  EXPECT_FALSE(t.exists("cgroup/fencecheck-r1-w1"));
+  f.heal();
+}
+
+TEST(FreezeV1, TheWholeTreeGoesInBeforeTheFreezeAndBackAfterTheThaw) {
+  FakeCgroupTree t("freeze-v1-tree");
+  t.make_v1();
+  fctest::SleepChild c;
+  const auto ref = *ProcessRef::of(c.pid());
+  t.add_process(c.pid(), {c.pid()}, kV1Proc);
+  t.add_process(kChild, {kChild, kChild + 10}, kV1Proc, {}, c.pid(), ref.start_ticks + 1);
+  FreezeFault f(ref, "w1", "r1", {}, t.fs());
+  f.inject();
+  const std::string dir = "cgroup/freezer/fencecheck-r1-w1/";
+  EXPECT_EQ(t.writes(), (Writes{{dir + "cgroup.procs", P(c.pid())},
+                                {dir + "tasks", P(c.pid())},
+                                {dir + "cgroup.procs", P(kChild)},
+                                {dir + "tasks", P(kChild)},
+                                {dir + "tasks", P(kChild + 10)},
+                                {dir + "freezer.state", "FROZEN"}}));
+  t.clear_writes();
+  f.heal();
+  EXPECT_EQ(t.writes(), (Writes{{dir + "freezer.state", "THAWED"},
+                                {"cgroup/freezer/cgroup.procs", P(c.pid())},
+                                {"cgroup/freezer/cgroup.procs", P(kChild)}}));
+  EXPECT_FALSE(t.exists("cgroup/freezer/fencecheck-r1-w1"));
+}

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "fencecheck/faults/cgroup.h"
+#include "fencecheck/faults/process.h"
 
 namespace fctest {
 
@@ -53,9 +55,12 @@ class FakeCgroupTree {
     file("cgroup/unified/cgroup.controllers", "hugetlb\n");
   }
   /// /proc/<pid>/cgroup and /proc/<pid>/task/<tid>/cgroup with the same content for every thread
-  /// unless thread_cgroup overrides one.
+  /// unless thread_cgroup overrides one, and /proc/<pid>/stat (the identity the faults check).
+  /// ppid and start_ticks: by default those of the real process with that PID (a test's child),
+  /// else 1 and 1000.
   void add_process(pid_t pid, const std::vector<pid_t>& tids, const std::string& cgroup_text,
-                   const std::vector<std::pair<pid_t, std::string>>& thread_cgroup = {}) {
+                   const std::vector<std::pair<pid_t, std::string>>& thread_cgroup = {}, pid_t ppid = 0,
+                   std::uint64_t start_ticks = 0) {
     const std::string base = "proc/" + std::to_string(pid);
     file(base + "/cgroup", cgroup_text);
     for (pid_t tid : tids) {
@@ -64,6 +69,16 @@ class FakeCgroupTree {
         if (t == tid) text = txt;
       file(base + "/task/" + std::to_string(tid) + "/cgroup", text);
     }
+    const auto real = fencecheck::faults::read_stat(pid);
+    if (ppid == 0) ppid = real ? real->ppid : 1;
+    if (start_ticks == 0) start_ticks = real ? real->start_ticks : 1000;
+    file(base + "/stat", stat_line(pid, ppid, start_ticks));
+  }
+  /// A /proc/<pid>/stat line (proc(5)): state 'S', the given ppid (field 4) and starttime (22).
+  static std::string stat_line(pid_t pid, pid_t ppid, std::uint64_t start_ticks, char state = 'S') {
+    std::string s = std::to_string(pid) + " (fake) " + state + " " + std::to_string(ppid);
+    for (int field = 5; field < 22; ++field) s += " 0";
+    return s + " " + std::to_string(start_ticks) + " 0 0\n";
   }
   void remove_process(pid_t pid) { std::filesystem::remove_all(dir_ / "proc" / std::to_string(pid)); }
 

@@ -1,13 +1,17 @@
 // The network lab and partitions for real: TCP servers in the hub namespace, clients in host
 // namespaces; partition -> packets vanish (no RST, no ICMP: the connection stays ESTABLISHED and
-// reads time out), heal -> the stalled data goes through. Needs root; skips otherwise.
+// reads time out), heal -> the stalled data goes through; a worker's whole process tree is in its
+// host's namespace. Needs root; skips otherwise.
 #include <gtest/gtest.h>
+
+#include <sys/stat.h>
 
 #include <memory>
 
 #include "fencecheck/faults/netem.h"
 #include "fencecheck/faults/netns.h"
 #include "fencecheck/faults/partition.h"
+#include "fencecheck/faults/process_tree.h"
 #include "root_util.h"
 
 using namespace fencecheck::faults;
@@ -211,4 +215,58 @@ TEST(NetemReal, DelaysTheHostsLink) {
   netem.heal();
   EXPECT_FALSE(netem.active());
   EXPECT_LT(rtt(), 150ms);
+}
+
+// A worker is launched as `ip netns exec <its namespace> <program>` (Services::worker_prefix), so
+// every process it forks inherits that network namespace (a namespace is inherited across fork
+// and exec, namespaces(7)): a partition of the host cuts the whole tree, with no code of its own.
+TEST(PartitionReal, TheWorkersWholeTreeIsInItsNamespaceAndIsCutWithIt) {
+  SystemCommandRunner r;
+  std::string skip;
+  auto lab = make_lab(r, "nt" + std::to_string(::getpid()), skip);
+  if (!lab) GTEST_SKIP() << skip;
+  const std::string lock = lab->service("lock-service").address;
+  const std::string w1 = lab->host("w1").netns, w2 = lab->host("w2").netns;
+  auto inode = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+  };
+  {
+    fctest::TreeChild worker({"ip", "netns", "exec", w1, "/bin/sh", "-c", fctest::kThreeLevels});
+    std::vector<TreeMember> tree;
+    ASSERT_TRUE(fctest::wait_until(
+        [&] {
+          tree = walk_tree(ProcessRef::of(worker.pid()).value_or(ProcessRef{}));
+          return tree.size() >= 4;
+        },
+        5s));
+    ASSERT_EQ(tree.back().depth, 2);
+    const auto w1_ns = inode("/run/netns/" + w1), host_ns = inode("/proc/self/ns/net");
+    ASSERT_NE(w1_ns, 0u);
+    for (const auto& m : tree) {
+      const auto ns = inode("/proc/" + std::to_string(m.ref.pid) + "/ns/net");
+      EXPECT_EQ(ns, w1_ns) << "pid " << m.ref.pid << " depth " << m.depth;
+      EXPECT_NE(ns, host_ns) << "pid " << m.ref.pid << " depth " << m.depth;
+    }
+    // Connections made in the grandchild's own namespace (a socket opened after setns(2) to
+    // /proc/<grandchild>/ns/net is exactly what the grandchild would open).
+    const std::string grandchild_ns = "/proc/" + std::to_string(tree.back().ref.pid) + "/ns/net";
+    fctest::EchoServer server(lab->hub_netns(), lock, kLockPort);
+    ASSERT_TRUE(server.ok());
+    {
+      Fd before;
+      ASSERT_EQ(fctest::connect_from(grandchild_ns, lock, kLockPort, 5s, before.fd), Connect::kConnected);
+    }
+    PartitionFault part(*lab, "w1", PartitionSpec::from("lock-service"));
+    part.inject();
+    {
+      Fd cut, other;
+      EXPECT_EQ(fctest::connect_from(grandchild_ns, lock, kLockPort, 500ms, cut.fd), Connect::kTimedOut);
+      EXPECT_EQ(fctest::connect_from(w2, lock, kLockPort, 5s, other.fd), Connect::kConnected);
+    }
+    part.heal();
+    Fd after;
+    EXPECT_EQ(fctest::connect_from(grandchild_ns, lock, kLockPort, 5s, after.fd), Connect::kConnected);
+  }
+  lab->teardown();
 }

@@ -26,21 +26,11 @@
 #include <thread>
 #include <vector>
 
+#include "child.h"  // wait_until, TreeChild
+
 namespace fctest {
 
 inline bool is_root() { return ::geteuid() == 0; }
-
-/// Polls pred (every 2 ms) until it holds or timeout passes. For state the kernel changes
-/// asynchronously (cgroup files, /proc): we wait on the observable event, bounded.
-template <typename Pred>
-bool wait_until(Pred pred, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    if (pred()) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-}
 
 inline std::vector<pid_t> task_ids(pid_t pid) {
   std::vector<pid_t> out;
@@ -135,11 +125,13 @@ class CounterChild {
 
 /// Runs fn on a fresh thread that first joins network namespace `netns` (setns(2) changes only
 /// the calling thread's namespace); a socket created there stays in that namespace for good.
+/// netns: a name under /run/netns, or a path such as /proc/<pid>/ns/net (that process's).
 template <typename Fn>
 auto in_netns(const std::string& netns, Fn fn) -> decltype(fn()) {
   decltype(fn()) result{};
+  const std::string path = !netns.empty() && netns.front() == '/' ? netns : "/run/netns/" + netns;
   std::thread t([&] {
-    int nsfd = ::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC);
+    int nsfd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (nsfd < 0) return;
     if (::setns(nsfd, CLONE_NEWNET) == 0) result = fn();
     ::close(nsfd);

@@ -32,7 +32,7 @@ TEST(SweepLeftovers, RemovesOnlyWhatADeadHarnessNamed) {
   t.file("cgroup/cpu/fencecheck-r1-w1/cgroup.procs", std::to_string(c.pid()) + "\n");
   t.file("cgroup/freezer/fencecheck-r1-stray/tasks", "");
   t.file("cgroup/cpu/fencecheck-r2-w1/tasks", "");
-  t.file("proc/" + std::to_string(c.pid()) + "/cgroup", "1:cpu:/fencecheck-r1-w1\n");
+  t.add_process(c.pid(), {c.pid()}, "1:cpu:/fencecheck-r1-w1\n");  // with its stat: the identity cleanup checks
 
   const auto dead = t.dir() / "dead.ledger", live = t.dir() / "live.ledger";
   {

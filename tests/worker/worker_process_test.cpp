@@ -18,11 +18,12 @@ TEST_F(WorkerProcessTest, HappyPathAcquiresWritesEveryChunkAndReleases) {
   ASSERT_EQ(run.exit_code, 0) << dump(run.events) << run.stderr_text;
   for (const auto& e : run.events) EXPECT_EQ(e.source, "w1");
 
-  // acquire.invoke, acquire.ok, then (write.invoke, write.ok) x 6, job.done, release.invoke, release.ok
+  // hello (the worker protocol's first line, docs/worker-protocol.md), acquire.invoke, acquire.ok,
+  // then (write.invoke, write.ok) x 6, job.done, release.invoke, release.ok
   std::vector<EventKind> kinds;
   for (const auto& e : run.events)
     if (e.kind != EventKind::kLog && e.kind != EventKind::kPause) kinds.push_back(e.kind);
-  std::vector<EventKind> expected{EventKind::kAcquireInvoke, EventKind::kAcquireOk};
+  std::vector<EventKind> expected{EventKind::kHello, EventKind::kAcquireInvoke, EventKind::kAcquireOk};
   for (int i = 0; i < 6; ++i) {
     expected.push_back(EventKind::kWriteInvoke);
     expected.push_back(EventKind::kWriteOk);

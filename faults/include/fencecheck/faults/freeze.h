@@ -3,28 +3,40 @@
 // observe it (no SIGCHLD to its parent, no job-control state change) and it also stops threads
 // that are sleeping in the kernel.
 //
-// How: the target is moved into a new cgroup "fencecheck-<run>-<target>" which is then frozen.
+// It acts on the worker's whole process tree (process_tree.h). How: every process of the tree
+// (all of its threads) is moved into a new cgroup "fencecheck-<run>-<target>", which is then
+// frozen, with the converging walk of converge_tree(): each process is moved before its children
+// are read; once the cgroup is frozen (no process in it can fork) the tree is walked again, and
+// a process found outside (forked before its parent moved, missed by a read of a running tree) is
+// moved in and frozen on entry, until a walk finds none. A process forked by one already inside
+// is born inside.
 //  - cgroup v2 (Documentation/admin-guide/cgroup-v2.rst, "cgroup.freeze" and "cgroup.events"):
 //    write "1" to cgroup.freeze; the cgroup is frozen once cgroup.events reads "frozen 1".
 //    Heal writes "0" ("a process moved out of a frozen cgroup becomes running").
 //  - cgroup v1 (Documentation/admin-guide/cgroup-v1/freezer-subsystem.rst): write "FROZEN" to
 //    freezer.state; FREEZING is transitional (a task in uninterruptible sleep can hold it there),
 //    so inject waits until the state reads FROZEN. Heal writes "THAWED".
-// Inject waits, bounded by FreezeSpec::timeout, until frozen; heal thaws, moves the process (and,
-// v1, each thread) back to where it was, and removes the cgroup.
+// Inject waits, bounded by FreezeSpec::timeout, until frozen; heal thaws, moves each process (and,
+// v1, each thread) back to where it was before inject (a process born inside goes where its
+// parent goes; one forked after the last walk where the root goes), and removes the cgroup.
 //
-// Safety: as cpu_throttle.h: only the given ProcessRef, re-checked before every move.
+// Safety: as cpu_throttle.h: only the tree of the given ProcessRef, each process re-checked
+// before every move.
 #pragma once
 
 #include <chrono>
-#include <map>
 #include <string>
+#include <vector>
 
 #include "fencecheck/faults/cgroup.h"
 #include "fencecheck/faults/fault.h"
 #include "fencecheck/faults/process.h"
+#include "fencecheck/faults/process_tree.h"
 
 namespace fencecheck::faults {
+namespace detail {
+struct Member;  // cgroup_internal.h
+}
 
 struct FreezeSpec {
   /// How long inject() waits for the freezer to report frozen before giving up (and undoing).
@@ -41,23 +53,27 @@ class FreezeFault final : public Fault {
 
   [[nodiscard]] std::string_view kind() const override { return "freeze"; }
   [[nodiscard]] std::string target() const override;
-  /// Creates the cgroup (reusing this run's leftover of the same name), moves the target in,
-  /// freezes it and waits until the freezer reports it frozen. Throws FaultError when the process
-  /// is gone or reused, is already in a fencecheck cgroup of this hierarchy, a write fails, or it
-  /// is not frozen within the timeout; FaultUnavailable when the kernel has no cgroup.freeze (v2,
-  /// Linux < 5.2). On throw nothing is left in effect.
+  /// Creates the cgroup (reusing this run's leftover of the same name), moves the target's tree
+  /// in, freezes it and waits until the freezer reports it frozen. Throws FaultError when the
+  /// root is gone or reused, a process of the tree is already in a fencecheck cgroup of this
+  /// hierarchy, a write fails, the tree is not frozen within the timeout, or it still changes
+  /// after 100 walks; FaultUnavailable when the kernel has no cgroup.freeze (v2, Linux < 5.2).
+  /// On throw nothing is left in effect.
   void inject() override;
-  /// Thaws, moves everything back, removes the cgroup. Never throws; a vanished target is healed.
+  /// Thaws, moves every process back, removes the cgroup. Never throws; a process that exited
+  /// meanwhile counts as healed.
   /// When the cgroup cannot be removed within 2 s the cause goes to stderr and active() stays
   /// true (the process is thawed and moved back regardless).
   void heal() noexcept override;
   [[nodiscard]] bool active() const override { return active_; }
   /// {"target","pid","start_ticks","cgroup_version","mount","cgroup_dir","original",
-  ///  "thread_originals"} as in CpuThrottleFault::ledger_record().
+  ///  "thread_originals","descendant_originals"} as in CpuThrottleFault::ledger_record().
   [[nodiscard]] nlohmann::json ledger_record() const override;
 
   [[nodiscard]] const CgroupHierarchy& hierarchy() const { return hierarchy_; }
   [[nodiscard]] const std::filesystem::path& cgroup_dir() const { return dir_; }
+  /// The last inject()'s walks of the tree (process_tree.h).
+  [[nodiscard]] const ConvergeResult& last_walk() const { return walk_; }
 
  private:
   ProcessRef ref_;
@@ -67,8 +83,8 @@ class FreezeFault final : public Fault {
   CgroupHierarchy hierarchy_;
   std::filesystem::path dir_;
   bool active_ = false;
-  std::string original_;
-  std::map<pid_t, std::string> threads_;
+  std::vector<detail::Member> members_;  // the tree, root first, with where each goes back
+  ConvergeResult walk_;
 };
 
 }  // namespace fencecheck::faults
