@@ -11,7 +11,8 @@ BUILD_PKGS=(g++ cmake ninja-build pkg-config
 # Run: the embedded lock service, fault tools, and the services the tests start on loopback.
 RUN_PKGS=(etcd-server etcd-client iproute2 procps psmisc curl faketime prometheus prometheus-pushgateway libxml2-utils
   chromium fonts-dejavu-core  # chromium: the report test opens report.html headless; xmllint: junit.xml schema test
-  postgresql-15 util-linux python3)  # the postgres resource kind's embedded server (initdb, postgres; setpriv to drop root)
+  postgresql-15 util-linux python3  # the postgres resource kind's embedded server (initdb, postgres; setpriv to drop root)
+  python3-etcd3)  # the example workers (workers/examples/): python-etcd3's Lock; the shell one uses etcd-client and curl
 EXTRA_PKGS=("$@")
 
 missing=()
