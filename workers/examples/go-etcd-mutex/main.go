@@ -4,11 +4,13 @@
 // fencecheck's worker protocol v1 (JSON event lines on fd 3).
 //
 //	--design broken   Lock, then write every chunk trusting the lock: the token is stored with
-//	                  each chunk but the write compares it with nothing.
+//	                  each chunk but the write compares it with nothing; a write whose outcome
+//	                  is unknown is sent again (up to 3 times).
 //	--design correct  the lock key's create revision is the fencing token; the write is
 //	                  conditional on it (one statement: the key's fence row moves only upwards);
-//	                  a rejected write ends the holding: unlock, close the session, take a new
-//	                  session and lock, and redo the segment with the new token (never the old).
+//	                  a rejected write, or one whose outcome is unknown, ends the holding:
+//	                  unlock, close the session, take a new session and lock, and redo the
+//	                  segment with the new token (never the old).
 //
 // Everything it needs comes from the environment fencecheck gives every worker (FENCECHECK_*,
 // README.md beside this file).
@@ -442,7 +444,15 @@ func (w *worker) run(ctx context.Context) int {
 				time.Sleep(w.c.chunkInterval)
 			}
 			first = false
-			if w.write(segment, chunk) != accepted {
+			result := w.write(segment, chunk)
+			// broken: it trusts the lock, so a write whose outcome is unknown (a timeout, a broken
+			// connection) is only a failed request: it sends the chunk again, same token.
+			for retry := 1; result == unknown && w.c.design == "broken" && retry <= 3; retry++ {
+				logger.Printf("broken design: sending s=%d c=%d again with token %d (retry %d/3)", segment, chunk, w.held.token, retry)
+				time.Sleep(w.c.chunkInterval)
+				result = w.write(segment, chunk)
+			}
+			if result != accepted {
 				done = false
 				break
 			}
