@@ -66,7 +66,10 @@ std::vector<Scenario> load_all(const std::vector<std::string>& paths) {
   std::vector<Scenario> all;
   for (const auto& p : paths) {
     auto suite = load_suite(p);
-    for (auto& s : suite) all.push_back(std::move(s));
+    for (auto& s : suite) {
+      check_worker_commands(s);  // a command worker's program that cannot run: exit 2 before anything starts
+      all.push_back(std::move(s));
+    }
   }
   return all;
 }

@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <stop_token>
@@ -14,6 +15,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "fencecheck/proto/worker_protocol.h"
 #include "fencecheck/workers/worker.h"
 #include "fencecheck/workers/worker_cli.h"
 
@@ -73,7 +75,23 @@ int main(int argc, char** argv) {
     }
   });
 
-  fencecheck::EventWriter events(std::cout, options.id);
+  // The worker protocol's event channel (docs/worker-protocol.md): the descriptor the harness
+  // names in FENCECHECK_EVENTS_FD; stdout when run by hand (or by a test) without one.
+  std::ofstream channel;
+  if (const char* fd = std::getenv("FENCECHECK_EVENTS_FD"); fd && *fd) {
+    channel.open(std::string("/dev/fd/") + fd, std::ios::out | std::ios::app);
+    if (!channel) {
+      std::cerr << "fencecheck-worker: cannot open the event channel FENCECHECK_EVENTS_FD=" << fd << "\n";
+      return 2;
+    }
+  }
+  fencecheck::EventWriter events(channel.is_open() ? static_cast<std::ostream&>(channel) : std::cout, options.id);
+  {
+    fencecheck::Event hello;
+    hello.kind = fencecheck::EventKind::kHello;
+    hello.protocol = fencecheck::kWorkerProtocolVersion;
+    events.emit(std::move(hello));
+  }
   const int rc = fencecheck::run_worker(options, events, stop.get_token());
 
   pthread_kill(signals.native_handle(), SIGUSR1);

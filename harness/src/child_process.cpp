@@ -1,10 +1,13 @@
 #include "fencecheck/harness/child_process.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -19,14 +22,48 @@ namespace bp = boost::process;
 namespace fencecheck::harness {
 namespace {
 
-struct DieWithParent : bp::extend::handler {
+/// Runs in the child between fork and exec: only async-signal-safe calls (fork(2)).
+struct ChildSetup : bp::extend::handler {
+  int events_write = -1;  ///< the event pipe's write end (O_CLOEXEC), or -1
+  int events_fd = 0;      ///< the descriptor number the child sees it as
+  const char* cwd = nullptr;
+  bool own_group = false;
   template <typename Executor>
   void on_exec_setup(Executor&) const {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    // Our own process group would keep a terminal's Ctrl-C from reaching children directly; we
-    // stay in the harness's group so that Ctrl-C stops everything, and the harness heals first.
+    // Without own_group the child stays in the harness's process group, so that Ctrl-C stops
+    // everything and the harness heals first. A command worker's group is its own, so that
+    // terminate() reaches every process it forked (the harness still ends it on Ctrl-C).
+    if (own_group) ::setpgid(0, 0);
+    if (events_write >= 0) {
+      if (events_write == events_fd) {
+        const int flags = ::fcntl(events_fd, F_GETFD);
+        ::fcntl(events_fd, F_SETFD, flags & ~FD_CLOEXEC);
+      } else {
+        ::dup2(events_write, events_fd);  // the duplicate does not inherit FD_CLOEXEC
+      }
+    }
+    if (cwd && ::chdir(cwd) != 0) ::_exit(126);
   }
 };
+
+/// Splits what `fd` delivers into lines and hands each to on_line (without its newline); a last
+/// line without a newline counts. Returns at end of file or on a read error.
+void read_lines(int fd, const LineHandler& on_line) {
+  std::string buf;
+  char chunk[65536];
+  while (true) {
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    buf.append(chunk, static_cast<std::size_t>(n));
+    std::size_t start = 0;
+    for (std::size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1)
+      on_line(std::string_view(buf).substr(start, nl - start), monotonic_ns(), false);
+    buf.erase(0, start);
+  }
+  if (!buf.empty()) on_line(buf, monotonic_ns(), false);
+}
 
 int exit_code_of(const bp::child& c) {
   int native = c.native_exit_code();
@@ -39,6 +76,7 @@ int exit_code_of(const bp::child& c) {
 struct ChildProcess::Impl {
   ChildSpec spec;
   bp::ipstream out;
+  int events_read = -1;  ///< the event pipe's read end (events_fd set), owned by the reader thread
   bp::child child;
   std::thread reader;
   std::optional<int> code;
@@ -61,15 +99,38 @@ ChildProcess::ChildProcess(ChildSpec spec, LineHandler on_line) : impl_(std::mak
   }
   bp::environment env = boost::this_process::environment();
   for (const auto& [name, value] : s.env) env[name] = value;
+  ChildSetup setup;
+  setup.own_group = s.own_process_group;
+  const std::string cwd = s.cwd.string();
+  if (!cwd.empty()) setup.cwd = cwd.c_str();
+  int pipe_fds[2] = {-1, -1};
+  if (s.events_fd > 2) {
+    if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
+      throw std::runtime_error("cannot start " + s.name + ": pipe2: " + std::strerror(errno));
+    setup.events_write = pipe_fds[1];
+    setup.events_fd = s.events_fd;
+  }
   try {
-    impl_->child = bp::child(program.string(), bp::args(args), bp::std_out > impl_->out,
-                             bp::std_err > s.stderr_log.string(), bp::std_in < bp::null, env, DieWithParent{});
+    if (s.events_fd > 2)
+      impl_->child = bp::child(program.string(), bp::args(args), bp::std_out > s.stdout_log.string(),
+                               bp::std_err > s.stderr_log.string(), bp::std_in < bp::null, env, setup);
+    else
+      impl_->child = bp::child(program.string(), bp::args(args), bp::std_out > impl_->out,
+                               bp::std_err > s.stderr_log.string(), bp::std_in < bp::null, env, setup);
   } catch (const std::exception& err) {
+    if (pipe_fds[0] >= 0) ::close(pipe_fds[0]), ::close(pipe_fds[1]);
     throw std::runtime_error("cannot start " + s.name + " (" + program.string() + "): " + err.what());
   }
+  if (pipe_fds[1] >= 0) ::close(pipe_fds[1]);  // the child's copy is the only writer: EOF when its tree is done
+  impl_->events_read = pipe_fds[0];
   impl_->reader = std::thread([impl = impl_.get(), on_line = std::move(on_line)] {
-    std::string line;
-    while (std::getline(impl->out, line)) on_line(line, monotonic_ns(), false);
+    if (impl->events_read >= 0) {
+      read_lines(impl->events_read, on_line);
+      ::close(impl->events_read);
+    } else {
+      std::string line;
+      while (std::getline(impl->out, line)) on_line(line, monotonic_ns(), false);
+    }
     on_line({}, monotonic_ns(), true);
   });
 }
@@ -108,10 +169,15 @@ int ChildProcess::terminate(std::chrono::milliseconds grace) {
   if (impl_->code) return *impl_->code;
   if (!running()) return impl_->code.value_or(-1);
   const pid_t p = pid();
-  ::kill(p, SIGCONT);
-  ::kill(p, SIGTERM);
-  if (auto c = wait_for(grace)) return *c;
-  ::kill(p, SIGKILL);
+  // The group is the child's own only when it was made so (own_process_group): never the harness's.
+  const pid_t target = impl_->spec.own_process_group && ::getpgid(p) == p ? -p : p;
+  ::kill(target, SIGCONT);
+  ::kill(target, SIGTERM);
+  if (auto c = wait_for(grace)) {
+    if (target < 0) ::kill(target, SIGKILL);  // what the group's members left behind
+    return *c;
+  }
+  ::kill(target, SIGKILL);
   std::error_code ec;
   impl_->child.wait(ec);
   impl_->code = exit_code_of(impl_->child);

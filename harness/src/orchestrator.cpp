@@ -1,5 +1,6 @@
 #include "fencecheck/harness/orchestrator.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +33,7 @@
 #include "fencecheck/harness/expectation.h"
 #include "fencecheck/harness/verdict_json.h"
 #include "fencecheck/proto/event.h"
+#include "fencecheck/proto/worker_protocol.h"
 
 namespace fencecheck::harness {
 namespace fs = std::filesystem;
@@ -82,8 +84,11 @@ struct WorkerState {
   const WorkerSpec* spec = nullptr;
   std::unique_ptr<ChildProcess> proc;
   bool started = false;
-  bool eof = false;     ///< its stdout closed: it is exiting
+  bool eof = false;     ///< its event channel closed: it is exiting
   bool exited = false;
+  /// When the worker's own process was first seen gone while its event channel was still open
+  /// (a process it forked holds it): the harness waits a little for the channel, then ends the group.
+  std::optional<Clock::time_point> gone_at;
   bool never = false;  ///< will never start (its trigger's worker ended first)
   std::optional<Clock::time_point> start_at;
 };
@@ -112,6 +117,9 @@ class Run {
  private:
   void record(Event e);
   void launch_worker(WorkerState& w);
+  /// The worker protocol's environment (docs/worker-protocol.md) for worker `w`.
+  std::vector<std::pair<std::string, std::string>> protocol_env(const WorkerSpec& w) const;
+  void record_exit(WorkerState& w, const std::string& id, const std::string& how);
   void on_event(const Event& e);
   void inject(const FaultSpec& spec);
   void heal(ActiveFault& f);
@@ -163,78 +171,204 @@ void Run::record(Event e) {
   history_.push_back(std::move(e));
 }
 
+std::vector<std::pair<std::string, std::string>> Run::protocol_env(const WorkerSpec& w) const {
+  const auto& job = sc_.job();
+  const nlohmann::json& endpoint = services_->resource_endpoint();
+  std::vector<std::pair<std::string, std::string>> env{
+      {"FENCECHECK_PROTOCOL", std::to_string(kWorkerProtocolVersion)},
+      {"FENCECHECK_WORKER_ID", w.id},
+      {"FENCECHECK_SCENARIO", sc_.name()},
+      {"FENCECHECK_RUN_ID", dir_.run_id()},
+      {"FENCECHECK_RUN_DIR", dir_.path().string()},
+      {"FENCECHECK_SEED", std::to_string(sc_.seed())},
+      {"FENCECHECK_LOCK_SERVICE", std::string(to_string(sc_.lock_service().kind))},
+      {"FENCECHECK_LOCK_ENDPOINTS", etcd_url_},
+      {"ETCDCTL_ENDPOINTS", etcd_url_},
+      {"ETCDCTL_API", "3"},
+      {"FENCECHECK_LOCK_NAME", lock_name_},
+      {"FENCECHECK_LEASE_TTL_S", std::to_string(sc_.lease_ttl().count())},
+      {"FENCECHECK_RESOURCE_KIND", sc_.resource().kind},
+      {"FENCECHECK_RESOURCE", endpoint.dump()},
+      {"FENCECHECK_KEY", sc_.key_of(w)},
+      {"FENCECHECK_JOB_KIND", std::string(to_string(job.kind))},
+      {"FENCECHECK_JOB_SEGMENTS", std::to_string(job.segments)},
+      {"FENCECHECK_JOB_CHUNKS", std::to_string(job.chunks)},
+      {"FENCECHECK_CHUNK_BYTES", std::to_string(job.chunk_bytes)},
+      {"FENCECHECK_CHUNK_INTERVAL_MS",
+       std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(job.chunk_interval).count())},
+      {"FENCECHECK_EVENTS_FD", std::to_string(kWorkerEventsFd)},
+      {"FENCECHECK_BIN_DIR", (opt_.bin_dir.empty() ? self_bin_dir() : opt_.bin_dir).string()},
+  };
+  // The resource's address in the form its clients take: a URL (store, http) or a DSN (postgres).
+  if (endpoint.contains("url") && endpoint["url"].is_string())
+    env.emplace_back("FENCECHECK_RESOURCE_URL", endpoint["url"].get<std::string>());
+  if (endpoint.contains("dsn") && endpoint["dsn"].is_string())
+    env.emplace_back("FENCECHECK_RESOURCE_DSN", endpoint["dsn"].get<std::string>());
+  return env;
+}
+
 void Run::launch_worker(WorkerState& w) {
   const auto& job = sc_.job();
   const std::string id = w.spec->id;
   ChildSpec spec;
   spec.name = id;
-  spec.exe = (opt_.bin_dir.empty() ? self_bin_dir() : opt_.bin_dir) / "fencecheck-worker";
   spec.stderr_log = dir_.log_path(id);
+  spec.stdout_log = dir_.path() / "logs" / (id + ".stdout.log");
+  spec.events_fd = kWorkerEventsFd;
   spec.prefix = services_->worker_prefix(id);
-  spec.args = {"--id", id, "--etcd", etcd_url_, "--resource", services_->resource_endpoint().dump(), "--lock", lock_name_, "--key", sc_.key_of(*w.spec),
-               "--ttl-s", std::to_string(sc_.lease_ttl().count()), "--segments", std::to_string(job.segments),
-               "--chunks", std::to_string(job.chunks), "--chunk-bytes", std::to_string(job.chunk_bytes),
-               "--chunk-interval-ms",
-               std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(job.chunk_interval).count()),
-               "--seed", std::to_string(sc_.seed())};
-  // The job's kind and the worker's design (docs/catalogue-plan.md): flags of fencecheck-worker.
-  if (job.kind != JobKind::kSegments) {
-    spec.args.insert(spec.args.end(), {"--job", std::string(to_string(job.kind))});
-    if (job.kind == JobKind::kCounter) spec.args.insert(spec.args.end(), {"--increments", std::to_string(job.increments)});
-    if (job.kind == JobKind::kSideEffect) spec.args.insert(spec.args.end(), {"--effect", std::string(to_string(job.effect))});
-  }
-  const auto& d = w.spec->design;
-  if (d.retry_same_token) spec.args.emplace_back("--retry-same-token");
-  if (d.release_by_name) spec.args.emplace_back("--release-by-name");
-  if (d.check_lease_before_write) spec.args.emplace_back("--check-lease-before-write");
-  if (d.abort_on_pause)
-    spec.args.insert(spec.args.end(), {"--abort-on-pause-ms",
-                                       std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(*d.abort_on_pause).count())});
-  if (d.token_source != TokenSource::kEtcd)
-    spec.args.insert(spec.args.end(), {"--token-source", std::string(to_string(d.token_source))});
-  if (d.self_stop_at) spec.args.insert(spec.args.end(), {"--self-stop-at", std::string(to_string(*d.self_stop_at))});
-  if (d.keepalive != KeepaliveMode::kThread)
-    spec.args.insert(spec.args.end(), {"--keepalive", std::string(to_string(d.keepalive))});
-  if (d.cpu_per_write)
-    spec.args.insert(spec.args.end(), {"--cpu-per-write-ms",
-                                       std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(*d.cpu_per_write).count())});
-  if (d.clock_offset) {
-    // libfaketime (Debian's faketime): the worker's CLOCK_REALTIME runs offset; its monotonic
-    // clock, which the pause ticker uses, is left alone (FAKETIME_DONT_FAKE_MONOTONIC).
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*d.clock_offset).count();
-    spec.env = {{"LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"},
-                {"FAKETIME", (ms >= 0 ? "+" : "") + std::to_string(static_cast<double>(ms) / 1000.0) + "s"},
-                {"FAKETIME_DONT_FAKE_MONOTONIC", "1"}};
-    // A sanitizer build of the worker refuses to start with libfaketime preloaded ahead of its
-    // runtime ("ASan runtime does not come first"); the two coexist, so tell ASan not to check.
-    const char* asan = std::getenv("ASAN_OPTIONS");
-    spec.env.emplace_back("ASAN_OPTIONS",
-                          (asan && *asan ? std::string(asan) + ":" : std::string()) + "verify_asan_link_order=0");
-  }
-  w.proc = std::make_unique<ChildProcess>(spec, [this, id](std::string_view line, std::int64_t recv_ns, bool eof) {
-    Inbound in;
-    in.from = id;
-    if (eof) {
-      in.eof = true;
-      inbox_.push(std::move(in));
+  spec.env = protocol_env(*w.spec);
+  if (const auto& command = w.spec->command) {
+    // The user's program (docs/worker-protocol.md): its argv, its directory, its variables; a
+    // process group of its own so that ending it ends what it forked.
+    const auto program = resolve_worker_program(*command);
+    if (!program) {
+      Event e;
+      e.source = "harness";
+      e.kind = EventKind::kLog;
+      e.target = id;
+      e.detail = "worker " + id + " not started: its program " + command->argv.front() + " is gone or not executable";
+      record(std::move(e));
+      w.started = true;
+      w.exited = true;
       return;
     }
-    try {
-      in.event = event_from_json_line(line);
-    } catch (const std::exception& err) {
-      in.event.kind = EventKind::kLog;
-      in.event.detail = std::string("unparseable line from ") + id + ": " + err.what();
+    spec.exe = *program;
+    spec.args.assign(command->argv.begin() + 1, command->argv.end());
+    spec.cwd = command->cwd;
+    spec.own_process_group = true;
+    spec.env.insert(spec.env.end(), command->env.begin(), command->env.end());
+  } else {
+    spec.exe = (opt_.bin_dir.empty() ? self_bin_dir() : opt_.bin_dir) / "fencecheck-worker";
+    spec.args = {"--id", id, "--etcd", etcd_url_, "--resource", services_->resource_endpoint().dump(), "--lock", lock_name_, "--key", sc_.key_of(*w.spec),
+                 "--ttl-s", std::to_string(sc_.lease_ttl().count()), "--segments", std::to_string(job.segments),
+                 "--chunks", std::to_string(job.chunks), "--chunk-bytes", std::to_string(job.chunk_bytes),
+                 "--chunk-interval-ms",
+                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(job.chunk_interval).count()),
+                 "--seed", std::to_string(sc_.seed())};
+    // The job's kind and the worker's design (docs/catalogue-plan.md): flags of fencecheck-worker.
+    if (job.kind != JobKind::kSegments) {
+      spec.args.insert(spec.args.end(), {"--job", std::string(to_string(job.kind))});
+      if (job.kind == JobKind::kCounter) spec.args.insert(spec.args.end(), {"--increments", std::to_string(job.increments)});
+      if (job.kind == JobKind::kSideEffect) spec.args.insert(spec.args.end(), {"--effect", std::string(to_string(job.effect))});
     }
-    in.event.t_ns = recv_ns;
-    in.event.source = id;  // a worker speaks only for itself
-    inbox_.push(std::move(in));
-  });
+    const auto& d = w.spec->design;
+    if (d.retry_same_token) spec.args.emplace_back("--retry-same-token");
+    if (d.release_by_name) spec.args.emplace_back("--release-by-name");
+    if (d.check_lease_before_write) spec.args.emplace_back("--check-lease-before-write");
+    if (d.abort_on_pause)
+      spec.args.insert(spec.args.end(), {"--abort-on-pause-ms",
+                                         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(*d.abort_on_pause).count())});
+    if (d.token_source != TokenSource::kEtcd)
+      spec.args.insert(spec.args.end(), {"--token-source", std::string(to_string(d.token_source))});
+    if (d.self_stop_at) spec.args.insert(spec.args.end(), {"--self-stop-at", std::string(to_string(*d.self_stop_at))});
+    if (d.keepalive != KeepaliveMode::kThread)
+      spec.args.insert(spec.args.end(), {"--keepalive", std::string(to_string(d.keepalive))});
+    if (d.cpu_per_write)
+      spec.args.insert(spec.args.end(), {"--cpu-per-write-ms",
+                                         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(*d.cpu_per_write).count())});
+    if (d.clock_offset) {
+      // libfaketime (Debian's faketime): the worker's CLOCK_REALTIME runs offset; its monotonic
+      // clock, which the pause ticker uses, is left alone (FAKETIME_DONT_FAKE_MONOTONIC).
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*d.clock_offset).count();
+      spec.env.insert(spec.env.end(),
+                      {{"LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"},
+                       {"FAKETIME", (ms >= 0 ? "+" : "") + std::to_string(static_cast<double>(ms) / 1000.0) + "s"},
+                       {"FAKETIME_DONT_FAKE_MONOTONIC", "1"}});
+      // A sanitizer build of the worker refuses to start with libfaketime preloaded ahead of its
+      // runtime ("ASan runtime does not come first"); the two coexist, so tell ASan not to check.
+      const char* asan = std::getenv("ASAN_OPTIONS");
+      spec.env.emplace_back("ASAN_OPTIONS",
+                            (asan && *asan ? std::string(asan) + ":" : std::string()) + "verify_asan_link_order=0");
+    }
+  }
+  // The reader thread's own count of the channel's lines (it alone touches it).
+  auto line_no = std::make_shared<std::int64_t>(0);
+  try {
+    w.proc = std::make_unique<ChildProcess>(spec, [this, id, line_no](std::string_view line, std::int64_t recv_ns, bool eof) {
+      Inbound in;
+      in.from = id;
+      if (eof) {
+        in.eof = true;
+        inbox_.push(std::move(in));
+        return;
+      }
+      const std::int64_t n = ++*line_no;
+      WorkerLine read = read_worker_line(line, n == 1);
+      if (read.event) {
+        in.event = std::move(*read.event);
+        in.event.source = id;  // a worker speaks only for itself
+      } else {
+        // Kept, named and located: the run cannot be judged safe through it (docs/worker-protocol.md).
+        in.event.kind = EventKind::kProtocolError;
+        in.event.source = "harness";
+        in.event.target = id;
+        in.event.line_no = n;
+        in.event.detail = id + "'s event line " + std::to_string(n) + ": " + read.error;
+        in.event.line = std::string(line.substr(0, kProtocolLineKept));
+        if (line.size() > kProtocolLineKept) in.event.line += "...";
+      }
+      in.event.t_ns = recv_ns;
+      inbox_.push(std::move(in));
+    });
+  } catch (const std::exception& err) {
+    if (!w.spec->command) throw;  // fencecheck-worker itself missing: the harness's installation is broken
+    Event e;
+    e.source = "harness";
+    e.kind = EventKind::kWorkerExit;
+    e.target = id;
+    e.detail = "exit 127";
+    e.line = err.what();
+    record(std::move(e));
+    w.started = true;
+    w.exited = true;
+    return;
+  }
   w.started = true;
   Event e;
   e.source = "harness";
   e.kind = EventKind::kLog;
   e.target = id;
   e.detail = "started worker " + id + " (pid " + std::to_string(w.proc->pid()) + ")";
+  record(std::move(e));
+}
+
+/// The last lines of a worker's stderr log (at most 20 lines, 4 KiB), for a failed worker's reasons.
+std::string stderr_tail(const fs::path& log) {
+  std::ifstream in(log, std::ios::binary);
+  if (!in) return {};
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  const std::streamoff from = std::max<std::streamoff>(0, size - 4096);
+  in.seekg(from);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (from > 0) {
+    const auto nl = text.find('\n');
+    text = nl == std::string::npos ? text : text.substr(nl + 1);
+  }
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  std::size_t lines = 0, cut = text.size();
+  while (cut > 0 && lines < 20) {
+    const auto nl = text.rfind('\n', cut - 1);
+    ++lines;
+    if (nl == std::string::npos) {
+      cut = 0;
+      break;
+    }
+    cut = nl;
+  }
+  return cut == 0 ? text : text.substr(cut + 1);
+}
+
+void Run::record_exit(WorkerState& w, const std::string& id, const std::string& how) {
+  w.exited = true;
+  Event e;
+  e.source = "harness";
+  e.kind = EventKind::kWorkerExit;
+  e.target = id;
+  e.detail = how;
+  // A failed worker (not 0 = done, not 1 = gave up) says why in its last stderr lines.
+  const auto code = w.proc ? w.proc->exit_code() : std::nullopt;
+  if (code && *code != 0 && *code != 1) e.line = stderr_tail(dir_.log_path(id));
   record(std::move(e));
 }
 
@@ -380,17 +514,21 @@ void Run::loop() {
       record(e);
       on_event(e);
     }
-    // Exits: never block the loop on a child (a heal may be due); poll the ones whose stdout closed.
-    for (auto& [id, w] : workers_)
-      if (w.eof && !w.exited && !w.proc->running()) {
-        w.exited = true;
-        Event e;
-        e.source = "harness";
-        e.kind = EventKind::kWorkerExit;
-        e.target = id;
-        e.detail = "exit " + std::to_string(w.proc->exit_code().value_or(-1));
-        record(std::move(e));
+    // Exits: never block the loop on a child (a heal may be due). A worker is done when its
+    // process has exited and its event channel is closed. A command worker's channel can outlive
+    // its process (a process it forked holds descriptor 3): after a grace the rest of its process
+    // group is killed, which closes the channel.
+    for (auto& [id, w] : workers_) {
+      if (!w.proc || w.exited || (!w.eof && !w.spec->command)) continue;
+      if (w.proc->running()) continue;
+      if (!w.eof) {
+        if (!w.gone_at) w.gone_at = Clock::now();
+        if (Clock::now() - *w.gone_at < std::chrono::seconds(1)) continue;
+        ::kill(-w.proc->pid(), SIGKILL);  // its own process group (ChildSpec::own_process_group)
+        if (Clock::now() - *w.gone_at < std::chrono::seconds(3)) continue;
       }
+      record_exit(w, id, "exit " + std::to_string(w.proc->exit_code().value_or(-1)));
+    }
     const auto now = Clock::now();
     for (auto& f : active_)
       if (f.fault && f.fault->active() && now >= f.heal_at) heal(f);
@@ -434,8 +572,9 @@ ScenarioResult Run::execute() {
   Services services(sc_, dir_, opt_, *ledger_);
   services_ = &services;
   etcd_url_ = services.etcd_url();
-  lock_name_ = sc_.lock_service().lock.empty() ? "fencecheck/" + sc_.name() : sc_.lock_service().lock;
-  if (!sc_.lock_service().embedded()) lock_name_ += "/" + dir_.run_id();  // never collide with other runs
+  // The lock name exactly as the plan says (Scenario::for_run already appended the run id when
+  // the scenario asked for lock_service.run_suffix): what the workers, checkers and metrics use.
+  lock_name_ = sc_.lock_service().lock;
 
   // 2. The lock service's own history: grants and deletes under the lock prefix.
   LockWatch watch(etcd_url_, lock_name_ + "/", [this](Event e) {
@@ -469,13 +608,7 @@ ScenarioResult Run::execute() {
   for (auto& [id, w] : workers_)
     if (w.proc && !w.exited) {
       int code = w.proc->terminate(std::chrono::seconds(2));
-      w.exited = true;
-      Event e;
-      e.source = "harness";
-      e.kind = EventKind::kWorkerExit;
-      e.target = id;
-      e.detail = "terminated by the harness, exit " + std::to_string(code);
-      record(std::move(e));
+      record_exit(w, id, "terminated by the harness, exit " + std::to_string(code));
     }
   watch.stop();  // let the last deletes arrive, then close the stream
   for (auto& in : inbox_.drain_until(Clock::now())) {
@@ -614,7 +747,11 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
     RunDirectory dir = RunDirectory::create(options.run_root, scenario.name());
     r.run_dir = dir.path();
     auto sink_guard = dir.attach_log();
-    Run run(scenario, options, std::move(dir));
+    // The plan as this run carries it out (the lock name actually used): scenario.json, the
+    // checkers, the report and the metrics all see this copy.
+    const Scenario planned = scenario.for_run(dir.run_id());
+    check_worker_commands(planned);  // the CLI checked at load; a program may have gone since
+    Run run(planned, options, std::move(dir));
     return run.execute();
   } catch (const ScenarioError& err) {
     // Bad input only the resource could see when it opened (resources::ResourceConfigError).

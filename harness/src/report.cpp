@@ -128,9 +128,32 @@ std::vector<std::string> run_shortfalls(const Scenario& sc, const History& h) {
     if (code == "0" || code == "1") continue;
     int status = -1;
     std::from_chars(code.data(), code.data() + code.size(), status);
-    out.push_back("worker " + e.target + " failed: exit " + code +
-                  (status > 128 ? " (killed by signal " + std::to_string(status - 128) + ")" : "") + "; see logs/" +
-                  e.target + ".log");
+    std::string why = "worker " + e.target + " failed: exit " + code +
+                      (status > 128 ? " (killed by signal " + std::to_string(status - 128) + ")" : "") + "; see logs/" +
+                      e.target + ".log";
+    if (!e.line.empty()) why += "; its last stderr lines:\n" + e.line;
+    out.push_back(std::move(why));
+  }
+  // A worker that spoke the protocol and never acquired the lock did nothing the scenario planned
+  // (a command worker always; fencecheck-worker when the run timed out, stuck in acquire). A
+  // worker that sent no events at all is a black box: the checkers judge it from the lock
+  // service and the resource, and this rule cannot see it.
+  bool timed_out = false;
+  std::set<std::string> started, spoke, acquired;
+  for (const Event& e : h) {
+    if (e.kind == EventKind::kRunEnd && e.detail == "timeout") timed_out = true;
+    if (e.source == "harness" && e.kind == EventKind::kLog && e.detail.rfind("started worker ", 0) == 0) started.insert(e.target);
+    if (e.kind == EventKind::kAcquireOk) acquired.insert(e.source);
+    if (e.source != "harness" && e.source != "lock" && e.source != "resource" && e.kind != EventKind::kHello &&
+        e.kind != EventKind::kLog)
+      spoke.insert(e.source);
+  }
+  for (const auto& w : sc.workers()) {
+    if (!started.count(w.id) || !spoke.count(w.id) || acquired.count(w.id)) continue;
+    if (!w.command && !timed_out) continue;
+    out.push_back("worker " + w.id + " never acquired the lock " + sc.lock_service().lock +
+                  (timed_out ? " within the run's timeout of " + format_duration(sc.timeout()) : std::string()) +
+                  " (no acquire.ok)");
   }
   return out;
 }

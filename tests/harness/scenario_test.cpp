@@ -963,6 +963,62 @@ const BadFile kBadFiles[] = {
      5, 45,
      "workers[0].design.abort_on_pause: abort_on_pause must be longer than the worker's 5ms pause-detector tick, "
      "got \"5ms\""},
+    // workers[].command (docs/worker-protocol.md)
+    {"CommandMustBeANonEmptyList",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1, command: []}]\n"
+     "expect: {outcome: safe}\n",
+     5, 29, "workers[0].command: expected a non-empty list"},
+    {"CommandWithDesignIsRefused",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1, command: [./w], design: {retry_same_token: true}}]\n"
+     "expect: {outcome: safe}\n",
+     5, 44,
+     "workers[0].design: design configures fencecheck-worker; a command worker's design is its own code (drop "
+     "design or command)"},
+    {"EnvWithoutCommand",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1, env: {A: b}}]\n"
+     "expect: {outcome: safe}\n",
+     5, 25,
+     "workers[0].env: env is for a command worker (workers[].command); fencecheck-worker gets the harness's "
+     "environment"},
+    {"EnvMayNotSetTheHarnesssVariables",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1, command: [./w], env: {FENCECHECK_KEY: other}}]\n"
+     "expect: {outcome: safe}\n",
+     5, 42,
+     "workers[0].env: \"FENCECHECK_KEY\" is set by the harness (docs/worker-protocol.md); FENCECHECK_* cannot be "
+     "overridden"},
+    {"EnvNameMustBeAVariableName",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1, command: [./w], env: {1X: y}}]\n"
+     "expect: {outcome: safe}\n",
+     5, 42, "workers[0].env: expected an environment variable name of [A-Za-z_][A-Za-z0-9_]*, got \"1X\""},
+    {"RunSuffixIsABoolean",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "lock_service: {kind: etcd, run_suffix: maybe}\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "expect: {outcome: safe}\n",
+     3, 40, "lock_service.run_suffix: expected true or false, got \"maybe\""},
 };
 
 INSTANTIATE_TEST_SUITE_P(EachKind, ScenarioBadFile, ::testing::ValuesIn(kBadFiles),
@@ -1544,4 +1600,81 @@ TEST(ScenarioCatalogueFields, SelfStopAtEffectAndPriorRevisions) {
                 .lock_service()
                 .prior_revisions,
             0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Command workers and the lock name a run uses (docs/worker-protocol.md)
+
+TEST(ScenarioCommand, ArgvEnvAndCwdAreReadAndCwdIsTheScenarioFilesDirectoryByDefault) {
+  const fs::path dir = test_dir() / "cmd";
+  fs::create_directories(dir / "bin");
+  const fs::path file = write_file(dir / "c.yaml",
+                                   "name: t\nlease_ttl: 2s\nresource: {kind: store}\njob: {key: k}\n"
+                                   "workers:\n"
+                                   "  - {id: w1, command: [./w.sh, --mode, broken], env: {B: two, A: one}}\n"
+                                   "  - {id: w2, command: [w.sh], cwd: bin}\n"
+                                   "expect: {outcome: safe}\n");
+  const Scenario s = load_scenario(file);
+  const fs::path abs = fs::absolute(dir).lexically_normal();
+  ASSERT_TRUE(s.workers()[0].command);
+  EXPECT_EQ(s.workers()[0].command->argv, (std::vector<std::string>{"./w.sh", "--mode", "broken"}));
+  // Sorted: the environment has no order, and the plan must equal its own scenario.json.
+  EXPECT_EQ(s.workers()[0].command->env,
+            (std::vector<std::pair<std::string, std::string>>{{"A", "one"}, {"B", "two"}}));
+  EXPECT_EQ(s.workers()[0].command->cwd, abs);
+  EXPECT_EQ(s.workers()[0].command->position, (std::pair<int, int>{6, 23}));
+  EXPECT_EQ(s.workers()[1].command->cwd, abs / "bin");
+  // scenario.json holds it, and reads back to the same plan.
+  const nlohmann::json j = to_json(s);
+  EXPECT_EQ(j["workers"][0]["command"], nlohmann::json::array({"./w.sh", "--mode", "broken"}));
+  EXPECT_EQ(j["workers"][0]["cwd"], abs.string());
+  EXPECT_FALSE(j["workers"][0].contains("design"));
+  EXPECT_EQ(scenario_from_json(j, "scenario.json"), s);
+}
+
+TEST(ScenarioCommand, CheckWorkerCommandsNamesTheWorkerThePathAndWhy) {
+  const fs::path dir = test_dir() / "cmdcheck";
+  fs::create_directories(dir);
+  write_file(dir / "plain.sh", "#!/bin/sh\nexit 0\n");
+  write_file(dir / "run.sh", "#!/bin/sh\nexit 0\n");
+  fs::permissions(dir / "run.sh", fs::perms::owner_all);
+  auto scenario = [&](const std::string& argv0) {
+    return load_scenario(write_file(dir / "s.yaml", "name: t\nlease_ttl: 2s\nresource: {kind: store}\njob: {key: k}\n"
+                                                      "workers:\n  - id: w1\n  - id: w2\n    command: [" +
+                                                          argv0 + "]\nexpect: {outcome: safe}\n"));
+  };
+  auto error = [&](const std::string& argv0) -> std::string {
+    try {
+      check_worker_commands(scenario(argv0));
+      return "";
+    } catch (const ScenarioError& e) {
+      EXPECT_EQ(e.line(), 8);
+      return e.message();
+    }
+  };
+  const std::string at = "workers.w2.command: worker w2's program ";
+  EXPECT_EQ(error("./run.sh"), "");
+  EXPECT_EQ(resolve_worker_program(*scenario("./run.sh").workers()[1].command), fs::absolute(dir / "run.sh").lexically_normal());
+  EXPECT_EQ(error("sh"), "");  // on PATH
+  EXPECT_EQ(error("./gone.sh"), at + fs::absolute(dir / "gone.sh").lexically_normal().string() + " does not exist");
+  EXPECT_EQ(error("./plain.sh").rfind(at + fs::absolute(dir / "plain.sh").lexically_normal().string() + " is not executable", 0), 0u)
+      << error("./plain.sh");
+  fs::create_directories(dir / "sub");
+  EXPECT_EQ(error("./sub"), at + fs::absolute(dir / "sub").lexically_normal().string() + " is not a regular file");
+  EXPECT_EQ(error("no-such-program-fc").rfind(at + "no-such-program-fc is not on PATH", 0), 0u) << error("no-such-program-fc");
+}
+
+TEST(ScenarioLockName, UsedExactlyUnlessRunSuffixAsksForTheRunId) {
+  const std::string base = "name: t\nlease_ttl: 2s\nresource: {kind: store}\njob: {key: k}\nworkers: [{id: w1}]\n"
+                           "expect: {outcome: safe}\n";
+  const Scenario exact = parse_scenario(base + "lock_service: {kind: etcd, endpoints: [\"http://127.0.0.1:2379\"], lock: staging/x}\n");
+  EXPECT_EQ(exact.for_run("20261201-1").lock_service().lock, "staging/x");
+  const Scenario suffixed =
+      parse_scenario(base + "lock_service: {kind: etcd, endpoints: [\"http://127.0.0.1:2379\"], lock: staging/x, run_suffix: true}\n");
+  EXPECT_TRUE(suffixed.lock_service().run_suffix);
+  const Scenario run = suffixed.for_run("20261201-1");
+  EXPECT_EQ(run.lock_service().lock, "staging/x/20261201-1");
+  EXPECT_FALSE(run.lock_service().run_suffix);  // applied once: the run's plan re-reads to the same name
+  EXPECT_EQ(to_json(run)["lock_service"]["lock"], "staging/x/20261201-1");
+  EXPECT_EQ(parse_scenario(base).for_run("r").lock_service().lock, "fencecheck/t");
 }

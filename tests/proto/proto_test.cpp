@@ -107,3 +107,91 @@ TEST(Base64, RoundTripsAndRejectsGarbage) {
   EXPECT_THROW((void)base64_decode("b$ls"), std::invalid_argument);
   EXPECT_THROW((void)base64_decode("abc"), std::invalid_argument);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The worker protocol (docs/worker-protocol.md): what the harness accepts on a worker's channel.
+
+#include "fencecheck/proto/worker_protocol.h"
+
+namespace {
+
+struct LineCase {
+  const char* name;
+  std::string line;
+  bool first;
+  std::string error;  // "" = accepted
+  std::string field;
+};
+
+const LineCase kLineCases[] = {
+    {"Hello", R"({"kind":"hello","protocol":1})", true, "", ""},
+    {"FirstLineNotHello", R"({"kind":"acquire.ok","token":5,"lock_key":"l/1"})", true,
+     R"(the first line must be {"kind":"hello","protocol":1}, got kind 'acquire.ok')", "kind"},
+    {"SecondHello", R"({"kind":"hello","protocol":1})", false, "a second hello (hello is the first line only)", "kind"},
+    {"OtherVersion", R"({"kind":"hello","protocol":2})", true,
+     "speaks worker protocol version 2; this harness speaks 1", "protocol"},
+    {"HelloWithoutVersion", R"({"kind":"hello"})", true, "hello has no field 'protocol'", "protocol"},
+    {"NotJson", "acquired the lock!", false, "", ""},  // error text is nlohmann's: checked by prefix below
+    {"NotAnObject", "[1,2]", false, R"(not a JSON object (each line is one event: {"kind": ...}))", ""},
+    {"NoKind", R"({"token":5})", false, "has no string field 'kind'", "kind"},
+    {"UnknownKind", R"({"kind":"write.done","key":"k","token":5})", false, "unknown kind 'write.done'", "kind"},
+    {"HarnessKind", R"({"kind":"lock.grant","token":5})", false,
+     "kind 'lock.grant' is the harness's own, not one a worker sends", "kind"},
+    {"AcquireOkWithoutToken", R"({"kind":"acquire.ok","lock_key":"l/1"})", false, "acquire.ok has no field 'token'", "token"},
+    {"AcquireOkWithoutLockKey", R"({"kind":"acquire.ok","token":5})", false, "acquire.ok has no field 'lock_key'", "lock_key"},
+    {"TokenNotAnInteger", R"({"kind":"write.ok","key":"k","token":"5"})", false,
+     "write.ok: field 'token' must be an integer", "token"},
+    {"TokenAFloat", R"({"kind":"write.invoke","key":"k","token":5.5})", false,
+     "write.invoke: field 'token' must be an integer", "token"},
+    {"WriteWithoutKey", R"({"kind":"write.fail","token":5})", false, "write.fail has no field 'key'", "key"},
+    {"EmptyKey", R"({"kind":"write.fail","key":"","token":5})", false, "write.fail: field 'key' is empty", "key"},
+    {"ReleaseWithoutLockKey", R"({"kind":"release.ok","token":5})", false, "release.ok has no field 'lock_key'", "lock_key"},
+    {"PauseWithoutDuration", R"({"kind":"pause"})", false, "pause has no field 'duration_ns'", "duration_ns"},
+    {"WriteOk", R"({"kind":"write.ok","key":"k","token":5,"segment":0,"chunk":1,"high_water":5,"extra":"ignored"})", false, "", ""},
+    {"JobDoneBare", R"({"kind":"job.done"})", false, "", ""},
+    {"LogLine", R"({"kind":"log","detail":"hi"})", false, "", ""},
+};
+
+class WorkerLineTest : public ::testing::TestWithParam<LineCase> {};
+
+TEST_P(WorkerLineTest, AcceptsOrNamesTheProblem) {
+  const LineCase& c = GetParam();
+  const WorkerLine r = read_worker_line(c.line, c.first);
+  if (std::string(c.name) == "NotJson") {
+    EXPECT_FALSE(r.event);
+    EXPECT_EQ(r.error.rfind("not JSON: ", 0), 0u) << r.error;
+    return;
+  }
+  if (c.error.empty()) {
+    ASSERT_TRUE(r.event) << r.error;
+    EXPECT_TRUE(r.error.empty());
+  } else {
+    EXPECT_FALSE(r.event);
+    EXPECT_EQ(r.error, c.error);
+    EXPECT_EQ(r.field, c.field);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EachLine, WorkerLineTest, ::testing::ValuesIn(kLineCases),
+                         [](const ::testing::TestParamInfo<LineCase>& p) { return p.param.name; });
+
+TEST(WorkerProtocol, AcceptedLinesCarryTheirFields) {
+  const WorkerLine r = read_worker_line(R"({"kind":"write.ok","key":"k","token":5,"segment":2,"chunk":1,"high_water":7})", false);
+  ASSERT_TRUE(r.event);
+  EXPECT_EQ(r.event->kind, EventKind::kWriteOk);
+  EXPECT_EQ(r.event->token, 5);
+  EXPECT_EQ(r.event->segment, 2);
+  EXPECT_EQ(r.event->high_water, 7);
+  EXPECT_EQ(read_worker_line(R"({"kind":"hello","protocol":1})", true).event->protocol, 1);
+}
+
+TEST(WorkerProtocol, OnlyTheHarnessSendsItsOwnKinds) {
+  for (auto k : {EventKind::kWorkerExit, EventKind::kFaultInject, EventKind::kFaultHeal, EventKind::kLockGrant,
+                 EventKind::kLockDelete, EventKind::kRunStart, EventKind::kRunEnd, EventKind::kProtocolError})
+    EXPECT_FALSE(worker_may_send(k)) << kind_name(k);
+  for (auto k : {EventKind::kHello, EventKind::kAcquireOk, EventKind::kWriteInfo, EventKind::kJobDone, EventKind::kPause,
+                 EventKind::kLog})
+    EXPECT_TRUE(worker_may_send(k)) << kind_name(k);
+}
+
+}  // namespace

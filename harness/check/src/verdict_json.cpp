@@ -122,7 +122,14 @@ nlohmann::json verdict_to_json(const Analysis& analysis, const ExpectationResult
     keep(p->heal_index);
     if (p->first_write_ok) keep(*p->first_write_ok);
   }
-  return to_json(copy, expectation);
+  nlohmann::json j = to_json(copy, expectation);
+  // The lock name the run actually used (the orchestrator's run.start carries it).
+  for (const Event& e : history)
+    if (e.kind == EventKind::kRunStart && !e.lock.empty()) {
+      j["lock"] = e.lock;
+      break;
+    }
+  return j;
 }
 
 nlohmann::json to_json(const Analysis& a, const ExpectationResult& e) {

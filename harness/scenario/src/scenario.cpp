@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -12,6 +14,8 @@
 #include <sstream>
 #include <system_error>
 #include <utility>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
@@ -722,7 +726,7 @@ class ScenarioParser {
 
     // lock_service
     if (auto v = m.get("lock_service")) {
-      Map ls(*this, *v, {"kind", "endpoints", "lock", "prior_revisions"});
+      Map ls(*this, *v, {"kind", "endpoints", "lock", "prior_revisions", "run_suffix"});
       s.lock_service_.kind = choice(ls.require("kind"), kLockServiceKinds, "lock service kind");
       if (auto e = ls.get("endpoints")) {
         for (const Value& item : list(*e, true)) {  // [] is the same as no endpoints: embedded
@@ -738,6 +742,7 @@ class ScenarioParser {
           fail(*l, "expected a lock name of 1-256 characters of [A-Za-z0-9_.-/], got " + quote(lock));
         s.lock_service_.lock = lock;
       }
+      if (auto r = ls.get("run_suffix")) s.lock_service_.run_suffix = boolean(*r);
       if (auto p = ls.get("prior_revisions")) {
         s.lock_service_.prior_revisions = integer(*p, 0, 100000);
         if (s.lock_service_.prior_revisions > 0 && !s.lock_service_.embedded())
@@ -852,7 +857,7 @@ class ScenarioParser {
     worker_maps.reserve(worker_values.size());
     std::map<std::string, std::size_t> worker_index;
     for (const Value& wv : worker_values) {
-      worker_maps.emplace_back(*this, wv, std::vector<std::string_view>{"id", "start_after", "start_delay", "key", "design"});
+      worker_maps.emplace_back(*this, wv, std::vector<std::string_view>{"id", "start_after", "start_delay", "key", "design", "command", "env", "cwd"});
       Value id = worker_maps.back().require("id");
       WorkerSpec w;
       w.id = string(id);
@@ -903,6 +908,7 @@ class ScenarioParser {
           fail(*key, "expected a resource key of 1-256 characters of [A-Za-z0-9_.-], got " + quote(*w.key));
       }
       if (auto design = wm.get("design")) self_stop_values[i] = parse_design(*design, w.design);
+      parse_command(wm, w);
     }
     // start_after must not form a cycle: a worker waiting (transitively) on itself never starts.
     for (std::size_t i = 0; i < s.workers_.size(); ++i) {
@@ -1134,6 +1140,70 @@ class ScenarioParser {
   }
 
  private:
+  /// workers[i].command / env / cwd (docs/worker-protocol.md). Pure: where the program is, and
+  /// whether it runs, is check_worker_commands()'s business.
+  void parse_command(const Map& wm, WorkerSpec& w) const {
+    auto command = wm.get("command");
+    auto env = wm.get("env");
+    auto cwd = wm.get("cwd");
+    if (!command) {
+      if (env) fail(*env, "env is for a command worker (workers[].command); fencecheck-worker gets the harness's environment");
+      if (cwd) fail(*cwd, "cwd is for a command worker (workers[].command)");
+      return;
+    }
+    if (auto design = wm.get("design"))
+      fail(*design, "design configures fencecheck-worker; a command worker's design is its own code (drop design or command)");
+    WorkerCommand c;
+    for (const Value& item : list(*command, false)) {
+      std::string arg = string(item);
+      if (arg.find('\0') != std::string::npos) fail(item, "an argument cannot hold a NUL byte");
+      c.argv.push_back(std::move(arg));
+    }
+    if (c.argv.front().empty()) fail(list(*command, false).front(), "expected the program's name or path, got an empty string");
+    c.position = position(command->mark);
+    if (env) {
+      if (!env->node.IsMap()) fail(*env, "expected a mapping of variable names to values, got " + describe(env->node));
+      for (auto it = env->node.begin(); it != env->node.end(); ++it) {
+        const YAML::Node k = it->first;
+        const YAML::Node val = it->second;
+        const Value key{k, k.Mark(), env->path};
+        const std::string name = string(key);
+        const bool valid = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                           std::all_of(name.begin(), name.end(), [](char ch) {
+                             return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+                           });
+        if (!valid) fail(key, "expected an environment variable name of [A-Za-z_][A-Za-z0-9_]*, got " + quote(name));
+        if (name.rfind("FENCECHECK_", 0) == 0)
+          fail(key, quote(name) + " is set by the harness (docs/worker-protocol.md); FENCECHECK_* cannot be overridden");
+        for (const auto& [seen, v] : c.env)
+          if (seen == name) fail(key, "duplicate variable " + quote(name));
+        const Value value{val, val.IsNull() ? k.Mark() : val.Mark(), env->path + "." + name};
+        if (!val.IsScalar()) fail(value, "expected a string value, got " + describe(val));
+        c.env.emplace_back(name, val.Scalar());
+      }
+      // The environment has no order; sorted, the plan equals its own scenario.json re-read.
+      std::sort(c.env.begin(), c.env.end());
+    }
+    const std::filesystem::path base = scenario_dir();
+    c.cwd = base;
+    if (cwd) {
+      const std::string dir = string(*cwd);
+      if (dir.empty()) fail(*cwd, "expected a directory, got an empty string");
+      c.cwd = (base / dir).lexically_normal();
+    }
+    w.command = std::move(c);
+  }
+
+  /// The directory relative command paths are taken from: the scenario file's own, absolute (the
+  /// working directory for text that came from no file).
+  std::filesystem::path scenario_dir() const {
+    std::error_code ec;
+    const std::filesystem::path file(file_);
+    if (!file_.empty() && std::filesystem::is_regular_file(file, ec))
+      return std::filesystem::absolute(file, ec).parent_path().lexically_normal();
+    return std::filesystem::current_path(ec);
+  }
+
   /// workers[i].design: every field typed; unknown keys list the allowed ones. Returns the
   /// self_stop_at value (for the "nobody continues it" error), when given.
   std::optional<Value> parse_design(const Value& v, WorkerDesign& d) const {
@@ -1362,7 +1432,8 @@ nlohmann::json to_json(const Scenario& s) {
   j["lock_service"] = {{"kind", std::string(to_string(s.lock_service().kind))},
                        {"endpoints", s.lock_service().endpoints},
                        {"lock", s.lock_service().lock},
-                       {"prior_revisions", s.lock_service().prior_revisions}};
+                       {"prior_revisions", s.lock_service().prior_revisions},
+                       {"run_suffix", s.lock_service().run_suffix}};
   nlohmann::json rj{{"kind", s.resource().kind}};
   for (const auto& [field, value] : s.resource().config.items()) rj[field] = value;
   j["resource"] = std::move(rj);
@@ -1387,7 +1458,13 @@ nlohmann::json to_json(const Scenario& s) {
     if (w.start_after) wj["start_after"] = trigger_json(*w.start_after);
     if (w.start_delay) wj["start_delay"] = format_duration(*w.start_delay);
     if (w.key) wj["key"] = *w.key;
-    {
+    if (w.command) {
+      wj["command"] = w.command->argv;
+      nlohmann::json env = nlohmann::json::object();
+      for (const auto& [name, value] : w.command->env) env[name] = value;
+      if (!env.empty()) wj["env"] = std::move(env);
+      wj["cwd"] = w.command->cwd.string();
+    } else {
       const WorkerDesign& d = w.design;
       nlohmann::json dj{{"retry_same_token", d.retry_same_token},
                         {"release_by_name", d.release_by_name},
@@ -1439,6 +1516,65 @@ nlohmann::json to_json(const Scenario& s) {
   ej["progress_after_heal"] = s.expect().progress_after_heal;
   j["expect"] = std::move(ej);
   return j;
+}
+
+Scenario Scenario::for_run(const std::string& run_id) const {
+  Scenario s = *this;
+  if (s.lock_service_.run_suffix) {
+    s.lock_service_.lock += "/" + run_id;
+    s.lock_service_.run_suffix = false;
+  }
+  return s;
+}
+
+std::optional<std::filesystem::path> resolve_worker_program(const WorkerCommand& command) {
+  namespace fs = std::filesystem;
+  const std::string& program = command.argv.front();
+  auto runnable = [](const fs::path& p) {
+    std::error_code ec;
+    return fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (program.find('/') != std::string::npos) {
+    fs::path p(program);
+    if (p.is_relative()) p = (command.cwd / p).lexically_normal();
+    if (runnable(p)) return p;
+    return std::nullopt;
+  }
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+  std::size_t start = 0;
+  while (start <= dirs.size()) {
+    std::size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = dirs.substr(start, end - start);
+    const fs::path candidate = fs::path(dir.empty() ? "." : dir) / program;
+    if (runnable(candidate)) return fs::absolute(candidate);
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+void check_worker_commands(const Scenario& scenario) {
+  namespace fs = std::filesystem;
+  for (const WorkerSpec& w : scenario.workers()) {
+    if (!w.command) continue;
+    const WorkerCommand& c = *w.command;
+    const auto [line, col] = c.position;
+    const std::string at = "workers." + w.id + ".command: ";
+    std::error_code ec;
+    if (!fs::is_directory(c.cwd, ec))
+      throw ScenarioError(scenario.source(), line, col, at + "worker " + w.id + "'s cwd " + c.cwd.string() + " is not a directory");
+    if (resolve_worker_program(c)) continue;
+    const std::string& program = c.argv.front();
+    fs::path shown(program);
+    if (program.find('/') != std::string::npos && shown.is_relative()) shown = (c.cwd / shown).lexically_normal();
+    std::string why;
+    if (program.find('/') == std::string::npos) why = "is not on PATH (" + std::string(std::getenv("PATH") ? std::getenv("PATH") : "") + ")";
+    else if (!fs::exists(shown, ec)) why = "does not exist";
+    else if (!fs::is_regular_file(shown, ec)) why = "is not a regular file";
+    else why = "is not executable (chmod +x, or run it through its interpreter: command: [/usr/bin/python3, " + program + "])";
+    throw ScenarioError(scenario.source(), line, col, at + "worker " + w.id + "'s program " + shown.string() + " " + why);
+  }
 }
 
 Scenario scenario_from_json(const nlohmann::json& j, std::string_view file_label) {

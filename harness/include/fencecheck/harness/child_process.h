@@ -31,6 +31,18 @@ struct ChildSpec {
   std::vector<std::string> prefix;       ///< optional wrapper argv, e.g. {"ip","netns","exec","fc-x"}
   /// Variables added to (or replacing in) the harness's environment, e.g. {"FAKETIME","-30s"}.
   std::vector<std::pair<std::string, std::string>> env;
+  /// > 2: the lines handed to the LineHandler come from a pipe the child has open as this file
+  /// descriptor (the worker protocol's event channel, docs/worker-protocol.md), and stdout goes to
+  /// `stdout_log`. 0: the lines are the child's stdout (etcd, the store).
+  int events_fd = 0;
+  /// With events_fd: where stdout goes (created / truncated). Ignored otherwise.
+  std::filesystem::path stdout_log;
+  /// The child's working directory; empty: the harness's.
+  std::filesystem::path cwd;
+  /// The child leads a process group of its own (setpgid(0, 0)), and terminate() signals the whole
+  /// group: a user's program that forks (a shell script, etcdctl running a command) is ended with
+  /// every process it started that stayed in its group.
+  bool own_process_group = false;
 };
 
 /// Called on the reader thread for every stdout line (without the newline), with the receive

@@ -45,7 +45,8 @@ inline constexpr int kVerdictSchemaVersion = 1;
 /// The whole verdict.json document.
 [[nodiscard]] nlohmann::json to_json(const Analysis& analysis, const ExpectationResult& expectation);
 /// The same document, taking the evidence copies from the full history (identical to the above
-/// for an Analysis made by analyze() from this history).
+/// for an Analysis made by analyze() from this history), plus "lock": the lock name the run used,
+/// from the history's run.start (absent when it has none).
 [[nodiscard]] nlohmann::json verdict_to_json(const Analysis& analysis, const ExpectationResult& expectation,
                                              const History& history);
 /// Pieces, for reports that embed them. `events` supplies the evidence copies (may be empty).

@@ -177,6 +177,10 @@ struct LockServiceSpec {
   /// that has been in service for a while has. Tokens (create_revisions) then start above it; a
   /// lock-service-restart with fresh_data starts again from 1 (catalogue item 7). 0..100000.
   std::int64_t prior_revisions = 0;
+  /// The lock name gets "/<run id>" appended for each run (isolation between runs that share a
+  /// cluster). Off by default: the lock name is used exactly as written, so a team's real lock
+  /// name can be tested. Scenario::for_run() applies it.
+  bool run_suffix = false;
   [[nodiscard]] bool embedded() const { return endpoints.empty(); }
   bool operator==(const LockServiceSpec&) const = default;
 };
@@ -253,6 +257,23 @@ struct WorkerDesign {
   bool operator==(const WorkerDesign&) const = default;
 };
 
+/// A worker that is the user's own program (docs/worker-protocol.md), not fencecheck-worker.
+struct WorkerCommand {
+  /// argv, non-empty, as written. argv[0] without '/' is looked up on PATH when the run starts;
+  /// with '/' a relative one is relative to `cwd`.
+  std::vector<std::string> argv;
+  /// Variables added to the protocol's environment ([A-Za-z_][A-Za-z0-9_]*, none FENCECHECK_*),
+  /// in the order written.
+  std::vector<std::pair<std::string, std::string>> env;
+  /// The working directory, absolute: the scenario's `cwd` made absolute against the scenario
+  /// file's directory, or that directory.
+  std::filesystem::path cwd;
+  /// Where `command:` is in the scenario file (1-based line, column), for errors found when the
+  /// program is looked up (check_worker_commands). Not part of the plan: equality ignores it.
+  std::pair<int, int> position{0, 0};
+  bool operator==(const WorkerCommand& o) const { return argv == o.argv && env == o.env && cwd == o.cwd; }
+};
+
 struct WorkerSpec {
   std::string id;                          ///< [A-Za-z0-9_.-]{1,64}, not harness/lock/resource
   std::optional<EventTrigger> start_after;  ///< start when another worker's event happened
@@ -261,7 +282,9 @@ struct WorkerSpec {
   /// The resource key this worker writes, when not the job's (cross-key scenarios). Use
   /// Scenario::key_of(worker) for the effective key.
   std::optional<std::string> key;
-  WorkerDesign design;
+  WorkerDesign design;  ///< the reference worker's design; all defaults for a command worker
+  /// Set: the user's program runs as this worker (docs/worker-protocol.md). Unset: fencecheck-worker.
+  std::optional<WorkerCommand> command;
   bool operator==(const WorkerSpec&) const = default;
 };
 
@@ -344,6 +367,12 @@ class Scenario {
     return worker.key ? *worker.key : job_.key;
   }
 
+  /// The plan as one run carries it out: the lock name actually used (lock_service.lock with
+  /// "/<run_id>" appended when run_suffix is set; run_suffix then off). The orchestrator runs, and
+  /// writes to scenario.json, this copy, so the checkers, the report and the metrics see the
+  /// name the workers used. Pure.
+  [[nodiscard]] Scenario for_run(const std::string& run_id) const;
+
   /// Equal plans: every field, including source(); not where in the file `name` was.
   friend bool operator==(const Scenario& a, const Scenario& b);
 
@@ -369,6 +398,16 @@ class Scenario {
   friend std::vector<Scenario> load_suite(const std::filesystem::path& path);
   friend Scenario scenario_from_json(const nlohmann::json& j, std::string_view file_label);
 };
+
+/// The command workers' programs, looked up as the run will start them: argv[0] on PATH, or
+/// relative to the worker's cwd; it must exist, be a regular file and be executable by this
+/// process, and cwd must be a directory. Throws ScenarioError at the worker's `command:` naming the
+/// worker and the path (exit 2 before anything starts). Reads the filesystem; not part of loading,
+/// so that a stored run's scenario.json re-reads after its program is gone.
+void check_worker_commands(const Scenario& scenario);
+/// The absolute path check_worker_commands() finds for a command worker's argv[0]; nullopt when
+/// there is none (not found, not executable).
+[[nodiscard]] std::optional<std::filesystem::path> resolve_worker_program(const WorkerCommand& command);
 
 /// Loads and validates one scenario file. Throws ScenarioError.
 [[nodiscard]] Scenario load_scenario(const std::filesystem::path& path);

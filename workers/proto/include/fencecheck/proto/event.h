@@ -76,7 +76,9 @@ struct Event {
   std::string fault;                        ///< fault kind ("sigstop", ...)
   std::string target;                       ///< fault target (worker id)
   std::string detail;                       ///< human text: error, exit status, scenario name
-  std::string line;                         ///< protocol.error: the offending line, verbatim (truncated at 4 KiB)
+  /// protocol.error: the offending line, verbatim (cut at 4 KiB); worker.exit of a failed worker
+  /// (exit status other than 0 and 1): the last lines of its stderr.
+  std::string line;
 };
 
 /// Serialises to one compact JSON object (no newline). Absent optionals and empty strings are

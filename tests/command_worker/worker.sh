@@ -1,0 +1,49 @@
+#!/bin/sh
+# A command worker for the tests (docs/worker-protocol.md): a user's program as the harness sees
+# it, built from the reference worker so that what it writes is known. $1 picks the behaviour:
+#   forking         this shell starts a subshell that starts fencecheck-worker: the lock holder
+#                   is two processes below the one the harness started. Every fault must reach it.
+#   lying           says hello, then a write.ok whose token is a string (line 2 breaks the
+#                   protocol), then runs the reference worker (whose own hello is a second one).
+#   exit3           writes to stderr and exits 3 (a failed worker).
+#   never-acquires  says hello and acquire.invoke, then exits 0 without ever holding the lock.
+#   silent          runs the reference worker with no event channel: a black box.
+set -eu
+mode=${1:?usage: worker.sh forking|lying|exit3|never-acquires|silent}
+worker() {
+  "$FENCECHECK_BIN_DIR/fencecheck-worker" --id "$FENCECHECK_WORKER_ID" --etcd "$FENCECHECK_LOCK_ENDPOINTS" \
+    --resource "$FENCECHECK_RESOURCE" --lock "$FENCECHECK_LOCK_NAME" --key "$FENCECHECK_KEY" \
+    --ttl-s "$FENCECHECK_LEASE_TTL_S" --segments "$FENCECHECK_JOB_SEGMENTS" --chunks "$FENCECHECK_JOB_CHUNKS" \
+    --chunk-bytes "$FENCECHECK_CHUNK_BYTES" --chunk-interval-ms "$FENCECHECK_CHUNK_INTERVAL_MS" \
+    --seed "$FENCECHECK_SEED"
+}
+case "$mode" in
+  forking)
+    echo "worker.sh: $FENCECHECK_WORKER_ID forking the holder two levels down"
+    ( worker & wait $! ) &
+    wait $!
+    ;;
+  lying)
+    printf '{"kind":"hello","protocol":1}\n' >&3
+    printf '{"kind":"write.ok","key":"%s","token":"seven"}\n' "$FENCECHECK_KEY" >&3
+    worker
+    ;;
+  exit3)
+    echo "worker.sh: cannot reach the payments database (this worker fails on purpose)" >&2
+    exit 3
+    ;;
+  never-acquires)
+    printf '{"kind":"hello","protocol":1}\n' >&3
+    printf '{"kind":"acquire.invoke","lock":"%s","ttl_ms":%d}\n' "$FENCECHECK_LOCK_NAME" "$((FENCECHECK_LEASE_TTL_S * 1000))" >&3
+    exit 0
+    ;;
+  silent)
+    unset FENCECHECK_EVENTS_FD
+    exec 3>&-
+    worker > /dev/null
+    ;;
+  *)
+    echo "worker.sh: unknown mode $mode" >&2
+    exit 64
+    ;;
+esac

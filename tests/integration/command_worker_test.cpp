@@ -1,0 +1,274 @@
+// Command workers end to end (docs/worker-protocol.md): the user's program as a worker, through
+// the real harness, real etcd, real processes. The program is tests/command_worker/worker.sh,
+// which wraps the reference worker in ways a user's program behaves: it forks the lock holder two
+// levels down, lies on its event channel, fails, never acquires, or says nothing at all.
+//
+// The forking worker is the proof that each fault reaches a worker's whole process tree: the lock
+// holder (fencecheck-worker) is the grandchild of the process the harness started, so a fault
+// that acted on that process alone would leave the holder running, its lease alive, and the run
+// without the anomaly (unfenced) or the pause the holder measured itself.
+#include <unistd.h>
+
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "fencecheck/workers/embedded_etcd.h"
+#include "run_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kWorkerScript = fs::path(FENCECHECK_SOURCE_DIR) / "tests" / "command_worker" / "worker.sh";
+
+struct RunOutcome {
+  fctest::Result result;
+  fs::path dir;
+  nlohmann::json verdict;
+  std::vector<nlohmann::json> history;
+
+  [[nodiscard]] std::set<std::string> anomalies() const {
+    std::set<std::string> out;
+    if (!verdict.is_object()) return out;
+    for (const auto& c : verdict.at("checkers"))
+      for (const auto& a : c.at("anomalies")) out.insert(a.at("name").get<std::string>());
+    return out;
+  }
+  [[nodiscard]] std::string reasons() const {
+    std::string out;
+    if (verdict.is_object())
+      for (const auto& r : verdict.at("expectation").at("reasons")) out += r.get<std::string>() + "\n";
+    return out;
+  }
+  /// The longest pause worker `id` measured itself (its pause events), in seconds.
+  [[nodiscard]] double longest_pause_s(const std::string& id) const {
+    double best = 0;
+    for (const auto& e : history)
+      if (e.value("source", "") == id && e.value("kind", "") == "pause")
+        best = std::max(best, static_cast<double>(e.value("duration_ns", std::int64_t{0})) / 1e9);
+    return best;
+  }
+};
+
+/// Writes `yaml` as <work>/<name>.yaml and runs it.
+RunOutcome run_yaml(const std::string& name, const std::string& yaml, const std::vector<std::string>& extra = {}) {
+  const fs::path work = fctest::fresh_dir(name);
+  const fs::path file = work / (name + ".yaml");
+  std::ofstream(file) << yaml;
+  const fs::path root = work / "runs";
+  std::vector<std::string> args{"run", "--run-root", root.string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.push_back(file.string());
+  RunOutcome r;
+  r.result = fctest::run_fencecheck(args, work);
+  if (fs::is_directory(root)) r.dir = fctest::only_run_dir(root);
+  if (!r.dir.empty() && fs::exists(r.dir / "verdict.json"))
+    r.verdict = nlohmann::json::parse(fctest::slurp(r.dir / "verdict.json"));
+  if (!r.dir.empty() && fs::exists(r.dir / "history.jsonl")) r.history = fctest::read_history(r.dir / "history.jsonl");
+  return r;
+}
+
+/// Two forking command workers; w1 hit by `fault` (a YAML flow mapping without target/trigger)
+/// after its 2nd accepted write; the store fenced or not.
+std::string forking_scenario(const std::string& name, const std::string& fault, const std::string& fencing,
+                             const std::string& expect, const std::string& network = "host") {
+  return "name: " + name + "\n" +
+         "seed: 7\n"
+         "lease_ttl: 2s\n"
+         "timeout: 90s\n"
+         "resource: {kind: store, fencing: " + fencing + "}\n" +
+         "network: " + network + "\n" +
+         "job: {key: ledger, segments: 3, chunks: 4, chunk_bytes: 256, chunk_interval: 100ms}\n"
+         "workers:\n"
+         "  - {id: w1, command: [" + kWorkerScript.string() + ", forking]}\n" +
+         "  - {id: w2, command: [" + kWorkerScript.string() + ", forking], start_after: {worker: w1, event: acquire.ok}}\n" +
+         "faults:\n"
+         "  - {" + fault + ", target: w1, trigger: {worker: w1, event: write.ok, count: 2}}\n" +
+         "expect: " + expect + "\n";
+}
+
+bool root() { return ::geteuid() == 0; }
+
+TEST(CommandWorker, SigstopReachesTheForkedHolderAndAnUnfencedStoreShowsTheDamage) {
+  const RunOutcome r = run_yaml("cw-sigstop-unfenced",
+                         forking_scenario("cw-sigstop-unfenced", "kind: sigstop, duration: 6s", "none",
+                                          "{outcome: anomaly, anomalies: [interleaved-segment], min_expiries_during_work: 1}"));
+  ASSERT_FALSE(r.dir.empty()) << r.result.err;
+  EXPECT_EQ(r.result.code, 0) << r.reasons() << r.result.err;
+  EXPECT_TRUE(r.anomalies().count("interleaved-segment")) << r.reasons();
+  // The holder, two processes below the one the harness started, measured the stop itself.
+  EXPECT_GE(r.longest_pause_s("w1"), 5.5);
+  // The reference worker inside the script spoke the protocol on the inherited descriptor 3.
+  bool hello = false;
+  for (const auto& e : r.history) hello = hello || (e.value("source", "") == "w1" && e.value("kind", "") == "hello");
+  EXPECT_TRUE(hello);
+  EXPECT_TRUE(fs::exists(r.dir / "logs" / "w1.stdout.log"));
+  EXPECT_NE(fctest::slurp(r.dir / "logs" / "w1.stdout.log").find("forking the holder two levels down"), std::string::npos);
+}
+
+TEST(CommandWorker, SigstopOfAForkingWorkerAgainstAFencedStoreIsSafe) {
+  const RunOutcome r = run_yaml("cw-sigstop-fenced", forking_scenario("cw-sigstop-fenced", "kind: sigstop, duration: 6s", "per-key",
+                                                               "{outcome: safe, min_rejected_writes: 1}"));
+  ASSERT_FALSE(r.dir.empty()) << r.result.err;
+  EXPECT_EQ(r.result.code, 0) << r.reasons() << r.result.err;
+  EXPECT_EQ(r.verdict.value("verdict", ""), "valid") << r.reasons();
+  EXPECT_GE(r.longest_pause_s("w1"), 5.5);
+}
+
+TEST(CommandWorker, FreezePutsTheWholeTreeInTheCgroup) {
+  if (!root()) GTEST_SKIP() << "freeze needs root (cgroups)";
+  const RunOutcome r = run_yaml("cw-freeze", forking_scenario("cw-freeze", "kind: freeze, duration: 6s", "none",
+                                                       "{outcome: anomaly, anomalies: [interleaved-segment], min_expiries_during_work: 1}"));
+  ASSERT_FALSE(r.dir.empty()) << r.result.err;
+  EXPECT_EQ(r.result.code, 0) << r.reasons() << r.result.err;
+  EXPECT_GE(r.longest_pause_s("w1"), 5.5);
+}
+
+TEST(CommandWorker, CpuThrottleStarvesTheWholeTree) {
+  if (!root()) GTEST_SKIP() << "cpu-throttle needs root (cgroups)";
+  // 0.1% of one CPU for 6 s: the holder's keepalives starve and its lease expires.
+  const RunOutcome r = run_yaml("cw-throttle",
+                         forking_scenario("cw-throttle", "kind: cpu-throttle, quota: 0.1%, period: 1s, duration: 6s", "none",
+                                          "{outcome: anomaly, anomalies: [interleaved-segment], min_expiries_during_work: 1}"));
+  ASSERT_FALSE(r.dir.empty()) << r.result.err;
+  EXPECT_EQ(r.result.code, 0) << r.reasons() << r.result.err;
+  EXPECT_GE(r.longest_pause_s("w1"), 2.0);
+}
+
+TEST(CommandWorker, PartitionCutsTheWholeTreeOffFromTheLockService) {
+  if (!root()) GTEST_SKIP() << "partition needs root (network namespaces)";
+  // w1's tree loses the lock service but keeps the store: its lease expires while it writes on.
+  const RunOutcome r = run_yaml("cw-partition",
+                         forking_scenario("cw-partition", "kind: partition, from: lock-service, duration: 6s", "none",
+                                          "{outcome: anomaly, anomalies: [interleaved-segment], min_expiries_during_work: 1}",
+                                          "namespaces"));
+  ASSERT_FALSE(r.dir.empty()) << r.result.err;
+  EXPECT_EQ(r.result.code, 0) << r.reasons() << r.result.err;
+  bool lost = false;
+  for (const auto& e : r.history)
+    lost = lost || (e.value("source", "") == "w1" && (e.value("kind", "") == "keepalive.fail" || e.value("kind", "") == "lease.lost"));
+  EXPECT_TRUE(lost) << "the forked holder's keepalives never failed: it was not partitioned";
+}
+
+std::string single_worker(const std::string& name, const std::string& mode, const std::string& expect = "{outcome: safe}") {
+  return "name: " + name + "\n" +
+         "lease_ttl: 2s\n"
+         "timeout: 60s\n"
+         "resource: {kind: store}\n"
+         "job: {key: ledger, segments: 1, chunks: 2, chunk_bytes: 64, chunk_interval: 10ms}\n"
+         "workers:\n"
+         "  - {id: w1, command: [" + kWorkerScript.string() + ", " + mode + "]}\n" +
+         "expect: " + expect + "\n";
+}
+
+TEST(CommandWorker, ALineThatBreaksTheProtocolIsKeptAndTheRunCannotBeJudgedSafe) {
+  const RunOutcome r = run_yaml("cw-lying", single_worker("cw-lying", "lying"));
+  ASSERT_FALSE(r.dir.empty()) << r.result.err;
+  EXPECT_EQ(r.result.code, 1) << r.result.err;
+  std::vector<nlohmann::json> errors;
+  for (const auto& e : r.history)
+    if (e.value("kind", "") == "protocol.error") errors.push_back(e);
+  ASSERT_EQ(errors.size(), 2u) << "line 2 (a string token) and line 3 (the reference worker's second hello)";
+  EXPECT_EQ(errors[0].value("target", ""), "w1");
+  EXPECT_EQ(errors[0].value("line_no", 0), 2);
+  EXPECT_NE(errors[0].value("detail", "").find("'token'"), std::string::npos) << errors[0].dump();
+  EXPECT_EQ(errors[0].value("line", ""), R"({"kind":"write.ok","key":"ledger","token":"seven"})");
+  EXPECT_EQ(errors[1].value("line_no", 0), 3);
+  EXPECT_NE(errors[1].value("detail", "").find("second hello"), std::string::npos) << errors[1].dump();
+  EXPECT_FALSE(r.verdict.at("expectation").at("met").get<bool>());
+}
+
+TEST(CommandWorker, AFailedWorkerIsNotMetWithItsLastStderrLines) {
+  const RunOutcome r = run_yaml("cw-exit3", single_worker("cw-exit3", "exit3"));
+  ASSERT_FALSE(r.dir.empty()) << r.result.err;
+  EXPECT_EQ(r.result.code, 1);
+  const std::string reasons = r.reasons();
+  EXPECT_NE(reasons.find("worker w1 failed: exit 3"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("cannot reach the payments database"), std::string::npos) << reasons;
+}
+
+TEST(CommandWorker, AWorkerThatNeverAcquiresMakesTheRunNotMetAndSaysSo) {
+  const RunOutcome r = run_yaml("cw-never", single_worker("cw-never", "never-acquires"));
+  ASSERT_FALSE(r.dir.empty()) << r.result.err;
+  EXPECT_EQ(r.result.code, 1);
+  EXPECT_NE(r.reasons().find("worker w1 never acquired the lock fencecheck/cw-never"), std::string::npos) << r.reasons();
+}
+
+TEST(CommandWorker, AProgramThatIsMissingOrNotExecutableIsExit2BeforeAnythingStarts) {
+  const fs::path work = fctest::fresh_dir("cw-missing");
+  const fs::path root = work / "runs";
+  std::ofstream(work / "missing.yaml") << "name: cw-missing\nlease_ttl: 2s\nresource: {kind: store}\n"
+                                          "job: {key: ledger, segments: 1, chunks: 1}\n"
+                                          "workers:\n  - id: w1\n  - id: w7\n    command: [./no-such-worker, --x]\n"
+                                          "expect: {outcome: safe}\n";
+  fctest::Result r = fctest::run_fencecheck({"run", "--run-root", root.string(), (work / "missing.yaml").string()}, work);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("missing.yaml:8:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("worker w7's program " + (work / "no-such-worker").string() + " does not exist"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(root)) << "nothing may start for a scenario whose worker cannot run";
+
+  std::ofstream(work / "plain.sh") << "#!/bin/sh\nexit 0\n";  // not chmod +x
+  std::ofstream(work / "noexec.yaml") << "name: cw-noexec\nlease_ttl: 2s\nresource: {kind: store}\n"
+                                         "job: {key: ledger, segments: 1, chunks: 1}\n"
+                                         "workers:\n  - {id: w1, command: [./plain.sh]}\nexpect: {outcome: safe}\n";
+  r = fctest::run_fencecheck({"validate", (work / "noexec.yaml").string()}, work);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("noexec.yaml:6:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is not executable"), std::string::npos) << r.err;
+}
+
+/// The lock name against an external etcd (the user's cluster: here one this test starts on
+/// loopback): exactly the scenario's, or with the run id when run_suffix asks for it; and the
+/// checkers, the verdict and the metrics use the name the workers used. Before, the harness
+/// appended the run id silently and the checkers kept the scenario's name, so token-regression's
+/// per-lock check matched no acquire.ok at all.
+void check_lock_name(bool run_suffix) {
+  const fs::path work = fctest::fresh_dir(run_suffix ? "cw-lock-suffix" : "cw-lock-exact");
+  fencecheck::EmbeddedEtcd etcd;
+  etcd.start(work / "etcd-data", work / "etcd.log");
+  const std::string name = run_suffix ? "cw-lock-suffix" : "cw-lock-exact";
+  std::ofstream(work / "s.yaml") << "name: " << name << "\nlease_ttl: 2s\ntimeout: 60s\n"
+                                 << "lock_service: {kind: etcd, endpoints: [\"" << etcd.client_url()
+                                 << "\"], lock: staging/payments" << (run_suffix ? ", run_suffix: true" : "") << "}\n"
+                                 << "resource: {kind: store}\n"
+                                    "job: {key: ledger, segments: 1, chunks: 2, chunk_bytes: 64, chunk_interval: 10ms}\n"
+                                    "workers: [{id: w1}, {id: w2, start_after: {worker: w1, event: acquire.ok}}]\n"
+                                    "expect: {outcome: safe}\n";
+  const fs::path root = work / "runs";
+  const fctest::Result r = fctest::run_fencecheck({"run", "--run-root", root.string(), (work / "s.yaml").string()}, work);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const fs::path dir = fctest::only_run_dir(root);
+  const std::string run_id = dir.filename().string();
+  const std::string used = run_suffix ? "staging/payments/" + run_id : "staging/payments";
+  int acquired = 0, grants = 0;
+  for (const auto& e : fctest::read_history(dir / "history.jsonl")) {
+    if (e.value("kind", "") == "acquire.ok") {
+      ++acquired;
+      EXPECT_EQ(e.value("lock", ""), used);
+      EXPECT_EQ(e.value("lock_key", "").rfind(used + "/", 0), 0u) << e.dump();
+    }
+    if (e.value("kind", "") == "lock.grant") ++grants;
+  }
+  EXPECT_EQ(acquired, 2);
+  EXPECT_EQ(grants, 2) << "the lock watch saw the grants under the name used";
+  const auto plan = nlohmann::json::parse(fctest::slurp(dir / "scenario.json"));
+  EXPECT_EQ(plan["lock_service"]["lock"], used);
+  const auto verdict = nlohmann::json::parse(fctest::slurp(dir / "verdict.json"));
+  EXPECT_EQ(verdict["lock"], used);
+  // token-regression checked the workers' grants: it used the workers' events and the lock
+  // service's, and found both holdings (its per-lock check matches the name used).
+  for (const auto& c : verdict["checkers"])
+    if (c["name"] == "token-regression") EXPECT_EQ(c["verdict"], "valid") << c.dump();
+  EXPECT_NE(fctest::slurp(dir / "metrics.prom").find("lock=\"" + used + "\""), std::string::npos);
+  // `fencecheck report` judges the stored run again with the same name: the same verdict.
+  const fctest::Result again = fctest::run_fencecheck({"report", dir.string()}, work);
+  EXPECT_EQ(again.code, 0) << again.out << again.err;
+}
+
+TEST(LockName, AnExternalEtcdGetsTheScenariosNameExactly) { check_lock_name(false); }
+TEST(LockName, RunSuffixAppendsTheRunIdVisibly) { check_lock_name(true); }
+
+}  // namespace
