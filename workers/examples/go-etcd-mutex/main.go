@@ -203,6 +203,9 @@ func loadConfig() (config, error) {
 	if k := os.Getenv("FENCECHECK_RESOURCE_KIND"); k != "postgres" {
 		problems = append(problems, fmt.Sprintf("FENCECHECK_RESOURCE_KIND is %q; this worker writes to PostgreSQL (resource kind postgres)", k))
 	}
+	if k := os.Getenv("FENCECHECK_JOB_KIND"); k != "segments" {
+		problems = append(problems, fmt.Sprintf("FENCECHECK_JOB_KIND is %q; this worker does chunk jobs (job kind segments)", k))
+	}
 	c.worker = os.Getenv("FENCECHECK_WORKER_ID")
 	if !safeName(c.worker, 64) {
 		problems = append(problems, fmt.Sprintf("FENCECHECK_WORKER_ID must be 1-64 of [A-Za-z0-9_.-], got %q", c.worker))
