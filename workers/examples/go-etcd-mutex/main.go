@@ -39,7 +39,10 @@ import (
 
 // The program's own SQL, on the tables the scenario's schema declares (read back by the
 // harness through the scenario's read_back, accept_log and high_water). Parameters: $1 key,
-// $2 segment, $3 chunk, $4 token, $5 writer, $6 data. The two designs differ in one line.
+// $2 segment, $3 chunk, $4 token, $5 writer, $6 data. One statement each; the two designs differ
+// in one line, the WHERE of the key's fence row. Each statement writes the fence row first, then
+// the chunk and the log entry only when the fence row was written (they read fenced's
+// RETURNING rows): 1 row inserted = accepted, 0 = rejected.
 const (
 	// broken: the token is recorded (with the chunk, in the log, as the key's latest token) but
 	// never compared: whoever writes last wins.
@@ -47,26 +50,21 @@ const (
   INSERT INTO fencecheck_fence AS fence (key, token) VALUES ($1::text, $4::bigint)
   ON CONFLICT (key) DO UPDATE SET token = EXCLUDED.token
   RETURNING fence.key
-), stored AS (
-  INSERT INTO fencecheck_chunks (key, segment, chunk, token, writer, data)
-  SELECT $1::text, $2::bigint, $3::bigint, $4::bigint, $5::text, $6::bytea FROM fenced
-  ON CONFLICT (key, segment, chunk) DO UPDATE
-  SET token = EXCLUDED.token, writer = EXCLUDED.writer, data = EXCLUDED.data
-)
-INSERT INTO fencecheck_accept_log (key, segment, chunk, token, writer)
-SELECT $1::text, $2::bigint, $3::bigint, $4::bigint, $5::text FROM fenced`
+` + storeAndLogSQL
 
 	// correct: the fence row moves only when the token is not below it (equal: the holder's next
 	// chunk). ON CONFLICT DO UPDATE locks the key's fence row and evaluates the WHERE on its
 	// latest committed version, so two writers of one key queue on the row and the second
-	// compares against the first's token; the chunk and the log entry are written only when the
-	// fence row was (they read fenced's RETURNING rows). 1 row inserted = accepted, 0 = rejected.
+	// compares against the first's token.
 	correctSQL = `WITH fenced AS (
   INSERT INTO fencecheck_fence AS fence (key, token) VALUES ($1::text, $4::bigint)
   ON CONFLICT (key) DO UPDATE SET token = EXCLUDED.token
   WHERE fence.token <= EXCLUDED.token
   RETURNING fence.key
-), stored AS (
+` + storeAndLogSQL
+
+	// The rest of both statements: the chunk slot and the accept log, for each row of fenced.
+	storeAndLogSQL = `), stored AS (
   INSERT INTO fencecheck_chunks (key, segment, chunk, token, writer, data)
   SELECT $1::text, $2::bigint, $3::bigint, $4::bigint, $5::text, $6::bytea FROM fenced
   ON CONFLICT (key, segment, chunk) DO UPDATE
