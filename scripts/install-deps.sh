@@ -7,7 +7,9 @@ set -euo pipefail
 # Build: compiler, CMake, the libraries the brief names.
 BUILD_PKGS=(g++ cmake ninja-build pkg-config
   libboost1.81-dev libboost-filesystem1.81-dev libspdlog-dev libyaml-cpp-dev prometheus-cpp-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libpugixml-dev libpq-dev)
+  libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libpugixml-dev libpq-dev
+  # The Go example worker (workers/examples/go-etcd-mutex), built offline against Debian's Go sources.
+  golang-go golang-etcd-server-dev golang-github-jackc-pgx-v4-dev golang-golang-x-sys-dev)
 # Run: the embedded lock service, fault tools, and the services the tests start on loopback.
 RUN_PKGS=(etcd-server etcd-client iproute2 procps psmisc curl faketime prometheus prometheus-pushgateway libxml2-utils
   chromium fonts-dejavu-core  # chromium: the report test opens report.html headless; xmllint: junit.xml schema test

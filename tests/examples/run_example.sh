@@ -42,6 +42,10 @@ if grep -q 'workers/examples/shell-etcdctl/' "$scenario"; then
     command -v "$tool" > /dev/null || skip "$tool is not installed (apt-get install etcd-client curl)"
   done
 fi
+if grep -q 'workers/examples/go-etcd-mutex/' "$scenario"; then
+  [ -x "$(dirname "$store")/fc-example-go-etcd-mutex" ] ||
+    skip "$(dirname "$store")/fc-example-go-etcd-mutex is not built (no go or no Debian Go sources at configure time: see the configure log)"
+fi
 
 # The http service's URL as the scenario writes it, if its resource is kind http.
 template=$(sed -n 's/^resource: *{ *kind: *http, *url: *\(http:[^ ,}]*\).*/\1/p' "$scenario")
