@@ -1231,3 +1231,23 @@ TEST(FencedOut, AnEqualMarkSetByAnotherHolderIsNotSelfFencing) {
   CheckerResult r = FencedOutChecker().check_with(b.h, ReadBack{}, c);
   EXPECT_EQ(r.verdict, Verdict::kValid);
 }
+
+// A client library that hands out no token (python-etcd3's Lock): a naive holder sends the same
+// constant as every other holder, the per-key fence accepts an equal token, and a paused holder's
+// late chunk lands in the next holder's segment. One token, two writers: two holdings, and the
+// chunks' own bytes say who wrote them (workers/examples/python-etcd3, the broken design).
+TEST(InterleavedSegment, TwoWritersUnderOneTokenAreTwoHoldings) {
+  ReadBack rb;
+  rb.chunks = {stored("w2", 1, 0, 0, 1), stored("w2", 1, 0, 1, 2), stored("w1", 1, 0, 2, 3), stored("w2", 1, 1, 0, 4)};
+  const CheckerResult res = InterleavedSegmentChecker{}.check(History{}, rb);
+  EXPECT_EQ(res.verdict, Verdict::kInvalid);
+  ASSERT_EQ(res.anomalies.size(), 1u);  // segment 1 is w2's alone
+  const Anomaly& an = res.anomalies[0];
+  EXPECT_EQ(an.segment, 0);
+  EXPECT_THAT(an.tokens, ElementsAre(1));
+  EXPECT_THAT(an.clients, ElementsAre("w1", "w2"));
+  EXPECT_THAT(an.readback_seqs, ElementsAre(1, 2, 3));
+  EXPECT_EQ(an.description,
+            "ledger segment 0 holds chunks written under one fencing token by 2 writers (two holders presented the "
+            "same token): chunk 2 by w1 (token 1); chunks 0, 1 by w2 (token 1)");
+}

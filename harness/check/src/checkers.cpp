@@ -238,23 +238,26 @@ CheckerResult InterleavedSegmentChecker::check_with(const History& history, cons
 
   std::vector<Anomaly> anomalies;
   for (const auto& [where, chunks] : segments) {
-    std::map<std::int64_t, std::pair<std::set<std::string>, std::vector<std::int64_t>>> by_token;
+    // One holding = one (token, writer): a segment is whole when one holding wrote all of it. Two
+    // writers under one token is two holdings too (a token that is not the issuer's, e.g. a
+    // client library that hands out none and a constant sent instead), and the bytes prove it.
+    std::map<std::pair<std::int64_t, std::string>, std::vector<std::int64_t>> by_holding;
+    std::set<std::int64_t> tokens;
     for (const auto& p : chunks) {
-      by_token[p.token].first.insert(p.client);
-      by_token[p.token].second.push_back(p.chunk->chunk);
+      by_holding[{p.token, p.client}].push_back(p.chunk->chunk);
+      tokens.insert(p.token);
     }
-    if (by_token.size() < 2) continue;
+    if (by_holding.size() < 2) continue;
     Anomaly a;
     a.name = "interleaved-segment";
     a.key = where.first;
     a.segment = where.second;
     std::vector<std::string> parts;
-    for (const auto& [token, who] : by_token) {
-      a.tokens.push_back(token);
-      for (const auto& c : who.first) a.clients.push_back(c);
-      std::vector<std::string> clients(who.first.begin(), who.first.end());
-      parts.push_back("chunk" + std::string(who.second.size() > 1 ? "s " : " ") + join(who.second) + " by " +
-                      join(clients) + " (token " + std::to_string(token) + ")");
+    for (const auto& [holding, which] : by_holding) {
+      a.tokens.push_back(holding.first);
+      a.clients.push_back(holding.second);
+      parts.push_back("chunk" + std::string(which.size() > 1 ? "s " : " ") + join(which) + " by " + holding.second +
+                      " (token " + std::to_string(holding.first) + ")");
     }
     std::vector<std::string> notes;
     for (const auto& p : chunks) {
@@ -266,7 +269,10 @@ CheckerResult InterleavedSegmentChecker::check_with(const History& history, cons
       if (!p.note.empty()) notes.push_back(p.note);
     }
     a.description = where.first + " segment " + std::to_string(where.second) + " holds chunks written under " +
-                    std::to_string(by_token.size()) + " fencing tokens: " + join(parts, "; ");
+                    (tokens.size() > 1 ? std::to_string(tokens.size()) + " fencing tokens: "
+                                       : "one fencing token by " + std::to_string(by_holding.size()) +
+                                             " writers (two holders presented the same token): ") +
+                    join(parts, "; ");
     if (!notes.empty()) a.description += " [" + join(notes, "; ") + "]";
     anomalies.push_back(std::move(a));
   }
