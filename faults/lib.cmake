@@ -4,6 +4,7 @@ add_library(fencecheck_faults
   src/process_tree.cpp
   src/ledger.cpp
   src/sigstop.cpp
+  src/worker_group.cpp
   src/command.cpp
   src/cgroup.cpp
   src/cpu_throttle.cpp

@@ -18,6 +18,7 @@ namespace {
 std::map<std::string, LedgerHealer>& healers() {
   static std::map<std::string, LedgerHealer> table{
       {"sigstop", detail::heal_sigstop_record},
+      {"worker-group", detail::heal_worker_group_record},
       {"cpu-throttle", [](const nlohmann::json& e) { return detail::heal_cpu_throttle_record(e); }},
       {"freeze", [](const nlohmann::json& e) { return detail::heal_freeze_record(e); }},
       {"netns-lab", [](const nlohmann::json& e) { return detail::heal_netns_lab_record(e, detail::healer_runner()); }},

@@ -21,6 +21,7 @@
 #include "fencecheck/faults/ledger.h"
 #include "fencecheck/faults/sweep.h"
 #include "fencecheck/faults/process.h"
+#include "fencecheck/faults/worker_group.h"
 #include "fencecheck/harness/child_process.h"
 #include "fencecheck/harness/fault_plan.h"
 #include "fencecheck/harness/lock_watch.h"
@@ -89,6 +90,10 @@ struct WorkerState {
   /// When the worker's own process was first seen gone while its event channel was still open
   /// (a process it forked holds it): the harness waits a little for the channel, then ends the group.
   std::optional<Clock::time_point> gone_at;
+  /// A command worker's process group, in the ledger while it runs (faults/worker_group.h): what it
+  /// forked cannot outlive a kill -9'ed harness past `fencecheck cleanup`.
+  std::unique_ptr<faults::WorkerGroup> group;
+  std::int64_t group_ledger_id = 0;
   bool never = false;  ///< will never start (its trigger's worker ended first)
   std::optional<Clock::time_point> start_at;
 };
@@ -324,6 +329,12 @@ void Run::launch_worker(WorkerState& w) {
     return;
   }
   w.started = true;
+  if (w.spec->command)
+    if (auto leader = faults::ProcessRef::of(w.proc->pid())) {
+      w.group = std::make_unique<faults::WorkerGroup>(*leader, id);
+      w.group->inject();
+      w.group_ledger_id = ledger_->record_inject(*w.group);
+    }
   Event e;
   e.source = "harness";
   e.kind = EventKind::kLog;
@@ -361,6 +372,10 @@ std::string stderr_tail(const fs::path& log) {
 
 void Run::record_exit(WorkerState& w, const std::string& id, const std::string& how) {
   w.exited = true;
+  if (w.group) {  // nothing the worker forked outlives it
+    w.group->heal();
+    ledger_->record_heal(w.group_ledger_id);
+  }
   Event e;
   e.source = "harness";
   e.kind = EventKind::kWorkerExit;
@@ -524,7 +539,7 @@ void Run::loop() {
       if (!w.eof) {
         if (!w.gone_at) w.gone_at = Clock::now();
         if (Clock::now() - *w.gone_at < std::chrono::seconds(1)) continue;
-        ::kill(-w.proc->pid(), SIGKILL);  // its own process group (ChildSpec::own_process_group)
+        if (w.group) w.group->heal();  // its own process group (ChildSpec::own_process_group)
         if (Clock::now() - *w.gone_at < std::chrono::seconds(3)) continue;
       }
       record_exit(w, id, "exit " + std::to_string(w.proc->exit_code().value_or(-1)));

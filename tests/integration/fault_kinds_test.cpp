@@ -14,6 +14,7 @@
 #include <fstream>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include "run_util.h"
 
@@ -171,7 +172,27 @@ struct KillCase {
   std::string name;   ///< test name
   std::string fault;  ///< the faults: entry's kind-specific lines
   bool namespaces = false;
+  /// w1 is a command worker that forks the holder two levels down (tests/command_worker/worker.sh):
+  /// PR_SET_PDEATHSIG kills only the process the harness started, so cleanup must end the rest.
+  bool forking_command = false;
 };
+
+/// Every live process in process group `pgid` (a command worker's own group): /proc/*/stat field 5.
+std::vector<pid_t> group_pids(pid_t pgid) {
+  std::vector<pid_t> out;
+  for (const auto& d : fs::directory_iterator("/proc")) {
+    const std::string pid = d.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = fctest::slurp(d.path() / "stat");
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 2));
+    std::string state, ppid, pgrp;
+    fields >> state >> ppid >> pgrp;
+    if (pgrp == std::to_string(pgid) && state != "Z") out.push_back(std::stoi(pid));
+  }
+  return out;
+}
 
 void PrintTo(const KillCase& c, std::ostream* os) { *os << c.name; }
 
@@ -183,8 +204,9 @@ std::string scenario_text(const KillCase& c) {
          "resource: {kind: store, fencing: per-key}\n" +
          (c.namespaces ? "network: namespaces\n" : "") +
          "job: {key: ledger, segments: 3, chunks: 4, chunk_bytes: 256, chunk_interval: 100ms}\n"
-         "workers:\n"
-         "  - id: w1\n"
+         "workers:\n" +
+         (c.forking_command ? "  - {id: w1, command: [" + std::string(FENCECHECK_SOURCE_DIR) + "/tests/command_worker/worker.sh, forking]}\n"
+                            : std::string("  - id: w1\n")) +
          "faults:\n"
          "  - " +
          c.fault +
@@ -227,8 +249,12 @@ TEST_P(KillNineDuringFault, CleanupLeavesNothingBehind) {
   }
   for (const auto& cg : cgroups) EXPECT_TRUE(fs::exists(cg)) << cg;
   for (const auto& ns : namespaces) EXPECT_EQ(netns_names().count(ns), 1u) << ns;
-  const auto workers = worker_pids(history);
+  auto workers = worker_pids(history);
   ASSERT_FALSE(workers.empty());
+  if (c.forking_command) {  // the whole tree: sh, its subshells, fencecheck-worker
+    workers = group_pids(workers.front());
+    ASSERT_GE(workers.size(), 3u);
+  }
 
   ASSERT_EQ(::kill(harness.id(), SIGKILL), 0);
   harness.wait();
@@ -266,6 +292,7 @@ INSTANTIATE_TEST_SUITE_P(Each, KillNineDuringFault,
                          ::testing::Values(KillCase{"sigstop", "kind: sigstop\n    target: w1"},
                                            KillCase{"cpu_throttle", "kind: cpu-throttle\n    target: w1\n    quota: 1%"},
                                            KillCase{"freeze", "kind: freeze\n    target: w1"},
+                                           KillCase{"sigstop_forking_command", "kind: sigstop\n    target: w1", false, true},
                                            KillCase{"partition", "kind: partition\n    target: w1\n    from: full", true},
                                            KillCase{"lock_service_restart",
                                                     "kind: lock-service-restart\n    target: lock-service"}),

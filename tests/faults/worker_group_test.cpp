@@ -1,0 +1,95 @@
+// A command worker's process group in the ledger (faults/worker_group.h): what the worker forked
+// is ended when the worker is done, and by `fencecheck cleanup` (the ledger's healer) when the
+// harness was kill -9'ed and the group's leader died with it, leaving its children orphaned.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "fencecheck/faults/ledger.h"
+#include "fencecheck/faults/worker_group.h"
+
+namespace {
+
+using namespace fencecheck::faults;
+namespace fs = std::filesystem;
+
+/// Starts `sh -c script` as the leader of a process group of its own, as the harness starts a
+/// command worker.
+pid_t start_group_leader(const char* script) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::execl("/bin/sh", "sh", "-c", script, static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+/// Polls until the group has n members (an observable event, not a fixed sleep); false after 10 s.
+bool wait_for_members(const ProcessRef& leader, std::size_t n) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < end) {
+    if (group_members(leader).size() == n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+TEST(WorkerGroup, ItsMembersAreTheLeaderAndWhatItForked) {
+  const pid_t pid = start_group_leader("sleep 1000 & sleep 1000 & wait");
+  const auto leader = ProcessRef::of(pid);
+  ASSERT_TRUE(leader);
+  ASSERT_TRUE(wait_for_members(*leader, 3u)) << group_members(*leader).size();
+  WorkerGroup group(*leader, "w1");
+  group.inject();
+  EXPECT_EQ(group.target(), "w1 (process group " + std::to_string(pid) + ")");
+  group.heal();  // the worker is done: nothing it forked outlives it
+  EXPECT_FALSE(group.active());
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_TRUE(wait_for_members(*leader, 0u));
+}
+
+TEST(WorkerGroup, CleanupEndsTheOrphansOfADeadLeaderFromTheLedger) {
+  // The leader forks two sleepers, one of them stopped (a sigstop nobody will continue), and dies
+  // as PR_SET_PDEATHSIG kills it when the harness is kill -9'ed.
+  const pid_t pid = start_group_leader("sleep 1000 & kill -STOP $!; sleep 1000 & wait");
+  const auto leader = ProcessRef::of(pid);
+  ASSERT_TRUE(leader);
+  ASSERT_TRUE(wait_for_members(*leader, 3u));
+  const fs::path ledger_path = fs::path(::testing::TempDir()) / ("worker-group-" + std::to_string(::getpid()) + ".ledger");
+  fs::remove(ledger_path);
+  {
+    FaultLedger ledger(ledger_path, "run-worker-group");
+    WorkerGroup group(*leader, "w1");
+    group.inject();
+    (void)ledger.record_inject(group);
+    ::kill(pid, SIGKILL);
+    ASSERT_EQ(::waitpid(pid, nullptr, 0), pid);
+    const auto orphans = group_members(*leader);
+    ASSERT_EQ(orphans.size(), 2u) << "the leader is gone, its children are not";
+  }  // the harness "dies" here without healing: the group object is gone, the ledger entry stays
+  const auto said = heal_outstanding(ledger_path, /*force=*/true);  // this test is the ledger's writer, alive
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_EQ(said[0].rfind("worker-group w1: ended 2 process(es) left in process group " + std::to_string(pid), 0), 0u)
+      << said[0];
+  EXPECT_TRUE(wait_for_members(*leader, 0u));
+  EXPECT_TRUE(heal_outstanding(ledger_path, true).empty()) << "healed once, then nothing is outstanding";
+  fs::remove(ledger_path);
+}
+
+TEST(WorkerGroup, ANumberNowNamingAnotherProcessIsNotOurGroup) {
+  // A live process with the group's PID but another start time: the group is not ours any more.
+  const auto self = ProcessRef::of(::getpid());
+  ASSERT_TRUE(self);
+  EXPECT_TRUE(group_members({self->pid, self->start_ticks + 1}).empty());
+}
+
+}  // namespace
