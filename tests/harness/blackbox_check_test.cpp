@@ -127,18 +127,24 @@ TEST(BlackBoxWorkers, AWorkerWithoutWorkerProtocolEventsIsABlackBoxHelloAndLogDo
   hello.protocol = 1;
   b.add(hello);
   b.add(Builder::ev("w2", EventKind::kLog));
-  harness_event(b, EventKind::kWorkerExit, "w3", "exit 0");  // the harness's event about w3, not w3's own
+  harness_event(b, EventKind::kWorkerExit, "w2", "exit 0");  // the harness's event about w2, not w2's own
   b.lock_grant(kKey1, 33, 7001);
-  b.acquire_ok("w1", kKey1, 33, 7001);
+  const std::size_t acquire = b.acquire_ok("w1", kKey1, 33, 7001);
   const std::vector<std::string> workers{"w3", "w1", "w2"};
   EXPECT_THAT(black_box_workers(b.h, workers), ElementsAre("w2", "w3"));
   const HistoryIndex index(b.h);
   EXPECT_THAT(black_box_workers(b.h, workers, &index), ElementsAre("w2", "w3"));
   EXPECT_THAT(black_box_workers(b.h, std::vector<std::string>{}), IsEmpty());  // nobody listed: nobody judged a black box
+  // A worker that never ran did nothing to judge.
+  harness_event(b, EventKind::kLog, "w3", "w3 never started: w1 ended before its job.done #1");
+  EXPECT_THAT(black_box_workers(b.h, workers), ElementsAre("w2"));
+  EXPECT_THAT(black_box_workers(b.h, workers, &index), ElementsAre("w2"));  // a stale index is not used
+  const HistoryIndex fresh(b.h);
+  EXPECT_THAT(black_box_workers(b.h, workers, &fresh), ElementsAre("w2"));
   CheckContext c = CheckContext::of(scenario("expect: {outcome: safe}\n"));
   EXPECT_THAT(c.workers, ElementsAre("w1", "w2"));
   EXPECT_THAT(black_box_workers(b.h, c), ElementsAre("w2"));
-  EXPECT_TRUE(is_worker_protocol_event(b.h[b.h.size() - 1]));  // w1's acquire.ok
+  EXPECT_TRUE(is_worker_protocol_event(b.h[acquire]));
   EXPECT_FALSE(is_worker_protocol_event(hello));
 }
 

@@ -91,6 +91,22 @@ std::vector<std::string> black_box_workers(const History& history, const std::ve
       heard(e);
     }
   }
+  // A worker that never ran (its start_after trigger never came: the harness logs "<id> never
+  // started: ...") did nothing to judge: not a black box.
+  auto never_started = [&](const Event& e) {
+    if (e.source != "harness" || e.kind != EventKind::kLog) return;
+    const auto it = std::lower_bound(silent.begin(), silent.end(), e.target);
+    if (it != silent.end() && *it == e.target && e.detail.rfind(e.target + " never started", 0) == 0) silent.erase(it);
+  };
+  if (index != nullptr && index->matches(history)) {
+    for (std::size_t i = 0; i < index->size() && !silent.empty(); ++i)
+      if (index->kind(i) == EventKind::kLog) never_started(history[i]);
+  } else {
+    for (const Event& e : history) {
+      if (silent.empty()) break;
+      never_started(e);
+    }
+  }
   return silent;
 }
 

@@ -78,7 +78,9 @@ struct CheckContext {
 [[nodiscard]] bool is_worker_protocol_event(const Event& e);
 
 /// The black-box workers: each id of `workers` from which the history holds no worker-protocol
-/// event (is_worker_protocol_event with that source), sorted, unique. Such a worker is judged only
+/// event (is_worker_protocol_event with that source), sorted, unique; a worker the harness logged
+/// as never started ("<id> never started: ...", its start_after trigger never came) did nothing
+/// and is not one. Such a worker is judged only
 /// from the lock service's own history, the resource's read-back and the harness's own records
 /// (fault windows, worker.exit). The one place that decides it: run_checkers(), analyze() and the
 /// checkers that need it all call this. `index`, when given, must have been built from `history`
