@@ -4,6 +4,8 @@
 #include <exception>
 #include <string>
 
+#include "internal.h"
+
 namespace fencecheck::harness {
 
 std::string_view verdict_name(Verdict v) {
@@ -75,44 +77,42 @@ std::vector<std::string> black_box_workers(const History& history, const std::ve
   std::sort(silent.begin(), silent.end());
   silent.erase(std::unique(silent.begin(), silent.end()), silent.end());
   if (silent.empty()) return silent;
-  // Each event that speaks for a worker still silent so far removes it; stop when none is left
-  // (in a run where everyone speaks, that is within the first few events).
-  auto heard = [&](const Event& e) {
-    if (!is_worker_protocol_event(e)) return;
-    const auto it = std::lower_bound(silent.begin(), silent.end(), e.source);
-    if (it != silent.end() && *it == e.source) silent.erase(it);
+  // Visits the events of the kinds `wanted` accepts while someone is still silent: through the
+  // kind column when the index fits the history (only those events are touched), else each event.
+  const bool indexed = index != nullptr && index->matches(history);
+  auto visit = [&](auto wanted, auto f) {
+    for (std::size_t i = 0; i < history.size() && !silent.empty(); ++i)
+      if (wanted(indexed ? index->kind(i) : history[i].kind)) f(history[i]);
   };
-  if (index != nullptr && index->matches(history)) {
-    for (std::size_t i = 0; i < index->size() && !silent.empty(); ++i)
-      if (is_worker_event(index->kind(i))) heard(history[i]);
-  } else {
-    for (const Event& e : history) {
-      if (silent.empty()) break;
-      heard(e);
-    }
-  }
+  auto drop = [&](const std::string& id) {
+    const auto it = std::lower_bound(silent.begin(), silent.end(), id);
+    if (it != silent.end() && *it == id) silent.erase(it);
+  };
+  // Each event that speaks for a worker removes it (in a run where everyone speaks, within the
+  // first few events).
+  visit(is_worker_event, [&](const Event& e) {
+    if (is_worker_protocol_event(e)) drop(e.source);
+  });
   // A worker that never ran (its start_after trigger never came: the harness logs "<id> never
   // started: ...") did nothing to judge: not a black box.
-  auto never_started = [&](const Event& e) {
-    if (e.source != "harness" || e.kind != EventKind::kLog) return;
-    const auto it = std::lower_bound(silent.begin(), silent.end(), e.target);
-    if (it != silent.end() && *it == e.target && e.detail.rfind(e.target + " never started", 0) == 0) silent.erase(it);
-  };
-  if (index != nullptr && index->matches(history)) {
-    for (std::size_t i = 0; i < index->size() && !silent.empty(); ++i)
-      if (index->kind(i) == EventKind::kLog) never_started(history[i]);
-  } else {
-    for (const Event& e : history) {
-      if (silent.empty()) break;
-      never_started(e);
-    }
-  }
+  visit([](EventKind k) { return k == EventKind::kLog; }, [&](const Event& e) {
+    if (e.source == "harness" && e.detail.rfind(e.target + " never started", 0) == 0) drop(e.target);
+  });
   return silent;
 }
 
 std::vector<std::string> black_box_workers(const History& history, const CheckContext& context) {
   if (context.black_box) return *context.black_box;
   return black_box_workers(history, context.workers, context.index.get());
+}
+
+std::string detail::and_list(const std::vector<std::string>& items) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += i + 1 == items.size() ? " and " : ", ";
+    out += items[i];
+  }
+  return out;
 }
 
 EvidenceUse Checker::evidence_use() const {
@@ -163,21 +163,11 @@ bool available(std::string_view source, const CheckContext& context, bool worker
   return true;
 }
 
-/// "w1", "w1 and w2", "w1, w2 and w3".
-std::string and_list(const std::vector<std::string>& items) {
-  std::string out;
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += i + 1 == items.size() ? " and " : ", ";
-    out += items[i];
-  }
-  return out;
-}
-
 /// Why a checker that cannot judge the black-box workers `silent` is not valid. `missing`: the
 /// sources of its black_box_from the resource does not give ("" when it needs worker events).
 std::string black_box_error(const std::vector<std::string>& silent, const std::string& missing,
                             const CheckContext& context) {
-  const std::string who = and_list(silent);
+  const std::string who = detail::and_list(silent);
   const bool one = silent.size() == 1;
   std::string why = who + (one ? " sent" : " each sent") + " no worker-protocol events (" +
                     (one ? "a black box" : "black boxes") + ")";

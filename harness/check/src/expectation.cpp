@@ -6,6 +6,8 @@
 #include <map>
 #include <sstream>
 
+#include "internal.h"
+
 namespace fencecheck::harness {
 
 namespace {
@@ -33,13 +35,6 @@ std::string plural(std::int64_t n, const std::string& one, const std::string& ma
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
-/// "w1", "w1 and w2", "w1, w2 and w3".
-std::string and_list(const std::vector<std::string>& items) {
-  std::string out;
-  for (std::size_t i = 0; i < items.size(); ++i) out += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
-  return out;
-}
-
 const CheckerResult* checker_named(const Analysis& a, const std::string& name) {
   for (const auto& r : a.checkers)
     if (r.name == name) return &r;
@@ -63,11 +58,12 @@ ExpectationResult evaluate(const Expectation& ex, const Analysis& analysis, cons
 
   if (ex.outcome == Outcome::kSafe) {
     if (analysis.verdict == Verdict::kInvalid) {
+      const std::size_t before = reasons.size();
       for (const auto& r : analysis.checkers)
         for (const auto& an : r.anomalies)
           reasons.push_back("expected a safe run, but checker " + r.name + " found " + an.name + ": " +
                             an.description);
-      if (reasons.empty()) reasons.push_back("expected a safe run, but the combined verdict is invalid");
+      if (reasons.size() == before) reasons.push_back("expected a safe run, but the combined verdict is invalid");
     } else if (analysis.verdict == Verdict::kUnknown) {
       // One reason per distinct cause, naming every checker it stopped (several checkers that
       // could not judge the same black-box workers say so once), in the checkers' order.
@@ -80,9 +76,7 @@ ExpectationResult evaluate(const Expectation& ex, const Analysis& analysis, cons
         else it->second.push_back(r.name);
       }
       for (const auto& [why, names] : causes) {
-        std::string who = names.size() == 1 ? "checker " + names[0] : "checkers ";
-        for (std::size_t i = 0; names.size() > 1 && i < names.size(); ++i)
-          who += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+        const std::string who = (names.size() == 1 ? "checker " : "checkers ") + detail::and_list(names);
         reasons.push_back("expected a safe run, but the verdict is unknown: " + who + " could not decide (" + why +
                           "), and an unknown verdict never counts as safe");
       }
@@ -122,7 +116,7 @@ ExpectationResult evaluate(const Expectation& ex, const Analysis& analysis, cons
       // An expiry is a delete no release.ok explains, of a key an acquire.ok shows held: a black
       // box reports neither, so its expiries cannot be told from its releases.
       if (!silent.empty())
-        why += " (" + and_list(silent) + (silent.size() == 1 ? " is a black box" : " are black boxes") +
+        why += " (" + detail::and_list(silent) + (silent.size() == 1 ? " is a black box" : " are black boxes") +
                ": without their acquire.ok and release.ok events, their leases' expiries cannot be told from "
                "their releases)";
       reasons.push_back(why);
@@ -188,7 +182,7 @@ ExpectationResult evaluate(const Expectation& ex, const Analysis& analysis, cons
     } else if (!proven && !silent.empty()) {
       // Progress is a write.ok (and "pending" a worker's invoke): a black box shows neither.
       reasons.push_back("expected a write accepted within " + seconds(p->window) +
-                        " of the last heal, but progress cannot be judged: " + and_list(silent) +
+                        " of the last heal, but progress cannot be judged: " + detail::and_list(silent) +
                         (silent.size() == 1 ? " is a black box" : " are black boxes") +
                         " (no write.ok or write.invoke events to show it)");
     } else if (!p->made_progress()) {
