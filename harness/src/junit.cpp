@@ -1,5 +1,7 @@
 #include "fencecheck/harness/junit.h"
 
+#include "fencecheck/harness/report.h"
+
 #include <sstream>
 #include <stdexcept>
 
@@ -76,6 +78,7 @@ JUnitCase junit_case(const ScenarioResult& r, const Analysis* analysis, std::int
       << "lease expiries during work: " << r.expiries_during_work << "\n"
       << "longest pause: " << rt::seconds(r.longest_pause_s) << "\n"
       << "duration: " << rt::seconds(r.duration_s) << "\n";
+  for (const auto& w : r.black_box_workers) out << w << ": " << kBlackBoxNote << "\n";
   if (!r.run_dir.empty()) {
     out << "run directory: " << r.run_dir.string() << "\n"
         << "report: " << (r.run_dir / "report.html").string() << "\n";
@@ -104,6 +107,15 @@ JUnitCase junit_case(const ScenarioResult& r, const Analysis* analysis, std::int
   if (!r.reasons.empty()) {
     d << "\nwhy:\n";
     for (const auto& why : r.reasons) d << "  - " << why << "\n";
+  }
+  // Each line that broke the worker protocol, verbatim (its reason is among the above).
+  if (!r.protocol_errors.empty()) {
+    d << "\nprotocol errors (the run cannot be judged safe):\n";
+    for (const auto& pe : r.protocol_errors) d << "  - " << protocol_error_line_text(pe, 4096) << "\n";
+  }
+  if (!r.black_box_workers.empty()) {
+    d << "\n";
+    for (const auto& w : r.black_box_workers) d << w << ": " << kBlackBoxNote << "\n";
   }
   if (analysis != nullptr) {
     for (const auto& checker : analysis->checkers) {

@@ -703,6 +703,8 @@ void summarize_analysis(ScenarioResult& r, const Analysis& a) {
   r.longest_pause_s = 0;
   for (const auto& [w, p] : a.figures.longest_pause)
     r.longest_pause_s = std::max(r.longest_pause_s, std::chrono::duration<double>(p.duration).count());
+  r.black_box_workers = a.black_box_workers;
+  r.protocol_errors = a.protocol_errors;
 }
 
 std::string expectation_text(const Expectation& e) {
@@ -718,7 +720,17 @@ nlohmann::json ScenarioResult::to_json() const {
           {"exit_code", exit_code},       {"reasons", reasons},          {"anomalies", anomalies},
           {"rejected_writes", rejected_writes}, {"expiries_during_work", expiries_during_work},
           {"longest_pause_s", longest_pause_s}, {"duration_s", duration_s},
-          {"repetition", repetition},     {"repetitions", repetitions}};
+          {"repetition", repetition},     {"repetitions", repetitions},
+          {"black_box_workers", black_box_workers}, {"protocol_errors", [this] {
+             nlohmann::json errors = nlohmann::json::array();
+             for (const auto& pe : protocol_errors)
+               errors.push_back({{"worker", pe.worker},
+                                 {"line_no", pe.line_no ? nlohmann::json(*pe.line_no) : nlohmann::json(nullptr)},
+                                 {"detail", pe.detail},
+                                 {"line", pe.line},
+                                 {"index", pe.index}});
+             return errors;
+           }()}};
 }
 
 std::string ScenarioResult::label() const {

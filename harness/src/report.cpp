@@ -236,6 +236,17 @@ Judgement judge_stored_run(const StoredRun& run) {
   return j;
 }
 
+std::string protocol_error_line_text(const ProtocolError& pe, std::size_t max_bytes) {
+  std::string line = pe.line;
+  if (line.size() > max_bytes) {
+    std::size_t cut = max_bytes;
+    while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
+    line = line.substr(0, cut) + "\xE2\x80\xA6";
+  }
+  return (pe.worker.empty() ? std::string("a worker") : pe.worker) + "'s line" +
+         (pe.line_no ? " " + std::to_string(*pe.line_no) : std::string()) + " as received: " + line;
+}
+
 std::string format_results_table(const std::vector<ScenarioResult>& results) {
   const std::vector<std::string> head = {"scenario", "expectation", "verdict", "met", "anomalies", "rejected", "expiries",
                                          "longest pause", "duration"};
@@ -266,6 +277,8 @@ std::string format_results_table(const std::vector<ScenarioResult>& results) {
   for (std::size_t i = 0; i < results.size(); ++i) {
     out += line(rows[i]);
     for (const auto& why : results[i].reasons) out += "    " + why + "\n";
+    for (const auto& pe : results[i].protocol_errors) out += "    " + protocol_error_line_text(pe) + "\n";
+    for (const auto& w : results[i].black_box_workers) out += "    " + w + ": " + std::string(kBlackBoxNote) + "\n";
     if (!results[i].run_dir.empty()) out += "    run directory: " + results[i].run_dir.string() + "\n";
   }
   return out;

@@ -257,6 +257,12 @@ void worker_lane(Model& m, const std::string& w, Lane& lane) {
   lane.title = w;
   lane.subtitle = "worker";
   lane.attrs = " id=\"lane-worker-" + html(w) + "\"" + data_attr("worker", w);
+  const auto& silent = m.a.black_box_workers;
+  if (std::binary_search(silent.begin(), silent.end(), w)) {
+    // It sent no events: the lane can only show what the harness saw (its start and exit).
+    lane.subtitle = "black box";
+    lane.attrs += data_attr("black-box", "true");
+  }
   const std::int64_t run_end = ts.t1;
 
   // The process: started .. exited.
@@ -1221,6 +1227,7 @@ section.anomaly:target { outline: 2px solid #f1c40f; }
 .evidence-list { margin: 4px 0 0; padding-left: 20px; font-size: 12px; }
 a { color: #0b57d0; text-decoration: none; } a:hover { text-decoration: underline; }
 code { font-family: "DejaVu Sans Mono", monospace; font-size: 12px; }
+code.offending-line { white-space: pre-wrap; word-break: break-all; } ul.black-box { margin: 6px 0; padding-left: 20px; }
 )CSS";
 
 /// Annotates the page after layout (for tools and the browser test); changes nothing visible.
@@ -1277,6 +1284,13 @@ std::string render_report_html(const ReportData& d) {
     for (const auto& why : r.reasons) o << "<li>" << html(why) << "</li>";
     o << "</ul>\n";
   }
+  if (!d.analysis.black_box_workers.empty()) {
+    o << "<ul class=\"black-box\" id=\"black-box-workers\">";
+    for (const auto& w : d.analysis.black_box_workers)
+      o << "<li" << data_attr("worker", w) << "><b>" << html(w) << "</b>: " << html(kBlackBoxNote)
+        << " <span class=\"muted\">(it sent no worker-protocol events)</span></li>";
+    o << "</ul>\n";
+  }
   o << headline(m, stories);
   o << "<div class=\"summary\">"
     << "<div>anomalies<b id=\"fig-anomalies\">" << (r.anomalies.empty() ? "none" : html([&] {
@@ -1297,6 +1311,19 @@ std::string render_report_html(const ReportData& d) {
   o << "<p class=\"note\">Run directory: <code>" << html(r.run_dir.string()) << "</code> \xC2\xB7 written by "
     << html(d.generator) << " \xC2\xB7 times are seconds since the run started (the orchestrator's monotonic clock)</p>\n</header>\n";
 
+  if (!d.analysis.protocol_errors.empty()) {
+    // Lines a worker sent that broke the worker protocol, each with the line itself.
+    o << "<section id=\"protocol-errors\"><h2>Protocol errors</h2>\n<p class=\"note\">Lines that broke the worker "
+         "protocol: what the worker did there is unknown, so the run cannot be judged safe.</p>\n"
+      << "<table class=\"protocol-errors\"><thead><tr><th>worker</th><th>line</th><th>problem</th><th>the line as "
+         "received</th><th>event</th></tr></thead><tbody>\n";
+    for (const auto& pe : d.analysis.protocol_errors)
+      o << "<tr class=\"protocol-error\"" << data_attr("worker", pe.worker) << "><td>" << html(pe.worker) << "</td><td>"
+        << (pe.line_no ? std::to_string(*pe.line_no) : std::string("?")) << "</td><td>" << html(pe.detail)
+        << "</td><td><code class=\"offending-line\">" << html(pe.line) << "</code></td><td>" << ev_link(m, pe.index)
+        << "</td></tr>\n";
+    o << "</tbody></table>\n</section>\n";
+  }
   o << "<section id=\"story\"><h2>What happened</h2>\n" << story(m) << "</section>\n";
   o << "<section id=\"timeline-section\"><h2>Timeline</h2>\n<p class=\"note\">Hover a mark for its details; click it for its "
        "event. A worker's bar is the lock held with its fencing token; hatched red: the lock service had already deleted its "

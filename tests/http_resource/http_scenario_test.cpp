@@ -106,7 +106,7 @@ TEST(HttpScenario, TheBrokenServiceIsCaughtAcceptingAStaleWrite) {
   EXPECT_TRUE(r.verdict.at("expectation").at("met").get<bool>()) << r.verdict.at("expectation").dump();
   EXPECT_EQ(anomalies(r.verdict), (std::set<std::string>{"stale-write-accepted"}));
   const json& stale = checker(r.verdict, "stale-write-accepted");
-  EXPECT_EQ(stale.at("evidence"), (json{"resource.accept-log", "history"})) << "proven from the service's own log";
+  EXPECT_EQ(stale.at("evidence"), (json{"resource.accept-log", "worker-events"})) << "proven from the service's own log";
   const json& a = stale.at("anomalies").at(0);
   EXPECT_EQ(a.at("key"), "ledger");
   EXPECT_EQ(a.at("clients"), (json{"w1", "w2"}));

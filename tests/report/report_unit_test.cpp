@@ -1171,3 +1171,106 @@ TEST(Progress, LogLinesDoNotTearTheStatusLine) {
 }
 
 }  // namespace
+
+// ---- black-box workers and protocol errors (issue 13) -----------------------------------------
+
+namespace {
+
+/// The story without any event of w2's own: w2 is a black box (the lock service, the harness and
+/// the store still saw it). Plus a line of w1's that broke the worker protocol.
+struct SilentW2 {
+  Story s;
+  History h;
+  Scenario sc = smoke_scenario();
+  Analysis a;
+  ScenarioResult r;
+  std::size_t protocol_error = 0;
+
+  SilentW2() {
+    for (const Event& e : s.h)
+      if (e.source != "w2") h.add(e);
+    Event pe;
+    pe.t_ns = h[h.size() - 1].t_ns;
+    pe.source = "harness";
+    pe.kind = EventKind::kProtocolError;
+    pe.target = "w1";
+    pe.line_no = 7;
+    pe.detail = "w1 line 7: write.ok has no field 'token'";
+    pe.line = R"({"kind":"write.ok","key":"<ledger>","chunk":1})";
+    protocol_error = h.add(pe);
+    a = analyze(h, s.rb, CheckContext::of(sc));
+    r = result_for(a, false);
+    r.reasons = evaluate_expectation(sc, a).reasons;
+    summarize_analysis(r, a);
+  }
+};
+
+}  // namespace
+
+TEST(BlackBoxReport, TheAnalysisNamesTheSilentWorkerAndTheProtocolError) {
+  SilentW2 x;
+  EXPECT_THAT(x.a.black_box_workers, ::testing::ElementsAre("w2"));
+  ASSERT_EQ(x.a.protocol_errors.size(), 1u);
+  EXPECT_THAT(x.r.black_box_workers, ::testing::ElementsAre("w2"));
+  ASSERT_EQ(x.r.protocol_errors.size(), 1u);
+  EXPECT_EQ(x.r.reasons.front(),
+            "w1's event line 7 broke the worker protocol: write.ok has no field 'token' \xE2\x80\x94 the run cannot be "
+            "judged safe");
+  const nlohmann::json j = x.r.to_json();
+  EXPECT_EQ(j["black_box_workers"], (nlohmann::json{"w2"}));
+  EXPECT_EQ(j["protocol_errors"][0]["line_no"], 7);
+  EXPECT_EQ(j["protocol_errors"][0]["line"], R"({"kind":"write.ok","key":"<ledger>","chunk":1})");
+}
+
+TEST(BlackBoxReport, TheTextTableSaysBlackBoxAndShowsTheOffendingLine) {
+  SilentW2 x;
+  x.r.reasons = {"why not"};
+  x.r.run_dir = "runs/x";
+  const std::string t = format_results_table({x.r});
+  EXPECT_THAT(t, HasSubstr("    why not\n"
+                           "    w1's line 7 as received: {\"kind\":\"write.ok\",\"key\":\"<ledger>\",\"chunk\":1}\n"
+                           "    w2: black box: judged from the lock service and the resource\n"
+                           "    run directory: runs/x\n"));
+  ProtocolError long_line{"w3", 2, "", std::string(300, 'x'), 0};
+  EXPECT_EQ(protocol_error_line_text(long_line, 10), "w3's line 2 as received: xxxxxxxxxx\xE2\x80\xA6");
+}
+
+TEST(BlackBoxReport, JUnitFailureTextHasTheProtocolErrorAndTheBlackBox) {
+  SilentW2 x;
+  const JUnitCase c = junit_case(x.r, &x.a, kT0, "smoke");
+  EXPECT_EQ(c.status, JUnitCase::Status::kFailed);
+  EXPECT_EQ(c.message,
+            "w1's event line 7 broke the worker protocol: write.ok has no field 'token' \xE2\x80\x94 the run cannot be "
+            "judged safe");
+  EXPECT_THAT(c.details, HasSubstr("\nprotocol errors (the run cannot be judged safe):\n"
+                                   "  - w1's line 7 as received: {\"kind\":\"write.ok\",\"key\":\"<ledger>\",\"chunk\":1}\n"));
+  EXPECT_THAT(c.details, HasSubstr("w2: black box: judged from the lock service and the resource\n"));
+  EXPECT_THAT(c.system_out, HasSubstr("w2: black box: judged from the lock service and the resource\n"));
+  // It survives the XML round trip (the line's '<' escaped by pugixml).
+  pugi::xml_document doc;
+  ASSERT_TRUE(doc.load_string(render_junit(JUnitSuite{"smoke", "2025-11-30T12:00:00", "ci-7", {c}}).c_str()));
+  EXPECT_THAT(std::string(doc.child("testsuites").child("testsuite").child("testcase").child("failure").text().get()),
+              HasSubstr(R"(w1's line 7 as received: {"kind":"write.ok","key":"<ledger>","chunk":1})"));
+}
+
+TEST(BlackBoxReport, ReportHtmlMarksTheBlackBoxAndListsTheProtocolErrorWithItsLine) {
+  SilentW2 x;
+  const std::string page = render_report_html(ReportData{&x.sc, x.h, x.s.rb, x.a, x.r, "unit test"});
+  std::vector<std::string> black;
+  for (auto& t : start_tags(page, "g"))
+    if (has_class(t, "lane") && t.count("data-black-box")) black.push_back(t["data-worker"]);
+  EXPECT_THAT(black, ::testing::ElementsAre("w2"));
+  EXPECT_THAT(element_text(page, "black-box-workers"),
+              HasSubstr("<li data-worker=\"w2\"><b>w2</b>: black box: judged from the lock service and the resource"));
+  EXPECT_THAT(page, HasSubstr("<section id=\"protocol-errors\">"));
+  EXPECT_THAT(page, HasSubstr("<code class=\"offending-line\">{&quot;kind&quot;:&quot;write.ok&quot;,&quot;key&quot;:&quot;"
+                              "&lt;ledger&gt;&quot;,&quot;chunk&quot;:1}</code>"));
+  EXPECT_THAT(page, HasSubstr("href=\"#ev-" + std::to_string(x.protocol_error) + "\""));
+  // Without a black box or a protocol error, neither part is drawn.
+  Story plain;
+  const Analysis pa = analyze(plain.h, plain.rb, CheckContext::of(x.sc));
+  const ScenarioResult pr = result_for(pa, true);
+  const std::string clean = render_report_html(ReportData{&x.sc, plain.h, plain.rb, pa, pr, "unit test"});
+  EXPECT_THAT(clean, Not(HasSubstr("black-box-workers")));
+  EXPECT_THAT(clean, Not(HasSubstr("protocol-errors")));
+}

@@ -235,7 +235,13 @@ Analysis analyze(const History& history, const ReadBack& readback, const Checker
   CheckRun run = run_checkers(checkers, history, readback, shared);
   a.verdict = run.verdict;
   a.checkers = std::move(run.results);
+  a.black_box_workers = std::move(run.black_box_workers);
+  shared.black_box = a.black_box_workers;
   a.figures = compute_figures(history, readback, shared);
+  // A line that broke the worker protocol: what the worker did there is unknown, so the run can
+  // never be judged valid (an anomaly proven from the rest stays invalid).
+  a.protocol_errors = protocol_errors(history);
+  if (!a.protocol_errors.empty()) a.verdict = combine(a.verdict, Verdict::kUnknown);
 
   auto keep = [&](std::size_t i) {
     if (i < history.size()) a.evidence_events.emplace(i, history[i]);
@@ -254,7 +260,35 @@ Analysis analyze(const History& history, const ReadBack& readback, const Checker
     keep(p->heal_index);
     if (p->first_write_ok) keep(*p->first_write_ok);
   }
+  for (const auto& pe : a.protocol_errors) keep(pe.index);
   return a;
+}
+
+std::vector<ProtocolError> protocol_errors(const History& history) {
+  std::vector<ProtocolError> out;
+  for (std::size_t i = 0; i < history.size(); ++i) {
+    const Event& e = history[i];
+    if (e.kind != EventKind::kProtocolError) continue;
+    out.push_back(ProtocolError{e.target, e.line_no, e.detail, e.line, i});
+  }
+  return out;
+}
+
+std::string protocol_error_reason(const ProtocolError& pe) {
+  const std::string who = pe.worker.empty() ? std::string("a worker") : pe.worker;
+  std::string s = who + "'s event" + (pe.line_no ? " line " + std::to_string(*pe.line_no) : std::string()) +
+                  " broke the worker protocol";
+  // The detail names the worker and the line as well ("w1 line 7: write.ok has no field
+  // 'token'"): keep only the problem when its first "<...>: " part says no more than that.
+  std::string problem = pe.detail;
+  if (const auto colon = problem.find(": "); colon != std::string::npos) {
+    const std::string head = problem.substr(0, colon);
+    const bool names_worker = !pe.worker.empty() && head.find(pe.worker) != std::string::npos;
+    const bool names_line = pe.line_no && head.find(std::to_string(*pe.line_no)) != std::string::npos;
+    if (names_worker && names_line && head.size() <= pe.worker.size() + 32) problem = problem.substr(colon + 2);
+  }
+  if (!problem.empty()) s += ": " + problem;
+  return s + " \xE2\x80\x94 the run cannot be judged safe";
 }
 
 Analysis analyze(const History& history, const ReadBack& readback) {

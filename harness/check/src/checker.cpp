@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <exception>
+#include <string>
+
+#include "internal.h"
 
 namespace fencecheck::harness {
 
@@ -58,43 +61,98 @@ CheckContext CheckContext::of(const Scenario& scenario) {
   c.lock = scenario.lock_service().lock;
   c.job_kind = scenario.job().kind;
   c.resource_kind = scenario.resource().kind;
+  for (const auto& w : scenario.workers()) c.workers.push_back(w.id);
   if (const auto* kind = resources::find_resource_kind(scenario.resource().kind))
     c.evidence = kind->evidence(scenario.resource().config);
   return c;
 }
 
+bool is_worker_protocol_event(const Event& e) {
+  return is_worker_event(e.kind) && e.source != "harness" && e.source != "lock" && e.source != "resource";
+}
+
+std::vector<std::string> black_box_workers(const History& history, const std::vector<std::string>& workers,
+                                           const HistoryIndex* index) {
+  std::vector<std::string> silent(workers);
+  std::sort(silent.begin(), silent.end());
+  silent.erase(std::unique(silent.begin(), silent.end()), silent.end());
+  if (silent.empty()) return silent;
+  // Visits the events of the kinds `wanted` accepts while someone is still silent: through the
+  // kind column when the index fits the history (only those events are touched), else each event.
+  const bool indexed = index != nullptr && index->matches(history);
+  auto visit = [&](auto wanted, auto f) {
+    for (std::size_t i = 0; i < history.size() && !silent.empty(); ++i)
+      if (wanted(indexed ? index->kind(i) : history[i].kind)) f(history[i]);
+  };
+  auto drop = [&](const std::string& id) {
+    const auto it = std::lower_bound(silent.begin(), silent.end(), id);
+    if (it != silent.end() && *it == id) silent.erase(it);
+  };
+  // Each event that speaks for a worker removes it (in a run where everyone speaks, within the
+  // first few events).
+  visit(is_worker_event, [&](const Event& e) {
+    if (is_worker_protocol_event(e)) drop(e.source);
+  });
+  // A worker that never ran (its start_after trigger never came: the harness logs "<id> never
+  // started: ...") did nothing to judge: not a black box.
+  visit([](EventKind k) { return k == EventKind::kLog; }, [&](const Event& e) {
+    if (e.source == "harness" && e.detail.rfind(e.target + " never started", 0) == 0) drop(e.target);
+  });
+  return silent;
+}
+
+std::vector<std::string> black_box_workers(const History& history, const CheckContext& context) {
+  if (context.black_box) return *context.black_box;
+  return black_box_workers(history, context.workers, context.index.get());
+}
+
+std::string detail::and_list(const std::vector<std::string>& items) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += i + 1 == items.size() ? " and " : ", ";
+    out += items[i];
+  }
+  return out;
+}
+
 EvidenceUse Checker::evidence_use() const {
-  // What each checker reads (checkers.h says how); `required`: what it cannot decide without.
-  // stale-write-accepted needs no accept log: without one it judges from the history alone (a
-  // write.ok invoked after a higher token's write.ok completed, or acknowledged with a mark above
-  // its own token), which proves every anomaly it reports but cannot see a stale write whose
-  // acknowledgement was lost.
+  // What each checker reads (checkers.h says how); `required`: what it cannot decide without;
+  // `black_box_from`: what judges a worker that sent no events (docs/architecture.md, "Black-box
+  // workers and protocol errors"; empty: it needs the workers' own events).
+  // stale-write-accepted needs no accept log: without one it judges from the workers' events alone
+  // (a write.ok invoked after a higher token's write.ok completed, or acknowledged with a mark
+  // above its own token), which proves every anomaly it reports but cannot see a stale write
+  // whose acknowledgement was lost, nor any write of a black-box worker.
   struct Row {
     std::string_view name;
     EvidenceUse use;
   };
   static const std::vector<Row> kTable{
-      {"interleaved-segment", {{kEvidenceChunks, kEvidenceHistory}, {kEvidenceChunks}}},
-      {"corrupt-chunk", {{kEvidenceChunks}, {kEvidenceChunks}}},
-      {"stale-write-accepted", {{kEvidenceLog, kEvidenceHistory}, {}}},
-      {"cross-key-rejection", {{kEvidenceHistory, kEvidenceRejections, kEvidenceLog}, {}}},
-      {"rejection-storm", {{kEvidenceHistory, kEvidenceRejections}, {}}},
-      {"foreign-release", {{kEvidenceHistory, kEvidenceLockService}, {}}},
-      {"token-regression", {{kEvidenceHistory, kEvidenceLockService, kEvidenceHighWater}, {}}},
-      {"fenced-out", {{kEvidenceHistory}, {}}},
-      {"duplicate-effect", {{kEvidenceEffects, kEvidenceHistory}, {}}},
-      {"counter-drift", {{kEvidenceEffects, kEvidenceHistory}, {}}},
-      {"lost-acknowledged-write", {{kEvidenceChunks, kEvidenceLog, kEvidenceHistory}, {kEvidenceChunks}}},
+      {"interleaved-segment", {{kEvidenceChunks, kEvidenceWorkerEvents}, {kEvidenceChunks}, {kEvidenceChunks}}},
+      {"corrupt-chunk", {{kEvidenceChunks, kEvidenceWorkerEvents}, {kEvidenceChunks}, {kEvidenceChunks}}},
+      {"stale-write-accepted", {{kEvidenceLog, kEvidenceWorkerEvents}, {}, {kEvidenceLog}}},
+      {"cross-key-rejection",
+       {{kEvidenceWorkerEvents, kEvidenceRejections, kEvidenceLog}, {}, {kEvidenceRejections, kEvidenceLog}}},
+      {"rejection-storm", {{kEvidenceWorkerEvents, kEvidenceRejections}, {}, {kEvidenceRejections}}},
+      {"foreign-release", {{kEvidenceWorkerEvents, kEvidenceLockService}, {}, {}}},
+      {"token-regression",
+       {{kEvidenceWorkerEvents, kEvidenceLockService, kEvidenceHighWater}, {}, {kEvidenceLockService}}},
+      {"fenced-out", {{kEvidenceWorkerEvents, kEvidenceHistory}, {}, {}}},
+      {"duplicate-effect", {{kEvidenceEffects, kEvidenceWorkerEvents}, {}, {kEvidenceEffects}}},
+      {"counter-drift", {{kEvidenceEffects, kEvidenceWorkerEvents}, {}, {}}},
+      {"lost-acknowledged-write", {{kEvidenceChunks, kEvidenceLog, kEvidenceWorkerEvents}, {kEvidenceChunks}, {}}},
   };
   for (const auto& row : kTable)
     if (row.name == name()) return row.use;
-  return {{kEvidenceHistory}, {}};
+  return {{kEvidenceWorkerEvents, kEvidenceHistory}, {}, {}};
 }
 
 namespace {
 
-/// Whether the resource gives `source` (history and lock-service sources always count).
-bool available(std::string_view source, const CheckContext& context) {
+/// Whether the resource gives `source`; worker-events when `worker_events` (some worker event is
+/// in the history); history and lock-service always count.
+bool available(std::string_view source, const CheckContext& context, bool worker_events = true) {
+  if (source == kEvidenceWorkerEvents) return worker_events;
   if (!context.evidence) return true;
   const resources::Evidence& e = *context.evidence;
   if (source == kEvidenceChunks) return e.chunks;
@@ -103,6 +161,23 @@ bool available(std::string_view source, const CheckContext& context) {
   if (source == kEvidenceHighWater) return e.high_water;
   if (source == kEvidenceEffects) return e.effects;
   return true;
+}
+
+/// Why a checker that cannot judge the black-box workers `silent` is not valid. `missing`: the
+/// sources of its black_box_from the resource does not give ("" when it needs worker events).
+std::string black_box_error(const std::vector<std::string>& silent, const std::string& missing,
+                            const CheckContext& context) {
+  const std::string who = detail::and_list(silent);
+  const bool one = silent.size() == 1;
+  std::string why = who + (one ? " sent" : " each sent") + " no worker-protocol events (" +
+                    (one ? "a black box" : "black boxes") + ")";
+  if (missing.empty())
+    why += ", and this checker judges from the workers' own events (worker-events), so " + who +
+           (one ? " was" : " were") + " not judged";
+  else
+    why += ", and resource kind " + (context.resource_kind.empty() ? std::string("?") : context.resource_kind) +
+           " does not give " + missing + ", from which this checker would judge " + (one ? "it" : "them");
+  return why + ": unknown, never valid";
 }
 
 }  // namespace
@@ -114,25 +189,38 @@ CheckRun run_checkers(const Checkers& checkers, const History& history, const Re
 CheckRun run_checkers(const Checkers& checkers, const History& history, const ReadBack& readback,
                       const CheckContext& context) {
   CheckRun run;
+  // Who sent nothing, decided once for every checker (and for analyze()).
+  CheckContext ctx = context;
+  if (!ctx.black_box) ctx.black_box = black_box_workers(history, ctx.workers, ctx.index.get());
+  run.black_box_workers = *ctx.black_box;
+  // Whether the workers' own events are there at all: the kind column when the index fits, else a
+  // scan that stops at the first one.
+  bool worker_events = false;
+  if (ctx.index && ctx.index->matches(history)) {
+    for (std::size_t i = 0; i < ctx.index->size() && !worker_events; ++i)
+      worker_events = is_worker_event(ctx.index->kind(i)) && is_worker_protocol_event(history[i]);
+  } else {
+    worker_events = std::any_of(history.begin(), history.end(), is_worker_protocol_event);
+  }
   for (const auto& checker : checkers) {
     if (!checker) continue;
     CheckerResult r;
     const EvidenceUse use = checker->evidence_use();
     std::string missing;
     for (auto source : use.required)
-      if (!available(source, context)) missing += (missing.empty() ? "" : ", ") + std::string(source);
+      if (!available(source, ctx)) missing += (missing.empty() ? "" : ", ") + std::string(source);
     if (!missing.empty()) {
       r.name = std::string(checker->name());
       r.verdict = Verdict::kUnknown;
       r.error = "needs " + missing + ", which resource kind " +
-                (context.resource_kind.empty() ? std::string("?") : context.resource_kind) +
+                (ctx.resource_kind.empty() ? std::string("?") : ctx.resource_kind) +
                 " does not give as configured: not checked";
       run.results.push_back(std::move(r));
       continue;
     }
     try {
       r.name = std::string(checker->name());
-      r = checker->check_with(history, readback, context);
+      r = checker->check_with(history, readback, ctx);
       if (r.name.empty()) r.name = std::string(checker->name());
     } catch (const std::exception& e) {
       r.verdict = Verdict::kUnknown;
@@ -145,8 +233,18 @@ CheckRun run_checkers(const Checkers& checkers, const History& history, const Re
       r.error = "the checker threw a non-standard exception";
     }
     for (auto& a : r.anomalies) normalize(a);
+    // Black-box workers: valid only when the checker judges them from sources that are there.
+    if (r.verdict == Verdict::kValid && !ctx.black_box->empty()) {
+      std::string lacking;
+      for (auto source : use.black_box_from)
+        if (!available(source, ctx, worker_events)) lacking += (lacking.empty() ? "" : ", ") + std::string(source);
+      if (use.black_box_from.empty() || !lacking.empty()) {
+        r.verdict = Verdict::kUnknown;
+        r.error = black_box_error(*ctx.black_box, lacking, ctx);
+      }
+    }
     for (auto source : use.reads)
-      if (available(source, context)) r.evidence.emplace_back(source);
+      if (available(source, ctx, worker_events)) r.evidence.emplace_back(source);
     run.results.push_back(std::move(r));
   }
   std::stable_sort(run.results.begin(), run.results.end(), [](const CheckerResult& a, const CheckerResult& b) {

@@ -1006,11 +1006,13 @@ CheckerResult TokenRegressionChecker::check_with(const History& history, const R
   // 2. The lock service's own grants, in the watch's order.
   boost::unordered_flat_set<std::pair<std::string_view, std::int64_t>, detail::ViewTokenHash> seen;
   std::optional<std::size_t> top;
+  std::optional<std::size_t> last_grant;  // the watch's latest grant (not a replay)
   for (std::size_t i : idx->of({EventKind::kLockGrant})) {
     const Event& g = history[i];
     if (!g.token) continue;
     if (!context.lock.empty() && !g.lock_key.empty() && g.lock_key.rfind(context.lock + "/", 0) != 0) continue;
     if (!seen.insert({g.lock_key, *g.token}).second) continue;  // a replay, not a grant
+    last_grant = i;
     // Another key with the same create_revision is the same token granted twice: a reset issuer.
     if (top && (*g.token < *history[*top].token ||
                 (*g.token == *history[*top].token && g.lock_key != history[*top].lock_key))) {
@@ -1027,17 +1029,26 @@ CheckerResult TokenRegressionChecker::check_with(const History& history, const R
     if (!top || *g.token > *history[*top].token) top = i;
   }
 
-  // 3. The resource's high-water marks against the issuer's latest token.
-  if (!acquires.empty()) {
-    const std::size_t last = acquires.back();
+  // 3. The resource's high-water marks against the issuer's latest token: the last acquire.ok's.
+  //    With black-box workers, whose grants no acquire.ok reports, the lock service's latest grant
+  //    counts too (the larger of the two), so that a silent holder's newer token is not taken for a
+  //    mark above every token issued; with no acquire.ok at all, the latest grant alone.
+  std::optional<std::size_t> latest_at;
+  if (!acquires.empty()) latest_at = acquires.back();
+  if (last_grant && (!latest_at || *history[*last_grant].token > *history[*latest_at].token) &&
+      !black_box_workers(history, context).empty())
+    latest_at = last_grant;
+  if (latest_at) {
+    const std::size_t last = *latest_at;
     const std::int64_t latest = *history[last].token;
+    const bool from_grant = history[last].kind == EventKind::kLockGrant;
     for (const auto& [key, mark] : readback.high_water) {
       if (mark <= latest) continue;
       Anomaly a;
       a.name = "token-regression";
       a.key = key;
       a.tokens = {latest, mark};
-      a.clients = {history[last].source};
+      if (!from_grant) a.clients = {history[last].source};
       a.evidence.push_back(last);
       for (std::size_t i = 0; i < history.size(); ++i) {
         const Event& e = history[i];
@@ -1054,8 +1065,10 @@ CheckerResult TokenRegressionChecker::check_with(const History& history, const R
           break;
         }
       a.description = "the resource's high-water mark for " + key + " is " + std::to_string(mark) +
-                      ", above the issuer's latest token " + std::to_string(latest) + " (" + history[last].source +
-                      "'s acquire.ok): the issuer went backwards, and every holder from now on is below the mark";
+                      ", above the issuer's latest token " + std::to_string(latest) + " (" +
+                      (from_grant ? "the lock service's grant of " + history[last].lock_key
+                                  : history[last].source + "'s acquire.ok") +
+                      "): the issuer went backwards, and every holder from now on is below the mark";
       anomalies.push_back(std::move(a));
     }
   }
@@ -1075,6 +1088,7 @@ CheckerResult FencedOutChecker::check_with(const History& history, const ReadBac
   const std::optional<std::size_t> heal = detail::last_heal(*idx);
   const std::size_t from = heal ? *heal + 1 : 0;
   const auto ttl = detail::lease_ttl_of(history, *idx, context);
+  const bool silent = !black_box_workers(history, context).empty();
 
   // Each worker's current holding (its latest acquire.ok) as we walk the history: only acquire.ok
   // and write.fail events matter to the walk (the streak below looks at everything in between).
@@ -1129,6 +1143,10 @@ CheckerResult FencedOutChecker::check_with(const History& history, const ReadBac
       if (h != holding.end() && history[h->second].token == e.token && self_fence(i)) continue;
     }
     if (!detail::is_fenced_rejection(e)) continue;
+    // The streak rule judges everyone's progress from the workers' write.ok events: a black-box
+    // worker's accepted writes are invisible, so a streak proves nothing then (run_checkers() says
+    // unknown for a valid result, naming the silent workers); self-fencing above still holds.
+    if (silent) continue;
     auto h = holding.find(e.source);
     if (h == holding.end() || h->second < from || history[h->second].token != e.token) continue;  // not fresh
     const std::size_t fresh = h->second;
@@ -1265,10 +1283,14 @@ CheckerResult CounterDriftChecker::check_with(const History& history, const Read
       return unknown_result(name(), "increments were acknowledged but the resource's read-back lists no counters");
   }
   if (readback.counters.empty() && context.job_kind != JobKind::kCounter) return result_of(name(), {});
+  // A black-box worker's increments are applied but never acknowledged in the history: a counter
+  // above the acknowledged count proves nothing then (only one below it does: a silent worker's
+  // increments can only add). run_checkers() makes a valid result unknown, naming them.
+  const bool silent = !black_box_workers(history, context).empty();
   std::vector<Anomaly> anomalies;
   for (const CounterFigure& c : figures) {
     const std::int64_t actual = c.actual.value_or(0);
-    if (actual >= c.acknowledged && actual <= c.acknowledged + c.unknown) continue;
+    if (actual >= c.acknowledged && (silent || actual <= c.acknowledged + c.unknown)) continue;
     Anomaly a;
     a.name = "counter-drift";
     a.key = c.key;
@@ -1339,6 +1361,9 @@ CheckerResult LostAcknowledgedWriteChecker::check_with(const History& history, c
   }
   auto oks = index_writes(history, *idx, EventKind::kWriteOk);
   const bool has_log = !readback.log.empty();
+  // Writers whose acknowledgements the history cannot show (black boxes): without a log, a slot
+  // they hold may have superseded the write legitimately, so it is not judged lost.
+  const std::vector<std::string> silent = black_box_workers(history, context);
 
   std::vector<Anomaly> anomalies;
   for (std::size_t i : idx->of({EventKind::kWriteOk})) {
@@ -1361,6 +1386,7 @@ CheckerResult LostAcknowledgedWriteChecker::check_with(const History& history, c
       if (!c) {
         why = "its slot is empty";
       } else {
+        if (std::binary_search(silent.begin(), silent.end(), c->client)) continue;  // cannot order it
         bool later = false;
         const std::optional<std::size_t> invoke = invoke_of();
         oks.for_each({c->client, c->token, e.key, *e.segment, *e.chunk}, [&](std::size_t j) {

@@ -6,6 +6,8 @@
 #include <map>
 #include <sstream>
 
+#include "internal.h"
+
 namespace fencecheck::harness {
 
 namespace {
@@ -47,24 +49,38 @@ ExpectationResult evaluate_expectation(const Scenario& scenario, const Analysis&
 
 ExpectationResult evaluate(const Expectation& ex, const Analysis& analysis, const Scenario& scenario) {
   std::vector<std::string> reasons;
+  const std::vector<std::string>& silent = analysis.black_box_workers;
+  auto is_silent = [&](const std::string& w) { return std::binary_search(silent.begin(), silent.end(), w); };
+
+  // A line that broke the worker protocol: whatever else the run showed (an expected anomaly too),
+  // what that worker did there is unknown, so the run cannot count as meeting its expectation.
+  for (const auto& pe : analysis.protocol_errors) reasons.push_back(protocol_error_reason(pe));
 
   if (ex.outcome == Outcome::kSafe) {
     if (analysis.verdict == Verdict::kInvalid) {
+      const std::size_t before = reasons.size();
       for (const auto& r : analysis.checkers)
         for (const auto& an : r.anomalies)
           reasons.push_back("expected a safe run, but checker " + r.name + " found " + an.name + ": " +
                             an.description);
-      if (reasons.empty()) reasons.push_back("expected a safe run, but the combined verdict is invalid");
+      if (reasons.size() == before) reasons.push_back("expected a safe run, but the combined verdict is invalid");
     } else if (analysis.verdict == Verdict::kUnknown) {
-      bool any = false;
+      // One reason per distinct cause, naming every checker it stopped (several checkers that
+      // could not judge the same black-box workers say so once), in the checkers' order.
+      std::vector<std::pair<std::string, std::vector<std::string>>> causes;  // error -> checkers
       for (const auto& r : analysis.checkers) {
         if (r.verdict != Verdict::kUnknown) continue;
-        any = true;
-        reasons.push_back("expected a safe run, but the verdict is unknown: checker " + r.name +
-                          " could not decide (" + (r.error.empty() ? "no reason given" : r.error) +
+        const std::string why = r.error.empty() ? "no reason given" : r.error;
+        auto it = std::find_if(causes.begin(), causes.end(), [&](const auto& c) { return c.first == why; });
+        if (it == causes.end()) causes.push_back({why, {r.name}});
+        else it->second.push_back(r.name);
+      }
+      for (const auto& [why, names] : causes) {
+        const std::string who = (names.size() == 1 ? "checker " : "checkers ") + detail::and_list(names);
+        reasons.push_back("expected a safe run, but the verdict is unknown: " + who + " could not decide (" + why +
                           "), and an unknown verdict never counts as safe");
       }
-      if (!any)
+      if (causes.empty() && analysis.protocol_errors.empty())
         reasons.push_back("expected a safe run, but the verdict is unknown (no checker ran), and an unknown "
                           "verdict never counts as safe");
     }
@@ -93,10 +109,18 @@ ExpectationResult evaluate(const Expectation& ex, const Analysis& analysis, cons
   }
   if (ex.min_expiries_during_work) {
     const auto saw = static_cast<std::int64_t>(f.expiries_during_work.size());
-    if (saw < *ex.min_expiries_during_work)
-      reasons.push_back("expected at least " +
+    if (saw < *ex.min_expiries_during_work) {
+      std::string why = "expected at least " +
                         plural(*ex.min_expiries_during_work, "lease expiry during work", "lease expiries during work") +
-                        ", saw " + std::to_string(saw));
+                        ", saw " + std::to_string(saw);
+      // An expiry is a delete no release.ok explains, of a key an acquire.ok shows held: a black
+      // box reports neither, so its expiries cannot be told from its releases.
+      if (!silent.empty())
+        why += " (" + detail::and_list(silent) + (silent.size() == 1 ? " is a black box" : " are black boxes") +
+               ": without their acquire.ok and release.ok events, their leases' expiries cannot be told from "
+               "their releases)";
+      reasons.push_back(why);
+    }
   }
   if (ex.pause_tolerance) {
     const double tol = *ex.pause_tolerance;
@@ -134,7 +158,10 @@ ExpectationResult evaluate(const Expectation& ex, const Analysis& analysis, cons
       if (!injected) injected = planned[w];
       auto it = f.longest_pause.find(w);
       if (it == f.longest_pause.end()) {
-        reasons.push_back(w + " was stopped (" + kind_text + ") for " + seconds(*injected) + " but reported no pause");
+        reasons.push_back(w + " was stopped (" + kind_text + ") for " + seconds(*injected) + " but reported no pause" +
+                          (is_silent(w) ? " (it is a black box: it sends no events, so its own measure of the pause "
+                                          "is missing)"
+                                        : ""));
         continue;
       }
       const auto measured = it->second.duration;
@@ -149,8 +176,15 @@ ExpectationResult evaluate(const Expectation& ex, const Analysis& analysis, cons
   }
   if (ex.progress_after_heal) {
     const auto& p = f.progress_after_heal;
+    const bool proven = p && p->delay && *p->delay <= p->window;  // a write.ok in the window
     if (!p) {
       reasons.push_back("expected progress after the last heal, but no fault was healed");
+    } else if (!proven && !silent.empty()) {
+      // Progress is a write.ok (and "pending" a worker's invoke): a black box shows neither.
+      reasons.push_back("expected a write accepted within " + seconds(p->window) +
+                        " of the last heal, but progress cannot be judged: " + detail::and_list(silent) +
+                        (silent.size() == 1 ? " is a black box" : " are black boxes") +
+                        " (no write.ok or write.invoke events to show it)");
     } else if (!p->made_progress()) {
       std::string why = "expected a write accepted within " + seconds(p->window) +
                         " of the last heal (lease TTL + one acquire), ";

@@ -94,6 +94,9 @@ struct EffectDuplicates {
 [[nodiscard]] std::optional<std::chrono::nanoseconds> lease_ttl_of(const History& history, const HistoryIndex& index,
                                                                        const CheckContext& context);
 
+/// "w1", "w1 and w2", "w1, w2 and w3" (messages naming workers or checkers).
+[[nodiscard]] std::string and_list(const std::vector<std::string>& items);
+
 /// Index of the last fault.heal, if any.
 [[nodiscard]] std::optional<std::size_t> last_heal(const HistoryIndex& index);
 

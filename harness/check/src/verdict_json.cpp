@@ -122,6 +122,7 @@ nlohmann::json verdict_to_json(const Analysis& analysis, const ExpectationResult
     keep(p->heal_index);
     if (p->first_write_ok) keep(*p->first_write_ok);
   }
+  for (const auto& pe : copy.protocol_errors) keep(pe.index);
   nlohmann::json j = to_json(copy, expectation);
   // The lock name the run actually used (the orchestrator's run.start carries it).
   for (const Event& e : history)
@@ -137,6 +138,15 @@ nlohmann::json to_json(const Analysis& a, const ExpectationResult& e) {
   j["schema_version"] = kVerdictSchemaVersion;
   j["verdict"] = std::string(verdict_name(a.verdict));
   j["expectation"] = {{"met", e.met}, {"reasons", e.reasons}};
+  j["black_box_workers"] = a.black_box_workers;
+  auto& protocol = j["protocol_errors"] = nlohmann::json::array();
+  for (const auto& pe : a.protocol_errors)
+    protocol.push_back({{"worker", pe.worker},
+                        {"line_no", opt(pe.line_no)},
+                        {"detail", pe.detail},
+                        {"line", pe.line},
+                        {"index", pe.index},
+                        {"reason", protocol_error_reason(pe)}});
   auto& checkers = j["checkers"] = nlohmann::json::array();
   for (const auto& r : a.checkers) {
     nlohmann::json c{{"name", r.name}, {"verdict", std::string(verdict_name(r.verdict))}, {"error", r.error},

@@ -8,8 +8,10 @@
 //                timestamp="2026-11-30T11:33:19" hostname="ci-7">
 //       <testcase name="sigstop-past-lease" classname="fencecheck.smoke" time="8.3">
 //         <failure type="interleaved-segment" message="expected a safe run, but ...">
-//           reasons, every anomaly with its evidence events, the run directory</failure>
-//         <system-out>expectation, verdict, figures, run directory and report paths</system-out>
+//           reasons, each protocol error's offending line, the black-box workers, every anomaly
+//           with its evidence events, the run directory</failure>
+//         <system-out>expectation, verdict, figures, black-box workers, run directory and report
+//           paths</system-out>
 //       </testcase>
 //       <testcase ...><error type="environment" message="etcd not found ..."/></testcase>
 //       <testcase ...><skipped message="..."/></testcase>

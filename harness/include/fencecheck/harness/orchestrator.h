@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fencecheck/harness/analysis.h"
 #include "fencecheck/harness/scenario.h"
 #include "fencecheck/proto/event.h"
 
@@ -82,6 +83,12 @@ struct ScenarioResult {
   std::int64_t expiries_during_work = 0;
   double longest_pause_s = 0;
   double duration_s = 0;
+  /// Workers that sent no worker-protocol event (Analysis::black_box_workers), sorted: the
+  /// reports say each was judged from the lock service and the resource (kBlackBoxNote).
+  std::vector<std::string> black_box_workers;
+  /// Lines that broke the worker protocol (Analysis::protocol_errors): the reports show each with
+  /// the offending line; each is also one of `reasons`.
+  std::vector<ProtocolError> protocol_errors;
   int repetition = 1;   ///< which run of `--repeat N` this was (1-based)
   int repetitions = 1;  ///< N of `--repeat N` (1 without it)
   /// The scenario's name, and " #i/N" when it ran more than once (--repeat): the table's and
@@ -96,7 +103,8 @@ struct ScenarioResult {
 [[nodiscard]] ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options);
 
 /// Fills the judged part of a result from its analysis: verdict, the anomalies' names (sorted,
-/// each once), rejected writes, lease expiries during work and the longest measured pause (s).
+/// each once), rejected writes, lease expiries during work, the longest measured pause (s), the
+/// black-box workers and the protocol errors.
 /// The one definition shared by the live run and `fencecheck report`. Pure.
 void summarize_analysis(ScenarioResult& result, const Analysis& analysis);
 

@@ -76,8 +76,16 @@ struct Judgement {
 
 /// The results table printed at the end of `run` and `report`: one row per scenario (scenario,
 /// expectation, verdict, met, anomalies, rejected writes, lease expiries during work, longest
-/// pause, duration), then per scenario its reasons and run directory. Columns fit their content.
+/// pause, duration), then per scenario its reasons, each protocol error's offending line
+/// (protocol_error_line_text), "<worker>: black box: judged from the lock service and the
+/// resource" for each black-box worker (kBlackBoxNote), and its run directory. Columns fit
+/// their content. Pure.
 [[nodiscard]] std::string format_results_table(const std::vector<ScenarioResult>& results);
+
+/// One protocol error's offending line for the text reports: "w1's line 7 as received: <line>",
+/// the line cut at `max_bytes` (at a UTF-8 boundary, with "…") so that a table stays readable.
+/// Pure.
+[[nodiscard]] std::string protocol_error_line_text(const ProtocolError& error, std::size_t max_bytes = 200);
 
 /// For `run --repeat N`: one line per repeated scenario, in first-run order, with how many of its
 /// runs met the expectation ("3/3") and the count of each verdict. Empty when nothing repeated.

@@ -3,7 +3,11 @@
 // external script, style sheet, font or image (docs/report-format.md, "report.html").
 //
 // What the page shows, top to bottom:
-//  - the scenario, whether its expectation was met, the combined verdict and the figures;
+//  - the scenario, whether its expectation was met, the combined verdict and the figures; each
+//    black-box worker (<ul id="black-box-workers">, one <li data-worker> each) with "black box:
+//    judged from the lock service and the resource";
+//  - "Protocol errors" (<section id="protocol-errors">, only when there are any): per line that
+//    broke the worker protocol, the worker, line number, problem and the line as received;
 //  - "What happened": the notable events as sentences ("w1 measured a pause of 6.00 s", "w1's
 //    write with token 2 was rejected: high-water 3"), each linked to its event;
 //  - the timeline (<svg id="timeline">), one time axis (seconds since run.start) for every lane:
@@ -11,7 +15,8 @@
 //      lock        the lock service's view: which token owns the lock when (the lowest live
 //                  create_revision), key creations ("grants"), deletes told apart as lease expiry
 //                  during work (red), release or other delete;
-//      <worker>    one lane per worker: lease held (a bar per token, from acquire.ok), and after
+//      <worker>    one lane per worker (subtitle "black box" and data-black-box="true" for a
+//                  worker that sent no events): lease held (a bar per token, from acquire.ok), and after
 //                  the lock service deleted its key while the worker still believed it held it, a
 //                  hatched "stale" bar; pauses shaded with their measured length; every chunk
 //                  written as a mark: accepted, rejected (with token and high-water), outcome

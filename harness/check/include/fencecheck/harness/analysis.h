@@ -135,13 +135,46 @@ struct Figures {
 /// The same with CheckContext{}.
 [[nodiscard]] Figures compute_figures(const History& history, const ReadBack& readback);
 
+/// One line a worker sent that broke the worker protocol, as the orchestrator recorded it in a
+/// `protocol.error` event (source "harness", target = the worker). Value type.
+struct ProtocolError {
+  std::string worker;                   ///< the event's target ("" when it names none)
+  std::optional<std::int64_t> line_no;  ///< 1-based line number on the worker's channel
+  std::string detail;                   ///< the orchestrator's text: worker, line number, field and problem
+  std::string line;                     ///< the offending line, verbatim (as recorded: at most 4 KiB)
+  std::size_t index = 0;                ///< the protocol.error event's history index
+};
+
+/// Every protocol.error event of the history, in history order. Pure and thread-safe; never throws
+/// but std::bad_alloc.
+[[nodiscard]] std::vector<ProtocolError> protocol_errors(const History& history);
+
+/// The sentence an unmet expectation gives for a protocol error, e.g. "w1's event line 7 broke the
+/// worker protocol: write.ok has no field 'token' — the run cannot be judged safe". The problem
+/// is the error's detail; a leading "<worker> ... line <n>: " that repeats what the sentence
+/// already says is left out. Pure and thread-safe; never throws but std::bad_alloc.
+[[nodiscard]] std::string protocol_error_reason(const ProtocolError& error);
+
+/// What the reports say of a black-box worker (after its id): "black box: judged from the lock
+/// service and the resource".
+inline constexpr std::string_view kBlackBoxNote = "black box: judged from the lock service and the resource";
+
 /// A run's conclusion. Self-contained: `evidence_events` holds a copy of every history event an
 /// anomaly or figure cites, so the verdict document stands alone.
 struct Analysis {
-  Verdict verdict = Verdict::kUnknown;    ///< the worst of the checkers' verdicts
+  /// The worst of the checkers' verdicts; at least unknown when the history has a protocol error
+  /// (a worker whose line broke the protocol may have done what no event shows).
+  Verdict verdict = Verdict::kUnknown;
   std::vector<CheckerResult> checkers;    ///< worst first
   Figures figures;
   std::map<std::size_t, Event> evidence_events;
+  /// The scenario's workers that sent no worker-protocol event (black_box_workers(), checker.h),
+  /// sorted: judged only from the lock service, the resource and the harness's records. Empty
+  /// without a context that lists the workers.
+  std::vector<std::string> black_box_workers;
+  /// Every protocol.error in the history (protocol_errors()); any makes the verdict at least
+  /// unknown and the expectation not met (evaluate()).
+  std::vector<ProtocolError> protocol_errors;
 
   /// Every anomaly with this name across the checkers.
   [[nodiscard]] std::vector<const Anomaly*> anomalies_named(std::string_view name) const;
@@ -150,7 +183,9 @@ struct Analysis {
 };
 
 /// Runs the checkers (Checker::check_with) and computes the figures, with the scenario's context
-/// (CheckContext::of(scenario)): what the orchestrator and `fencecheck report` call.
+/// (CheckContext::of(scenario)): what the orchestrator and `fencecheck report` call. Also names
+/// the black-box workers and collects the protocol errors (each makes the verdict at least
+/// unknown; their events are kept in evidence_events).
 [[nodiscard]] Analysis analyze(const History& history, const ReadBack& readback, const Checkers& checkers,
                                const CheckContext& context);
 /// The same with default_checkers().

@@ -8,6 +8,11 @@
 // Some checkers need a little of the plan besides the history (fenced-out: the lease TTL; the
 // checkers of side effects and counters: the job kind). They get it as a CheckContext, built from
 // the scenario by CheckContext::of(); without one they fall back to what the history says.
+//
+// A worker that sent no events of its own (a black box: black_box_workers()) is judged only from
+// the lock service's history, the resource's read-back and the harness's records; a checker that
+// cannot judge it from those never says valid (run_checkers(); docs/architecture.md, "Black-box
+// workers and protocol errors").
 #pragma once
 
 #include <chrono>
@@ -52,11 +57,40 @@ struct CheckContext {
   /// The history's shared index (history_index.h), built once by analyze() for all checkers.
   /// Null, or built from another history (HistoryIndex::matches): each checker builds its own.
   std::shared_ptr<const HistoryIndex> index;
+  /// The scenario's worker ids, in plan order; empty when unknown (then no worker is taken for a
+  /// black box: black_box_workers() judges only the ids listed here).
+  std::vector<std::string> workers;
+  /// The workers of `workers` that sent no worker-protocol event (black_box_workers()), sorted.
+  /// nullopt: not computed yet; run_checkers() fills it once for every checker, and a checker
+  /// called alone computes it from `workers` and the history. Set it only to what
+  /// black_box_workers() returns for this history.
+  std::optional<std::vector<std::string>> black_box;
 
-  /// The context of a scenario: its lease TTL, lock name, job kind and its resource kind's
-  /// evidence. Pure.
+  /// The context of a scenario: its lease TTL, lock name, job kind, worker ids and its resource
+  /// kind's evidence. Pure.
   [[nodiscard]] static CheckContext of(const Scenario& scenario);
 };
+
+/// A worker-protocol event: one of the kinds a worker reports about its own operations
+/// (is_worker_event(): acquire.*, keepalive.fail, lease.lost, write.*, pause, release.*,
+/// job.done). `hello` is not one: it says which protocol a worker speaks, nothing about what it
+/// did; `log` is free text. Pure and thread-safe; never throws.
+[[nodiscard]] bool is_worker_protocol_event(const Event& e);
+
+/// The black-box workers: each id of `workers` from which the history holds no worker-protocol
+/// event (is_worker_protocol_event with that source), sorted, unique; a worker the harness logged
+/// as never started ("<id> never started: ...", its start_after trigger never came) did nothing
+/// and is not one. Such a worker is judged only
+/// from the lock service's own history, the resource's read-back and the harness's own records
+/// (fault windows, worker.exit). The one place that decides it: run_checkers(), analyze() and the
+/// checkers that need it all call this. `index`, when given, must have been built from `history`
+/// (then only the kind column and the worker events' sources are read); stops scanning as soon
+/// as every worker has spoken. Pure and thread-safe (reads only); throws only std::bad_alloc.
+[[nodiscard]] std::vector<std::string> black_box_workers(const History& history, const std::vector<std::string>& workers,
+                                                         const HistoryIndex* index = nullptr);
+/// The context's black-box workers: context.black_box when set, else black_box_workers() of its
+/// `workers` (using its index when it matches the history). Pure and thread-safe.
+[[nodiscard]] std::vector<std::string> black_box_workers(const History& history, const CheckContext& context);
 
 enum class Verdict { kValid, kInvalid, kUnknown };
 
@@ -91,7 +125,8 @@ struct CheckerResult {
 };
 
 /// Evidence source names (CheckerResult::evidence, verdict.json "evidence").
-inline constexpr std::string_view kEvidenceHistory = "history";              ///< the workers' and the harness's events
+inline constexpr std::string_view kEvidenceWorkerEvents = "worker-events";   ///< the workers' own events (worker protocol)
+inline constexpr std::string_view kEvidenceHistory = "history";              ///< the harness's own records (faults, worker exits)
 inline constexpr std::string_view kEvidenceLockService = "lock-service";     ///< the issuer's own grants and deletes
 inline constexpr std::string_view kEvidenceChunks = "resource.chunks";       ///< each chunk slot's bytes as stored
 inline constexpr std::string_view kEvidenceLog = "resource.accept-log";      ///< accepted writes in the resource's order
@@ -103,6 +138,12 @@ inline constexpr std::string_view kEvidenceEffects = "resource.effects";     ///
 struct EvidenceUse {
   std::vector<std::string_view> reads;     ///< every source it looks at when present
   std::vector<std::string_view> required;  ///< sources without which its verdict is unknown
+  /// The sources, all of them needed, from which it judges a black-box worker (one that sent no
+  /// worker-protocol event, black_box_workers()) without that worker's own events: e.g.
+  /// stale-write-accepted from resource.accept-log. Empty: it needs the workers' own events, so
+  /// with any black-box worker it cannot say valid (run_checkers() makes a valid verdict unknown,
+  /// naming the silent workers; an anomaly it proved from the other workers stays invalid).
+  std::vector<std::string_view> black_box_from;
 };
 
 /// A checker. Implementations are pure and stateless: check() and check_with() may run
@@ -111,8 +152,9 @@ class Checker {
  public:
   virtual ~Checker() = default;
   [[nodiscard]] virtual std::string_view name() const = 0;
-  /// The sources this checker reads and requires (checker.cpp's table by name; {history} for a
-  /// name not in it).
+  /// The sources this checker reads and requires, and what judges a black-box worker
+  /// (checker.cpp's table by name; for a name not in it: reads worker-events and history,
+  /// requires nothing, needs the workers' own events).
   [[nodiscard]] virtual EvidenceUse evidence_use() const;
   /// Checks without a context (as with CheckContext{}).
   [[nodiscard]] virtual CheckerResult check(const History& history, const ReadBack& readback) const = 0;
@@ -131,13 +173,19 @@ using Checkers = std::vector<std::unique_ptr<Checker>>;
 struct CheckRun {
   Verdict verdict = Verdict::kUnknown;
   std::vector<CheckerResult> results;  ///< worst first (stable: ties keep the checkers' order)
+  std::vector<std::string> black_box_workers;  ///< black_box_workers() of the context, sorted
 };
 
 /// Runs each checker; an exception becomes that checker's unknown verdict with the message in
 /// `error`. With the context's evidence known, a checker whose required sources the resource
 /// cannot give is not run: unknown, `error` naming what is missing (never valid on evidence it
-/// lacks). Each result's `evidence` lists the sources it read that were there. The combined verdict is the worst of all; with no checkers it is unknown (nothing was
-/// checked, which must never read as safe).
+/// lacks). With black-box workers (black_box_workers() of the context's `workers`), a checker
+/// that cannot judge them (EvidenceUse::black_box_from empty, or one of its sources missing) is
+/// still run, but a valid verdict becomes unknown with `error` naming the silent workers and what
+/// it lacked; invalid (an anomaly proven from what was there) stays invalid. Each result's
+/// `evidence` lists the sources it read that were there (worker-events only when some worker
+/// event is in the history). The combined verdict is the worst of all; with no checkers it is
+/// unknown (nothing was checked, which must never read as safe).
 [[nodiscard]] CheckRun run_checkers(const Checkers& checkers, const History& history, const ReadBack& readback);
 /// The same, handing each checker the context (Checker::check_with).
 [[nodiscard]] CheckRun run_checkers(const Checkers& checkers, const History& history, const ReadBack& readback,

@@ -74,6 +74,23 @@
 //   superseded: not in the read-back's log, or its slot empty, or the slot holding an earlier
 //   (lower seq) write. Without a log, the slot must hold this write or one acknowledged after this
 //   one was invoked. Evidence: the write.invoke and write.ok; seqs of the write and the slot.
+//
+// Black-box workers (black_box_workers(), checker.h: a scenario's worker that sent no
+// worker-protocol event). What judges them is each checker's EvidenceUse::black_box_from
+// (checker.cpp's table; docs/architecture.md, "Black-box workers and protocol errors"):
+// interleaved-segment and corrupt-chunk from the chunks, stale-write-accepted from the accept log,
+// cross-key-rejection from the rejections and the accept log, rejection-storm from the rejections,
+// token-regression from the lock service's grants, duplicate-effect from the effects. The others
+// need the workers' own events: run_checkers() makes their valid verdict unknown, naming the
+// silent workers. So that none of them reports what a silent worker's missing events merely hide:
+//   - token-regression's mark rule compares with the lock service's latest grant too (a silent
+//     holder's newer token is not in any acquire.ok);
+//   - fenced-out leaves out its streak rule (a silent worker's accepted writes are invisible), and
+//     keeps self-fencing (the speaking worker's own write.ok then its rejection);
+//   - counter-drift reports only a counter below the acknowledged increments (a silent worker's
+//     increments can only add);
+//   - lost-acknowledged-write without a log does not judge a write whose slot a silent worker
+//     holds (its write may have superseded it; nothing orders it).
 #pragma once
 
 #include "fencecheck/harness/checker.h"

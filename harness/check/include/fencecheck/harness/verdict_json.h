@@ -6,8 +6,12 @@
 //   "schema_version": 1,
 //   "verdict": "valid" | "invalid" | "unknown",          // combined: the worst checker verdict
 //   "expectation": {"met": bool, "reasons": [string]},
+//   "black_box_workers": [str],      // workers that sent no worker-protocol event, sorted
+//   "protocol_errors": [             // lines that broke the worker protocol, in history order
+//     {"worker": str, "line_no": int|null, "detail": str, "line": str, "index": int, "reason": str}],
 //   "checkers": [                                          // worst first
 //     {"name": str, "verdict": str, "error": str,           // error: "" unless the checker failed
+//      "evidence": [str],                                   // the sources it used (checker.h kEvidence*)
 //      "anomalies": [
 //        {"name": str, "description": str, "key": str, "segment": int|null,
 //         "tokens": [int], "clients": [str], "evidence": [int], "readback_seqs": [int],
