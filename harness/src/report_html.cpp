@@ -1305,6 +1305,7 @@ std::string render_report_html(const ReportData& d) {
     << "<div>duration<b id=\"fig-duration\">" << rt::seconds(r.duration_s) << "</b></div>";
   if (d.scenario != nullptr)
     o << "<div>lease TTL<b>" << d.scenario->lease_ttl().count() << " s</b></div>"
+      << "<div>lock<b id=\"fig-lock\">" << html(d.scenario->lock_service().lock) << "</b></div>"
       << "<div>resource<b>" << html(d.scenario->resource().kind) << "</b></div>"
       << "<div>fencing<b>" << html(resource_design(*d.scenario)) << "</b></div>";
   o << "</div>\n";

@@ -226,6 +226,36 @@ TEST(CommandWorker, AProgramThatIsMissingOrNotExecutableIsExit2BeforeAnythingSta
   EXPECT_NE(r.err.find("is not executable"), std::string::npos) << r.err;
 }
 
+TEST(CommandWorker, ASilentWorkerIsJudgedAsABlackBoxFromTheLockServiceAndTheResource) {
+  // Neither worker sends a single event: no trigger can name them, so w2 starts after a delay and
+  // w1 is stopped at a time, mid-job, for three lease TTLs. The unfenced store accepts w1's stale
+  // chunks after w2's, and its accept log proves it with no word from the workers.
+  const RunOutcome r = run_yaml(
+      "cw-silent",
+      "name: cw-silent\nseed: 7\nlease_ttl: 2s\ntimeout: 60s\nresource: {kind: store, fencing: none}\n"
+      "job: {key: ledger, segments: 3, chunks: 4, chunk_bytes: 256, chunk_interval: 150ms}\n"
+      "workers:\n"
+      "  - {id: w1, command: [" + kWorkerScript.string() + ", silent]}\n" +
+      "  - {id: w2, command: [" + kWorkerScript.string() + ", silent], start_delay: 300ms}\n" +
+      "faults:\n"
+      "  - {kind: sigstop, target: w1, trigger: {at: 900ms}, duration: 6s}\n"
+      "expect: {outcome: anomaly, anomalies: [stale-write-accepted]}\n");
+  ASSERT_FALSE(r.dir.empty()) << r.result.err;
+  EXPECT_EQ(r.result.code, 0) << r.reasons() << r.result.err;
+  EXPECT_EQ(r.verdict.value("verdict", ""), "invalid");
+  EXPECT_EQ(r.verdict.at("black_box_workers"), nlohmann::json::array({"w1", "w2"}));
+  for (const auto& c : r.verdict.at("checkers")) {
+    if (c.at("name") == "stale-write-accepted") {
+      EXPECT_EQ(c.at("verdict"), "invalid");
+      EXPECT_NE(c.at("evidence").dump().find("resource.accept-log"), std::string::npos) << c.dump();
+    }
+    // A checker that needs the workers' own events cannot call a silent run valid.
+    if (c.at("name") == "fenced-out" || c.at("name") == "foreign-release") EXPECT_EQ(c.at("verdict"), "unknown") << c.dump();
+  }
+  for (const auto& e : r.history) EXPECT_NE(e.value("source", ""), "w1") << "w1 said something: " << e.dump();
+  EXPECT_NE(r.result.out.find("black box: judged from the lock service and the resource"), std::string::npos) << r.result.out;
+}
+
 /// The lock name against an external etcd (the user's cluster: here one this test starts on
 /// loopback): exactly the scenario's, or with the run id when run_suffix asks for it; and the
 /// checkers, the verdict and the metrics use the name the workers used. Before, the harness
