@@ -1059,3 +1059,24 @@ TEST(ReadBackJson, MistypedEffectsAndCountersNameTheField) {
   EXPECT_EQ(error_of(R"({"counters":[1]})"), "read-back: 'counters' must be an object of key -> value");
   EXPECT_EQ(error_of(R"({"counters":{"hits":"12"}})"), "read-back: counters['hits'] must be an integer");
 }
+
+// The lock name the checkers get is the one the workers used (issue 13). With run_suffix the
+// workers lock "<name>/<run id>"; CheckContext::of(the run's plan) says the same name, so the
+// per-lock check sees their grants. The scenario's own name, as the context held before, matched
+// no acquire.ok at all and checked nothing: valid, silently.
+TEST(TokenRegression, ChecksTheLockNameTheWorkersUsedWithARunSuffix) {
+  const Scenario plan = parse_scenario(
+      "name: t\nlease_ttl: 2s\nlock_service: {kind: etcd, endpoints: [\"http://127.0.0.1:2379\"], lock: fencecheck, "
+      "run_suffix: true}\nresource: {kind: store}\njob: {key: k}\nworkers: [{id: w1}, {id: w2}]\nexpect: {outcome: safe}\n");
+  Builder b;
+  b.acquire_ok("w1", lock_key(1), 1'700'000'000'000'000'000, 7001);
+  b.acquire_invoke("w2");
+  b.acquire_ok("w2", lock_key(2), 1'699'999'970'000'000'000, 7002);
+  const CheckContext used = CheckContext::of(plan.for_run("cat"));
+  EXPECT_EQ(used.lock, kLock);
+  EXPECT_EQ(run(TokenRegressionChecker{}, b, ReadBack{}, used).verdict, Verdict::kInvalid);
+  const CheckContext unsuffixed = CheckContext::of(plan);
+  EXPECT_EQ(unsuffixed.lock, "fencecheck");
+  EXPECT_EQ(run(TokenRegressionChecker{}, b, ReadBack{}, unsuffixed).verdict, Verdict::kValid)
+      << "the old context's name matches none of the workers' grants";
+}
