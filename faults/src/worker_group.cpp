@@ -73,10 +73,10 @@ WorkerGroup::WorkerGroup(ProcessRef leader, std::string worker) : leader_(leader
 
 std::string WorkerGroup::target() const { return worker_ + " (process group " + std::to_string(leader_.pid) + ")"; }
 
-void WorkerGroup::heal() noexcept {
-  if (!active_) return;
-  (void)end_group(leader_);
+int WorkerGroup::end() noexcept {
+  if (!active_) return 0;
   active_ = false;
+  return end_group(leader_);
 }
 
 nlohmann::json WorkerGroup::ledger_record() const {

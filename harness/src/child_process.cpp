@@ -1,10 +1,12 @@
 #include "fencecheck/harness/child_process.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -47,22 +49,42 @@ struct ChildSetup : bp::extend::handler {
   }
 };
 
+/// The longest line read_lines() keeps: a longer one is handed on cut to this many bytes (the
+/// worker protocol's lines are small; a worker that never sends a newline must not exhaust the
+/// harness's memory), and the rest of it up to its newline is dropped.
+constexpr std::size_t kMaxLine = 1 << 20;
+
 /// Splits what `fd` delivers into lines and hands each to on_line (without its newline); a last
-/// line without a newline counts. Returns at end of file or on a read error.
-void read_lines(int fd, const LineHandler& on_line) {
+/// line without a newline counts. Returns at end of file, on a read error, or once `stop` is set
+/// (polled every 100 ms: a process that escaped the worker's process group can hold the pipe's
+/// write end open for ever, and the harness must still be able to finish).
+void read_lines(int fd, const LineHandler& on_line, const std::atomic<bool>& stop) {
   std::string buf;
+  bool skipping = false;  // dropping the rest of an over-long line
   char chunk[65536];
-  while (true) {
+  while (!stop.load()) {
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, 100);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) break;
+    if (ready == 0) continue;
     const ssize_t n = ::read(fd, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     buf.append(chunk, static_cast<std::size_t>(n));
     std::size_t start = 0;
-    for (std::size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1)
-      on_line(std::string_view(buf).substr(start, nl - start), monotonic_ns(), false);
+    for (std::size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1) {
+      if (!skipping) on_line(std::string_view(buf).substr(start, nl - start), monotonic_ns(), false);
+      skipping = false;
+    }
     buf.erase(0, start);
+    if (buf.size() > kMaxLine) {
+      if (!skipping) on_line(std::string_view(buf).substr(0, kMaxLine), monotonic_ns(), false);
+      skipping = true;
+      buf.clear();
+    }
   }
-  if (!buf.empty()) on_line(buf, monotonic_ns(), false);
+  if (!buf.empty() && !skipping) on_line(buf, monotonic_ns(), false);
 }
 
 int exit_code_of(const bp::child& c) {
@@ -77,6 +99,7 @@ struct ChildProcess::Impl {
   ChildSpec spec;
   bp::ipstream out;
   int events_read = -1;  ///< the event pipe's read end (events_fd set), owned by the reader thread
+  std::atomic<bool> stop_reading{false};  ///< set by the destructor: the reader gives up on the pipe
   bp::child child;
   std::thread reader;
   std::optional<int> code;
@@ -125,7 +148,7 @@ ChildProcess::ChildProcess(ChildSpec spec, LineHandler on_line) : impl_(std::mak
   impl_->events_read = pipe_fds[0];
   impl_->reader = std::thread([impl = impl_.get(), on_line = std::move(on_line)] {
     if (impl->events_read >= 0) {
-      read_lines(impl->events_read, on_line);
+      read_lines(impl->events_read, on_line, impl->stop_reading);
       ::close(impl->events_read);
     } else {
       std::string line;
@@ -140,6 +163,9 @@ ChildProcess::~ChildProcess() {
     terminate();
   } catch (...) {
   }
+  // The child is gone; whatever still holds the event pipe (a process that left its group) is not
+  // the harness's to wait for.
+  impl_->stop_reading = true;
   if (impl_->reader.joinable()) impl_->reader.join();
 }
 

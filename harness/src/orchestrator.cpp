@@ -308,6 +308,8 @@ void Run::launch_worker(WorkerState& w) {
         in.event.source = "harness";
         in.event.target = id;
         in.event.line_no = n;
+        // The parser's message can quote the whole line: the line is kept in `line`, cut.
+        if (read.error.size() > 512) read.error = read.error.substr(0, 512) + "...";
         in.event.detail = id + "'s event line " + std::to_string(n) + ": " + read.error;
         in.event.line = std::string(line.substr(0, kProtocolLineKept));
         if (line.size() > kProtocolLineKept) in.event.line += "...";
@@ -539,7 +541,17 @@ void Run::loop() {
       if (!w.eof) {
         if (!w.gone_at) w.gone_at = Clock::now();
         if (Clock::now() - *w.gone_at < std::chrono::seconds(1)) continue;
-        if (w.group) w.group->heal();  // its own process group (ChildSpec::own_process_group)
+        // Its own process group (ChildSpec::own_process_group): the worker said it was done by
+        // exiting, and what it left running is cut short. Recorded: the run is not met.
+        if (const int killed = w.group ? w.group->end() : 0; killed > 0) {
+          Event e;
+          e.source = "harness";
+          e.kind = EventKind::kLog;
+          e.target = id;
+          e.detail = "worker " + id + " exited while " + std::to_string(killed) +
+                     " process(es) it started still held its event channel: killed after 1 s";
+          record(std::move(e));
+        }
         if (Clock::now() - *w.gone_at < std::chrono::seconds(3)) continue;
       }
       record_exit(w, id, "exit " + std::to_string(w.proc->exit_code().value_or(-1)));

@@ -134,6 +134,11 @@ std::vector<std::string> run_shortfalls(const Scenario& sc, const History& h) {
     if (!e.line.empty()) why += "; its last stderr lines:\n" + e.line;
     out.push_back(std::move(why));
   }
+  // A command worker that exited while processes it started were still at work (holding its
+  // event channel): the harness cut them short, so the worker did not do what it said it did.
+  for (const Event& e : h)
+    if (e.source == "harness" && e.kind == EventKind::kLog && e.detail.find("still held its event channel") != std::string::npos)
+      out.push_back(e.detail + "; a worker's exit means its work is done (docs/worker-protocol.md)");
   // A worker that spoke the protocol and never acquired the lock did nothing the scenario planned
   // (a command worker always; fencecheck-worker when the run timed out, stuck in acquire). A
   // worker that sent no events at all is a black box: the checkers judge it from the lock

@@ -9,8 +9,11 @@
 #   exit3           writes to stderr and exits 3 (a failed worker).
 #   never-acquires  says hello and acquire.invoke, then exits 0 without ever holding the lock.
 #   silent          runs the reference worker with no event channel: a black box.
+#   background      starts the reference worker in the background and exits at once, as if done.
+#   escaping        says hello, leaves a process that escapes its process group (setsid) holding
+#                   the event channel, and exits: the harness must still finish.
 set -eu
-mode=${1:?usage: worker.sh forking|lying|exit3|never-acquires|silent [fencecheck-worker flags...]}
+mode=${1:?usage: worker.sh forking|lying|exit3|never-acquires|silent|background|escaping [fencecheck-worker flags...]}
 shift
 worker() {
   "$FENCECHECK_BIN_DIR/fencecheck-worker" --id "$FENCECHECK_WORKER_ID" --etcd "$FENCECHECK_LOCK_ENDPOINTS" \
@@ -43,6 +46,15 @@ case "$mode" in
     unset FENCECHECK_EVENTS_FD
     exec 3>&-
     worker > /dev/null
+    ;;
+  background)
+    worker "$@" &
+    exit 0
+    ;;
+  escaping)
+    printf '{"kind":"hello","protocol":1}\n' >&3
+    setsid sleep 987.654 &
+    exit 0
     ;;
   *)
     echo "worker.sh: unknown mode $mode" >&2

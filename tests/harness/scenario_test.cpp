@@ -972,6 +972,16 @@ const BadFile kBadFiles[] = {
      "workers: [{id: w1, command: []}]\n"
      "expect: {outcome: safe}\n",
      5, 29, "workers[0].command: expected a non-empty list"},
+    {"CommandLeftEmptyIsRefused",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1, command: }]\n"
+     "expect: {outcome: safe}\n",
+     5, 20,
+     "workers[0].command: command is empty: give the program's argv as a list, e.g. [./my-worker, --flag] (leave "
+     "the key out for fencecheck-worker)"},
     {"CommandWithDesignIsRefused",
      "name: t\n"
      "lease_ttl: 2s\n"

@@ -7,6 +7,7 @@
 // holder (fencecheck-worker) is the grandchild of the process the harness started, so a fault
 // that acted on that process alone would leave the holder running, its lease alive, and the run
 // without the anomaly (unfenced) or the pause the holder measured itself.
+#include <signal.h>
 #include <unistd.h>
 
 #include <set>
@@ -202,6 +203,45 @@ TEST(CommandWorker, AWorkerThatNeverAcquiresMakesTheRunNotMetAndSaysSo) {
   EXPECT_NE(r.reasons().find("worker w1 never acquired the lock fencecheck/cw-never"), std::string::npos) << r.reasons();
 }
 
+TEST(CommandWorker, AWorkerThatExitsLeavingItsHolderRunningIsNotMet) {
+  // worker.sh background: the reference worker runs on in the background after the program exits
+  // "done"; the harness ends it a second later, and the run says so instead of judging a cut job.
+  std::string yaml = single_worker("cw-background", "background");
+  const std::string quick = "segments: 1, chunks: 2, chunk_bytes: 64, chunk_interval: 10ms";
+  yaml.replace(yaml.find(quick), quick.size(), "segments: 1, chunks: 8, chunk_bytes: 64, chunk_interval: 500ms");  // 4 s: longer than the grace
+  const RunOutcome r = run_yaml("cw-background", yaml);
+  ASSERT_FALSE(r.dir.empty()) << r.result.err;
+  EXPECT_EQ(r.result.code, 1) << r.reasons();
+  // The function's subshell and fencecheck-worker in it.
+  EXPECT_NE(r.reasons().find("worker w1 exited while 2 process(es) it started still held its event channel: killed after 1 s"),
+            std::string::npos)
+      << r.reasons();
+}
+
+/// PIDs of live processes whose argv is exactly {"sleep", arg}.
+std::vector<pid_t> sleepers(const std::string& arg) {
+  std::vector<pid_t> out;
+  for (const auto& d : fs::directory_iterator("/proc")) {
+    const std::string pid = d.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (fctest::slurp(d.path() / "cmdline") == std::string("sleep\0", 6) + arg + std::string(1, '\0'))
+      out.push_back(std::stoi(pid));
+  }
+  return out;
+}
+
+TEST(CommandWorker, AProcessThatEscapedTheGroupHoldingTheChannelDoesNotHangTheHarness) {
+  // worker.sh escaping: a `setsid sleep` keeps descriptor 3 open outside the worker's process
+  // group, where the harness cannot end it. The run must still end, and fencecheck exit.
+  const RunOutcome r = run_yaml("cw-escaping", single_worker("cw-escaping", "escaping"));
+  for (pid_t pid : sleepers("987.654")) ::kill(pid, SIGKILL);  // the escaped process: ours to clean up
+  ASSERT_FALSE(r.dir.empty()) << r.result.err;
+  EXPECT_TRUE(fs::exists(r.dir / "verdict.json"));
+  bool exited = false;
+  for (const auto& e : r.history) exited = exited || (e.value("kind", "") == "worker.exit" && e.value("target", "") == "w1");
+  EXPECT_TRUE(exited);
+}
+
 TEST(CommandWorker, AProgramThatIsMissingOrNotExecutableIsExit2BeforeAnythingStarts) {
   const fs::path work = fctest::fresh_dir("cw-missing");
   const fs::path root = work / "runs";
@@ -296,8 +336,11 @@ void check_lock_name(bool run_suffix) {
   EXPECT_EQ(verdict["lock"], used);
   // token-regression checked the workers' grants: it used the workers' events and the lock
   // service's, and found both holdings (its per-lock check matches the name used).
-  for (const auto& c : verdict["checkers"])
-    if (c["name"] == "token-regression") EXPECT_EQ(c["verdict"], "valid") << c.dump();
+  for (const auto& c : verdict["checkers"]) {
+    if (c["name"] == "token-regression") {
+      EXPECT_EQ(c["verdict"], "valid") << c.dump();
+    }
+  }
   EXPECT_NE(fctest::slurp(dir / "metrics.prom").find("lock=\"" + used + "\""), std::string::npos);
   // `fencecheck report` judges the stored run again with the same name: the same verdict.
   const fctest::Result again = fctest::run_fencecheck({"report", dir.string()}, work);

@@ -432,6 +432,12 @@ class ScenarioParser {
       return it->second;
     }
     [[nodiscard]] bool has(std::string_view key) const { return get(key).has_value(); }
+    /// The field even when its value is null (present but empty), or nullopt when absent.
+    [[nodiscard]] std::optional<Value> raw(std::string_view key) const {
+      auto it = fields_.find(std::string(key));
+      if (it == fields_.end()) return std::nullopt;
+      return it->second;
+    }
     [[nodiscard]] const Value& self() const { return self_; }
 
    private:
@@ -1146,6 +1152,11 @@ class ScenarioParser {
     auto command = wm.get("command");
     auto env = wm.get("env");
     auto cwd = wm.get("cwd");
+    // An empty command (a template variable that expanded to nothing) must not quietly test
+    // fencecheck-worker instead of the user's program.
+    if (auto given = wm.raw("command"); given && !command)
+      fail(*given, "command is empty: give the program's argv as a list, e.g. [./my-worker, --flag] (leave the key "
+                   "out for fencecheck-worker)");
     if (!command) {
       if (env) fail(*env, "env is for a command worker (workers[].command); fencecheck-worker gets the harness's environment");
       if (cwd) fail(*cwd, "cwd is for a command worker (workers[].command)");

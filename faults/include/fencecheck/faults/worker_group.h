@@ -46,7 +46,9 @@ class WorkerGroup final : public Fault {
   /// Nothing to do: the group exists from the worker's start. Marks it active.
   void inject() override { active_ = true; }
   /// Ends what is left of the group (end_group). Never throws.
-  void heal() noexcept override;
+  void heal() noexcept override { (void)end(); }
+  /// heal(), saying how many processes it killed (0 when inactive). Never throws.
+  int end() noexcept;
   [[nodiscard]] bool active() const override { return active_; }
   /// {"pgid", "start_ticks" (the leader's), "target"}.
   [[nodiscard]] nlohmann::json ledger_record() const override;

@@ -46,7 +46,10 @@ struct ChildSpec {
 };
 
 /// Called on the reader thread for every stdout line (without the newline), with the receive
-/// time; then once with eof=true when stdout closes. Must be thread-safe w.r.t. the caller.
+/// time; then once with eof=true when stdout closes. Must be thread-safe w.r.t. the caller. On the
+/// event pipe (ChildSpec::events_fd) a line longer than 1 MiB is handed on cut to 1 MiB and the
+/// rest of it dropped, and reading stops when the ChildProcess is destroyed even if some process
+/// that escaped the child's group still holds the pipe open.
 using LineHandler = std::function<void(std::string_view line, std::int64_t recv_ns, bool eof)>;
 
 /// One running child. Not copyable. Methods are not thread-safe except pid() and running().
