@@ -70,6 +70,16 @@ std::vector<TreeMember> grown(pid_t root, std::size_t n) {
 bool all_in_state(const std::vector<TreeMember>& tree, char want) {
   return std::all_of(tree.begin(), tree.end(), [&](const TreeMember& m) { return process_state(m.ref.pid) == want; });
 }
+/// Nothing of the tree can run user code: each process is stopped ('T'); or a zombie (it exited
+/// before the stop, and its stopped parent cannot reap it: a forking loop's short-lived child); or
+/// 'D', which a shell that vfork(2)ed shows while it waits, killable, for its child to exec: that
+/// child is stopped, so the parent stays in the kernel until the heal; or gone.
+bool none_can_run(const std::vector<TreeMember>& tree) {
+  return std::all_of(tree.begin(), tree.end(), [](const TreeMember& m) {
+    const auto s = process_state(m.ref.pid);
+    return !s || *s == 'T' || *s == 'Z' || *s == 'X' || *s == 'D';
+  });
+}
 bool none_in_state(const std::vector<TreeMember>& tree, char state) {
   return std::none_of(tree.begin(), tree.end(), [&](const TreeMember& m) { return process_state(m.ref.pid) == state; });
 }
@@ -215,12 +225,20 @@ TEST(SigstopTreeForking, AForkingTreeIsStoppedWholeAndStopsGrowing) {
             << " processes, " << fault.last_walk().walks << " walks\n";
   const auto stopped = walk_tree(ref_of(tree.pid()));
   EXPECT_EQ(stopped.size(), fault.stopped().size()) << "every process of the tree was stopped, none more";
-  EXPECT_TRUE(all_in_state(stopped, 'T'));
+  // Each process shows T, Z or D (none_can_run: in about 1 run in 4 the root shell is in D, waiting
+  // for a vforked child that was stopped before its exec). What matters, that the tree no longer
+  // grows, is asserted below against a control tree that goes on forking.
+  EXPECT_TRUE(fctest::wait_until([&] { return none_can_run(stopped); }, 2s)) << [&] {
+    std::string s;
+    for (const auto& m : stopped)
+      s += std::to_string(m.ref.pid) + ":" + std::string(1, process_state(m.ref.pid).value_or('-')) + " ";
+    return s;
+  }();
   // While the control tree forks three more times, the stopped one forks none.
   const auto control_then = walk_tree(ref_of(control.pid())).size();
   ASSERT_TRUE(fctest::wait_until([&] { return walk_tree(ref_of(control.pid())).size() >= control_then + 3; }, 5s));
   EXPECT_EQ(pids(walk_tree(ref_of(tree.pid()))), pids(stopped));
-  EXPECT_TRUE(all_in_state(stopped, 'T'));
+  EXPECT_TRUE(fctest::wait_until([&] { return none_can_run(stopped); }, 2s));
   fault.heal();
   EXPECT_TRUE(fctest::wait_until([&] { return none_in_state(stopped, 'T'); }, 5s));
 }
