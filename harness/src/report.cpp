@@ -144,17 +144,18 @@ std::vector<std::string> run_shortfalls(const Scenario& sc, const History& h) {
   // worker that sent no events at all is a black box: the checkers judge it from the lock
   // service and the resource, and this rule cannot see it.
   bool timed_out = false;
-  std::set<std::string> started, spoke, acquired;
+  std::set<std::string> started, acquired;
   for (const Event& e : h) {
     if (e.kind == EventKind::kRunEnd && e.detail == "timeout") timed_out = true;
     if (e.source == "harness" && e.kind == EventKind::kLog && e.detail.rfind("started worker ", 0) == 0) started.insert(e.target);
     if (e.kind == EventKind::kAcquireOk) acquired.insert(e.source);
-    if (e.source != "harness" && e.source != "lock" && e.source != "resource" && e.kind != EventKind::kHello &&
-        e.kind != EventKind::kLog)
-      spoke.insert(e.source);
   }
+  std::vector<std::string> ids;
+  for (const auto& w : sc.workers()) ids.push_back(w.id);
+  const std::vector<std::string> silent = black_box_workers(h, ids, nullptr);  // the one rule for "said nothing"
   for (const auto& w : sc.workers()) {
-    if (!started.count(w.id) || !spoke.count(w.id) || acquired.count(w.id)) continue;
+    const bool spoke = !std::binary_search(silent.begin(), silent.end(), w.id);
+    if (!started.count(w.id) || !spoke || acquired.count(w.id)) continue;
     if (!w.command && !timed_out) continue;
     out.push_back("worker " + w.id + " never acquired the lock " + sc.lock_service().lock +
                   (timed_out ? " within the run's timeout of " + format_duration(sc.timeout()) : std::string()) +
