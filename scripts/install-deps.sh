@@ -8,13 +8,15 @@ set -euo pipefail
 BUILD_PKGS=(g++ cmake ninja-build pkg-config
   libboost1.81-dev libboost-filesystem1.81-dev libspdlog-dev libyaml-cpp-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libpugixml-dev libpq-dev
+  libzookeeper-mt-dev libhiredis-dev  # the zookeeper and redis lock clients of the reference worker
   # The Go example worker (workers/examples/go-etcd-mutex), built offline against Debian's Go sources.
   golang-go golang-etcd-server-dev golang-github-jackc-pgx-v4-dev golang-golang-x-sys-dev)
 # Run: the embedded lock service, fault tools, and the services the tests start on loopback.
 RUN_PKGS=(etcd-server etcd-client iproute2 procps psmisc curl faketime prometheus prometheus-pushgateway libxml2-utils
   chromium fonts-dejavu-core  # chromium: the report test opens report.html headless; xmllint: junit.xml schema test
   postgresql-15 util-linux python3  # the postgres resource kind's embedded server (initdb, postgres; setpriv to drop root)
-  python3-etcd3)  # the example workers (workers/examples/): python-etcd3's Lock; the shell one uses etcd-client and curl
+  python3-etcd3 python3-kazoo python3-redis  # the example workers (workers/examples/): python-etcd3's, kazoo's and redis-py's Lock
+  zookeeper redis-server)  # the zookeeper and redis lock-service kinds' embedded servers (started by the harness, never as services)
 EXTRA_PKGS=("$@")
 
 missing=()
@@ -42,6 +44,18 @@ if [[ " ${missing[*]} " == *" postgresql-15 "* ]] && [ ! -e /etc/postgresql-comm
   $SUDO mkdir -p /etc/postgresql-common
   echo "create_main_cluster = false" | $SUDO tee /etc/postgresql-common/createcluster.conf >/dev/null
 fi
+# redis-server (and any other daemon package) would start the machine's own service on install: the
+# harness starts its own servers on loopback, so tell invoke-rc.d no for the length of the install
+# (policy-rc.d exit 101 = "action forbidden", Debian's policy-rc.d interface), unless one exists.
+policy_rc=/usr/sbin/policy-rc.d
+own_policy=0
+if [ ! -e "$policy_rc" ]; then
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy_rc" >/dev/null
+  $SUDO chmod 755 "$policy_rc"
+  own_policy=1
+fi
+remove_policy() { if [ "$own_policy" = 1 ]; then $SUDO rm -f "$policy_rc"; fi; }
+trap remove_policy EXIT
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq

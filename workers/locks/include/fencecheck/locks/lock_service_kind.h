@@ -1,0 +1,143 @@
+// fencecheck — the harness's side of the lock-service axis: one interface per lock-service kind,
+// the kinds registered by name (docs/architecture.md, "The lock-service axis"; the same shape as
+// the resource axis, fencecheck/resources/resource_kind.h, and Jepsen's DB protocol).
+//
+// A kind:
+//  - validates its own `lock_service:` fields (parse(); errors keep file:line:col through
+//    KindFields::fail). The loader itself owns the fields every kind shares: kind, endpoints,
+//    lock, run_suffix, prior_revisions;
+//  - starts an embedded server on loopback (or the network lab's lock-service address) with a
+//    fresh data directory under the run directory, or connects to the user's endpoints, and waits
+//    for health (open());
+//  - gives what workers are told: the endpoint JSON (lock_client.h) and, for command workers,
+//    FENCECHECK_LOCK_ENDPOINTS and the kind's own conventional variables (ETCDCTL_ENDPOINTS...);
+//  - watches the issuer's own history of one lock (watch()): a lock.grant per grant and a
+//    lock.delete per delete, with the token, telling an expiry from a release where the issuer
+//    can (detail "expired" / "deleted");
+//  - stops and restarts its embedded server (lock-service-restart), on the same data or a fresh
+//    data directory, and says what that does to the token counter (restart_effect()).
+//
+// Kinds: etcd (workers/locks/etcd/), zookeeper (workers/locks/zookeeper/), redis
+// (workers/locks/redis/). The registry is a constant table (workers/locks/registry.cpp).
+//
+// Thread-safety: LockServiceKind objects are immutable singletons. A LockServiceInstance belongs
+// to the orchestrator's main thread (it forks children: child_process.h); an IssuerWatch delivers
+// events on a thread of its own.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fencecheck/proto/event.h"
+#include "fencecheck/resources/resource_kind.h"  // ResourceFields: the loader's field reader, shared by every axis
+
+namespace fencecheck::locks {
+
+/// The loader's reader of one kind's mapping (file:line:col errors), shared with the resource axis.
+using KindFields = resources::ResourceFields;
+
+/// The environment lacks what the kind needs: its server binary ("redis-server not found: install
+/// Debian's redis-server"), or none of the user's endpoints answers. The run's exit code 3.
+class LockServiceUnavailable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Where an instance runs, given by the orchestrator.
+struct LockServiceRunContext {
+  std::filesystem::path run_dir;  ///< embedded data directories go below it
+  /// The log file of a named process ("etcd", "zookeeper", "redis"): RunDirectory::log_path.
+  std::function<std::filesystem::path(const std::string&)> log_path;
+  std::string run_id;
+  /// The address an embedded server binds: 127.0.0.1, or the lab's lock-service address.
+  std::string host = "127.0.0.1";
+  /// In a network lab, the kind's own well-known port is free (its own namespace): use it.
+  bool lab = false;
+};
+
+/// The issuer's own history of one lock, running on a thread of its own from construction.
+class IssuerWatch {
+ public:
+  virtual ~IssuerWatch() = default;
+  /// Makes sure every change made before the call has been delivered (bounded: 5 s), then stops.
+  /// Idempotent; never throws.
+  virtual void stop() = 0;
+  /// The server was restarted on empty data: its ordering numbers start over; pick the history up
+  /// from the new server's beginning once the old connection breaks. Thread-safe.
+  virtual void restarted_fresh() = 0;
+};
+
+/// One lock service for one run: embedded or the user's.
+class LockServiceInstance {
+ public:
+  virtual ~LockServiceInstance() = default;
+  /// What a reference worker is told (lock_client.h's endpoint JSON).
+  [[nodiscard]] virtual nlohmann::json endpoint() const = 0;
+  /// FENCECHECK_LOCK_ENDPOINTS for a command worker: comma-separated, in the kind's own spelling
+  /// (etcd "http://h:p", zookeeper "h:p", redis "redis://h:p").
+  [[nodiscard]] virtual std::string endpoints_text() const = 0;
+  /// The kind's conventional variables for a command worker (etcd: ETCDCTL_ENDPOINTS and
+  /// ETCDCTL_API; zookeeper: ZOOKEEPER_HOSTS; redis: REDIS_URL).
+  [[nodiscard]] virtual std::map<std::string, std::string> worker_env() const = 0;
+  /// One line for logs: "zookeeper 127.0.0.1:41234 (embedded, data zookeeper-data)".
+  [[nodiscard]] virtual std::string describe() const = 0;
+  /// True when the service answers.
+  [[nodiscard]] virtual bool healthy() = 0;
+  /// Starts watching the lock `name`'s grants and deletes (events with source "lock"), from now:
+  /// nothing that happens after this returns is missed. Throws LockServiceUnavailable /
+  /// std::runtime_error when the service does not answer.
+  [[nodiscard]] virtual std::unique_ptr<IssuerWatch> watch(const std::string& name,
+                                                           std::function<void(Event)> sink) = 0;
+  /// Advances the issuer's ordering counter by `count` (lock_service.prior_revisions), so tokens
+  /// start above it. Embedded only.
+  virtual void advance(std::int64_t count) = 0;
+  /// The embedded server's pid; 0 when external or stopped.
+  [[nodiscard]] virtual int pid() const = 0;
+  /// Stops the embedded server (SIGTERM): an outage. Idempotent.
+  virtual void stop_server() = 0;
+  /// Starts it again at the same address; with fresh_data on an empty data directory.
+  virtual void start_server(bool fresh_data) = 0;
+  /// Stops the embedded server for good (no-op for the user's). Idempotent; never throws.
+  virtual void stop() noexcept = 0;
+};
+
+class LockServiceKind {
+ public:
+  virtual ~LockServiceKind() = default;
+  /// The registered name: "etcd", "zookeeper", "redis".
+  [[nodiscard]] virtual std::string_view name() const = 0;
+  /// The kind's own fields of `lock_service:` (besides the shared ones), in documentation order.
+  [[nodiscard]] virtual std::vector<std::string_view> fields() const = 0;
+  /// Validates the kind's own fields and returns them normalized (every default filled in).
+  /// Throws through fields.fail().
+  [[nodiscard]] virtual nlohmann::json parse(const KindFields& fields) const = 0;
+  /// Checks one endpoint's spelling ("http://h:p" for etcd, "h:p" for zookeeper, "redis://h:p" for
+  /// redis); the error message says what was expected, or "" when fine. Pure.
+  [[nodiscard]] virtual std::string check_endpoint(std::string_view endpoint) const = 0;
+  /// What the fencing token is (for reports and docs): "the lock key's create_revision".
+  [[nodiscard]] virtual std::string token_description() const = 0;
+  /// What a restart does to the token counter, on the same data and on fresh data (docs, report).
+  [[nodiscard]] virtual std::string restart_effect(const nlohmann::json& config) const = 0;
+  /// Starts (no endpoints) or connects to (endpoints) the service and waits until it answers.
+  /// Throws LockServiceUnavailable (exit 3) naming the binary or the endpoints and how to fix it.
+  /// Main thread only.
+  [[nodiscard]] virtual std::unique_ptr<LockServiceInstance> open(const std::vector<std::string>& endpoints,
+                                                                  const nlohmann::json& config,
+                                                                  const LockServiceRunContext& ctx) const = 0;
+};
+
+/// The kind registered under `name`, or nullptr.
+[[nodiscard]] const LockServiceKind* find_lock_service_kind(std::string_view name);
+/// Every registered name, in table order ("etcd", "zookeeper", "redis").
+[[nodiscard]] std::vector<std::string_view> lock_service_kind_names();
+
+}  // namespace fencecheck::locks

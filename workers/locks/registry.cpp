@@ -1,0 +1,29 @@
+// The lock-service kinds registered by name (lock_service_kind.h). A constant table rather than
+// self-registering statics: a static library drops an object file nothing refers to, and with it
+// the kind. Adding a kind is one folder and one row here (and one in src/lock_client.cpp).
+#include <array>
+
+#include "kinds.h"
+
+namespace fencecheck::locks {
+namespace {
+
+using Row = const LockServiceKind& (*)();
+// ROWS: each kind adds its row when its folder lands.
+constexpr std::array<Row, 1> kKinds{&detail::etcd_kind};
+
+}  // namespace
+
+const LockServiceKind* find_lock_service_kind(std::string_view name) {
+  for (Row row : kKinds)
+    if (row().name() == name) return &row();
+  return nullptr;
+}
+
+std::vector<std::string_view> lock_service_kind_names() {
+  std::vector<std::string_view> out;
+  for (Row row : kKinds) out.push_back(row().name());
+  return out;
+}
+
+}  // namespace fencecheck::locks
