@@ -185,7 +185,7 @@ std::vector<std::pair<std::string, std::string>> Run::protocol_env(const WorkerS
       {"FENCECHECK_RUN_DIR", dir_.path().string()},
       {"FENCECHECK_SEED", std::to_string(sc_.seed())},
       {"FENCECHECK_LOCK_SERVICE", sc_.lock_service().kind},
-      {"FENCECHECK_LOCK_ENDPOINTS", services_->lock_service().endpoints_text()},
+      {"FENCECHECK_LOCK_ENDPOINTS", services_->issuer(sc_.issuer_of(w)).endpoints_text()},
       {"FENCECHECK_LOCK_NAME", lock_name_},
       {"FENCECHECK_LEASE_TTL_S", std::to_string(std::chrono::ceil<std::chrono::seconds>(sc_.lease_ttl()).count())},
       {"FENCECHECK_LEASE_TTL_MS", std::to_string(sc_.lease_ttl().count())},
@@ -202,7 +202,7 @@ std::vector<std::pair<std::string, std::string>> Run::protocol_env(const WorkerS
       {"FENCECHECK_BIN_DIR", (opt_.bin_dir.empty() ? self_bin_dir() : opt_.bin_dir).string()},
   };
   // The lock service's own conventional variables (etcd: ETCDCTL_ENDPOINTS, ETCDCTL_API).
-  for (auto& [name, value] : services_->lock_service().worker_env()) env.emplace_back(name, value);
+  for (auto& [name, value] : services_->issuer(sc_.issuer_of(w)).worker_env()) env.emplace_back(name, value);
   // The resource's address in the form its clients take: a URL (store, http) or a DSN (postgres).
   if (endpoint.contains("url") && endpoint["url"].is_string())
     env.emplace_back("FENCECHECK_RESOURCE_URL", endpoint["url"].get<std::string>());
@@ -245,7 +245,7 @@ void Run::launch_worker(WorkerState& w) {
     spec.exe = (opt_.bin_dir.empty() ? self_bin_dir() : opt_.bin_dir) / "fencecheck-worker";
     // The lease TTL in whole seconds when it is (etcd's always is), else in milliseconds.
     const auto ttl_ms = sc_.lease_ttl().count();
-    spec.args = {"--id", id, "--lock-service", services_->lock_service().endpoint().dump(), "--resource",
+    spec.args = {"--id", id, "--lock-service", services_->issuer(sc_.issuer_of(*w.spec)).endpoint().dump(), "--resource",
                  services_->resource_endpoint().dump(), "--lock", lock_name_, "--key", sc_.key_of(*w.spec),
                  ttl_ms % 1000 == 0 ? "--ttl-s" : "--ttl-ms", std::to_string(ttl_ms % 1000 == 0 ? ttl_ms / 1000 : ttl_ms),
                  "--segments", std::to_string(job.segments),
@@ -612,6 +612,15 @@ ScenarioResult Run::execute() {
     inbox_.push(std::move(in));
   });
   watch_ = watch.get();
+  // lock_service.issuers > 1: every other issuer's history too, each event saying whose it is.
+  std::vector<std::unique_ptr<locks::IssuerWatch>> other_watches;
+  for (int k = 1; k < services.issuer_count(); ++k)
+    other_watches.push_back(services.issuer(k).watch(lock_name_, [this, k](Event e) {
+      e.detail = "issuer " + std::to_string(k + 1) + (e.detail.empty() ? "" : ": " + e.detail);
+      Inbound in;
+      in.event = std::move(e);
+      inbox_.push(std::move(in));
+    }));
 
   // 3. Workers.
   notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "workers"); });
@@ -640,6 +649,7 @@ ScenarioResult Run::execute() {
       record_exit(w, id, "terminated by the harness, exit " + std::to_string(code));
     }
   watch->stop();  // let the last deletes arrive, then close the stream
+  for (auto& other : other_watches) other->stop();
   for (auto& in : inbox_.drain_until(Clock::now())) {
     if (!in.eof) record(std::move(in.event));
   }

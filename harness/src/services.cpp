@@ -24,6 +24,8 @@ struct Services::Impl {
   std::unique_ptr<faults::NetworkLab> lab;
   std::unique_ptr<NetnsScope> hub;
   std::unique_ptr<locks::LockServiceInstance> lock_service;
+  /// lock_service.issuers > 1: issuers 2.. (index 0 here is issuer 2), each with its own data and log.
+  std::vector<std::unique_ptr<locks::LockServiceInstance>> other_issuers;
   std::unique_ptr<resources::ResourceInstance> resource;
 };
 
@@ -72,6 +74,20 @@ Services::Services(const Scenario& sc, const RunDirectory& dir, const RunOptions
   }
   if (ls.embedded()) impl_->lock_service->advance(ls.prior_revisions);
   spdlog::info("{}: lock service {}", sc.name(), impl_->lock_service->describe());
+  // The "two issuers" mistake: more lock services of the same kind beside the first, each empty
+  // (a redeploy beside the old one), each in a directory and log of its own.
+  for (int k = 2; k <= ls.issuers; ++k) {
+    locks::LockServiceRunContext other = lctx;
+    other.run_dir = dir.path() / ("issuer-" + std::to_string(k));
+    fs::create_directories(other.run_dir);
+    other.log_path = [&dir, k](const std::string& name) { return dir.log_path(name + "-issuer-" + std::to_string(k)); };
+    try {
+      impl_->other_issuers.push_back(lock_kind->open(ls.endpoints, ls.config, other));
+    } catch (const locks::LockServiceUnavailable& err) {
+      throw EnvironmentError(std::string(err.what()) + " (issuer " + std::to_string(k) + ")");
+    }
+    spdlog::info("{}: issuer {}: lock service {}", sc.name(), k, impl_->other_issuers.back()->describe());
+  }
   const auto* kind = resources::find_resource_kind(sc.resource().kind);
   if (!kind) throw std::logic_error("resource kind " + sc.resource().kind + " is not registered");
   try {
@@ -98,6 +114,8 @@ void Services::stop() {
     impl_->resource->stop();
     impl_->resource.reset();
   }
+  for (auto& other : impl_->other_issuers) other->stop();
+  impl_->other_issuers.clear();
   if (impl_->lock_service) {
     impl_->lock_service->stop();
     impl_->lock_service.reset();
@@ -125,6 +143,15 @@ locks::LockServiceInstance& Services::lock_service() const {
   if (!impl_->lock_service) throw std::logic_error("the lock service is stopped");
   return *impl_->lock_service;
 }
+
+locks::LockServiceInstance& Services::issuer(int index) const {
+  if (index == 0) return lock_service();
+  if (index < 0 || static_cast<std::size_t>(index) > impl_->other_issuers.size())
+    throw std::out_of_range("no issuer " + std::to_string(index + 1) + " in this run");
+  return *impl_->other_issuers[static_cast<std::size_t>(index - 1)];
+}
+
+int Services::issuer_count() const { return 1 + static_cast<int>(impl_->other_issuers.size()); }
 
 int Services::lock_service_pid() const { return impl_->lock_service ? impl_->lock_service->pid() : 0; }
 

@@ -73,7 +73,7 @@ std::string lock_kind_names() {
 
 /// Every key a `lock_service:` mapping may hold: the loader's shared fields, then each kind's own.
 std::string lock_service_keys() {
-  std::vector<std::string_view> all{"kind", "endpoints", "lock", "prior_revisions", "run_suffix"};
+  std::vector<std::string_view> all{"kind", "endpoints", "lock", "prior_revisions", "run_suffix", "issuers"};
   for (auto n : locks::lock_service_kind_names())
     for (auto f : locks::find_lock_service_kind(n)->fields())
       if (std::find(all.begin(), all.end(), f) == all.end()) all.push_back(f);
@@ -1069,6 +1069,55 @@ const BadFile kBadFiles[] = {
      "workers: [{id: w1}]\n"
      "expect: {outcome: safe}\n",
      3, 40, "lock_service.run_suffix: expected true or false, got \"maybe\""},
+    {"IssuersIsOneToFour",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "lock_service: {kind: etcd, issuers: 5}\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "expect: {outcome: safe}\n",
+     3, 37, "lock_service.issuers: expected an integer between 1 and 4, got 5"},
+    {"IssuersAreEmbeddedOnly",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "lock_service: {kind: etcd, endpoints: [\"http://127.0.0.1:2379\"], issuers: 2}\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "expect: {outcome: safe}\n",
+     3, 75,
+     "lock_service.issuers: issuers starts that many embedded etcd servers side by side; with lock_service.endpoints "
+     "the lock services are your own: give one scenario per issuer instead"},
+    {"WorkerIssuerNeedsSeveralIssuers",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1, issuer: 1}]\n"
+     "expect: {outcome: safe}\n",
+     5, 28,
+     "workers[0].issuer: issuer chooses among lock_service.issuers; this scenario has one lock service (set "
+     "lock_service.issuers: 2 or more)"},
+    {"WorkerIssuerWithinIssuers",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "lock_service: {kind: etcd, issuers: 2}\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1, issuer: 3}]\n"
+     "expect: {outcome: safe}\n",
+     6, 28, "workers[0].issuer: expected an integer between 1 and 2, got 3"},
+    {"IssuersNeedTheHostNetwork",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "lock_service: {kind: etcd, issuers: 2}\n"
+     "resource: {kind: store}\n"
+     "network: namespaces\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "expect: {outcome: safe}\n",
+     5, 10, "network: network: namespaces gives the lock service one address in the lab; lock_service.issuers: 2 runs on the host network only"},
 };
 
 INSTANTIATE_TEST_SUITE_P(EachKind, ScenarioBadFile, ::testing::ValuesIn(kBadFiles),
@@ -1556,7 +1605,7 @@ TEST(ScenarioJson, ABadScenarioJsonIsAScenarioError) {
 TEST(ScenarioCatalogue, EveryFileLoadsAndPairsBrokenWithCorrect) {
   const fs::path dir = fs::path(FENCECHECK_SOURCE_DIR) / "scenarios" / "catalogue";
   auto suite = load_suite(dir);
-  ASSERT_EQ(suite.size(), 28u);  // 12 items in pairs; item 10 has three pairs (three obvious fixes)
+  ASSERT_EQ(suite.size(), 30u);  // 13 items in pairs; item 10 has three pairs (three obvious fixes)
   std::map<std::string, std::vector<const Scenario*>> broken, correct;
   for (const auto& s : suite) {
     const std::string file = fs::path(s.source()).stem().string();
@@ -1576,8 +1625,8 @@ TEST(ScenarioCatalogue, EveryFileLoadsAndPairsBrokenWithCorrect) {
       EXPECT_EQ(s.expect().outcome, Outcome::kSafe);
     }
   }
-  ASSERT_EQ(broken.size(), 12u);
-  ASSERT_EQ(correct.size(), 12u);
+  ASSERT_EQ(broken.size(), 13u);
+  ASSERT_EQ(correct.size(), 13u);
   for (const auto& [item, list] : broken) {
     SCOPED_TRACE(item);
     EXPECT_EQ(list.size(), item == "10" ? 3u : 1u);
@@ -1595,6 +1644,9 @@ TEST(ScenarioCatalogue, EveryFileLoadsAndPairsBrokenWithCorrect) {
       EXPECT_EQ(fault_of(b->faults()), fault_of(c.faults())) << twin;
       EXPECT_EQ(b->lease_ttl(), c.lease_ttl()) << twin;
       EXPECT_EQ(b->workers().size(), c.workers().size()) << twin;
+      // Item 13's design under test is the number of issuers; everything else is the same.
+      EXPECT_EQ(b->lock_service().issuers, item == "13" ? 2 : c.lock_service().issuers) << twin;
+      EXPECT_EQ(c.lock_service().issuers, 1) << twin;
     }
   }
 }
@@ -1611,6 +1663,7 @@ TEST(ScenarioCatalogue, TheNamedAnomalyOfEachItem) {
   EXPECT_THAT(anomalies_of("06-timestamp-token-broken.yaml"), Contains("token-regression"));
   EXPECT_THAT(anomalies_of("07-issuer-reset-broken.yaml"), Contains("fenced-out"));
   EXPECT_THAT(anomalies_of("07-issuer-reset-broken.yaml"), Contains("token-regression"));
+  EXPECT_THAT(anomalies_of("13-two-issuers-broken.yaml"), Contains("token-regression"));
   EXPECT_THAT(anomalies_of("08-unfenced-side-effect-broken.yaml"), Contains("duplicate-effect"));
   EXPECT_THAT(anomalies_of("09-shared-counter-broken.yaml"), Contains("counter-drift"));
   EXPECT_THAT(anomalies_of("10-longer-lease-broken.yaml"), Contains("interleaved-segment"));
@@ -1783,4 +1836,26 @@ TEST(ScenarioLockName, UsedExactlyUnlessRunSuffixAsksForTheRunId) {
   EXPECT_FALSE(run.lock_service().run_suffix);  // applied once: the run's plan re-reads to the same name
   EXPECT_EQ(to_json(run)["lock_service"]["lock"], "staging/x/20261201-1");
   EXPECT_EQ(parse_scenario(base).for_run("r").lock_service().lock, "fencecheck/t");
+}
+
+// The "two issuers" mistake (catalogue item 13): which lock service each worker asks.
+TEST(ScenarioIssuers, WorkersAlternateUnlessTheyNameTheirIssuer) {
+  auto with = [](const std::string& lock_service, const std::string& workers) {
+    return parse_scenario("name: t\nlease_ttl: 2s\n" + lock_service + "resource: {kind: store}\njob: {key: k}\n" +
+                              "workers: " + workers + "\nexpect: {outcome: safe}\n",
+                          "t.yaml");
+  };
+  const Scenario s = with("lock_service: {kind: etcd, issuers: 2}\n", "[{id: w1}, {id: w2}, {id: w3}, {id: w4, issuer: 1}]");
+  EXPECT_EQ(s.lock_service().issuers, 2);
+  EXPECT_EQ(s.issuer_of(s.workers()[0]), 0);
+  EXPECT_EQ(s.issuer_of(s.workers()[1]), 1);
+  EXPECT_EQ(s.issuer_of(s.workers()[2]), 0);
+  EXPECT_EQ(s.issuer_of(s.workers()[3]), 0);  // named: issuer 1, although its position says 2
+  const nlohmann::json j = to_json(s);
+  EXPECT_EQ(j["lock_service"]["issuers"], 2);
+  EXPECT_EQ(j["workers"][3]["issuer"], 1);
+  EXPECT_FALSE(j["workers"][0].contains("issuer"));
+  const Scenario one = with("", "[{id: w1}, {id: w2}]");
+  EXPECT_EQ(one.lock_service().issuers, 1);
+  EXPECT_EQ(one.issuer_of(one.workers()[1]), 0);
 }

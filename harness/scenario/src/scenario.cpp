@@ -327,6 +327,14 @@ std::string format_percent(double fraction) {
 // ---------------------------------------------------------------------------------------------
 // The parser
 
+int Scenario::issuer_of(const WorkerSpec& worker) const {
+  if (worker.issuer) return *worker.issuer - 1;
+  const int n = std::max(1, lock_service_.issuers);
+  for (std::size_t i = 0; i < workers_.size(); ++i)
+    if (&workers_[i] == &worker || workers_[i].id == worker.id) return static_cast<int>(i % static_cast<std::size_t>(n));
+  return 0;
+}
+
 const WorkerSpec* Scenario::find_worker(std::string_view id) const {
   for (const auto& w : workers_)
     if (w.id == id) return &w;
@@ -770,7 +778,7 @@ class ScenarioParser {
     // lock_service: the kind is a name on the lock-service axis; the loader reads the fields every
     // kind shares, every other field is the kind's own.
     {
-      KindTable table{"lock_service", "lock service kind", {"kind", "endpoints", "lock", "prior_revisions", "run_suffix"}, {}};
+      KindTable table{"lock_service", "lock service kind", {"kind", "endpoints", "lock", "prior_revisions", "run_suffix", "issuers"}, {}};
       for (auto n : locks::lock_service_kind_names()) table.kinds.emplace_back(n, locks::find_lock_service_kind(n)->fields());
       // No lock_service: the embedded etcd, every field of it at its default.
       YAML::Node none(YAML::NodeType::Map);
@@ -802,6 +810,12 @@ class ScenarioParser {
         if (spec.prior_revisions > 0 && !spec.embedded())
           fail(*p, "prior_revisions advances the embedded " + kind + "'s revision counter; an external lock service "
                    "(lock_service.endpoints) has its own history");
+      }
+      if (auto n = ls.get("issuers")) {
+        spec.issuers = static_cast<int>(integer(*n, 1, 4));
+        if (spec.issuers > 1 && !spec.embedded())
+          fail(*n, "issuers starts that many embedded " + kind + " servers side by side; with lock_service.endpoints "
+                   "the lock services are your own: give one scenario per issuer instead");
       }
       if (given) spec.positions = positions_of(lv, ls);
       spec.config = lk->parse(Fields(*this, ls));
@@ -847,6 +861,9 @@ class ScenarioParser {
                                 std::string(to_string(s.network_.mode)) + ")");
     }
     if (s.network_.mode == NetworkMode::kNamespaces) {
+      if (s.lock_service_.issuers > 1)
+        fail(*network_value, "network: namespaces gives the lock service one address in the lab; lock_service.issuers: " +
+                                 std::to_string(s.lock_service_.issuers) + " runs on the host network only");
       s.network_.subnet = subnet_value ? string(*subnet_value) : std::string(kDefaultSubnet);
       std::string why;
       auto cidr = parse_cidr(s.network_.subnet, &why);
@@ -899,7 +916,7 @@ class ScenarioParser {
     worker_maps.reserve(worker_values.size());
     std::map<std::string, std::size_t> worker_index;
     for (const Value& wv : worker_values) {
-      worker_maps.emplace_back(*this, wv, std::vector<std::string_view>{"id", "start_after", "start_delay", "key", "design", "command", "env", "cwd"});
+      worker_maps.emplace_back(*this, wv, std::vector<std::string_view>{"id", "start_after", "start_delay", "key", "issuer", "design", "command", "env", "cwd"});
       Value id = worker_maps.back().require("id");
       WorkerSpec w;
       w.id = string(id);
@@ -948,6 +965,12 @@ class ScenarioParser {
         w.key = string(*key);
         if (!is_safe_name(*w.key, 256))
           fail(*key, "expected a resource key of 1-256 characters of [A-Za-z0-9_.-], got " + quote(*w.key));
+      }
+      if (auto issuer = wm.get("issuer")) {
+        if (s.lock_service_.issuers < 2)
+          fail(*issuer, "issuer chooses among lock_service.issuers; this scenario has one lock service "
+                        "(set lock_service.issuers: 2 or more)");
+        w.issuer = static_cast<int>(integer(*issuer, 1, s.lock_service_.issuers));
       }
       if (auto design = wm.get("design")) self_stop_values[i] = parse_design(*design, w.design);
       parse_command(wm, w);
@@ -1465,7 +1488,8 @@ nlohmann::json to_json(const Scenario& s) {
                     {"endpoints", s.lock_service().endpoints},
                     {"lock", s.lock_service().lock},
                     {"prior_revisions", s.lock_service().prior_revisions},
-                    {"run_suffix", s.lock_service().run_suffix}};
+                    {"run_suffix", s.lock_service().run_suffix},
+                    {"issuers", s.lock_service().issuers}};
   for (const auto& [field, value] : s.lock_service().config.items()) lj[field] = value;  // the kind's own
   j["lock_service"] = std::move(lj);
   nlohmann::json rj{{"kind", s.resource().kind}};
@@ -1492,6 +1516,7 @@ nlohmann::json to_json(const Scenario& s) {
     if (w.start_after) wj["start_after"] = trigger_json(*w.start_after);
     if (w.start_delay) wj["start_delay"] = format_duration(*w.start_delay);
     if (w.key) wj["key"] = *w.key;
+    if (w.issuer) wj["issuer"] = *w.issuer;
     if (w.command) {
       wj["command"] = w.command->argv;
       nlohmann::json env = nlohmann::json::object();

@@ -55,6 +55,11 @@ class Services {
   /// The run's lock service (endpoint JSON, endpoints_text, worker_env, pid, watch,
   /// stop_server/start_server for lock-service-restart). Throws std::logic_error after stop().
   [[nodiscard]] locks::LockServiceInstance& lock_service() const;
+  /// Issuer `index` (0-based; 0 is lock_service()) of a scenario with lock_service.issuers > 1.
+  /// Throws std::out_of_range for an index the run does not have, std::logic_error after stop().
+  [[nodiscard]] locks::LockServiceInstance& issuer(int index) const;
+  /// How many lock services the run has (lock_service.issuers; 1 after stop()).
+  [[nodiscard]] int issuer_count() const;
   /// What workers are told about the resource (fencecheck/resources/writer.h's endpoint JSON).
   [[nodiscard]] const nlohmann::json& resource_endpoint() const { return resource_endpoint_; }
   /// The run's resource (read-back, health). Throws std::logic_error after stop().

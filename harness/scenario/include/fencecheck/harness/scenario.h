@@ -187,6 +187,12 @@ struct LockServiceSpec {
   /// cluster). Off by default: the lock name is used exactly as written, so a team's real lock
   /// name can be tested. Scenario::for_run() applies it.
   bool run_suffix = false;
+  /// How many independent lock services of this kind the harness starts side by side (1..4;
+  /// embedded only): the "two issuers exist" mistake (a split configuration, or a redeploy beside
+  /// the old one). Issuer 1 is "the" lock service (prior_revisions and lock-service-restart act on
+  /// it); the others start empty. Each worker takes its lock from one issuer
+  /// (Scenario::issuer_of). Their tokens do not order each other.
+  int issuers = 1;
   /// The kind's own fields, normalized by LockServiceKind::parse ({} for etcd).
   nlohmann::json config = nlohmann::json::object();
   /// Where each field of `lock_service:` is in the scenario file (1-based line, column), "" for the
@@ -196,7 +202,7 @@ struct LockServiceSpec {
   [[nodiscard]] bool embedded() const { return endpoints.empty(); }
   bool operator==(const LockServiceSpec& o) const {
     return kind == o.kind && endpoints == o.endpoints && lock == o.lock && prior_revisions == o.prior_revisions &&
-           run_suffix == o.run_suffix && config == o.config;
+           run_suffix == o.run_suffix && issuers == o.issuers && config == o.config;
   }
 };
 
@@ -297,6 +303,9 @@ struct WorkerSpec {
   /// The resource key this worker writes, when not the job's (cross-key scenarios). Use
   /// Scenario::key_of(worker) for the effective key.
   std::optional<std::string> key;
+  /// The issuer (1-based, <= lock_service.issuers) this worker takes its lock from, when not the
+  /// default. Use Scenario::issuer_of(worker) for the effective one.
+  std::optional<int> issuer;
   WorkerDesign design;  ///< the reference worker's design; all defaults for a command worker
   /// Set: the user's program runs as this worker (docs/worker-protocol.md). Unset: fencecheck-worker.
   std::optional<WorkerCommand> command;
@@ -384,6 +393,10 @@ class Scenario {
   [[nodiscard]] const std::string& key_of(const WorkerSpec& worker) const {
     return worker.key ? *worker.key : job_.key;
   }
+  /// The issuer a worker takes its lock from, 0-based (< lock_service().issuers): its own
+  /// `issuer` minus one, else its position in `workers` modulo the number of issuers (so with 2
+  /// issuers w1, w3, ... use issuer 1 and w2, w4, ... issuer 2). Pure.
+  [[nodiscard]] int issuer_of(const WorkerSpec& worker) const;
 
   /// The plan as one run carries it out: the lock name actually used (lock_service.lock with
   /// "/<run_id>" appended when run_suffix is set; run_suffix then off). The orchestrator runs, and
