@@ -6,6 +6,9 @@
 //   fencecheck report RUN_DIR...  judge stored runs again; rewrite verdict.json, junit.xml, report.html
 //   fencecheck probe FILE         does this resource keep the fencing rule? (docs/probe.md)
 //
+// run and validate take --lock-service KIND: every scenario against that lock-service kind
+// (with_lock_service_kind, scenario.h), so one suite runs against each lock service.
+//
 // Exit codes (design.md): 0 every scenario met its expectation; 1 at least one did not; 2 bad
 // scenario or arguments; 3 the environment lacks what a scenario needs; 4 internal error.
 #include <signal.h>
@@ -155,6 +158,12 @@ int main(int argc, char** argv) {
   run->add_flag("--skip-unavailable", opts.skip_unavailable,
                 "Skip (never pass) a scenario whose faults this environment cannot inject");
   run->add_flag("--json", json_out, "Print the results as JSON instead of a table");
+  std::string lock_service_kind;
+  const std::string lock_service_help =
+      "Run every scenario against this lock-service kind (etcd, ...) instead of its own lock_service.kind, so one "
+      "suite runs against each lock service; a scenario that names lock_service.endpoints or fields of its own "
+      "kind is refused (docs/scenario-format.md)";
+  run->add_option("--lock-service", lock_service_kind, lock_service_help);
   std::string metrics_listen;
   std::string pushgateway;
   run->add_option("--metrics-listen", metrics_listen,
@@ -174,6 +183,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> validate_paths;
   auto* validate = app.add_subcommand("validate", "Load and validate scenarios; start nothing");
   validate->add_option("paths", validate_paths, "Scenario files or directories")->required();
+  validate->add_option("--lock-service", lock_service_kind, lock_service_help);
 
   std::string cleanup_dir;
   bool force = false;
@@ -229,6 +239,8 @@ int main(int argc, char** argv) {
   std::vector<Scenario> scenarios;
   try {
     scenarios = load_all(*run ? run_paths : validate_paths);
+    if (!lock_service_kind.empty())
+      for (auto& s : scenarios) s = with_lock_service_kind(s, lock_service_kind);
   } catch (const ScenarioError& err) {
     std::cerr << err.what() << "\n";
     return kExitBadInput;

@@ -1407,6 +1407,64 @@ TEST(ScenarioLockService, TheKindsConfigIsKeptWithPositionsAndWrittenToJson) {
   EXPECT_EQ(to_json(t)["workers"][0]["design"]["token_source"], "issuer");
 }
 
+TEST(ScenarioLockService, TheOverrideChangesOnlyTheKind) {
+  Scenario s = parse_scenario(kMinimal + "lock_service: {kind: etcd, lock: jobs, prior_revisions: 5}\n", "o.yaml");
+  Scenario o = with_lock_service_kind(s, "etcd");
+  EXPECT_EQ(o, s);
+  EXPECT_EQ(o.lock_service().lock, "jobs");
+  EXPECT_EQ(o.lock_service().prior_revisions, 5);
+  for (auto kind : locks::lock_service_kind_names()) {
+    // Every kind takes a plan on the embedded lock service with no field of its own (2 s leases).
+    Scenario k = with_lock_service_kind(s, kind);
+    EXPECT_EQ(k.lock_service().kind, kind);
+    EXPECT_EQ(k.lock_service().lock, "jobs");
+    EXPECT_EQ(k.workers(), s.workers());
+    EXPECT_EQ(k.lease_ttl(), s.lease_ttl());
+    EXPECT_EQ(scenario_from_json(to_json(k)), k) << kind;
+  }
+}
+
+/// The override's error message for `s` and `kind`, or "(applied)".
+std::string override_refused(const Scenario& s, const std::string& kind) {
+  try {
+    (void)with_lock_service_kind(s, kind);
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.file(), s.source());
+    EXPECT_EQ(e.line(), 0);
+    return e.message();
+  }
+  return "(applied)";
+}
+
+TEST(ScenarioLockService, TheOverrideRefusesWhatItCannotApplySayingWhy) {
+  Scenario s = parse_scenario(kMinimal, "m.yaml");
+  EXPECT_EQ(override_refused(s, "consul"),
+            "--lock-service consul cannot apply to scenario t: unknown lock service kind \"consul\"; expected one of: " +
+                lock_kind_names());
+  Scenario ext = parse_scenario(kMinimal + "lock_service: {kind: etcd, endpoints: [\"http://127.0.0.1:2379\"]}\n", "e.yaml");
+  EXPECT_EQ(override_refused(ext, "etcd"),
+            "--lock-service etcd cannot apply to scenario t: it names lock_service.endpoints (the user's etcd); only a "
+            "scenario on the embedded lock service can run against another kind");
+}
+
+// A lease the new kind refuses: needs a kind with another lease rule than etcd's.
+TEST(ScenarioLockService, TheOverrideRefusesALeaseTheNewKindCannotTake) {
+  int cases = 0;
+  for (auto kind : locks::lock_service_kind_names()) {
+    const auto* k = locks::find_lock_service_kind(kind);
+    if (k->check_lease_ttl(std::chrono::milliseconds(1500), "1500ms").empty()) {
+      ++cases;
+      Scenario ms = parse_scenario("name: t\nlease_ttl: 1500ms\nlock_service: {kind: " + std::string(kind) +
+                                       "}\nresource: {kind: store}\njob: {key: k}\nworkers: [{id: w1}]\n"
+                                       "expect: {outcome: safe}\n",
+                                   "ms.yaml");
+      EXPECT_EQ(override_refused(ms, "etcd"), "--lock-service etcd cannot apply to scenario t: lease_ttl: etcd leases are whole "
+                                     "seconds: expected a whole number of seconds like \"2s\", got \"1500ms\"");
+    }
+  }
+  if (cases == 0) GTEST_SKIP() << "only " << lock_kind_names() << " registered: no kind takes a 1500ms lease";
+}
+
 TEST(ScenarioCatalogueFields, EmptyListsMeanNothingListed) {
   // What scenario.json holds for an embedded etcd and a safe outcome must load.
   Scenario s = parse_scenario(kMinimal + "lock_service: {kind: etcd, endpoints: []}\n", "e.yaml");

@@ -17,6 +17,7 @@ namespace bp = boost::process;
 namespace {
 
 const std::string kSmoke = std::string(FENCECHECK_SOURCE_DIR) + "/scenarios/smoke/sigstop-past-lease.yaml";
+const std::string kSmokeDir = std::string(FENCECHECK_SOURCE_DIR) + "/scenarios/smoke";
 
 fs::path write_file(const fs::path& dir, const std::string& name, const std::string& text) {
   fs::path p = dir / name;
@@ -123,6 +124,25 @@ TEST(HarnessExit, AnUnreachableEndpointExits3NamingIt) {
   auto r = fctest::run_fencecheck({"run", file.string(), "--run-root", (work / "runs").string()}, work);
   EXPECT_EQ(r.code, 3) << r.out << r.err;
   EXPECT_NE((r.out + r.err).find("http://127.0.0.1:9"), std::string::npos) << r.out << r.err;
+}
+
+TEST(HarnessExit, LockServiceOverrideAppliesToASuiteOrExits2SayingWhy) {
+  auto work = fctest::fresh_dir("lockservice");
+  // Every smoke scenario runs on the embedded lock service with no field of its own kind.
+  auto r = fctest::run_fencecheck({"validate", "--lock-service", "etcd", kSmokeDir}, work);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find(": ok ("), std::string::npos) << r.out;
+  r = fctest::run_fencecheck({"run", "--lock-service", "consul", kSmoke, "--run-root", (work / "runs").string()}, work);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("--lock-service consul cannot apply to scenario"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unknown lock service kind \"consul\"; expected one of: etcd"), std::string::npos) << r.err;
+  auto file = write_file(work, "ext.yaml",
+                         smoke_with("lock_service: {kind: etcd}", "lock_service: {kind: etcd, endpoints: [http://127.0.0.1:9]}"));
+  r = fctest::run_fencecheck({"run", "--lock-service", "etcd", file.string(), "--run-root", (work / "runs").string()}, work);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(file.string() + ": --lock-service etcd cannot apply to scenario"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("it names lock_service.endpoints"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(work / "runs")) << "nothing may start";
 }
 
 TEST(HarnessExit, CtrlCDuringTheSigstopContinuesTheWorkerAndExits130) {

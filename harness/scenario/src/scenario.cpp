@@ -747,6 +747,46 @@ class ScenarioParser {
     const Map& m_;
   };
 
+  // ---- the lock-service override (fencecheck run --lock-service KIND)
+
+  Scenario with_lock_service_kind(const Scenario& in, const std::string& kind) const {
+    const auto& ls = in.lock_service_;
+    auto cannot = [&](const std::string& why) -> ScenarioError {
+      return ScenarioError(in.source_, 0, 0, "--lock-service " + kind + " cannot apply to scenario " + in.name_ + ": " + why);
+    };
+    const locks::LockServiceKind* lk = locks::find_lock_service_kind(kind);
+    if (!lk) {
+      std::string known;
+      for (auto n : locks::lock_service_kind_names()) known += (known.empty() ? "" : ", ") + std::string(n);
+      throw cannot("unknown lock service kind " + quote(kind) + "; expected one of: " + known);
+    }
+    if (!ls.endpoints.empty())
+      throw cannot("it names lock_service.endpoints (the user's " + ls.kind + "); only a scenario on the embedded lock "
+                   "service can run against another kind");
+    std::vector<std::string_view> own;
+    for (const auto& [field, where] : ls.positions)
+      if (!field.empty() && field != "kind" && field != "endpoints" && field != "lock" && field != "prior_revisions" &&
+          field != "run_suffix")
+        own.emplace_back(field);
+    if (!own.empty())
+      throw cannot("it sets fields of lock service kind " + ls.kind + " (" + join(own) + ")");
+    Scenario out = in;
+    out.lock_service_.kind = kind;
+    out.lock_service_.positions.clear();  // the fields were written for the scenario's own kind
+    // The new kind's fields, every one at its default: its parse() of an empty mapping.
+    YAML::Node empty(YAML::NodeType::Map);
+    const Value v{empty, YAML::Mark::null_mark(), "lock_service"};
+    const Map m(*this, v, lk->fields());
+    try {
+      out.lock_service_.config = lk->parse(Fields(*this, m));
+    } catch (const ScenarioError& err) {
+      throw cannot(err.message());
+    }
+    const std::string written = format_duration(in.lease_ttl_);
+    if (std::string why = lk->check_lease_ttl(in.lease_ttl_, written); !why.empty()) throw cannot("lease_ttl: " + why);
+    return out;
+  }
+
   // ---- the scenario
 
   Scenario parse(const YAML::Node& root) {
@@ -1634,6 +1674,10 @@ void check_worker_commands(const Scenario& scenario) {
     else why = "is not executable (chmod +x, or run it through its interpreter: command: [/usr/bin/python3, " + program + "])";
     throw ScenarioError(scenario.source(), line, col, at + "worker " + w.id + "'s program " + shown.string() + " " + why);
   }
+}
+
+Scenario with_lock_service_kind(const Scenario& s, std::string_view kind) {
+  return detail::ScenarioParser(s.source()).with_lock_service_kind(s, std::string(kind));
 }
 
 Scenario scenario_from_json(const nlohmann::json& j, std::string_view file_label) {

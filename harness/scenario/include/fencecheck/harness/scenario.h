@@ -459,6 +459,15 @@ void check_worker_commands(const Scenario& scenario);
 /// "key"), so that scenario_from_json(to_json(s)) == s for every loadable s.
 [[nodiscard]] nlohmann::json to_json(const Scenario& s);
 
+/// The same plan against another lock-service kind (`fencecheck run --lock-service KIND`, so that
+/// one suite runs against each lock service): lock_service.kind becomes `kind` and its config the
+/// new kind's defaults; everything else is kept. Applies only to a scenario on the embedded lock
+/// service that sets no field of its own kind. Throws ScenarioError (file = source(), no line)
+/// saying why it cannot apply: an unknown kind (the known ones listed), lock_service.endpoints, a
+/// kind-specific field, or a plan the new kind refuses (its lease_ttl rule: etcd takes whole
+/// seconds). Pure.
+[[nodiscard]] Scenario with_lock_service_kind(const Scenario& s, std::string_view kind);
+
 /// Reads scenario.json back (what `fencecheck report` does): the same validation as a YAML file
 /// (JSON is YAML), with "source" taken as source() (file_label when absent). Throws ScenarioError
 /// located in `file_label` (line and column of the JSON as pretty-printed with 2-space indent).
