@@ -1398,6 +1398,20 @@ std::string render_report_html(const ReportData& d) {
   }
   if (f.faults.empty()) o << "<tr><td colspan=\"5\">none</td></tr>";
   o << "</tbody></table>\n";
+  if (!f.unknown_outcomes.empty()) {
+    // A write whose writer never learned what became of it (a lost acknowledgement), and what the
+    // resource says it was: the checkers judge what the resource holds.
+    o << "<h3>Writes of unknown outcome</h3><p class=\"note\">The writer got no reply (write.info); the "
+         "read-back says what became of each. The checkers judge what the resource holds, whatever its writer "
+         "believed.</p><table class=\"unknown-outcomes\"><thead><tr><th>writer</th><th>key</th><th>segment</th>"
+         "<th>chunk</th><th>token</th><th>the resource says</th><th>event</th></tr></thead><tbody>";
+    auto cell = [](const std::optional<std::int64_t>& v) { return v ? std::to_string(*v) : std::string(); };
+    for (const auto& u : f.unknown_outcomes)
+      o << "<tr" << data_attr("resolution", std::string(resolution_name(u.resolution))) << "><td>" << html(u.worker)
+        << "</td><td>" << html(u.key) << "</td><td>" << cell(u.segment) << "</td><td>" << cell(u.chunk) << "</td><td>"
+        << cell(u.token) << "</td><td>" << html(u.note) << "</td><td>" << ev_link(m, u.index) << "</td></tr>";
+    o << "</tbody></table>\n";
+  }
   if (!d.readback.high_water.empty()) {
     o << "<h3>Read back from the resource (" << html(d.readback.resource) << ", fencing " << html(d.readback.fencing)
       << ")</h3><table><thead><tr><th>key</th><th>final high-water</th><th>chunks stored</th><th>accepted writes</th><th>rejections</th></tr></thead><tbody>";
