@@ -629,6 +629,50 @@ TEST(Expiries, JobDoneAfterTheDeleteDoesNotExcuseIt) {
   EXPECT_EQ(compute_figures(b.h, ReadBack{}).expiries_during_work.size(), 1u);
 }
 
+TEST(Expiries, AnUnlockWhoseReplyWasLostIsTheHoldersReleaseNotAnExpiry) {
+  // Mid-job (no job.done), w1 asks to release (e.g. after an unknown write outcome); etcd deletes
+  // its key, but the reply is lost: release.fail, no release.ok carries the delete's revision.
+  auto invoke = [](Builder& b, const std::string& w, const std::string& key, std::int64_t token, std::int64_t src_ns) {
+    Event e = Builder::ev(w, EventKind::kReleaseInvoke);
+    e.lock_key = key;
+    e.token = token;
+    b.t += 1'000'000;
+    e.t_ns = b.t;
+    e.src_ns = src_ns;  // the worker's own stamp (0: none)
+    return b.h.add(std::move(e));
+  };
+  Builder b;
+  b.acquire_ok("w1", kKey1, 33, 7001);
+  invoke(b, "w1", kKey1, 33, b.t + 500'000);  // sent 0.5 ms after the previous event, received 1 ms after
+  b.lock_delete(kKey1, 33, 40);
+  Event failed = Builder::ev("w1", EventKind::kReleaseFail);
+  failed.lock_key = kKey1;
+  failed.token = 33;
+  b.add(failed);
+  EXPECT_TRUE(compute_figures(b.h, ReadBack{}).expiries_during_work.empty());
+
+  // The worker's line may arrive after the watch's delete: its own stamp says it asked first.
+  Builder late;
+  late.acquire_ok("w1", kKey1, 33, 7001);
+  late.lock_delete(kKey1, 33, 40);
+  invoke(late, "w1", kKey1, 33, late.t - 500'000);  // sent 0.5 ms before the delete was seen
+  EXPECT_TRUE(compute_figures(late.h, ReadBack{}).expiries_during_work.empty());
+
+  // A release asked for after the key was already gone (the lease had expired while the holder
+  // worked, e.g. stopped past its TTL) does not excuse the expiry; nor does another token's.
+  Builder expired;
+  expired.acquire_ok("w1", kKey1, 33, 7001);
+  expired.lock_delete(kKey1, 33, 40);
+  invoke(expired, "w1", kKey1, 33, expired.t + 2'000'000'000);
+  invoke(expired, "w1", kKey1, 32, 1);
+  EXPECT_EQ(compute_figures(expired.h, ReadBack{}).expiries_during_work.size(), 1u);
+  Builder unstamped;  // without a stamp: history order
+  unstamped.acquire_ok("w1", kKey1, 33, 7001);
+  unstamped.lock_delete(kKey1, 33, 40);
+  invoke(unstamped, "w1", kKey1, 33, 0);
+  EXPECT_EQ(compute_figures(unstamped.h, ReadBack{}).expiries_during_work.size(), 1u);
+}
+
 TEST(Expiries, ADeleteNobodyHeldIsNotCounted) {
   Builder b;
   b.acquire_ok("w1", kKey1, 33, 7001);

@@ -25,6 +25,13 @@ std::vector<LeaseExpiry> find_expiries(const History& h, const HistoryIndex& ind
     if (e.revision) release_revisions.insert(*e.revision);
     if (!e.lock_key.empty() && e.token) released_keys.insert({e.lock_key, *e.token});
   }
+  // (lock_key, token) -> the earliest release.invoke: when its holder asked for the delete. An
+  // unlock whose reply was lost (no release.ok) still ended the holder's work with that token.
+  boost::unordered_flat_map<std::pair<std::string_view, std::int64_t>, std::size_t, ViewTokenHash> release_asked;
+  for (std::size_t i : index.of({EventKind::kReleaseInvoke})) {
+    const Event& e = h[i];
+    if (!e.lock_key.empty() && e.token) release_asked.try_emplace({e.lock_key, *e.token}, i);
+  }
 
   // Indexes built in one pass, so that each delete looks only at its own lock key's and its
   // holder's events (a scan of the whole history per delete made long histories quadratic).
@@ -73,6 +80,13 @@ std::vector<LeaseExpiry> find_expiries(const History& h, const HistoryIndex& ind
       const IndexList& untokened = of(untokened_done_by_source, a.source);
       const auto after = std::upper_bound(untokened.begin(), untokened.end(), *acquire);
       done = after != untokened.end() && *after < i;
+    }
+    // Or it had asked for the release: its release.invoke was sent before the lock service's
+    // delete was seen (the sender's own stamp, on the same CLOCK_MONOTONIC, since the two come
+    // over different channels; history order when it has none).
+    if (auto r = release_asked.find(std::pair<std::string_view, std::int64_t>{d.lock_key, token}); r != release_asked.end()) {
+      const Event& asked = h[r->second];
+      done = done || (asked.src_ns > 0 ? asked.src_ns <= d.t_ns : r->second < i);
     }
     if (done) continue;
 

@@ -28,7 +28,10 @@ namespace fencecheck::harness {
 /// delete's). When the delete has no revision, a `release.ok` for the same lock_key and token
 /// explains it instead. The holder is the worker whose `acquire.ok` has that lock_key and token;
 /// a delete nobody held is not counted. A holder that emitted `job.done` for that token before
-/// the delete had finished its work, so it is not counted either.
+/// the delete had finished its work, so it is not counted either; nor is a delete its holder had
+/// asked for: a `release.invoke` of that lock_key and token sent (its src_ns, else its history
+/// position) before the delete was seen, whether or not a release.ok came back (an unlock whose
+/// reply was lost, as in a `replies` partition, acted all the same).
 struct LeaseExpiry {
   std::string worker;                    ///< the holder
   std::string lock;                      ///< lock name (prefix), from the acquire.ok
