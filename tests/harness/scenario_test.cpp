@@ -1572,7 +1572,7 @@ TEST(ScenarioCatalogue, TheNamedAnomalyOfEachItem) {
 TEST(ScenarioFaultsSuite, EachFaultKindHasAFencedAndAnUnfencedTwin) {
   const fs::path dir = fs::path(FENCECHECK_SOURCE_DIR) / "scenarios" / "faults";
   auto suite = load_suite(dir);
-  ASSERT_EQ(suite.size(), 6u);
+  ASSERT_EQ(suite.size(), 8u);  // three twins, and the two one-way partitions
   for (const std::string stem : {"throttle-past-lease", "freeze-past-lease", "partition-from-lock-service"}) {
     SCOPED_TRACE(stem);
     Scenario fenced = load_scenario(dir / (stem + ".yaml"));
@@ -1593,6 +1593,16 @@ TEST(ScenarioFaultsSuite, EachFaultKindHasAFencedAndAnUnfencedTwin) {
   EXPECT_EQ(p.network(), NetworkMode::kNamespaces);
   EXPECT_EQ(p.faults()[0].kind, FaultKind::kPartition);
   EXPECT_EQ(p.faults()[0].from, PartitionFrom::kLockService);
+  EXPECT_EQ(p.faults()[0].direction, PartitionDirection::kBoth);
+  for (const std::string from : {"resource", "lock-service"}) {
+    Scenario one_way = load_scenario(dir / ("partition-replies-from-" + from + ".yaml"));
+    ASSERT_EQ(one_way.faults().size(), 1u);
+    EXPECT_EQ(one_way.faults()[0].kind, FaultKind::kPartition);
+    EXPECT_EQ(one_way.faults()[0].from, from == "resource" ? PartitionFrom::kResource : PartitionFrom::kLockService);
+    EXPECT_EQ(one_way.faults()[0].direction, PartitionDirection::kReplies);
+    EXPECT_EQ(one_way.resource().fencing(), "per-key");
+    EXPECT_EQ(one_way.expect().outcome, Outcome::kSafe);
+  }
 }
 
 TEST(ScenarioCatalogueFields, SelfStopAtEffectAndPriorRevisions) {
