@@ -104,8 +104,12 @@ std::unique_ptr<faults::Fault> make_fault(const FaultSpec& spec, const std::opti
       return std::make_unique<faults::FreezeFault>(need_target(), spec.target, run_id);
     case FaultKind::kPartition: {
       const auto from = spec.from.value_or(PartitionFrom::kFull);
-      auto ps = from == PartitionFrom::kFull ? faults::PartitionSpec::full()
-                                             : faults::PartitionSpec::from(std::string(to_string(from)));
+      using Direction = faults::PartitionSpec::Direction;
+      const Direction direction = spec.direction == PartitionDirection::kRequests  ? Direction::kRequests
+                                  : spec.direction == PartitionDirection::kReplies ? Direction::kReplies
+                                                                                   : Direction::kBoth;
+      auto ps = from == PartitionFrom::kFull ? faults::PartitionSpec::full(direction)
+                                             : faults::PartitionSpec::from(std::string(to_string(from)), direction);
       return std::make_unique<faults::PartitionFault>(need_lab(), spec.target, ps);
     }
     case FaultKind::kNetem: {

@@ -172,6 +172,9 @@ struct Model {
   std::map<std::size_t, std::int64_t> stale_accepted;  ///< write.ok index -> the high-water it was below
   std::set<std::size_t> drawn;                    ///< events that have a mark-N
   std::set<std::int64_t> release_revisions;       ///< revisions of release.ok events (deletes they explain)
+  /// (lock_key, token) of every release.invoke: a delete of that key is its holder's unlock, even
+  /// when no release.ok came back (a lost reply).
+  std::set<std::pair<std::string, std::int64_t>> release_invokes;
 
   [[nodiscard]] std::string color(std::int64_t token) const {
     auto it = token_color.find(token);
@@ -191,7 +194,7 @@ bool is_lane_source(const std::string& s) { return !s.empty() && s != "harness" 
 std::int64_t pause_end(const Event& e) { return e.src_ns > 0 ? e.src_ns : e.t_ns; }
 
 Model build_model(const ReportData& d) {
-  Model m{d.history, d.analysis, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  Model m{d.history, d.analysis, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   const History& h = d.history;
   // Time range: run.start .. run.end (else first .. last event), widened to every pause start.
   std::optional<std::int64_t> start, end;
@@ -226,8 +229,10 @@ Model build_model(const ReportData& d) {
   std::size_t ci = 0;
   for (auto t : tokens) m.token_color[t] = kTokenColors[ci++ % kTokenColors.size()];
 
-  for (const Event& e : h)
+  for (const Event& e : h) {
     if (e.kind == EventKind::kReleaseOk && e.revision) m.release_revisions.insert(*e.revision);
+    if (e.kind == EventKind::kReleaseInvoke && e.token) m.release_invokes.insert({e.lock_key, *e.token});
+  }
   for (const auto& c : d.analysis.checkers)
     for (const auto& an : c.anomalies) m.evidence.insert(an.evidence.begin(), an.evidence.end());
   for (const auto& x : d.analysis.figures.expiries_during_work)
@@ -571,6 +576,9 @@ void lock_lane(Model& m, Lane& lane) {
       for (const Event& r : h)
         if (r.kind == EventKind::kReleaseOk && ((e.revision && r.revision == e.revision) || (!e.revision && r.lock_key == e.lock_key)))
           released = true;
+      // Its holder asked for the delete but never heard back (a lost reply): still its release.
+      const bool unanswered = !released && !expiry && m.release_invokes.count({e.lock_key, token}) > 0;
+      released = released || unanswered;
       const std::string who = wname.empty() ? "" : wname + "'s ";
       std::string cls = expiry ? "delete expiry" : released ? "delete release" : "delete";
       std::string label = expiry ? who + "lease expired: token " + std::to_string(token) + " deleted"
@@ -578,7 +586,10 @@ void lock_lane(Model& m, Lane& lane) {
       if (m.evidence.count(i)) cls += " evidence";
       lane.mark(cls, i, "mark-" + std::to_string(i), data,
                 "lock key " + e.lock_key + " deleted " + m.at(e.t_ns) + " (revision " + opt_str(e.revision) + ")" +
-                    (expiry ? ": the lease expired while its holder was still working" : released ? ": released by its holder" : ""),
+                    (expiry ? ": the lease expired while its holder was still working"
+                     : unanswered ? ": released by its holder, which never got the reply"
+                     : released   ? ": released by its holder"
+                                  : ""),
                 "<path class=\"delete-x\" d=\"M" + num(x - 4) + " 31 L" + num(x + 4) + " 41 M" + num(x + 4) + " 31 L" + num(x - 4) +
                     " 41\"/>",
                 label, x, Align::kStart, expiry ? "rejected-label" : "note-label");
@@ -1025,11 +1036,16 @@ std::string headline(const Model& m, const std::vector<ExpiryStory>& stories) {
 std::string story(const Model& m) {
   const History& h = m.h;
   std::ostringstream s;
-  std::map<std::pair<std::string, std::int64_t>, int> stale_seen, rejected_seen;
-  std::map<std::pair<std::string, std::int64_t>, int> stale_total, rejected_total;
+  std::map<std::pair<std::string, std::int64_t>, int> stale_seen, rejected_seen, keepalive_seen;
+  std::map<std::pair<std::string, std::int64_t>, int> stale_total, rejected_total, keepalive_total;
+  std::map<std::pair<std::string, std::int64_t>, std::size_t> deleted_at;  // (lock_key, token) -> its lock.delete
   for (const auto& [i, hw] : m.stale_accepted) ++stale_total[{h[i].source, h[i].token.value_or(0)}];
-  for (const Event& e : h)
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    const Event& e = h[i];
     if (e.kind == EventKind::kWriteFail) ++rejected_total[{e.source, e.token.value_or(0)}];
+    if (e.kind == EventKind::kKeepaliveFail) ++keepalive_total[{e.source, e.token.value_or(0)}];
+    if (e.kind == EventKind::kLockDelete && e.token) deleted_at.try_emplace({e.lock_key, *e.token}, i);
+  }
   int n = 0;
   auto item = [&](std::size_t i, const std::string& cls, const std::string& text) {
     s << "<li class=\"" << cls << "\"><a href=\"#ev-" << i << "\"><span class=\"t\">" << html(m.at(h[i].t_ns)) << "</span></a> "
@@ -1043,21 +1059,50 @@ std::string story(const Model& m) {
       case EventKind::kAcquireOk:
         item(i, "acquire", e.source + " acquired the lock: token " + tok);
         break;
-      case EventKind::kFaultInject:
-        item(i, "fault", "the harness injected " + e.fault + " on " + e.target +
+      case EventKind::kFaultInject: {
+        // A network fault's own description after "<target> (<namespace>) ": a partition's
+        // "from resource 10.213.0.3 (replies)", a netem's "delay 100ms" (faults/partition.h).
+        std::string what;
+        if ((e.fault == "partition" || e.fault == "netem") && e.detail.rfind(e.target + " (", 0) == 0)
+          if (const auto close = e.detail.find(") ", e.target.size()); close != std::string::npos) what = e.detail.substr(close + 2);
+        item(i, "fault", "the harness injected " + e.fault + " on " + e.target + (what.empty() ? "" : ", " + what + ",") +
                              (e.duration_ns ? " for " + rt::seconds(static_cast<double>(*e.duration_ns) / 1e9) : std::string()));
         break;
+      }
       case EventKind::kFaultHeal:
         item(i, "fault", e.fault + " on " + e.target + " healed" +
                              (e.duration_ns ? " after " + rt::seconds(static_cast<double>(*e.duration_ns) / 1e9) : std::string()));
         break;
-      case EventKind::kLockDelete:
+      case EventKind::kLockDelete: {
+        const std::string w = m.key_owner.count(e.lock_key) ? m.key_owner.at(e.lock_key) : std::string("its holder");
         if (m.expiry_deletes.count(i)) {
-          const std::string w = m.key_owner.count(e.lock_key) ? m.key_owner.at(e.lock_key) : std::string("its holder");
           item(i, "expiry", "the lock service deleted " + w + "'s lock key (token " + tok + "): the lease expired while " + w +
                                 " was still working");
+        } else if (e.token && (!e.revision || !m.release_revisions.count(*e.revision)) &&
+                   m.release_invokes.count({e.lock_key, *e.token})) {
+          // An unlock whose reply never reached its holder (no release.ok): the issuer's truth.
+          item(i, "note", "the lock service deleted " + w + "'s lock key (token " + tok + ", revision " + opt_str(e.revision) +
+                              ") at " + w + "'s request: its unlock arrived and acted");
         }
         break;
+      }
+      case EventKind::kReleaseFail: {
+        std::string truth;
+        if (e.token)
+          if (auto d = deleted_at.find({e.lock_key, *e.token}); d != deleted_at.end())
+            truth = "; the lock service had deleted its key all the same (revision " + opt_str(h[d->second].revision) + ")";
+        item(i, "unknown", e.source + "'s release of token " + tok + " failed" + (e.detail.empty() ? "" : " (" + e.detail + ")") + truth);
+        break;
+      }
+      case EventKind::kKeepaliveFail: {
+        auto& seen = keepalive_seen[{e.source, e.token.value_or(0)}];
+        if (seen++ == 0) {
+          const int total = keepalive_total[{e.source, e.token.value_or(0)}];
+          item(i, "unknown", e.source + "'s keepalive of token " + tok + " failed" + (e.detail.empty() ? "" : " (" + e.detail + ")") +
+                                 (total > 1 ? " (" + std::to_string(total) + " failed keepalives with this token)" : ""));
+        }
+        break;
+      }
       case EventKind::kPause:
         if (e.duration_ns)
           item(i, "pause", e.source + " measured a pause of " + rt::seconds(static_cast<double>(*e.duration_ns) / 1e9) +
@@ -1401,6 +1446,20 @@ std::string render_report_html(const ReportData& d) {
   }
   if (f.faults.empty()) o << "<tr><td colspan=\"5\">none</td></tr>";
   o << "</tbody></table>\n";
+  if (!f.unknown_outcomes.empty()) {
+    // A write whose writer never learned what became of it (a lost acknowledgement), and what the
+    // resource says it was: the checkers judge what the resource holds.
+    o << "<h3>Writes of unknown outcome</h3><p class=\"note\">The writer got no reply (write.info); the "
+         "read-back says what became of each. The checkers judge what the resource holds, whatever its writer "
+         "believed.</p><table class=\"unknown-outcomes\"><thead><tr><th>writer</th><th>key</th><th>segment</th>"
+         "<th>chunk</th><th>token</th><th>the resource says</th><th>event</th></tr></thead><tbody>";
+    auto cell = [](const std::optional<std::int64_t>& v) { return v ? std::to_string(*v) : std::string(); };
+    for (const auto& u : f.unknown_outcomes)
+      o << "<tr" << data_attr("resolution", std::string(resolution_name(u.resolution))) << "><td>" << html(u.worker)
+        << "</td><td>" << html(u.key) << "</td><td>" << cell(u.segment) << "</td><td>" << cell(u.chunk) << "</td><td>"
+        << cell(u.token) << "</td><td>" << html(u.note) << "</td><td>" << ev_link(m, u.index) << "</td></tr>";
+    o << "</tbody></table>\n";
+  }
   if (!d.readback.high_water.empty()) {
     o << "<h3>Read back from the resource (" << html(d.readback.resource) << ", fencing " << html(d.readback.fencing)
       << ")</h3><table><thead><tr><th>key</th><th>final high-water</th><th>chunks stored</th><th>accepted writes</th><th>rejections</th></tr></thead><tbody>";

@@ -144,6 +144,160 @@ TEST(PartitionReal, FromLockServiceStallsThatTrafficOnlyAndHealRestoresIt) {
   for (const auto& ns : lab->namespaces()) EXPECT_FALSE(netns_listed(r, ns)) << ns;
 }
 
+// The tc filters on a link's hook, as `tc filter show` prints them ("" when none).
+std::string filters(const NetworkLab& lab, const std::string& host, const std::string& hook) {
+  return lab.run_in(lab.hub_netns(), {"tc", "filter", "show", "dev", lab.host(host).hub_link, hook});
+}
+
+// A fresh connection from netns to the greeting echo server at addr:port works both ways.
+void expect_round_trip(const std::string& netns, const std::string& addr, std::uint16_t port, const std::string& what) {
+  Fd c;
+  ASSERT_EQ(fctest::connect_from(netns, addr, port, 5s, c.fd), Connect::kConnected);
+  ASSERT_TRUE(fctest::receive(c.fd, "hello", 5s));
+  ASSERT_TRUE(fctest::send_all(c.fd, what));
+  EXPECT_TRUE(fctest::receive(c.fd, what, 5s));
+}
+
+// requests: the worker's data never reaches the service, but the connection opens (the
+// handshake passes) and the service's own data still reaches the worker.
+TEST(PartitionReal, RequestsTheConnectionOpensTheRequestNeverArrives) {
+  SystemCommandRunner r;
+  std::string skip;
+  auto lab = make_lab(r, "nq" + std::to_string(::getpid()), skip);
+  if (!lab) GTEST_SKIP() << skip;
+  const std::string lock = lab->service("lock-service").address, res = lab->service("resource").address;
+  const std::string w1 = lab->host("w1").netns, w2 = lab->host("w2").netns;
+  {
+    fctest::EchoServer store(lab->hub_netns(), res, kResourcePort, "hello"), etcd(lab->hub_netns(), lock, kLockPort, "hello");
+    ASSERT_TRUE(store.ok() && etcd.ok());
+    expect_round_trip(w1, res, kResourcePort, "base");
+
+    PartitionFault part(*lab, "w1", PartitionSpec::from("resource", PartitionSpec::Direction::kRequests));
+    EXPECT_EQ(part.target(), "w1 (" + w1 + ") from resource " + res + " (requests)");
+    part.inject();
+    EXPECT_EQ(filters(*lab, "w1", "egress"), "");  // one hook only
+    EXPECT_NE(filters(*lab, "w1", "ingress"), "");
+
+    Fd conn;
+    const int accepted = store.accepted();
+    ASSERT_EQ(fctest::connect_from(w1, res, kResourcePort, 5s, conn.fd), Connect::kConnected);
+    EXPECT_TRUE(fctest::wait_until([&] { return store.accepted() == accepted + 1; }, 5s)) << "the handshake passes";
+    EXPECT_TRUE(fctest::receive(conn.fd, "hello", 5s)) << "the service's data still reaches the worker";
+    ASSERT_TRUE(fctest::send_all(conn.fd, "req1"));
+    // Lost: through ~3 retransmissions (RTO from 200 ms, doubling), the service receives nothing
+    // and so answers nothing; nothing is refused either.
+    EXPECT_FALSE(store.wait_received("req1", 1500ms)) << store.received();
+    EXPECT_FALSE(fctest::receive(conn.fd, "req1", 100ms));
+    EXPECT_EQ(fctest::tcp_state(conn.fd), TCP_ESTABLISHED);
+    EXPECT_EQ(fctest::socket_error(conn.fd), 0);
+    // A client that gives up and closes: its kernel keeps the request (and the FIN) to retransmit
+    // (an orphaned socket). It read all it was sent first: closing with unread data would reset
+    // the connection instead (tcp(7)), and discard the request.
+    Fd gave_up;
+    ASSERT_EQ(fctest::connect_from(w1, res, kResourcePort, 5s, gave_up.fd), Connect::kConnected);
+    ASSERT_TRUE(fctest::receive(gave_up.fd, "hello", 5s));
+    ASSERT_TRUE(fctest::send_all(gave_up.fd, "late"));
+    ::close(gave_up.fd);
+    gave_up.fd = -1;
+    expect_round_trip(w1, lock, kLockPort, "o");  // the lock service from w1, the resource from w2: untouched
+    expect_round_trip(w2, res, kResourcePort, "w2");
+    EXPECT_EQ(store.received().find("req1"), std::string::npos);
+    EXPECT_EQ(store.received().find("late"), std::string::npos);
+
+    part.heal();
+    EXPECT_FALSE(part.active());
+    EXPECT_EQ(filters(*lab, "w1", "ingress"), "");
+    EXPECT_EQ(filters(*lab, "w1", "egress"), "");
+    // TCP retransmits what was lost: the stalled request arrives (and is answered) after the
+    // heal, and so does the one whose client had given up: a request lost in a requests
+    // partition may still act, late (partition.h).
+    EXPECT_TRUE(fctest::receive(conn.fd, "req1", 15s));
+    EXPECT_TRUE(store.wait_received("late", 15s)) << store.received();
+    expect_round_trip(w1, res, kResourcePort, "after");  // baseline restored
+  }
+  lab->teardown();
+}
+
+// replies: the request reaches the service, which acts on it; its reply never comes back.
+TEST(PartitionReal, RepliesTheRequestArrivesAndActsTheReplyNeverComesBack) {
+  SystemCommandRunner r;
+  std::string skip;
+  auto lab = make_lab(r, "ny" + std::to_string(::getpid()), skip);
+  if (!lab) GTEST_SKIP() << skip;
+  const std::string lock = lab->service("lock-service").address, res = lab->service("resource").address;
+  const std::string w1 = lab->host("w1").netns;
+  {
+    fctest::EchoServer store(lab->hub_netns(), res, kResourcePort, "hello"), etcd(lab->hub_netns(), lock, kLockPort, "hello");
+    ASSERT_TRUE(store.ok() && etcd.ok());
+    Fd before;  // baseline, and a connection open across the whole partition
+    ASSERT_EQ(fctest::connect_from(w1, res, kResourcePort, 5s, before.fd), Connect::kConnected);
+    ASSERT_TRUE(fctest::receive(before.fd, "hello", 5s));
+
+    PartitionFault part(*lab, "w1", PartitionSpec::from("resource", PartitionSpec::Direction::kReplies));
+    part.inject();
+    EXPECT_EQ(filters(*lab, "w1", "ingress"), "");
+    EXPECT_NE(filters(*lab, "w1", "egress"), "");
+
+    // A connection per call, as the workers' clients make: it opens (the SYN-ACK passes) ...
+    Fd call;
+    ASSERT_EQ(fctest::connect_from(w1, res, kResourcePort, 5s, call.fd), Connect::kConnected);
+    EXPECT_FALSE(fctest::receive(call.fd, "hello", 300ms)) << "the service's data is lost";
+    // ... the request arrives and the service acts on it (here: records it, and echoes) ...
+    ASSERT_TRUE(fctest::send_all(call.fd, "write k=v"));
+    EXPECT_TRUE(store.wait_received("write k=v", 5s)) << store.received();
+    // ... and the answer never comes: no data, no error, the connection just waits (a client's
+    // read timeout: outcome unknown).
+    EXPECT_FALSE(fctest::receive(call.fd, "hellowrite k=v", 1000ms));
+    EXPECT_EQ(fctest::tcp_state(call.fd), TCP_ESTABLISHED);
+    EXPECT_EQ(fctest::socket_error(call.fd), 0);
+    // The same on a connection opened before the partition.
+    ASSERT_TRUE(fctest::send_all(before.fd, "unlock"));
+    EXPECT_TRUE(store.wait_received("unlock", 5s)) << store.received();
+    EXPECT_FALSE(fctest::receive(before.fd, "unlock", 300ms));
+    expect_round_trip(w1, lock, kLockPort, "o");  // the lock service: untouched
+
+    part.heal();
+    EXPECT_FALSE(part.active());
+    EXPECT_EQ(filters(*lab, "w1", "egress"), "");
+    // Retransmitted, the lost replies arrive; the request was acted on once (not resent: its
+    // delivery had been acknowledged).
+    EXPECT_TRUE(fctest::receive(call.fd, "hellowrite k=v", 15s));
+    EXPECT_TRUE(fctest::receive(before.fd, "unlock", 15s));
+    const std::string got = store.received();
+    EXPECT_EQ(got.find("write k=v"), got.rfind("write k=v")) << got;
+    expect_round_trip(w1, res, kResourcePort, "after");  // baseline restored
+  }
+  lab->teardown();
+}
+
+// full, one way: every peer acts on what w1 sends, none is heard from.
+TEST(PartitionReal, FullRepliesEveryServiceActsNoneIsHeard) {
+  SystemCommandRunner r;
+  std::string skip;
+  auto lab = make_lab(r, "nz" + std::to_string(::getpid()), skip);
+  if (!lab) GTEST_SKIP() << skip;
+  const std::string lock = lab->service("lock-service").address, res = lab->service("resource").address;
+  const std::string w1 = lab->host("w1").netns;
+  {
+    fctest::EchoServer store(lab->hub_netns(), res, kResourcePort), etcd(lab->hub_netns(), lock, kLockPort);
+    ASSERT_TRUE(store.ok() && etcd.ok());
+    PartitionFault part(*lab, "w1", PartitionSpec::full(PartitionSpec::Direction::kReplies));
+    FaultGuard guard(part);
+    part.inject();
+    Fd a, b;
+    ASSERT_EQ(fctest::connect_from(w1, lock, kLockPort, 5s, a.fd), Connect::kConnected);
+    ASSERT_EQ(fctest::connect_from(w1, res, kResourcePort, 5s, b.fd), Connect::kConnected);
+    ASSERT_TRUE(fctest::send_all(a.fd, "keepalive"));
+    ASSERT_TRUE(fctest::send_all(b.fd, "write"));
+    EXPECT_TRUE(etcd.wait_received("keepalive", 5s));
+    EXPECT_TRUE(store.wait_received("write", 5s));
+    EXPECT_FALSE(fctest::receive(a.fd, "keepalive", 500ms));
+    EXPECT_FALSE(fctest::receive(b.fd, "write", 100ms));
+  }
+  EXPECT_EQ(filters(*lab, "w1", "egress"), "");
+  lab->teardown();
+}
+
 TEST(PartitionReal, FullCutsEverythingAndHealRestoresIt) {
   SystemCommandRunner r;
   std::string skip;

@@ -13,6 +13,7 @@
 #include "fencecheck/faults/netem.h"
 #include "fencecheck/faults/netns.h"
 #include "fencecheck/faults/partition.h"
+#include "cbpf.h"
 #include "healers.h"
 #include "../support/remove_at_end.h"
 
@@ -269,6 +270,273 @@ TEST(PartitionBytecode, ProgramsForEachKind) {
   EXPECT_THROW((void)partition_bytecode(PartitionSpec::from("x"), "ingress", "not-an-ip"), std::invalid_argument);
 }
 
+namespace {
+namespace cbpf = fctest::cbpf;
+using Direction = PartitionSpec::Direction;
+using cbpf::Frame;
+
+/// What the program of spec on hook does with frame (address: the lock service's, 10.213.0.2,
+/// or the resource's, 10.213.0.3).
+std::uint32_t verdict(const PartitionSpec& spec, const std::string& hook, const Frame& frame,
+                      const std::string& address = "10.213.0.3") {
+  return cbpf::run(cbpf::decode(partition_bytecode(spec, hook, address)), frame.bytes());
+}
+
+// The worker w1 (10.213.0.4) and the resource (10.213.0.3): a request goes w1 -> resource
+// (ingress at the hub's port), a reply resource -> w1 (egress).
+Frame request(std::uint8_t flags, std::size_t payload = 0) {
+  Frame f;
+  f.flags = flags;
+  f.payload = payload;
+  return f;
+}
+Frame reply(std::uint8_t flags, std::size_t payload = 0) {
+  Frame f = request(flags, payload);
+  std::swap(f.src, f.dst);
+  return f;
+}
+}  // namespace
+
+TEST(PartitionBytecode, TheDecoderChecksWhatItDecodes) {
+  // The test's own decoder must refuse what the kernel refuses, or the checks below prove little.
+  EXPECT_THROW(cbpf::decode("2,6 0 0 2"), std::invalid_argument);            // count mismatch
+  EXPECT_THROW(cbpf::decode("2,21 0 5 2048,6 0 0 2"), std::invalid_argument); // jump past the end
+  EXPECT_THROW(cbpf::decode("1,40 0 0 12"), std::invalid_argument);           // no return at the end
+  EXPECT_THROW(cbpf::decode("2,99 0 0 0,6 0 0 2"), std::invalid_argument);    // unknown opcode
+  EXPECT_EQ(cbpf::run(cbpf::decode("2,40 0 0 200,6 0 0 2"), Frame{}.bytes()), 0u);  // a load past the end: 0
+}
+
+TEST(PartitionBytecode, BothWaysDropsEveryPacketOfThePeerAndNothingElse) {
+  for (const std::string hook : {"ingress", "egress"}) {
+    SCOPED_TRACE(hook);
+    const PartitionSpec spec = PartitionSpec::from("resource");
+    const auto peer = [&](Frame f) { return hook == "ingress" ? f : (std::swap(f.src, f.dst), f); };
+    EXPECT_EQ(verdict(spec, hook, peer(request(cbpf::kSyn))), cbpf::kDrop);
+    EXPECT_EQ(verdict(spec, hook, peer(request(cbpf::kAck))), cbpf::kDrop);
+    EXPECT_EQ(verdict(spec, hook, peer(request(cbpf::kAck | cbpf::kPsh, 100))), cbpf::kDrop);
+    Frame udp = peer(request(0, 10));
+    udp.protocol = 17;
+    EXPECT_EQ(verdict(spec, hook, udp), cbpf::kDrop);
+    Frame other = request(cbpf::kAck | cbpf::kPsh, 100);
+    other.dst = other.src = "10.213.0.2";  // the lock service, on both sides
+    EXPECT_EQ(verdict(spec, hook, other), cbpf::kPass);
+    Frame arp;
+    arp.l3 = Frame::L3::kArp;
+    EXPECT_EQ(verdict(spec, hook, arp), cbpf::kPass);
+    Frame v6;
+    v6.l3 = Frame::L3::kIpv6;
+    EXPECT_EQ(verdict(spec, hook, v6), cbpf::kPass);
+    EXPECT_EQ(verdict(PartitionSpec::full(), hook, v6), cbpf::kDrop);
+    EXPECT_EQ(verdict(PartitionSpec::full(), hook, other), cbpf::kDrop);
+    EXPECT_EQ(verdict(PartitionSpec::full(), hook, arp), cbpf::kPass);
+  }
+}
+
+TEST(PartitionBytecode, OneWayProgramDecodesToTheTcpAwareFilter) {
+  // requests from the lock service (10.213.0.2 = 0x0ad50002), on the hub's ingress: the payload
+  // length is the IPv4 total length [16] minus the IPv4 header length (4 * IHL, ldxb) minus the
+  // TCP header length (the data offset's high nibble * 4: >> 2 & 0x3c).
+  EXPECT_EQ(cbpf::disassemble(cbpf::decode(
+                partition_bytecode(PartitionSpec::from("lock-service", Direction::kRequests), "ingress", "10.213.0.2"))),
+            "0: ldh [12]\n"
+            "1: jeq #0x800 jt 2 jf 19\n"   // not IPv4: pass
+            "2: ld [30]\n"                 // the destination address
+            "3: jeq #0xad50002 jt 4 jf 19\n"
+            "4: ldb [23]\n"                // protocol
+            "5: jeq #0x6 jt 6 jf 20\n"     // not TCP: drop
+            "6: ldh [20]\n"
+            "7: jset #0x1fff jt 20 jf 8\n" // a later fragment: drop
+            "8: ldxb 4*([14]&0xf)\n"
+            "9: ldb [x+27]\n"              // TCP flags
+            "10: jset #0x5 jt 20 jf 11\n"  // FIN or RST: drop
+            "11: ldb [x+26]\n"             // data offset
+            "12: rsh #2\n"
+            "13: and #0x3c\n"
+            "14: add x\n"
+            "15: tax\n"
+            "16: ldh [16]\n"
+            "17: sub x\n"
+            "18: jeq #0x0 jt 19 jf 20\n"   // no payload: pass
+            "19: ret #-1\n"
+            "20: ret #2\n");
+  // replies match the source address instead, on egress; the rest is the same.
+  const std::string replies =
+      cbpf::disassemble(cbpf::decode(partition_bytecode(PartitionSpec::from("lock-service", Direction::kReplies), "egress", "10.213.0.2")));
+  EXPECT_NE(replies.find("2: ld [26]\n"), std::string::npos) << replies;
+}
+
+TEST(PartitionBytecode, RequestsLetTheHandshakeThroughAndDropTheWorkersData) {
+  const PartitionSpec spec = PartitionSpec::from("resource", Direction::kRequests);
+  auto v = [&](const Frame& f) { return verdict(spec, "ingress", f); };
+  // Opening the connection and acknowledging: through.
+  EXPECT_EQ(v(request(cbpf::kSyn)), cbpf::kPass);
+  EXPECT_EQ(v(request(cbpf::kAck)), cbpf::kPass);
+  // The request, and the end of the stream: lost.
+  EXPECT_EQ(v(request(cbpf::kAck | cbpf::kPsh, 1)), cbpf::kDrop);
+  EXPECT_EQ(v(request(cbpf::kAck | cbpf::kPsh, 1400)), cbpf::kDrop);
+  EXPECT_EQ(v(request(cbpf::kAck | cbpf::kFin)), cbpf::kDrop);
+  EXPECT_EQ(v(request(cbpf::kRst)), cbpf::kDrop);
+  EXPECT_EQ(v(request(cbpf::kAck | cbpf::kRst)), cbpf::kDrop);
+  EXPECT_EQ(v(request(cbpf::kSyn, 16)), cbpf::kDrop);  // a SYN with data (TCP Fast Open)
+  // Header lengths from the packet, not assumed: IPv4 options and TCP options (timestamps, SACK).
+  for (std::size_t ip_opt : {0, 4, 40})
+    for (std::size_t tcp_opt : {0, 12, 40}) {
+      SCOPED_TRACE(std::to_string(ip_opt) + " bytes of IPv4 options, " + std::to_string(tcp_opt) + " of TCP options");
+      Frame f = request(cbpf::kAck);
+      f.ip_options = ip_opt;
+      f.tcp_options = tcp_opt;
+      EXPECT_EQ(v(f), cbpf::kPass);
+      f.payload = 1;
+      EXPECT_EQ(v(f), cbpf::kDrop);
+      f.flags = cbpf::kSyn;
+      f.payload = 0;
+      EXPECT_EQ(v(f), cbpf::kPass);
+    }
+  // Not TCP: dropped whole. A later fragment (it carries payload only, whatever its bytes look
+  // like) and a first one: dropped. A total length shorter than the headers (malformed; also a
+  // GSO packet above 64 KiB, whose total length is 0): dropped.
+  Frame udp = request(0, 30), icmp = request(0, 8);
+  udp.protocol = 17;
+  icmp.protocol = 1;
+  EXPECT_EQ(v(udp), cbpf::kDrop);
+  EXPECT_EQ(v(icmp), cbpf::kDrop);
+  Frame later = request(cbpf::kAck);
+  later.fragment = 185;
+  EXPECT_EQ(v(later), cbpf::kDrop);
+  Frame first = request(cbpf::kAck | cbpf::kPsh, 1000);
+  first.fragment = 0x2000;  // MF, offset 0
+  EXPECT_EQ(v(first), cbpf::kDrop);
+  Frame dont_fragment = request(cbpf::kAck);
+  dont_fragment.fragment = 0x4000;  // DF: an ordinary packet
+  EXPECT_EQ(v(dont_fragment), cbpf::kPass);
+  Frame short_total = request(cbpf::kAck);
+  short_total.total_length = 0;
+  EXPECT_EQ(v(short_total), cbpf::kDrop);
+  // Another peer, ARP, IPv6: not this partition's.
+  Frame lock = request(cbpf::kAck | cbpf::kPsh, 100);
+  lock.dst = "10.213.0.2";
+  EXPECT_EQ(v(lock), cbpf::kPass);
+  Frame arp, v6;
+  arp.l3 = Frame::L3::kArp;
+  v6.l3 = Frame::L3::kIpv6;
+  EXPECT_EQ(v(arp), cbpf::kPass);
+  EXPECT_EQ(v(v6), cbpf::kPass);
+  // On ingress the program matches the destination: a reply-shaped frame (from the resource)
+  // is not the partition's.
+  EXPECT_EQ(v(reply(cbpf::kAck | cbpf::kPsh, 100)), cbpf::kPass);
+}
+
+TEST(PartitionBytecode, RepliesLetTheHandshakeThroughAndDropTheServicesData) {
+  const PartitionSpec spec = PartitionSpec::from("resource", Direction::kReplies);
+  auto v = [&](const Frame& f) { return verdict(spec, "egress", f); };
+  EXPECT_EQ(v(reply(cbpf::kSyn | cbpf::kAck)), cbpf::kPass);  // SYN-ACK
+  EXPECT_EQ(v(reply(cbpf::kAck)), cbpf::kPass);               // the request's acknowledgement
+  EXPECT_EQ(v(reply(cbpf::kAck | cbpf::kPsh, 200)), cbpf::kDrop);  // the reply
+  EXPECT_EQ(v(reply(cbpf::kAck | cbpf::kFin)), cbpf::kDrop);
+  EXPECT_EQ(v(reply(cbpf::kAck | cbpf::kFin | cbpf::kPsh, 200)), cbpf::kDrop);
+  EXPECT_EQ(v(reply(cbpf::kRst)), cbpf::kDrop);
+  Frame udp = reply(0, 30);
+  udp.protocol = 17;
+  EXPECT_EQ(v(udp), cbpf::kDrop);
+  Frame lock = reply(cbpf::kAck | cbpf::kPsh, 100);
+  lock.src = "10.213.0.2";
+  EXPECT_EQ(v(lock), cbpf::kPass);
+  EXPECT_EQ(v(request(cbpf::kAck | cbpf::kPsh, 100)), cbpf::kPass);  // to the resource: not on this hook's match
+}
+
+TEST(PartitionBytecode, FullOneWayIsTheSameRuleForEveryPeerAndDropsIpv6) {
+  for (const auto& [direction, hook] : {std::pair{Direction::kRequests, "ingress"}, std::pair{Direction::kReplies, "egress"}}) {
+    SCOPED_TRACE(hook);
+    const PartitionSpec spec = PartitionSpec::full(direction);
+    for (const std::string peer : {"10.213.0.2", "10.213.0.3", "10.213.0.9", "192.0.2.1"}) {
+      Frame f = request(cbpf::kAck | cbpf::kPsh, 50);
+      f.dst = peer;
+      EXPECT_EQ(verdict(spec, hook, f, ""), cbpf::kDrop) << peer;
+      f.payload = 0;
+      f.flags = cbpf::kSyn;
+      EXPECT_EQ(verdict(spec, hook, f, ""), cbpf::kPass) << peer;
+    }
+    Frame arp, v6;
+    arp.l3 = Frame::L3::kArp;
+    v6.l3 = Frame::L3::kIpv6;
+    EXPECT_EQ(verdict(spec, hook, arp, ""), cbpf::kPass);
+    EXPECT_EQ(verdict(spec, hook, v6, ""), cbpf::kDrop);
+  }
+}
+
+TEST(PartitionBytecode, AHookTheDirectionLeavesOpenHasNoProgram) {
+  EXPECT_THROW((void)partition_bytecode(PartitionSpec::from("resource", Direction::kRequests), "egress", "10.213.0.3"),
+               std::invalid_argument);
+  EXPECT_THROW((void)partition_bytecode(PartitionSpec::full(Direction::kReplies), "ingress", ""), std::invalid_argument);
+  EXPECT_THROW((void)partition_bytecode(PartitionSpec::from("resource", Direction::kReplies), "egress", "10.213.0"),
+               std::invalid_argument);
+}
+
+TEST(PartitionSpec, DescribeAndHooks) {
+  EXPECT_EQ(PartitionSpec::from("lock-service").describe(), "from lock-service");
+  EXPECT_EQ(PartitionSpec::from("resource", Direction::kReplies).describe(), "from resource (replies)");
+  EXPECT_EQ(PartitionSpec::full(Direction::kRequests).describe(), "full (requests)");
+  EXPECT_EQ(PartitionSpec::full().hooks(), (Argv{"ingress", "egress"}));
+  EXPECT_EQ(PartitionSpec::full(Direction::kRequests).hooks(), (Argv{"ingress"}));
+  EXPECT_EQ(PartitionSpec::from("resource", Direction::kReplies).hooks(), (Argv{"egress"}));
+  EXPECT_EQ(to_string(Direction::kBoth), "both");
+  EXPECT_EQ(to_string(Direction::kRequests), "requests");
+  EXPECT_EQ(to_string(Direction::kReplies), "replies");
+}
+
+TEST(PartitionFault, OneWayFiltersOneHookAndHealRemovesExactlyIt) {
+  RecordingCommandRunner r;
+  NetworkLab lab({"r1", {"w1"}}, r);
+  const std::string dev = lab.host("w1").hub_link;
+  PartitionFault replies(lab, "w1", PartitionSpec::from("resource", Direction::kReplies));
+  PartitionFault requests(lab, "w1", PartitionSpec::from("resource", Direction::kRequests));
+  EXPECT_EQ(replies.target(), "w1 (fc-r1-w1) from resource 10.213.0.3 (replies)");
+  EXPECT_EQ(requests.target(), "w1 (fc-r1-w1) from resource 10.213.0.3 (requests)");
+  replies.inject();
+  EXPECT_EQ(r.calls(), (Calls{{"tc", "-n", "fc-r1-hub", "filter", "add", "dev", dev, "egress", "protocol", "all", "pref",
+                               "201", "handle", "1", "bpf", "bytecode",
+                               partition_bytecode(PartitionSpec::from("resource", Direction::kReplies), "egress", "10.213.0.3"),
+                               "da"}}));
+  EXPECT_EQ(replies.ledger_record(),
+            (nlohmann::json{{"target", "w1"}, {"spec", "from resource (replies)"}, {"direction", "replies"},
+                            {"netns", "fc-r1-hub"}, {"device", dev}, {"pref", 201}, {"hooks", {"egress"}},
+                            {"address", "10.213.0.3"}}));
+  r.clear();
+  requests.inject();  // the other hook: both may be in effect at once
+  ASSERT_EQ(r.calls().size(), 1u);
+  EXPECT_EQ(r.calls()[0][7], "ingress");
+  r.clear();
+  replies.heal();
+  EXPECT_EQ(r.calls(), (Calls{{"tc", "-n", "fc-r1-hub", "filter", "del", "dev", dev, "egress", "protocol", "all", "pref",
+                               "201", "handle", "1", "bpf"}}));
+  r.clear();
+  // From the ledger record alone (fencecheck cleanup): the same single filter.
+  EXPECT_EQ(detail::heal_partition_record(requests.ledger_record(), r),
+            "partition w1 from resource (requests): removed 1 filter(s) at pref 201 on " + dev + " in fc-r1-hub");
+  EXPECT_EQ(r.calls(), requests.heal_commands());
+  EXPECT_EQ(requests.heal_commands().size(), 1u);
+  EXPECT_EQ(requests.ledger_record()["hooks"], nlohmann::json::array({"ingress"}));
+  EXPECT_EQ(PartitionFault(lab, "w1", PartitionSpec::from("lock-service")).ledger_record()["direction"], "both");
+}
+
+TEST(PartitionFault, TheSameHookTwiceIsAlreadyInEffect) {
+  RecordingCommandRunner r(fail_when([](const Argv& a) { return contains(a, "add") && contains(a, "ingress"); },
+                                     "Error: Filter already exists.\nWe have an error talking to the kernel"));
+  NetworkLab lab({"r1", {"w1"}}, r);
+  PartitionFault f(lab, "w1", PartitionSpec::from("lock-service", Direction::kRequests));
+  try {
+    f.inject();
+    FAIL() << "must throw";
+  } catch (const FaultError& e) {
+    EXPECT_NE(std::string(e.what()).find("partition w1 (fc-r1-w1) from lock-service 10.213.0.2 (requests): a partition "
+                                         "from lock-service that filters ingress is already in effect on this host"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(f.active());
+  EXPECT_EQ(r.calls().size(), 1u);  // nothing to undo
+}
+
 TEST(PartitionFault, FromLockServiceDropsOnlyThatAddressBothWays) {
   RecordingCommandRunner r;
   NetworkLab lab({"r1", {"w1", "w2"}}, r);
@@ -314,8 +582,8 @@ TEST(PartitionFault, FromResourceAndFullUseTheirOwnPreference) {
   EXPECT_EQ(calls[2][16], kFull);
   EXPECT_EQ(calls[3][16], kFull);
   EXPECT_EQ(full.ledger_record(),
-            (nlohmann::json{{"target", "w1"}, {"spec", "full"}, {"netns", "fc-r1-hub"}, {"device", lab.host("w1").hub_link},
-                            {"pref", 100}, {"hooks", {"ingress", "egress"}}}));
+            (nlohmann::json{{"target", "w1"}, {"spec", "full"}, {"direction", "both"}, {"netns", "fc-r1-hub"},
+                            {"device", lab.host("w1").hub_link}, {"pref", 100}, {"hooks", {"ingress", "egress"}}}));
   EXPECT_EQ(res.ledger_record()["address"], "10.213.0.3");
   r.clear();
   full.heal();  // heals only its own filters

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -148,10 +149,13 @@ inline sockaddr_in sockaddr_of(const std::string& addr, std::uint16_t port) {
   return sa;
 }
 
-/// A TCP echo server listening on addr:port inside netns, served by one poll thread.
+/// A TCP echo server listening on addr:port inside netns, served by one poll thread. It records
+/// every byte it received (what it "acted on"), and sends `greeting` first on each connection it
+/// accepts (a service that speaks first, so that its direction can be seen alone).
 class EchoServer {
  public:
-  EchoServer(const std::string& netns, const std::string& addr, std::uint16_t port) {
+  EchoServer(const std::string& netns, const std::string& addr, std::uint16_t port, std::string greeting = {})
+      : greeting_(std::move(greeting)) {
     listen_fd_ = in_netns(netns, [] { return ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0) + 1; }) - 1;
     if (listen_fd_ < 0) return;
     int one = 1;
@@ -175,6 +179,17 @@ class EchoServer {
       if (fd >= 0) ::close(fd);
   }
   [[nodiscard]] bool ok() const { return listen_fd_ >= 0 && thread_.joinable(); }
+  /// Everything received so far, on every connection, in arrival order.
+  [[nodiscard]] std::string received() const {
+    std::lock_guard lock(mu_);
+    return received_;
+  }
+  /// Waits (bounded) until what was received contains `want`.
+  [[nodiscard]] bool wait_received(const std::string& want, std::chrono::milliseconds timeout) const {
+    return wait_until([&] { return received().find(want) != std::string::npos; }, timeout);
+  }
+  /// Connections accepted so far.
+  [[nodiscard]] int accepted() const { return accepted_.load(); }
 
  private:
   void loop() {
@@ -186,13 +201,21 @@ class EchoServer {
       if (fds[0].revents) break;
       if (fds[1].revents & POLLIN) {
         int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (c >= 0) clients.push_back(c);
+        if (c >= 0) {
+          clients.push_back(c);
+          ++accepted_;
+          if (!greeting_.empty()) (void)!::write(c, greeting_.data(), greeting_.size());
+        }
       }
       for (std::size_t i = 2; i < fds.size(); ++i) {
         if (!fds[i].revents) continue;
         char buf[4096];
         ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
         if (n > 0) {
+          {
+            std::lock_guard lock(mu_);
+            received_.append(buf, static_cast<std::size_t>(n));
+          }
           (void)!::write(fds[i].fd, buf, static_cast<std::size_t>(n));
         } else {
           ::close(fds[i].fd);
@@ -202,6 +225,10 @@ class EchoServer {
     }
     for (int c : clients) ::close(c);
   }
+  std::string greeting_;
+  mutable std::mutex mu_;
+  std::string received_;
+  std::atomic<int> accepted_{0};
   int listen_fd_ = -1;
   int stop_[2] = {-1, -1};
   std::thread thread_;

@@ -629,6 +629,50 @@ TEST(Expiries, JobDoneAfterTheDeleteDoesNotExcuseIt) {
   EXPECT_EQ(compute_figures(b.h, ReadBack{}).expiries_during_work.size(), 1u);
 }
 
+TEST(Expiries, AnUnlockWhoseReplyWasLostIsTheHoldersReleaseNotAnExpiry) {
+  // Mid-job (no job.done), w1 asks to release (e.g. after an unknown write outcome); etcd deletes
+  // its key, but the reply is lost: release.fail, no release.ok carries the delete's revision.
+  auto invoke = [](Builder& b, const std::string& w, const std::string& key, std::int64_t token, std::int64_t src_ns) {
+    Event e = Builder::ev(w, EventKind::kReleaseInvoke);
+    e.lock_key = key;
+    e.token = token;
+    b.t += 1'000'000;
+    e.t_ns = b.t;
+    e.src_ns = src_ns;  // the worker's own stamp (0: none)
+    return b.h.add(std::move(e));
+  };
+  Builder b;
+  b.acquire_ok("w1", kKey1, 33, 7001);
+  invoke(b, "w1", kKey1, 33, b.t + 500'000);  // sent 0.5 ms after the previous event, received 1 ms after
+  b.lock_delete(kKey1, 33, 40);
+  Event failed = Builder::ev("w1", EventKind::kReleaseFail);
+  failed.lock_key = kKey1;
+  failed.token = 33;
+  b.add(failed);
+  EXPECT_TRUE(compute_figures(b.h, ReadBack{}).expiries_during_work.empty());
+
+  // The worker's line may arrive after the watch's delete: its own stamp says it asked first.
+  Builder late;
+  late.acquire_ok("w1", kKey1, 33, 7001);
+  late.lock_delete(kKey1, 33, 40);
+  invoke(late, "w1", kKey1, 33, late.t - 500'000);  // sent 0.5 ms before the delete was seen
+  EXPECT_TRUE(compute_figures(late.h, ReadBack{}).expiries_during_work.empty());
+
+  // A release asked for after the key was already gone (the lease had expired while the holder
+  // worked, e.g. stopped past its TTL) does not excuse the expiry; nor does another token's.
+  Builder expired;
+  expired.acquire_ok("w1", kKey1, 33, 7001);
+  expired.lock_delete(kKey1, 33, 40);
+  invoke(expired, "w1", kKey1, 33, expired.t + 2'000'000'000);
+  invoke(expired, "w1", kKey1, 32, 1);
+  EXPECT_EQ(compute_figures(expired.h, ReadBack{}).expiries_during_work.size(), 1u);
+  Builder unstamped;  // without a stamp: history order
+  unstamped.acquire_ok("w1", kKey1, 33, 7001);
+  unstamped.lock_delete(kKey1, 33, 40);
+  invoke(unstamped, "w1", kKey1, 33, 0);
+  EXPECT_EQ(compute_figures(unstamped.h, ReadBack{}).expiries_during_work.size(), 1u);
+}
+
 TEST(Expiries, ADeleteNobodyHeldIsNotCounted) {
   Builder b;
   b.acquire_ok("w1", kKey1, 33, 7001);
@@ -709,6 +753,86 @@ TEST(Figures, FaultsPairInjectWithHeal) {
   EXPECT_EQ(f.faults[2].inject_index, i3);
   EXPECT_FALSE(f.faults[2].heal_index.has_value());
   EXPECT_FALSE(f.faults[2].actual.has_value());
+}
+
+TEST(Figures, UnknownOutcomesAreResolvedFromTheReadBack) {
+  Builder b;
+  b.write("w1", EventKind::kWriteInvoke, 33, 0, 2);
+  const std::size_t applied = b.write("w1", EventKind::kWriteInfo, 33, 0, 2);   // in the accept log
+  const std::size_t refused = b.write("w1", EventKind::kWriteInfo, 33, 1, 0);   // in the rejections
+  const std::size_t lost = b.write("w1", EventKind::kWriteInfo, 33, 1, 1);      // in neither
+  const std::size_t other = b.write("w2", EventKind::kWriteInfo, 33, 0, 2);     // another writer: not w1's entry
+  Event inc = Builder::ev("w1", EventKind::kWriteInfo);                         // a counter increment
+  inc.key = "hits";
+  inc.token = 33;
+  const std::size_t counter = b.add(inc);
+  ReadBack rb;
+  rb.log = {logged(3, "w1", 33, 0, 2), logged(4, "w2", 34, 0, 2)};
+  rb.chunks = {stored("w2", 34, 0, 2, 4)};  // superseded since: the log still shows it
+  rb.rejections = {RejectedWrite{"ledger", 1, 0, 33, "w1", 34}};
+  Figures f = compute_figures(b.h, rb);
+  ASSERT_EQ(f.unknown_outcomes.size(), 5u);
+  using R = UnknownOutcome::Resolution;
+  const auto& u = f.unknown_outcomes;
+  EXPECT_EQ(u[0].index, applied);
+  EXPECT_EQ(u[0].resolution, R::kApplied);
+  EXPECT_EQ(u[0].seq, 3);
+  EXPECT_EQ(u[0].note, "the resource accepted segment 0 chunk 2 with token 33 (seq 3) although w1 never learned it did");
+  EXPECT_EQ(u[1].index, refused);
+  EXPECT_EQ(u[1].resolution, R::kRejected);
+  EXPECT_EQ(u[1].note, "the resource refused segment 1 chunk 0 with token 33 (high-water mark 34)");
+  EXPECT_EQ(u[2].index, lost);
+  EXPECT_EQ(u[2].resolution, R::kNotApplied);
+  EXPECT_EQ(u[2].note, "the resource neither accepted nor refused segment 1 chunk 1 with token 33: the request never reached it");
+  EXPECT_EQ(u[3].index, other);
+  EXPECT_EQ(u[3].resolution, R::kNotApplied);
+  EXPECT_EQ(u[4].index, counter);
+  EXPECT_EQ(u[4].resolution, R::kUnresolved);
+  EXPECT_EQ(resolution_name(R::kNotApplied), "not-applied");
+
+  // A resource without an accept log: the slot tells while it still holds the write, else nothing can.
+  CheckContext no_log;
+  no_log.evidence = resources::Evidence{true, false, true, true, false};
+  ReadBack slots;
+  slots.chunks = {stored("w1", 33, 0, 2, 0)};
+  Figures g = compute_figures(b.h, slots, no_log);
+  EXPECT_EQ(g.unknown_outcomes[0].resolution, R::kApplied);
+  EXPECT_EQ(g.unknown_outcomes[2].resolution, R::kUnresolved);
+  EXPECT_EQ(g.unknown_outcomes[2].note, "the resource keeps no accept log and the slot holds another write: cannot tell "
+                                        "whether segment 1 chunk 1 with token 33 was applied");
+}
+
+TEST(Analyze, AnAcknowledgementLostAfterTheWriteAppliedIsJudgedByWhatTheResourceHolds) {
+  // w1's write 0/1 reaches the store and is applied, its reply is lost (write.info); w1 gives up
+  // its holding, w2 rewrites the segment with a higher token. Valid: the store's order is fenced
+  // and consistent, and no acknowledged write is missing. The figure names the applied write.
+  Builder b;
+  b.acquire_ok("w1", kKey1, 33, 1);
+  b.write_ok("w1", 33, 0, 0, 33);
+  b.write("w1", EventKind::kWriteInvoke, 33, 0, 1);
+  const std::size_t info = b.write("w1", EventKind::kWriteInfo, 33, 0, 1);
+  b.release_ok("w1", kKey1, 33, 35);
+  b.acquire_ok("w2", kKey2, 34, 2);
+  b.write_ok("w2", 34, 0, 0, 34);
+  b.write_ok("w2", 34, 0, 1, 34);
+  b.job_done("w2", 34);
+  ReadBack rb;
+  rb.resource = "store";
+  rb.fencing = "per-key";
+  rb.log = {logged(1, "w1", 33, 0, 0), logged(2, "w1", 33, 0, 1), logged(3, "w2", 34, 0, 0), logged(4, "w2", 34, 0, 1)};
+  rb.chunks = {stored("w2", 34, 0, 0, 3), stored("w2", 34, 0, 1, 4)};
+  rb.high_water = {{kKey, 34}};
+  const Analysis a = analyze(b.h, rb);
+  EXPECT_EQ(a.verdict, Verdict::kValid);
+  EXPECT_EQ(a.anomaly_count(), 0u);
+  ASSERT_EQ(a.figures.unknown_outcomes.size(), 1u);
+  EXPECT_EQ(a.figures.unknown_outcomes[0].resolution, UnknownOutcome::Resolution::kApplied);
+  EXPECT_EQ(a.figures.unknown_outcomes[0].seq, 2);
+  EXPECT_EQ(a.evidence_events.count(info), 1u);
+  const nlohmann::json j = to_json(a.figures)["unknown_outcomes"][0];
+  EXPECT_EQ(j["resolution"], "applied");
+  EXPECT_EQ(j["index"], info);
+  EXPECT_EQ(j["worker"], "w1");
 }
 
 // ---------------------------------------------------------------------------------------------

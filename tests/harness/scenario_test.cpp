@@ -1251,7 +1251,7 @@ TEST(ScenarioCatalogueFields, EveryNewFieldIsReadTyped) {
       "     quota: 0.5%, period: 1s}\n"
       "  - {kind: freeze, target: w2, trigger: {at: 1s}, duration: 3s}\n"
       "  - {kind: partition, target: w1, trigger: {at: 2s}, duration: 4s, from: lock-service}\n"
-      "  - {kind: partition, target: w2, trigger: {at: 2s}, duration: 4s, from: full}\n"
+      "  - {kind: partition, target: w2, trigger: {at: 2s}, duration: 4s, from: full, direction: replies}\n"
       "  - {kind: netem, target: w2, trigger: {at: 3s}, duration: 1s, delay: 200ms, jitter: 50ms, loss: 2.5%}\n"
       "  - {kind: netem, target: w1, trigger: {at: 3s}, duration: 1s, loss: 100%}\n"
       "  - {kind: lock-service-restart, target: lock-service, trigger: {at: 4s}, duration: 1ms, fresh_data: true}\n"
@@ -1299,7 +1299,9 @@ TEST(ScenarioCatalogueFields, EveryNewFieldIsReadTyped) {
   EXPECT_EQ(f[1].target, "w2");
   EXPECT_EQ(f[2].kind, FaultKind::kPartition);
   EXPECT_EQ(f[2].from, PartitionFrom::kLockService);
+  EXPECT_EQ(f[2].direction, PartitionDirection::kBoth);  // the default
   EXPECT_EQ(f[3].from, PartitionFrom::kFull);
+  EXPECT_EQ(f[3].direction, PartitionDirection::kReplies);
   EXPECT_EQ(f[4].kind, FaultKind::kNetem);
   EXPECT_EQ(f[4].delay, Duration(200ms));
   EXPECT_EQ(f[4].jitter, Duration(50ms));
@@ -1502,6 +1504,9 @@ TEST(ScenarioCatalogueFields, PredicatesOfTheFaultKinds) {
   EXPECT_EQ(to_string(TokenSource::kTimestamp), "timestamp");
   EXPECT_EQ(to_string(SelfStopPoint::kCheck), "check");
   EXPECT_EQ(to_string(PartitionFrom::kLockService), "lock-service");
+  EXPECT_EQ(to_string(PartitionDirection::kBoth), "both");
+  EXPECT_EQ(to_string(PartitionDirection::kRequests), "requests");
+  EXPECT_EQ(to_string(PartitionDirection::kReplies), "replies");
 }
 
 TEST(Duration, SignedParseAndFormat) {
@@ -1587,7 +1592,7 @@ TEST(ScenarioJson, EveryNewFieldRoundTrips) {
       "  - {kind: self-stop, target: a, duration: 4s}\n"
       "  - {kind: cpu-throttle, target: b, trigger: {worker: a, event: pause}, duration: 2s, quota: 12.5%, period: 8ms}\n"
       "  - {kind: netem, target: b, trigger: {at: 1s}, duration: 2s, delay: 250us, jitter: 250us, loss: 0.3%}\n"
-      "  - {kind: partition, target: a, trigger: {at: 1s}, duration: 2s, from: resource}\n"
+      "  - {kind: partition, target: a, trigger: {at: 1s}, duration: 2s, from: resource, direction: requests}\n"
       "  - {kind: lock-service-restart, target: lock-service, trigger: {at: 2s}, duration: 500ms}\n"
       "  - {kind: freeze, target: b, trigger: {at: 3s}, duration: 1s}\n"
       "expect: {outcome: safe, progress_after_heal: true, pause_tolerance: 33.3%}\n";
@@ -1616,6 +1621,8 @@ TEST(ScenarioJson, EveryNewFieldRoundTrips) {
   EXPECT_EQ(j["faults"][2]["delay"], "250us");
   EXPECT_EQ(j["faults"][2]["loss"], "0.3%");
   EXPECT_EQ(j["faults"][3]["from"], "resource");
+  EXPECT_EQ(j["faults"][3]["direction"], "requests");
+  EXPECT_FALSE(j["faults"][2].contains("direction"));
   EXPECT_EQ(j["faults"][4]["fresh_data"], false);
   EXPECT_FALSE(j["faults"][5].contains("quota"));
   EXPECT_EQ(j["expect"]["progress_after_heal"], true);
@@ -1639,6 +1646,11 @@ TEST(ScenarioJson, EqualityNoticesEachNewField) {
                                          "expect: {outcome: safe}\n", "x.yaml"));
   EXPECT_FALSE(a == b);
   EXPECT_FALSE(a == c);  // source differs
+  const std::string partition = "faults: [{kind: partition, target: w1, trigger: {at: 1s}, duration: 2s, from: resource";
+  EXPECT_FALSE(parse_scenario(base + partition + "}]\nexpect: {outcome: safe}\n", "x.yaml") ==
+               parse_scenario(base + partition + ", direction: replies}]\nexpect: {outcome: safe}\n", "x.yaml"));
+  EXPECT_TRUE(parse_scenario(base + partition + "}]\nexpect: {outcome: safe}\n", "x.yaml") ==
+              parse_scenario(base + partition + ", direction: both}]\nexpect: {outcome: safe}\n", "x.yaml"));
 }
 
 TEST(ScenarioJson, ABadScenarioJsonIsAScenarioError) {
@@ -1767,7 +1779,7 @@ TEST(ScenarioCatalogue, TheNamedAnomalyOfEachItem) {
 TEST(ScenarioFaultsSuite, EachFaultKindHasAFencedAndAnUnfencedTwin) {
   const fs::path dir = fs::path(FENCECHECK_SOURCE_DIR) / "scenarios" / "faults";
   auto suite = load_suite(dir);
-  ASSERT_EQ(suite.size(), 6u);
+  ASSERT_EQ(suite.size(), 8u);  // three twins, and the two one-way partitions
   for (const std::string stem : {"throttle-past-lease", "freeze-past-lease", "partition-from-lock-service"}) {
     SCOPED_TRACE(stem);
     Scenario fenced = load_scenario(dir / (stem + ".yaml"));
@@ -1788,6 +1800,16 @@ TEST(ScenarioFaultsSuite, EachFaultKindHasAFencedAndAnUnfencedTwin) {
   EXPECT_EQ(p.network(), NetworkMode::kNamespaces);
   EXPECT_EQ(p.faults()[0].kind, FaultKind::kPartition);
   EXPECT_EQ(p.faults()[0].from, PartitionFrom::kLockService);
+  EXPECT_EQ(p.faults()[0].direction, PartitionDirection::kBoth);
+  for (const std::string from : {"resource", "lock-service"}) {
+    Scenario one_way = load_scenario(dir / ("partition-replies-from-" + from + ".yaml"));
+    ASSERT_EQ(one_way.faults().size(), 1u);
+    EXPECT_EQ(one_way.faults()[0].kind, FaultKind::kPartition);
+    EXPECT_EQ(one_way.faults()[0].from, from == "resource" ? PartitionFrom::kResource : PartitionFrom::kLockService);
+    EXPECT_EQ(one_way.faults()[0].direction, PartitionDirection::kReplies);
+    EXPECT_EQ(one_way.resource().fencing(), "per-key");
+    EXPECT_EQ(one_way.expect().outcome, Outcome::kSafe);
+  }
 }
 
 TEST(ScenarioCatalogueFields, SelfStopAtEffectAndPriorRevisions) {

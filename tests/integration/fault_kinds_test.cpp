@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -165,6 +166,142 @@ INSTANTIATE_TEST_SUITE_P(Each, FaultScenario,
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
+
+// --- one-way partitions: the request acts, the reply is lost --------------------------------
+
+/// A finished run of one of scenarios/faults/, with its verdict and history.
+struct FinishedRun {
+  fctest::Result result;
+  fs::path dir;
+  json verdict;
+  std::vector<json> history;
+};
+
+FinishedRun run_fault_scenario(const std::string& name) {
+  FinishedRun r;
+  auto work = fctest::fresh_dir("fault-" + name);
+  r.result = fctest::run_fencecheck(
+      {"run", (kFaults / (name + ".yaml")).string(), "--run-root", (work / "runs").string()}, work);
+  r.dir = fctest::only_run_dir(work / "runs");
+  if (r.dir.empty()) return r;
+  r.verdict = read_json(r.dir / "verdict.json");
+  r.history = fctest::read_history(r.dir / "history.jsonl");
+  return r;
+}
+
+/// The history's events of `source` and `kind`.
+std::vector<json> events(const std::vector<json>& history, const std::string& source, const std::string& kind) {
+  std::vector<json> out;
+  for (const auto& e : history)
+    if (e.value("source", "") == source && e.value("kind", "") == kind) out.push_back(e);
+  return out;
+}
+
+/// The run met its expectation (safe) with no anomaly at all, and its one partition was w1's,
+/// one way, as its history event and its ledger record say.
+void expect_safe_one_way_partition(const FinishedRun& r, const std::string& from, const std::string& direction,
+                                   const std::string& hook) {
+  ASSERT_FALSE(r.dir.empty()) << r.result.out << r.result.err;
+  EXPECT_EQ(r.result.code, 0) << r.result.out << r.result.err;
+  EXPECT_TRUE(r.verdict["expectation"]["met"].get<bool>()) << r.verdict["expectation"].dump();
+  EXPECT_EQ(r.verdict["verdict"], "valid");
+  for (const auto& c : r.verdict["checkers"]) EXPECT_TRUE(c["anomalies"].empty()) << c.dump();
+  const auto injects = events(r.history, "harness", "fault.inject");
+  ASSERT_EQ(injects.size(), 1u);
+  EXPECT_EQ(injects[0]["fault"], "partition");
+  EXPECT_EQ(injects[0]["target"], "w1");
+  const std::string detail = injects[0].value("detail", "");
+  EXPECT_NE(detail.find(" from " + from + " "), std::string::npos) << detail;
+  EXPECT_EQ(detail.substr(detail.size() - direction.size() - 3), " (" + direction + ")") << detail;
+  EXPECT_EQ(events(r.history, "harness", "fault.heal").size(), 1u);
+  bool recorded = false;
+  for (const auto& e : ledger_injects(r.dir))
+    if (e.value("kind", "") == "partition") {
+      recorded = true;
+      EXPECT_EQ(e["direction"], direction) << e.dump();
+      EXPECT_EQ(e["hooks"], json::array({hook})) << e.dump();
+    }
+  EXPECT_TRUE(recorded);
+}
+
+TEST(OneWayPartition, RepliesFromTheResourceTheWriteIsAppliedItsAcknowledgementLost) {
+  const FinishedRun r = run_fault_scenario("partition-replies-from-resource");
+  expect_safe_one_way_partition(r, "resource", "replies", "egress");
+  if (HasFatalFailure()) return;
+  const json& f = r.verdict["figures"];
+
+  // w1 never heard back from the store: its write's outcome was unknown to it ...
+  const auto infos = events(r.history, "w1", "write.info");
+  ASSERT_GE(infos.size(), 1u);
+  EXPECT_NE(infos[0].value("detail", "").find("no reply"), std::string::npos) << infos[0].dump();
+  // ... yet the store accepted every one of them: its accept log holds each (same writer, key,
+  // segment, chunk and token), and the verdict's figure says so with the seq.
+  const json rb = read_json(r.dir / "readback.json");
+  ASSERT_EQ(f["unknown_outcomes"].size(), infos.size()) << f["unknown_outcomes"].dump();
+  for (std::size_t k = 0; k < infos.size(); ++k) {
+    const json& info = infos[k];
+    const json& u = f["unknown_outcomes"][k];
+    EXPECT_EQ(u["resolution"], "applied") << u.dump();
+    bool logged = false;
+    for (const auto& w : rb["log"])
+      if (w["client"] == "w1" && w["key"] == info["key"] && w["segment"] == info["segment"] && w["chunk"] == info["chunk"] &&
+          w["token"] == info["token"]) {
+        logged = true;
+        EXPECT_EQ(u["seq"], w["seq"]);
+      }
+    EXPECT_TRUE(logged) << info.dump() << " is not in the store's accept log";
+  }
+  // The lock service was never cut: no lease expired; w1 gave up its holding on the unknown
+  // outcome, w2 took the lock with a higher token, and nothing was fenced or lost.
+  EXPECT_EQ(f["lease_expiries_during_work"], 0);
+  EXPECT_EQ(f["rejected_writes_total"], 0);
+  EXPECT_GE(events(r.history, "w2", "acquire.ok").size(), 1u);
+  EXPECT_TRUE(f["progress_after_heal"]["made_progress"].get<bool>()) << f["progress_after_heal"].dump();
+}
+
+TEST(OneWayPartition, RepliesFromTheLockServiceKeepalivesAndTheUnlockActUnheard) {
+  const FinishedRun r = run_fault_scenario("partition-replies-from-lock-service");
+  expect_safe_one_way_partition(r, "lock-service", "replies", "egress");
+  if (HasFatalFailure()) return;
+  const json& f = r.verdict["figures"];
+  const std::int64_t inject_t = events(r.history, "harness", "fault.inject")[0]["t_ns"];
+  const std::int64_t heal_t = events(r.history, "harness", "fault.heal")[0]["t_ns"];
+
+  // w1's keepalives failed at w1, every one of them ...
+  const auto acquired = events(r.history, "w1", "acquire.ok");
+  ASSERT_GE(acquired.size(), 1u);
+  const std::int64_t token = acquired[0]["token"];
+  EXPECT_GE(events(r.history, "w1", "keepalive.fail").size(), 1u);
+  // ... yet they renewed its lease at etcd: its key lived on more than the lease TTL (10s) past
+  // the partition's start, after which w1 heard of no renewal, until w1's own unlock deleted it.
+  std::optional<json> deleted;
+  for (const auto& e : events(r.history, "lock", "lock.delete"))
+    if (e.value("token", std::int64_t{0}) == token) deleted = e;
+  ASSERT_TRUE(deleted) << "w1's lock key was never deleted";
+  EXPECT_GT((*deleted)["t_ns"].get<std::int64_t>() - inject_t, 10'000'000'000LL);
+  EXPECT_LT((*deleted)["t_ns"].get<std::int64_t>(), heal_t);
+  EXPECT_EQ(f["lease_expiries_during_work"], 0);
+  EXPECT_EQ(f["rejected_writes_total"], 0);
+  // The unlock acted, its reply was lost: w1 asked (release.invoke before the delete, by its own
+  // stamp), got release.fail and never a release.ok for that token; the issuer deleted the key
+  // and granted w2 at that very revision.
+  const auto asked = events(r.history, "w1", "release.invoke");
+  ASSERT_GE(asked.size(), 1u);
+  EXPECT_EQ(asked[0]["token"], token);
+  EXPECT_LE(asked[0]["src_ns"].get<std::int64_t>(), (*deleted)["t_ns"].get<std::int64_t>());
+  const auto failed = events(r.history, "w1", "release.fail");
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0]["token"], token);
+  EXPECT_NE(failed[0].value("detail", "").find("no reply"), std::string::npos) << failed[0].dump();
+  for (const auto& ok : events(r.history, "w1", "release.ok")) EXPECT_NE(ok["token"], token) << ok.dump();
+  const auto w2 = events(r.history, "w2", "acquire.ok");
+  ASSERT_EQ(w2.size(), 1u);
+  EXPECT_EQ(w2[0]["revision"], (*deleted)["revision"]);
+  EXPECT_GT(w2[0]["token"].get<std::int64_t>(), token);
+  // The report tells it.
+  const std::string html = fctest::slurp(r.dir / "report.html");
+  EXPECT_NE(html.find("at w1&#39;s request: its unlock arrived and acted"), std::string::npos);
+}
 
 // --- kill -9 while each kind is active ------------------------------------------------------
 
@@ -364,9 +501,12 @@ TEST(SkipUnavailable, AMissingPrerequisiteExits3NamingItAndStartsNothing) {
                                   path_without_iproute2(work));
   EXPECT_EQ(r.code, 3) << r.out << r.err;
   EXPECT_NE((r.out + r.err).find("network: namespaces needs iproute2's `ip`"), std::string::npos) << r.out << r.err;
-  EXPECT_TRUE(netns_names().empty() || std::none_of(netns_names().begin(), netns_names().end(), [](const std::string& n) {
-                return n.find("needs-namespaces") != std::string::npos;
-              }));
+  // One listing: begin() and end() of two separate calls' sets (namespaces of tests running
+  // alongside come and go) would walk from one set into the other.
+  const std::set<std::string> names = netns_names();
+  EXPECT_TRUE(std::none_of(names.begin(), names.end(), [](const std::string& n) {
+    return n.find("needs-namespaces") != std::string::npos;
+  }));
 }
 
 TEST(SkipUnavailable, WithTheFlagTheScenarioIsSkippedNeverPassed) {

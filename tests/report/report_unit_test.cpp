@@ -470,6 +470,52 @@ TEST_F(ReportHtml, AReleaseWhoseDeleteArrivesFirstIsNotStale) {
   EXPECT_EQ(marks(html, "mark holding stale", {{"data-worker", "w1"}}).size(), 1u);  // w1's key really expired
 }
 
+TEST_F(ReportHtml, ALostUnlockReplyIsTheHoldersReleaseAndTheStorySaysSo) {
+  // A replies partition from the lock service: w1's keepalives and its unlock reach etcd and act,
+  // their replies never come back.
+  Story t;
+  t.h = History{};
+  t.add(0, "harness", EventKind::kRunStart);                                     // 0
+  t.add(30, "lock", EventKind::kLockGrant, Story::lock_event(kKey1, 2, 2));      // 1
+  t.add(40, "w1", EventKind::kAcquireOk, Story::lock_event(kKey1, 2, 2));        // 2
+  t.add(45, "lock", EventKind::kLockGrant, Story::lock_event(kKey2, 3, 3));      // 3
+  Event inject;
+  inject.fault = "partition";
+  inject.target = "w1";
+  inject.duration_ns = 30'000'000'000;
+  inject.detail = "w1 (fc-r-w1) from lock-service 10.213.0.2 (replies)";
+  t.add(50, "harness", EventKind::kFaultInject, inject);                          // 4
+  Event ka = Story::with_token(2);
+  ka.detail = "no reply within 5000 ms";
+  t.add(8400, "w1", EventKind::kKeepaliveFail, ka);                               // 5
+  t.add(16700, "w1", EventKind::kKeepaliveFail, ka);                              // 6
+  t.add(16701, "w1", EventKind::kJobDone, Story::with_token(2));                  // 7
+  t.add(16702, "w1", EventKind::kReleaseInvoke, Story::lock_event(kKey1, 2, std::nullopt));  // 8
+  t.add(16710, "lock", EventKind::kLockDelete, Story::lock_event(kKey1, 2, 4));   // 9
+  t.add(16720, "w2", EventKind::kAcquireOk, Story::lock_event(kKey2, 3, 4));      // 10
+  Event failed = Story::lock_event(kKey1, 2, std::nullopt);
+  failed.detail = "Read timeout (no reply within 5000 ms)";
+  t.add(21700, "w1", EventKind::kReleaseFail, failed);                            // 11
+  Event heal = inject;
+  t.add(30050, "harness", EventKind::kFaultHeal, heal);                           // 12
+  t.add(30100, "harness", EventKind::kRunEnd);                                    // 13
+  const Analysis an = analyze(t.h, ReadBack{});
+  EXPECT_TRUE(an.figures.expiries_during_work.empty());  // w1 had finished: not an expiry
+  const std::string html = render_report_html(ReportData{&sc, t.h, ReadBack{}, an, result_for(an, true), "unit test"});
+  EXPECT_THAT(html, HasSubstr("the harness injected partition on w1, from lock-service 10.213.0.2 (replies), for 30.00 s"));
+  EXPECT_THAT(html, HasSubstr("w1&#39;s keepalive of token 2 failed (no reply within 5000 ms) (2 failed keepalives with "
+                              "this token)"));
+  EXPECT_THAT(html, HasSubstr("the lock service deleted w1&#39;s lock key (token 2, revision 4) at w1&#39;s request: its "
+                              "unlock arrived and acted"));
+  EXPECT_THAT(html, HasSubstr("w1&#39;s release of token 2 failed (Read timeout (no reply within 5000 ms)); the lock "
+                              "service had deleted its key all the same (revision 4)"));
+  // The timeline draws the delete as w1's release, not an expiry.
+  auto released = marks(html, "mark delete release", {{"data-token", "2"}});
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_THAT(element_text(html, released[0]["id"]), HasSubstr("released by its holder, which never got the reply"));
+  EXPECT_TRUE(marks(html, "mark delete expiry").empty());
+}
+
 TEST_F(ReportHtml, TellsTheStoryInSentences) {
   const std::string html = page(a);
   EXPECT_THAT(html, HasSubstr("w1 acquired the lock: token 2"));

@@ -25,6 +25,13 @@ std::vector<LeaseExpiry> find_expiries(const History& h, const HistoryIndex& ind
     if (e.revision) release_revisions.insert(*e.revision);
     if (!e.lock_key.empty() && e.token) released_keys.insert({e.lock_key, *e.token});
   }
+  // (lock_key, token) -> the earliest release.invoke: when its holder asked for the delete. An
+  // unlock whose reply was lost (no release.ok) still ended the holder's work with that token.
+  boost::unordered_flat_map<std::pair<std::string_view, std::int64_t>, std::size_t, ViewTokenHash> release_asked;
+  for (std::size_t i : index.of({EventKind::kReleaseInvoke})) {
+    const Event& e = h[i];
+    if (!e.lock_key.empty() && e.token) release_asked.try_emplace({e.lock_key, *e.token}, i);
+  }
 
   // Indexes built in one pass, so that each delete looks only at its own lock key's and its
   // holder's events (a scan of the whole history per delete made long histories quadratic).
@@ -74,6 +81,13 @@ std::vector<LeaseExpiry> find_expiries(const History& h, const HistoryIndex& ind
       const auto after = std::upper_bound(untokened.begin(), untokened.end(), *acquire);
       done = after != untokened.end() && *after < i;
     }
+    // Or it had asked for the release: its release.invoke was sent before the lock service's
+    // delete was seen (the sender's own stamp, on the same CLOCK_MONOTONIC, since the two come
+    // over different channels; history order when it has none).
+    if (auto r = release_asked.find(std::pair<std::string_view, std::int64_t>{d.lock_key, token}); r != release_asked.end()) {
+      const Event& asked = h[r->second];
+      done = done || (asked.src_ns > 0 ? asked.src_ns <= d.t_ns : r->second < i);
+    }
     if (done) continue;
 
     LeaseExpiry x;
@@ -95,6 +109,83 @@ std::vector<LeaseExpiry> find_expiries(const History& h, const HistoryIndex& ind
     x.evidence.push_back(i);
     std::sort(x.evidence.begin(), x.evidence.end());
     out.push_back(std::move(x));
+  }
+  return out;
+}
+
+std::vector<UnknownOutcome> find_unknown_outcomes(const History& h, const HistoryIndex& index, const ReadBack& rb,
+                                                  const CheckContext& context) {
+  using R = UnknownOutcome::Resolution;
+  const resources::Evidence ev = context.evidence.value_or(resources::Evidence{});
+  const bool has_log = ev.accept_log && (context.evidence || !rb.log.empty());
+  std::vector<UnknownOutcome> out;
+  for (std::size_t i : index.of({EventKind::kWriteInfo})) {
+    const Event& e = h[i];
+    UnknownOutcome u{i, e.source, e.key, e.segment, e.chunk, e.token};
+    const std::string tok = e.token ? std::to_string(*e.token) : std::string("?");
+    const std::string effect_suffix = ".effect";
+    const bool effect = e.key.size() > effect_suffix.size() &&
+                        e.key.compare(e.key.size() - effect_suffix.size(), effect_suffix.size(), effect_suffix) == 0;
+    if (effect && e.segment) {
+      // The worker's effect id is "seg<N>"; a client may prefix its name ("w1:seg2").
+      const std::string base = e.key.substr(0, e.key.size() - effect_suffix.size());
+      const std::string id = "seg" + std::to_string(*e.segment);
+      const EffectRecord* found = nullptr;
+      for (const auto& r : rb.effects)
+        if (r.key == base && r.client == e.source && e.token && r.token == *e.token &&
+            (r.id == id || r.id == e.source + ":" + id))
+          found = &r;
+      if (found && found->applied) {
+        u.resolution = R::kApplied;
+        u.seq = found->seq;
+        u.note = "the resource applied effect " + id + " (seq " + std::to_string(found->seq) + ") although " + e.source +
+                 " never learned it did";
+      } else if (found) {
+        u.resolution = R::kNotApplied;
+        u.note = "the resource recorded effect " + id + " but did not apply it (refused by the fence, or a duplicate)";
+      } else if (ev.effects && !rb.effects.empty()) {
+        u.resolution = R::kNotApplied;
+        u.note = "the resource has no record of effect " + id + " with token " + tok + ": the request never reached it";
+      } else {
+        u.note = "the read-back lists no side effects: cannot tell";
+      }
+    } else if (e.segment && e.chunk && *e.chunk >= 0 && e.token) {
+      auto same = [&](const auto& w) {
+        return w.client == e.source && w.key == e.key && w.segment == *e.segment && w.chunk == *e.chunk && w.token == *e.token;
+      };
+      const std::string what = "segment " + std::to_string(*e.segment) + " chunk " + std::to_string(*e.chunk) + " with token " + tok;
+      const AcceptedWrite* logged = nullptr;
+      for (const auto& w : rb.log)
+        if (same(w)) {
+          logged = &w;
+          break;
+        }
+      const StoredChunk* slot = nullptr;
+      for (const auto& c : rb.chunks)
+        if (same(c)) slot = &c;
+      const RejectedWrite* refused = nullptr;
+      for (const auto& r : rb.rejections)
+        if (same(r)) refused = &r;
+      if (logged || slot) {
+        u.resolution = R::kApplied;
+        u.seq = logged ? logged->seq : slot->seq;
+        u.note = "the resource accepted " + what + " (seq " + std::to_string(*u.seq) + ") although " + e.source +
+                 " never learned it did";
+      } else if (refused) {
+        u.resolution = R::kRejected;
+        u.note = "the resource refused " + what + " (high-water mark " + std::to_string(refused->high_water) + ")";
+      } else if (has_log && ev.rejections) {
+        u.resolution = R::kNotApplied;
+        u.note = "the resource neither accepted nor refused " + what + ": the request never reached it";
+      } else {
+        u.note = "the resource keeps no accept log and the slot holds another write: cannot tell whether " + what +
+                 " was applied";
+      }
+    } else {
+      u.note = e.key.empty() ? std::string("not a resource write: cannot tell")
+                             : "a counter increment: the counter's figure counts it as unknown";
+    }
+    out.push_back(std::move(u));
   }
   return out;
 }
@@ -201,7 +292,18 @@ Figures compute_figures(const History& history, const ReadBack& readback, const 
   // is a counter job); otherwise they are not counters at all.
   if (readback.counters.empty() && context.job_kind != JobKind::kCounter) f.counters.clear();
   f.progress_after_heal = find_progress(history, *index, context);
+  f.unknown_outcomes = find_unknown_outcomes(history, *index, readback, context);
   return f;
+}
+
+std::string_view resolution_name(UnknownOutcome::Resolution r) {
+  switch (r) {
+    case UnknownOutcome::Resolution::kApplied: return "applied";
+    case UnknownOutcome::Resolution::kRejected: return "rejected";
+    case UnknownOutcome::Resolution::kNotApplied: return "not-applied";
+    case UnknownOutcome::Resolution::kUnresolved: return "unresolved";
+  }
+  return "unresolved";
 }
 
 std::vector<const Anomaly*> Analysis::anomalies_named(std::string_view name) const {
@@ -252,6 +354,7 @@ Analysis analyze(const History& history, const ReadBack& readback, const Checker
   for (const auto& x : a.figures.expiries_during_work)
     for (std::size_t i : x.evidence) keep(i);
   for (const auto& p : a.figures.pauses) keep(p.index);
+  for (const auto& u : a.figures.unknown_outcomes) keep(u.index);
   for (const auto& w : a.figures.faults) {
     keep(w.inject_index);
     if (w.heal_index) keep(*w.heal_index);

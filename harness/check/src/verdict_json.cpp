@@ -89,6 +89,17 @@ nlohmann::json to_json(const Figures& f) {
                         {"expected", c.acknowledged},
                         {"unknown", c.unknown},
                         {"actual", opt(c.actual)}});
+  auto& unknown = j["unknown_outcomes"] = nlohmann::json::array();
+  for (const auto& u : f.unknown_outcomes)
+    unknown.push_back({{"index", u.index},
+                       {"worker", u.worker},
+                       {"key", u.key},
+                       {"segment", opt(u.segment)},
+                       {"chunk", opt(u.chunk)},
+                       {"token", opt(u.token)},
+                       {"resolution", std::string(resolution_name(u.resolution))},
+                       {"seq", opt(u.seq)},
+                       {"note", u.note}});
   if (const auto& p = f.progress_after_heal)
     j["progress_after_heal"] = {{"heal_index", p->heal_index},
                                 {"heal_t_ns", p->heal_t_ns},
@@ -114,6 +125,7 @@ nlohmann::json verdict_to_json(const Analysis& analysis, const ExpectationResult
   for (const auto& x : copy.figures.expiries_during_work)
     for (std::size_t i : x.evidence) keep(i);
   for (const auto& p : copy.figures.pauses) keep(p.index);
+  for (const auto& u : copy.figures.unknown_outcomes) keep(u.index);
   for (const auto& w : copy.figures.faults) {
     keep(w.inject_index);
     if (w.heal_index) keep(*w.heal_index);

@@ -99,6 +99,11 @@ constexpr std::array<Row<PartitionFrom>, 3> kPartitionFroms{{
     {PartitionFrom::kResource, "resource", true},
     {PartitionFrom::kFull, "full", true},
 }};
+constexpr std::array<Row<PartitionDirection>, 3> kPartitionDirections{{
+    {PartitionDirection::kBoth, "both", true},
+    {PartitionDirection::kRequests, "requests", true},
+    {PartitionDirection::kReplies, "replies", true},
+}};
 
 template <typename E, std::size_t N>
 std::string_view name_in(const std::array<Row<E>, N>& table, E v) {
@@ -142,6 +147,7 @@ std::string_view to_string(TokenSource t) { return name_in(kTokenSources, t); }
 std::string_view to_string(SelfStopPoint p) { return name_in(kSelfStopPoints, p); }
 std::string_view to_string(KeepaliveMode m) { return name_in(kKeepaliveModes, m); }
 std::string_view to_string(PartitionFrom f) { return name_in(kPartitionFroms, f); }
+std::string_view to_string(PartitionDirection d) { return name_in(kPartitionDirections, d); }
 
 std::vector<std::string_view> known_fault_kinds() { return implemented_names(kFaultKinds); }
 std::vector<std::string_view> known_job_kinds() { return implemented_names(kJobKinds); }
@@ -1045,8 +1051,8 @@ class ScenarioParser {
     if (auto fv = m.get("faults")) {
       for (const Value& item : list(*fv, true)) {
         Map f(*this, item,
-              {"kind", "target", "trigger", "duration", "quota", "period", "from", "delay", "jitter", "loss",
-               "fresh_data"});
+              {"kind", "target", "trigger", "duration", "quota", "period", "from", "direction", "delay", "jitter",
+               "loss", "fresh_data"});
         FaultSpec spec;
         Value kind_value = f.require("kind");
         spec.kind = choice(kind_value, kFaultKinds, "fault kind");
@@ -1056,9 +1062,10 @@ class ScenarioParser {
           std::string_view field;
           FaultKind owner;
         };
-        static constexpr std::array<Owned, 7> kParameters{{{"quota", FaultKind::kCpuThrottle},
+        static constexpr std::array<Owned, 8> kParameters{{{"quota", FaultKind::kCpuThrottle},
                                                             {"period", FaultKind::kCpuThrottle},
                                                             {"from", FaultKind::kPartition},
+                                                            {"direction", FaultKind::kPartition},
                                                             {"delay", FaultKind::kNetem},
                                                             {"jitter", FaultKind::kNetem},
                                                             {"loss", FaultKind::kNetem},
@@ -1151,6 +1158,7 @@ class ScenarioParser {
           }
           case FaultKind::kPartition:
             spec.from = choice(f.require("from"), kPartitionFroms, "partition source");
+            if (auto d = f.get("direction")) spec.direction = choice(*d, kPartitionDirections, "partition direction");
             break;
           case FaultKind::kNetem: {
             auto delay = f.get("delay");
@@ -1592,6 +1600,7 @@ nlohmann::json to_json(const Scenario& s) {
         break;
       case FaultKind::kPartition:
         if (f.from) fj["from"] = std::string(to_string(*f.from));
+        fj["direction"] = std::string(to_string(f.direction));
         break;
       case FaultKind::kNetem:
         fj["delay"] = format_duration(f.delay);

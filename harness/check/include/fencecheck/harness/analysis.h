@@ -1,6 +1,7 @@
 // fencecheck — everything the harness concludes from one run: the checkers' verdicts and the
 // figures read off the history (lease expiries during work, pauses, rejected writes, faults,
-// rejections per stale token, duplicate effects, counters, progress after the last heal).
+// rejections per stale token, duplicate effects, counters, progress after the last heal, writes
+// of unknown outcome).
 // Pure functions of (history, read-back, context); no I/O.
 #pragma once
 
@@ -27,7 +28,10 @@ namespace fencecheck::harness {
 /// delete's). When the delete has no revision, a `release.ok` for the same lock_key and token
 /// explains it instead. The holder is the worker whose `acquire.ok` has that lock_key and token;
 /// a delete nobody held is not counted. A holder that emitted `job.done` for that token before
-/// the delete had finished its work, so it is not counted either.
+/// the delete had finished its work, so it is not counted either; nor is a delete its holder had
+/// asked for: a `release.invoke` of that lock_key and token sent (its src_ns, else its history
+/// position) before the delete was seen, whether or not a release.ok came back (an unlock whose
+/// reply was lost, as in a `replies` partition, acted all the same).
 struct LeaseExpiry {
   std::string worker;                    ///< the holder
   std::string lock;                      ///< lock name (prefix), from the acquire.ok
@@ -87,6 +91,35 @@ struct CounterFigure {
   std::optional<std::int64_t> actual;  ///< the read-back's value; nullopt when the resource reported none
 };
 
+/// A write whose writer never learned its outcome (a `write.info`: no reply within its timeout,
+/// e.g. a lost acknowledgement in a `replies` partition), and what the resource's read-back says
+/// became of it. The checkers judge what the resource holds, whatever its writer believed, so an
+/// unknown outcome that was in fact applied is judged like any accepted write (stale-write-
+/// accepted and interleaved-segment see it in the accept log and the chunks; it is not a
+/// write.ok, so lost-acknowledged-write does not expect it to stay). This figure says which it was.
+struct UnknownOutcome {
+  /// What the read-back shows:
+  ///  kApplied:    the accept log has it (same writer, key, segment, chunk and token); without an
+  ///               accept log, the chunk slot still holds it; a side effect recorded as applied;
+  ///  kRejected:   the resource's rejections list it (the fence refused it);
+  ///  kNotApplied: the resource keeps an accept log and rejections and neither lists it (the
+  ///               request never reached it), or a side effect recorded but not applied;
+  ///  kUnresolved: the read-back cannot tell (no accept log and the slot holds a later write; a
+  ///               counter increment, which CounterFigure::unknown accounts for; an effect the
+  ///               read-back does not list when it keeps no effects).
+  enum class Resolution { kApplied, kRejected, kNotApplied, kUnresolved };
+  std::size_t index = 0;  ///< the write.info's history index
+  std::string worker;
+  std::string key;
+  std::optional<std::int64_t> segment, chunk, token;
+  Resolution resolution = Resolution::kUnresolved;
+  std::optional<std::int64_t> seq;  ///< the accept log's (or the effect's) seq, when applied
+  std::string note;                 ///< the resolution in words, for the reports
+};
+
+/// "applied", "rejected", "not-applied", "unresolved".
+[[nodiscard]] std::string_view resolution_name(UnknownOutcome::Resolution r);
+
 /// Liveness after the last heal (expect.progress_after_heal, fenced-out).
 struct ProgressAfterHeal {
   std::size_t heal_index = 0;             ///< the last fault.heal
@@ -119,6 +152,7 @@ struct Figures {
   std::map<std::string, std::int64_t> duplicate_effects_by_key;
   std::vector<CounterFigure> counters;                ///< sorted by key
   std::optional<ProgressAfterHeal> progress_after_heal;  ///< nullopt: no fault was healed
+  std::vector<UnknownOutcome> unknown_outcomes;       ///< every write.info, in history order
 
   /// The number of rejected writes the run shows: the larger of the two sources (a worker killed
   /// before reporting its write.fail does not hide a rejection the resource recorded).

@@ -31,7 +31,10 @@
 //     "effects_applied": int, "duplicate_effects": int,
 //     "counters": [{"key","expected","unknown","actual"|null}],   // expected = acknowledged increments
 //     "progress_after_heal": null | {"heal_index","heal_t_ns","window_ns","pending",
-//                                    "first_write_ok"|null,"delay_ns"|null,"made_progress"}
+//                                    "first_write_ok"|null,"delay_ns"|null,"made_progress"},
+//     "unknown_outcomes": [{"index","worker","key","segment"|null,"chunk"|null,"token"|null,
+//                           "resolution": "applied"|"rejected"|"not-applied"|"unresolved",
+//                           "seq"|null,"note"}]   // every write.info, what the read-back says of it
 //   },
 //   "evidence_events": [ {"index": int, <event fields>} ]  // every event cited anywhere, by index
 // }

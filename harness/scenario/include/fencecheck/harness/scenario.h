@@ -94,6 +94,10 @@ enum class SelfStopPoint { kCheck, kEffect };
 enum class KeepaliveMode { kThread, kInline };
 /// What a partition cuts the worker off from.
 enum class PartitionFrom { kLockService, kResource, kFull };
+/// Which way a partition loses packets (faults/partition.h): both ways; the worker's requests
+/// (connections open, the request never arrives: nothing acts); or the replies (the request
+/// arrives and acts, the reply never comes back: the outcome is unknown to the worker).
+enum class PartitionDirection { kBoth, kRequests, kReplies };
 
 [[nodiscard]] std::string_view to_string(NetworkMode m);
 [[nodiscard]] std::string_view to_string(FaultKind k);
@@ -104,6 +108,7 @@ enum class PartitionFrom { kLockService, kResource, kFull };
 [[nodiscard]] std::string_view to_string(SelfStopPoint p);
 [[nodiscard]] std::string_view to_string(KeepaliveMode m);  ///< "thread", "inline"
 [[nodiscard]] std::string_view to_string(PartitionFrom f);
+[[nodiscard]] std::string_view to_string(PartitionDirection d);  ///< "both", "requests", "replies"
 
 /// The names the loader accepts today, in table order (for messages and docs).
 [[nodiscard]] std::vector<std::string_view> known_fault_kinds();
@@ -330,6 +335,8 @@ struct FaultSpec {
   Duration period = std::chrono::milliseconds(100);
   /// partition (set exactly then): what the target is cut off from.
   std::optional<PartitionFrom> from;
+  /// partition: which way packets are lost (`direction:`, default both).
+  PartitionDirection direction = PartitionDirection::kBoth;
   /// netem: one-way delay per direction, >= 0, whole microseconds.
   Duration delay{};
   /// netem: delay variation, 0 .. delay (needs delay > 0), whole microseconds.
