@@ -3,6 +3,7 @@
 // the kind. Adding a kind is one folder and one row here (and one in src/lock_client.cpp).
 #include <array>
 
+#include "fencecheck/locks/lock_service_kind.h"
 #include "kinds.h"
 
 namespace fencecheck::locks {
