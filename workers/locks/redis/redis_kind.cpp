@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "../kinds.h"
+#include "fencecheck/locks/lock_service_kind.h"
 #include "embedded_redis.h"
 #include "redis_connection.h"
 #include "redis_watch.h"

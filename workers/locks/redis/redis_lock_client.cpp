@@ -105,6 +105,11 @@ class RedisLockClient final : public LockClient {
     return "redis " + endpoint_.url() + (fenced_ ? " (token: fenced, INCR <lock>:fence)" : " (token: none)");
   }
 
+  std::string session_lost_detail() const override {
+    return "renewal (owner-checked PEXPIRE) answered 0: the lock key is gone (its TTL ran out, or a restart lost it) "
+           "or another holder's";
+  }
+
   Session open_session(milliseconds ttl) override {
     if (ttl.count() < 1) throw std::invalid_argument("redis: a lease TTL must be at least 1 ms, got " + std::to_string(ttl.count()));
     // A random non-zero 63-bit owner value: two holders' values differ (owner-checked calls rely on
