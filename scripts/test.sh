@@ -27,6 +27,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 echo "== scenarios validate"
 "$BUILD/bin/fencecheck" validate scenarios/smoke
 "$BUILD/bin/fencecheck" validate scenarios/postgres
+"$BUILD/bin/fencecheck" validate scenarios/redis
 "$BUILD/bin/fencecheck" validate scenarios/examples
 
 echo "== tests"
@@ -36,7 +37,7 @@ echo "== residue check"
 left=""
 if command -v ip >/dev/null 2>&1; then left+=$(ip netns list 2>/dev/null | grep -E '^fc-' || true); fi
 left+=$(find /sys/fs/cgroup -mindepth 1 -maxdepth 3 -type d -name '*fencecheck*' 2>/dev/null || true)
-left+=$(ps -eo pid=,stat=,comm= | awk '$2 ~ /^T/ && $3 ~ /fencecheck|etcd/' || true)
+left+=$(ps -eo pid=,stat=,comm= | awk '$2 ~ /^T/ && $3 ~ /fencecheck|etcd|redis/' || true)
 if [ -n "$left" ]; then
   echo "test.sh: the tests left something behind:"; echo "$left"; exit 1
 fi

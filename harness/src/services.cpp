@@ -43,6 +43,7 @@ Services::Services(const Scenario& sc, const RunDirectory& dir, const RunOptions
   lctx.run_dir = dir.path();
   lctx.log_path = rctx.log_path;
   lctx.run_id = dir.run_id();
+  lctx.lock = ls.lock;  // the run's lock name (Scenario::for_run applied run_suffix)
 
   if (sc.network() == NetworkMode::kNamespaces) {
     faults::NetworkLabOptions lo;

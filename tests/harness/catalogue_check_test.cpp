@@ -529,6 +529,20 @@ TEST(TokenRegression, OneHoldersOwnGrantSeenTwiceIsNotReissued) {
   EXPECT_EQ(run(TokenRegressionChecker{}, b, ReadBack{}, context()).verdict, Verdict::kValid);
 }
 
+TEST(TokenRegression, GrantsOfALockKeyedByItsOwnNameCount) {
+  // redis: every holder's lock key is the lock name itself; a restart without persistence starts
+  // the fence counter again.
+  Builder b;
+  b.grant(kLock, 101, 7001);
+  const std::size_t g102 = b.grant(kLock, 102, 7002);
+  const std::size_t g1 = b.grant(kLock, 1, 7003);
+  b.grant("fencecheck/testing", 1, 7004);  // another lock whose name merely starts the same
+  CheckerResult r = run(TokenRegressionChecker{}, b, ReadBack{}, context());
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_THAT(r.anomalies[0].evidence, ElementsAre(g102, g1));
+  EXPECT_THAT(r.anomalies[0].tokens, ElementsAre(1, 102));
+}
+
 TEST(TokenRegression, IncreasingTokensAndOtherLocksAreFine) {
   Builder b;
   b.grant(lock_key(1), 33, 7001);

@@ -694,6 +694,32 @@ TEST(Expiries, DeleteWithoutRevisionFallsBackToLockKeyAndToken) {
   EXPECT_FALSE(f.expiries_during_work[0].revision.has_value());
 }
 
+// Without revisions (redis: every holder's lock key is the lock name), a holder that comes back
+// after its key expired still reports release.ok with its token ("already gone"): that release
+// was asked for after the delete, so it does not explain it.
+TEST(Expiries, WithoutRevisionsAReleaseAskedForAfterTheDeleteDoesNotExplainIt) {
+  Builder b;
+  auto release = [&b](const std::string& w, std::int64_t token) {
+    for (EventKind kind : {EventKind::kReleaseInvoke, EventKind::kReleaseOk}) {
+      Event e = Builder::ev(w, kind);
+      e.lock_key = kLock;
+      e.token = token;
+      b.add(e);
+    }
+  };
+  b.acquire_ok("w1", kLock, 1, 7001);
+  const std::size_t expired = b.lock_delete(kLock, 1, std::nullopt);
+  b.acquire_ok("w2", kLock, 2, 7002);
+  release("w1", 1);  // w1 resumes: its key is long gone
+  release("w2", 2);   // no job.done: only its release explains the delete below
+  b.lock_delete(kLock, 2, std::nullopt);
+  Figures f = compute_figures(b.h, ReadBack{});
+  ASSERT_EQ(f.expiries_during_work.size(), 1u);
+  EXPECT_EQ(f.expiries_during_work[0].worker, "w1");
+  EXPECT_EQ(f.expiries_during_work[0].token, 1);
+  EXPECT_EQ(f.expiries_during_work[0].evidence.back(), expired);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Figures: pauses, rejections, faults
 

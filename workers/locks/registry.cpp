@@ -11,7 +11,7 @@ namespace {
 
 using Row = const LockServiceKind& (*)();
 // ROWS: each kind adds its row when its folder lands.
-constexpr std::array<Row, 1> kKinds{&detail::etcd_kind};
+constexpr std::array<Row, 2> kKinds{&detail::etcd_kind, &detail::redis_kind};
 
 }  // namespace
 

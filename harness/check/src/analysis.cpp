@@ -25,13 +25,28 @@ std::vector<LeaseExpiry> find_expiries(const History& h, const HistoryIndex& ind
     if (e.revision) release_revisions.insert(*e.revision);
     if (!e.lock_key.empty() && e.token) released_keys.insert({e.lock_key, *e.token});
   }
-  // (lock_key, token) -> the earliest release.invoke: when its holder asked for the delete. An
-  // unlock whose reply was lost (no release.ok) still ended the holder's work with that token.
-  boost::unordered_flat_map<std::pair<std::string_view, std::int64_t>, std::size_t, ViewTokenHash> release_asked;
+  // (lock_key, token) -> the earliest release.invoke. Without revisions (redis) a release.ok
+  // cannot say whether it deleted anything: a holder that comes back after its key expired
+  // releases "nothing" with the same lock key and token. A release explains a delete only when it
+  // was asked for before the delete was seen.
+  boost::unordered_flat_map<std::pair<std::string_view, std::int64_t>, std::size_t, ViewTokenHash> release_invoked;
   for (std::size_t i : index.of({EventKind::kReleaseInvoke})) {
     const Event& e = h[i];
-    if (!e.lock_key.empty() && e.token) release_asked.try_emplace({e.lock_key, *e.token}, i);
+    if (!e.lock_key.empty() && e.token) release_invoked.try_emplace({e.lock_key, *e.token}, i);
   }
+  auto released_before = [&](const Event& d, std::size_t at) {
+    const std::pair<std::string_view, std::int64_t> k{d.lock_key, *d.token};
+    if (released_keys.count(k) == 0) return false;
+    const auto r = release_invoked.find(k);
+    if (r == release_invoked.end()) return true;  // a worker that reports no release.invoke
+    const Event& asked = h[r->second];
+    // The sender's own stamp (the same CLOCK_MONOTONIC as the watch's t_ns): the two come over
+    // different channels. History order when it has none.
+    return asked.src_ns > 0 ? asked.src_ns <= d.t_ns : r->second < at;
+  };
+  // The same map for the expiry test below: an unlock whose reply was lost (no release.ok, a
+  // one-way partition) still ended its holder's work with that token.
+  const auto& release_asked = release_invoked;
 
   // Indexes built in one pass, so that each delete looks only at its own lock key's and its
   // holder's events (a scan of the whole history per delete made long histories quadratic).
@@ -55,8 +70,7 @@ std::vector<LeaseExpiry> find_expiries(const History& h, const HistoryIndex& ind
   for (std::size_t i : index.of({EventKind::kLockDelete})) {
     const Event& d = h[i];
     if (d.lock_key.empty()) continue;
-    if (d.revision ? release_revisions.count(*d.revision) > 0
-                   : (d.token && released_keys.count({d.lock_key, *d.token}) > 0))
+    if (d.revision ? release_revisions.count(*d.revision) > 0 : (d.token && released_before(d, i)))
       continue;  // a release explains this delete
 
     // The holder: the acquire.ok for this lock key (and token, when the delete has one); the

@@ -1010,7 +1010,10 @@ CheckerResult TokenRegressionChecker::check_with(const History& history, const R
   for (std::size_t i : idx->of({EventKind::kLockGrant})) {
     const Event& g = history[i];
     if (!g.token) continue;
-    if (!context.lock.empty() && !g.lock_key.empty() && g.lock_key.rfind(context.lock + "/", 0) != 0) continue;
+    // This lock's keys: "<lock>/..." (etcd, zookeeper) or the lock name itself (redis).
+    if (!context.lock.empty() && !g.lock_key.empty() && g.lock_key != context.lock &&
+        g.lock_key.rfind(context.lock + "/", 0) != 0)
+      continue;
     if (!seen.insert({g.lock_key, *g.token}).second) continue;  // a replay, not a grant
     last_grant = i;
     // Another key with the same create_revision is the same token granted twice: a reset issuer.

@@ -14,7 +14,8 @@ namespace {
 
 using Make = std::unique_ptr<LockClient> (*)(const nlohmann::json&, const LockClientOptions&);
 // ROWS: each kind adds its row when its folder lands.
-constexpr std::array<std::pair<std::string_view, Make>, 1> kClients{{{"etcd", &detail::make_etcd_lock_client}}};
+constexpr std::array<std::pair<std::string_view, Make>, 2> kClients{
+    {{"etcd", &detail::make_etcd_lock_client}, {"redis", &detail::make_redis_lock_client}}};
 
 }  // namespace
 

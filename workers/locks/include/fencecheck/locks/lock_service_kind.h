@@ -63,6 +63,9 @@ struct LockServiceRunContext {
   std::string host = "127.0.0.1";
   /// In a network lab, the kind's own well-known port is free (its own namespace): use it.
   bool lab = false;
+  /// The run's lock name (the plan's, after run_suffix). A kind whose ordering counter is per lock
+  /// (redis: "<lock>:fence") needs it for advance(); etcd and zookeeper ignore it.
+  std::string lock;
 };
 
 /// The issuer's own history of one lock, running on a thread of its own from construction.

@@ -1,0 +1,135 @@
+"""What every Python example worker needs from fencecheck, apart from its lock: the worker
+protocol's environment and events, the self-describing chunks, the HTTP service with the store's
+API, and the job of segments of chunks. Standard library only; the examples import it from
+../python-common (workers/examples/python-etcd3/worker.py, workers/examples/python-redis/worker.py).
+
+The protocol: docs/worker-protocol.md. The service: docs/resource-http.md (PUT
+/v1/keys/{key}/segments/{segment}/chunks/{chunk} with Fencing-Token and Fencecheck-Client).
+"""
+import http.client
+import json
+import os
+import sys
+import time
+import types
+import urllib.parse
+import zlib
+
+EVENTS_FD = int(os.environ.get("FENCECHECK_EVENTS_FD", "3"))
+
+
+def env(name, program="worker.py"):
+    value = os.environ.get(name)
+    if not value:
+        sys.exit(f"{program}: {name} is not set (run me under fencecheck, or export the variables README.md lists)")
+    return value
+
+
+def emit(kind, **fields):
+    """One event line, in one write(2): atomic on the harness's pipe."""
+    line = json.dumps({"kind": kind, **fields}, separators=(",", ":")) + "\n"
+    os.write(EVENTS_FD, line.encode())
+
+
+def encode_chunk(worker, token, key, segment, chunk, size):
+    """The chunk's self-describing bytes, exactly as workers/proto/src/chunk.cpp's encode_chunk: the
+    header, 'x' filler up to `size` bytes in all, then ' crc=' and the CRC-32 (IEEE, as zlib.crc32)
+    of everything before it as 8 lower-case hex digits. A header longer than `size` gets no filler."""
+    out = f"fc1 w={worker} t={token} k={key} s={segment} c={chunk} f="
+    tail = len(" crc=") + 8
+    if len(out) + tail < size:
+        out += "x" * (size - len(out) - tail)
+    return (out + f" crc={zlib.crc32(out.encode()) & 0xFFFFFFFF:08x}").encode()
+
+
+class Service:
+    """The HTTP service the chunks go to: one request per chunk, on its own connection."""
+
+    def __init__(self, base_url, writer):
+        u = urllib.parse.urlsplit(base_url)
+        self.host, self.port, self.base = u.hostname, u.port or 80, u.path.rstrip("/")
+        self.writer = writer
+
+    def put_chunk(self, key, segment, chunk, token, data):
+        """(outcome, high_water, detail); outcome is ok, fenced, invalid or unknown."""
+        path = f"{self.base}/v1/keys/{urllib.parse.quote(key, safe='')}/segments/{segment}/chunks/{chunk}"
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=5)
+        try:
+            conn.request("PUT", path, body=data, headers={
+                "Fencing-Token": str(token), "Fencecheck-Client": self.writer,
+                "Content-Type": "application/octet-stream", "Connection": "close"})
+            res = conn.getresponse()
+            body = res.read()
+        except (OSError, http.client.HTTPException) as e:
+            return "unknown", None, f"{type(e).__name__}: {e}"
+        finally:
+            conn.close()
+        try:
+            reply = json.loads(body) if body else {}
+        except ValueError:
+            reply = {}
+        mark = reply.get("high_water") if isinstance(reply, dict) else None
+        mark = mark if isinstance(mark, int) else None
+        detail = f"HTTP {res.status}" + (f": {reply['error']}" if isinstance(reply, dict) and reply.get("error") else "")
+        if 200 <= res.status < 300:
+            if isinstance(reply, dict) and reply.get("accepted") is False:
+                return "unknown", mark, detail + " with accepted: false"
+            return "ok", mark, detail
+        if res.status == 409:
+            return "fenced", mark, detail
+        if 400 <= res.status < 500:
+            return "invalid", None, detail
+        return "unknown", None, detail
+
+
+class Job:
+    """The job the harness describes in FENCECHECK_JOB_*: segments of chunks to one key, one chunk
+    every FENCECHECK_CHUNK_INTERVAL_MS, each write reported as write.invoke and its outcome."""
+
+    def __init__(self, program="worker.py"):
+        self.me = env("FENCECHECK_WORKER_ID", program)
+        self.key = env("FENCECHECK_KEY", program)
+        self.segments = int(env("FENCECHECK_JOB_SEGMENTS", program))
+        self.chunks = int(env("FENCECHECK_JOB_CHUNKS", program))
+        self.chunk_bytes = int(env("FENCECHECK_CHUNK_BYTES", program))
+        self.interval = int(env("FENCECHECK_CHUNK_INTERVAL_MS", program)) / 1000.0
+        self.service = Service(env("FENCECHECK_RESOURCE_URL", program), self.me)
+        self.segment = 0  # the segment being written: a holding that stops redoes it from chunk 0
+
+    def run(self, token):
+        """Writes the rest of the job under `token`. None when done; else the outcome that stopped
+        it (fenced, invalid, unknown): the holder must stop, take the lock again and call run() with
+        the new token, which redoes the current segment. A rejected token is never sent again."""
+        while self.segment < self.segments:
+            for c in range(self.chunks):
+                emit("write.invoke", key=self.key, segment=self.segment, chunk=c, token=token)
+                data = encode_chunk(self.me, token, self.key, self.segment, c, self.chunk_bytes)
+                outcome, mark, detail = self.service.put_chunk(self.key, self.segment, c, token, data)
+                fields = dict(key=self.key, segment=self.segment, chunk=c, token=token)
+                if mark is not None:
+                    fields["high_water"] = mark
+                if outcome != "ok":
+                    emit("write.info" if outcome == "unknown" else "write.fail", detail=detail, **fields)
+                    return outcome
+                emit("write.ok", **fields)
+                time.sleep(self.interval)
+            self.segment += 1
+        return None
+
+
+def start(program="worker.py"):
+    """The start every example shares: `--broken` or `--correct` from argv, the lock and the job
+    from the environment, then the protocol's hello. Exits (status 1) for a job kind other than
+    segments. Returns broken, lock_name, ttl (whole seconds), job and lock_endpoint (the first of
+    FENCECHECK_LOCK_ENDPOINTS, split by urllib.parse.urlsplit)."""
+    if len(sys.argv) != 2 or sys.argv[1] not in ("--broken", "--correct"):
+        sys.exit(f"usage: {program} --broken|--correct")
+    w = types.SimpleNamespace(broken=sys.argv[1] == "--broken", lock_name=env("FENCECHECK_LOCK_NAME", program),
+                              ttl=int(env("FENCECHECK_LEASE_TTL_S", program)), job=Job(program))
+    w.lock_endpoint = urllib.parse.urlsplit(env("FENCECHECK_LOCK_ENDPOINTS", program).split(",")[0])
+    emit("hello", protocol=1)
+    if os.environ.get("FENCECHECK_JOB_KIND", "segments") != "segments":
+        print(f"{program}: job kind {os.environ['FENCECHECK_JOB_KIND']!r}: this worker writes segments of chunks only",
+              file=sys.stderr)
+        sys.exit(1)
+    return w

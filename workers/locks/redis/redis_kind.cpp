@@ -1,0 +1,216 @@
+// The redis lock-service kind (lock_service_kind.h): its scenario fields, the embedded
+// redis-server or the user's endpoint, health, the issuer's history, restarts, the fence counter.
+// docs/lock-service-redis.md is the user's side of this file.
+//
+//   lock_service:
+//     kind: redis
+//     persistence: none | aof   # embedded server: none (default: save "" appendonly no) or an
+//                               # append-only file fsynced on every write (appendfsync always)
+//     token: fenced | none      # fenced (default): INCR "<lock>:fence" with the grant; none: the
+//                               # plain Redis lock, no token (a holder sends a constant)
+#include <array>
+#include <memory>
+
+#include <hiredis/hiredis.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "../kinds.h"
+#include "fencecheck/locks/lock_service_kind.h"
+#include "embedded_redis.h"
+#include "redis_connection.h"
+#include "redis_watch.h"
+
+namespace fencecheck::locks {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using redis_detail::Connection;
+using redis_detail::EmbeddedRedis;
+using redis_detail::Endpoint;
+using redis_detail::Reply;
+
+const std::vector<std::string_view> kPersistence{"none", "aof"};
+const std::vector<std::string_view> kTokens{"fenced", "none"};
+/// In a network lab the lock service has its own namespace, where Redis's own port is free.
+constexpr int kLabPort = 6379;
+
+bool pings(const Endpoint& ep, std::string* why) {
+  try {
+    Connection c(ep, 1000ms, 2000ms);
+    const Reply r = c.command({"PING"}, "PING");
+    if (r->type == REDIS_REPLY_STATUS && std::string_view(r->str, r->len) == "PONG") return true;
+    if (why) *why = "PING answered " + redis_detail::describe(r.get());
+  } catch (const LockServiceError& err) {
+    if (why) *why = err.what();
+  }
+  return false;
+}
+
+/// The user's server must publish the keyspace events the watch reads (K, with g, $ and x, or A
+/// for all of them); adds what is missing with CONFIG SET and says so.
+void ensure_notifications(const Endpoint& ep) {
+  Connection c(ep, 1000ms, 2000ms);
+  const Reply r = c.command({"CONFIG", "GET", "notify-keyspace-events"}, "CONFIG GET notify-keyspace-events");
+  std::string flags;
+  if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING)
+    flags.assign(r->element[1]->str, r->element[1]->len);
+  std::string wanted = flags;
+  const bool all = flags.find('A') != std::string::npos;
+  for (char f : std::string("Kg$x"))
+    if (wanted.find(f) == std::string::npos && !(all && f != 'K')) wanted += f;
+  if (wanted == flags) return;
+  c.command({"CONFIG", "SET", "notify-keyspace-events", wanted}, "CONFIG SET notify-keyspace-events");
+  spdlog::warn("redis {}: notify-keyspace-events was \"{}\"; set it to \"{}\" (the lock watch reads keyspace "
+               "notifications of the lock key)",
+               ep.text(), flags, wanted);
+}
+
+class RedisInstance final : public LockServiceInstance {
+ public:
+  /// Embedded.
+  RedisInstance(const nlohmann::json& config, const LockServiceRunContext& ctx)
+      : ctx_(ctx), config_(config), aof_(config.value("persistence", "none") == "aof") {
+    redis_detail::EmbeddedRedisOptions o;
+    o.host = ctx.host;
+    o.port = ctx.lab ? kLabPort : 0;
+    o.aof = aof_;
+    server_ = std::make_unique<EmbeddedRedis>(o);
+    start_server(false);
+    endpoint_ = server_->endpoint();
+  }
+  /// The user's server.
+  RedisInstance(const nlohmann::json& config, const LockServiceRunContext& ctx, Endpoint endpoint)
+      : ctx_(ctx), config_(config), aof_(false), endpoint_(std::move(endpoint)) {}
+
+  ~RedisInstance() override { stop(); }
+
+  nlohmann::json endpoint() const override {
+    return {{"kind", "redis"}, {"endpoints", {endpoint_.url()}}, {"token", config_.value("token", "fenced")}};
+  }
+  std::string endpoints_text() const override { return endpoint_.url(); }
+  std::map<std::string, std::string> worker_env() const override { return {{"REDIS_URL", endpoint_.url()}}; }
+  std::string describe() const override {
+    if (!server_) return "redis " + endpoint_.text() + " (the user's server)";
+    return "redis " + endpoint_.text() + " (embedded, persistence " + std::string(aof_ ? "aof" : "none") + ", data " +
+           data_dir_.filename().string() + ", token " + config_.value("token", "fenced") + ")";
+  }
+  bool healthy() override { return pings(endpoint_, nullptr); }
+
+  std::unique_ptr<IssuerWatch> watch(const std::string& name, std::function<void(Event)> sink) override {
+    return std::make_unique<redis_detail::RedisWatch>(endpoint_, name, std::move(sink));
+  }
+
+  void advance(std::int64_t count) override {
+    if (count <= 0) return;
+    if (ctx_.lock.empty())
+      throw std::logic_error("redis advance: the run context has no lock name (LockServiceRunContext::lock)");
+    Connection c(endpoint_, 1000ms, 5000ms);
+    const Reply r = c.command({"INCRBY", redis_detail::fence_key(ctx_.lock), std::to_string(count)}, "INCRBY fence");
+    spdlog::info("redis {}: {} tokens issued before the run (the fence counter {} is at {})", endpoint_.text(), count,
+                 redis_detail::fence_key(ctx_.lock), r->type == REDIS_REPLY_INTEGER ? r->integer : -1);
+  }
+
+  int pid() const override { return server_ ? server_->pid() : 0; }
+
+  void stop_server() override {
+    if (!server_) throw std::logic_error("the redis lock service is the user's: not stopping it");
+    server_->stop();
+  }
+
+  void start_server(bool fresh_data) override {
+    if (!server_) throw std::logic_error("the redis lock service is the user's: not starting it");
+    if (server_->running()) return;
+    if (fresh_data || generation_ == 0) ++generation_;
+    data_dir_ = ctx_.run_dir / (generation_ == 1 ? std::string("redis-data") : "redis-data-" + std::to_string(generation_));
+    const fs::path log = ctx_.log_path ? ctx_.log_path("redis") : ctx_.run_dir / "logs" / "redis.log";
+    server_->start(data_dir_, log);  // the same port every time: clients keep their address
+    spdlog::info("embedded redis at {} (data {}, persistence {})", server_->endpoint().url(), data_dir_.string(),
+                 aof_ ? "aof, appendfsync always" : "none");
+  }
+
+  void stop() noexcept override {
+    if (server_) server_->stop();
+  }
+
+ private:
+  LockServiceRunContext ctx_;
+  nlohmann::json config_;
+  bool aof_;
+  std::unique_ptr<EmbeddedRedis> server_;
+  Endpoint endpoint_;
+  int generation_ = 0;
+  fs::path data_dir_;
+};
+
+class RedisKind final : public LockServiceKind {
+ public:
+  std::string_view name() const override { return "redis"; }
+  std::vector<std::string_view> fields() const override { return {"persistence", "token"}; }
+
+  nlohmann::json parse(const KindFields& f) const override {
+    nlohmann::json out = nlohmann::json::object();
+    out["persistence"] = f.has("persistence") ? std::string(kPersistence[f.choice("persistence", kPersistence, "redis persistence")])
+                                              : "none";
+    out["token"] = f.has("token") ? std::string(kTokens[f.choice("token", kTokens, "redis token")]) : "fenced";
+    return out;
+  }
+
+  std::string check_endpoint(std::string_view endpoint) const override {
+    std::string error;
+    return redis_detail::parse_endpoint(endpoint, &error) ? std::string() : error;
+  }
+
+  std::string token_description() const override {
+    return "INCR of \"<lock>:fence\", in the same Lua script as the SET NX PX that grants the lock (token: fenced); "
+           "token: none has no token at all";
+  }
+
+  std::string restart_effect(const nlohmann::json& config) const override {
+    if (config.value("token", "fenced") == "none")
+      return "token none: there is no token to lose; a restart without persistence loses the lock key, so a holder "
+             "loses its lock without any sign of it";
+    if (config.value("persistence", "none") == "aof")
+      return "persistence aof (appendfsync always): the fence counter and the lock key with its expiry time are "
+             "replayed from the append-only file, so tokens keep rising; on fresh data (an empty directory) the "
+             "counter starts again at 0, and tokens at 1";
+    return "persistence none: a restart loses every key, the fence counter with the lock key, so tokens start again "
+           "at 1, below the resource's high-water mark (the same on fresh data)";
+  }
+
+  std::unique_ptr<LockServiceInstance> open(const std::vector<std::string>& endpoints, const nlohmann::json& config,
+                                            const LockServiceRunContext& ctx) const override {
+    if (endpoints.empty()) return std::make_unique<RedisInstance>(config, ctx);
+    std::string tried;
+    for (const auto& url : endpoints) {
+      std::string why;
+      auto ep = redis_detail::parse_endpoint(url, &why);
+      if (ep && pings(*ep, &why)) {
+        try {
+          ensure_notifications(*ep);
+        } catch (const LockServiceError& err) {
+          throw LockServiceUnavailable(std::string("redis ") + url +
+                                       " answers, but its keyspace notifications cannot be enabled (the lock watch "
+                                       "needs them; set notify-keyspace-events to include Kg$x): " + err.what());
+        }
+        spdlog::info("external redis at {}", url);
+        return std::make_unique<RedisInstance>(config, ctx, std::move(*ep));
+      }
+      tried += (tried.empty() ? "" : "; ") + url + ": " + why;
+    }
+    throw LockServiceUnavailable("no redis endpoint answered PING: " + tried);
+  }
+};
+
+}  // namespace
+
+namespace detail {
+
+const LockServiceKind& redis_kind() {
+  static const RedisKind kind;
+  return kind;
+}
+
+}  // namespace detail
+}  // namespace fencecheck::locks
