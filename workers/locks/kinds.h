@@ -8,7 +8,12 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "fencecheck/locks/lock_client.h"
-#include "fencecheck/locks/lock_service_kind.h"
+
+namespace fencecheck::locks {
+// Declared, not included: the worker side (src/lock_client.cpp) includes this file and must not
+// need the harness side's headers (lock_service_kind.h includes the resource axis's).
+class LockServiceKind;
+}  // namespace fencecheck::locks
 
 namespace fencecheck::locks::detail {
 

@@ -3,6 +3,7 @@
 // the kind. Adding a kind is one folder and one row here (and one in src/lock_client.cpp).
 #include <array>
 
+#include "fencecheck/locks/lock_service_kind.h"
 #include "kinds.h"
 
 namespace fencecheck::locks {
@@ -10,7 +11,7 @@ namespace {
 
 using Row = const LockServiceKind& (*)();
 // ROWS: each kind adds its row when its folder lands.
-constexpr std::array<Row, 1> kKinds{&detail::etcd_kind};
+constexpr std::array<Row, 1> kKinds{&detail::zookeeper_kind};  // zk-kind branch: only its own row until etcd lands
 
 }  // namespace
 
@@ -18,6 +19,13 @@ const LockServiceKind* find_lock_service_kind(std::string_view name) {
   for (Row row : kKinds)
     if (row().name() == name) return &row();
   return nullptr;
+}
+
+std::vector<std::string> stop_orphaned_lock_services(const std::filesystem::path& run_dir, bool force) {
+  std::vector<std::string> out;
+  for (Row row : kKinds)
+    for (auto& line : row().stop_orphans(run_dir, force)) out.push_back(std::move(line));
+  return out;
 }
 
 std::vector<std::string_view> lock_service_kind_names() {
