@@ -5,9 +5,9 @@
 #
 # runs `PROGRAM ARGS... SCENARIO` N times (default 1), e.g. PROGRAM = catalogue_run_test (ctest)
 # or `fencecheck run`. Exit 77 (ctest's skip) when the example's client is not installed:
-# python-etcd3 needs Debian's python3-etcd3 for /usr/bin/python3; shell-etcdctl needs etcdctl,
-# curl, gzip and od. Otherwise the exit status is PROGRAM's (with N > 1: 0 only when every run
-# exited 0, after a tally of the runs).
+# python-etcd3 needs Debian's python3-etcd3 for /usr/bin/python3, python-kazoo python3-kazoo;
+# shell-etcdctl needs etcdctl, curl, gzip and od. Otherwise the exit status is PROGRAM's (with
+# N > 1: 0 only when every run exited 0, after a tally of the runs).
 #
 # A scenario whose resource is kind http names a service that must already be listening
 # (fencecheck never starts it): for each run this script starts a fresh fencecheck-store (--store,
@@ -36,6 +36,9 @@ shift
 skip() { echo "run_example.sh: SKIP $(basename "$scenario"): $1" >&2; exit 77; }
 if grep -q 'workers/examples/python-etcd3/' "$scenario"; then
   /usr/bin/python3 -c 'import etcd3' 2> /dev/null || skip "python-etcd3 is not installed for /usr/bin/python3 (apt-get install python3-etcd3)"
+fi
+if grep -q 'workers/examples/python-kazoo/' "$scenario"; then
+  /usr/bin/python3 -c 'import kazoo' 2> /dev/null || skip "kazoo is not installed for /usr/bin/python3 (apt-get install python3-kazoo)"
 fi
 if grep -q 'workers/examples/shell-etcdctl/' "$scenario"; then
   for tool in etcdctl curl gzip od; do
