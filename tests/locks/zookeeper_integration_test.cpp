@@ -235,6 +235,8 @@ TEST_F(ZooKeeperLock, ContendedTokensStrictlyIncreaseAcrossGrants) {
           const locks::Released rel = c->release(lock, *held, s);
           if (!rel.existed || rel.token != held->token || rel.lease_id != s.id)
             throw std::runtime_error("release did not delete its own znode");
+          if (!rel.revision || *rel.revision <= held->token)
+            throw std::runtime_error("a release's revision (its delete's zxid) must follow its create's");
         }
         c->close_session(s);
       } catch (const std::exception& e) {
@@ -341,6 +343,36 @@ TEST_F(ZooKeeperLock, AStoppedHolderLosesItsZnodeAndTheWaiterGetsALargerToken) {
   watch->stop();
 }
 
+TEST_F(ZooKeeperLock, AWaiterWhoseSessionExpiresIsToldSoNeverGranted) {
+  const std::string lock = "fencecheck/waiter-expired";
+  Events events;
+  auto watch = server_->inst->watch(lock, events.sink());
+  auto a = server_->client();
+  const locks::Session sa = a->open_session(5000ms);
+  const auto held = a->acquire(lock, sa, 5s, {});
+  ASSERT_TRUE(held);
+  TempDir dir("zk-waiter");
+  Holder waiter(dir.path(), server_->inst->endpoints_text(), 1000, lock);
+  const auto session = waiter.line("session ");
+  ASSERT_TRUE(session) << waiter.stderr_text(dir.path());
+  const std::int64_t waiter_session = field(session->second, 1);
+  // Waiting once its znode exists; stopped past its session timeout, the server deletes it.
+  auto has = [&](EventKind kind) {
+    return events.wait([&](const auto& ev) {
+      return std::any_of(ev.begin(), ev.end(), [&](const Event& e) { return e.kind == kind && e.lease_id == waiter_session; });
+    });
+  };
+  ASSERT_TRUE(has(EventKind::kLockGrant));
+  ASSERT_EQ(::kill(waiter.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(has(EventKind::kLockDelete));
+  ASSERT_EQ(::kill(waiter.pid(), SIGCONT), 0);
+  EXPECT_FALSE(waiter.line("held ", 0, 10s)) << "a waiter whose session expired was granted the lock";
+  EXPECT_NE(waiter.stderr_text(dir.path()).find("expired while waiting for the lock"), std::string::npos)
+      << waiter.stderr_text(dir.path());
+  EXPECT_TRUE(a->release(lock, *held, sa).existed);
+  watch->stop();
+}
+
 TEST_F(ZooKeeperLock, TheWatchTellsAnExpiryFromAReleaseAndDeliversEverythingBeforeStopReturns) {
   const std::string lock = "fencecheck/history";
   Events events;
@@ -381,6 +413,8 @@ TEST_F(ZooKeeperLock, TheWatchTellsAnExpiryFromAReleaseAndDeliversEverythingBefo
   EXPECT_EQ(by_name[0].token, h4->token);
   EXPECT_EQ(by_name[0].lease_id, s4.id);
   EXPECT_FALSE(by_name[0].own);
+  ASSERT_TRUE(by_name[0].revision);
+  EXPECT_GT(*by_name[0].revision, h4->token) << "the delete's zxid";
   // 5. A last release, right before stop(): delivered by the time stop() returns.
   const auto h6 = c->acquire(lock, s5, 5s, {});
   ASSERT_TRUE(h6);

@@ -109,6 +109,24 @@ void create_done(int rc, const char* path, const Stat* stat, const void* data) {
     }
   });
 }
+/// A multi() in flight: the ops and their results live here until its completion (the C client
+/// writes the results before it calls the completion).
+struct MultiDelete {
+  int rc = ZOK;
+  std::int64_t zxid = 0;
+  std::string path;
+  std::string marker;
+  zoo_op_t ops[2]{};
+  zoo_op_result_t results[2]{};
+  Stat stat{};
+};
+void multi_done(int rc, const void* data) {
+  complete<MultiDelete>(data, [&](MultiDelete& m) {
+    m.rc = rc;
+    if (rc == ZOK) m.zxid = m.stat.mzxid;
+  });
+}
+
 void children_done(int rc, const String_vector* names, const Stat* stat, const void* data) {
   complete<ChildrenResult>(data, [&](ChildrenResult& r) {
     r.rc = rc;
@@ -251,6 +269,20 @@ CreateResult Handle::create(const std::string& path, const std::string& data, in
 
 int Handle::remove(const std::string& path, int version, Millis bound) {
   return run<RcResult>([&](const void* d) { return zoo_adelete(zh_, path.c_str(), version, void_done, d); }, bound).rc;
+}
+
+DeleteResult Handle::remove_at_zxid(const std::string& path, int version, const std::string& marker, Millis bound) {
+  const MultiDelete m = run<MultiDelete>(
+      [&](const void* d) {
+        MultiDelete& in = (*static_cast<CallPtr<MultiDelete>*>(const_cast<void*>(d)))->r;
+        in.path = path;
+        in.marker = marker;
+        zoo_delete_op_init(&in.ops[0], in.path.c_str(), version);
+        zoo_set_op_init(&in.ops[1], in.marker.c_str(), "", 0, -1, &in.stat);
+        return zoo_amulti(zh_, 2, in.ops, in.results, multi_done, d);
+      },
+      bound);
+  return DeleteResult{m.rc, m.zxid};
 }
 
 StatResult Handle::exists(const std::string& path, bool watch, Millis bound) {

@@ -57,6 +57,10 @@ struct StatResult {
   int rc = ZOK;
   NodeStat stat;
 };
+struct DeleteResult {
+  int rc = ZOK;           ///< the transaction's: ZOK, or the delete's error (ZNONODE, ZBADVERSION, ...)
+  std::int64_t zxid = 0;  ///< with ZOK: the transaction's zxid, the delete's
+};
 struct ChildrenResult {
   int rc = ZOK;
   std::vector<std::string> children;  ///< names, not paths, in the server's order
@@ -110,6 +114,12 @@ class Handle {
 
   CreateResult create(const std::string& path, const std::string& data, int flags, Millis bound);
   int remove(const std::string& path, int version, Millis bound);
+  /// Deletes `path` (version-checked, -1: any) and learns the delete's zxid, which ZooKeeper's
+  /// delete reply does not carry: one multi() transaction of the delete and an empty setData on
+  /// `marker` (an existing znode: the lock znode), whose returned Stat's mzxid is the transaction's
+  /// zxid (Programmer's Guide, "Multi-op": all ops or none, at one zxid). The marker's data and
+  /// version change; no recipe here watches a lock znode's data.
+  DeleteResult remove_at_zxid(const std::string& path, int version, const std::string& marker, Millis bound);
   StatResult exists(const std::string& path, bool watch, Millis bound);
   ChildrenResult children(const std::string& path, bool watch, Millis bound);
   StatResult set(const std::string& path, const std::string& data, int version, Millis bound);

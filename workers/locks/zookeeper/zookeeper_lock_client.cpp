@@ -39,6 +39,12 @@ std::vector<std::string> contenders(std::vector<std::string> children) {
   return out;
 }
 
+/// "fencecheck/x" for the lock key "fencecheck/x/lock-0000000012".
+std::string parent_of(const std::string& lock_key) {
+  const auto slash = lock_key.rfind('/');
+  return slash == std::string::npos || slash == 0 ? lock_key : lock_key.substr(0, slash);
+}
+
 std::string path_of(const std::string& name) {
   try {
     return znode_path(name);
@@ -108,9 +114,15 @@ std::optional<Holding> ZooKeeperLockClient::acquire(const std::string& name, con
   const std::string lock = path_of(name);
   const std::string key_prefix = trimmed(name) + "/";
 
+  // The session expired before the lock was ours: an error saying so (lock_client.h), never a
+  // holding whose znode is already gone.
+  auto expired = [&] {
+    return LockServiceError(describe() + " acquire " + name + ": session " + session_hex(s.id) +
+                            " expired while waiting for the lock (the server deleted its znode)");
+  };
   int rc = h->ensure_path(lock, bound);
   if (rc != ZOK) {
-    if (gone(*h, rc)) return std::nullopt;
+    if (gone(*h, rc)) throw expired();
     throw LockServiceError(h->error("create", lock, rc) + " (the lock znode)");
   }
 
@@ -140,7 +152,7 @@ std::optional<Holding> ZooKeeperLockClient::acquire(const std::string& name, con
   };
 
   for (;;) {
-    if (h->expired()) return std::nullopt;
+    if (h->expired()) throw expired();
     if (stop.stop_requested() || Clock::now() >= deadline) return abandon();
     if (own.empty()) {
       const CreateResult c = h->create(lock + "/lock-", "", ZOO_EPHEMERAL_SEQUENTIAL, bound);
@@ -199,13 +211,14 @@ Released ZooKeeperLockClient::release(const std::string& /*name*/, const Holding
   if (st.rc != ZOK) throw LockServiceError(h->error("exists", path, st.rc) + " (release)");
   // Only this holding's znode: this session's, created by the grant's own create.
   if (st.stat.ephemeral_owner != s.id || st.stat.czxid != held.token) return out;
-  const int rc = h->remove(path, st.stat.version, bound);
-  if (rc == ZOK) {
+  const DeleteResult del = h->remove_at_zxid(path, st.stat.version, path_of(parent_of(held.lock_key)), bound);
+  if (del.rc == ZOK) {
     out.existed = true;
+    out.revision = del.zxid;
     return out;
   }
-  if (rc == ZNONODE || gone(*h, rc)) return out;
-  throw LockServiceError(h->error("delete", path + " (version " + std::to_string(st.stat.version) + ")", rc) +
+  if (del.rc == ZNONODE || gone(*h, del.rc)) return out;
+  throw LockServiceError(h->error("delete", path + " (version " + std::to_string(st.stat.version) + ")", del.rc) +
                          " (release)");
 }
 
@@ -223,10 +236,10 @@ std::vector<Released> ZooKeeperLockClient::release_by_name(const std::string& na
     const StatResult st = h->exists(path, false, bound);
     if (st.rc == ZNONODE) continue;
     if (st.rc != ZOK) throw LockServiceError(h->error("exists", path, st.rc) + " (release by name)");
-    const int rc = h->remove(path, -1, bound);  // the mistake: whatever znode is there
-    if (rc == ZNONODE) continue;
-    if (rc != ZOK) throw LockServiceError(h->error("delete", path, rc) + " (release by name)");
-    out.push_back(Released{trimmed(name) + "/" + c, st.stat.czxid, std::nullopt, st.stat.ephemeral_owner, true,
+    const DeleteResult del = h->remove_at_zxid(path, -1, lock, bound);  // the mistake: whatever znode is there
+    if (del.rc == ZNONODE) continue;
+    if (del.rc != ZOK) throw LockServiceError(h->error("delete", path, del.rc) + " (release by name)");
+    out.push_back(Released{trimmed(name) + "/" + c, st.stat.czxid, del.zxid, st.stat.ephemeral_owner, true,
                            st.stat.ephemeral_owner == s.id});
   }
   return out;

@@ -30,7 +30,8 @@
 //   4. otherwise exists(watch) on the child with the next lower sequence number only (no herd
 //      effect: one waiter wakes per release), wait for its event, go to 3.
 //   Then the holder's znode is read again (exists): it must still exist and be owned by this
-//   session, else the grant came too late (the session expired while waiting: nullopt).
+//   session, else the grant came too late (the session expired while waiting: LockServiceError
+//   saying so, as any expiry before the grant).
 //   A create whose reply was lost (connection loss) is recovered as the recipe says: after the
 //   reconnection the child owned by this session (ephemeralOwner) is ours. A node of ours deleted
 //   by someone else while waiting (a release by name) is created again. On timeout or stop the
@@ -54,11 +55,14 @@
 //
 // release(name, h, s): reads the holder's znode and deletes it with the version it read, only when
 // it is this session's (ephemeralOwner) with this holding's czxid: never another holder's (a
-// delete with version -1 would delete whatever znode has that path). Released has no revision
-// (ZooKeeper's delete reply carries no zxid); the checkers match it to the issuer's lock.delete by
-// (lock_key, token). With the session expired, existed=false (the server deletes an expired
-// session's ephemeral znodes itself).
-// release_by_name(name, s): the mistake: deletes every child of the lock znode, version -1.
+// delete with version -1 would delete whatever znode has that path). Released::revision is the
+// delete's zxid: ZooKeeper's delete reply carries none, so the delete is one multi() with an empty
+// setData on the lock znode, whose Stat comes back with the transaction's zxid (zk_handle.h). The
+// issuer's lock.delete carries no revision (a watch event has no zxid): the checkers match it to
+// the release by (lock_key, token). With the session expired, existed=false (the server deletes an
+// expired session's ephemeral znodes itself).
+// release_by_name(name, s): the mistake: deletes every child of the lock znode, version -1, each
+// in its own multi() (so each Released has its delete's zxid).
 // close_session(s): zookeeper_close (the server deletes the session's ephemeral znodes).
 //
 // Call bounds: connect_timeout for open_session, request_timeout for every call (zk_handle.h: the
