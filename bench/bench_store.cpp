@@ -21,7 +21,7 @@
 #include "fencecheck/resources/store.h"
 #include "fencecheck/resources/store_client.h"
 #include "fencecheck/resources/store_server.h"
-#include "fencecheck/workers/etcd_client.h"
+#include "fencecheck/locks/etcd/etcd_client.h"
 
 namespace fb = fencecheck::bench;
 

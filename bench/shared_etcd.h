@@ -5,7 +5,7 @@
 #pragma once
 
 #include "bench_util.h"
-#include "fencecheck/workers/embedded_etcd.h"
+#include "fencecheck/locks/etcd/embedded_etcd.h"
 
 namespace fencecheck::bench {
 

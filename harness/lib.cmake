@@ -1,4 +1,4 @@
-# fencecheck_harness: orchestrator, services, lock watch, run directory, metrics; and the CLI.
+# fencecheck_harness: orchestrator, services, run directory, metrics; and the CLI.
 # fencecheck_process: ChildProcess alone, for every part that starts a program (the resource kinds'
 # embedded instances, the orchestrator's workers and services).
 add_library(fencecheck_process src/child_process.cpp src/server_support.cpp)
@@ -8,7 +8,6 @@ target_link_libraries(fencecheck_process PUBLIC fencecheck_proto Boost::filesyst
 add_library(fencecheck_harness
   src/services.cpp
   src/fault_plan.cpp
-  src/lock_watch.cpp
   src/run_dir.cpp
   src/netns_scope.cpp
   src/metrics.cpp
@@ -22,7 +21,7 @@ add_library(fencecheck_harness
   src/probe.cpp)
 target_include_directories(fencecheck_harness PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
 target_link_libraries(fencecheck_harness PUBLIC
-  fencecheck_process fencecheck_scenario fencecheck_check fencecheck_faults fencecheck_workers fencecheck_resources
+  fencecheck_process fencecheck_scenario fencecheck_check fencecheck_faults fencecheck_workers fencecheck_lock_kinds fencecheck_resources
   fencecheck_resource_kinds fencecheck_proto
   Boost::filesystem spdlog::spdlog prometheus-cpp::core Threads::Threads
   PRIVATE prometheus-cpp::pull prometheus-cpp::push CURL::libcurl)

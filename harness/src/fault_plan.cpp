@@ -143,7 +143,7 @@ void LockServiceRestartFault::heal() noexcept {
 
 void register_harness_ledger_healers() {
   faults::register_ledger_healer("lock-service-restart", [](const nlohmann::json&) {
-    return std::string("lock-service-restart: the embedded etcd ended with its harness; nothing to restart");
+    return std::string("lock-service-restart: the embedded lock service ended with its harness; nothing to restart");
   });
 }
 

@@ -247,7 +247,7 @@ void LiveMetrics::start(const Scenario& sc) {
   run->scenario = sc.name();
   run->resource = sc.resource().kind;
   run->lock = sc.lock_service().lock.empty() ? "fencecheck/" + sc.name() : sc.lock_service().lock;
-  run->ttl_s = static_cast<double>(sc.lease_ttl().count());
+  run->ttl_s = static_cast<double>(sc.lease_ttl().count()) / 1000.0;
   run->registry = std::make_shared<prometheus::Registry>();
   run->m = std::make_unique<MetricFamilies>(*run->registry);
   run->m->lease_ttl(run->scenario).Set(run->ttl_s);

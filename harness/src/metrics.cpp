@@ -19,7 +19,7 @@ RunFigures run_figures(const Scenario& sc, const std::string& lock, const Histor
   f.scenario = sc.name();
   f.resource = sc.resource().kind;
   f.lock = lock;
-  f.lease_ttl_s = static_cast<double>(sc.lease_ttl().count());
+  f.lease_ttl_s = static_cast<double>(sc.lease_ttl().count()) / 1000.0;
   for (const auto& rw : a.figures.rejected_writes)
     f.rejected_writes[{rw.key, rw.client}] = std::max(rw.history, rw.readback);
   for (const auto& x : a.figures.expiries_during_work) ++f.expiries_during_work[{x.lock.empty() ? lock : x.lock, x.worker}];

@@ -24,7 +24,6 @@
 #include "fencecheck/faults/worker_group.h"
 #include "fencecheck/harness/child_process.h"
 #include "fencecheck/harness/fault_plan.h"
-#include "fencecheck/harness/lock_watch.h"
 #include "fencecheck/harness/report.h"
 #include "fencecheck/harness/metrics.h"
 #include "fencecheck/harness/run_dir.h"
@@ -147,8 +146,7 @@ class Run {
   std::vector<ActiveFault> active_;
   std::unique_ptr<faults::FaultLedger> ledger_;
   Services* services_ = nullptr;  // the run's services (owned by execute()'s frame)
-  LockWatch* watch_ = nullptr;     // the run's lock watch (owned by execute()'s frame)
-  std::string etcd_url_;
+  locks::IssuerWatch* watch_ = nullptr;  // the lock service's own history (owned by execute()'s frame)
   std::string lock_name_;
   std::int64_t start_ns_ = 0;
   Clock::time_point start_{};
@@ -186,12 +184,11 @@ std::vector<std::pair<std::string, std::string>> Run::protocol_env(const WorkerS
       {"FENCECHECK_RUN_ID", dir_.run_id()},
       {"FENCECHECK_RUN_DIR", dir_.path().string()},
       {"FENCECHECK_SEED", std::to_string(sc_.seed())},
-      {"FENCECHECK_LOCK_SERVICE", std::string(to_string(sc_.lock_service().kind))},
-      {"FENCECHECK_LOCK_ENDPOINTS", etcd_url_},
-      {"ETCDCTL_ENDPOINTS", etcd_url_},
-      {"ETCDCTL_API", "3"},
+      {"FENCECHECK_LOCK_SERVICE", sc_.lock_service().kind},
+      {"FENCECHECK_LOCK_ENDPOINTS", services_->lock_service().endpoints_text()},
       {"FENCECHECK_LOCK_NAME", lock_name_},
-      {"FENCECHECK_LEASE_TTL_S", std::to_string(sc_.lease_ttl().count())},
+      {"FENCECHECK_LEASE_TTL_S", std::to_string(std::chrono::ceil<std::chrono::seconds>(sc_.lease_ttl()).count())},
+      {"FENCECHECK_LEASE_TTL_MS", std::to_string(sc_.lease_ttl().count())},
       {"FENCECHECK_RESOURCE_KIND", sc_.resource().kind},
       {"FENCECHECK_RESOURCE", endpoint.dump()},
       {"FENCECHECK_KEY", sc_.key_of(w)},
@@ -204,6 +201,8 @@ std::vector<std::pair<std::string, std::string>> Run::protocol_env(const WorkerS
       {"FENCECHECK_EVENTS_FD", std::to_string(kWorkerEventsFd)},
       {"FENCECHECK_BIN_DIR", (opt_.bin_dir.empty() ? self_bin_dir() : opt_.bin_dir).string()},
   };
+  // The lock service's own conventional variables (etcd: ETCDCTL_ENDPOINTS, ETCDCTL_API).
+  for (auto& [name, value] : services_->lock_service().worker_env()) env.emplace_back(name, value);
   // The resource's address in the form its clients take: a URL (store, http) or a DSN (postgres).
   if (endpoint.contains("url") && endpoint["url"].is_string())
     env.emplace_back("FENCECHECK_RESOURCE_URL", endpoint["url"].get<std::string>());
@@ -244,8 +243,12 @@ void Run::launch_worker(WorkerState& w) {
     spec.env.insert(spec.env.end(), command->env.begin(), command->env.end());
   } else {
     spec.exe = (opt_.bin_dir.empty() ? self_bin_dir() : opt_.bin_dir) / "fencecheck-worker";
-    spec.args = {"--id", id, "--etcd", etcd_url_, "--resource", services_->resource_endpoint().dump(), "--lock", lock_name_, "--key", sc_.key_of(*w.spec),
-                 "--ttl-s", std::to_string(sc_.lease_ttl().count()), "--segments", std::to_string(job.segments),
+    // The lease TTL in whole seconds when it is (etcd's always is), else in milliseconds.
+    const auto ttl_ms = sc_.lease_ttl().count();
+    spec.args = {"--id", id, "--lock-service", services_->lock_service().endpoint().dump(), "--resource",
+                 services_->resource_endpoint().dump(), "--lock", lock_name_, "--key", sc_.key_of(*w.spec),
+                 ttl_ms % 1000 == 0 ? "--ttl-s" : "--ttl-ms", std::to_string(ttl_ms % 1000 == 0 ? ttl_ms / 1000 : ttl_ms),
+                 "--segments", std::to_string(job.segments),
                  "--chunks", std::to_string(job.chunks), "--chunk-bytes", std::to_string(job.chunk_bytes),
                  "--chunk-interval-ms",
                  std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(job.chunk_interval).count()),
@@ -263,7 +266,7 @@ void Run::launch_worker(WorkerState& w) {
     if (d.abort_on_pause)
       spec.args.insert(spec.args.end(), {"--abort-on-pause-ms",
                                          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(*d.abort_on_pause).count())});
-    if (d.token_source != TokenSource::kEtcd)
+    if (d.token_source != TokenSource::kIssuer)
       spec.args.insert(spec.args.end(), {"--token-source", std::string(to_string(d.token_source))});
     if (d.self_stop_at) spec.args.insert(spec.args.end(), {"--self-stop-at", std::string(to_string(*d.self_stop_at))});
     if (d.keepalive != KeepaliveMode::kThread)
@@ -435,7 +438,7 @@ void Run::inject(const FaultSpec& spec) {
   e.detail = af.fault->target();
   spdlog::info("{}: {} {} for {}", sc_.name(), e.fault, af.fault->target(), format_duration(spec.duration));
   record(std::move(e));
-  if (spec.kind == FaultKind::kLockServiceRestart && spec.fresh_data && watch_) watch_->restart_from_scratch();
+  if (spec.kind == FaultKind::kLockServiceRestart && spec.fresh_data && watch_) watch_->restarted_fresh();
   active_.push_back(std::move(af));
 }
 
@@ -595,21 +598,20 @@ ScenarioResult Run::execute() {
   notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "services"); });
   ledger_ = std::make_unique<faults::FaultLedger>(dir_.path() / "faults.ledger", dir_.run_id());
 
-  // 1. The lock service: embedded etcd, or the scenario's endpoints.
+  // 1. The lock service (the scenario's kind, embedded or the user's endpoints) and the resource.
   Services services(sc_, dir_, opt_, *ledger_);
   services_ = &services;
-  etcd_url_ = services.etcd_url();
   // The lock name exactly as the plan says (Scenario::for_run already appended the run id when
   // the scenario asked for lock_service.run_suffix): what the workers, checkers and metrics use.
   lock_name_ = sc_.lock_service().lock;
 
   // 2. The lock service's own history: grants and deletes under the lock prefix.
-  LockWatch watch(etcd_url_, lock_name_ + "/", [this](Event e) {
+  const std::unique_ptr<locks::IssuerWatch> watch = services.lock_service().watch(lock_name_, [this](Event e) {
     Inbound in;
     in.event = std::move(e);
     inbox_.push(std::move(in));
   });
-  watch_ = &watch;
+  watch_ = watch.get();
 
   // 3. Workers.
   notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "workers"); });
@@ -637,7 +639,7 @@ ScenarioResult Run::execute() {
       int code = w.proc->terminate(std::chrono::seconds(2));
       record_exit(w, id, "terminated by the harness, exit " + std::to_string(code));
     }
-  watch.stop();  // let the last deletes arrive, then close the stream
+  watch->stop();  // let the last deletes arrive, then close the stream
   for (auto& in : inbox_.drain_until(Clock::now())) {
     if (!in.eof) record(std::move(in.event));
   }

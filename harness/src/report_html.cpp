@@ -1304,7 +1304,10 @@ std::string render_report_html(const ReportData& d) {
     << "<div>longest pause<b id=\"fig-pause\">" << rt::seconds(r.longest_pause_s) << "</b></div>"
     << "<div>duration<b id=\"fig-duration\">" << rt::seconds(r.duration_s) << "</b></div>";
   if (d.scenario != nullptr)
-    o << "<div>lease TTL<b>" << d.scenario->lease_ttl().count() << " s</b></div>"
+    o << "<div>lease TTL<b>"
+      << (d.scenario->lease_ttl().count() % 1000 == 0 ? std::to_string(d.scenario->lease_ttl().count() / 1000) + " s"
+                                                       : std::to_string(d.scenario->lease_ttl().count()) + " ms")
+      << "</b></div>"
       << "<div>lock<b id=\"fig-lock\">" << html(d.scenario->lock_service().lock) << "</b></div>"
       << "<div>resource<b>" << html(d.scenario->resource().kind) << "</b></div>"
       << "<div>fencing<b>" << html(resource_design(*d.scenario)) << "</b></div>";

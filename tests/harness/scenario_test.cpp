@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fencecheck/harness/scenario.h"
+#include "fencecheck/locks/lock_service_kind.h"
 #include "fencecheck/resources/resource_kind.h"
 
 using namespace fencecheck;
@@ -63,6 +64,24 @@ const std::string kTopKeys =
     "allowed keys: name, description, seed, lease_ttl, timeout, lock_service, resource, network, job, workers, "
     "faults, expect";
 
+/// The registered lock-service kinds, as the loader lists them ("etcd, zookeeper, redis").
+std::string lock_kind_names() {
+  std::string out;
+  for (auto n : locks::lock_service_kind_names()) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
+}
+
+/// Every key a `lock_service:` mapping may hold: the loader's shared fields, then each kind's own.
+std::string lock_service_keys() {
+  std::vector<std::string_view> all{"kind", "endpoints", "lock", "prior_revisions", "run_suffix"};
+  for (auto n : locks::lock_service_kind_names())
+    for (auto f : locks::find_lock_service_kind(n)->fields())
+      if (std::find(all.begin(), all.end(), f) == all.end()) all.push_back(f);
+  std::string out;
+  for (auto f : all) out += (out.empty() ? "" : ", ") + std::string(f);
+  return out;
+}
+
 const std::string kKnownAnomalies =
     "known anomalies: interleaved-segment, stale-write-accepted, duplicate-effect, counter-drift, foreign-release, "
     "token-regression, fenced-out, rejection-storm, cross-key-rejection, lost-acknowledged-write, corrupt-chunk";
@@ -80,7 +99,7 @@ TEST(ScenarioLoad, SmokeFencedScenarioHasEveryValue) {
   EXPECT_EQ(s.seed(), 42u);
   EXPECT_EQ(s.lease_ttl(), 2s);
   EXPECT_EQ(s.timeout(), 60s);
-  EXPECT_EQ(s.lock_service().kind, LockServiceKind::kEtcd);
+  EXPECT_EQ(s.lock_service().kind, "etcd");
   EXPECT_TRUE(s.lock_service().embedded());
   EXPECT_EQ(s.lock_service().lock, "fencecheck/sigstop-past-lease");
   EXPECT_EQ(s.resource().kind, "store");
@@ -158,7 +177,7 @@ TEST(ScenarioLoad, MinimalFileGetsEveryDefault) {
   EXPECT_EQ(s.seed(), 1u);
   EXPECT_EQ(s.lease_ttl(), 2s);
   EXPECT_EQ(s.timeout(), 120s);
-  EXPECT_EQ(s.lock_service().kind, LockServiceKind::kEtcd);
+  EXPECT_EQ(s.lock_service().kind, "etcd");
   EXPECT_TRUE(s.lock_service().endpoints.empty());
   EXPECT_EQ(s.lock_service().lock, "fencecheck/t");
   EXPECT_EQ(s.resource().fencing(), "per-key");
@@ -278,7 +297,7 @@ TEST(ScenarioJson, HoldsThePlanWithDefaultsAndCanonicalDurations) {
                                               {{"retry_same_token", false},
                                                {"release_by_name", false},
                                                {"check_lease_before_write", false},
-                                               {"token_source", "etcd"},
+                                               {"token_source", "issuer"},
                                                {"keepalive", "thread"}}}}));
   EXPECT_EQ(j["workers"][1]["start_after"],
             (nlohmann::json{{"worker", "w1"}, {"event", "acquire.ok"}, {"count", 1}}));
@@ -547,8 +566,29 @@ const BadFile kBadFiles[] = {
     {"UnknownLockServiceKind",
      "name: t\n"
      "lease_ttl: 2s\n"
-     "lock_service: {kind: zookeeper}\n",
-     3, 22, "lock_service.kind: unknown lock service kind \"zookeeper\"; expected one of: etcd"},
+     "lock_service: {kind: consul}\n",
+     3, 22, "lock_service.kind: unknown lock service kind \"consul\"; expected one of: " + lock_kind_names()},
+    {"LockServiceKindMissing",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "lock_service: {lock: jobs}\n",
+     3, 15, "lock_service: missing required field \"kind\""},
+    {"LockServiceNotAMapping",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "lock_service: etcd\n",
+     3, 15, "lock_service: expected a mapping with kind and the kind's fields, got \"etcd\""},
+    {"UnknownLockServiceField",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "lock_service: {kind: etcd, leader_lease: 3s}\n",
+     3, 28, "lock_service: unknown key \"leader_lease\"; allowed keys: " + lock_service_keys()},
+    {"EtcdLeasesAreWholeSecondsAlsoWhenNamed",
+     "name: t\n"
+     "lease_ttl: 2500ms\n"
+     "lock_service: {kind: etcd}\n",
+     2, 12,
+     "lease_ttl: etcd leases are whole seconds: expected a whole number of seconds like \"2s\", got \"2500ms\""},
     {"BadEndpoint",
      "name: t\n"
      "lease_ttl: 2s\n"
@@ -1259,7 +1299,63 @@ TEST(ScenarioCatalogueFields, DefaultsOfTheNewFields) {
   EXPECT_EQ(m.job().kind, JobKind::kSegments);
   EXPECT_EQ(m.job().effect, EffectMode::kFenced);
   EXPECT_TRUE(m.workers()[0].design.is_default());
-  EXPECT_EQ(m.workers()[0].design.token_source, TokenSource::kEtcd);
+  EXPECT_EQ(m.workers()[0].design.token_source, TokenSource::kIssuer);
+}
+
+// A field of another lock-service kind names the kind it belongs to. Needs two kinds, one with a
+// field the other lacks: with etcd alone (it has no fields of its own) there is no such pair.
+TEST(ScenarioLockService, AFieldOfAnotherKindNamesItsKind) {
+  int pairs = 0;
+  for (auto kind : locks::lock_service_kind_names()) {
+    const auto own = locks::find_lock_service_kind(kind)->fields();
+    for (auto other : locks::lock_service_kind_names()) {
+      if (other == kind) continue;
+      for (auto field : locks::find_lock_service_kind(other)->fields()) {
+        if (std::find(own.begin(), own.end(), field) != own.end()) continue;
+        ++pairs;
+        const std::string yaml = "name: t\nlease_ttl: 2s\nlock_service:\n  kind: " + std::string(kind) + "\n  " +
+                                 std::string(field) + ": x\nresource: {kind: store}\njob: {key: k}\n" +
+                                 "workers: [{id: w1}]\nexpect: {outcome: safe}\n";
+        try {
+          (void)parse_scenario(yaml, "f.yaml");
+          ADD_FAILURE() << field << " loaded under kind " << kind;
+        } catch (const ScenarioError& e) {
+          EXPECT_EQ(e.line(), 5) << e.what();
+          EXPECT_EQ(e.column(), 3) << e.what();
+          EXPECT_EQ(e.message().rfind("lock_service: \"" + std::string(field) + "\" is a field of lock service kind ", 0), 0u)
+              << e.what();
+          EXPECT_NE(e.message().find(", not of kind " + std::string(kind) + "; kind " + std::string(kind) + " takes: kind, "),
+                    std::string::npos)
+              << e.what();
+        }
+      }
+    }
+  }
+  if (pairs == 0) GTEST_SKIP() << "only " << lock_kind_names() << " registered: no kind has a field another lacks";
+}
+
+TEST(ScenarioLockService, TheKindsConfigIsKeptWithPositionsAndWrittenToJson) {
+  Scenario s = parse_scenario(kMinimal + "lock_service:\n  kind: etcd\n  lock: jobs\n", "p.yaml");
+  EXPECT_EQ(s.lock_service().kind, "etcd");
+  EXPECT_EQ(s.lock_service().config, nlohmann::json::object());  // etcd has no fields of its own
+  ASSERT_TRUE(s.lock_service().positions.count("lock"));
+  EXPECT_EQ(s.lock_service().positions.at("lock").second, 9);
+  const auto j = to_json(s);
+  EXPECT_EQ(j["lock_service"]["kind"], "etcd");
+  EXPECT_EQ(j["lock_service"]["lock"], "jobs");
+  EXPECT_EQ(scenario_from_json(j), s);
+  // No lock_service at all: the embedded etcd, every field at its default.
+  Scenario m = parse_scenario(kMinimal, "m.yaml");
+  EXPECT_EQ(m.lock_service().kind, "etcd");
+  EXPECT_TRUE(m.lock_service().embedded());
+  EXPECT_TRUE(m.lock_service().positions.empty());
+  // token_source: "etcd" is the old name of "issuer".
+  Scenario t = parse_scenario(
+      "name: t\nlease_ttl: 2s\nresource: {kind: store}\njob: {key: k}\n"
+      "workers: [{id: w1, design: {token_source: etcd}}]\nexpect: {outcome: safe}\n",
+      "t.yaml");
+  EXPECT_EQ(t.workers()[0].design.token_source, TokenSource::kIssuer);
+  EXPECT_EQ(to_json(t)["workers"][0]["design"]["token_source"], "issuer");
 }
 
 TEST(ScenarioCatalogueFields, EmptyListsMeanNothingListed) {
@@ -1397,7 +1493,7 @@ TEST(ScenarioJson, EveryNewFieldRoundTrips) {
   EXPECT_EQ(j["workers"][0]["design"], (nlohmann::json{{"retry_same_token", false},
                                                        {"release_by_name", false},
                                                        {"check_lease_before_write", true},
-                                                       {"token_source", "etcd"},
+                                                       {"token_source", "issuer"},
                                                        {"abort_on_pause", "1500ms"},
                                                        {"clock_offset", "90s"},
                                                        {"self_stop_at", "check"},
@@ -1534,7 +1630,7 @@ TEST(ScenarioCatalogue, TheNamedAnomalyOfEachItem) {
   EXPECT_TRUE(load("04-retry-same-token-correct.yaml").workers()[0].design.is_default());
   EXPECT_TRUE(load("05-release-by-name-broken.yaml").workers()[0].design.release_by_name);
   EXPECT_EQ(load("06-timestamp-token-broken.yaml").workers()[1].design.token_source, TokenSource::kTimestamp);
-  EXPECT_EQ(load("06-timestamp-token-correct.yaml").workers()[1].design.token_source, TokenSource::kEtcd);
+  EXPECT_EQ(load("06-timestamp-token-correct.yaml").workers()[1].design.token_source, TokenSource::kIssuer);
   EXPECT_EQ(load("06-timestamp-token-correct.yaml").workers()[1].design.clock_offset, Duration(-30s));
   EXPECT_TRUE(load("07-issuer-reset-broken.yaml").faults()[0].fresh_data);
   EXPECT_FALSE(load("07-issuer-reset-correct.yaml").faults()[0].fresh_data);

@@ -15,7 +15,7 @@
 
 #include <gtest/gtest.h>
 
-#include "fencecheck/workers/embedded_etcd.h"
+#include "fencecheck/locks/etcd/embedded_etcd.h"
 #include "run_util.h"
 
 namespace {

@@ -10,8 +10,8 @@
 #include <future>
 #include <thread>
 
-#include "fencecheck/workers/embedded_etcd.h"
-#include "fencecheck/workers/etcd_client.h"
+#include "fencecheck/locks/etcd/embedded_etcd.h"
+#include "fencecheck/locks/etcd/etcd_client.h"
 #include "test_support.h"
 
 namespace fencecheck {

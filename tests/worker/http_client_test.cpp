@@ -16,7 +16,7 @@
 
 #include "../support/raw_http_server.h"
 #include "fencecheck/http/client.h"
-#include "fencecheck/workers/embedded_etcd.h"
+#include "fencecheck/locks/etcd/embedded_etcd.h"
 #include "test_support.h"
 
 namespace fencecheck {

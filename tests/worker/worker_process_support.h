@@ -21,8 +21,8 @@
 
 #include "fencecheck/proto/chunk.h"
 #include "fencecheck/proto/event.h"
-#include "fencecheck/workers/embedded_etcd.h"
-#include "fencecheck/workers/etcd_client.h"
+#include "fencecheck/locks/etcd/embedded_etcd.h"
+#include "fencecheck/locks/etcd/etcd_client.h"
 #include "test_support.h"
 
 #ifndef FENCECHECK_WORKER_BIN

@@ -254,7 +254,7 @@ TEST_F(WorkerProcessTest, BadArgumentsExitTwo) {
   auto run = run_worker_process({"--id", "w6", "--chunks", "0"}, dir_->path() / "bad.err");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_TRUE(run.events.empty());
-  EXPECT_NE(run.stderr_text.find("--etcd"), std::string::npos) << run.stderr_text;
+  EXPECT_NE(run.stderr_text.find("--lock is required"), std::string::npos) << run.stderr_text;
 }
 
 }  // namespace

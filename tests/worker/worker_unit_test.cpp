@@ -11,8 +11,8 @@
 #include "../support/raw_http_server.h"
 #include "fencecheck/proto/base64.h"
 #include "fencecheck/proto/event.h"
-#include "fencecheck/workers/embedded_etcd.h"
-#include "fencecheck/workers/etcd_client.h"
+#include "fencecheck/locks/etcd/embedded_etcd.h"
+#include "fencecheck/locks/etcd/etcd_client.h"
 #include "fencecheck/workers/worker.h"
 #include "fencecheck/workers/worker_cli.h"
 #include "test_support.h"
@@ -444,7 +444,7 @@ TEST(WorkerCliTest, DefaultsMatchTheDocumentedOnes) {
   EXPECT_FALSE(o.release_by_name);
   EXPECT_FALSE(o.check_lease_before_write);
   EXPECT_FALSE(o.abort_on_pause);
-  EXPECT_EQ(o.token_source, TokenSource::kEtcd);
+  EXPECT_EQ(o.token_source, TokenSource::kIssuer);
   EXPECT_EQ(o.self_stop_at, SelfStopAt::kNever);
   EXPECT_EQ(o.keepalive, KeepaliveMode::kThread);
   EXPECT_EQ(o.cpu_per_write, 0ms);
@@ -508,10 +508,60 @@ TEST(WorkerCliTest, ParsesEveryDesignAndJobFlag) {
   }
 }
 
+TEST(WorkerCliTest, TheLockServiceIsAnEndpointJsonOrEtcdsShorthand) {
+  // --etcd URL is short for the etcd endpoint JSON.
+  auto argv = argv_of(kRequired);
+  WorkerCli cli = parse_worker_cli(static_cast<int>(argv.size()), argv.data());
+  ASSERT_TRUE(cli.options) << cli.output;
+  EXPECT_EQ(cli.options->lock_service_endpoint(),
+            nlohmann::json::parse(R"({"kind":"etcd","endpoints":["http://127.0.0.1:2379"]})"));
+
+  const std::vector<std::string> base{"--id", "w1", "--store", "http://127.0.0.1:8080", "--lock", "jobs", "--key", "ledger"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    auto v = argv_of(a);
+    return parse_worker_cli(static_cast<int>(v.size()), v.data());
+  };
+  const std::string etcd_json = R"({"kind":"etcd","endpoints":["http://10.0.0.1:2379"]})";
+  cli = with({"--lock-service", etcd_json, "--ttl-ms", "1500", "--token-source", "issuer",
+              "--lock-service-timeout-ms", "700"});
+  ASSERT_TRUE(cli.options) << cli.output;
+  EXPECT_EQ(cli.options->lock_service_endpoint(), nlohmann::json::parse(etcd_json));
+  EXPECT_EQ(cli.options->ttl, 1500ms);
+  EXPECT_EQ(cli.options->token_source, TokenSource::kIssuer);
+  EXPECT_EQ(cli.options->lock_service_timeout, 700ms);
+  // The old names stay: --etcd-timeout-ms, --token-source etcd.
+  cli = with({"--lock-service", etcd_json, "--etcd-timeout-ms", "900", "--token-source", "etcd"});
+  ASSERT_TRUE(cli.options) << cli.output;
+  EXPECT_EQ(cli.options->lock_service_timeout, 900ms);
+  EXPECT_EQ(cli.options->token_source, TokenSource::kIssuer);
+
+  struct Case {
+    std::vector<std::string> extra;
+    std::string expect;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{}, "exactly one of --etcd and --lock-service is required"},
+           {{"--lock-service", etcd_json, "--etcd", "http://127.0.0.1:2379"}, "excludes"},
+           {{"--lock-service", R"({"kind":"consul"})"}, "--lock-service: unknown lock service kind \"consul\"; expected one of: etcd"},
+           {{"--lock-service", R"({"kind":"etcd"})"}, "--lock-service: etcd endpoint: expected \"endpoints\""},
+           {{"--lock-service", "etcd"}, "--lock-service must be a JSON object"},
+           {{"--lock-service", etcd_json, "--ttl-s", "2", "--ttl-ms", "2000"}, "excludes"},
+           {{"--lock-service", etcd_json, "--ttl-ms", "0"}, "--ttl-s / --ttl-ms must be >= 1 ms, got 0 ms"}}) {
+    cli = with(c.extra);
+    EXPECT_FALSE(cli.options) << c.expect;
+    EXPECT_EQ(cli.exit_code, kWorkerBadArgs) << c.expect;
+    EXPECT_NE(cli.output.find(c.expect), std::string::npos) << cli.output;
+  }
+}
+
 TEST(WorkerNamesTest, RoundTripAndUnknownNames) {
   for (auto k : {JobKind::kSegments, JobKind::kCounter, JobKind::kSideEffect})
     EXPECT_EQ(job_kind_from_name(job_kind_name(k)), k);
-  for (auto t : {TokenSource::kEtcd, TokenSource::kTimestamp}) EXPECT_EQ(token_source_from_name(token_source_name(t)), t);
+  for (auto t : {TokenSource::kIssuer, TokenSource::kTimestamp}) EXPECT_EQ(token_source_from_name(token_source_name(t)), t);
+  EXPECT_EQ(token_source_name(TokenSource::kIssuer), "issuer");
+  EXPECT_EQ(token_source_from_name("etcd"), TokenSource::kIssuer);  // the old name
   EXPECT_EQ(self_stop_at_from_name("check"), SelfStopAt::kCheck);
   for (auto m : {KeepaliveMode::kThread, KeepaliveMode::kInline})
     EXPECT_EQ(keepalive_mode_from_name(keepalive_mode_name(m)), m);
@@ -560,7 +610,15 @@ TEST(WorkerCliTest, BadValuesExitTwoNamingTheFlag) {
   auto missing = argv_of(missing_args);
   WorkerCli cli = parse_worker_cli(static_cast<int>(missing.size()), missing.data());
   EXPECT_EQ(cli.exit_code, kWorkerBadArgs);
-  EXPECT_NE(cli.output.find("--etcd"), std::string::npos) << cli.output;
+  EXPECT_NE(cli.output.find("--lock is required"), std::string::npos) << cli.output;
+
+  // The lock service: exactly one of --etcd and --lock-service.
+  const std::vector<std::string> no_service_args{"--id", "w1", "--store", "http://127.0.0.1:8080", "--lock", "jobs",
+                                                 "--key", "ledger"};
+  auto no_service = argv_of(no_service_args);
+  cli = parse_worker_cli(static_cast<int>(no_service.size()), no_service.data());
+  EXPECT_EQ(cli.exit_code, kWorkerBadArgs);
+  EXPECT_NE(cli.output.find("exactly one of --etcd and --lock-service is required"), std::string::npos) << cli.output;
 
   const std::vector<std::string> help_args{"--help"};
   auto help = argv_of(help_args);

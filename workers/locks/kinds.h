@@ -10,8 +10,8 @@
 #include "fencecheck/locks/lock_client.h"
 
 namespace fencecheck::locks {
-// Declared, not included: the worker side (src/lock_client.cpp) includes this file and must not
-// need the harness side's headers (lock_service_kind.h includes the resource axis's).
+// Declared only: this header is also the worker side's (src/lock_client.cpp), which must not need
+// the harness side's headers (lock_service_kind.h pulls in the resource axis's).
 class LockServiceKind;
 }  // namespace fencecheck::locks
 

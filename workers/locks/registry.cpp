@@ -11,7 +11,7 @@ namespace {
 
 using Row = const LockServiceKind& (*)();
 // ROWS: each kind adds its row when its folder lands.
-constexpr std::array<Row, 1> kKinds{&detail::zookeeper_kind};  // zk-kind branch: only its own row until etcd lands
+constexpr std::array<Row, 2> kKinds{&detail::etcd_kind, &detail::zookeeper_kind};
 
 }  // namespace
 

@@ -16,7 +16,7 @@
 #include "fencecheck/proto/chunk.h"
 #include "fencecheck/proto/token.h"
 #include "fencecheck/resources/writer.h"
-#include "fencecheck/workers/etcd_client.h"
+#include "fencecheck/locks/lock_client.h"
 
 namespace fencecheck {
 
@@ -27,7 +27,7 @@ namespace {
 constexpr std::array<std::pair<JobKind, std::string_view>, 3> kJobNames{{
     {JobKind::kSegments, "segments"}, {JobKind::kCounter, "counter"}, {JobKind::kSideEffect, "side-effect"}}};
 constexpr std::array<std::pair<TokenSource, std::string_view>, 2> kTokenSourceNames{{
-    {TokenSource::kEtcd, "etcd"}, {TokenSource::kTimestamp, "timestamp"}}};
+    {TokenSource::kIssuer, "issuer"}, {TokenSource::kTimestamp, "timestamp"}}};
 constexpr std::array<std::pair<KeepaliveMode, std::string_view>, 2> kKeepaliveNames{{
     {KeepaliveMode::kThread, "thread"}, {KeepaliveMode::kInline, "inline"}}};
 constexpr std::array<std::pair<SelfStopAt, std::string_view>, 3> kSelfStopNames{{
@@ -52,7 +52,10 @@ std::optional<E> value_of(const std::array<std::pair<E, std::string_view>, N>& t
 std::string_view job_kind_name(JobKind kind) { return name_of(kJobNames, kind); }
 std::optional<JobKind> job_kind_from_name(std::string_view name) { return value_of(kJobNames, name); }
 std::string_view token_source_name(TokenSource source) { return name_of(kTokenSourceNames, source); }
-std::optional<TokenSource> token_source_from_name(std::string_view name) { return value_of(kTokenSourceNames, name); }
+std::optional<TokenSource> token_source_from_name(std::string_view name) {
+  if (name == "etcd") return TokenSource::kIssuer;  // the name before the lock-service axis
+  return value_of(kTokenSourceNames, name);
+}
 std::string_view keepalive_mode_name(KeepaliveMode mode) { return name_of(kKeepaliveNames, mode); }
 std::optional<KeepaliveMode> keepalive_mode_from_name(std::string_view name) { return value_of(kKeepaliveNames, name); }
 std::string_view self_stop_at_name(SelfStopAt at) { return name_of(kSelfStopNames, at); }
@@ -66,6 +69,14 @@ std::chrono::milliseconds WorkerOptions::effective_keepalive_interval() const {
   if (keepalive_interval) return *keepalive_interval;
   auto third = std::chrono::duration_cast<milliseconds>(ttl) / 3;
   return third.count() < 1 ? milliseconds(1) : third;
+}
+
+nlohmann::json WorkerOptions::lock_service_endpoint() const {
+  if (lock_service.empty()) return {{"kind", "etcd"}, {"endpoints", {etcd}}};
+  auto j = nlohmann::json::parse(lock_service, nullptr, false);
+  if (!j.is_object())
+    throw std::invalid_argument("--lock-service must be a JSON object {\"kind\": ...}, got '" + lock_service + "'");
+  return j;
 }
 
 nlohmann::json WorkerOptions::resource_endpoint() const {
@@ -83,7 +94,17 @@ std::vector<std::string> validate(const WorkerOptions& o) {
   need(is_safe_name(o.id, 64), "--id must be 1-64 characters of [A-Za-z0-9_.-], got '" + o.id + "'");
   need(is_safe_name(o.key, 256), "--key must be 1-256 characters of [A-Za-z0-9_.-], got '" + o.key + "'");
   need(!o.lock.empty(), "--lock must not be empty");
-  need(o.etcd.rfind("http://", 0) == 0, "--etcd must be http://host:port, got '" + o.etcd + "'");
+  if (o.etcd.empty() == o.lock_service.empty()) {
+    errors.push_back("exactly one of --etcd and --lock-service is required");
+  } else if (o.lock_service.empty()) {
+    need(o.etcd.rfind("http://", 0) == 0, "--etcd must be http://host:port, got '" + o.etcd + "'");
+  } else {
+    try {
+      (void)locks::make_lock_client(o.lock_service_endpoint());
+    } catch (const std::exception& err) {
+      errors.push_back(std::string("--lock-service: ") + err.what());
+    }
+  }
   if (o.resource.empty()) {
     need(o.store.rfind("http://", 0) == 0, "--store must be http://host:port, got '" + o.store + "'");
   } else {
@@ -93,7 +114,7 @@ std::vector<std::string> validate(const WorkerOptions& o) {
       errors.push_back(std::string("--resource: ") + err.what());
     }
   }
-  need(o.ttl.count() >= 1, "--ttl-s must be >= 1, got " + std::to_string(o.ttl.count()));
+  need(o.ttl.count() >= 1, "--ttl-s / --ttl-ms must be >= 1 ms, got " + std::to_string(o.ttl.count()) + " ms");
   need(o.segments >= 1, "--segments must be >= 1, got " + std::to_string(o.segments));
   need(o.chunks >= 1, "--chunks must be >= 1, got " + std::to_string(o.chunks));
   need(o.chunk_bytes >= 1 && o.chunk_bytes <= 16u * 1024 * 1024,
@@ -105,7 +126,7 @@ std::vector<std::string> validate(const WorkerOptions& o) {
   need(o.max_acquires >= 1, "--max-acquires must be >= 1, got " + std::to_string(o.max_acquires));
   need(o.lock_timeout.count() >= 1, "--lock-timeout-ms must be >= 1");
   need(o.store_timeout.count() >= 1, "--store-timeout-ms must be >= 1");
-  need(o.etcd_timeout.count() >= 1, "--etcd-timeout-ms must be >= 1");
+  need(o.lock_service_timeout.count() >= 1, "--lock-service-timeout-ms must be >= 1");
   need(o.increments >= 1, "--increments must be >= 1, got " + std::to_string(o.increments));
   need(!o.abort_on_pause || *o.abort_on_pause > o.tick,
        "--abort-on-pause-ms must be greater than --tick-ms (" + std::to_string(o.tick.count()) + "), got " +
@@ -156,31 +177,31 @@ bool sleep_unless_stopped(milliseconds d, std::stop_token stop) {
   return !stop.stop_requested();
 }
 
-/// Renews one lease every interval on its own thread until stopped. Reports a lost lease once
-/// (then stops: a lease that is gone cannot come back) and each failed round trip. It never tells
-/// the main thread: the holder's belief that it holds the lock is left alone on purpose.
+/// Renews one lease (session) every interval on its own thread until stopped. Reports a lost
+/// lease once (then stops: a lease that is gone cannot come back) and each failed round trip. It
+/// never tells the main thread: the holder's belief that it holds the lock is left alone on purpose.
 class Keepalive {
  public:
-  Keepalive(const EtcdClient& etcd, EventWriter& events, std::int64_t lease_id, milliseconds interval)
-      : lease_id_(lease_id), thread_([this, &etcd, &events, interval](std::stop_token stop) {
+  Keepalive(locks::LockClient& lock, EventWriter& events, locks::Session session, milliseconds interval)
+      : session_(session), thread_([this, &lock, &events, interval](std::stop_token stop) {
           while (sleep_unless_stopped(interval, stop)) {
             try {
-              if (!etcd.lease_keepalive(lease_id_)) {
+              if (!lock.keepalive(session_)) {
                 Event e = make(EventKind::kLeaseLost);
-                e.lease_id = lease_id_;
+                e.lease_id = session_.id;
                 if (auto t = token_.load(); t != 0) e.token = t;
-                e.detail = "keepalive reply has no TTL: etcd says the lease is gone";
+                e.detail = lock.session_lost_detail();
                 events.emit(std::move(e));
-                spdlog::warn("lease {:x} lost (keepalive answered without TTL)", lease_id_);
+                spdlog::warn("lease {:x} lost ({})", session_.id, lock.session_lost_detail());
                 return;
               }
             } catch (const std::exception& err) {
               Event e = make(EventKind::kKeepaliveFail);
-              e.lease_id = lease_id_;
+              e.lease_id = session_.id;
               if (auto t = token_.load(); t != 0) e.token = t;
               e.detail = err.what();
               events.emit(std::move(e));
-              spdlog::warn("keepalive of lease {:x} failed: {}", lease_id_, err.what());
+              spdlog::warn("keepalive of lease {:x} failed: {}", session_.id, err.what());
             }
           }
         }) {}
@@ -189,25 +210,25 @@ class Keepalive {
   ~Keepalive() { stop(); }
 
   void set_token(std::int64_t token) { token_.store(token); }
-  /// Stops and joins; waits for an in-flight keepalive (bounded by the etcd timeout).
+  /// Stops and joins; waits for an in-flight keepalive (bounded by the lock-service timeout).
   void stop() {
     thread_.request_stop();
     if (thread_.joinable()) thread_.join();
   }
 
  private:
-  std::int64_t lease_id_;
+  locks::Session session_;
   std::atomic<std::int64_t> token_{0};
   std::jthread thread_;  // last: starts after the fields above are initialised
 };
 
 struct Holding {
-  std::int64_t lease_id = 0;
+  locks::Session session;  ///< session.id: the lease_id of every event about this holding
   std::string lock_key;
   std::int64_t token = 0;
   std::unique_ptr<Keepalive> keepalive;  ///< null with --keepalive inline
   std::chrono::steady_clock::time_point last_renewal{};  ///< --keepalive inline: the last renewal sent
-  bool lease_lost = false;  ///< --keepalive inline: etcd said the lease is gone (stop renewing it)
+  bool lease_lost = false;  ///< --keepalive inline: the issuer said the lease is gone (stop renewing it)
 };
 
 /// What the ticker has seen, for --abort-on-pause-ms: written by the ticker thread, read by the
@@ -236,11 +257,30 @@ std::string designs_summary(const WorkerOptions& o) {
   if (o.release_by_name) add("release-by-name");
   if (o.check_lease_before_write) add("check-lease-before-write");
   if (o.abort_on_pause) add("abort-on-pause-ms=" + std::to_string(o.abort_on_pause->count()));
-  if (o.token_source != TokenSource::kEtcd) add("token-source=" + std::string(token_source_name(o.token_source)));
+  if (o.token_source != TokenSource::kIssuer) add("token-source=" + std::string(token_source_name(o.token_source)));
   if (o.self_stop_at != SelfStopAt::kNever) add("self-stop-at=" + std::string(self_stop_at_name(o.self_stop_at)));
   if (o.keepalive != KeepaliveMode::kThread) add("keepalive=" + std::string(keepalive_mode_name(o.keepalive)));
   if (o.cpu_per_write.count() > 0) add("cpu-per-write-ms=" + std::to_string(o.cpu_per_write.count()));
   return d.empty() ? "none" : d;
+}
+
+/// A remaining TTL for the lease-check log: whole seconds ("2"), a fraction when the kind gives
+/// milliseconds ("1.5"), -1 when the lease is gone (what etcd's LeaseTimeToLive says).
+std::string ttl_seconds(const std::optional<milliseconds>& ttl) {
+  if (!ttl) return "-1";
+  if (ttl->count() % 1000 == 0) return std::to_string(ttl->count() / 1000);
+  std::string text = fmt::format("{:.3f}", static_cast<double>(ttl->count()) / 1000.0);
+  while (text.back() == '0') text.pop_back();
+  return text;
+}
+
+/// "<kind>=<endpoint>[,...]" for the start event ("etcd=http://127.0.0.1:2379").
+std::string lock_service_summary(const nlohmann::json& endpoint) {
+  std::string out = endpoint.value("kind", std::string("?")) + "=";
+  if (auto it = endpoint.find("endpoints"); it != endpoint.end() && it->is_array())
+    for (std::size_t i = 0; i < it->size(); ++i)
+      out += (i ? "," : "") + ((*it)[i].is_string() ? (*it)[i].get<std::string>() : (*it)[i].dump());
+  return out;
 }
 
 /// This thread's CPU time (CLOCK_THREAD_CPUTIME_ID), ns.
@@ -271,7 +311,7 @@ class Worker {
         stop_(std::move(stop)),
         current_token_(current_token),
         pauses_(pauses),
-        etcd_(o.etcd, EtcdClient::Options{milliseconds(2000), o.etcd_timeout}),
+        lock_(locks::make_lock_client(o.lock_service_endpoint(), locks::LockClientOptions{milliseconds(2000), o.lock_service_timeout})),
         store_(make_resource_writer(o.resource_endpoint(), o.store_timeout)) {}
 
   int run() {
@@ -393,7 +433,7 @@ class Worker {
     if (held_->token > previous) return kWorkerOk;
     const std::string why = "the new token " + std::to_string(held_->token) + " is not greater than the previous token " +
                             std::to_string(previous);
-    if (o_.token_source == TokenSource::kEtcd) return fatal(why + ": refusing to write with it");
+    if (o_.token_source == TokenSource::kIssuer) return fatal(why + ": refusing to write with it");
     Event e = make(EventKind::kLog);
     e.token = held_->token;
     e.detail = why + " (token-source timestamp: not an ordering authority; writing with it anyway)";
@@ -436,7 +476,7 @@ class Worker {
         pauses_.longest_gap_ns.store(0);
         Event e = make(EventKind::kLog);
         e.token = held_->token;
-        e.lease_id = held_->lease_id;
+        e.lease_id = held_->session.id;
         e.duration_ns = gap;
         e.detail = "abort-on-pause " + std::to_string(gap / 1'000'000);
         events_.emit(std::move(e));
@@ -448,16 +488,15 @@ class Worker {
     if (o_.check_lease_before_write) {
       Event e = make(EventKind::kLog);
       e.token = held_->token;
-      e.lease_id = held_->lease_id;
+      e.lease_id = held_->session.id;
       try {
-        const LeaseTimeToLive ttl = etcd_.lease_time_to_live(held_->lease_id);
-        if (ttl.ttl.count() <= 0) {
-          e.detail = "lease-check lost ttl=" + std::to_string(ttl.ttl.count()) +
-                     ": the lease is gone; releasing and re-acquiring before writing";
+        const std::optional<milliseconds> ttl = lock_->remaining(held_->session);
+        if (!ttl || ttl->count() <= 0) {
+          e.detail = "lease-check lost ttl=" + ttl_seconds(ttl) + ": the lease is gone; releasing and re-acquiring before writing";
           events_.emit(std::move(e));
           return Step::kRedo;
         }
-        e.detail = "lease-check ok ttl=" + std::to_string(ttl.ttl.count());
+        e.detail = "lease-check ok ttl=" + ttl_seconds(ttl);
         events_.emit(std::move(e));
       } catch (const std::exception& err) {
         e.detail = std::string("lease-check failed: ") + err.what() + "; releasing and re-acquiring before writing";
@@ -477,18 +516,18 @@ class Worker {
     if (held_->lease_lost || now - held_->last_renewal < o_.effective_keepalive_interval()) return;
     held_->last_renewal = now;
     Event e;
-    e.lease_id = held_->lease_id;
+    e.lease_id = held_->session.id;
     e.token = held_->token;
     try {
-      if (etcd_.lease_keepalive(held_->lease_id)) return;
+      if (lock_->keepalive(held_->session)) return;
       held_->lease_lost = true;
       e.kind = EventKind::kLeaseLost;
-      e.detail = "keepalive reply has no TTL: etcd says the lease is gone (inline renewal)";
-      spdlog::warn("lease {:x} lost (inline keepalive answered without TTL)", held_->lease_id);
+      e.detail = lock_->session_lost_detail() + " (inline renewal)";
+      spdlog::warn("lease {:x} lost (inline renewal: {})", held_->session.id, lock_->session_lost_detail());
     } catch (const std::exception& err) {
       e.kind = EventKind::kKeepaliveFail;
       e.detail = err.what();
-      spdlog::warn("inline keepalive of lease {:x} failed: {}", held_->lease_id, err.what());
+      spdlog::warn("inline keepalive of lease {:x} failed: {}", held_->session.id, err.what());
     }
     events_.emit(std::move(e));
   }
@@ -500,7 +539,7 @@ class Worker {
     self_stopped_ = true;
     Event stop = make(EventKind::kLog);
     stop.token = held_->token;
-    stop.lease_id = held_->lease_id;
+    stop.lease_id = held_->session.id;
     stop.detail = "self-stop at " + std::string(point);
     events_.emit(std::move(stop));  // flushed: the harness sees it before the process stops
     spdlog::info("stopping myself (SIGSTOP) {}", where);
@@ -519,47 +558,43 @@ class Worker {
       ++acquires_;
       Event invoke = make(EventKind::kAcquireInvoke);
       invoke.lock = o_.lock;
-      invoke.ttl_ms = std::chrono::duration_cast<milliseconds>(o_.ttl).count();
+      invoke.ttl_ms = o_.ttl.count();
       events_.emit(std::move(invoke));
 
       std::string failure;
-      std::int64_t lease_id = 0;
+      std::optional<locks::Session> session;
       std::unique_ptr<Keepalive> keepalive;
       try {
-        LeaseGrant grant = etcd_.lease_grant(o_.ttl);
-        lease_id = grant.id;
-        // Keep the lease alive while waiting in Lock, too: a waiter whose lease expires gets a
-        // key that is already gone (see EtcdClient::lock).
-        keepalive = std::make_unique<Keepalive>(etcd_, events_, lease_id, o_.effective_keepalive_interval());
-        std::optional<LockResult> locked = etcd_.lock(o_.lock, lease_id, o_.lock_timeout, stop_);
+        session = lock_->open_session(o_.ttl);
+        // Keep the lease alive while waiting for the lock, too: a waiter whose lease expires gets
+        // a key that is already gone (etcd: see EtcdClient::lock).
+        keepalive = std::make_unique<Keepalive>(*lock_, events_, *session, o_.effective_keepalive_interval());
+        std::optional<locks::Holding> locked = lock_->acquire(o_.lock, *session, o_.lock_timeout, stop_);
         if (!locked) {
           failure = stop_.stop_requested() ? "stop requested while waiting for the lock"
                                            : "Lock did not return within " + std::to_string(o_.lock_timeout.count()) + " ms";
-        } else if (std::optional<KeyValue> kv = etcd_.range(locked->key); !kv || kv->lease != lease_id) {
-          failure = "Lock returned key '" + locked->key + "' but it no longer exists with lease " +
-                    std::to_string(lease_id) + " (the lease expired while waiting)";
         } else {
-          // The fencing token is the key's create_revision, not the Lock reply's header revision
-          // (or, by design, the wall clock).
+          // The fencing token is the issuer's (etcd: the key's create_revision, not the Lock
+          // reply's header revision) or, by design, the wall clock.
           const bool timestamp = o_.token_source == TokenSource::kTimestamp;
-          const std::int64_t token = timestamp ? realtime_ns() : kv->create_revision;
+          const std::int64_t token = timestamp ? realtime_ns() : locked->token;
           keepalive->set_token(token);
           // --keepalive inline: from here on the job's thread renews (renew_inline).
           if (o_.keepalive == KeepaliveMode::kInline) keepalive.reset();
-          held_ = Holding{lease_id, locked->key, token, std::move(keepalive), std::chrono::steady_clock::now(), false};
+          held_ = Holding{*session, locked->lock_key, token, std::move(keepalive), std::chrono::steady_clock::now(), false};
           current_token_.store(token);
           pauses_.longest_gap_ns.store(0);  // abort-on-pause counts pauses of this holding only
           Event ok = make(EventKind::kAcquireOk);
           ok.lock = o_.lock;
-          ok.lock_key = locked->key;
-          ok.lease_id = lease_id;
+          ok.lock_key = locked->lock_key;
+          ok.lease_id = session->id;
           ok.token = token;
-          ok.revision = locked->header_revision;
-          ok.ttl_ms = std::chrono::duration_cast<milliseconds>(grant.ttl).count();
+          ok.revision = locked->revision;  // unset when the kind has no ordering number
+          ok.ttl_ms = session->ttl.count();
           if (timestamp) ok.detail = "token-source timestamp";
           events_.emit(std::move(ok));
-          spdlog::info("acquired {} as {} with token {} (lease {:x}, key created at {}, lock revision {})", o_.lock,
-                       locked->key, token, lease_id, kv->create_revision, locked->header_revision);
+          spdlog::info("acquired {} as {} with token {} (lease {:x}, issuer's token {}, lock revision {})", o_.lock,
+                       locked->lock_key, token, session->id, locked->token, locked->revision.value_or(-1));
           return Acquired::kYes;
         }
       } catch (const std::exception& err) {
@@ -567,29 +602,29 @@ class Worker {
       }
       Event fail = make(EventKind::kAcquireFail);
       fail.lock = o_.lock;
-      if (lease_id != 0) fail.lease_id = lease_id;
+      if (session) fail.lease_id = session->id;
       fail.detail = failure;
       events_.emit(std::move(fail));
       spdlog::warn("acquire of {} failed: {}", o_.lock, failure);
       keepalive.reset();
-      if (lease_id != 0) revoke(lease_id);  // also deletes a key a late grant may have created
+      if (session) close_session(*session);  // also deletes a key a late grant may have created
       if (!sleep_unless_stopped(milliseconds(200), stop_)) return Acquired::kStopped;
     }
   }
 
-  void revoke(std::int64_t lease_id) {
+  void close_session(const locks::Session& session) {
     try {
-      if (!etcd_.lease_revoke(lease_id)) spdlog::info("lease {:x} was already gone at revoke", lease_id);
+      if (!lock_->close_session(session)) spdlog::info("lease {:x} was already gone at revoke", session.id);
     } catch (const std::exception& err) {
       Event e = make(EventKind::kLog);
-      e.lease_id = lease_id;
+      e.lease_id = session.id;
       e.detail = std::string("lease revoke failed (the lease will expire by itself): ") + err.what();
       events_.emit(std::move(e));
     }
   }
 
-  /// Releases the current holding: delete the holder's own key (or, --release-by-name, every key
-  /// under the lock name), then revoke the lease.
+  /// Releases the current holding: delete the holder's own key, owner-checked (or,
+  /// --release-by-name, whatever holds the lock name), then close the session (revoke the lease).
   void release() {
     if (!held_) return;
     Holding h = std::move(*held_);
@@ -600,71 +635,71 @@ class Worker {
     Event invoke = make(EventKind::kReleaseInvoke);
     invoke.lock = o_.lock;
     invoke.lock_key = h.lock_key;
-    invoke.lease_id = h.lease_id;
+    invoke.lease_id = h.session.id;
     invoke.token = h.token;
     if (o_.release_by_name) invoke.detail = "release by name: deleting every key under " + o_.lock + "/";
     events_.emit(std::move(invoke));
 
-    // Release = delete the holder's own key. v3lock's Unlock is exactly a DeleteRange of that key,
-    // but its reply cannot say whether anything was deleted (for a key already gone it answers 200
-    // with the current revision, which may even equal the expiry's delete revision). DeleteRange's
-    // `deleted` count tells, atomically, so release.ok carries a revision only for a real delete and
-    // the checker can tell this release from the lock service's expiry by revision.
+    // Release = delete the holder's own key. release.ok carries a revision only for a real delete
+    // (etcd: DeleteRange's `deleted` count, see etcd_lock_client.h), so the checker can tell this
+    // release from the lock service's expiry by revision.
     try {
       if (o_.release_by_name) {
         release_by_name(h);
       } else {
-        const DeleteResult del = etcd_.delete_key(h.lock_key);
-        const std::int64_t revision = del.revision;
+        const locks::Released del = lock_->release(o_.lock, locks::Holding{h.lock_key, h.token, std::nullopt}, h.session);
         Event ok = make(EventKind::kReleaseOk);
         ok.lock = o_.lock;
         ok.lock_key = h.lock_key;
-        ok.lease_id = h.lease_id;
+        ok.lease_id = h.session.id;
         ok.token = h.token;
-        if (del.deleted > 0) ok.revision = revision;
+        if (del.existed) ok.revision = del.revision;
         else ok.detail = "the lock key was already gone (lease expired or key deleted): nothing to release";
         events_.emit(std::move(ok));
-        spdlog::info("released {} (token {}) at revision {}", h.lock_key, h.token, revision);
+        spdlog::info("released {} (token {}) at revision {}", h.lock_key, h.token, del.revision.value_or(-1));
       }
     } catch (const std::exception& err) {
       Event fail = make(EventKind::kReleaseFail);
       fail.lock = o_.lock;
       fail.lock_key = h.lock_key;
-      fail.lease_id = h.lease_id;
+      fail.lease_id = h.session.id;
       fail.token = h.token;
       fail.detail = err.what();
       events_.emit(std::move(fail));
       spdlog::warn("unlock of {} failed: {}", h.lock_key, err.what());
     }
-    revoke(h.lease_id);
+    close_session(h.session);
   }
 
-  /// The mistake: delete by NAME — every key under the lock's prefix, whoever created it.
+  /// The mistake: delete by NAME — whatever holds the lock (etcd: every key under its prefix),
+  /// whoever created it.
   void release_by_name(const Holding& h) {
-    const DeletePrefixResult del = etcd_.delete_prefix(o_.lock + "/");
-    if (del.deleted.empty()) {
+    const std::vector<locks::Released> deleted = lock_->release_by_name(o_.lock, h.session);
+    if (deleted.empty()) {
       Event ok = make(EventKind::kReleaseOk);
       ok.lock = o_.lock;
       ok.lock_key = h.lock_key;
-      ok.lease_id = h.lease_id;
+      ok.lease_id = h.session.id;
       ok.token = h.token;
       ok.detail = "release by name: no key under " + o_.lock + "/ (lease expired or keys deleted): nothing to release";
       events_.emit(std::move(ok));
       return;
     }
-    for (const KeyValue& kv : del.deleted) {
-      const bool own = kv.key == h.lock_key;
+    for (const locks::Released& r : deleted) {
+      const bool own = r.lock_key == h.lock_key;
       Event ok = make(EventKind::kReleaseOk);
       ok.lock = o_.lock;
-      ok.lock_key = kv.key;
-      ok.lease_id = kv.lease;
-      ok.token = own ? h.token : kv.create_revision;
-      ok.revision = del.revision;
+      ok.lock_key = r.lock_key;
+      ok.lease_id = r.lease_id;
+      ok.token = own ? std::optional<std::int64_t>(h.token) : r.token;
+      ok.revision = r.revision;
       if (!own)
-        ok.detail = "release by name: deleted a key this holder did not create (created at revision " +
-                    std::to_string(kv.create_revision) + ", lease " + std::to_string(kv.lease) + ")";
+        ok.detail = "release by name: deleted a key this holder did not create (" +
+                    (r.token ? "token " + std::to_string(*r.token) : std::string("token unknown")) +
+                    (r.lease_id ? ", lease " + std::to_string(*r.lease_id) : std::string()) + ")";
       events_.emit(std::move(ok));
-      spdlog::info("released by name: deleted {}{} at revision {}", kv.key, own ? "" : " (NOT mine)", del.revision);
+      spdlog::info("released by name: deleted {}{} at revision {}", r.lock_key, own ? "" : " (NOT mine)",
+                   r.revision.value_or(-1));
     }
   }
 
@@ -804,7 +839,7 @@ class Worker {
   std::stop_token stop_;
   std::atomic<std::int64_t>& current_token_;
   PauseWatch& pauses_;
-  EtcdClient etcd_;
+  std::unique_ptr<locks::LockClient> lock_;  ///< the lock service's client (any kind: lock_client.h)
   std::unique_ptr<ResourceWriter> store_;  ///< the resource's writer (any kind: writer.h)
   std::optional<Holding> held_;
   std::int64_t acquires_ = 0;
@@ -825,7 +860,7 @@ int run_worker(const WorkerOptions& options, EventWriter& events, std::stop_toke
   Event start = make(EventKind::kLog);
   start.detail = "worker start: lock=" + options.lock + " key=" + options.key + " job=" +
                  std::string(job_kind_name(options.job)) + " designs=" + designs_summary(options) +
-                 " etcd=" + options.etcd + " resource=" + options.resource_endpoint().value("kind", "?") + " seed=" + std::to_string(options.seed);
+                 " " + lock_service_summary(options.lock_service_endpoint()) + " resource=" + options.resource_endpoint().value("kind", "?") + " seed=" + std::to_string(options.seed);
   events.emit(std::move(start));
 
   std::atomic<std::int64_t> current_token{0};

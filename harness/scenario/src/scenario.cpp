@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "fencecheck/locks/lock_service_kind.h"
 #include "fencecheck/proto/chunk.h"
 #include "fencecheck/resources/resource_kind.h"
 
@@ -57,7 +58,6 @@ struct Row {
   bool implemented;
 };
 
-constexpr std::array<Row<LockServiceKind>, 1> kLockServiceKinds{{{LockServiceKind::kEtcd, "etcd", true}}};
 constexpr std::array<Row<NetworkMode>, 2> kNetworkModes{{
     {NetworkMode::kHost, "host", true},
     {NetworkMode::kNamespaces, "namespaces", true},
@@ -82,8 +82,10 @@ constexpr std::array<Row<EffectMode>, 3> kEffectModes{{
     {EffectMode::kUnfenced, "unfenced", true},
     {EffectMode::kIdempotent, "idempotent", true},
 }};
-constexpr std::array<Row<TokenSource>, 2> kTokenSources{{
-    {TokenSource::kEtcd, "etcd", true},
+// "etcd": the name of "issuer" before the lock-service axis, still accepted (to_string says "issuer").
+constexpr std::array<Row<TokenSource>, 3> kTokenSources{{
+    {TokenSource::kIssuer, "issuer", true},
+    {TokenSource::kIssuer, "etcd", true},
     {TokenSource::kTimestamp, "timestamp", true},
 }};
 constexpr std::array<Row<SelfStopPoint>, 2> kSelfStopPoints{{
@@ -126,7 +128,6 @@ std::string quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
 }  // namespace
 
-std::string_view to_string(LockServiceKind k) { return name_in(kLockServiceKinds, k); }
 std::string ResourceSpec::fencing() const {
   auto it = config.find("fencing");
   return it != config.end() && it->is_string() ? it->get<std::string>() : std::string();
@@ -608,13 +609,52 @@ class ScenarioParser {
     return out;
   }
 
-  /// Every key any resource kind accepts, plus kind (to read `kind` before the kind is known).
-  static std::vector<std::string_view> kind_and_all_fields() {
-    std::vector<std::string_view> all{"kind"};
-    for (auto n : resources::resource_kind_names())
-      for (auto f : resources::find_resource_kind(n)->fields())
+  /// One axis of kinds (resource, lock service) as a scenario block sees it: the fields the loader
+  /// itself reads for every kind, and each registered kind's own fields.
+  struct KindTable {
+    std::string block;                 ///< "resource", "lock_service": where errors point
+    std::string what;                  ///< "resource kind", "lock service kind"
+    std::vector<std::string_view> shared;  ///< the loader's own fields, "kind" first
+    std::vector<std::pair<std::string_view, std::vector<std::string_view>>> kinds;  ///< name, its fields
+  };
+
+  /// Reads a kind block's `kind` and checks every key of it: an unknown kind lists the known ones;
+  /// a field of another kind names the kind it belongs to. Returns the kind's name and the keys it
+  /// takes (the shared ones, then its own).
+  std::pair<std::string, std::vector<std::string_view>> kind_of(const Value& v, const KindTable& t) const {
+    std::vector<std::string_view> all = t.shared, names;
+    for (const auto& [name, fields] : t.kinds) {
+      names.push_back(name);
+      for (auto f : fields)
         if (std::find(all.begin(), all.end(), f) == all.end()) all.push_back(f);
-    return all;
+    }
+    Value kind_value = Map(*this, v, all).require("kind");
+    const std::string kind = string(kind_value);
+    auto own = std::find_if(t.kinds.begin(), t.kinds.end(), [&](const auto& k) { return k.first == kind; });
+    if (own == t.kinds.end()) fail(kind_value, "unknown " + t.what + " " + quote(kind) + "; expected one of: " + join(names));
+    std::vector<std::string_view> allowed = t.shared;
+    allowed.insert(allowed.end(), own->second.begin(), own->second.end());
+    for (auto it = v.node.begin(); it != v.node.end(); ++it) {
+      const YAML::Node k = it->first;
+      const std::string& field = k.Scalar();
+      if (std::find(allowed.begin(), allowed.end(), field) != allowed.end()) continue;
+      for (const auto& [other, fields] : t.kinds)
+        if (other != kind && std::find(fields.begin(), fields.end(), field) != fields.end())
+          fail(k.Mark(), t.block, quote(field) + " is a field of " + t.what + " " + std::string(other) + ", not of kind " +
+                                      kind + "; kind " + kind + " takes: " + join(allowed));
+    }
+    return {kind, allowed};
+  }
+
+  /// Where each field of a mapping is (1-based line, column), "" for the mapping itself.
+  std::map<std::string, std::pair<int, int>> positions_of(const Value& v, const Map& m) const {
+    std::map<std::string, std::pair<int, int>> out;
+    out[""] = position(v.mark);
+    for (auto it = v.node.begin(); it != v.node.end(); ++it) {
+      const YAML::Node k = it->first;
+      if (auto f = m.get(k.Scalar())) out[k.Scalar()] = position(f->mark);
+    }
+    return out;
   }
 
   /// Where byte `offset` of a scalar's value is in the file: through a block scalar's lines (| or
@@ -641,8 +681,8 @@ class ScenarioParser {
     return {l, static_cast<int>(indent + (offset - std::min(offset, value_line_start))) + 1};
   }
 
-  /// The loader's side of resources::ResourceFields: reads and fails through this parser, so a
-  /// kind's errors carry file:line:col.
+  /// The loader's side of resources::ResourceFields (= locks::KindFields): reads and fails through
+  /// this parser, so a kind's errors carry file:line:col. Shared by the resource and lock-service axes.
   class Fields final : public resources::ResourceFields {
    public:
     Fields(const ScenarioParser& p, const Map& m) : p_(p), m_(m) {}
@@ -720,75 +760,71 @@ class ScenarioParser {
     if (auto v = m.get("description")) s.description_ = string(*v);
     if (auto v = m.get("seed")) s.seed_ = unsigned64(*v);
 
-    Value ttl = m.require("lease_ttl");
-    Duration ttl_d = duration(ttl);
-    if (ttl_d.count() % 1'000'000'000 != 0)
-      fail(ttl, "etcd leases are whole seconds: expected a whole number of seconds like \"2s\", got " +
-                    quote(ttl.node.Scalar()));
-    s.lease_ttl_ = std::chrono::duration_cast<std::chrono::seconds>(ttl_d);
+    // lease_ttl: checked once the lock service's kind is known (its own rule first: etcd's whole seconds).
+    const Value ttl = m.require("lease_ttl");
+    const Duration ttl_d = duration(ttl);
 
     if (auto v = m.get("timeout")) s.timeout_ = duration(*v);
     const std::string timeout_text = format_duration(s.timeout_);
 
-    // lock_service
-    if (auto v = m.get("lock_service")) {
-      Map ls(*this, *v, {"kind", "endpoints", "lock", "prior_revisions", "run_suffix"});
-      s.lock_service_.kind = choice(ls.require("kind"), kLockServiceKinds, "lock service kind");
+    // lock_service: the kind is a name on the lock-service axis; the loader reads the fields every
+    // kind shares, every other field is the kind's own.
+    {
+      KindTable table{"lock_service", "lock service kind", {"kind", "endpoints", "lock", "prior_revisions", "run_suffix"}, {}};
+      for (auto n : locks::lock_service_kind_names()) table.kinds.emplace_back(n, locks::find_lock_service_kind(n)->fields());
+      // No lock_service: the embedded etcd, every field of it at its default.
+      YAML::Node none(YAML::NodeType::Map);
+      none["kind"] = "etcd";
+      const std::optional<Value> given = m.get("lock_service");
+      const Value lv = given ? *given : Value{none, root.Mark(), "lock_service"};
+      if (!lv.node.IsMap()) fail(lv, "expected a mapping with kind and the kind's fields, got " + describe(lv.node));
+      auto [kind, allowed] = kind_of(lv, table);
+      const locks::LockServiceKind* lk = locks::find_lock_service_kind(kind);
+      Map ls(*this, lv, allowed);
+      auto& spec = s.lock_service_;
+      spec.kind = kind;
       if (auto e = ls.get("endpoints")) {
         for (const Value& item : list(*e, true)) {  // [] is the same as no endpoints: embedded
-          std::string url = string(item);
-          if (!valid_endpoint(url))
-            fail(item, "expected an endpoint URL like \"http://127.0.0.1:2379\", got " + quote(url));
-          s.lock_service_.endpoints.push_back(url);
+          std::string endpoint = string(item);
+          if (std::string why = lk->check_endpoint(endpoint); !why.empty()) fail(item, why);
+          spec.endpoints.push_back(endpoint);
         }
       }
       if (auto l = ls.get("lock")) {
         std::string lock = string(*l);
         if (!valid_lock_name(lock))
           fail(*l, "expected a lock name of 1-256 characters of [A-Za-z0-9_.-/], got " + quote(lock));
-        s.lock_service_.lock = lock;
+        spec.lock = lock;
       }
-      if (auto r = ls.get("run_suffix")) s.lock_service_.run_suffix = boolean(*r);
+      if (auto r = ls.get("run_suffix")) spec.run_suffix = boolean(*r);
       if (auto p = ls.get("prior_revisions")) {
-        s.lock_service_.prior_revisions = integer(*p, 0, 100000);
-        if (s.lock_service_.prior_revisions > 0 && !s.lock_service_.embedded())
-          fail(*p, "prior_revisions advances the embedded etcd's revision counter; an external lock service "
+        spec.prior_revisions = integer(*p, 0, 100000);
+        if (spec.prior_revisions > 0 && !spec.embedded())
+          fail(*p, "prior_revisions advances the embedded " + kind + "'s revision counter; an external lock service "
                    "(lock_service.endpoints) has its own history");
       }
+      if (given) spec.positions = positions_of(lv, ls);
+      spec.config = lk->parse(Fields(*this, ls));
+      if (std::string why = lk->check_lease_ttl(std::chrono::duration_cast<std::chrono::milliseconds>(ttl_d),
+                                                 ttl.node.Scalar());
+          !why.empty())
+        fail(ttl, why);
     }
+    whole(ttl, ttl_d, std::chrono::milliseconds(1), "millisecond", "workers take the lease TTL in milliseconds");
+    s.lease_ttl_ = std::chrono::duration_cast<std::chrono::milliseconds>(ttl_d);
     if (s.lock_service_.lock.empty()) s.lock_service_.lock = "fencecheck/" + s.name_;
 
     // resource: the kind is a name on the resource axis; every other field is the kind's own.
     {
       Value rv = m.require("resource");
       if (!rv.node.IsMap()) fail(rv, "expected a mapping with kind and the kind's fields, got " + describe(rv.node));
-      std::vector<std::string_view> names = resources::resource_kind_names();
-      Value kind_value = Map(*this, rv, kind_and_all_fields()).require("kind");
-      const std::string kind = string(kind_value);
+      KindTable table{"resource", "resource kind", {"kind"}, {}};
+      for (auto n : resources::resource_kind_names()) table.kinds.emplace_back(n, resources::find_resource_kind(n)->fields());
+      auto [kind, allowed] = kind_of(rv, table);
       const resources::ResourceKind* rk = resources::find_resource_kind(kind);
-      if (!rk) fail(kind_value, "unknown resource kind " + quote(kind) + "; expected one of: " + join(names));
-      // A field of another kind names the kind it belongs to.
-      std::vector<std::string_view> allowed{"kind"};
-      for (auto f : rk->fields()) allowed.push_back(f);
-      for (auto it = rv.node.begin(); it != rv.node.end(); ++it) {
-        const YAML::Node k = it->first;
-        const std::string& field = k.Scalar();
-        if (std::find(allowed.begin(), allowed.end(), field) != allowed.end()) continue;
-        for (auto other : names) {
-          if (other == kind) continue;
-          auto of = resources::find_resource_kind(other)->fields();
-          if (std::find(of.begin(), of.end(), field) != of.end())
-            fail(k.Mark(), "resource", quote(field) + " is a field of resource kind " + std::string(other) +
-                                           ", not of kind " + kind + "; kind " + kind + " takes: " + join(allowed));
-        }
-      }
       Map r(*this, rv, allowed);
       s.resource_.kind = kind;
-      s.resource_.positions[""] = position(rv.mark);
-      for (auto it = rv.node.begin(); it != rv.node.end(); ++it) {
-        const YAML::Node k = it->first;
-        if (auto v = r.get(k.Scalar())) s.resource_.positions[k.Scalar()] = position(v->mark);
-      }
+      s.resource_.positions = positions_of(rv, r);
       s.resource_.config = rk->parse(Fields(*this, r));
     }
 
@@ -1286,21 +1322,6 @@ class ScenarioParser {
     return std::pair{base, prefix};
   }
 
-  static bool valid_endpoint(const std::string& url) {
-    std::string_view rest(url);
-    if (rest.substr(0, 7) == "http://") rest.remove_prefix(7);
-    else if (rest.substr(0, 8) == "https://") rest.remove_prefix(8);
-    else return false;
-    if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
-    auto colon = rest.rfind(':');
-    if (colon == std::string_view::npos || colon == 0) return false;
-    std::string_view host = rest.substr(0, colon), port = rest.substr(colon + 1);
-    if (!all_digits(port) || port.size() > 5) return false;
-    int p = std::stoi(std::string(port));
-    if (p < 1 || p > 65535) return false;
-    return std::none_of(host.begin(), host.end(), [](char c) { return c == '/' || c == ' ' || c == '@'; });
-  }
-
   static bool valid_lock_name(const std::string& s) {
     if (s.empty() || s.size() > 256) return false;
     return std::all_of(s.begin(), s.end(), [](char c) {
@@ -1440,11 +1461,13 @@ nlohmann::json to_json(const Scenario& s) {
   j["seed"] = s.seed();
   j["lease_ttl"] = format_duration(s.lease_ttl());
   j["timeout"] = format_duration(s.timeout());
-  j["lock_service"] = {{"kind", std::string(to_string(s.lock_service().kind))},
-                       {"endpoints", s.lock_service().endpoints},
-                       {"lock", s.lock_service().lock},
-                       {"prior_revisions", s.lock_service().prior_revisions},
-                       {"run_suffix", s.lock_service().run_suffix}};
+  nlohmann::json lj{{"kind", s.lock_service().kind},
+                    {"endpoints", s.lock_service().endpoints},
+                    {"lock", s.lock_service().lock},
+                    {"prior_revisions", s.lock_service().prior_revisions},
+                    {"run_suffix", s.lock_service().run_suffix}};
+  for (const auto& [field, value] : s.lock_service().config.items()) lj[field] = value;  // the kind's own
+  j["lock_service"] = std::move(lj);
   nlohmann::json rj{{"kind", s.resource().kind}};
   for (const auto& [field, value] : s.resource().config.items()) rj[field] = value;
   j["resource"] = std::move(rj);

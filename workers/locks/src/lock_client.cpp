@@ -14,8 +14,8 @@ namespace {
 
 using Make = std::unique_ptr<LockClient> (*)(const nlohmann::json&, const LockClientOptions&);
 // ROWS: each kind adds its row when its folder lands.
-// zk-kind branch: only its own row until etcd lands.
-constexpr std::array<std::pair<std::string_view, Make>, 1> kClients{{{"zookeeper", &detail::make_zookeeper_lock_client}}};
+constexpr std::array<std::pair<std::string_view, Make>, 2> kClients{
+    {{"etcd", &detail::make_etcd_lock_client}, {"zookeeper", &detail::make_zookeeper_lock_client}}};
 
 }  // namespace
 

@@ -5,7 +5,7 @@
 // faults/ library's kinds: sigstop and self-stop -> SigstopFault; cpu-throttle -> CpuThrottleFault;
 // freeze -> FreezeFault; partition -> PartitionFault and netem -> NetemFault (on the run's
 // NetworkLab); lock-service-restart -> LockServiceRestartFault (below: it acts on the harness's
-// own embedded etcd).
+// own embedded lock service).
 #pragma once
 
 #include <memory>
@@ -31,8 +31,10 @@ namespace fencecheck::harness {
 [[nodiscard]] std::unique_ptr<faults::Fault> make_fault(const FaultSpec& spec, const std::optional<faults::ProcessRef>& target,
                                                         const std::string& run_id, Services& services);
 
-/// A lock-service outage: inject stops the embedded etcd, heal starts it again at the same URL —
-/// on an empty data directory with fresh_data (the issuer's counter resets, catalogue item 7).
+/// A lock-service outage: inject stops the embedded lock service (Services::lock_service(), the
+/// kind's instance), heal starts it again at the same address — on an empty data directory with
+/// fresh_data (what that does to the token counter is the kind's restart_effect(); etcd's revision
+/// counter resets, catalogue item 7). The orchestrator tells the issuer watch (restarted_fresh()).
 class LockServiceRestartFault final : public faults::Fault {
  public:
   LockServiceRestartFault(Services& services, bool fresh_data) : services_(services), fresh_(fresh_data) {}
@@ -40,7 +42,7 @@ class LockServiceRestartFault final : public faults::Fault {
   [[nodiscard]] std::string_view kind() const override { return "lock-service-restart"; }
   [[nodiscard]] std::string target() const override { return fresh_ ? "lock-service (fresh data)" : "lock-service"; }
   void inject() override;
-  /// Starts etcd again; a failure to start is logged (the run then sees the outage continue).
+  /// Starts the lock service again; a failure to start is logged (the run then sees the outage continue).
   void heal() noexcept override;
   [[nodiscard]] bool active() const override { return active_; }
   [[nodiscard]] nlohmann::json ledger_record() const override { return {{"target", "lock-service"}, {"fresh_data", fresh_}}; }
@@ -51,7 +53,7 @@ class LockServiceRestartFault final : public faults::Fault {
   bool active_ = false;
 };
 
-/// Registers the ledger healer for lock-service-restart: after a crash the embedded etcd died with
+/// Registers the ledger healer for lock-service-restart: after a crash the embedded lock service died with
 /// the harness (PR_SET_PDEATHSIG), so there is nothing to restart; the healer says so.
 void register_harness_ledger_healers();
 

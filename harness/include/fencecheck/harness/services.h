@@ -1,16 +1,18 @@
 // fencecheck — the services one scenario run needs: the lock service and the fenced resource.
 //
-// Lock service: by default an embedded etcd (Debian's etcd-server) the harness starts itself on
-// free loopback ports with a fresh data dir under the run directory; with
-// `lock_service.endpoints` in the scenario, an existing cluster, checked for health first.
+// Lock service: the scenario's lock-service kind (workers/locks/: fencecheck/locks/lock_service_kind.h):
+// by default an embedded server (etcd: Debian's etcd-server) the kind starts itself on free loopback
+// ports with a fresh data dir under the run directory; with `lock_service.endpoints` in the
+// scenario, the user's service, checked for health first.
 // Resource: the scenario's resource kind (resources/kinds/): fencecheck-store by default, started
 // as a child on 127.0.0.1 with a free port; an embedded PostgreSQL; or the user's database or HTTP
 // service.
 //
 // With `network: namespaces` the run gets a NetworkLab (faults/netns.h): a hub namespace holding
 // the lock service's and the store's addresses, and one namespace per worker host linked to it.
-// The calling (main) thread enters the hub for the life of the Services, so etcd and the store
-// start there and every harness-side connection (health, watch, read-back) is made from there;
+// The calling (main) thread enters the hub for the life of the Services, so the lock service and
+// the store start there (the lock service on the lab's lock-service address and its kind's own
+// well-known port) and every harness-side connection (health, watch, read-back) is made from there;
 // workers are launched through `ip netns exec <their namespace>` (worker_prefix()).
 #pragma once
 
@@ -21,6 +23,7 @@
 
 #include "fencecheck/faults/ledger.h"
 #include "fencecheck/faults/netns.h"
+#include "fencecheck/locks/lock_service_kind.h"
 #include "fencecheck/resources/resource_kind.h"
 
 #include "fencecheck/harness/orchestrator.h"
@@ -30,7 +33,7 @@
 namespace fencecheck::harness {
 
 /// The environment lacks something a scenario needs (etcd not installed, an endpoint that does
-/// not answer, a missing fault prerequisite): exit code 3. what() names it and the fix.
+/// not answer, a missing fault prerequisite; a lock service's locks::LockServiceUnavailable): exit code 3. what() names it and the fix.
 class EnvironmentError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -49,12 +52,14 @@ class Services {
   Services(const Services&) = delete;
   Services& operator=(const Services&) = delete;
 
-  [[nodiscard]] const std::string& etcd_url() const { return etcd_url_; }
+  /// The run's lock service (endpoint JSON, endpoints_text, worker_env, pid, watch,
+  /// stop_server/start_server for lock-service-restart). Throws std::logic_error after stop().
+  [[nodiscard]] locks::LockServiceInstance& lock_service() const;
   /// What workers are told about the resource (fencecheck/resources/writer.h's endpoint JSON).
   [[nodiscard]] const nlohmann::json& resource_endpoint() const { return resource_endpoint_; }
   /// The run's resource (read-back, health). Throws std::logic_error after stop().
   [[nodiscard]] resources::ResourceInstance& resource() const;
-  /// Stops the resource and the embedded etcd (not an external cluster), leaves the hub namespace
+  /// Stops the resource and the embedded lock service (not the user's), leaves the hub namespace
   /// and tears the network lab down. Idempotent.
   void stop();
 
@@ -65,21 +70,17 @@ class Services {
 
   /// The embedded lock service's process, for faults that act on it; 0 when external.
   [[nodiscard]] int lock_service_pid() const;
-  /// Stops the embedded etcd (SIGTERM) — a lock-service outage. Throws std::logic_error when the
-  /// lock service is external.
+  /// Stops the embedded lock service (SIGTERM) — a lock-service outage. Throws std::logic_error
+  /// when the lock service is external.
   void stop_lock_service();
-  /// Starts the embedded etcd again at the same URL; with fresh_data on an empty data directory
-  /// (the issuer's revision counter starts over: the "redeployed with empty state" mistake).
+  /// Starts the embedded lock service again at the same address; with fresh_data on an empty data
+  /// directory (what that does to the token counter is the kind's restart_effect(): etcd's revision
+  /// counter starts over, the "redeployed with empty state" mistake).
   void start_lock_service(bool fresh_data);
 
  private:
-  /// Advances the embedded etcd's revision counter by `count` puts to "fencecheck-prior-revisions"
-  /// (lock_service.prior_revisions), so tokens start above it. Throws EtcdError.
-  void advance_revisions(std::int64_t count);
-
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  std::string etcd_url_;
   nlohmann::json resource_endpoint_;
 };
 

@@ -1,16 +1,23 @@
 // fencecheck — the worker: a lock holder doing a job against a fenced resource, the way a real
-// system using an etcd lock would, and reporting every step as events (fencecheck/proto/event.h).
+// system using a distributed lock would, and reporting every step as events (fencecheck/proto/event.h).
+// It talks to "a lock client" (fencecheck/locks/lock_client.h: etcd, and every other lock-service
+// kind) and "a resource writer" (fencecheck/resources/writer.h), never to a service by name.
+// Below, each step names the LockClient call and, in brackets, what it is for etcd
+// (workers/locks/etcd/: etcd_lock_client.h).
 //
 // Protocol, with the events each step emits (fields in parentheses; every event also has
 // src_ns and source = worker id):
 //   start:   log (detail: options and seed)
-//   acquire: acquire.invoke (lock, ttl_ms) -> LeaseGrant(ttl) -> keepalive thread ->
-//            Lock(lock, lease) -> Range(lock key) -> token = the key's create_revision ->
-//            acquire.ok (lock, lock_key, lease_id, token, ttl_ms = TTL granted, revision = the Lock
-//            reply's header revision: the revision at which the lock was seen held, equal to the
-//            token when uncontended and at or after the previous holder's delete when contended).
-//            Any failure: acquire.fail (lock, lease_id when granted, detail), the lease is revoked,
-//            retry after 200 ms; --max-acquires attempts in the whole run, then exit 1.
+//   acquire: acquire.invoke (lock, ttl_ms) -> open_session(ttl) [LeaseGrant] -> keepalive thread ->
+//            acquire(lock, session) [Lock(lock, lease), then Range(lock key)] -> token = the
+//            issuer's token [the key's create_revision] ->
+//            acquire.ok (lock, lock_key, lease_id = the session id [lease id], token, ttl_ms = TTL
+//            granted, revision = the issuer's ordering number at which the lock was seen held,
+//            unset when the kind has none [the Lock reply's header revision: equal to the token
+//            when uncontended and at or after the previous holder's delete when contended]).
+//            Any failure: acquire.fail (lock, lease_id when granted, detail), the session is closed
+//            [the lease revoked], retry after 200 ms; --max-acquires attempts in the whole run,
+//            then exit 1.
 //   job:     for each segment, for each chunk: write.invoke (key, segment, chunk, token) -> PUT
 //            chunk with the token -> write.ok (.., high_water) / write.fail (.., high_water,
 //            detail: fenced) / write.info (.., detail: outcome unknown). A 4xx other than 409
@@ -20,12 +27,12 @@
 //            error, exit 1) and restart the CURRENT segment from chunk 0. A rejected token is
 //            never sent again.
 //   done:    job.done (key, token) then release.
-//   release: release.invoke (lock, lock_key, lease_id, token) -> Unlock(own key) -> release.ok
-//            (.., revision = Unlock's header revision = the delete's revision; when the key was
-//            already gone, detail says so and no delete happened at that revision) or
-//            release.fail (.., detail) -> LeaseRevoke (a failed revoke: log).
-//   threads: keepalive: lease.lost (lease_id, token) once when etcd says the lease is gone,
-//            keepalive.fail (lease_id, token, detail) per failed round trip; ticker: pause
+//   release: release.invoke (lock, lock_key, lease_id, token) -> release(own key, owner-checked)
+//            [DeleteRange of the own key] -> release.ok (.., revision = the delete's revision when
+//            the kind has one; when the key was already gone, detail says so and no revision) or
+//            release.fail (.., detail) -> close_session [LeaseRevoke] (a failure: log).
+//   threads: keepalive: lease.lost (lease_id, token) once when the issuer says the session is
+//            gone, keepalive.fail (lease_id, token, detail) per failed round trip; ticker: pause
 //            (duration_ns, token while holding).
 // The keepalive thread never tells the main thread: the holder keeps believing it holds the lock,
 // which is the bug fencing exists to contain. A stop request (SIGTERM) gives a log event, a
@@ -50,9 +57,11 @@
 //   --abort-on-pause-ms N:   when the ticker saw a gap >= N ms since this holding began (or the
 //                            ticker itself has not run for N ms), `log` "abort-on-pause <ms>",
 //                            then release + re-acquire (as after a rejection).
-//   --check-lease-before-write: LeaseTimeToLive of the holding's lease; TTL <= 0 (gone) or an
-//                            error: `log` "lease-check lost ttl=<s>: ..." / "lease-check failed: ..."
-//                            then release + re-acquire; else `log` "lease-check ok ttl=<s>".
+//   --check-lease-before-write: the session's remaining TTL (LockClient::remaining; etcd:
+//                            LeaseTimeToLive); gone (ttl=-1) or <= 0 or an error: `log`
+//                            "lease-check lost ttl=<s>: ..." / "lease-check failed: ..." then
+//                            release + re-acquire; else `log` "lease-check ok ttl=<s>" (seconds;
+//                            a fraction only when the kind gives milliseconds).
 //   --self-stop-at check:    (needs --check-lease-before-write) right after the FIRST successful
 //                            lease check, `log` "self-stop at check" and raise(SIGSTOP) on itself:
 //                            the pause lands between the check and the write; whoever started the
@@ -71,10 +80,11 @@
 //                            moves it), acquire.ok detail "token-source timestamp". Not an
 //                            ordering authority: a new token not above a rejected one is logged,
 //                            not fatal (the resource judges; --max-acquires bounds the retries).
-//   --release-by-name:       release deletes EVERY key under "<lock>/" (no owner check), one
-//                            release.ok per deleted key: lock_key = that key, revision = the
-//                            delete's, token = that key's create_revision (the holder's own token
-//                            for its own key), lease_id = its lease; a foreign key's detail says so.
+//   --release-by-name:       release deletes whatever holds the lock NAME (no owner check;
+//                            etcd: every key under "<lock>/"), one release.ok per deleted key:
+//                            lock_key = that key, revision = the delete's (when the kind has
+//                            one), token = that key's token (the holder's own token for its own
+//                            key), lease_id = its session; a foreign key's detail says so.
 #pragma once
 
 #include <atomic>
@@ -103,7 +113,8 @@ enum class JobKind {
 };
 /// Where tokens come from (--token-source).
 enum class TokenSource {
-  kEtcd,       ///< "etcd": the lock key's create_revision (the correct source)
+  kIssuer,     ///< "issuer" (alias "etcd"): the lock service's own token (etcd: the lock key's
+               ///< create_revision): the correct source
   kTimestamp,  ///< "timestamp": CLOCK_REALTIME ns at acquire (a mistake: clocks are not an issuer)
 };
 /// Where lease renewals run (--keepalive).
@@ -119,8 +130,9 @@ enum class SelfStopAt {
   kEffect,  ///< "effect": after its first completed segment, before that segment's side effect
 };
 
-/// Wire names ("segments", "counter", "side-effect"; "etcd", "timestamp"; "check", "effect"), total and
-/// pure, and their inverses (nullopt for an unknown name). Thread-safe.
+/// Wire names ("segments", "counter", "side-effect"; "issuer", "timestamp"; "check", "effect"), total and
+/// pure, and their inverses (nullopt for an unknown name; token_source_from_name also takes "etcd",
+/// the old name of "issuer"). Thread-safe.
 [[nodiscard]] std::string_view job_kind_name(JobKind kind);
 [[nodiscard]] std::optional<JobKind> job_kind_from_name(std::string_view name);
 [[nodiscard]] std::string_view token_source_name(TokenSource source);
@@ -136,14 +148,20 @@ inline constexpr int kSameTokenRetries = 5;
 /// Everything a worker is told. Durations are std::chrono; CLI flags in parentheses.
 struct WorkerOptions {
   std::string id;          ///< (--id) worker id, [A-Za-z0-9_.-]{1,64}; the `source` of its events
-  std::string etcd;        ///< (--etcd) etcd endpoint, http://host:port
+  /// (--lock-service) the lock service's endpoint JSON ({"kind":"etcd","endpoints":[...]}:
+  /// fencecheck/locks/lock_client.h); exactly one of lock_service and etcd is given.
+  /// lock_service_endpoint() gives the one in effect.
+  std::string lock_service;
+  std::string etcd;        ///< (--etcd) etcd endpoint, http://host:port: short for an etcd lock-service endpoint
   std::string store;       ///< (--store) fenced store base URL, http://host:port: short for a store endpoint
   /// (--resource) the resource's endpoint JSON ({"kind":"postgres",...}: fencecheck/resources/writer.h);
   /// exactly one of store and resource is given. resource_endpoint() gives the one in effect.
   std::string resource;
-  std::string lock;        ///< (--lock) lock name: etcd's lock prefix ("<lock>/<lease hex>" keys)
+  std::string lock;        ///< (--lock) lock name (etcd: the lock prefix of "<lock>/<lease hex>" keys)
   std::string key;         ///< (--key) resource key written, [A-Za-z0-9_.-]{1,256}
-  std::chrono::seconds ttl{2};  ///< (--ttl-s) lease TTL asked for; etcd raises it to its minimum (2 s by default)
+  /// (--ttl-s, or --ttl-ms) lease / session TTL asked for, >= 1 ms; etcd takes whole seconds (rounded
+  /// up) and raises it to its minimum (2 s by default).
+  std::chrono::milliseconds ttl{2000};
   std::int64_t segments = 3;    ///< (--segments) segments in the job, >= 1
   std::int64_t chunks = 4;      ///< (--chunks) chunks per segment, >= 1
   std::size_t chunk_bytes = 256;  ///< (--chunk-bytes) size of each chunk (encode_chunk's minimum), 1..16 MiB
@@ -156,7 +174,8 @@ struct WorkerOptions {
   std::uint64_t seed = 0;          ///< (--seed) recorded in the start event; reserved for randomised designs
   std::chrono::milliseconds lock_timeout{30000};  ///< (--lock-timeout-ms) how long one Lock call may block
   std::chrono::milliseconds store_timeout{5000};  ///< (--store-timeout-ms) per write; past it the outcome is unknown
-  std::chrono::milliseconds etcd_timeout{5000};   ///< (--etcd-timeout-ms) per etcd call other than Lock
+  /// (--lock-service-timeout-ms, alias --etcd-timeout-ms) per lock-service call other than acquire
+  std::chrono::milliseconds lock_service_timeout{5000};
 
   JobKind job = JobKind::kSegments;  ///< (--job) segments | counter | side-effect
   std::int64_t increments = 10;      ///< (--increments) counter job: increments to make, >= 1
@@ -165,11 +184,11 @@ struct WorkerOptions {
   // The catalogue's designs (see the top of this file). Off by default.
   bool retry_same_token = false;          ///< (--retry-same-token) resend a rejected write with the same token
   bool release_by_name = false;           ///< (--release-by-name) release by deleting every key under the lock name
-  bool check_lease_before_write = false;  ///< (--check-lease-before-write) ask etcd for the lease TTL before writing
+  bool check_lease_before_write = false;  ///< (--check-lease-before-write) ask the issuer for the lease TTL before writing
   /// (--abort-on-pause-ms) drop the holding before the next write after a pause of at least this
   /// long; must be greater than --tick-ms.
   std::optional<std::chrono::milliseconds> abort_on_pause;
-  TokenSource token_source = TokenSource::kEtcd;  ///< (--token-source) etcd | timestamp
+  TokenSource token_source = TokenSource::kIssuer;  ///< (--token-source) issuer (alias etcd) | timestamp
   SelfStopAt self_stop_at = SelfStopAt::kNever;   ///< (--self-stop-at) check | effect
   /// (--keepalive) thread | inline. Inline renewals happen only while holding; while waiting in
   /// Lock a thread renews (the job's thread is blocked in Lock).
@@ -182,6 +201,9 @@ struct WorkerOptions {
   /// The resource endpoint in effect: `resource` parsed, or {"kind":"store","url":store}. Throws
   /// std::invalid_argument when `resource` is not a JSON object.
   [[nodiscard]] nlohmann::json resource_endpoint() const;
+  /// The lock-service endpoint in effect: `lock_service` parsed, or {"kind":"etcd","endpoints":[etcd]}.
+  /// Throws std::invalid_argument when `lock_service` is not a JSON object.
+  [[nodiscard]] nlohmann::json lock_service_endpoint() const;
   /// The keepalive interval in effect: keepalive_interval, or ttl / 3 (at least 1 ms).
   [[nodiscard]] std::chrono::milliseconds effective_keepalive_interval() const;
 };
@@ -225,7 +247,7 @@ class PauseDetector {
 /// Exit codes of run_worker() / fencecheck-worker.
 enum WorkerExit : int {
   kWorkerOk = 0,           ///< job done and released
-  kWorkerFatal = 1,        ///< gave up (a `log` event says why): etcd unreachable, max acquires, bad reply
+  kWorkerFatal = 1,        ///< gave up (a `log` event says why): lock service unreachable, max acquires, bad reply
   kWorkerBadArgs = 2,      ///< invalid options
   kWorkerTerminated = 143  ///< stopped by SIGTERM/SIGINT (stop requested) before the job was done; released
 };

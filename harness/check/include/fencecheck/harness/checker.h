@@ -40,7 +40,7 @@ inline constexpr std::chrono::seconds kDefaultAcquireAllowance{2};
 struct CheckContext {
   /// The lease TTL the workers ask for. nullopt: unknown; checkers then use the largest ttl_ms of
   /// the workers' acquire.ok / acquire.invoke events.
-  std::optional<std::chrono::seconds> lease_ttl;
+  std::optional<std::chrono::milliseconds> lease_ttl;
   /// The lock name (etcd key prefix); "" when unknown (then every lock in the history counts).
   std::string lock;
   /// The job's kind; nullopt when unknown (then the checkers of counters and side effects judge

@@ -55,8 +55,9 @@ class ScenarioError : public std::runtime_error {
 };
 
 // Enumerations. Each has a name table; the loader accepts only names whose row is implemented, so
-// adding a kind later is one enumerator plus one table row (scenario.cpp).
-enum class LockServiceKind { kEtcd };
+// adding a kind later is one enumerator plus one table row (scenario.cpp). (Lock-service and
+// resource kinds are names on their axes instead: fencecheck/locks/lock_service_kind.h,
+// fencecheck/resources/resource_kind.h.)
 /// host: every process on the host's loopback. namespaces: each worker in its own network
 /// namespace, the services on a bridge, addresses from NetworkSpec::subnet (needed by partition
 /// and netem faults; faults/include/fencecheck/faults/netns.h).
@@ -65,7 +66,7 @@ enum class NetworkMode { kHost, kNamespaces };
 /// sigstop: SIGSTOP, healed by SIGCONT; cpu-throttle: a cgroup CPU quota; freeze: the cgroup
 /// freezer; partition: drop packets between the worker's namespace and the lock service, the
 /// resource or everything; netem: delay/jitter/loss on the worker's link; lock-service-restart:
-/// stop the embedded etcd for `duration`, then start it again (optionally on an empty data dir);
+/// stop the embedded lock service for `duration`, then start it again (optionally on an empty data dir);
 /// self-stop: the worker SIGSTOPs itself at its design's self_stop_at point and the harness
 /// continues it `duration` later.
 enum class FaultKind { kSigstop, kCpuThrottle, kFreeze, kPartition, kNetem, kLockServiceRestart, kSelfStop };
@@ -78,10 +79,10 @@ enum class JobKind { kSegments, kCounter, kSideEffect };
 /// (always applied: partial fencing, catalogue item 8), idempotent (applied once per effect id,
 /// catalogue item 11).
 enum class EffectMode { kFenced, kUnfenced, kIdempotent };
-/// Where a worker's fencing token comes from: etcd (the lock key's create_revision, the only
-/// ordering authority) or timestamp (wall-clock ns at acquire: NOT an ordering authority,
-/// catalogue item 6).
-enum class TokenSource { kEtcd, kTimestamp };
+/// Where a worker's fencing token comes from: issuer (the lock service's own token, e.g. etcd's
+/// lock key create_revision: the only ordering authority; written "issuer", or "etcd", its old
+/// name) or timestamp (wall-clock ns at acquire: NOT an ordering authority, catalogue item 6).
+enum class TokenSource { kIssuer, kTimestamp };
 /// Where a self-stopping worker stops itself. check: after its lease check, before the write it
 /// guards (needs check_lease_before_write; catalogue item 10). effect: after the last chunk of its
 /// first segment was accepted, before that segment's side effect (needs job kind side-effect;
@@ -94,7 +95,6 @@ enum class KeepaliveMode { kThread, kInline };
 /// What a partition cuts the worker off from.
 enum class PartitionFrom { kLockService, kResource, kFull };
 
-[[nodiscard]] std::string_view to_string(LockServiceKind k);
 [[nodiscard]] std::string_view to_string(NetworkMode m);
 [[nodiscard]] std::string_view to_string(FaultKind k);
 [[nodiscard]] std::string_view to_string(Outcome o);
@@ -166,23 +166,38 @@ struct SelfTrigger {
 /// Every fault but self-stop has an EventTrigger or a TimeTrigger; self-stop has a SelfTrigger.
 using FaultTrigger = std::variant<EventTrigger, TimeTrigger, SelfTrigger>;
 
+/// The lock service (docs/scenario-format.md, "lock_service"). Its kind is a name registered on the
+/// lock-service axis (fencecheck/locks/lock_service_kind.h: etcd, ...). The loader owns the fields
+/// every kind shares (kind, endpoints, lock, prior_revisions, run_suffix); every other field belongs
+/// to the kind, which validated it and returned it normalized (`config`, every default filled in).
 struct LockServiceSpec {
-  LockServiceKind kind = LockServiceKind::kEtcd;
-  /// Empty: the harness starts its own embedded etcd. Otherwise an existing cluster's client URLs.
+  std::string kind = "etcd";
+  /// Empty: the harness starts the kind's own embedded server. Otherwise the user's service, in the
+  /// kind's own spelling (etcd: client URLs "http://host:port"; LockServiceKind::check_endpoint).
   std::vector<std::string> endpoints;
-  /// The lock name (etcd key prefix); defaults to "fencecheck/<scenario name>".
+  /// The lock name (etcd: the key prefix); defaults to "fencecheck/<scenario name>".
   std::string lock;
-  /// Embedded etcd only: before any worker starts, the harness advances the new cluster's
-  /// revision counter by this many writes (to a key outside the lock's prefix), as a lock service
-  /// that has been in service for a while has. Tokens (create_revisions) then start above it; a
-  /// lock-service-restart with fresh_data starts again from 1 (catalogue item 7). 0..100000.
+  /// Embedded only: before any worker starts, the harness advances the new service's ordering
+  /// counter by this many writes (LockServiceInstance::advance; etcd: puts to a key outside the
+  /// lock's prefix), as a lock service that has been in service for a while has. Tokens (etcd:
+  /// create_revisions) then start above it; a lock-service-restart with fresh_data starts again
+  /// from 1 (catalogue item 7). 0..100000.
   std::int64_t prior_revisions = 0;
   /// The lock name gets "/<run id>" appended for each run (isolation between runs that share a
   /// cluster). Off by default: the lock name is used exactly as written, so a team's real lock
   /// name can be tested. Scenario::for_run() applies it.
   bool run_suffix = false;
+  /// The kind's own fields, normalized by LockServiceKind::parse ({} for etcd).
+  nlohmann::json config = nlohmann::json::object();
+  /// Where each field of `lock_service:` is in the scenario file (1-based line, column), "" for the
+  /// mapping itself (absent when the scenario has no lock_service). Not part of the plan: equality
+  /// ignores it.
+  std::map<std::string, std::pair<int, int>> positions;
   [[nodiscard]] bool embedded() const { return endpoints.empty(); }
-  bool operator==(const LockServiceSpec&) const = default;
+  bool operator==(const LockServiceSpec& o) const {
+    return kind == o.kind && endpoints == o.endpoints && lock == o.lock && prior_revisions == o.prior_revisions &&
+           run_suffix == o.run_suffix && config == o.config;
+  }
 };
 
 /// The resource under test (docs/scenario-format.md, "resource"). Its kind is a name registered on
@@ -232,13 +247,13 @@ struct WorkerDesign {
   /// Release deletes every key under the lock NAME, not the holder's own key (no owner check;
   /// catalogue item 5: foreign-release).
   bool release_by_name = false;
-  /// Ask etcd for the lease's remaining TTL before each write (catalogue item 10).
+  /// Ask the lock service for the lease's remaining TTL before each write (catalogue item 10).
   bool check_lease_before_write = false;
   /// When the worker's own ticker saw a pause at least this long, drop the holding and re-acquire
   /// before the next write (catalogue item 10). > 0.
   std::optional<Duration> abort_on_pause;
   /// Where the token comes from (catalogue item 6).
-  TokenSource token_source = TokenSource::kEtcd;
+  TokenSource token_source = TokenSource::kIssuer;
   /// Run the worker under libfaketime with this offset (FAKETIME="-30s"); signed, non-zero.
   std::optional<Duration> clock_offset;
   /// The worker SIGSTOPs itself once, at this point; a self-stop fault on it continues it. check
@@ -297,7 +312,7 @@ struct FaultSpec {
   std::string target;
   FaultTrigger trigger;  ///< SelfTrigger exactly for self-stop
   /// > 0. How long the fault lasts before it is healed; lock-service-restart: the downtime before
-  /// etcd starts again; self-stop: how long after the worker stopped itself it is continued.
+  /// the lock service starts again; self-stop: how long after the worker stopped itself it is continued.
   Duration duration{};
   /// cpu-throttle: the share of ONE cpu the target may use, 0.001 .. 1.0 (written 0.1% .. 100%).
   double quota = 0.02;
@@ -312,8 +327,9 @@ struct FaultSpec {
   Duration jitter{};
   /// netem: packet loss per direction, 0 .. 1.0 (written 0% .. 100%). delay or loss is non-zero.
   double loss = 0.0;
-  /// lock-service-restart: start etcd again on an EMPTY data dir (the issuer's revision counter
-  /// resets: catalogue item 7); false: on the same data (revisions and leases survive).
+  /// lock-service-restart: start the lock service again on an EMPTY data dir (etcd: the issuer's
+  /// revision counter resets, catalogue item 7); false: on the same data (etcd: revisions and leases
+  /// survive). What each kind does: LockServiceKind::restart_effect.
   bool fresh_data = false;
   bool operator==(const FaultSpec&) const = default;
 };
@@ -344,8 +360,10 @@ class Scenario {
   [[nodiscard]] const std::string& name() const { return name_; }
   [[nodiscard]] const std::string& description() const { return description_; }
   [[nodiscard]] std::uint64_t seed() const { return seed_; }
-  /// Whole seconds, >= 1 (etcd lease TTLs are int64 seconds).
-  [[nodiscard]] std::chrono::seconds lease_ttl() const { return lease_ttl_; }
+  /// The lease (session) TTL the holders ask for: whole milliseconds, > 0; the lock-service kind
+  /// may be stricter (etcd: whole seconds, its lease TTLs being int64 seconds;
+  /// LockServiceKind::check_lease_ttl).
+  [[nodiscard]] std::chrono::milliseconds lease_ttl() const { return lease_ttl_; }
   /// Bound on the whole run.
   [[nodiscard]] Duration timeout() const { return timeout_; }
   [[nodiscard]] const LockServiceSpec& lock_service() const { return lock_service_; }
@@ -383,7 +401,7 @@ class Scenario {
   std::string name_;
   std::string description_;
   std::uint64_t seed_ = 1;
-  std::chrono::seconds lease_ttl_{0};
+  std::chrono::milliseconds lease_ttl_{0};
   Duration timeout_ = std::chrono::seconds(120);
   LockServiceSpec lock_service_;
   ResourceSpec resource_;

@@ -85,6 +85,11 @@ class LockClient {
   /// The endpoint in use, for messages.
   [[nodiscard]] virtual std::string describe() const = 0;
 
+  /// The detail of the worker's lease.lost event when keepalive() said false: what the issuer
+  /// said, in its own words (etcd: "keepalive reply has no TTL: etcd says the lease is gone").
+  [[nodiscard]] virtual std::string session_lost_detail() const {
+    return std::string(kind()) + " says the session is gone";
+  }
   /// Opens a lease/session of (at least) `ttl`. Throws LockServiceError.
   virtual Session open_session(std::chrono::milliseconds ttl) = 0;
   /// One renewal. true: renewed (or, for a kind whose client renews by itself, still alive);
@@ -96,8 +101,10 @@ class LockClient {
   virtual std::optional<std::chrono::milliseconds> remaining(const Session& s) = 0;
   /// Takes the lock `name` with session `s`: blocks until held, `timeout` passes or `stop` is
   /// requested (nullopt in the last two cases, leaving nothing behind that could be granted
-  /// later). A holding returned was verified to exist after the grant (a session that expired
-  /// while waiting gives nullopt, not a key that is already gone). Throws LockServiceError.
+  /// later). A holding returned was verified to exist after the grant: a session that expired
+  /// while waiting throws LockServiceError saying so (etcd: "Lock returned key '...' but it no
+  /// longer exists with lease N (the lease expired while waiting)"), never a key that is already
+  /// gone. Throws LockServiceError.
   virtual std::optional<Holding> acquire(const std::string& name, const Session& s, std::chrono::milliseconds timeout,
                                          std::stop_token stop) = 0;
   /// Releases the holder's own key, owner-checked (never another holder's). Throws

@@ -26,6 +26,7 @@
 // events on a thread of its own.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -124,6 +125,12 @@ class LockServiceKind {
   /// Checks one endpoint's spelling ("http://h:p" for etcd, "h:p" for zookeeper, "redis://h:p" for
   /// redis); the error message says what was expected, or "" when fine. Pure.
   [[nodiscard]] virtual std::string check_endpoint(std::string_view endpoint) const = 0;
+  /// The kind's rule for the scenario's lease_ttl (already a positive whole number of
+  /// milliseconds; `written` is how the scenario spelled it): the error message, or "" when fine.
+  /// etcd: whole seconds (its lease TTLs are int64 seconds). Default: no rule of its own. Pure.
+  [[nodiscard]] virtual std::string check_lease_ttl(std::chrono::milliseconds /*ttl*/, std::string_view /*written*/) const {
+    return "";
+  }
   /// What the fencing token is (for reports and docs): "the lock key's create_revision".
   [[nodiscard]] virtual std::string token_description() const = 0;
   /// What a restart does to the token counter, on the same data and on fresh data (docs, report).

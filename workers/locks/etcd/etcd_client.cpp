@@ -1,4 +1,4 @@
-#include "fencecheck/workers/etcd_client.h"
+#include "fencecheck/locks/etcd/etcd_client.h"
 
 #include <charconv>
 #include <exception>

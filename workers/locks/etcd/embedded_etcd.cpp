@@ -1,4 +1,4 @@
-#include "fencecheck/workers/embedded_etcd.h"
+#include "fencecheck/locks/etcd/embedded_etcd.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -19,7 +19,7 @@
 #include <boost/process/extend.hpp>
 #include <spdlog/spdlog.h>
 
-#include "fencecheck/workers/etcd_client.h"
+#include "fencecheck/locks/etcd/etcd_client.h"
 
 namespace fencecheck {
 namespace {
