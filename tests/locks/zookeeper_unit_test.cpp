@@ -49,6 +49,11 @@ TEST(ZooKeeperKind, TickTimeDefaultsAndNormalizesAndParsesAgain) {
   EXPECT_EQ(kind().parse(FakeFields(two)), two) << "the normalized form parses to itself";
 }
 
+TEST(ZooKeeperKind, WithEndpointsNothingOfTheEmbeddedServerIsKept) {
+  EXPECT_EQ(kind().parse(FakeFields{{"endpoints", nlohmann::json::array({"127.0.0.1:2181"})}}),
+            nlohmann::json::object());
+}
+
 TEST(ZooKeeperKind, TickTimeErrorsNameTheFieldAndTheRule) {
   auto [field, message] = parse_error(FakeFields{{"tick_time", "1500us"}});
   EXPECT_EQ(field, "tick_time");

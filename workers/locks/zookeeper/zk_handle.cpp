@@ -157,7 +157,7 @@ std::string state_name(int state) {
   if (state == ZOO_AUTH_FAILED_STATE) return "auth failed";
   if (state == ZOO_READONLY_STATE) return "read-only";
   if (state == ZOO_NOTCONNECTED_STATE) return "not connected";
-  if (state == 0) return "closed";
+  if (state == 0) return "disconnected";  // between two connection attempts
   return "state " + std::to_string(state);
 }
 
@@ -218,6 +218,10 @@ void Handle::watcher(zhandle_t* /*zh*/, int type, int state, const char* path, v
   {
     std::lock_guard lock(self->mu_);
     ++self->generation_;
+    if (type == ZOO_SESSION_EVENT) {
+      if (state == ZOO_CONNECTED_STATE || state == ZOO_READONLY_STATE) self->disconnected_since_.reset();
+      else if (!self->disconnected_since_) self->disconnected_since_ = Clock::now();
+    }
   }
   self->cv_.notify_all();
   if (self->on_event_) self->on_event_(type, state, path ? std::string(path) : std::string());
@@ -231,6 +235,11 @@ bool Handle::expired() const {
 bool Handle::connected() const {
   const int st = state();
   return st == ZOO_CONNECTED_STATE || st == ZOO_READONLY_STATE;
+}
+
+std::optional<Clock::time_point> Handle::disconnected_since() const {
+  std::lock_guard lock(mu_);
+  return disconnected_since_;
 }
 
 std::uint64_t Handle::generation() const {
@@ -308,6 +317,8 @@ int Handle::sync(const std::string& path, Millis bound) {
 }
 
 int Handle::ensure_path(const std::string& path, Millis bound) {
+  // A read first: a create that fails (the znode exists) is still a transaction, with a zxid.
+  if (exists(path, false, bound).rc == ZOK) return ZOK;
   for (std::size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
     const std::string prefix = slash == std::string::npos ? path : path.substr(0, slash);
     const int rc = create(prefix, "", ZOO_PERSISTENT, bound).rc;

@@ -111,6 +111,9 @@ class Handle {
   bool wait_change(std::uint64_t seen, Clock::time_point deadline, const std::stop_token& stop = {});
   /// Waits until the session is connected (true) or expired, `deadline`, `stop` (false).
   bool wait_connected(Clock::time_point deadline, const std::stop_token& stop = {});
+  /// Since when the client has had no connection (its last session event that was not
+  /// "connected"); nullopt while connected.
+  [[nodiscard]] std::optional<Clock::time_point> disconnected_since() const;
 
   CreateResult create(const std::string& path, const std::string& data, int flags, Millis bound);
   int remove(const std::string& path, int version, Millis bound);
@@ -148,6 +151,7 @@ class Handle {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::uint64_t generation_ = 0;
+  std::optional<Clock::time_point> disconnected_since_;
 };
 
 /// One four-letter-word command ("ruok", "srvr", "stat") on host:port over a plain TCP

@@ -162,10 +162,13 @@ class ZooKeeperKind final : public LockServiceKind {
   nlohmann::json parse(const KindFields& f) const override {
     nlohmann::json out = nlohmann::json::object();
     Millis tick = kDefaultTick;
-    if (f.has("tick_time")) {
-      if (f.has("endpoints"))
+    if (f.has("endpoints")) {  // the user's servers: nothing of the embedded one applies
+      if (f.has("tick_time"))
         f.fail("tick_time", "tick_time configures the embedded ZooKeeper; with endpoints the servers' own zoo.cfg "
                             "sets tickTime");
+      return out;
+    }
+    if (f.has("tick_time")) {
       const auto ns = f.duration("tick_time");
       if (ns.count() % 1'000'000 != 0)
         f.fail("tick_time", "\"" + f.string("tick_time") + "\" is not a whole number of milliseconds (ZooKeeper's "

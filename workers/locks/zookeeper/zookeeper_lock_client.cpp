@@ -65,6 +65,11 @@ ZooKeeperLockClient::~ZooKeeperLockClient() = default;
 
 std::string ZooKeeperLockClient::describe() const { return "zookeeper " + hosts_; }
 
+std::string ZooKeeperLockClient::session_lost_detail() const {
+  return "the ZooKeeper client's session state is expired: the server expired the session (its lock znode is "
+         "deleted)";
+}
+
 std::shared_ptr<Handle> ZooKeeperLockClient::handle(const Session& s) const {
   std::lock_guard lock(mu_);
   auto it = sessions_.find(s.id);
@@ -138,8 +143,22 @@ std::optional<Holding> ZooKeeperLockClient::acquire(const std::string& name, con
                            " (giving up the wait: the waiting znode may still be granted)");
   };
   // After a lost reply: wait for the session to be usable again. False when it is expired or the
-  // wait ran out (the loop's head decides which).
-  auto reconnect = [&] { return h->wait_connected(deadline, stop); };
+  // wait ran out (the loop's head decides which). A waiter without a connection for longer than
+  // its session timeout gives up (as Curator's default error policy does): the server has expired
+  // it if it ran all along, and a server restarted on empty data refuses it, without saying so,
+  // for as long as its zxid is behind the last one this client saw.
+  auto reconnect = [&] {
+    const auto since = h->disconnected_since();
+    const auto limit = since ? std::min(deadline, *since + h->negotiated()) : deadline;
+    if (h->wait_connected(limit, stop)) return true;
+    if (since && !h->expired() && Clock::now() >= *since + h->negotiated() && Clock::now() < deadline &&
+        !stop.stop_requested())
+      throw LockServiceError(describe() + " acquire " + name + ": session " + session_hex(s.id) +
+                             " has had no connection for " + std::to_string(h->negotiated().count()) +
+                             " ms, its whole timeout (" + state_name(h->state()) +
+                             "): the server may have expired it, or may refuse it");
+    return false;
+  };
   // Our child after a create whose reply was lost: the contender owned by this session.
   auto find_own = [&]() -> std::optional<std::string> {
     const ChildrenResult list = h->children(lock, false, bound);

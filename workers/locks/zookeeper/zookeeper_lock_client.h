@@ -35,7 +35,11 @@
 //   A create whose reply was lost (connection loss) is recovered as the recipe says: after the
 //   reconnection the child owned by this session (ephemeralOwner) is ours. A node of ours deleted
 //   by someone else while waiting (a release by name) is created again. On timeout or stop the
-//   node is deleted, so nothing is left that could be granted later.
+//   node is deleted, so nothing is left that could be granted later. A waiter whose client has
+//   had no connection for its whole session timeout gives up with LockServiceError (as Curator's
+//   default connection-state policy does): a running server has expired it by then, and a server
+//   restarted on empty data refuses it without an answer for as long as its zxid is behind the
+//   one this client last saw, so the client alone would retry for ever.
 //
 // Token = the lock znode's czxid (the zxid of the create). ZooKeeper's Programmer's Guide, "Time
 // in ZooKeeper": every change receives a zxid, which "exposes the total ordering of all changes
@@ -96,6 +100,7 @@ class ZooKeeperLockClient final : public LockClient {
 
   [[nodiscard]] std::string_view kind() const override { return "zookeeper"; }
   [[nodiscard]] std::string describe() const override;
+  [[nodiscard]] std::string session_lost_detail() const override;
 
   Session open_session(std::chrono::milliseconds ttl) override;
   bool keepalive(const Session& s) override;
