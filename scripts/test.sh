@@ -27,6 +27,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 echo "== scenarios validate"
 "$BUILD/bin/fencecheck" validate scenarios/smoke
 "$BUILD/bin/fencecheck" validate scenarios/postgres
+"$BUILD/bin/fencecheck" validate scenarios/zookeeper
 "$BUILD/bin/fencecheck" validate scenarios/examples
 
 echo "== tests"
