@@ -1,7 +1,7 @@
 # fencecheck_harness: orchestrator, services, run directory, metrics; and the CLI.
 # fencecheck_process: ChildProcess alone, for every part that starts a program (the resource kinds'
 # embedded instances, the orchestrator's workers and services).
-add_library(fencecheck_process src/child_process.cpp)
+add_library(fencecheck_process src/child_process.cpp src/server_support.cpp)
 target_include_directories(fencecheck_process PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
 target_link_libraries(fencecheck_process PUBLIC fencecheck_proto Boost::filesystem Threads::Threads PRIVATE spdlog::spdlog)
 

@@ -26,6 +26,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "fencecheck/locks/lock_service_kind.h"
 #include "fencecheck/resources/postgres.h"
 
 #include "fencecheck/faults/ledger.h"
@@ -124,6 +125,13 @@ int cmd_cleanup(const std::string& run_dir, const std::string& run_root, bool fo
     if (parent) ++healed;
     fencecheck::postgres::stop_orphaned_postgres(dir);
   }
+  // An embedded lock-service server a dead harness left running (each kind records its own in the
+  // run directory: zookeeper.pid; PR_SET_PDEATHSIG normally takes it along with the harness).
+  for (const auto& l : ledgers)
+    for (const auto& line : fencecheck::locks::stop_orphaned_lock_services(l.parent_path(), force)) {
+      std::cout << l.parent_path().filename().string() << ": " << line << "\n";
+      ++healed;
+    }
   // Then namespaces and cgroups that a ledger names but a crash left behind after all.
   fencecheck::faults::SweepOptions sweep;
   sweep.ledgers = ledgers;

@@ -28,6 +28,7 @@ echo "== scenarios validate"
 "$BUILD/bin/fencecheck" validate scenarios/smoke
 "$BUILD/bin/fencecheck" validate scenarios/postgres
 "$BUILD/bin/fencecheck" validate scenarios/redis
+"$BUILD/bin/fencecheck" validate scenarios/zookeeper
 "$BUILD/bin/fencecheck" validate scenarios/examples
 
 echo "== tests"

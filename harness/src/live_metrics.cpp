@@ -14,6 +14,7 @@
 #include <prometheus/gateway.h>
 #include <spdlog/spdlog.h>
 
+#include "fencecheck/harness/analysis.h"
 #include "fencecheck/harness/scenario.h"
 #include "fencecheck/proto/event.h"
 
@@ -229,6 +230,7 @@ struct LiveMetrics::Run {
     std::string worker;
     std::string lock;
     std::int64_t after_ns = 0;  ///< when the delete was seen
+    bool issuer_says_expired = false;  ///< the delete's detail: no later release.ok explains it away
   };
   std::vector<Pending> pending;
 
@@ -305,7 +307,8 @@ void LiveMetrics::event(const Event& e) {
       if (e.revision) r.released_revisions.insert(*e.revision);
       if (e.token) r.released_keys.insert({e.lock_key, *e.token});
       std::erase_if(r.pending, [&](const Run::Pending& p) {
-        return (e.revision && p.revision == *e.revision) || (e.token && p.token == *e.token && p.lock_key == e.lock_key);
+        return !p.issuer_says_expired && ((e.revision && p.revision == *e.revision) ||
+                                          (e.token && p.token == *e.token && p.lock_key == e.lock_key));
       });
       break;
     }
@@ -313,9 +316,11 @@ void LiveMetrics::event(const Event& e) {
       if (!e.token) break;
       auto it = r.holdings.find(*e.token);
       if (it == r.holdings.end() || it->second.done) break;  // nobody held it, or the job was done
-      if ((e.revision && r.released_revisions.count(*e.revision)) || r.released_keys.count({e.lock_key, *e.token})) break;
+      const bool released = (e.revision && r.released_revisions.count(*e.revision)) ||
+                            r.released_keys.count({e.lock_key, *e.token});
+      if (!delete_is_expiry(e, released)) break;
       r.pending.push_back(Run::Pending{*e.token, e.revision.value_or(-1), e.lock_key, it->second.worker,
-                                       it->second.lock, emitted_ns(e)});
+                                       it->second.lock, emitted_ns(e), e.detail == "expired"});
       break;
     }
     default:

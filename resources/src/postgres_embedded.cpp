@@ -26,6 +26,7 @@
 #include <spdlog/spdlog.h>
 
 #include "fencecheck/harness/child_process.h"
+#include "fencecheck/harness/server_support.h"
 #include "fencecheck/resources/postgres.h"
 #include "fencecheck/resources/resource_kind.h"
 #include "postgres_libpq.h"
@@ -44,17 +45,6 @@ constexpr std::size_t kSunPathMax = 107;  // sizeof(sockaddr_un::sun_path) - 1
 
 std::chrono::milliseconds since(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string tail(const std::string& text, std::size_t max_bytes = 2000) {
-  return text.size() <= max_bytes ? text : "..." + text.substr(text.size() - max_bytes);
 }
 
 /// The newest /usr/lib/postgresql/<N>/bin holding initdb and postgres, or FENCECHECK_POSTGRES_BINDIR.
@@ -114,41 +104,6 @@ std::vector<gid_t> groups_of(const char* user, gid_t gid) {
   while (::getgrouplist(user, gid, out.data(), &n) < 0) out.resize(static_cast<std::size_t>(n) + 1);
   out.resize(static_cast<std::size_t>(n));
   return out;
-}
-
-/// A free TCP port on `host` (bound to port 0 and released; the server may still lose the race,
-/// which start() retries).
-int free_port(const std::string& host) {
-  const bool v6 = host.find(':') != std::string::npos;
-  int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::runtime_error(std::string("socket(): ") + std::strerror(errno));
-  sockaddr_storage ss{};
-  socklen_t len = 0;
-  if (v6) {
-    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-    a->sin6_family = AF_INET6;
-    if (::inet_pton(AF_INET6, host.c_str(), &a->sin6_addr) != 1) {
-      ::close(fd);
-      throw std::runtime_error("not an IPv6 address: " + host);
-    }
-    len = sizeof *a;
-  } else {
-    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-    a->sin_family = AF_INET;
-    if (::inet_pton(AF_INET, host.c_str(), &a->sin_addr) != 1) {
-      ::close(fd);
-      throw std::runtime_error("not an IPv4 address: " + host);
-    }
-    len = sizeof *a;
-  }
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw std::runtime_error("binding a free port on " + host + ": " + std::strerror(err));
-  }
-  ::close(fd);
-  return ntohs(v6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
 }
 
 bool loopback(const std::string& host) {
@@ -259,7 +214,7 @@ void EmbeddedPostgres::create() {
   const int code = run_to_end(init, 120s, output);
   if (code != 0)
     throw ResourceUnavailable("initdb for the embedded PostgreSQL failed (exit " + std::to_string(code) + "); " +
-                              init.stderr_log.string() + ":\n" + tail(read_file(init.stderr_log)));
+                              init.stderr_log.string() + ":\n" + harness::tail_text(harness::read_text(init.stderr_log)));
   if (!own_dir_.empty())
     std::ofstream(init.stderr_log, std::ios::app)
         << "fencecheck: the run directory is not traversable by uid " << uid_ << "; the cluster is in "
@@ -319,7 +274,7 @@ void EmbeddedPostgres::start() {
   const int attempts = options_.port > 0 || port_ > 0 ? 1 : 5;
   std::string last;
   for (int attempt = 1; attempt <= attempts; ++attempt) {
-    const int port = options_.port > 0 ? options_.port : port_ > 0 ? port_ : free_port(options_.host);
+    const int port = options_.port > 0 ? options_.port : port_ > 0 ? port_ : harness::free_tcp_port(options_.host);
     ++starts_;
     harness::ChildSpec spec;
     spec.name = "postgres";
@@ -344,15 +299,11 @@ void EmbeddedPostgres::start() {
     const bool exited = !proc_->running();
     if (!exited) stop();
     proc_.reset();
-    const std::string text = read_file(spec.stderr_log);
-    last = "the embedded PostgreSQL (" + spec.exe.string() + " on " + options_.host + ":" + port_s + ") " +
-           (exited ? "exited before it accepted connections"
-                   : "did not accept connections within " + std::to_string(options_.start_timeout.count()) +
-                         " ms; stopped it") +
-           ". " + spec.stderr_log.string() + ":\n" + tail(text);
-    const bool port_taken = text.find("could not bind") != std::string::npos ||
-                            text.find("Address already in use") != std::string::npos;
-    if (!exited || !port_taken) break;
+    const std::string text = harness::read_text(spec.stderr_log);
+    last = harness::start_failure(
+        "the embedded PostgreSQL (" + spec.exe.string() + " on " + options_.host + ":" + port_s + ")", exited,
+        {"accepted connections", "accept connections"}, options_.start_timeout, spec.stderr_log, text);
+    if (!exited || !harness::port_was_taken(text)) break;
     spdlog::warn("embedded PostgreSQL: port {} was taken; retrying with another (attempt {})", port, attempt);
   }
   throw ResourceUnavailable(last);
@@ -394,25 +345,6 @@ namespace {
 namespace fs = std::filesystem;
 using detail::kLocationFile;
 using namespace std::chrono_literals;
-
-bool alive(pid_t pid) {
-  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
-  // A zombie is gone for our purposes (its parent has not reaped it yet).
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  auto close = line.rfind(')');
-  return !(close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z');
-}
-
-bool wait_gone(pid_t pid, std::chrono::milliseconds bound) {
-  const auto deadline = std::chrono::steady_clock::now() + bound;
-  while (alive(pid)) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
-}
 
 /// What a data directory's postmaster.pid names (PostgreSQL 15 docs, 19.3: its first line is the
 /// postmaster's PID): nothing, a process that is not running (a stale lock file), a process that is
@@ -475,11 +407,11 @@ void stop_cluster(const fs::path& data_dir) {
   spdlog::info("postgres cleanup: stopping the orphaned embedded PostgreSQL pid {} (data {})", pid, data_dir.string());
   ::kill(p, SIGCONT);
   ::kill(p, SIGINT);
-  if (wait_gone(p, 10s)) return;
+  if (harness::wait_process_gone(p, 10s)) return;
   ::kill(p, SIGQUIT);
-  if (wait_gone(p, 2s)) return;
+  if (harness::wait_process_gone(p, 2s)) return;
   ::kill(p, SIGKILL);
-  if (!wait_gone(p, 2s)) spdlog::warn("postgres cleanup: pid {} survived SIGKILL for 2 s", pid);
+  if (!harness::wait_process_gone(p, 2s)) spdlog::warn("postgres cleanup: pid {} survived SIGKILL for 2 s", pid);
 }
 
 }  // namespace

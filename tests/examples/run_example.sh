@@ -5,7 +5,8 @@
 #
 # runs `PROGRAM ARGS... SCENARIO` N times (default 1), e.g. PROGRAM = catalogue_run_test (ctest)
 # or `fencecheck run`. Exit 77 (ctest's skip) when the example's client is not installed:
-# python-etcd3 needs Debian's python3-etcd3 for /usr/bin/python3, python-redis its python3-redis;
+# python-etcd3 needs Debian's python3-etcd3 for /usr/bin/python3, python-redis its python3-redis,
+# python-kazoo python3-kazoo;
 # shell-etcdctl needs etcdctl, curl, gzip and od. Otherwise the exit status is PROGRAM's (with
 # N > 1: 0 only when every run exited 0, after a tally of the runs).
 #
@@ -39,6 +40,9 @@ if grep -q 'workers/examples/python-etcd3/' "$scenario"; then
 fi
 if grep -q 'workers/examples/python-redis/' "$scenario"; then
   /usr/bin/python3 -c 'import redis' 2> /dev/null || skip "redis-py is not installed for /usr/bin/python3 (apt-get install python3-redis)"
+fi
+if grep -q 'workers/examples/python-kazoo/' "$scenario"; then
+  /usr/bin/python3 -c 'import kazoo' 2> /dev/null || skip "kazoo is not installed for /usr/bin/python3 (apt-get install python3-kazoo)"
 fi
 if grep -q 'workers/examples/shell-etcdctl/' "$scenario"; then
   for tool in etcdctl curl gzip od; do

@@ -83,7 +83,7 @@ struct Builder {
     e.lease_id = lease;
     return add(e);
   }
-  std::size_t del(const std::string& key, std::int64_t token, std::int64_t revision) {
+  std::size_t del(const std::string& key, std::int64_t token, std::optional<std::int64_t> revision) {
     Event e = ev("lock", EventKind::kLockDelete);
     e.lock_key = key;
     e.token = token;
@@ -417,6 +417,25 @@ TEST(ForeignRelease, ReleasingOnesOwnKeyIsFine) {
   b.release_ok("w2", lock_key(2), 34, 50);
   b.del(lock_key(2), 34, 50);
   EXPECT_EQ(run(ForeignReleaseChecker{}, b, ReadBack{}).verdict, Verdict::kValid);
+}
+
+// ZooKeeper restarted on empty data: the lock znode's sequence numbers start again, so w2's key has
+// the name w1's had, with another token. w2 deleting it deletes its own key.
+TEST(ForeignRelease, AKeyNameThatComesBackIsOwnedByItsToken) {
+  Builder b;
+  b.acquire_ok("w1", lock_key(0), 110, 7001);
+  b.grant(lock_key(0), 110, 7001);
+  b.del(lock_key(0), 110, std::nullopt);  // lost with the old server's data
+  b.acquire_ok("w2", lock_key(0), 7, 7002);
+  b.grant(lock_key(0), 7, 7002);
+  b.release_ok("w2", lock_key(0), 7, 8, 7002);
+  b.del(lock_key(0), 7, std::nullopt);
+  EXPECT_EQ(run(ForeignReleaseChecker{}, b, ReadBack{}).verdict, Verdict::kValid);
+  // The same release naming w1's token is w1's key: foreign.
+  b.release_ok("w2", lock_key(0), 110, 9, 7001);
+  CheckerResult r = run(ForeignReleaseChecker{}, b, ReadBack{});
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_THAT(r.anomalies[0].description, HasSubstr("(token 110, created by w1)"));
 }
 
 TEST(ForeignRelease, NoThirdHolderAfterTheOwnerFinished) {

@@ -607,6 +607,28 @@ TEST(Expiries, AReleaseFromAnyWorkerWithTheSameRevisionExplainsTheDelete) {
   EXPECT_TRUE(compute_figures(b.h, ReadBack{}).expiries_during_work.empty());
 }
 
+// ZooKeeper's history has no revision on a delete, and tells an expiry from a release itself; the
+// holder that resumes after its session expired still reports release.ok (its znode was already
+// gone) with the same lock_key and token.
+TEST(Expiries, TheIssuersOwnWordOutranksAReleaseMatchedByKeyAndToken) {
+  Builder b;
+  b.acquire_ok("w1", kKey1, 33, 7001);
+  b.acquire_ok("w2", kKey2, 34, 7002);
+  const std::size_t d1 = b.lock_delete(kKey1, 33, std::nullopt, "expired");
+  b.release_ok("w1", kKey1, 33, std::nullopt);  // nothing deleted: the key was already gone
+  b.lock_delete(kKey2, 34, std::nullopt, "released");  // w2 closed its session: no release.ok
+  Figures f = compute_figures(b.h, ReadBack{});
+  ASSERT_EQ(f.expiries_during_work.size(), 1u);
+  EXPECT_EQ(f.expiries_during_work[0].worker, "w1");
+  EXPECT_THAT(f.expiries_during_work[0].evidence, ElementsAre(0u, d1));
+  // Without the issuer's word the old rule stands: the matching release explains the delete.
+  Builder c;
+  c.acquire_ok("w1", kKey1, 33, 7001);
+  c.lock_delete(kKey1, 33, std::nullopt);
+  c.release_ok("w1", kKey1, 33, std::nullopt);
+  EXPECT_TRUE(compute_figures(c.h, ReadBack{}).expiries_during_work.empty());
+}
+
 TEST(Expiries, ExpiryAfterJobDoneIsNotCounted) {
   Builder b;
   b.acquire_ok("w1", kKey1, 33, 7001);

@@ -55,15 +55,17 @@ struct Builder {
     e.lease_id = lease;
     return add(e);
   }
-  std::size_t lock_delete(const std::string& lock_key, std::int64_t token, std::optional<std::int64_t> revision) {
+  std::size_t lock_delete(const std::string& lock_key, std::int64_t token, std::optional<std::int64_t> revision,
+                          const std::string& detail = "") {
     Event e = ev("lock", EventKind::kLockDelete);
     e.lock_key = lock_key;
     e.token = token;
     e.revision = revision;
+    e.detail = detail;
     return add(e);
   }
   std::size_t release_ok(const std::string& w, const std::string& lock_key, std::int64_t token,
-                         std::int64_t revision) {
+                         std::optional<std::int64_t> revision) {
     Event e = ev(w, EventKind::kReleaseOk);
     e.lock_key = lock_key;
     e.token = token;

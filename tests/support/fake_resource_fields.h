@@ -77,7 +77,24 @@ class FakeFields final : public resources::ResourceFields {
     if (n < min || n > max) fail(name, "must be in " + std::to_string(min) + ".." + std::to_string(max));
     return n;
   }
-  std::chrono::nanoseconds duration(std::string_view name) const override { fail(name, "no durations here"); }
+  /// A whole number with a unit: "250us", "100ms", "2s", "1m" (the loader's parse_duration also
+  /// takes fractions: "1.5s"; a test that needs them spells them in a smaller unit).
+  std::chrono::nanoseconds duration(std::string_view name) const override {
+    const std::string s = string(name);
+    std::size_t used = 0;
+    long long n = 0;
+    try {
+      n = std::stoll(s, &used);
+    } catch (const std::logic_error&) {
+      fail(name, "expected a duration such as 200ms or 2s");
+    }
+    const std::string unit = s.substr(used);
+    const std::pair<const char*, long long> units[] = {
+        {"ns", 1}, {"us", 1000}, {"ms", 1000000}, {"s", 1000000000}, {"m", 60000000000}};
+    for (const auto& [u, scale] : units)
+      if (unit == u && n >= 0) return std::chrono::nanoseconds(n * scale);
+    fail(name, "expected a duration such as 200ms or 2s");
+  }
   bool boolean(std::string_view name) const override {
     const auto& v = at(name);
     if (!v.is_boolean()) fail(name, "expected true or false");

@@ -11,7 +11,7 @@ namespace {
 
 using Row = const LockServiceKind& (*)();
 // ROWS: each kind adds its row when its folder lands.
-constexpr std::array<Row, 2> kKinds{&detail::etcd_kind, &detail::redis_kind};
+constexpr std::array<Row, 3> kKinds{&detail::etcd_kind, &detail::zookeeper_kind, &detail::redis_kind};
 
 }  // namespace
 
@@ -19,6 +19,13 @@ const LockServiceKind* find_lock_service_kind(std::string_view name) {
   for (Row row : kKinds)
     if (row().name() == name) return &row();
   return nullptr;
+}
+
+std::vector<std::string> stop_orphaned_lock_services(const std::filesystem::path& run_dir, bool force) {
+  std::vector<std::string> out;
+  for (Row row : kKinds)
+    for (auto& line : row().stop_orphans(run_dir, force)) out.push_back(std::move(line));
+  return out;
 }
 
 std::vector<std::string_view> lock_service_kind_names() {

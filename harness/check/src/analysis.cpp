@@ -16,6 +16,20 @@ using IndexList = std::vector<std::size_t>;
 using detail::ViewMap;
 using detail::ViewTokenHash;
 
+}  // namespace
+
+bool delete_is_expiry(const Event& d, bool explained_by_release) {
+  // The issuer's own word first, where it tells (zookeeper: its server's "Expiring session" line).
+  // An expiry stays one whatever release the holder reported later: a release that found its key
+  // already gone still reports release.ok with that key and token, and a delete without a
+  // revision is matched to releases by (lock_key, token) alone.
+  if (d.detail == "expired") return true;
+  if (d.detail == "released") return false;
+  return !explained_by_release;
+}
+
+namespace {
+
 std::vector<LeaseExpiry> find_expiries(const History& h, const HistoryIndex& index) {
   boost::unordered_flat_set<std::int64_t> release_revisions;
   // (lock_key, token), for deletes without a revision
@@ -70,8 +84,8 @@ std::vector<LeaseExpiry> find_expiries(const History& h, const HistoryIndex& ind
   for (std::size_t i : index.of({EventKind::kLockDelete})) {
     const Event& d = h[i];
     if (d.lock_key.empty()) continue;
-    if (d.revision ? release_revisions.count(*d.revision) > 0 : (d.token && released_before(d, i)))
-      continue;  // a release explains this delete
+    const bool released = d.revision ? release_revisions.count(*d.revision) > 0 : (d.token && released_before(d, i));
+    if (!delete_is_expiry(d, released)) continue;
 
     // The holder: the acquire.ok for this lock key (and token, when the delete has one); the
     // latest before the delete, else any.

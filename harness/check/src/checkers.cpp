@@ -839,33 +839,48 @@ CheckerResult ForeignReleaseChecker::check_with(const History& history, const Re
   };
   // Hash maps over views into the history (lock keys are long and share a prefix: an ordered map
   // of them was most of this checker's time on long histories).
-  detail::ViewMap<Owner> by_key;  // lock key -> its acquire.ok
+  // lock key -> its acquire.oks, in history order: a key's name can come back (zookeeper's sequence
+  // numbers start again on a server restarted on empty data), so an owner is found by (key, token).
+  detail::ViewMap<std::vector<Owner>> by_key;
   boost::unordered_flat_map<std::int64_t, std::string_view> lease_owner;  // lease id -> the worker whose events carry it
-  detail::ViewMap<std::size_t> grant_of;  // lock key -> its first lock.grant
+  detail::ViewMap<std::vector<std::size_t>> grants_of;  // lock key -> its lock.grant events
   boost::unordered_flat_map<std::int64_t, std::vector<std::size_t>> deletes_at;  // revision -> lock.delete indices
   for (std::size_t i :
        idx->of({EventKind::kAcquireOk, EventKind::kAcquireFail, EventKind::kKeepaliveFail, EventKind::kLeaseLost,
                 EventKind::kReleaseInvoke, EventKind::kLockGrant, EventKind::kLockDelete})) {
     const Event& e = history[i];
-    if (e.kind == EventKind::kAcquireOk && !e.lock_key.empty()) by_key.try_emplace(e.lock_key, Owner{e.source, i, e.token});
+    if (e.kind == EventKind::kAcquireOk && !e.lock_key.empty()) by_key[e.lock_key].push_back(Owner{e.source, i, e.token});
     // Only events about the worker's own lease (a release by name reports the leases of the keys
     // it deleted, which are not its own).
     const bool own_lease = e.kind == EventKind::kAcquireOk || e.kind == EventKind::kAcquireFail ||
                            e.kind == EventKind::kKeepaliveFail || e.kind == EventKind::kLeaseLost ||
                            e.kind == EventKind::kReleaseInvoke;
     if (own_lease && is_worker(e) && e.lease_id) lease_owner.try_emplace(*e.lease_id, e.source);
-    if (e.kind == EventKind::kLockGrant && !e.lock_key.empty()) grant_of.try_emplace(e.lock_key, i);
+    if (e.kind == EventKind::kLockGrant && !e.lock_key.empty()) grants_of[e.lock_key].push_back(i);
     if (e.kind == EventKind::kLockDelete && e.revision) deletes_at[*e.revision].push_back(i);
   }
-  auto owner_of = [&](const std::string& key) -> std::optional<Owner> {
-    if (auto it = by_key.find(key); it != by_key.end()) return it->second;
-    if (auto g = grant_of.find(key); g != grant_of.end()) {
-      const Event& grant = history[g->second];
+  // The grant of `key` with `token` (any token when unknown): its first such lock.grant.
+  auto grant_of = [&](const std::string& key, std::optional<std::int64_t> token) -> std::optional<std::size_t> {
+    if (auto g = grants_of.find(key); g != grants_of.end())
+      for (std::size_t i : g->second)
+        if (!token || history[i].token == token) return i;
+    return std::nullopt;
+  };
+  // Whose key `key` with `token` was: the acquire.ok of that key and token, else the grant's lease's
+  // worker, else (token unknown or seen nowhere) the key's first acquire.ok.
+  auto owner_of = [&](const std::string& key, std::optional<std::int64_t> token) -> std::optional<Owner> {
+    const auto it = by_key.find(key);
+    if (it != by_key.end())
+      for (const Owner& o : it->second)
+        if (!token || o.token == token) return o;
+    if (const auto g = grant_of(key, token)) {
+      const Event& grant = history[*g];
       if (grant.lease_id)
         if (auto l = lease_owner.find(*grant.lease_id); l != lease_owner.end())
           return Owner{std::string(l->second), std::nullopt, grant.token};
       return Owner{"", std::nullopt, grant.token};  // a key that existed, holder unknown
     }
+    if (it != by_key.end()) return it->second.front();
     return std::nullopt;
   };
 
@@ -880,18 +895,16 @@ CheckerResult ForeignReleaseChecker::check_with(const History& history, const Re
     // The releaser's own token: its latest acquire.ok (a release by name reports the deleted key's).
     std::optional<std::int64_t> own_token;
     if (auto a = releaser_acquire.find(r); a != releaser_acquire.end()) own_token = history[a->second].token;
-    std::vector<std::string> keys;
+    std::map<std::string, std::optional<std::int64_t>> keys;  // each key deleted, with its token when told
     std::map<std::string, std::vector<std::size_t>> deletes;
-    if (!rel.lock_key.empty()) keys.push_back(rel.lock_key);
+    if (!rel.lock_key.empty()) keys.emplace(rel.lock_key, rel.token);
     if (auto it = deletes_at.find(*rel.revision); it != deletes_at.end())
       for (std::size_t d : it->second) {
-        keys.push_back(history[d].lock_key);
+        keys.emplace(history[d].lock_key, history[d].token);
         deletes[history[d].lock_key].push_back(d);
       }
-    std::sort(keys.begin(), keys.end());
-    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-    for (const std::string& key : keys) {
-      std::optional<Owner> owner = owner_of(key);
+    for (const auto& [key, key_token] : keys) {
+      std::optional<Owner> owner = owner_of(key, key_token);
       if (!owner) {
         // Neither acquired, granted nor deleted as far as the history shows (e.g. the lock NAME
         // itself, whose keys are named by their own lock.delete events): nothing to attribute.
@@ -908,7 +921,7 @@ CheckerResult ForeignReleaseChecker::check_with(const History& history, const Re
       if (owner->token) a.tokens.push_back(*owner->token);
       a.evidence.push_back(r);
       if (owner->acquire) a.evidence.push_back(*owner->acquire);
-      if (auto g = grant_of.find(key); g != grant_of.end()) a.evidence.push_back(g->second);
+      if (const auto g = grant_of(key, owner->token)) a.evidence.push_back(*g);
       for (std::size_t d : deletes[key]) a.evidence.push_back(d);
       std::ostringstream d;
       d << rel.source << " released the lock by deleting " << key << " (token "

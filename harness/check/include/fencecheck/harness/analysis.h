@@ -26,7 +26,8 @@ namespace fencecheck::harness {
 /// revision = the delete's revision). A delete is explained by a release when some `release.ok`
 /// carries the same revision (a worker reports its unlock's header revision, which is the
 /// delete's). When the delete has no revision, a `release.ok` for the same lock_key and token
-/// explains it instead. The holder is the worker whose `acquire.ok` has that lock_key and token;
+/// explains it instead. An issuer that tells an expiry from a release (detail "expired" or
+/// "released" on its lock.delete) is taken at its word (delete_is_expiry). The holder is the worker whose `acquire.ok` has that lock_key and token;
 /// a delete nobody held is not counted. A holder that emitted `job.done` for that token before
 /// the delete had finished its work, so it is not counted either; nor is a delete its holder had
 /// asked for: a `release.invoke` of that lock_key and token sent (its src_ns, else its history
@@ -168,6 +169,13 @@ struct Figures {
                                       const CheckContext& context);
 /// The same with CheckContext{}.
 [[nodiscard]] Figures compute_figures(const History& history, const ReadBack& readback);
+
+/// Whether a `lock.delete` can be a lease expiry (LeaseExpiry says the rest): the issuer's own word
+/// when it gives one (detail "expired": yes, whatever release was reported for that key later;
+/// "released": no; lock_service_kind.h), else whether no release explains it
+/// (`explained_by_release`: a release.ok with the delete's revision, or without one with its
+/// lock_key and token). Pure. The live metrics apply the same rule.
+[[nodiscard]] bool delete_is_expiry(const Event& lock_delete, bool explained_by_release);
 
 /// One line a worker sent that broke the worker protocol, as the orchestrator recorded it in a
 /// `protocol.error` event (source "harness", target = the worker). Value type.

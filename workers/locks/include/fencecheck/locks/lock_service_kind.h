@@ -13,7 +13,8 @@
 //    FENCECHECK_LOCK_ENDPOINTS and the kind's own conventional variables (ETCDCTL_ENDPOINTS...);
 //  - watches the issuer's own history of one lock (watch()): a lock.grant per grant and a
 //    lock.delete per delete, with the token, telling an expiry from a release where the issuer
-//    can (detail "expired" / "deleted");
+//    can (detail "expired" / "released"; "lost" after a restart on empty data; "deleted" when the
+//    kind cannot tell);
 //  - stops and restarts its embedded server (lock-service-restart), on the same data or a fresh
 //    data directory, and says what that does to the token counter (restart_effect()).
 //
@@ -143,11 +144,21 @@ class LockServiceKind {
   [[nodiscard]] virtual std::unique_ptr<LockServiceInstance> open(const std::vector<std::string>& endpoints,
                                                                   const nlohmann::json& config,
                                                                   const LockServiceRunContext& ctx) const = 0;
+  /// `fencecheck cleanup`: ends an embedded server of this kind that a dead harness left running
+  /// for the run directory `run_dir` (each kind records its own server there); one sentence per
+  /// server found. One whose harness still runs is left alone unless `force`. The default finds
+  /// nothing (a server that PR_SET_PDEATHSIG always takes along with its harness). Never throws.
+  [[nodiscard]] virtual std::vector<std::string> stop_orphans(const std::filesystem::path& /*run_dir*/,
+                                                              bool /*force*/) const {
+    return {};
+  }
 };
 
 /// The kind registered under `name`, or nullptr.
 [[nodiscard]] const LockServiceKind* find_lock_service_kind(std::string_view name);
 /// Every registered name, in table order ("etcd", "zookeeper", "redis").
 [[nodiscard]] std::vector<std::string_view> lock_service_kind_names();
+/// stop_orphans of every registered kind for one run directory, the sentences in table order.
+[[nodiscard]] std::vector<std::string> stop_orphaned_lock_services(const std::filesystem::path& run_dir, bool force);
 
 }  // namespace fencecheck::locks

@@ -1,0 +1,239 @@
+// The lock-service kind "zookeeper" (lock_service_kind.h; docs/lock-service-zookeeper.md).
+//
+//   lock_service:
+//     kind: zookeeper
+//     tick_time: 100ms        # the embedded server's tickTime (10ms..5s); not with endpoints
+//     endpoints: [h:p, ...]   # optional: the user's ensemble instead of the embedded server
+//
+// Without endpoints the harness runs its own standalone ZooKeeper 3.8 (embedded_zookeeper.h) on a
+// free port of the run's host with a fresh data directory; workers get
+// {"kind":"zookeeper","endpoints":["h:p"]} (lock_client.h), command workers ZOOKEEPER_HOSTS and
+// FENCECHECK_LOCK_ENDPOINTS ("h:p,h:p": the connection string of the C client, kazoo and Curator).
+// Token: the lock znode's czxid (zookeeper_lock_client.h says why). History: zookeeper_watch.h.
+// prior_revisions (advance): that many setData transactions on /fencecheck-prior-revisions, outside
+// every lock znode, so the zxids (tokens) start above it.
+#include <algorithm>
+#include <memory>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "embedded_zookeeper.h"
+#include "kinds.h"
+#include "zk_handle.h"
+#include "zookeeper_watch.h"
+
+namespace fencecheck::locks::zk {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char* kAdvancePath = "/fencecheck-prior-revisions";
+constexpr Millis kDefaultTick{100};
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+/// The normalized tick_time ("100ms", parse()'s spelling), or the default.
+Millis tick_of(const nlohmann::json& config) {
+  if (!config.is_object() || !config.contains("tick_time") || !config["tick_time"].is_string()) return kDefaultTick;
+  try {
+    return Millis(std::stol(config["tick_time"].get<std::string>()));
+  } catch (const std::logic_error&) {
+    return kDefaultTick;
+  }
+}
+
+class ZooKeeperInstance final : public LockServiceInstance {
+ public:
+  /// Embedded.
+  ZooKeeperInstance(const nlohmann::json& config, const LockServiceRunContext& ctx)
+      : expiries_(std::make_shared<ExpiryLog>()) {
+    EmbeddedOptions o;
+    o.run_dir = ctx.run_dir;
+    o.log_path = ctx.log_path;
+    o.host = ctx.host;
+    if (ctx.lab) o.port = 2181;  // the lab's lock-service address is the server's own: its usual port
+    o.tick_time = tick_of(config);
+    server_ = std::make_unique<EmbeddedZooKeeper>(std::move(o));
+    expiries_->add(server_->logs().back());
+    endpoints_ = {server_->endpoint()};
+  }
+  /// The user's servers: answers or throws LockServiceUnavailable.
+  explicit ZooKeeperInstance(std::vector<std::string> endpoints) : endpoints_(std::move(endpoints)) {
+    // A refused TCP connection fails at once; the client itself would retry until its timeout.
+    const bool any_listens = std::any_of(endpoints_.begin(), endpoints_.end(), [](const std::string& e) {
+      const auto colon = e.rfind(':');
+      if (colon == std::string::npos) return false;
+      std::string host = e.substr(0, colon);
+      if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+      try {
+        return four_letter_word(host, std::stoi(e.substr(colon + 1)), "srvr", 2s).has_value();
+      } catch (const std::logic_error&) {
+        return false;
+      }
+    });
+    if (!any_listens)
+      throw LockServiceUnavailable("lock_service endpoints: nothing answers at " + joined(endpoints_) +
+                                   "; is a ZooKeeper server listening there?");
+    try {
+      Handle probe(joined(endpoints_), 10s, 5s, "zookeeper " + joined(endpoints_));
+    } catch (const std::runtime_error& e) {
+      throw LockServiceUnavailable(std::string("lock_service endpoints: ") + e.what() +
+                                   "; is a ZooKeeper server listening there?");
+    }
+  }
+  ~ZooKeeperInstance() override { stop(); }
+
+  nlohmann::json endpoint() const override { return {{"kind", "zookeeper"}, {"endpoints", endpoints_}}; }
+  std::string endpoints_text() const override { return joined(endpoints_); }
+  std::map<std::string, std::string> worker_env() const override { return {{"ZOOKEEPER_HOSTS", joined(endpoints_)}}; }
+  std::string describe() const override {
+    if (!server_) return "zookeeper " + joined(endpoints_) + " (endpoints)";
+    return "zookeeper " + joined(endpoints_) + " (embedded, data " + server_->data_dir().filename().string() + ")";
+  }
+
+  bool healthy() override {
+    if (server_) {
+      if (!server_->running()) return false;
+      const auto reply = four_letter_word(server_->host(), server_->port(), "srvr", 2s);
+      return reply && reply->find("Mode: ") != std::string::npos;
+    }
+    try {
+      Handle probe(joined(endpoints_), 10s, 2s, "zookeeper " + joined(endpoints_));
+      return true;
+    } catch (const std::runtime_error&) {
+      return false;
+    }
+  }
+
+  std::unique_ptr<IssuerWatch> watch(const std::string& name, std::function<void(Event)> sink) override {
+    try {
+      return make_watch(joined(endpoints_), name, std::move(sink), expiries_);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(std::string("zookeeper: ") + e.what());
+    }
+  }
+
+  void advance(std::int64_t count) override {
+    if (count <= 0) return;
+    if (!server_) {
+      spdlog::warn("zookeeper: prior_revisions advances the embedded server's zxid; {} has its own history",
+                   joined(endpoints_));
+      return;
+    }
+    Handle h(joined(endpoints_), 10s, 5s, "zookeeper " + joined(endpoints_));
+    int rc = h.ensure_path(kAdvancePath, 5s);
+    if (rc == ZOK) rc = h.advance_zxid(kAdvancePath, count, Millis(std::max<std::int64_t>(10000, count)));
+    if (rc != ZOK) throw std::runtime_error(h.error("setData", kAdvancePath, rc) + " (prior_revisions)");
+  }
+
+  int pid() const override { return server_ ? server_->pid() : 0; }
+
+  void stop_server() override {
+    if (server_) server_->stop();
+  }
+
+  void start_server(bool fresh_data) override {
+    if (!server_) throw std::logic_error("zookeeper: the user's servers (endpoints) are not the harness's to start");
+    server_->start(fresh_data);
+    expiries_->add(server_->logs().back());
+  }
+
+  void stop() noexcept override {
+    if (server_) server_->stop();
+  }
+
+ private:
+  std::shared_ptr<ExpiryLog> expiries_;  // null with endpoints: their log is not ours to read
+  std::unique_ptr<EmbeddedZooKeeper> server_;
+  std::vector<std::string> endpoints_;
+};
+
+class ZooKeeperKind final : public LockServiceKind {
+ public:
+  std::string_view name() const override { return "zookeeper"; }
+  std::vector<std::string_view> fields() const override { return {"tick_time"}; }
+
+  nlohmann::json parse(const KindFields& f) const override {
+    nlohmann::json out = nlohmann::json::object();
+    Millis tick = kDefaultTick;
+    if (f.has("endpoints")) {  // the user's servers: nothing of the embedded one applies
+      if (f.has("tick_time"))
+        f.fail("tick_time", "tick_time configures the embedded ZooKeeper; with endpoints the servers' own zoo.cfg "
+                            "sets tickTime");
+      return out;
+    }
+    if (f.has("tick_time")) {
+      const auto ns = f.duration("tick_time");
+      if (ns.count() % 1'000'000 != 0)
+        f.fail("tick_time", "\"" + f.string("tick_time") + "\" is not a whole number of milliseconds (ZooKeeper's "
+                            "tickTime is in milliseconds)");
+      tick = std::chrono::duration_cast<Millis>(ns);
+      if (tick < 10ms || tick > 5s)
+        f.fail("tick_time", "must be 10ms..5s (the session clock: sessions expire up to one tick late, and the "
+                            "shortest session timeout granted is two ticks)");
+    }
+    out["tick_time"] = std::to_string(tick.count()) + "ms";
+    return out;
+  }
+
+  std::string check_endpoint(std::string_view endpoint) const override {
+    const std::string e(endpoint);
+    const std::string expected = "expected host:port (a ZooKeeper client address, e.g. 127.0.0.1:2181), got \"" + e + "\"";
+    if (e.find("://") != std::string::npos || e.find(',') != std::string::npos || e.find('/') != std::string::npos)
+      return expected;
+    const auto colon = e.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == e.size()) return expected;
+    const std::string port = e.substr(colon + 1);
+    if (port.size() > 5 || !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return expected;
+    const long n = std::stol(port);
+    if (n < 1 || n > 65535) return "port " + port + " of \"" + e + "\" is not 1..65535";
+    return "";
+  }
+
+  std::string token_description() const override {
+    return "the lock znode's czxid (the zxid of its create: zxids totally order every change to ZooKeeper)";
+  }
+
+  std::string restart_effect(const nlohmann::json& /*config*/) const override {
+    return "same data: the server reloads its snapshot and transaction log and continues its zxid counter (a "
+           "standalone server stays in epoch 0; in an ensemble every new leader raises the epoch, the zxid's high 32 "
+           "bits), so the next token is larger; sessions are restored and get their whole timeout again. Fresh data: "
+           "the zxid counter starts again at 0, every lock znode and session is gone, and the next token is lower "
+           "than the ones before (token-regression)";
+  }
+
+  std::unique_ptr<LockServiceInstance> open(const std::vector<std::string>& endpoints, const nlohmann::json& config,
+                                            const LockServiceRunContext& ctx) const override {
+    if (!endpoints.empty()) return std::make_unique<ZooKeeperInstance>(endpoints);
+    try {
+      return std::make_unique<ZooKeeperInstance>(config, ctx);
+    } catch (const LockServiceUnavailable&) {
+      throw;
+    } catch (const std::runtime_error& e) {
+      throw LockServiceUnavailable(std::string("the embedded ZooKeeper: ") + e.what());
+    }
+  }
+
+  std::vector<std::string> stop_orphans(const std::filesystem::path& run_dir, bool force) const override {
+    return stop_orphaned_zookeeper(run_dir, force);
+  }
+};
+
+}  // namespace
+}  // namespace fencecheck::locks::zk
+
+namespace fencecheck::locks::detail {
+
+const LockServiceKind& zookeeper_kind() {
+  static const zk::ZooKeeperKind kind;
+  return kind;
+}
+
+}  // namespace fencecheck::locks::detail

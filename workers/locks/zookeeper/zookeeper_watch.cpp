@@ -1,0 +1,287 @@
+// The zookeeper kind's IssuerWatch and ExpiryLog (zookeeper_watch.h).
+#include "zookeeper_watch.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <stop_token>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "zk_handle.h"
+
+namespace fencecheck::locks::zk {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr Millis kSessionTimeout = 30s;  // the watch's own session: longer than any outage it rides out
+constexpr Millis kConnect = 5s;
+constexpr Millis kCall = 2s;
+constexpr std::string_view kExpiring = "Expiring session 0x";
+
+/// Children in the order the recipe ranks them: sequential ones by sequence number, then any
+/// other by name (not lock contenders, but under the lock all the same).
+std::vector<std::string> ranked(std::vector<std::string> names) {
+  std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+    const auto sa = sequence_of(a), sb = sequence_of(b);
+    if (sa.has_value() != sb.has_value()) return sa.has_value();
+    if (sa && *sa != *sb) return *sa < *sb;
+    return a < b;
+  });
+  return names;
+}
+
+class ZooKeeperWatch final : public IssuerWatch {
+ public:
+  ZooKeeperWatch(std::string hosts, const std::string& lock, std::function<void(Event)> sink,
+                 std::shared_ptr<ExpiryLog> expiries)
+      : hosts_(std::move(hosts)),
+        what_("zookeeper " + hosts_ + " (issuer watch)"),
+        lock_name_(lock),
+        path_(znode_path(lock)),
+        sink_(std::move(sink)),
+        expiries_(std::move(expiries)) {
+    while (lock_name_.size() > 1 && lock_name_.back() == '/') lock_name_.pop_back();
+    handle_ = connect();
+    const int rc = handle_->ensure_path(path_, kCall);
+    if (rc != ZOK) throw std::runtime_error(handle_->error("create", path_, rc) + " (the lock znode)");
+    // The children present now are the baseline: known (so that their deletes are reported with
+    // their tokens), not emitted (a watch reports what happens from now on).
+    if (!pass(false, /*emit_new=*/false))
+      throw std::runtime_error(what_ + ": cannot list " + path_ + " (the server does not answer)");
+    thread_ = std::jthread([this](std::stop_token stop) { loop(stop); });
+  }
+
+  ~ZooKeeperWatch() override { stop(); }
+
+  void stop() override {
+    if (!thread_.joinable()) return;
+    {
+      std::unique_lock lock(mu_);
+      final_requested_ = true;
+      cv_.notify_all();
+      if (!cv_.wait_for(lock, 5s, [&] { return final_done_; }))
+        spdlog::warn("{}: the last listing of {} did not complete within 5 s; the lock history may be short", what_,
+                     path_);
+    }
+    thread_.request_stop();
+    thread_.join();
+    handle_.reset();
+  }
+
+  void restarted_fresh() override {
+    std::lock_guard lock(mu_);
+    fresh_pending_ = true;
+    // A new session at once: the fresh server refuses to resume the old one, without saying it
+    // expired, until its own zxid passes the last one this session saw ("Refusing session
+    // request ... as it has seen zxid": ZooKeeperServer.processConnectRequest), so the old
+    // connection would retry unanswered for as long.
+    renew_ = true;
+    dirty_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  struct Known {
+    std::int64_t czxid = 0;
+    std::int64_t owner = 0;
+  };
+
+  std::shared_ptr<Handle> connect() {
+    return std::make_shared<Handle>(hosts_, kSessionTimeout, kConnect, what_,
+                                    [this](int type, int state, const std::string&) {
+                                      std::lock_guard lock(mu_);
+                                      if (type == ZOO_SESSION_EVENT && state == ZOO_EXPIRED_SESSION_STATE) renew_ = true;
+                                      dirty_ = true;
+                                      cv_.notify_all();
+                                    });
+  }
+
+  void loop(const std::stop_token& stop) {
+    for (;;) {
+      bool final_pass = false;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, stop, [&] { return dirty_ || final_requested_; });
+        if (stop.stop_requested()) return;
+        final_pass = final_requested_;
+        dirty_ = false;
+      }
+      bool ok = false;
+      try {
+        ok = pass(final_pass, true, stop);
+      } catch (const std::exception& e) {
+        spdlog::warn("{}: {}", what_, e.what());
+      }
+      std::unique_lock lock(mu_);
+      if (ok && final_pass) {
+        final_done_ = true;
+        cv_.notify_all();
+        return;
+      }
+      if (!ok) {
+        dirty_ = true;  // try again, after a pause (the server is down or restarting)
+        cv_.wait_for(lock, stop, 100ms, [] { return false; });
+        if (stop.stop_requested()) return;
+      }
+    }
+  }
+
+  /// One listing and its diff against known_. False when the server did not answer (nothing
+  /// learned is lost: what was emitted is known, the rest is seen on the next pass).
+  bool pass(bool final_pass, bool emit_new, const std::stop_token& stop = {}) {
+    bool renew = false;
+    bool fresh = false;
+    {
+      std::lock_guard lock(mu_);
+      renew = renew_;
+      fresh = fresh_pending_;
+    }
+    if (!handle_ || renew || handle_->expired()) {
+      handle_.reset();
+      handle_ = connect();  // throws while the server is down: the loop tries again
+      {
+        std::lock_guard lock(mu_);
+        renew_ = false;
+      }
+      full_ = true;  // a new session: names may be reused (a fresh data directory)
+      spdlog::info("{}: new session {} (the old one expired, or the server restarted on empty data)", what_,
+                   session_hex(handle_->session_id()));
+    }
+    if (!handle_->connected() && !handle_->wait_connected(Clock::now() + 1s, stop)) return false;
+    if (final_pass && handle_->sync(path_, kCall) != ZOK) return false;
+    ChildrenResult list = handle_->children(path_, true, kCall);
+    if (list.rc == ZNONODE) {  // the lock znode itself is gone (a fresh server): make it again
+      if (handle_->ensure_path(path_, kCall) != ZOK) return false;
+      list = handle_->children(path_, true, kCall);
+    }
+    if (list.rc != ZOK) return false;
+    const std::vector<std::string> now = ranked(list.children);
+
+    // Read every child of a new session (full_) and every child not known.
+    std::map<std::string, Known> read;
+    std::vector<std::string> vanished_while_read;
+    for (const auto& c : now) {
+      if (!full_ && known_.count(c)) continue;
+      const StatResult st = handle_->exists(path_ + "/" + c, false, kCall);
+      if (st.rc == ZOK) read[c] = Known{st.stat.czxid, st.stat.ephemeral_owner};
+      else if (st.rc == ZNONODE) vanished_while_read.push_back(c);
+      else return false;
+    }
+
+    // Deletes: known children that are gone, or replaced by a same-named child (another czxid).
+    std::vector<std::string> deleted;
+    for (const auto& [name, k] : known_) {
+      const bool present = std::find(now.begin(), now.end(), name) != now.end();
+      const auto r = read.find(name);
+      const bool replaced = r != read.end() && r->second.czxid != k.czxid;
+      const bool vanished =
+          std::find(vanished_while_read.begin(), vanished_while_read.end(), name) != vanished_while_read.end();
+      if (!present || replaced || vanished) deleted.push_back(name);
+    }
+    for (const auto& name : ranked(deleted)) {
+      const Known k = known_[name];
+      known_.erase(name);
+      if (!emit_new) continue;
+      Event e = make(EventKind::kLockDelete, name, k);
+      e.detail = fresh ? "lost" : !expiries_ ? "deleted" : expiries_->expired(k.owner) ? "expired" : "released";
+      sink_(std::move(e));
+    }
+    // Grants: children not known before, in sequence order (creation order under one parent).
+    for (const auto& name : now) {
+      const auto r = read.find(name);
+      if (r == read.end() || known_.count(name)) continue;
+      known_[name] = r->second;
+      if (!emit_new) continue;
+      Event e = make(EventKind::kLockGrant, name, r->second);
+      e.revision = r->second.czxid;
+      sink_(std::move(e));
+    }
+    for (const auto& name : vanished_while_read)
+      if (!known_.count(name))
+        spdlog::warn("{}: {}/{} was created and deleted before the watch could read it; its grant is not in the history",
+                     what_, lock_name_, name);
+    full_ = false;
+    if (fresh && handle_->session_id() != fresh_session_) {
+      // The first pass on the new server's session: the lost children are reported.
+      std::lock_guard lock(mu_);
+      fresh_pending_ = false;
+    }
+    fresh_session_ = handle_->session_id();
+    return true;
+  }
+
+  Event make(EventKind kind, const std::string& child, const Known& k) const {
+    Event e;
+    e.t_ns = monotonic_ns();
+    e.src_ns = e.t_ns;
+    e.source = "lock";
+    e.kind = kind;
+    e.lock = lock_name_;
+    e.lock_key = lock_name_ + "/" + child;
+    e.token = k.czxid;
+    if (k.owner != 0) e.lease_id = k.owner;
+    return e;
+  }
+
+  // Declared first, destroyed last: the session's callbacks use them until zookeeper_close returns.
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+  bool dirty_ = false;
+  bool renew_ = false;
+  bool fresh_pending_ = false;
+  bool final_requested_ = false;
+  bool final_done_ = false;
+
+  std::string hosts_;
+  std::string what_;
+  std::string lock_name_;
+  std::string path_;
+  std::function<void(Event)> sink_;
+  std::shared_ptr<ExpiryLog> expiries_;
+  std::shared_ptr<Handle> handle_;  // the watch thread's (and the constructor's, before it)
+  std::map<std::string, Known> known_;
+  bool full_ = false;
+  std::int64_t fresh_session_ = 0;
+  std::jthread thread_;
+};
+
+}  // namespace
+
+void ExpiryLog::add(const std::filesystem::path& file) {
+  std::lock_guard lock(mu_);
+  if (std::find(files_.begin(), files_.end(), file) == files_.end()) files_.push_back(file);
+}
+
+bool ExpiryLog::expired(std::int64_t session) {
+  std::lock_guard lock(mu_);
+  for (const auto& file : files_) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) continue;
+    auto& offset = offsets_[file.string()];
+    in.seekg(static_cast<std::streamoff>(offset));
+    std::string line;
+    // Whole lines only: a line still being written is read again next time.
+    while (std::getline(in, line) && !in.eof()) {
+      offset += line.size() + 1;
+      const auto at = line.find(kExpiring);
+      if (at == std::string::npos) continue;
+      try {
+        expired_.insert(static_cast<std::int64_t>(std::stoull(line.substr(at + kExpiring.size()), nullptr, 16)));
+      } catch (const std::logic_error&) {
+      }
+    }
+  }
+  return expired_.count(session) > 0;
+}
+
+std::unique_ptr<IssuerWatch> make_watch(const std::string& hosts, const std::string& lock,
+                                        std::function<void(Event)> sink, std::shared_ptr<ExpiryLog> expiries) {
+  return std::make_unique<ZooKeeperWatch>(hosts, lock, std::move(sink), std::move(expiries));
+}
+
+}  // namespace fencecheck::locks::zk
