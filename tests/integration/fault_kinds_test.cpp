@@ -312,6 +312,9 @@ struct KillCase {
   /// w1 is a command worker that forks the holder two levels down (tests/command_worker/worker.sh):
   /// PR_SET_PDEATHSIG kills only the process the harness started, so cleanup must end the rest.
   bool forking_command = false;
+  /// The lock service's kind ("" = the default, etcd). zookeeper: its embedded JVM is the
+  /// harness's child too, and names the run directory (its zoo.cfg) in its command line.
+  std::string lock_service;
 };
 
 /// Every live process in process group `pgid` (a command worker's own group): /proc/*/stat field 5.
@@ -339,6 +342,7 @@ std::string scenario_text(const KillCase& c) {
          "lease_ttl: 2s\n"
          "timeout: 120s\n"
          "resource: {kind: store, fencing: per-key}\n" +
+         (c.lock_service.empty() ? "" : "lock_service: {kind: " + c.lock_service + "}\n") +
          (c.namespaces ? "network: namespaces\n" : "") +
          "job: {key: ledger, segments: 3, chunks: 4, chunk_bytes: 256, chunk_interval: 100ms}\n"
          "workers:\n" +
@@ -393,6 +397,10 @@ TEST_P(KillNineDuringFault, CleanupLeavesNothingBehind) {
     ASSERT_GE(workers.size(), 3u);
   }
 
+  // The embedded ZooKeeper runs now (its JVM names the run's zookeeper.cfg), so its end below is
+  // the harness's death's doing (PR_SET_PDEATHSIG) or cleanup's.
+  if (c.lock_service == "zookeeper" && c.fault.find("lock-service-restart") == std::string::npos)
+    EXPECT_FALSE(processes_naming((dir / "zookeeper.cfg").string()).empty()) << "no ZooKeeper server runs";
   ASSERT_EQ(::kill(harness.id(), SIGKILL), 0);
   harness.wait();
 
@@ -432,7 +440,12 @@ INSTANTIATE_TEST_SUITE_P(Each, KillNineDuringFault,
                                            KillCase{"sigstop_forking_command", "kind: sigstop\n    target: w1", false, true},
                                            KillCase{"partition", "kind: partition\n    target: w1\n    from: full", true},
                                            KillCase{"lock_service_restart",
-                                                    "kind: lock-service-restart\n    target: lock-service"}),
+                                                    "kind: lock-service-restart\n    target: lock-service"},
+                                           KillCase{"sigstop_zookeeper", "kind: sigstop\n    target: w1", false, false,
+                                                    "zookeeper"},
+                                           KillCase{"lock_service_restart_zookeeper",
+                                                    "kind: lock-service-restart\n    target: lock-service", false, false,
+                                                    "zookeeper"}),
                          [](const auto& param_info) { return param_info.param.name; });
 
 }  // namespace
