@@ -162,7 +162,17 @@ class ZooKeeperKind final : public LockServiceKind {
   nlohmann::json parse(const KindFields& f) const override {
     nlohmann::json out = nlohmann::json::object();
     Millis tick = kDefaultTick;
-    if (f.has("endpoints")) {  // the user's servers: nothing of the embedded one applies
+    // `endpoints: []` is the embedded server (what scenario.json writes for one); the loader has
+    // already checked the list, so a list this reader refuses is the empty one.
+    bool external = false;
+    if (f.has("endpoints")) {
+      try {
+        external = !f.string_list("endpoints").empty();
+      } catch (const std::exception&) {
+        external = false;
+      }
+    }
+    if (external) {  // the user's servers: nothing of the embedded one applies
       if (f.has("tick_time"))
         f.fail("tick_time", "tick_time configures the embedded ZooKeeper; with endpoints the servers' own zoo.cfg "
                             "sets tickTime");
