@@ -1,7 +1,8 @@
 """What every Python example worker needs from fencecheck, apart from its lock: the worker
 protocol's environment and events, the self-describing chunks, the HTTP service with the store's
 API, and the job of segments of chunks. Standard library only; the examples import it from
-../python-common (workers/examples/python-etcd3/worker.py, workers/examples/python-redis/worker.py).
+../python-common (workers/examples/python-etcd3/worker.py, workers/examples/python-redis/worker.py,
+workers/examples/python-kazoo/worker.py).
 
 The protocol: docs/worker-protocol.md. The service: docs/resource-http.md (PUT
 /v1/keys/{key}/segments/{segment}/chunks/{chunk} with Fencing-Token and Fencecheck-Client).

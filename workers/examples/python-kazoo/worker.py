@@ -6,19 +6,19 @@
   worker.py --correct   the lock znode's czxid (the zxid of its create) as the token; on a 409 it
                         stops, re-acquires and redoes its segment under the new token
 
-It speaks fencecheck's worker protocol v1 (../python/fencecheck_protocol.py) and writes the job's
-chunks to an HTTP service with the store's API. Debian's python3-kazoo (2.8); run it with
+It speaks fencecheck's worker protocol v1 (../python-common/fencecheck_example.py) and writes the
+job's chunks to an HTTP service with the store's API. Debian's python3-kazoo (2.8); run it with
 /usr/bin/python3 (see README.md).
 """
 import os
 import sys
 import threading
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import KazooException, LockTimeout, NoNodeError
 
-from fencecheck_protocol import Job, emit, env, run_holdings, start  # noqa: E402
-from kazoo.client import KazooClient, KazooState  # noqa: E402
-from kazoo.exceptions import KazooException, LockTimeout, NoNodeError  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "python-common"))
+from fencecheck_example import emit, start  # noqa: E402
 
 BROKEN_TOKEN = 1  # what the broken worker sends on every write, whoever holds the lock
 
@@ -43,14 +43,13 @@ class SessionWatch:
 
 
 def main():
-    mode, me = start(("--broken", "--correct"))
-    broken = mode == "--broken"
+    w = start()
+    broken, ttl, job = w.broken, w.ttl, w.job
     # The scenario's lock name "fencecheck/x" is the znode /fencecheck/x (what fencecheck watches).
-    lock_name = env("FENCECHECK_LOCK_NAME").rstrip("/")
+    lock_name = w.lock_name.rstrip("/")
     lock_path = lock_name if lock_name.startswith("/") else "/" + lock_name
-    ttl = int(env("FENCECHECK_LEASE_TTL_S"))
-    hosts = os.environ.get("ZOOKEEPER_HOSTS") or env("FENCECHECK_LOCK_ENDPOINTS")
-    job = Job(me)
+    # ZOOKEEPER_HOSTS: the connection string, "h:p,h:p" (FENCECHECK_LOCK_ENDPOINTS spells it the same).
+    hosts = os.environ.get("ZOOKEEPER_HOSTS") or os.environ["FENCECHECK_LOCK_ENDPOINTS"]
 
     def hold(_attempt):
         # One session per holding: the session timeout is the lease (kazoo asks for `timeout`).
@@ -67,7 +66,7 @@ def main():
 
     def hold_with(zk, watch):
         emit("acquire.invoke", lock=lock_name, ttl_ms=ttl * 1000)
-        lock = zk.Lock(lock_path, identifier=me)
+        lock = zk.Lock(lock_path, identifier=job.me)
         try:
             lock.acquire(timeout=30)
         except LockTimeout:
@@ -87,7 +86,7 @@ def main():
             token = stat.czxid
         emit("acquire.ok", lock=lock_name, lock_key=lock_key, token=token, lease_id=watch.session)
 
-        stopped = job.write(token)
+        stopped = job.run(token)
         if stopped is None:
             emit("job.done", token=token)
         emit("release.invoke", lock_key=lock_key, token=token, lease_id=watch.session)
@@ -106,7 +105,12 @@ def main():
                 emit("release.fail", lock_key=lock_key, detail="the lock znode was gone (the session expired)")
         return None if stopped is None else f"write {stopped} under token {token}"
 
-    return run_holdings(hold)
+    for attempt in range(1, 21):
+        why = hold(attempt)
+        if why is None:
+            return 0
+        print(f"worker.py: attempt {attempt}: {why}; re-acquiring", file=sys.stderr)
+    return 1
 
 if __name__ == "__main__":
     sys.exit(main())
