@@ -1,7 +1,7 @@
 // fencecheck tests — the redis lock-service kind's test support: an embedded redis-server opened
 // through the kind itself (lock_service_kind.h) in a temporary run directory, a raw hiredis
-// connection for looking at the server behind the client's back, and a sink that collects the
-// watch's events and waits for them (on events, never on a sleep). Not thread-safe except Sink.
+// connection for looking at the server behind the client's back (the watch's events: watch_sink.h).
+// Not thread-safe.
 #pragma once
 
 #include <condition_variable>
@@ -22,6 +22,7 @@
 #include "fencecheck/locks/lock_client.h"
 #include "fencecheck/locks/lock_service_kind.h"
 #include "fencecheck/proto/event.h"
+#include "watch_sink.h"
 
 namespace fencecheck::testing {
 
@@ -96,37 +97,6 @@ class Raw {
 
  private:
   redisContext* c_;
-};
-
-/// Collects events from a watch; wait() blocks until a predicate over them holds (bounded).
-class Sink {
- public:
-  std::function<void(Event)> fn() {
-    return [this](Event e) {
-      std::lock_guard lock(mu_);
-      events_.push_back(std::move(e));
-      cv_.notify_all();
-    };
-  }
-  /// Waits until `done(events)` holds; false after `timeout`.
-  bool wait(const std::function<bool(const std::vector<Event>&)>& done,
-            std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return done(events_); });
-  }
-  /// Waits until `count` events have arrived.
-  bool wait_count(std::size_t count, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-    return wait([count](const std::vector<Event>& e) { return e.size() >= count; }, timeout);
-  }
-  std::vector<Event> events() {
-    std::lock_guard lock(mu_);
-    return events_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Event> events_;
 };
 
 }  // namespace fencecheck::testing

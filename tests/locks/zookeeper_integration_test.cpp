@@ -29,6 +29,7 @@
 #include "fencecheck/locks/lock_client.h"
 #include "fencecheck/locks/lock_service_kind.h"
 #include "temp_dir.h"
+#include "watch_sink.h"
 
 namespace {
 
@@ -73,30 +74,15 @@ struct Server {
   std::unique_ptr<locks::LockClient> client() const { return locks::make_lock_client(inst->endpoint()); }
 };
 
-/// What a watch delivered, waited on by predicate (no sleeps).
-class Events {
+/// The watch's events, waited on by predicate (no sleeps); ZooKeeper's waits include a session
+/// timeout, so they get 20 s.
+class Events : public fencecheck::testing::Sink {
  public:
-  std::function<void(Event)> sink() {
-    return [this](Event e) {
-      std::lock_guard lock(mu_);
-      events_.push_back(std::move(e));
-      cv_.notify_all();
-    };
-  }
-  /// Waits up to `bound` until `pred` holds for the events so far.
+  std::function<void(Event)> sink() { return fn(); }
   bool wait(const std::function<bool(const std::vector<Event>&)>& pred, std::chrono::milliseconds bound = 20s) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, bound, [&] { return pred(events_); });
+    return Sink::wait(pred, bound);
   }
-  std::vector<Event> all() {
-    std::lock_guard lock(mu_);
-    return events_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Event> events_;
+  std::vector<Event> all() { return events(); }
 };
 
 const Event* find(const std::vector<Event>& events, EventKind kind, const std::string& key) {
