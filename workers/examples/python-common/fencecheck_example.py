@@ -134,3 +134,15 @@ def start(program="worker.py"):
               file=sys.stderr)
         sys.exit(1)
     return w
+
+
+def holdings(hold, tries=20, program="worker.py"):
+    """The worker's life: hold() takes the lock once, writes what is left of the job and lets go.
+    It returns None when the job is done, else why it must take the lock again (a write fenced
+    out: never again under that token). Exit status: 0 done, 1 gave up after `tries` holdings."""
+    for attempt in range(1, tries + 1):
+        why = hold()
+        if why is None:
+            return 0
+        print(f"{program}: attempt {attempt}: {why}; re-acquiring", file=sys.stderr)
+    return 1

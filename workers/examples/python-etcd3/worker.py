@@ -20,7 +20,7 @@ import etcd3
 
 # The worker protocol, the chunks, the HTTP service and the job: shared by the Python examples.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "python-common"))
-from fencecheck_example import emit, start  # noqa: E402
+from fencecheck_example import emit, holdings, start  # noqa: E402
 
 LOCK_PREFIX = "/locks/"  # python-etcd3 keeps the lock named N at the key /locks/N (etcd3.Lock.lock_prefix)
 BROKEN_TOKEN = 1         # what the broken worker sends on every write, whoever holds the lock
@@ -59,7 +59,7 @@ def main():
     endpoint = w.lock_endpoint
     client = etcd3.client(host=endpoint.hostname, port=endpoint.port or 2379)
 
-    for attempt in range(1, 21):
+    def hold():
         emit("acquire.invoke", lock=lock_name, ttl_ms=ttl * 1000)
         lock = etcd3.Lock(lock_name[len(LOCK_PREFIX):] + "/lock", ttl=ttl, etcd_client=client)
         # A try-lock, polled: python-etcd3 0.12.0's waiting acquire() raises TypeError under the
@@ -75,7 +75,7 @@ def main():
             value, meta = client.get(lock.key)
             if value != lock.uuid:  # lost between the acquire and this read: the key is not ours
                 emit("acquire.fail", lock=lock_name, detail="the lock key was not ours when read back")
-                continue
+                return "the lock key was not ours"
             token = meta.create_revision
         emit("acquire.ok", lock=lock_name, lock_key=lock.key, token=token, lease_id=lock.lease.id)
         refresher = Refresher(lock, ttl)
@@ -95,10 +95,9 @@ def main():
                 emit("release.ok", lock_key=lock.key, token=token)
             else:
                 emit("release.fail", lock_key=lock.key, detail="the lock key no longer holds our uuid (lease expired)")
-        if stopped is None:
-            return 0
-        print(f"worker.py: attempt {attempt}: write {stopped} under token {token}; re-acquiring", file=sys.stderr)
-    return 1
+        return None if stopped is None else f"write {stopped} under token {token}"
+
+    return holdings(hold)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, LockTimeout, NoNodeError
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "python-common"))
-from fencecheck_example import emit, start  # noqa: E402
+from fencecheck_example import emit, holdings, start  # noqa: E402
 
 BROKEN_TOKEN = 1  # what the broken worker sends on every write, whoever holds the lock
 
@@ -51,7 +51,7 @@ def main():
     # ZOOKEEPER_HOSTS: the connection string, "h:p,h:p" (FENCECHECK_LOCK_ENDPOINTS spells it the same).
     hosts = os.environ.get("ZOOKEEPER_HOSTS") or os.environ["FENCECHECK_LOCK_ENDPOINTS"]
 
-    def hold(_attempt):
+    def hold():
         # One session per holding: the session timeout is the lease (kazoo asks for `timeout`).
         zk = KazooClient(hosts=hosts, timeout=float(ttl))
         zk.start(timeout=10)
@@ -105,12 +105,8 @@ def main():
                 emit("release.fail", lock_key=lock_key, detail="the lock znode was gone (the session expired)")
         return None if stopped is None else f"write {stopped} under token {token}"
 
-    for attempt in range(1, 21):
-        why = hold(attempt)
-        if why is None:
-            return 0
-        print(f"worker.py: attempt {attempt}: {why}; re-acquiring", file=sys.stderr)
-    return 1
+    return holdings(hold)
+
 
 if __name__ == "__main__":
     sys.exit(main())

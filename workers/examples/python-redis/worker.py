@@ -22,7 +22,7 @@ from redis.exceptions import LockNotOwnedError
 
 # The worker protocol, the chunks, the HTTP service and the job: shared by the Python examples.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "python-common"))
-from fencecheck_example import emit, start  # noqa: E402
+from fencecheck_example import emit, holdings, start  # noqa: E402
 
 BROKEN_TOKEN = 1  # what the broken worker sends on every write, whoever holds the lock
 
@@ -91,7 +91,7 @@ def main():
     endpoint = w.lock_endpoint
     client = redis.Redis(host=endpoint.hostname, port=endpoint.port or 6379, socket_timeout=5)
 
-    for attempt in range(1, 21):
+    def hold():
         emit("acquire.invoke", lock=lock_name, ttl_ms=ttl * 1000)
         # thread_local=False: the renewal thread must see the token the main thread acquired with
         # (redis-py keeps it thread-local by default, and reacquire() from another thread would
@@ -100,7 +100,7 @@ def main():
         lock = kind(client, lock_name, timeout=ttl, sleep=0.05, thread_local=False)
         if not lock.acquire(blocking_timeout=30):
             emit("acquire.fail", lock=lock_name, detail="not acquired within 30 s")
-            continue
+            return "not acquired within 30 s"
         token = BROKEN_TOKEN if broken else lock.fence
         emit("acquire.ok", lock=lock_name, lock_key=lock_name, token=token)
         renewer = Renewer(lock, ttl, token)
@@ -120,10 +120,9 @@ def main():
             emit("release.fail", lock_key=lock_name, detail=f"{type(e).__name__}: {e}")
         else:
             emit("release.ok", lock_key=lock_name, token=token)
-        if stopped is None:
-            return 0
-        print(f"worker.py: attempt {attempt}: write {stopped} under token {token}; re-acquiring", file=sys.stderr)
-    return 1
+        return None if stopped is None else f"write {stopped} under token {token}"
+
+    return holdings(hold)
 
 
 if __name__ == "__main__":
