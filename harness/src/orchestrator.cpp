@@ -605,22 +605,17 @@ ScenarioResult Run::execute() {
   // the scenario asked for lock_service.run_suffix): what the workers, checkers and metrics use.
   lock_name_ = sc_.lock_service().lock;
 
-  // 2. The lock service's own history: grants and deletes under the lock prefix.
-  const std::unique_ptr<locks::IssuerWatch> watch = services.lock_service().watch(lock_name_, [this](Event e) {
-    Inbound in;
-    in.event = std::move(e);
-    inbox_.push(std::move(in));
-  });
-  watch_ = watch.get();
-  // lock_service.issuers > 1: every other issuer's history too, each event saying whose it is.
-  std::vector<std::unique_ptr<locks::IssuerWatch>> other_watches;
-  for (int k = 1; k < services.issuer_count(); ++k)
-    other_watches.push_back(services.issuer(k).watch(lock_name_, [this, k](Event e) {
-      e.detail = "issuer " + std::to_string(k + 1) + (e.detail.empty() ? "" : ": " + e.detail);
+  // 2. The lock service's own history: grants and deletes under the lock prefix; with
+  // lock_service.issuers > 1 every issuer's, the events of issuers 2.. saying whose they are.
+  std::vector<std::unique_ptr<locks::IssuerWatch>> watches;
+  for (int k = 0; k < services.issuer_count(); ++k)
+    watches.push_back(services.issuer(k).watch(lock_name_, [this, k](Event e) {
+      if (k > 0) e.detail = "issuer " + std::to_string(k + 1) + (e.detail.empty() ? "" : ": " + e.detail);
       Inbound in;
       in.event = std::move(e);
       inbox_.push(std::move(in));
     }));
+  watch_ = watches.front().get();  // issuer 1: the one lock-service-restart acts on
 
   // 3. Workers.
   notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "workers"); });
@@ -648,8 +643,7 @@ ScenarioResult Run::execute() {
       int code = w.proc->terminate(std::chrono::seconds(2));
       record_exit(w, id, "terminated by the harness, exit " + std::to_string(code));
     }
-  watch->stop();  // let the last deletes arrive, then close the stream
-  for (auto& other : other_watches) other->stop();
+  for (auto& w : watches) w->stop();  // let the last deletes arrive, then close the streams
   for (auto& in : inbox_.drain_until(Clock::now())) {
     if (!in.eof) record(std::move(in.event));
   }

@@ -1,5 +1,6 @@
 #include "fencecheck/harness/services.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 
@@ -23,9 +24,9 @@ struct Services::Impl {
   std::unique_ptr<faults::SystemCommandRunner> runner;
   std::unique_ptr<faults::NetworkLab> lab;
   std::unique_ptr<NetnsScope> hub;
-  std::unique_ptr<locks::LockServiceInstance> lock_service;
-  /// lock_service.issuers > 1: issuers 2.. (index 0 here is issuer 2), each with its own data and log.
-  std::vector<std::unique_ptr<locks::LockServiceInstance>> other_issuers;
+  /// The lock services, issuer 1 first ("the" lock service); with lock_service.issuers > 1 the
+  /// others follow, each with its own data directory and log. Empty once stopped.
+  std::vector<std::unique_ptr<locks::LockServiceInstance>> issuers;
   std::unique_ptr<resources::ResourceInstance> resource;
 };
 
@@ -68,26 +69,28 @@ Services::Services(const Scenario& sc, const RunDirectory& dir, const RunOptions
 
   const auto* lock_kind = locks::find_lock_service_kind(ls.kind);
   if (!lock_kind) throw std::logic_error("lock service kind " + ls.kind + " is not registered");
-  try {
-    impl_->lock_service = lock_kind->open(ls.endpoints, ls.config, lctx);
-  } catch (const locks::LockServiceUnavailable& err) {
-    throw EnvironmentError(std::string(err.what()) + (ls.embedded() ? "" : " (scenario " + sc.source() + ")"));
-  }
-  if (ls.embedded()) impl_->lock_service->advance(ls.prior_revisions);
-  spdlog::info("{}: lock service {}", sc.name(), impl_->lock_service->describe());
-  // The "two issuers" mistake: more lock services of the same kind beside the first, each empty
-  // (a redeploy beside the old one), each in a directory and log of its own.
-  for (int k = 2; k <= ls.issuers; ++k) {
-    locks::LockServiceRunContext other = lctx;
-    other.run_dir = dir.path() / ("issuer-" + std::to_string(k));
-    fs::create_directories(other.run_dir);
-    other.log_path = [&dir, k](const std::string& name) { return dir.log_path(name + "-issuer-" + std::to_string(k)); };
-    try {
-      impl_->other_issuers.push_back(lock_kind->open(ls.endpoints, ls.config, other));
-    } catch (const locks::LockServiceUnavailable& err) {
-      throw EnvironmentError(std::string(err.what()) + " (issuer " + std::to_string(k) + ")");
+  // With lock_service.issuers > 1, the "two issuers" mistake: more lock services of the same kind
+  // beside the first, each empty (a redeploy beside the old one), each in a directory and log of
+  // its own.
+  for (int k = 1; k <= ls.issuers; ++k) {
+    locks::LockServiceRunContext ctx = lctx;
+    if (k > 1) {
+      ctx.run_dir = dir.path() / ("issuer-" + std::to_string(k));
+      fs::create_directories(ctx.run_dir);
+      ctx.log_path = [&dir, k](const std::string& name) { return dir.log_path(name + "-issuer-" + std::to_string(k)); };
     }
-    spdlog::info("{}: issuer {}: lock service {}", sc.name(), k, impl_->other_issuers.back()->describe());
+    try {
+      impl_->issuers.push_back(lock_kind->open(ls.endpoints, ls.config, ctx));
+    } catch (const locks::LockServiceUnavailable& err) {
+      const std::string where = k > 1             ? " (issuer " + std::to_string(k) + ")"
+                                : ls.embedded() ? ""
+                                                : " (scenario " + sc.source() + ")";
+      throw EnvironmentError(std::string(err.what()) + where);
+    }
+    auto& opened = *impl_->issuers.back();
+    if (k == 1 && ls.embedded()) opened.advance(ls.prior_revisions);
+    if (k == 1) spdlog::info("{}: lock service {}", sc.name(), opened.describe());
+    else spdlog::info("{}: issuer {}: lock service {}", sc.name(), k, opened.describe());
   }
   const auto* kind = resources::find_resource_kind(sc.resource().kind);
   if (!kind) throw std::logic_error("resource kind " + sc.resource().kind + " is not registered");
@@ -115,11 +118,10 @@ void Services::stop() {
     impl_->resource->stop();
     impl_->resource.reset();
   }
-  for (auto& other : impl_->other_issuers) other->stop();
-  impl_->other_issuers.clear();
-  if (impl_->lock_service) {
-    impl_->lock_service->stop();
-    impl_->lock_service.reset();
+  // The later issuers first, issuer 1 last (the order they were opened in, reversed).
+  while (!impl_->issuers.empty()) {
+    impl_->issuers.back()->stop();
+    impl_->issuers.pop_back();
   }
   impl_->hub.reset();
   if (impl_->lab) {
@@ -141,20 +143,20 @@ resources::ResourceInstance& Services::resource() const {
 }
 
 locks::LockServiceInstance& Services::lock_service() const {
-  if (!impl_->lock_service) throw std::logic_error("the lock service is stopped");
-  return *impl_->lock_service;
+  if (impl_->issuers.empty()) throw std::logic_error("the lock service is stopped");
+  return *impl_->issuers.front();
 }
 
 locks::LockServiceInstance& Services::issuer(int index) const {
   if (index == 0) return lock_service();
-  if (index < 0 || static_cast<std::size_t>(index) > impl_->other_issuers.size())
+  if (index < 0 || static_cast<std::size_t>(index) >= impl_->issuers.size())
     throw std::out_of_range("no issuer " + std::to_string(index + 1) + " in this run");
-  return *impl_->other_issuers[static_cast<std::size_t>(index - 1)];
+  return *impl_->issuers[static_cast<std::size_t>(index)];
 }
 
-int Services::issuer_count() const { return 1 + static_cast<int>(impl_->other_issuers.size()); }
+int Services::issuer_count() const { return std::max(1, static_cast<int>(impl_->issuers.size())); }
 
-int Services::lock_service_pid() const { return impl_->lock_service ? impl_->lock_service->pid() : 0; }
+int Services::lock_service_pid() const { return impl_->issuers.empty() ? 0 : impl_->issuers.front()->pid(); }
 
 void Services::stop_lock_service() { lock_service().stop_server(); }
 
