@@ -364,16 +364,23 @@ TEST_F(ZooKeeperLock, TheWatchTellsAnExpiryFromAReleaseAndDeliversEverythingBefo
   Events events;
   auto watch = server_->inst->watch(lock, events.sink());
   auto c = server_->client();
+  // Each holding ends only once the history has its grant: a znode created and deleted between two
+  // of the watch's listings would not be in it at all (zookeeper_watch.h).
+  auto granted = [&](const std::string& key) {
+    return events.wait([&](const auto& ev) { return find(ev, EventKind::kLockGrant, key) != nullptr; });
+  };
 
   // 1. A release.
   const locks::Session s1 = c->open_session(5000ms);
   const auto h1 = c->acquire(lock, s1, 5s, {});
   ASSERT_TRUE(h1);
+  ASSERT_TRUE(granted(h1->lock_key));
   ASSERT_TRUE(c->release(lock, *h1, s1).existed);
   // 2. A session closed while holding: a deliberate end.
   const locks::Session s2 = c->open_session(5000ms);
   const auto h2 = c->acquire(lock, s2, 5s, {});
   ASSERT_TRUE(h2);
+  ASSERT_TRUE(granted(h2->lock_key));
   ASSERT_TRUE(c->close_session(s2));
   // 3. A holder killed (no close): its session expires.
   TempDir dir("zk-holder");
@@ -393,6 +400,7 @@ TEST_F(ZooKeeperLock, TheWatchTellsAnExpiryFromAReleaseAndDeliversEverythingBefo
   const locks::Session s5 = c->open_session(5000ms);
   const auto h4 = c->acquire(lock, s4, 5s, {});
   ASSERT_TRUE(h4);
+  ASSERT_TRUE(granted(h4->lock_key));
   const auto by_name = c->release_by_name(lock, s5);
   ASSERT_EQ(by_name.size(), 1u);
   EXPECT_EQ(by_name[0].lock_key, h4->lock_key);
@@ -404,6 +412,7 @@ TEST_F(ZooKeeperLock, TheWatchTellsAnExpiryFromAReleaseAndDeliversEverythingBefo
   // 5. A last release, right before stop(): delivered by the time stop() returns.
   const auto h6 = c->acquire(lock, s5, 5s, {});
   ASSERT_TRUE(h6);
+  ASSERT_TRUE(granted(h6->lock_key));
   ASSERT_TRUE(c->release(lock, *h6, s5).existed);
   watch->stop();
 
@@ -485,6 +494,9 @@ TEST(ZooKeeperRestart, FreshDataTokensGoBackwards) {
   const auto before = c->acquire(lock, s, 5s, {});
   ASSERT_TRUE(before);
   EXPECT_GT(before->token, 200) << "prior_revisions raised the zxid counter";
+  // The watch has seen the grant (a znode created and lost between two of its listings would not
+  // be in the history at all: zookeeper_watch.h).
+  ASSERT_TRUE(events.wait([&](const auto& ev) { return find(ev, EventKind::kLockGrant, before->lock_key) != nullptr; }));
   server.inst->stop_server();
   watch->restarted_fresh();
   server.inst->start_server(true);
