@@ -204,10 +204,15 @@ std::vector<std::string> stop_orphaned_zookeeper(const fs::path& run_dir, bool f
     std::error_code ec;
     const auto p = static_cast<pid_t>(pid);
     const std::string cmd = pid > 1 ? cmdline_of(pid) : "";
-    if (pid <= 1 || config.empty() || harness::process_gone(p) || cmd.find(kMainClass) == std::string::npos ||
-        cmd.find(config) == std::string::npos) {
+    if (pid <= 1 || config.empty() || harness::process_gone(p)) {
+      out.push_back("zookeeper: the embedded server " + (run_dir / kPidFile).string() + " names (pid " +
+                    std::to_string(pid) + ") is gone (it ended with its harness); removed the record");
+      fs::remove(run_dir / kPidFile, ec);
+      return out;
+    }
+    if (cmd.find(kMainClass) == std::string::npos || cmd.find(config) == std::string::npos) {
       out.push_back("zookeeper: " + (run_dir / kPidFile).string() + " names pid " + std::to_string(pid) +
-                    ", which is not this run's ZooKeeper server (gone, or another program); removed the record");
+                    ", which is not this run's ZooKeeper server (another program); left it alone, removed the record");
       fs::remove(run_dir / kPidFile, ec);
       return out;
     }
