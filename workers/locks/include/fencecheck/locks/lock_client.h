@@ -63,7 +63,7 @@ struct Holding {
   std::string lock_key;  ///< the holder's own key (see the top of this file)
   std::int64_t token = 0;  ///< the fencing token (strictly greater than every earlier grant's)
   /// The issuer's ordering number at which the lock was seen held (etcd: the Lock reply's header
-  /// revision; zookeeper: the zxid of the last read; redis: nullopt).
+  /// revision; zookeeper: the lock znode's pzxid when the holder was seen lowest; redis: nullopt).
   std::optional<std::int64_t> revision;
 };
 
@@ -71,7 +71,7 @@ struct Holding {
 struct Released {
   std::string lock_key;
   std::optional<std::int64_t> token;     ///< the deleted key's token, when the issuer tells it
-  std::optional<std::int64_t> revision;  ///< the delete's revision (etcd), else nullopt
+  std::optional<std::int64_t> revision;  ///< the delete's revision (etcd) or zxid (zookeeper), else nullopt
   std::optional<std::int64_t> lease_id;  ///< the deleted key's session, when the issuer tells it
   bool existed = true;  ///< false: the key was already gone (expired, or deleted by someone else)
   bool own = true;      ///< false: release-by-name deleted another holder's key
