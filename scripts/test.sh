@@ -11,30 +11,30 @@ JOBS=${JOBS:-$(nproc)}
 
 scripts/install-deps.sh
 
-echo "== configure ($BUILD: ASan+UBSan)"
+echo "== configure ($BUILD: ASan+UBSan) [${SECONDS}s]"
 # The benchmark programs are not built here: scripts/bench.sh builds them (Release), nothing in the
 # test suite runs them (tests/bench checks their inputs and arithmetic, not the binaries), and under
 # the sanitizers they are minutes of CI's 60 on 2 cores.
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFENCECHECK_SANITIZE=ON \
   -DFENCECHECK_BUILD_BENCH=OFF >/dev/null
-echo "== build"
+echo "== build [${SECONDS}s]"
 cmake --build "$BUILD" -j "$JOBS"
 
 # Sanitizers: stop at the first error; leaks are errors.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
-echo "== scenarios validate"
+echo "== scenarios validate [${SECONDS}s]"
 "$BUILD/bin/fencecheck" validate scenarios/smoke
 "$BUILD/bin/fencecheck" validate scenarios/postgres
 "$BUILD/bin/fencecheck" validate scenarios/redis
 "$BUILD/bin/fencecheck" validate scenarios/zookeeper
 "$BUILD/bin/fencecheck" validate scenarios/examples
 
-echo "== tests"
+echo "== tests [${SECONDS}s]"
 ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" --timeout 600
 
-echo "== residue check"
+echo "== residue check [${SECONDS}s]"
 left=""
 if command -v ip >/dev/null 2>&1; then left+=$(ip netns list 2>/dev/null | grep -E '^fc-' || true); fi
 left+=$(find /sys/fs/cgroup -mindepth 1 -maxdepth 3 -type d -name '*fencecheck*' 2>/dev/null || true)
@@ -42,4 +42,4 @@ left+=$(ps -eo pid=,stat=,comm= | awk '$2 ~ /^T/ && $3 ~ /fencecheck|etcd|redis/
 if [ -n "$left" ]; then
   echo "test.sh: the tests left something behind:"; echo "$left"; exit 1
 fi
-echo "test.sh: all tests passed in $BUILD"
+echo "test.sh: all tests passed in $BUILD [${SECONDS}s]"
