@@ -1,4 +1,5 @@
 #include "fencecheck/harness/report_html.h"
+#include "fencecheck/locks/lock_service_kind.h"
 #include "fencecheck/resources/resource_kind.h"
 
 #include <algorithm>
@@ -34,6 +35,14 @@ std::string num(double v) { return rt::format("%.1f", v); }
 std::string resource_design(const Scenario& sc) {
   const auto* kind = resources::find_resource_kind(sc.resource().kind);
   return kind ? kind->design(sc.resource().config) : sc.resource().fencing();
+}
+/// What the scenario's lock service uses as its fencing token and what a restart does to it, as its
+/// kind says (LockServiceKind::token_description, restart_effect): the lock-service figure's tooltip.
+std::string lock_service_summary(const Scenario& sc) {
+  const auto* kind = locks::find_lock_service_kind(sc.lock_service().kind);
+  if (kind == nullptr) return "";
+  return "fencing token: " + kind->token_description() +
+         ". Restart: " + kind->restart_effect(sc.lock_service().config);
 }
 std::string secs(double s) { return rt::format("%.2f", s); }
 
@@ -566,7 +575,7 @@ void lock_lane(Model& m, Lane& lane) {
       const std::string who = wname.empty() ? "a contender" : wname;
       const std::string label = queued ? who + " queued: token " + std::to_string(token) : who + " granted token " + std::to_string(token);
       lane.mark(std::string("grant") + (queued ? " queued" : ""), i, "mark-" + std::to_string(i), data,
-                "lock key " + e.lock_key + " created " + m.at(e.t_ns) + ": token (create_revision) " + std::to_string(token) +
+                "lock key " + e.lock_key + " created " + m.at(e.t_ns) + ": fencing token " + std::to_string(token) +
                     (e.lease_id ? ", lease " + std::to_string(*e.lease_id) : "") + (queued ? "; it waits behind a lower token" : ""),
                 "<path class=\"grant\" d=\"M" + num(x - 4.5) + " 42 L" + num(x) + " 31 L" + num(x + 4.5) + " 42 Z\"/>", label, x,
                 Align::kStart, "grant-label");
@@ -1353,6 +1362,8 @@ std::string render_report_html(const ReportData& d) {
       << (d.scenario->lease_ttl().count() % 1000 == 0 ? std::to_string(d.scenario->lease_ttl().count() / 1000) + " s"
                                                        : std::to_string(d.scenario->lease_ttl().count()) + " ms")
       << "</b></div>"
+      << "<div>lock service<b id=\"fig-lock-service\" title=\"" << html(lock_service_summary(*d.scenario)) << "\">"
+      << html(d.scenario->lock_service().kind) << "</b></div>"
       << "<div>lock<b id=\"fig-lock\">" << html(d.scenario->lock_service().lock) << "</b></div>"
       << "<div>resource<b>" << html(d.scenario->resource().kind) << "</b></div>"
       << "<div>fencing<b>" << html(resource_design(*d.scenario)) << "</b></div>";

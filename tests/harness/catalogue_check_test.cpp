@@ -489,7 +489,7 @@ TEST(TokenRegression, TheLockServicesGrantsGoingBackwards) {
   ASSERT_EQ(r.anomalies.size(), 1u);
   EXPECT_THAT(r.anomalies[0].evidence, ElementsAre(g40, g3));
   EXPECT_THAT(r.anomalies[0].tokens, ElementsAre(3, 40));
-  EXPECT_THAT(r.anomalies[0].description, HasSubstr("its revision counter went backwards"));
+  EXPECT_THAT(r.anomalies[0].description, HasSubstr("its token counter went backwards"));
 }
 
 TEST(TokenRegression, TheStoresMarkAboveTheIssuersLatestToken) {

@@ -381,6 +381,27 @@ TEST_F(ReportHtml, DrawsALanePerWorkerAndForLockFaultsAndHighWater) {
   EXPECT_THAT(lanes, ::testing::ElementsAre("faults", "lock", "worker:w1", "worker:w2", "high-water:ledger"));
 }
 
+TEST_F(ReportHtml, NamesTheLockServiceAndWhatItsTokenIs) {
+  // The figure's text (between its start tag and </b>) and its title (the tooltip, HTML-escaped).
+  auto figure = [](const std::string& html) {
+    std::string title;
+    for (auto& t : start_tags(html, "b"))
+      if (t["id"] == "fig-lock-service") title = t["title"];
+    const auto at = html.find("id=\"fig-lock-service\"");
+    if (at == std::string::npos) return std::pair<std::string, std::string>{};
+    const auto open = html.find('>', at) + 1;
+    return std::pair{html.substr(open, html.find("</b>", open) - open), title};
+  };
+  const auto [etcd, etcd_title] = figure(page(a));
+  EXPECT_EQ(etcd, "etcd");
+  EXPECT_THAT(etcd_title, HasSubstr("fencing token: the lock key&#39;s create_revision"));
+  // The same history planned on ZooKeeper names ZooKeeper's token.
+  sc = with_lock_service_kind(sc, "zookeeper");
+  const auto [zk, zk_title] = figure(page(a));
+  EXPECT_EQ(zk, "zookeeper");
+  EXPECT_THAT(zk_title, HasSubstr("fencing token: the lock znode&#39;s czxid"));
+}
+
 TEST_F(ReportHtml, MarksThePauseTheHoldingsTheRejectionAndTheExpiry) {
   const std::string html = page(a);
   // w1 paused 6.004 s (its own measurement), shaded with its length.

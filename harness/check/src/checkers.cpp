@@ -1029,7 +1029,7 @@ CheckerResult TokenRegressionChecker::check_with(const History& history, const R
       continue;
     if (!seen.insert({g.lock_key, *g.token}).second) continue;  // a replay, not a grant
     last_grant = i;
-    // Another key with the same create_revision is the same token granted twice: a reset issuer.
+    // Another key with the same token is the same token granted twice: a reset issuer.
     if (top && (*g.token < *history[*top].token ||
                 (*g.token == *history[*top].token && g.lock_key != history[*top].lock_key))) {
       const Event& t = history[*top];
@@ -1037,9 +1037,9 @@ CheckerResult TokenRegressionChecker::check_with(const History& history, const R
       a.name = "token-regression";
       a.tokens = {*g.token, *t.token};
       a.evidence = {*top, i};
-      a.description = "the lock service granted " + g.lock_key + " with token (create_revision) " +
-                      std::to_string(*g.token) + " after it had granted " + t.lock_key + " with " +
-                      std::to_string(*t.token) + ": its revision counter went backwards (a reset issuer)";
+      a.description = "the lock service granted " + g.lock_key + " with fencing token " + std::to_string(*g.token) +
+                      " after it had granted " + t.lock_key + " with " + std::to_string(*t.token) +
+                      ": its token counter went backwards (a reset issuer, or a second issuer beside the first)";
       anomalies.push_back(std::move(a));
     }
     if (!top || *g.token > *history[*top].token) top = i;
