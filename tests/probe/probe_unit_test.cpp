@@ -117,7 +117,7 @@ TEST(ProbeRules, ACorrectResourceHoldsEveryRuleTokenRequiredNeedsAUrl) {
   EXPECT_EQ(top_token.size(), 10u);
   for (const auto& [key, top] : top_token) {
     const auto writes = p.resource.writes();
-    EXPECT_EQ(std::count_if(writes.begin(), writes.end(), [&](const auto& w) { return w.key == key && w.token == top; }), 3)
+    EXPECT_EQ(std::count_if(writes.begin(), writes.end(), [&, key = key, top = top](const auto& w) { return w.key == key && w.token == top; }), 3)
         << key;
   }
 }

@@ -149,7 +149,7 @@ std::vector<UnknownOutcome> find_unknown_outcomes(const History& h, const Histor
   std::vector<UnknownOutcome> out;
   for (std::size_t i : index.of({EventKind::kWriteInfo})) {
     const Event& e = h[i];
-    UnknownOutcome u{i, e.source, e.key, e.segment, e.chunk, e.token};
+    UnknownOutcome u{i, e.source, e.key, e.segment, e.chunk, e.token, R::kUnresolved, std::nullopt, {}};
     const std::string tok = e.token ? std::to_string(*e.token) : std::string("?");
     const std::string effect_suffix = ".effect";
     const bool effect = e.key.size() > effect_suffix.size() &&
