@@ -18,11 +18,12 @@
 #include "fencecheck/faults/partition.h"
 #include "fencecheck/faults/sigstop.h"
 #include "fencecheck/harness/child_process.h"
+#include "fencecheck/workers/worker.h"
 
 namespace fencecheck::harness {
 namespace {
 
-constexpr const char* kFaketimeLib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+constexpr const char* kFaketimeLib = kFaketimeLibrary;  // worker.h
 
 template <typename D>
 std::chrono::microseconds micros(D d) {

@@ -34,6 +34,7 @@
 #include "fencecheck/harness/verdict_json.h"
 #include "fencecheck/proto/event.h"
 #include "fencecheck/proto/worker_protocol.h"
+#include "fencecheck/workers/worker.h"
 
 namespace fencecheck::harness {
 namespace fs = std::filesystem;
@@ -277,16 +278,10 @@ void Run::launch_worker(WorkerState& w) {
     if (d.clock_offset) {
       // libfaketime (Debian's faketime): the worker's CLOCK_REALTIME runs offset; its monotonic
       // clock, which the pause ticker uses, is left alone (FAKETIME_DONT_FAKE_MONOTONIC).
-      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*d.clock_offset).count();
-      spec.env.insert(spec.env.end(),
-                      {{"LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"},
-                       {"FAKETIME", (ms >= 0 ? "+" : "") + std::to_string(static_cast<double>(ms) / 1000.0) + "s"},
-                       {"FAKETIME_DONT_FAKE_MONOTONIC", "1"}});
-      // A sanitizer build of the worker refuses to start with libfaketime preloaded ahead of its
-      // runtime ("ASan runtime does not come first"); the two coexist, so tell ASan not to check.
-      const char* asan = std::getenv("ASAN_OPTIONS");
-      spec.env.emplace_back("ASAN_OPTIONS",
-                            (asan && *asan ? std::string(asan) + ":" : std::string()) + "verify_asan_link_order=0");
+      // faketime_environment() also carries the ASAN_OPTIONS a sanitizer build needs (its doc).
+      for (auto& kv : faketime_environment(std::chrono::duration_cast<std::chrono::milliseconds>(*d.clock_offset),
+                                           std::getenv("ASAN_OPTIONS")))
+        spec.env.push_back(std::move(kv));
     }
   }
   // The reader thread's own count of the channel's lines (it alone touches it).

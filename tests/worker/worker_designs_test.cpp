@@ -374,7 +374,52 @@ TEST_F(WorkerDesignsTest, AbortOnPauseDropsTheHoldingBeforeTheNextWrite) {
 // ---------------------------------------------------------------------------------------------
 // --token-source timestamp (and libfaketime)
 
-constexpr const char* kFaketimeLib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+constexpr const char* kFaketimeLib = kFaketimeLibrary;
+
+std::map<std::string, std::string> faketime_env(std::chrono::milliseconds offset, bool fake_monotonic = false) {
+  std::map<std::string, std::string> env;
+  for (auto& [k, v] : faketime_environment(offset, std::getenv("ASAN_OPTIONS"), fake_monotonic)) env[k] = v;
+  return env;
+}
+
+TEST(FaketimeEnvironment, SpellsTheOffsetAsLibfaketimeReadsItAndKeepsTheCallersAsanOptions) {
+  auto env = [](std::chrono::milliseconds ms, const char* asan, bool mono) {
+    std::map<std::string, std::string> m;
+    for (auto& [k, v] : faketime_environment(ms, asan, mono)) m[k] = v;
+    return m;
+  };
+  auto a = env(-30s, nullptr, false);
+  EXPECT_EQ(a.at("FAKETIME"), "-30s");
+  EXPECT_EQ(a.at("LD_PRELOAD"), kFaketimeLibrary);
+  EXPECT_EQ(a.at("FAKETIME_DONT_FAKE_MONOTONIC"), "1");
+  EXPECT_EQ(a.at("ASAN_OPTIONS"), "verify_asan_link_order=0:allocator_release_to_os_interval_ms=-1");
+  EXPECT_EQ(env(1500ms, "", false).at("FAKETIME"), "+1.5s");
+  EXPECT_EQ(env(-250ms, "", false).at("FAKETIME"), "-0.25s");
+  EXPECT_EQ(env(3007ms, "", false).at("FAKETIME"), "+3.007s");
+  auto b = env(1s, "abort_on_error=1:detect_leaks=1", true);
+  EXPECT_EQ(b.count("FAKETIME_DONT_FAKE_MONOTONIC"), 0u);
+  EXPECT_EQ(b.at("ASAN_OPTIONS"),
+            "abort_on_error=1:detect_leaks=1:verify_asan_link_order=0:allocator_release_to_os_interval_ms=-1");
+}
+
+// The CI failure of 2026-12-02: a sanitizer build of the worker under libfaketime hung before
+// main() (clang's ASan allocator read the clock through libfaketime, which allocated). Which
+// allocation comes first depends on the environment, and `--help` is the path that hung here on
+// every try; a build without the fix hangs and this test times out.
+TEST_F(WorkerDesignsTest, UnderLibfaketimeTheWorkerStartsAndAnswers) {
+  if (!std::filesystem::exists(kFaketimeLib)) GTEST_SKIP() << kFaketimeLib << " missing (apt-get install faketime)";
+  for (bool mono : {false, true}) {
+    bp::environment env = boost::this_process::environment();
+    for (const auto& [name, value] : faketime_env(-30s, mono)) env[name] = value;
+    bp::ipstream out;
+    bp::child child(bp::exe = FENCECHECK_WORKER_BIN, bp::args = std::vector<std::string>{"--help"}, bp::std_out > out,
+                    bp::std_err > bp::null, bp::std_in < bp::null, env);
+    std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+    child.wait();
+    EXPECT_EQ(child.exit_code(), 0) << "fake_monotonic " << mono;
+    EXPECT_NE(text.find("Usage: fencecheck-worker"), std::string::npos) << text;
+  }
+}
 
 TEST_F(WorkerDesignsTest, TimestampTokensFollowTheWallClockAndASkewedClockGivesLowerOnes) {
   if (!std::filesystem::exists(kFaketimeLib)) GTEST_SKIP() << kFaketimeLib << " missing (apt-get install faketime)";
@@ -399,10 +444,7 @@ TEST_F(WorkerDesignsTest, TimestampTokensFollowTheWallClockAndASkewedClockGivesL
   // acquisition attempts).
   // FAKETIME_DONT_FAKE_MONOTONIC=1: the skew is the wall clock's only (libfaketime 0.9.10 would
   // otherwise also shift CLOCK_MONOTONIC and turn every timed condition-variable wait into a hang).
-  std::map<std::string, std::string> env{{"LD_PRELOAD", kFaketimeLib},
-                                         {"FAKETIME", "-30s"},
-                                         {"FAKETIME_DONT_FAKE_MONOTONIC", "1"},
-                                         {"ASAN_OPTIONS", "verify_asan_link_order=0"}};
+  const std::map<std::string, std::string> env = faketime_env(-30s);
   auto skewed = run_worker_process(args("w2", lock, store.url(),
                                         {"--segments", "1", "--chunks", "2", "--chunk-interval-ms", "5", "--token-source",
                                          "timestamp", "--max-acquires", "2"}),
@@ -425,8 +467,7 @@ TEST_F(WorkerDesignsTest, FaketimeWithAFakedMonotonicClockIsRefusedNotAHang) {
   if (!std::filesystem::exists(kFaketimeLib)) GTEST_SKIP() << kFaketimeLib << " missing (apt-get install faketime)";
   auto run = run_worker_process(args("w1", "faked-mono", "http://127.0.0.1:1", {"--token-source", "timestamp"}),
                                 dir_->path() / "faked-mono.err", {},
-                                {{"LD_PRELOAD", kFaketimeLib}, {"FAKETIME", "-30s"},
-                                 {"ASAN_OPTIONS", "verify_asan_link_order=0"}});
+                                faketime_env(-30s, /*fake_monotonic=*/true));
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_TRUE(run.events.empty());
   EXPECT_NE(run.stderr_text.find("FAKETIME_DONT_FAKE_MONOTONIC=1"), std::string::npos) << run.stderr_text;

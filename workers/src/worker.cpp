@@ -910,4 +910,28 @@ int run_worker(const WorkerOptions& options, EventWriter& events, std::stop_toke
   return rc;
 }
 
+std::vector<std::pair<std::string, std::string>> faketime_environment(std::chrono::milliseconds offset,
+                                                                      const char* inherited_asan_options,
+                                                                      bool fake_monotonic) {
+  // FAKETIME's relative form: "+"/"-" then seconds, fractions allowed (libfaketime's README).
+  const auto ms = offset.count();
+  const std::string sign = ms < 0 ? "-" : "+";
+  const auto abs_ms = ms < 0 ? -ms : ms;
+  std::string seconds = std::to_string(abs_ms / 1000);
+  if (abs_ms % 1000 != 0) {
+    std::string frac = std::to_string(abs_ms % 1000);
+    frac.insert(0, 3 - frac.size(), '0');
+    while (frac.back() == '0') frac.pop_back();
+    seconds += "." + frac;
+  }
+  std::vector<std::pair<std::string, std::string>> env{{"LD_PRELOAD", kFaketimeLibrary},
+                                                       {"FAKETIME", sign + seconds + "s"}};
+  if (!fake_monotonic) env.emplace_back("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+  std::string asan = inherited_asan_options != nullptr ? inherited_asan_options : "";
+  if (!asan.empty()) asan += ":";
+  asan += "verify_asan_link_order=0:allocator_release_to_os_interval_ms=-1";
+  env.emplace_back("ASAN_OPTIONS", asan);
+  return env;
+}
+
 }  // namespace fencecheck

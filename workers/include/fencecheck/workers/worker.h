@@ -96,6 +96,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -258,5 +259,28 @@ enum WorkerExit : int {
 /// then releases what is held. Never throws: fatal errors become a `log` event and kWorkerFatal.
 /// Preconditions: validate(options) is empty (otherwise kWorkerBadArgs with a `log` event).
 int run_worker(const WorkerOptions& options, EventWriter& events, std::stop_token stop = {});
+
+/// Debian's libfaketime 0.9.10, the preload library that skews a worker's clock.
+inline constexpr const char* kFaketimeLibrary = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// The environment that runs a program (the reference worker, or any worker built with a
+/// sanitizer) under libfaketime with its CLOCK_REALTIME offset by `offset` (milliseconds, signed):
+/// LD_PRELOAD, FAKETIME ("+1.5s", "-30s"), FAKETIME_DONT_FAKE_MONOTONIC=1 unless `fake_monotonic`
+/// (the worker refuses a faked monotonic clock, see worker_main.cpp), and ASAN_OPTIONS:
+/// `inherited_asan_options` (the caller's own, may be null or empty) followed by two settings a
+/// sanitizer build needs under a preloaded clock, harmless otherwise:
+///  - verify_asan_link_order=0: GCC's shared libasan refuses to start when libfaketime is loaded
+///    ahead of it ("ASan runtime does not come first"); the two coexist.
+///  - allocator_release_to_os_interval_ms=-1: clang's static ASan runtime reads CLOCK_MONOTONIC
+///    inside its allocator the first time a size class is used (to schedule releasing memory to
+///    the OS). Preloaded, that call lands in libfaketime's clock_gettime, whose lazy
+///    initialisation calls dlsym, which allocates: the allocator waits on itself before main()
+///    (seen in CI on 2026-12-02: every worker with a clock_offset hung; which size class comes
+///    first depends on the environment's size, so it hung in one checkout and not in another).
+///    With the release interval off, the allocator never reads the clock.
+/// Pure; thread-safe. Does not check that the library exists (fault_plan.cpp does, before a run).
+std::vector<std::pair<std::string, std::string>> faketime_environment(std::chrono::milliseconds offset,
+                                                                      const char* inherited_asan_options,
+                                                                      bool fake_monotonic = false);
 
 }  // namespace fencecheck
