@@ -232,6 +232,54 @@ TEST(StoreLogDamage, ACompleteRecordThatDoesNotDecodeIsRefusedNotTrimmed) {
   EXPECT_EQ(read_file(path).size(), log.bytes.size() + 8 + payload.size());
 }
 
+// A power cut at every step of a repair (copy, temp file, fdatasync, rename, directory fsync)
+// leaves the old damaged log (refused again, repairable again) or the repaired one; never a log
+// with fewer readable records or a lower mark.
+TEST(StoreLogDamage, ACrashAtAnyStepOfARepairLosesNothing) {
+  TempDir dir;
+  const IssueLog log = make_issue_log(dir.path());
+  const Damage d = issue_damages(log).front();  // the flipped payload byte
+  const std::filesystem::path vdir = "/virtual/repair";
+  int old_log = 0;
+  int new_log = 0;
+  for (std::int64_t step = 1;; ++step) {
+    SCOPED_TRACE("crash at mutating operation " + std::to_string(step) + " of the repair");
+    auto files = std::make_shared<FaultFs>(CrashMode::kTearLastWrite, static_cast<std::uint64_t>(step));
+    files->put(vdir / "store.log", d.bytes);
+    StoreOptions repair;
+    repair.repair_log = true;
+    repair.file_system = files;
+    files->arm(step);
+    bool finished = false;
+    try {
+      auto store = FencedStore::open(vdir, FencingMode::kPerKey, repair);
+      finished = true;  // the repair needed fewer operations than `step`
+    } catch (const StoreLogDamaged&) {
+      FAIL() << "repair refused";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("Input/output error"), std::string::npos) << e.what();
+    }
+    files->restart();
+    StoreOptions plain;
+    plain.file_system = files;
+    try {
+      auto store = FencedStore::open(vdir, FencingMode::kPerKey, plain);
+      ++new_log;
+      EXPECT_EQ(store->high_water().at("ledger"), 139);
+      EXPECT_EQ(store->readback().log.size(), 39u);
+    } catch (const StoreLogDamaged&) {
+      ++old_log;
+      EXPECT_EQ(files->content(vdir / "store.log"), d.bytes);
+      auto store = FencedStore::open(vdir, FencingMode::kPerKey, repair);
+      EXPECT_EQ(store->high_water().at("ledger"), 139);
+    }
+    if (finished) break;
+    ASSERT_LT(step, 50) << "the repair never finished";
+  }
+  EXPECT_GT(old_log, 0);
+  EXPECT_GT(new_log, 0);
+}
+
 // ---------------------------------------------------------------------------------------------
 // After a failed fdatasync every answer is an error (wait_durable's result is acted on).
 
