@@ -6,8 +6,10 @@
 //   {"listening":"127.0.0.1:PORT","fencing":"per-key","pid":N}
 // --fencing per-key|none|global|check-then-write; --check-window-ms N (check-then-write only,
 // default 200) is how long the store lets go of its lock between the check and the write.
+// --repair-log starts on a damaged log anyway, keeping every readable record (store.h, "Recovery").
 // Logs go to stderr. Exit: 0 after a clean stop, 1 when the store or the listener cannot start,
-// 2 on bad arguments.
+// 2 on bad arguments, 3 when the log is damaged beyond a torn tail (nothing changed; the message
+// names the file, the byte offset and the record; --repair-log starts it).
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -62,6 +64,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off")->capture_default_str();
+  bool repair_log = false;
+  app.add_flag("--repair-log", repair_log,
+               "start even when the log is damaged beyond a torn tail (otherwise refused, exit 3): keep every "
+               "readable record and each key's highest token among them, copy the damaged file to "
+               "store.log.damaged.N, write the repaired log atomically, and report what was lost");
 
   try {
     app.parse(argc, argv);
@@ -110,10 +117,15 @@ int main(int argc, char** argv) {
   try {
     fencecheck::StoreOptions store_options;
     store_options.check_window = std::chrono::milliseconds(check_window_ms);
-    auto store = fencecheck::FencedStore::open(data_dir, *mode, store_options);
-    const auto& rec = store->recovery();
-    spdlog::info("opened {} ({} records replayed{})", store->log_path().string(), rec.records,
-                 rec.truncated_bytes ? ", " + std::to_string(rec.truncated_bytes) + " torn bytes truncated" : "");
+    store_options.repair_log = repair_log;
+    std::unique_ptr<fencecheck::FencedStore> store;
+    try {
+      store = fencecheck::FencedStore::open(data_dir, *mode, store_options);
+    } catch (const fencecheck::StoreLogDamaged& e) {
+      spdlog::error("{}", e.what());
+      return 3;
+    }
+    spdlog::info("opened {} ({})", store->log_path().string(), store->recovery().summary());
 
     fencecheck::StoreServerOptions options;
     options.host = address.first;

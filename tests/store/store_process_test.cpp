@@ -11,6 +11,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <mutex>
@@ -25,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fencecheck/proto/chunk.h"
+#include "fencecheck/resources/store.h"
 #include "fencecheck/resources/store_client.h"
 #include "temp_dir.h"
 
@@ -297,6 +301,66 @@ TEST(StoreProcess, ASecondStoreOnTheSameDirectoryExitsOne) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 1);
   EXPECT_NE(second.drain_err().find("in use by another store"), std::string::npos);
+}
+
+// Issue 14, failing input 1, through the real binary: 40 records with tokens 100..139 for one key,
+// one byte flipped inside record 20 (0-based; seq 21). Refused with exit 3 and a message naming
+// the file, the byte offset and the record; the file is untouched. --repair-log starts it, the
+// mark stays 139 and token 125 is answered 409.
+TEST(StoreProcess, ADamagedLogIsRefusedWithExitThreeAndRepairKeepsTheMark) {
+  TempDir dir;
+  const auto path = dir.path() / "store.log";
+  std::size_t record20 = 0;
+  {
+    auto store = FencedStore::open(dir.path(), FencingMode::kPerKey);
+    for (int i = 0; i < 40; ++i) {
+      if (i == 20) record20 = static_cast<std::size_t>(std::filesystem::file_size(path));
+      ASSERT_TRUE(store->write(WriteRequest{"ledger", 0, i, FencingToken(100 + i), "w1",
+                                            encode_chunk(ChunkHeader{"w1", 100 + i, "ledger", 0, i}, 64)})
+                      .accepted);
+    }
+  }
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  bytes[record20 + 8 + 20] = static_cast<char>(bytes[record20 + 8 + 20] ^ 0x01);
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << bytes;
+  }
+
+  Child refused({"--data-dir", dir.path().string()});
+  EXPECT_EQ(refused.read_line(), "");  // never listened
+  const std::string err = refused.drain_err();
+  const int status = refused.wait();
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 3) << err;
+  EXPECT_NE(err.find(path.string()), std::string::npos) << err;
+  EXPECT_NE(err.find("byte offset " + std::to_string(record20)), std::string::npos) << err;
+  EXPECT_NE(err.find("record #21"), std::string::npos) << err;
+  EXPECT_NE(err.find("--repair-log"), std::string::npos) << err;
+  EXPECT_EQ(std::filesystem::file_size(path), bytes.size());
+
+  Child help({"--help"});
+  EXPECT_NE(help.rest_of_stdout().find("--repair-log"), std::string::npos);
+  (void)help.wait();
+
+  auto s = start_store(dir.path(), "per-key", {"--repair-log"});
+  StoreClient c(s.url);
+  auto stale = c.write("ledger", 0, 99, FencingToken(125), "stale",
+                       encode_chunk(ChunkHeader{"stale", 125, "ledger", 0, 99}, 64));
+  EXPECT_EQ(stale.outcome, WriteOutcome::kRejected) << stale.error;
+  EXPECT_EQ(stale.http_status, 409);
+  EXPECT_EQ(stale.high_water, 139);
+  EXPECT_EQ(c.readback().log.size(), 39u);
+  s.child->signal(SIGTERM);
+  EXPECT_EQ(s.child->wait(), 0);
+  const std::string log = s.child->drain_err();
+  EXPECT_NE(log.find("REPAIRED"), std::string::npos) << log;
+  EXPECT_NE(log.find("1 record(s) lost"), std::string::npos) << log;
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "store.log.damaged.1"));
 }
 
 TEST(StoreProcess, BadArgumentsExitTwoWithAMessage) {
