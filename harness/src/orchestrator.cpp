@@ -257,7 +257,6 @@ void Run::launch_worker(WorkerState& w) {
     if (job.kind != JobKind::kSegments) {
       spec.args.insert(spec.args.end(), {"--job", std::string(to_string(job.kind))});
       if (job.kind == JobKind::kCounter) spec.args.insert(spec.args.end(), {"--increments", std::to_string(job.increments)});
-      if (job.kind == JobKind::kSideEffect) spec.args.insert(spec.args.end(), {"--effect", std::string(to_string(job.effect))});
     }
     const auto& d = w.spec->design;
     if (d.retry_same_token) spec.args.emplace_back("--retry-same-token");

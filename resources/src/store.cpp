@@ -755,8 +755,8 @@ void FencedStore::apply_locked(std::int64_t seq, const WriteRequest& r) {
 void FencedStore::apply_counter_locked(std::int64_t seq, const CounterWriteRequest& r) {
   raise_marks_locked(r.key, r.token.value(), seq);
   counters_[r.key] = Counter{r.value, seq};
-  // The read-back's log shows a counter write as chunk -1 with the new value as its segment.
-  log_.push_back(AcceptedWrite{seq, r.key, r.value, -1, r.token.value(), r.client});
+  // The read-back's log shows a counter write with fields of its own (kind counter, value).
+  log_.push_back(AcceptedWrite{seq, r.key, kNoSlot, kNoSlot, r.token.value(), r.client, WriteKind::kCounter, r.value});
   last_seq_ = seq;
 }
 
@@ -885,7 +885,8 @@ WriteResult FencedStore::write_counter(const CounterWriteRequest& r) {
   std::unique_lock lock(mu_);
   if (failed_ || closing_) return closed_result_locked();
   return fenced_mutation_locked(
-      lock, r.key, r.token, r.client, RejectedWrite{r.key, r.value, -1, r.token.value(), r.client, 0},
+      lock, r.key, r.token, r.client,
+      RejectedWrite{r.key, kNoSlot, kNoSlot, r.token.value(), r.client, 0, WriteKind::kCounter, r.value},
       [&](std::int64_t seq) {
         append_counter_record(pending_, seq, r);
         apply_counter_locked(seq, r);

@@ -1,13 +1,24 @@
 #include "fencecheck/resources/store_server.h"
 
+#include <netdb.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
+#include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -31,7 +42,6 @@ using detail::shown;
 
 constexpr const char* kTokenHeader = "Fencing-Token";
 constexpr const char* kClientHeader = "Fencecheck-Client";
-constexpr const char* kEffectHeader = "Fencecheck-Effect";
 constexpr const char* kCounterPattern = R"(/v1/counters/(.*))";
 constexpr const char* kEffectPattern = R"(/v1/effects/(.*))";
 constexpr const char* kChunkPattern = R"(/v1/keys/(.*)/segments/([^/]*)/chunks/([^/]*))";
@@ -100,7 +110,170 @@ const std::vector<Route>& routes() {
   return r;
 }
 
-// Reaches httplib's listening socket: to deepen its backlog and to release it when never run.
+// httplib's Stream over one accepted connection, as its own SocketStream (poll-based timeouts, a
+// 4 KiB read buffer, MSG_NOSIGNAL sends), that also records the bytes of each request's head as
+// they are read (httplib reads a head one byte at a time, so the record ends exactly at its blank
+// line). One per connection, so bytes read ahead are never dropped between keep-alive requests.
+class RawHeadStream final : public httplib::Stream {
+ public:
+  RawHeadStream(int sock, std::chrono::microseconds read_timeout, std::chrono::microseconds write_timeout)
+      : sock_(sock), read_timeout_(read_timeout), write_timeout_(write_timeout) {}
+
+  /// Starts recording the next request's head.
+  void begin_request() {
+    head_.clear();
+    head_done_ = false;
+  }
+  /// The recorded head, or nullptr when it ran past kMaxHead (httplib refuses such a request).
+  [[nodiscard]] const std::string* head() const { return head_.size() > kMaxHead ? nullptr : &head_; }
+  /// Bytes read from the socket and not yet consumed.
+  [[nodiscard]] bool buffered() const { return off_ < len_; }
+
+  bool is_readable() const override { return buffered() || wait_for(POLLIN, read_timeout_); }
+  bool is_writable() const override { return wait_for(POLLOUT, write_timeout_) && alive(); }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (!buffered()) {
+      if (!wait_for(POLLIN, read_timeout_)) return -1;
+      ssize_t n;
+      do {
+        n = ::recv(sock_, buf_.data(), buf_.size(), 0);
+      } while (n < 0 && errno == EINTR);
+      if (n <= 0) return n;
+      off_ = 0;
+      len_ = static_cast<std::size_t>(n);
+    }
+    const std::size_t take = std::min(size, len_ - off_);
+    std::memcpy(ptr, buf_.data() + off_, take);
+    record(std::string_view(buf_.data() + off_, take));
+    off_ += take;
+    return static_cast<ssize_t>(take);
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!is_writable()) return -1;
+    ssize_t n;
+    do {
+      n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    return n;
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { address_of(::getpeername, ip, port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { address_of(::getsockname, ip, port); }
+  socket_t socket() const override { return sock_; }
+
+ private:
+  static constexpr std::size_t kMaxHead = 64 * 1024;
+
+  void record(std::string_view bytes) {
+    for (char c : bytes) {
+      if (head_done_) return;
+      if (head_.size() > kMaxHead) {
+        head_done_ = true;
+        return;
+      }
+      head_.push_back(c);
+      const std::string_view h = head_;
+      if (h.size() >= 2 && h.substr(h.size() - 2) == "\n\n") head_done_ = true;
+      if (h.size() >= 4 && h.substr(h.size() - 4) == "\r\n\r\n") head_done_ = true;
+    }
+  }
+
+  bool wait_for(short events, std::chrono::microseconds timeout) const {
+    pollfd p{sock_, events, 0};
+    const int ms = static_cast<int>((timeout.count() + 999) / 1000);
+    int rc;
+    do {
+      rc = ::poll(&p, 1, ms);
+    } while (rc < 0 && errno == EINTR);
+    return rc > 0 && (p.revents & (events | POLLHUP | POLLERR)) != 0;
+  }
+
+  // httplib's is_socket_alive: nothing to read, or something to read (not EOF).
+  bool alive() const {
+    pollfd p{sock_, POLLIN, 0};
+    if (::poll(&p, 1, 0) == 0) return true;
+    char c;
+    return ::recv(sock_, &c, 1, MSG_PEEK) > 0;
+  }
+
+  template <typename Get>
+  void address_of(Get get, std::string& ip, int& port) const {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    if (get(sock_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return;
+    char host[NI_MAXHOST];
+    char serv[NI_MAXSERV];
+    if (::getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof host, serv, sizeof serv,
+                      NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+      return;
+    ip = host;
+    port = std::atoi(serv);
+  }
+
+  int sock_;
+  std::chrono::microseconds read_timeout_;
+  std::chrono::microseconds write_timeout_;
+  std::array<char, 4096> buf_{};
+  std::size_t off_ = 0;
+  std::size_t len_ = 0;
+  std::string head_;
+  bool head_done_ = true;
+};
+
+// The connection whose request this thread is handling (RawHeadStream records its head exactly as
+// it came off the socket); nullptr outside a request.
+// cpp-httplib 0.11.4's parser drops a header line whose value is empty and percent-decodes the
+// values it keeps, so "Fencing-Token:" looks absent and "Fencing-Token: %31%32" looks like "12";
+// the handlers judge the fencing headers from these bytes instead (raw_header_values).
+thread_local const RawHeadStream* t_request_stream = nullptr;
+
+bool is_ows(char c) { return c == ' ' || c == '\t'; }
+
+// RFC 9110 §5.5: a field value excludes its leading and trailing whitespace (OWS: SP, HTAB).
+std::string_view trim_ows(std::string_view v) {
+  while (!v.empty() && is_ows(v.front())) v.remove_prefix(1);
+  while (!v.empty() && is_ows(v.back())) v.remove_suffix(1);
+  return v;
+}
+
+bool same_name(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+  return true;
+}
+
+// Every value of header `name` (case-insensitive) in the current request's recorded head, as sent
+// (untrimmed, not decoded), in order; nullopt when no head was recorded (then httplib's parse is
+// all there is).
+std::optional<std::vector<std::string>> raw_header_values(std::string_view name) {
+  const std::string* recorded = t_request_stream == nullptr ? nullptr : t_request_stream->head();
+  if (recorded == nullptr) return std::nullopt;
+  std::vector<std::string> out;
+  std::string_view head = *recorded;
+  bool request_line = true;
+  while (!head.empty()) {
+    const auto eol = head.find('\n');
+    std::string_view line = head.substr(0, eol);
+    head = eol == std::string_view::npos ? std::string_view{} : head.substr(eol + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (request_line) {
+      request_line = false;
+      continue;
+    }
+    if (line.empty()) break;  // the blank line that ends the head
+    const auto colon = line.find(':');
+    if (colon != std::string_view::npos && same_name(line.substr(0, colon), name))
+      out.emplace_back(line.substr(colon + 1));
+  }
+  return out;
+}
+
+
+// Reaches httplib's listening socket: to deepen its backlog and to release it when never run; and
+// serves each connection through RawHeadStream.
 class HttpServer : public httplib::Server {
  public:
   // cpp-httplib 0.11.4 listens with a backlog of 5: a burst of 64 workers connecting at once
@@ -113,6 +286,44 @@ class HttpServer : public httplib::Server {
   void close_listener() {
     auto sock = svr_sock_.exchange(INVALID_SOCKET);
     if (sock != INVALID_SOCKET) ::close(sock);
+  }
+
+ private:
+  // cpp-httplib 0.11.4's own connection loop (detail::process_server_socket), on RawHeadStream
+  // instead of its SocketStream: up to keep_alive_max_count_ requests per connection, each waited
+  // for up to keep_alive_timeout_sec_, the last answered with Connection: close; the request
+  // itself is httplib's process_request. Its handlers find the head in t_request_stream.
+  bool process_and_close_socket(socket_t sock) override {
+    using std::chrono::microseconds;
+    using std::chrono::seconds;
+    RawHeadStream strm(sock, seconds(read_timeout_sec_) + microseconds(read_timeout_usec_),
+                       seconds(write_timeout_sec_) + microseconds(write_timeout_usec_));
+    bool ret = false;
+    for (std::size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET && next_request(strm); --left) {
+      bool connection_closed = false;
+      strm.begin_request();
+      t_request_stream = &strm;
+      ret = process_request(strm, left == 1, connection_closed, nullptr);
+      t_request_stream = nullptr;
+      if (!ret || connection_closed) break;
+    }
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return ret;
+  }
+
+  // httplib's keep_alive(): true once the connection has bytes to read; false after
+  // keep_alive_timeout_sec_ without any, on an error, or once the server stops.
+  bool next_request(const RawHeadStream& strm) const {
+    if (strm.buffered()) return true;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(keep_alive_timeout_sec_);
+    for (;;) {
+      pollfd p{strm.socket(), POLLIN, 0};
+      const int rc = ::poll(&p, 1, 10);
+      if (rc > 0) return true;
+      if (rc < 0 && errno != EINTR) return false;
+      if (svr_sock_ == INVALID_SOCKET || std::chrono::steady_clock::now() > deadline) return false;
+    }
   }
 };
 
@@ -225,29 +436,35 @@ struct StoreServer::Impl {
 
 namespace {
 
-// The Fencing-Token and Fencecheck-Client headers every mutation carries. "" or the 400 message.
+// Every value of header `name`: as sent, from the recorded head (raw_header_values); httplib's
+// parse only when there is no record.
+std::vector<std::string> header_values(const httplib::Request& req, const char* name) {
+  if (auto raw = raw_header_values(name)) return *std::move(raw);
+  std::vector<std::string> out;
+  const auto [first, last] = req.headers.equal_range(name);
+  for (auto it = first; it != last; ++it) out.push_back(it->second);
+  return out;
+}
+
+// The Fencing-Token and Fencecheck-Client headers every mutation carries, each exactly once, its
+// value trimmed of optional whitespace (RFC 9110 §5.5) and nothing else. "" or the 400 message.
 std::string parse_token_and_client(const httplib::Request& req, FencingToken& token_out, std::string& client_out) {
-  const auto tokens = req.get_header_value_count(kTokenHeader);
-  if (tokens == 0) return std::string("missing header ") + kTokenHeader + ": every write must carry its fencing token";
-  if (tokens > 1) return std::string("header ") + kTokenHeader + " given " + std::to_string(tokens) + " times: send exactly one";
-  const TokenParse token = parse_token(req.get_header_value(kTokenHeader));
+  const auto tokens = header_values(req, kTokenHeader);
+  if (tokens.empty()) return std::string("missing header ") + kTokenHeader + ": every write must carry its fencing token";
+  if (tokens.size() > 1)
+    return std::string("header ") + kTokenHeader + " given " + std::to_string(tokens.size()) + " times: send exactly one";
+  const TokenParse token = parse_token(trim_ows(tokens.front()));
   if (!token.ok) return std::string("bad header ") + kTokenHeader + ": " + token.error;
   token_out = token.token;
 
-  const auto clients = req.get_header_value_count(kClientHeader);
-  if (clients == 0) return std::string("missing header ") + kClientHeader + ": every write must name its writer";
-  if (clients > 1)
-    return std::string("header ") + kClientHeader + " given " + std::to_string(clients) + " times: send exactly one";
-  client_out = req.get_header_value(kClientHeader);
+  const auto clients = header_values(req, kClientHeader);
+  if (clients.empty()) return std::string("missing header ") + kClientHeader + ": every write must name its writer";
+  if (clients.size() > 1)
+    return std::string("header ") + kClientHeader + " given " + std::to_string(clients.size()) + " times: send exactly one";
+  client_out = std::string(trim_ows(clients.front()));
   if (auto why = name_problem("client", client_out, kMaxClientBytes); !why.empty())
     return std::string("bad header ") + kClientHeader + ": " + why;
   return "";
-}
-
-std::string join_names(const std::vector<std::string_view>& names) {
-  std::string out;
-  for (auto n : names) out += (out.empty() ? "" : "|") + std::string(n);
-  return out;
 }
 
 }  // namespace
@@ -294,16 +511,9 @@ void StoreServer::Impl::handle_effect(const httplib::Request& req, httplib::Resp
   e.key = req.matches[1].str();
   if (auto why = name_problem("key", e.key, kMaxKeyBytes); !why.empty()) return reply_error(res, 400, why);
   if (auto why = parse_token_and_client(req, e.token, e.client); !why.empty()) return reply_error(res, 400, why);
-  const auto modes = req.get_header_value_count(kEffectHeader);
-  const std::string allowed = join_names(effect_mode_names());
-  if (modes == 0) return reply_error(res, 400, std::string("missing header ") + kEffectHeader + ": one of " + allowed);
-  if (modes > 1)
-    return reply_error(res, 400, std::string("header ") + kEffectHeader + " given " + std::to_string(modes) + " times: send exactly one");
-  const std::string mode_text = req.get_header_value(kEffectHeader);
-  const auto mode = effect_mode_from_name(mode_text);
-  if (!mode)
-    return reply_error(res, 400, std::string("bad header ") + kEffectHeader + ": '" + shown(mode_text) + "' is not one of " + allowed);
-  e.mode = *mode;
+  // The guard is the store's configuration, never the request's: a Fencecheck-Effect header
+  // (sent by clients before issue 14) is not read, so it can neither loosen nor tighten it.
+  e.mode = options.effect_mode;
   e.id = req.body;
   if (auto why = effect_id_problem(e.id); !why.empty()) return reply_error(res, 400, why + " (the body is the effect id)");
 
@@ -313,17 +523,19 @@ void StoreServer::Impl::handle_effect(const httplib::Request& req, httplib::Resp
   } catch (const std::invalid_argument& err) {
     return reply_error(res, 400, err.what());
   }
+  const std::string mode(effect_mode_name(e.mode));
   switch (r.status) {
     case EffectStatus::kApplied:
       count_effect(e.key, e.client, e.mode, "applied");
-      return reply_json(res, 200, {{"applied", true}, {"high_water", r.high_water}, {"seq", r.seq}});
+      return reply_json(res, 200, {{"applied", true}, {"mode", mode}, {"high_water", r.high_water}, {"seq", r.seq}});
     case EffectStatus::kDuplicate:
       count_effect(e.key, e.client, e.mode, "duplicate");
-      return reply_json(res, 200, {{"applied", false}, {"duplicate", true}, {"high_water", r.high_water},
-                                   {"seq", r.seq}, {"error", r.error}});
+      return reply_json(res, 200, {{"applied", false}, {"duplicate", true}, {"mode", mode},
+                                   {"high_water", r.high_water}, {"seq", r.seq}, {"error", r.error}});
     case EffectStatus::kRejected:
       count_effect(e.key, e.client, e.mode, "rejected");
-      return reply_json(res, 409, {{"applied", false}, {"high_water", r.high_water}, {"seq", r.seq}, {"error", r.error}});
+      return reply_json(res, 409, {{"applied", false}, {"mode", mode}, {"high_water", r.high_water}, {"seq", r.seq},
+                                   {"error", r.error}});
     case EffectStatus::kFailed:
       return reply_error(res, 500, r.error);
   }

@@ -249,16 +249,20 @@ TEST(FencedStoreCounters, FencedReadModifyWriteIsExact) {
 
   const StoreSnapshot snap = store->snapshot();
   EXPECT_EQ(snap.counters, (std::map<std::string, std::int64_t>{{"hits", 2}}));
-  // Each accepted counter write is in the log as chunk -1 with the new value as its segment.
+  // Each accepted counter write is in the log as a counter write with its new value (no slot).
   ASSERT_EQ(snap.readback.log.size(), 2u);
-  EXPECT_EQ(snap.readback.log[0].chunk, -1);
-  EXPECT_EQ(snap.readback.log[0].segment, 1);
-  EXPECT_EQ(snap.readback.log[1].segment, 2);
+  EXPECT_EQ(snap.readback.log[0].kind, WriteKind::kCounter);
+  EXPECT_EQ(snap.readback.log[0].value, 1);
+  EXPECT_EQ(snap.readback.log[0].segment, kNoSlot);
+  EXPECT_EQ(snap.readback.log[0].chunk, kNoSlot);
+  EXPECT_EQ(snap.readback.log[1].kind, WriteKind::kCounter);
+  EXPECT_EQ(snap.readback.log[1].value, 2);
   EXPECT_EQ(snap.readback.log[1].token, 7);
   EXPECT_EQ(snap.readback.log[1].client, "w2");
   ASSERT_EQ(snap.readback.rejections.size(), 1u);
-  EXPECT_EQ(snap.readback.rejections[0].chunk, -1);
-  EXPECT_EQ(snap.readback.rejections[0].segment, 1);
+  EXPECT_EQ(snap.readback.rejections[0].kind, WriteKind::kCounter);
+  EXPECT_EQ(snap.readback.rejections[0].value, 1);
+  EXPECT_EQ(snap.readback.rejections[0].chunk, kNoSlot);
   EXPECT_EQ(snap.readback.rejections[0].token, 5);
   EXPECT_EQ(snap.readback.rejections[0].high_water, 7);
   EXPECT_TRUE(snap.readback.chunks.empty()) << "counters are not chunk slots";

@@ -201,6 +201,8 @@ struct EffectRequest {
   std::string id;       ///< the effect's identity, e.g. "w1:seg2"; 1..kMaxEffectIdBytes of [A-Za-z0-9_.:-]
   FencingToken token;   ///< >= 0
   std::string client;   ///< 1..kMaxClientBytes of [A-Za-z0-9_.-]
+  /// The guard. StoreServer fills it from its configuration (StoreServerOptions::effect_mode),
+  /// never from the HTTP request: how an effect is guarded is the resource's design.
   EffectMode mode = EffectMode::kFenced;
 };
 
@@ -418,8 +420,9 @@ class FencedStore {
 
   /// Sets a counter, fenced exactly as write() (same rule, same mark as chunk writes to the key,
   /// same check-then-write window). Accepted: logged durably, the counter takes `value`, the log
-  /// (read-back) gets an entry with chunk = -1 and segment = value. Rejected: recorded in the
-  /// read-back's rejections with chunk = -1 and segment = the value refused. Throws
+  /// (read-back) gets an entry of kind WriteKind::kCounter with `value` (segment and chunk
+  /// kNoSlot). Rejected: recorded in the read-back's rejections the same way, with the value
+  /// refused. Throws
   /// std::invalid_argument for a bad key/client, a negative value or token.
   [[nodiscard]] WriteResult write_counter(const CounterWriteRequest& request);
 

@@ -16,16 +16,22 @@
 //       is allowed). Fenced exactly like a chunk write to the key; replies as the chunk PUT:
 //       200 {"accepted":true,"high_water":N,"seq":S} / 409 {"accepted":false,"high_water":N,"error"}
 //   POST /v1/effects/{key}
-//       headers Fencing-Token, Fencecheck-Client, Fencecheck-Effect: fenced|unfenced|idempotent;
-//       body: the effect id, [A-Za-z0-9_.:-]{1,256} (e.g. "w1:seg2")
-//       200 {"applied":true,"high_water":N,"seq":S}                          performed, durable
-//       200 {"applied":false,"duplicate":true,"high_water":N,"seq":S,"error"} idempotent repeat, ignored
-//       409 {"applied":false,"high_water":N,"seq":S,"error":"..."}          fenced (not performed)
+//       headers Fencing-Token, Fencecheck-Client; body: the effect id, [A-Za-z0-9_.:-]{1,256}
+//       (e.g. "w1:seg2"). Guarded by the store's configured effect mode
+//       (StoreServerOptions::effect_mode, fencecheck-store --effect-mode), never by the request:
+//       how an effect is guarded is the resource's design. A Fencecheck-Effect header (which
+//       clients before issue 14 sent to choose the mode) is not read at all: whatever it says, a
+//       store configured fenced answers a token below the mark 409. Every reply says the mode
+//       that guarded it ("mode").
+//       200 {"applied":true,"mode":M,"high_water":N,"seq":S}                           performed, durable
+//       200 {"applied":false,"duplicate":true,"mode":M,"high_water":N,"seq":S,"error"} idempotent repeat, ignored
+//       409 {"applied":false,"mode":M,"high_water":N,"seq":S,"error":"..."}            fenced (not performed)
 //     (every effect request, whatever its outcome, is recorded durably with its seq)
 //   GET /v1/readback  200 fencecheck::ReadBack JSON (fencecheck/proto/readback.h) plus
 //       "effects":[{"key","id","token","client","seq","applied":true|false}] (every effect request,
-//       by seq) and "counters":{"<key>":N}; counter writes appear in "log" with chunk -1 and
-//       segment = the new value, and their rejections in "rejections" the same way.
+//       by seq) and "counters":{"<key>":N}; counter writes appear in "log" as
+//       {"seq","key","kind":"counter","value":N,"token","client"} (no segment or chunk), and their
+//       rejections in "rejections" the same way (plus "high_water").
 //   GET /healthz      200 "ok" (503 {"error":...} once the store has failed)
 //   GET /metrics      200 Prometheus text format 0.0.4:
 //       fencecheck_store_writes_total{key,client,result="accepted"|"rejected"}  counter (chunks and counters)
@@ -34,6 +40,14 @@
 //       fencecheck_store_fsyncs_total                                           counter
 //   anything else: 404 (unknown path) or 405 (known path, wrong method; Allow header set).
 // Every 4xx changes nothing in the store, and its "error" says exactly what was wrong.
+//
+// Fencing-Token and Fencecheck-Client are read from the request head as sent (cpp-httplib 0.11.4
+// would drop an empty header line and percent-decode the others), each exactly once. Optional
+// whitespace (SP, HTAB) around a value is not part of it (RFC 9110 §5.5) and is trimmed:
+// "Fencing-Token:  34 " is token 34. Nothing else is forgiven: "12a", "1 2", "+5" and "%31%32"
+// are 400 "bad header Fencing-Token: token '...' is not a number: ...", an empty or all-whitespace
+// value is 400 "bad header Fencing-Token: token is empty: ...", and only a request without the
+// header line is 400 "missing header Fencing-Token: ...".
 #pragma once
 
 #include <chrono>
@@ -57,6 +71,11 @@ struct StoreServerOptions {
   std::size_t threads = 128;              ///< worker threads: one per concurrent connection
   std::chrono::seconds read_timeout{30};  ///< per socket read (a client stalled mid-request)
   std::chrono::seconds write_timeout{30}; ///< per socket write
+  /// How POST /v1/effects/{key} guards every side effect (effect_mode.h): the resource's design,
+  /// fixed for the server's life (the harness sets it from the scenario's job.effect). fenced: the
+  /// same token check as a write to the key; unfenced: always performed (partial fencing, catalogue
+  /// item 8); idempotent: performed once per (key, effect id) (item 11). No request can change it.
+  EffectMode effect_mode = EffectMode::kFenced;
 };
 
 /// Splits "host:port" or "[v6]:port" into host and port. Throws std::invalid_argument with a
