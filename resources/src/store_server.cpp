@@ -647,9 +647,13 @@ void StoreServer::Impl::setup() {
     std::string what = "unknown exception";
     try {
       std::rethrow_exception(std::move(ep));
+    } catch (const StoreFailed& e) {
+      // The store failed (an fdatasync or write error): 503 like a write after the failure, since
+      // its state in memory may hold what the disk does not (store.h, StoreFailed).
+      return reply_error(res, 503, e.what());
     } catch (const std::exception& e) {
       what = e.what();
-    } catch (...) {
+    } catch (...) {  // not a std::exception: nothing more to tell than "unknown exception"
     }
     spdlog::error("fencecheck-store: request handler threw: {}", what);
     reply_error(res, 500, "internal error: " + what);
