@@ -43,11 +43,7 @@ Services::Services(const Scenario& sc, const RunDirectory& dir, const RunOptions
   rctx.run_id = dir.run_id();
   // How the resource guards side effects is its design, fixed when it starts (issue 14): the
   // scenario's job.effect configures it; the workers cannot choose it per request.
-  if (sc.job().kind == JobKind::kSideEffect) {
-    const auto mode = fencecheck::effect_mode_from_name(to_string(sc.job().effect));
-    if (!mode) throw std::logic_error("effect mode " + std::string(to_string(sc.job().effect)) + " has no wire name");
-    rctx.effect_mode = *mode;
-  }
+  if (sc.job().kind == JobKind::kSideEffect) rctx.effect_mode = sc.job().effect;
   locks::LockServiceRunContext lctx;
   lctx.run_dir = dir.path();
   lctx.log_path = rctx.log_path;

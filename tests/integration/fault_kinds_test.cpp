@@ -399,8 +399,9 @@ TEST_P(KillNineDuringFault, CleanupLeavesNothingBehind) {
 
   // The embedded ZooKeeper runs now (its JVM names the run's zookeeper.cfg), so its end below is
   // the harness's death's doing (PR_SET_PDEATHSIG) or cleanup's.
-  if (c.lock_service == "zookeeper" && c.fault.find("lock-service-restart") == std::string::npos)
+  if (c.lock_service == "zookeeper" && c.fault.find("lock-service-restart") == std::string::npos) {
     EXPECT_FALSE(processes_naming((dir / "zookeeper.cfg").string()).empty()) << "no ZooKeeper server runs";
+  }
   ASSERT_EQ(::kill(harness.id(), SIGKILL), 0);
   harness.wait();
 

@@ -15,6 +15,7 @@
 #include "fencecheck/resources/store_client.h"
 #include "fencecheck/resources/store_server.h"
 #include "../support/raw_http_server.h"
+#include "fault_fs.h"
 #include "temp_dir.h"
 
 using namespace fencecheck;
@@ -609,6 +610,34 @@ TEST(StoreClientTest, ABadBaseUrlIsRefusedUpFront) {
   EXPECT_NO_THROW(StoreClient("http://127.0.0.1:80"));
   EXPECT_NO_THROW(StoreClient("http://127.0.0.1:80/"));
   EXPECT_NO_THROW(StoreClient("http://[::1]:80"));
+}
+
+TEST(StoreFailedOverHttp, AfterAFailedFdatasyncEveryAnswerIs503NamingTheFailure) {
+  // The log lives in FaultFs (fault_fs.h), whose fdatasync can be made to fail.
+  auto files = std::make_shared<fencecheck::testing::FaultFs>(fencecheck::testing::CrashMode::kDropUnsynced, 1);
+  StoreOptions options;
+  options.file_system = files;
+  auto store = FencedStore::open("/virtual/store", FencingMode::kPerKey, options);
+  StoreServer server(*store, {});
+  server.start();
+  httplib::Client cli("127.0.0.1", server.port());
+  const httplib::Headers w1{{"Fencing-Token", "5"}, {"Fencecheck-Client", "w1"}};
+  auto ok = cli.Put("/v1/counters/hits", w1, "1", "text/plain");
+  ASSERT_TRUE(ok);
+  ASSERT_EQ(ok->status, 200) << ok->body;
+  ASSERT_EQ(cli.Get("/v1/readback")->status, 200);
+
+  files->set_fail_sync(true);
+  auto failed = cli.Put("/v1/counters/hits", w1, "2", "text/plain");
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(failed->status, 503) << failed->body;
+  // Reads are answered from state the disk may not hold: refused too, with the I/O error.
+  for (const std::string path : {"/v1/readback", "/v1/counters/hits", "/healthz"}) {
+    auto r = cli.Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 503) << path << ": " << r->body;
+    EXPECT_NE(r->body.find("fdatasync"), std::string::npos) << path << ": " << r->body;
+  }
 }
 
 TEST(StoreClientTest, NoReplyIsUnknownAndReadBackThrowsNamingTheUrl) {
