@@ -183,6 +183,21 @@ class NobodyChild {
   NobodyChild(const NobodyChild&) = delete;
   NobodyChild& operator=(const NobodyChild&) = delete;
   [[nodiscard]] pid_t pid() const { return pid_; }
+  /// Waits (bounded) until the child runs `sleep` as nobody: before that it is still root in this
+  /// session, and a SIGCONT to it would be allowed.
+  [[nodiscard]] bool wait_ready() const {
+    return fctest::wait_until(
+        [&] {
+          std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+          bool name = false, uid = false;
+          for (std::string line; std::getline(status, line);) {
+            name = name || line == "Name:\tsleep";
+            uid = uid || line.rfind("Uid:\t65534\t", 0) == 0;
+          }
+          return name && uid;
+        },
+        std::chrono::seconds(10));
+  }
 
  private:
   pid_t pid_ = -1;
@@ -220,7 +235,7 @@ std::string without_cap_kill(F fn) {
 TEST(SigstopHealFailure, ARefusedSigcontIsNotAHealAndALaterHealRetries) {
   REQUIRE_ROOT();
   NobodyChild child;
-  ASSERT_TRUE(fctest::wait_state(child.pid(), [](char s) { return s == 'S' || s == 'R'; }));
+  ASSERT_TRUE(child.wait_ready());
   auto ref = ProcessRef::of(child.pid());
   ASSERT_TRUE(ref);
   SigstopFault fault(*ref, "w1");
@@ -246,7 +261,7 @@ TEST(SigstopHealFailure, AFailedHealIsNotRecordedAndCleanupStillSeesIt) {
   REQUIRE_ROOT();
   auto path = temp_ledger("sigstop.ledger");
   NobodyChild child;
-  ASSERT_TRUE(fctest::wait_state(child.pid(), [](char s) { return s == 'S' || s == 'R'; }));
+  ASSERT_TRUE(child.wait_ready());
   SigstopFault fault(*ProcessRef::of(child.pid()), "w1");
   FaultLedger ledger(path, "r1");
   const auto id = ledger.record_inject(fault);
