@@ -200,7 +200,8 @@ TEST(HarnessExit, CleanupOnAnUnreadableRunRootExits2NamingItAndWhy) {
   const fs::path runs = work / "runs";
   fs::create_directories(runs / "r1");
   fs::permissions(runs, fs::perms::owner_all);
-  const fs::path out = work / "stdout.txt", err = work / "stderr.txt";
+  // Files of their own: boost.process opens an existing file without truncating it.
+  const fs::path out = work / "nobody-stdout.txt", err = work / "nobody-stderr.txt";
   bp::child c(bp::search_path("setpriv"), "--reuid=65534", "--regid=65534", "--clear-groups", FENCECHECK_BIN, "cleanup",
               "--run-root", runs.string(), bp::std_out > out.string(), bp::std_err > err.string(), bp::std_in < bp::null,
               bp::start_dir = work.string());
