@@ -149,7 +149,8 @@ void EventWriter::emit(Event e) {
   try {
     out_ << to_json_line(e) << '\n';
     out_.flush();
-  } catch (...) {
+  } catch (const std::exception& err) {  // the event is lost: say which, on stderr (the worker's log)
+    spdlog::error("event {} not written: {}", kind_name(e.kind), err.what());
   }
 }
 

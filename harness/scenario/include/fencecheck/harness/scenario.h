@@ -129,7 +129,7 @@ inline constexpr std::string_view kDefaultSubnet = "10.213.0.0/24";
 /// pause (sigstop, freeze, self-stop): what `expect.pause_tolerance` compares against.
 [[nodiscard]] bool stops_process(FaultKind k);
 
-/// The anomaly names a scenario's `expect.anomalies` may list (design.md's list plus
+/// The anomaly names a scenario's `expect.anomalies` may list (docs/architecture.md, "Checkers", plus
 /// corrupt-chunk), in that order.
 [[nodiscard]] const std::vector<std::string>& known_anomalies();
 [[nodiscard]] bool is_known_anomaly(std::string_view name);
