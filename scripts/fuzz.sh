@@ -7,9 +7,10 @@
 #
 #   scripts/fuzz.sh [-t SECONDS] [-r RUNS] [TARGET...]
 #     -t SECONDS  time per target (default 10; FUZZ_TIME)
-#     -r RUNS     stop a target after RUNS executions instead (default: no limit; FUZZ_RUNS)
+#     -r RUNS     also stop a target after RUNS executions (default: no limit; FUZZ_RUNS)
 #     TARGET      store_request store_log scenario worker_line report (default: all)
-#   FENCECHECK_FUZZ_BUILD (default build-fuzz), JOBS (default nproc).
+#   FENCECHECK_FUZZ_BUILD (default build-fuzz), JOBS (default nproc); FUZZ_SKIP_BUILD=1 runs the
+#   programs already built (e.g. a second fuzz.sh beside a first, on other targets).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -22,7 +23,7 @@ while getopts "t:r:" opt; do
   case $opt in
     t) TIME=$OPTARG ;;
     r) RUNS=$OPTARG ;;
-    *) sed -n '2,13p' "$0"; exit 2 ;;
+    *) sed -n '2,15p' "$0"; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -36,11 +37,15 @@ if ! command -v clang++ >/dev/null 2>&1; then
 fi
 launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-echo "== fuzz: configure + build $BUILD (clang, fuzzer+ASan+UBSan)"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
-  -DFENCECHECK_FUZZ=ON "${launcher[@]}" >/dev/null
-cmake --build "$BUILD" --target fencecheck_fuzz -j "$JOBS"
-echo "== fuzz: built in $((SECONDS - start))s"
+if [ "${FUZZ_SKIP_BUILD:-0}" = 1 ]; then
+  echo "== fuzz: FUZZ_SKIP_BUILD=1: using $BUILD as built"
+else
+  echo "== fuzz: configure + build $BUILD (clang, fuzzer+ASan+UBSan)"
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+    -DFENCECHECK_FUZZ=ON "${launcher[@]}" >/dev/null
+  cmake --build "$BUILD" --target fencecheck_fuzz -j "$JOBS"
+  echo "== fuzz: built in $((SECONDS - start))s"
+fi
 
 # Scratch space: tmpfs when there is one (the store targets fdatasync), removed at the end.
 shm=/dev/shm; [ -d "$shm" ] && [ -w "$shm" ] || shm=${TMPDIR:-/tmp}
