@@ -42,9 +42,12 @@ using detail::shown;
 
 constexpr const char* kTokenHeader = "Fencing-Token";
 constexpr const char* kClientHeader = "Fencecheck-Client";
-constexpr const char* kCounterPattern = R"(/v1/counters/(.*))";
-constexpr const char* kEffectPattern = R"(/v1/effects/(.*))";
-constexpr const char* kChunkPattern = R"(/v1/keys/(.*)/segments/([^/]*)/chunks/([^/]*))";
+constexpr std::string_view kCounterPrefix = "/v1/counters/";  // GET|PUT /v1/counters/{key}
+constexpr std::string_view kEffectPrefix = "/v1/effects/";    // POST /v1/effects/{key}
+// httplib hands every request of every method to Impl::route (which routes by plain string
+// matching, the same code handle() runs in process): "[\s\S]*" matches any path, also one whose
+// percent-decoding holds a newline (which "." would not match).
+constexpr const char* kAnyPath = R"([\s\S]*)";
 
 std::string dump(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -72,20 +75,30 @@ std::string parse_index(std::string_view what, std::string_view text, std::int64
   return "";
 }
 
-// True for /v1/keys/{key}/segments/{segment}/chunks/{chunk} with segment and chunk free of '/'
-// (the key may hold anything: it is validated, with a precise message, by the PUT handler). The
-// same language as kChunkPattern, which httplib matches greedily, so the last "/segments/" wins.
-bool is_chunk_path(std::string_view path) {
+// The parts of /v1/keys/{key}/segments/{segment}/chunks/{chunk}, with segment and chunk free of
+// '/' (the key may hold anything: it is validated, with a precise message, by the PUT handler).
+// The language of the regex /v1/keys/(.*)/segments/([^/]*)/chunks/([^/]*) matched greedily, so
+// the last "/segments/" wins. nullopt when the path is not of that shape.
+struct ChunkPath {
+  std::string key, segment, chunk;
+};
+std::optional<ChunkPath> split_chunk_path(std::string_view path) {
   constexpr std::string_view kKeys = "/v1/keys/";
   constexpr std::string_view kSegments = "/segments/";
   constexpr std::string_view kChunks = "/chunks/";
-  if (path.substr(0, kKeys.size()) != kKeys) return false;
+  if (path.substr(0, kKeys.size()) != kKeys) return std::nullopt;
   const auto chunks = path.rfind(kChunks);
-  if (chunks == std::string_view::npos || path.find('/', chunks + kChunks.size()) != std::string_view::npos) return false;
+  if (chunks == std::string_view::npos || path.find('/', chunks + kChunks.size()) != std::string_view::npos)
+    return std::nullopt;
   const auto segments = path.substr(0, chunks).rfind(kSegments);
-  if (segments == std::string_view::npos || segments + 1 < kKeys.size()) return false;
-  return path.substr(segments + kSegments.size(), chunks - segments - kSegments.size()).find('/') == std::string_view::npos;
+  if (segments == std::string_view::npos || segments < kKeys.size()) return std::nullopt;
+  const auto segment = path.substr(segments + kSegments.size(), chunks - segments - kSegments.size());
+  if (segment.find('/') != std::string_view::npos) return std::nullopt;
+  return ChunkPath{std::string(path.substr(kKeys.size(), segments - kKeys.size())), std::string(segment),
+                   std::string(path.substr(chunks + kChunks.size()))};
 }
+
+bool is_chunk_path(std::string_view path) { return split_chunk_path(path).has_value(); }
 
 bool has_prefix(std::string_view path, std::string_view prefix) { return path.substr(0, prefix.size()) == prefix; }
 
@@ -100,9 +113,8 @@ struct Route {
 const std::vector<Route>& routes() {
   static const std::vector<Route> r{
       {is_chunk_path, "PUT", "PUT /v1/keys/{key}/segments/{segment}/chunks/{chunk}"},
-      {[](std::string_view p) { return has_prefix(p, "/v1/counters/"); }, "GET, HEAD, PUT",
-       "GET|PUT /v1/counters/{key}"},
-      {[](std::string_view p) { return has_prefix(p, "/v1/effects/"); }, "POST", "POST /v1/effects/{key}"},
+      {[](std::string_view p) { return has_prefix(p, kCounterPrefix); }, "GET, HEAD, PUT", "GET|PUT /v1/counters/{key}"},
+      {[](std::string_view p) { return has_prefix(p, kEffectPrefix); }, "POST", "POST /v1/effects/{key}"},
       {[](std::string_view p) { return p == "/v1/readback"; }, "GET, HEAD", "GET /v1/readback"},
       {[](std::string_view p) { return p == "/healthz"; }, "GET, HEAD", "GET /healthz"},
       {[](std::string_view p) { return p == "/metrics"; }, "GET, HEAD", "GET /metrics"},
@@ -383,7 +395,13 @@ struct StoreServer::Impl {
     writes.Add({{"key", key}, {"client", client}, {"result", result}}).Increment();
   }
 
-  void handle_put(const httplib::Request& req, httplib::Response& res);
+  /// Every request httplib parsed: routes it by method and path to the handlers below, or answers
+  /// 405 (known path, wrong method; Allow set) or 404.
+  void route(const httplib::Request& req, httplib::Response& res);
+  /// The body of httplib's own refusals (413 body over the limit, 414, 400 malformed, CONNECT and
+  /// TRACE), which reach the error handler with an empty body.
+  void describe_refusal(const httplib::Request& req, httplib::Response& res) const;
+  void handle_put(const httplib::Request& req, httplib::Response& res, const ChunkPath& path);
   /// Runs one fenced mutation (a chunk or a counter write) and replies: 200 accepted, 409 fenced
   /// (with the high-water mark), 400 for a request the store calls invalid, 500 on failure.
   template <typename Write>
@@ -406,9 +424,9 @@ struct StoreServer::Impl {
     }
     reply_error(res, 500, "unknown write status");
   }
-  void handle_counter_get(const httplib::Request& req, httplib::Response& res);
-  void handle_counter_put(const httplib::Request& req, httplib::Response& res);
-  void handle_effect(const httplib::Request& req, httplib::Response& res);
+  void handle_counter_get(const std::string& key, httplib::Response& res);
+  void handle_counter_put(const httplib::Request& req, httplib::Response& res, const std::string& key);
+  void handle_effect(const httplib::Request& req, httplib::Response& res, const std::string& key);
   void handle_readback(httplib::Response& res);
   void count_effect(const std::string& key, const std::string& client, EffectMode mode, const char* result) {
     effects.Add({{"key", key}, {"client", client}, {"mode", std::string(effect_mode_name(mode))}, {"result", result}})
@@ -467,14 +485,38 @@ std::string parse_token_and_client(const httplib::Request& req, FencingToken& to
   return "";
 }
 
+// A handler that threw: 500 with what it said (the exception handler's answer).
+void reply_exception(httplib::Response& res, std::exception_ptr ep) {
+  std::string what = "unknown exception";
+  try {
+    std::rethrow_exception(std::move(ep));
+  } catch (const StoreFailed& e) {
+    // The store failed (an fdatasync or write error): 503 like a write after the failure, since
+    // its state in memory may hold what the disk does not (store.h, StoreFailed).
+    return reply_error(res, 503, e.what());
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "unknown exception (not a std::exception)";
+  }
+  spdlog::error("fencecheck-store: request handler threw: {}", what);
+  reply_error(res, 500, "internal error: " + what);
+}
+
+std::string join_names(const std::vector<std::string_view>& names) {
+  std::string out;
+  for (auto n : names) out += (out.empty() ? "" : "|") + std::string(n);
+  return out;
+}
+
 }  // namespace
 
-void StoreServer::Impl::handle_put(const httplib::Request& req, httplib::Response& res) {
+void StoreServer::Impl::handle_put(const httplib::Request& req, httplib::Response& res, const ChunkPath& path) {
   WriteRequest w;
-  w.key = req.matches[1].str();
+  w.key = path.key;
   if (auto why = name_problem("key", w.key, kMaxKeyBytes); !why.empty()) return reply_error(res, 400, why);
-  if (auto why = parse_index("segment", req.matches[2].str(), w.segment); !why.empty()) return reply_error(res, 400, why);
-  if (auto why = parse_index("chunk", req.matches[3].str(), w.chunk); !why.empty()) return reply_error(res, 400, why);
+  if (auto why = parse_index("segment", path.segment, w.segment); !why.empty()) return reply_error(res, 400, why);
+  if (auto why = parse_index("chunk", path.chunk, w.chunk); !why.empty()) return reply_error(res, 400, why);
   if (auto why = parse_token_and_client(req, w.token, w.client); !why.empty()) return reply_error(res, 400, why);
 
   if (req.body.empty()) return reply_error(res, 400, "body is empty: a chunk must carry at least one byte");
@@ -486,16 +528,15 @@ void StoreServer::Impl::handle_put(const httplib::Request& req, httplib::Respons
   reply_write(res, w.key, w.client, [&] { return store.write(w); });
 }
 
-void StoreServer::Impl::handle_counter_get(const httplib::Request& req, httplib::Response& res) {
-  const std::string key = req.matches[1].str();
+void StoreServer::Impl::handle_counter_get(const std::string& key, httplib::Response& res) {
   if (auto why = name_problem("key", key, kMaxKeyBytes); !why.empty()) return reply_error(res, 400, why);
   const CounterReading c = store.read_counter(key);
   reply_json(res, 200, {{"value", c.value}, {"high_water", c.high_water}});
 }
 
-void StoreServer::Impl::handle_counter_put(const httplib::Request& req, httplib::Response& res) {
+void StoreServer::Impl::handle_counter_put(const httplib::Request& req, httplib::Response& res, const std::string& key) {
   CounterWriteRequest w;
-  w.key = req.matches[1].str();
+  w.key = key;
   if (auto why = name_problem("key", w.key, kMaxKeyBytes); !why.empty()) return reply_error(res, 400, why);
   if (auto why = parse_token_and_client(req, w.token, w.client); !why.empty()) return reply_error(res, 400, why);
   std::string_view body = req.body;
@@ -506,9 +547,9 @@ void StoreServer::Impl::handle_counter_put(const httplib::Request& req, httplib:
   reply_write(res, w.key, w.client, [&] { return store.write_counter(w); });
 }
 
-void StoreServer::Impl::handle_effect(const httplib::Request& req, httplib::Response& res) {
+void StoreServer::Impl::handle_effect(const httplib::Request& req, httplib::Response& res, const std::string& key) {
   EffectRequest e;
-  e.key = req.matches[1].str();
+  e.key = key;
   if (auto why = name_problem("key", e.key, kMaxKeyBytes); !why.empty()) return reply_error(res, 400, why);
   if (auto why = parse_token_and_client(req, e.token, e.client); !why.empty()) return reply_error(res, 400, why);
   // The guard is the store's configuration, never the request's: a Fencecheck-Effect header
@@ -569,94 +610,95 @@ void StoreServer::Impl::handle_metrics(httplib::Response& res) {
   res.set_content(prometheus::TextSerializer().Serialize(registry->Collect()), "text/plain; version=0.0.4");
 }
 
+void StoreServer::Impl::route(const httplib::Request& req, httplib::Response& res) {
+  const std::string_view path = req.path;
+  const std::string& method = req.method;
+  const bool get = method == "GET" || method == "HEAD";  // httplib answers HEAD as GET without the body
+  if (method == "PUT") {
+    if (auto chunk = split_chunk_path(path)) return handle_put(req, res, *chunk);
+  }
+  if (has_prefix(path, kCounterPrefix)) {
+    const std::string key(path.substr(kCounterPrefix.size()));
+    if (get) return handle_counter_get(key, res);
+    if (method == "PUT") return handle_counter_put(req, res, key);
+  }
+  if (method == "POST" && has_prefix(path, kEffectPrefix))
+    return handle_effect(req, res, std::string(path.substr(kEffectPrefix.size())));
+  if (get && path == "/v1/readback") return handle_readback(res);
+  if (get && path == "/healthz") {
+    auto st = store.stats();
+    if (st.failed) return reply_error(res, 503, "store failed: " + st.failure);
+    res.status = 200;
+    return res.set_content("ok", "text/plain");
+  }
+  if (get && path == "/metrics") return handle_metrics(res);
+
+  // Everything else: 405 on a known path with the wrong method, 404 otherwise.
+  for (const auto& r : routes()) {
+    if (r.matches(path)) {
+      res.set_header("Allow", r.allow);
+      return reply_error(res, 405, "method " + method + " is not allowed on " + shown(path) + "; allowed: " + r.allow);
+    }
+  }
+  std::string known;
+  for (const auto& r : routes()) known += (known.empty() ? "" : ", ") + std::string(r.shape);
+  reply_error(res, 404, "no such path: " + method + " " + shown(path) + " (known: " + known + ")");
+}
+
+void StoreServer::Impl::describe_refusal(const httplib::Request& req, httplib::Response& res) const {
+  std::string message;
+  switch (res.status) {
+    case 413: {
+      auto length = req.get_header_value("Content-Length");
+      message = (length.empty() ? std::string("body is") : "body is " + length + " bytes,") + " over the maximum of " +
+                std::to_string(options.max_body_bytes) + " bytes";
+      break;
+    }
+    case 414:
+      message = "request URI is too long";
+      break;
+    case 400:
+      if (req.method == "CONNECT" || req.method == "TRACE") {
+        res.status = 405;
+        message = "method " + req.method + " is not supported";
+      } else if ((req.method == "PUT" || req.method == "POST" || req.method == "PATCH") &&
+                 !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+        message = "body is empty or unframed: a " + req.method +
+                  " needs a Content-Length (or chunked transfer encoding) and, for a chunk, at least one byte";
+      } else {
+        message = "malformed HTTP request (bad request line, header, or body framing)";
+      }
+      break;
+    default:
+      message = "HTTP status " + std::to_string(res.status);
+  }
+  reply_error(res, res.status, message);
+}
+
 void StoreServer::Impl::setup() {
   svr.new_task_queue = [n = options.threads] { return new httplib::ThreadPool(n); };
   svr.set_payload_max_length(options.max_body_bytes);
   svr.set_read_timeout(options.read_timeout);
   svr.set_write_timeout(options.write_timeout);
 
-  svr.Put(kChunkPattern, [this](const httplib::Request& req, httplib::Response& res) { handle_put(req, res); });
-  svr.Get(kCounterPattern, [this](const httplib::Request& req, httplib::Response& res) { handle_counter_get(req, res); });
-  svr.Put(kCounterPattern, [this](const httplib::Request& req, httplib::Response& res) { handle_counter_put(req, res); });
-  svr.Post(kEffectPattern, [this](const httplib::Request& req, httplib::Response& res) { handle_effect(req, res); });
-  svr.Get("/v1/readback", [this](const httplib::Request&, httplib::Response& res) { handle_readback(res); });
-  svr.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
-    auto st = store.stats();
-    if (st.failed) return reply_error(res, 503, "store failed: " + st.failure);
-    res.status = 200;
-    res.set_content("ok", "text/plain");
-  });
-  svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { handle_metrics(res); });
-
-  // Everything else: 405 on a known path with the wrong method, 404 otherwise. Registered last,
-  // for every method, as plain handlers so httplib reads (and bounds) the body first.
-  auto fallback = [](const httplib::Request& req, httplib::Response& res) {
-    for (const auto& route : routes()) {
-      if (route.matches(req.path)) {
-        res.set_header("Allow", route.allow);
-        return reply_error(res, 405, "method " + req.method + " is not allowed on " + shown(req.path) + "; allowed: " +
-                                         route.allow);
-      }
-    }
-    std::string known;
-    for (const auto& route : routes()) known += (known.empty() ? "" : ", ") + std::string(route.shape);
-    reply_error(res, 404, "no such path: " + req.method + " " + shown(req.path) + " (known: " + known + ")");
-  };
-  svr.Get(".*", fallback);
-  svr.Post(".*", fallback);
-  svr.Put(".*", fallback);
-  svr.Patch(".*", fallback);
-  svr.Delete(".*", fallback);
-  svr.Options(".*", fallback);
+  const auto route_all = [this](const httplib::Request& req, httplib::Response& res) { route(req, res); };
+  svr.Get(kAnyPath, route_all);  // GET and HEAD
+  svr.Post(kAnyPath, route_all);
+  svr.Put(kAnyPath, route_all);
+  svr.Patch(kAnyPath, route_all);
+  svr.Delete(kAnyPath, route_all);
+  svr.Options(kAnyPath, route_all);
 
   // httplib's own refusals (body over the limit, malformed request, CONNECT/TRACE) come here with
   // an empty body; handler replies already carry theirs.
   svr.set_error_handler(httplib::Server::HandlerWithResponse(
       [this](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        std::string message;
-        switch (res.status) {
-          case 413: {
-            auto length = req.get_header_value("Content-Length");
-            message = (length.empty() ? std::string("body is") : "body is " + length + " bytes,") + " over the maximum of " +
-                      std::to_string(options.max_body_bytes) + " bytes";
-            break;
-          }
-          case 414:
-            message = "request URI is too long";
-            break;
-          case 400:
-            if (req.method == "CONNECT" || req.method == "TRACE") {
-              res.status = 405;
-              message = "method " + req.method + " is not supported";
-            } else if ((req.method == "PUT" || req.method == "POST" || req.method == "PATCH") &&
-                       !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
-              message = "body is empty or unframed: a " + req.method +
-                        " needs a Content-Length (or chunked transfer encoding) and, for a chunk, at least one byte";
-            } else {
-              message = "malformed HTTP request (bad request line, header, or body framing)";
-            }
-            break;
-          default:
-            message = "HTTP status " + std::to_string(res.status);
-        }
-        reply_error(res, res.status, message);
+        describe_refusal(req, res);
         return httplib::Server::HandlerResponse::Handled;
       }));
   svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(std::move(ep));
-    } catch (const StoreFailed& e) {
-      // The store failed (an fdatasync or write error): 503 like a write after the failure, since
-      // its state in memory may hold what the disk does not (store.h, StoreFailed).
-      return reply_error(res, 503, e.what());
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {  // not a std::exception: nothing more to tell than "unknown exception"
-    }
-    spdlog::error("fencecheck-store: request handler threw: {}", what);
-    reply_error(res, 500, "internal error: " + what);
+    reply_exception(res, std::move(ep));
   });
 }
 
@@ -669,6 +711,7 @@ StoreServer::StoreServer(FencedStore& store, StoreServerOptions options)
   if (o.threads == 0) throw std::invalid_argument("server threads must be at least 1");
   if (o.port < 0 || o.port > 65535) throw std::invalid_argument("port " + std::to_string(o.port) + " is not 0..65535");
   impl_->setup();
+  if (!o.listen) return;  // in process only: handle() answers, nothing binds
   if (o.port == 0) {
     impl_->bound_port = impl_->svr.bind_to_any_port(o.host);
   } else {
@@ -697,7 +740,32 @@ std::string StoreServer::address() const {
 
 std::string StoreServer::base_url() const { return "http://" + address(); }
 
+StoreHttpResponse StoreServer::handle(const StoreHttpRequest& request) {
+  httplib::Request req;
+  req.method = request.method;
+  req.path = request.path;
+  for (const auto& [name, value] : request.headers) req.headers.emplace(name, value);
+  req.body = request.body;
+  httplib::Response res;
+  if (req.body.size() > impl_->options.max_body_bytes) {
+    res.status = 413;  // what httplib answers before routing (set_payload_max_length)
+    impl_->describe_refusal(req, res);
+  } else {
+    try {
+      impl_->route(req, res);
+    } catch (...) {
+      reply_exception(res, std::current_exception());
+    }
+  }
+  StoreHttpResponse out;
+  out.status = res.status;
+  out.body = std::move(res.body);
+  for (const auto& [name, value] : res.headers) out.headers.emplace_back(name, value);
+  return out;
+}
+
 bool StoreServer::run() {
+  if (!impl_->options.listen) return false;
   impl_->in_run = true;
   bool ok = true;
   if (!impl_->stop_requested) ok = impl_->svr.listen_after_bind();

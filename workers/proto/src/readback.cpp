@@ -1,6 +1,8 @@
 #include "fencecheck/proto/readback.h"
 
+#include <cstdint>
 #include <stdexcept>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -13,6 +15,13 @@ template <typename T>
 T field(const nlohmann::json& j, const char* name, const char* where) {
   auto it = j.find(name);
   if (it == j.end()) throw std::invalid_argument(std::string(where) + ": missing field '" + name + "'");
+  // An integer field takes JSON integers in its range only: nlohmann's get<int64_t>() converts a
+  // float (1e20) or an unsigned above 2^63-1 with undefined behaviour (found by
+  // tests/fuzz/report_fuzz.cpp: tests/fuzz/regressions/report/readback-token-beyond-int64).
+  if constexpr (std::is_same_v<T, std::int64_t>) {
+    if (!it->is_number_integer() || (it->is_number_unsigned() && it->get<std::uint64_t>() > INT64_MAX))
+      throw std::invalid_argument(std::string(where) + ": field '" + name + "' must be an integer in -2^63..2^63-1");
+  }
   try {
     return it->get<T>();
   } catch (const nlohmann::json::exception&) {

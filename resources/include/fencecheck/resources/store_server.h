@@ -54,6 +54,8 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "fencecheck/resources/store.h"
 
@@ -76,6 +78,28 @@ struct StoreServerOptions {
   /// same token check as a write to the key; unfenced: always performed (partial fencing, catalogue
   /// item 8); idempotent: performed once per (key, effect id) (item 11). No request can change it.
   EffectMode effect_mode = EffectMode::kFenced;
+  /// false: bind no socket at all; port() is 0, run() returns false at once, and only handle()
+  /// answers requests. For driving the routes in process (the fuzz target
+  /// tests/fuzz/store_request_fuzz.cpp).
+  bool listen = true;
+};
+
+/// One request as the routes see it once HTTP has been parsed: the method ("GET", "PUT", ...;
+/// HEAD is answered as GET), the percent-decoded path without the query, the headers (names
+/// compared case-insensitively, as in HTTP), and the body.
+struct StoreHttpRequest {
+  std::string method;
+  std::string path;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+};
+
+/// The answer the server would send for it: status, headers the route set (e.g. Allow, and
+/// Content-Type), body.
+struct StoreHttpResponse {
+  int status = 0;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
 };
 
 /// Splits "host:port" or "[v6]:port" into host and port. Throws std::invalid_argument with a
@@ -109,6 +133,12 @@ class StoreServer {
   bool run();
   /// Serves on a background thread; returns at once (requests already queue from construction).
   void start();
+  /// Answers one request in process, without a socket: the same routing and handlers a
+  /// connection reaches, after the checks httplib makes first that are the store's (a body over
+  /// max_body_bytes: 413). A handler's exception is a 500, as on the wire. Thread-safe like the
+  /// server's own handler threads (any number at once).
+  [[nodiscard]] StoreHttpResponse handle(const StoreHttpRequest& request);
+
   /// Stops accepting, finishes in-flight requests, makes run() return. Idempotent; never throws.
   void stop() noexcept;
 
