@@ -419,8 +419,8 @@ struct StoreServer::Impl {
       case WriteStatus::kRejected:
         count_write(key, client, "rejected");
         return reply_json(res, 409, {{"accepted", false}, {"high_water", r.high_water}, {"error", r.error}});
-      case WriteStatus::kFailed:
-        return reply_error(res, 500, r.error);
+      case WriteStatus::kFailed:  // the log could not be made durable: the store has failed (store.h)
+        return reply_error(res, 503, r.error);
     }
     reply_error(res, 500, "unknown write status");
   }
@@ -503,11 +503,6 @@ void reply_exception(httplib::Response& res, std::exception_ptr ep) {
   reply_error(res, 500, "internal error: " + what);
 }
 
-std::string join_names(const std::vector<std::string_view>& names) {
-  std::string out;
-  for (auto n : names) out += (out.empty() ? "" : "|") + std::string(n);
-  return out;
-}
 
 }  // namespace
 

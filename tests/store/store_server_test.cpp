@@ -717,7 +717,9 @@ TEST(StoreServerLifecycle, StopBeforeOrRightAfterStartNeverHangs) {
     StoreServer server(*store, {});
     if (i % 2 == 0) {
       server.start();
-      if (i % 4 == 0) EXPECT_TRUE(StoreClient(server.base_url()).healthy()) << "round " << i;  // else: stop right after start
+      if (i % 4 == 0) {  // else: stop right after start
+        EXPECT_TRUE(StoreClient(server.base_url()).healthy()) << "round " << i;
+      }
       server.stop();
     } else {
       server.stop();

@@ -464,8 +464,8 @@ TEST_F(WorkerDesignsTest, CounterJobIncrementsReadModifyWriteUnderItsToken) {
   EXPECT_EQ(snap.counters.at("ledger"), 5);
   ASSERT_EQ(snap.readback.log.size(), 5u);
   for (std::size_t i = 0; i < 5; ++i) {
-    EXPECT_EQ(snap.readback.log[i].chunk, -1);
-    EXPECT_EQ(snap.readback.log[i].segment, static_cast<std::int64_t>(i) + 1);
+    EXPECT_EQ(snap.readback.log[i].kind, WriteKind::kCounter);
+    EXPECT_EQ(snap.readback.log[i].value, static_cast<std::int64_t>(i) + 1);
     EXPECT_EQ(snap.readback.log[i].client, "w1");
   }
 }
