@@ -9,7 +9,7 @@
 // run and validate take --lock-service KIND: every scenario against that lock-service kind
 // (with_lock_service_kind, scenario.h), so one suite runs against each lock service.
 //
-// Exit codes (design.md): 0 every scenario met its expectation; 1 at least one did not; 2 bad
+// Exit codes (docs/architecture.md, "Exit codes"): 0 every scenario met its expectation; 1 at least one did not; 2 bad
 // scenario or arguments; 3 the environment lacks what a scenario needs; 4 internal error.
 #include <signal.h>
 #include <unistd.h>
@@ -21,6 +21,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -91,19 +92,54 @@ std::optional<int> postmaster_parent(const fs::path& dir) {
   return std::nullopt;
 }
 
+/// The ledgers of every run directory under run_root (none when it does not exist). A run root
+/// or run directory that cannot be read (permissions, a symlink loop) is bad input: nullopt, and
+/// the path and the cause on stderr, before anything is healed.
+std::optional<std::vector<fs::path>> run_root_ledgers(const fs::path& run_root) {
+  std::vector<fs::path> ledgers;
+  const auto cannot = [](const fs::path& p, const std::error_code& ec) {
+    std::cerr << "fencecheck cleanup: cannot read " << p.string() << ": " << ec.message() << "\n";
+    return std::nullopt;
+  };
+  std::error_code ec;
+  const bool is_dir = fs::is_directory(run_root, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) return cannot(run_root, ec);
+  if (!is_dir) return ledgers;
+  fs::directory_iterator it(run_root, ec);
+  for (const fs::directory_iterator end{}; !ec && it != end; it.increment(ec)) {
+    const fs::path ledger = it->path() / "faults.ledger";
+    const bool dir = !it->is_symlink(ec) && !ec && it->is_directory(ec);
+    if (ec == std::errc::no_such_file_or_directory) {  // removed since it was listed
+      ec.clear();
+      continue;
+    }
+    if (ec) return cannot(it->path(), ec);
+    if (!dir) continue;
+    const bool has = fs::exists(ledger, ec);  // false without an error when there is none
+    if (ec) return cannot(ledger, ec);
+    if (has) ledgers.push_back(ledger);
+  }
+  if (ec) return cannot(run_root, ec);
+  return ledgers;
+}
+
 int cmd_cleanup(const std::string& run_dir, const std::string& run_root, bool force) {
   std::vector<fs::path> ledgers;
   if (!run_dir.empty()) {
     ledgers.push_back(fs::path(run_dir) / "faults.ledger");
-  } else if (fs::is_directory(run_root)) {
-    for (const auto& d : fs::directory_iterator(run_root))
-      if (d.is_directory() && !d.is_symlink() && fs::exists(d.path() / "faults.ledger"))
-        ledgers.push_back(d.path() / "faults.ledger");
+  } else if (auto found = run_root_ledgers(run_root)) {
+    ledgers = std::move(*found);
+  } else {
+    return kExitBadInput;
   }
   int healed = 0;
   for (const auto& l : ledgers) {
-    if (!fs::exists(l)) {
-      std::cerr << "fencecheck cleanup: no fault ledger at " << l << "\n";
+    std::error_code ec;
+    if (!fs::exists(l, ec)) {
+      if (ec && ec != std::errc::no_such_file_or_directory)
+        std::cerr << "fencecheck cleanup: cannot read " << l.string() << ": " << ec.message() << "\n";
+      else
+        std::cerr << "fencecheck cleanup: no fault ledger at " << l << "\n";
       return kExitBadInput;
     }
     for (const auto& line : fencecheck::faults::heal_outstanding(l, force)) {

@@ -3,11 +3,16 @@
 // SIGTERM/SIGINT, close cleanly.
 //
 // stdout carries exactly one line, once listening, then nothing:
-//   {"listening":"127.0.0.1:PORT","fencing":"per-key","pid":N}
+//   {"listening":"127.0.0.1:PORT","fencing":"per-key","effect_mode":"fenced","pid":N}
 // --fencing per-key|none|global|check-then-write; --check-window-ms N (check-then-write only,
 // default 200) is how long the store lets go of its lock between the check and the write.
+// --repair-log starts on a damaged log anyway, keeping every readable record (store.h, "Recovery").
+// --effect-mode fenced|unfenced|idempotent (default fenced) is how every side effect
+// (POST /v1/effects/{key}) is guarded: the store's design, which no request can change
+// (store_server.h).
 // Logs go to stderr. Exit: 0 after a clean stop, 1 when the store or the listener cannot start,
-// 2 on bad arguments.
+// 2 on bad arguments, 3 when the log is damaged beyond a torn tail (nothing changed; the message
+// names the file, the byte offset and the record; --repair-log starts it).
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -44,6 +49,7 @@ int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:0";
   std::string data_dir;
   std::string fencing = "per-key";
+  std::string effect_mode = "fenced";
   std::size_t max_body_bytes = 64 * 1024;
   std::size_t threads = 128;
   std::int64_t check_window_ms = 200;
@@ -51,6 +57,10 @@ int main(int argc, char** argv) {
   app.add_option("--listen", listen, "host:port to listen on; port 0 picks a free port")->capture_default_str();
   app.add_option("--data-dir", data_dir, "directory of the store's log (created when missing)")->required();
   app.add_option("--fencing", fencing, "fencing mode: " + join(fencecheck::fencing_mode_names()))->capture_default_str();
+  app.add_option("--effect-mode", effect_mode,
+                 "how every side effect (POST /v1/effects/{key}) is guarded: " + join(fencecheck::effect_mode_names()) +
+                     "; requests cannot change it")
+      ->capture_default_str();
   auto* window = app.add_option("--check-window-ms", check_window_ms,
                                 "check-then-write only: ms between reading the key's high-water mark and writing")
                      ->capture_default_str()
@@ -62,6 +72,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off")->capture_default_str();
+  bool repair_log = false;
+  app.add_flag("--repair-log", repair_log,
+               "start even when the log is damaged beyond a torn tail (otherwise refused, exit 3): keep every "
+               "readable record and each key's highest token among them, copy the damaged file to "
+               "store.log.damaged.N, write the repaired log atomically, and report what was lost");
 
   try {
     app.parse(argc, argv);
@@ -73,6 +88,12 @@ int main(int argc, char** argv) {
   if (!mode) {
     std::cerr << "fencecheck-store: --fencing '" << fencing << "' is not one of " << join(fencecheck::fencing_mode_names())
               << "\n";
+    return 2;
+  }
+  auto effects = fencecheck::effect_mode_from_name(effect_mode);
+  if (!effects) {
+    std::cerr << "fencecheck-store: --effect-mode '" << effect_mode << "' is not one of "
+              << join(fencecheck::effect_mode_names()) << "\n";
     return 2;
   }
   if (window->count() > 0 && *mode != fencecheck::FencingMode::kCheckThenWrite) {
@@ -110,16 +131,22 @@ int main(int argc, char** argv) {
   try {
     fencecheck::StoreOptions store_options;
     store_options.check_window = std::chrono::milliseconds(check_window_ms);
-    auto store = fencecheck::FencedStore::open(data_dir, *mode, store_options);
-    const auto& rec = store->recovery();
-    spdlog::info("opened {} ({} records replayed{})", store->log_path().string(), rec.records,
-                 rec.truncated_bytes ? ", " + std::to_string(rec.truncated_bytes) + " torn bytes truncated" : "");
+    store_options.repair_log = repair_log;
+    std::unique_ptr<fencecheck::FencedStore> store;
+    try {
+      store = fencecheck::FencedStore::open(data_dir, *mode, store_options);
+    } catch (const fencecheck::StoreLogDamaged& e) {
+      spdlog::error("{}", e.what());
+      return 3;
+    }
+    spdlog::info("opened {} ({})", store->log_path().string(), store->recovery().summary());
 
     fencecheck::StoreServerOptions options;
     options.host = address.first;
     options.port = address.second;
     options.max_body_bytes = max_body_bytes;
     options.threads = threads;
+    options.effect_mode = *effects;
     fencecheck::StoreServer server(*store, options);
 
     std::atomic<int> got_signal{0};
@@ -132,13 +159,15 @@ int main(int argc, char** argv) {
     nlohmann::ordered_json hello;
     hello["listening"] = server.address();
     hello["fencing"] = std::string(fencecheck::fencing_mode_name(*mode));
+    hello["effect_mode"] = effect_mode;
     hello["pid"] = static_cast<long>(::getpid());
     std::cout << hello.dump() << std::endl;  // endl: the harness waits for this line
     if (*mode == fencecheck::FencingMode::kCheckThenWrite)
-      spdlog::info("listening on {} (fencing {}, check window {} ms, max body {} bytes)", server.address(), fencing,
-                   check_window_ms, max_body_bytes);
+      spdlog::info("listening on {} (fencing {}, check window {} ms, effects {}, max body {} bytes)", server.address(),
+                   fencing, check_window_ms, effect_mode, max_body_bytes);
     else
-      spdlog::info("listening on {} (fencing {}, max body {} bytes)", server.address(), fencing, max_body_bytes);
+      spdlog::info("listening on {} (fencing {}, effects {}, max body {} bytes)", server.address(), fencing, effect_mode,
+                   max_body_bytes);
 
     const bool ok = server.run();
     if (got_signal == 0) pthread_kill(signals.native_handle(), SIGTERM);  // wake the sigwait

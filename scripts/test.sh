@@ -46,4 +46,9 @@ left+=$(ps -eo pid=,stat=,comm= | awk '$2 ~ /^T/ && $3 ~ /fencecheck|etcd|redis/
 if [ -n "$left" ]; then
   echo "test.sh: the tests left something behind:"; echo "$left"; exit 1
 fi
+# A short pass of every fuzz target (docs/fuzzing.md): its own clang build (build-fuzz: only the
+# fuzz programs and the libraries they need), then FUZZ_TIME seconds per target over its seeds.
+echo "== fuzz: short pass [${SECONDS}s]"
+FUZZ_TIME=${FUZZ_TIME:-5} JOBS=$JOBS scripts/fuzz.sh
+
 echo "test.sh: all tests passed in $BUILD [${SECONDS}s]"

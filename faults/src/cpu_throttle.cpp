@@ -77,16 +77,17 @@ void CpuThrottleFault::inject() {
   active_ = true;
 }
 
-void CpuThrottleFault::heal() noexcept {
-  if (!active_) return;
+bool CpuThrottleFault::heal() noexcept {
+  if (!active_) return healed();
   (void)detail::leave(fs_, hierarchy_, dir_, members_);
   std::string err = detail::remove_cgroup(fs_, hierarchy_, dir_, members_.front().where);
   if (!err.empty()) {
     std::cerr << "fencecheck: cpu-throttle " << target() << ": " << err << "\n";
-    return;  // still active: a later heal() retries
+    return not_healed("cpu-throttle " + target() + ": " + err);  // still active: a later heal() retries
   }
   members_.clear();
   active_ = false;
+  return healed();
 }
 
 nlohmann::json CpuThrottleFault::ledger_record() const {

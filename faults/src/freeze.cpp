@@ -112,8 +112,8 @@ void FreezeFault::inject() {
   active_ = true;
 }
 
-void FreezeFault::heal() noexcept {
-  if (!active_) return;
+bool FreezeFault::heal() noexcept {
+  if (!active_) return healed();
   // Thaw first; moving out also thaws (cgroup-v2.rst: "If a process is moved out of a frozen
   // cgroup, it becomes running"; v1 freezer_attach thaws a task entering a thawed cgroup).
   if (int e = detail::thaw(fs_, hierarchy_, dir_); e != 0 && e != ENOENT)
@@ -122,10 +122,11 @@ void FreezeFault::heal() noexcept {
   std::string err = detail::remove_cgroup(fs_, hierarchy_, dir_, members_.front().where);
   if (!err.empty()) {
     std::cerr << "fencecheck: freeze " << target() << ": " << err << "\n";
-    return;
+    return not_healed("freeze " + target() + ": " + err);  // still active: a later heal() retries
   }
   members_.clear();
   active_ = false;
+  return healed();
 }
 
 nlohmann::json FreezeFault::ledger_record() const {

@@ -100,8 +100,16 @@ void FaultLedger::record_heal(std::int64_t id) noexcept {
     nlohmann::json e{{"op", "heal"}, {"id", id}};
     if (!write_all(fd_, e.dump() + "\n"))
       std::cerr << "fencecheck: cannot record heal " << id << " in " << path_ << ": " << std::strerror(errno) << "\n";
-  } catch (...) {
+  } catch (const std::exception& err) {  // std::bad_alloc building the line: the entry stays outstanding
+    std::cerr << "fencecheck: cannot record heal " << id << " in " << path_ << ": " << err.what()
+              << "; `fencecheck cleanup` will find it outstanding and heal it again (a no-op)\n";
   }
+}
+
+bool FaultLedger::heal(Fault& fault, std::int64_t id) noexcept {
+  if (!fault.heal()) return false;  // still in effect: no heal entry, cleanup sees it outstanding
+  record_heal(id);
+  return true;
 }
 
 std::vector<nlohmann::json> FaultLedger::outstanding(const std::filesystem::path& path) {

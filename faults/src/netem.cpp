@@ -104,23 +104,28 @@ void NetemFault::inject() {
   active_ = true;
 }
 
-void NetemFault::heal() noexcept {
-  if (!active_) return;
+bool NetemFault::heal() noexcept {
+  if (!active_) return healed();
   bool clean = true;
+  std::string why;
   for (const auto& cmd : heal_commands()) {
     try {
       runner_->run(cmd);
     } catch (const CommandError& err) {
       if (!detail::already_gone(err)) {
         clean = false;
+        why = err.what();
         std::cerr << "fencecheck: netem " << target() << ": heal: " << err.what() << "\n";
       }
     } catch (const std::exception& err) {
       clean = false;
+      why = err.what();
       std::cerr << "fencecheck: netem " << target() << ": heal: " << err.what() << "\n";
     }
   }
-  if (clean) active_ = false;
+  if (!clean) return not_healed("netem " + target() + ": " + why);  // still active: a later heal() retries
+  active_ = false;
+  return healed();
 }
 
 nlohmann::json NetemFault::ledger_record() const {

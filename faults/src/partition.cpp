@@ -256,23 +256,28 @@ void PartitionFault::inject() {
   active_ = true;
 }
 
-void PartitionFault::heal() noexcept {
-  if (!active_) return;
+bool PartitionFault::heal() noexcept {
+  if (!active_) return healed();
   bool clean = true;
+  std::string why;
   for (const auto& cmd : heal_commands()) {
     try {
       runner_->run(cmd);
     } catch (const CommandError& err) {
       if (!detail::already_gone(err)) {
         clean = false;
+        why = err.what();
         std::cerr << "fencecheck: partition " << target() << ": heal: " << err.what() << "\n";
       }
     } catch (const std::exception& err) {
       clean = false;
+      why = err.what();
       std::cerr << "fencecheck: partition " << target() << ": heal: " << err.what() << "\n";
     }
   }
-  if (clean) active_ = false;
+  if (!clean) return not_healed("partition " + target() + ": " + why);  // still active: a later heal() retries
+  active_ = false;
+  return healed();
 }
 
 nlohmann::json PartitionFault::ledger_record() const {

@@ -91,7 +91,7 @@ int open_pidfd(const ProcessRef& ref) noexcept {
   bool same = false;
   try {
     same = ref.same_process_alive();  // read after the pidfd exists: it names this process or none
-  } catch (...) {
+  } catch (...) {  // reading /proc threw (std::bad_alloc): not known to be that process, so not signalled
   }
   if (!same) {
     ::close(static_cast<int>(fd));
@@ -112,7 +112,7 @@ int signal_process(const ProcessRef& ref, int sig) noexcept {
   bool same = false;
   try {
     same = ref.same_process_alive();
-  } catch (...) {
+  } catch (...) {  // reading /proc threw (std::bad_alloc): not known to be that process, so not signalled
   }
   if (!same) return ESRCH;
   return ::kill(ref.pid, sig) == 0 ? 0 : errno;

@@ -60,6 +60,24 @@ bool cannot_fork(const ProcessRef& ref) {
   return true;  // also when the task directory is gone: the process exited
 }
 
+// The state letter of the process ref names ('T' stopped, 't' stopped under a tracer, ...); '-'
+// when it is gone or its PID is another process's now.
+char stop_state(const ProcessRef& ref) noexcept {
+  try {
+    const auto st = read_stat(ref.pid);
+    return st && st->start_ticks == ref.start_ticks ? st->state : '-';
+  } catch (...) {  // a /proc read that threw (std::bad_alloc): no state seen
+    return '-';
+  }
+}
+
+// True when the process is (still) stopped by a stop signal: state 'T'. Read right after a
+// SIGCONT that was delivered it is reliable: SIGCONT resumes a stopped process while the signal is
+// generated, before kill(2) or pidfd_send_signal(2) returns (signal(7); the kernel's
+// prepare_signal() wakes every stopped thread), so 'T' then means it did not resume. 't' (a stop
+// under a tracer, ptrace(2)) is not counted: whether it resumes is the tracer's doing, not ours.
+bool still_stopped(const ProcessRef& ref) noexcept { return stop_state(ref) == 'T'; }
+
 }  // namespace
 
 std::string detail::heal_sigstop_record(const nlohmann::json& entry) {
@@ -76,19 +94,25 @@ std::string detail::heal_sigstop_record(const nlohmann::json& entry) {
   int root_err = 0;
   for (auto it = tree.rbegin(); it != tree.rend(); ++it) {
     const bool is_root = it->depth == 0;
-    if (!is_root && process_state(it->ref.pid) != 'T') continue;  // only what is stopped
-    const int err = signal_process(it->ref, SIGCONT);
+    if (!is_root && !still_stopped(it->ref)) continue;  // only what is stopped
+    int err = signal_process(it->ref, SIGCONT);
     if (is_root) root_err = err;
     if (err == ESRCH) continue;  // exited meanwhile: healed
-    if (err != 0) failed.push_back("pid " + std::to_string(it->ref.pid) + ": " + std::strerror(err));
+    if (err == 0 && still_stopped(it->ref))
+      failed.push_back("pid " + std::to_string(it->ref.pid) + ": still stopped after SIGCONT (state " +
+                       std::string(1, stop_state(it->ref)) + ")");
+    else if (err != 0) failed.push_back("pid " + std::to_string(it->ref.pid) + ": kill(SIGCONT) failed: " + std::strerror(err));
     else if (!is_root) continued.push_back(std::to_string(it->ref.pid));
   }
-  std::string said = "sigstop " + who + ": ";
+  // Not healed: the entry stays outstanding (heal_outstanding records no heal for a throw), so a
+  // later `fencecheck cleanup` tries again.
   if (!failed.empty()) {
-    said += "SIGCONT failed for";
+    std::string said = "sigstop " + who + ": not healed:";
     for (const auto& f : failed) said += " " + f + ";";
-    said += " ";
+    said.pop_back();
+    throw std::runtime_error(said);
   }
+  std::string said = "sigstop " + who + ": ";
   said += root_err == ESRCH ? "pid " + std::to_string(pid) + " already gone" : "continued pid " + std::to_string(pid);
   if (!continued.empty()) {
     std::reverse(continued.begin(), continued.end());
@@ -101,7 +125,12 @@ std::string detail::heal_sigstop_record(const nlohmann::json& entry) {
 
 SigstopFault::SigstopFault(ProcessRef target, std::string target_name) : ref_(target), name_(std::move(target_name)) {}
 
-SigstopFault::~SigstopFault() { heal(); }
+// A heal that failed leaves the entry outstanding in the ledger (for `fencecheck cleanup`); the
+// emergency slots and pidfds go with this object.
+SigstopFault::~SigstopFault() {
+  heal();
+  release_all();
+}
 
 std::string SigstopFault::target() const { return name_ + " (pid " + std::to_string(ref_.pid) + ")"; }
 
@@ -160,29 +189,55 @@ void SigstopFault::inject() {
     walk_ = converge_tree(
         ref_, [this](const TreeMember& m) { return stop(m); }, [this] { settle(); });
   } catch (const FaultError&) {
-    continue_all();
+    (void)continue_all();  // what it could not continue is beyond repair here; the error says the inject failed
+    release_all();
     throw;
   } catch (const std::exception& err) {
-    continue_all();
+    (void)continue_all();
+    release_all();
     throw FaultError("sigstop " + target() + ": " + err.what() + "; continued what it had stopped");
   }
   active_ = true;
 }
 
-void SigstopFault::continue_all() noexcept {
+std::string SigstopFault::continue_all() noexcept {
+  std::string failed;
+  std::vector<Stopped> kept;  // still stopped: a later heal() retries them
   for (auto it = stopped_.rbegin(); it != stopped_.rend(); ++it) {
-    if (it->pidfd >= 0) (void)pidfd_signal(it->pidfd, SIGCONT);  // ESRCH: gone, healed
-    else (void)signal_process(it->ref, SIGCONT);
+    int err = it->pidfd >= 0 ? pidfd_signal(it->pidfd, SIGCONT) : signal_process(it->ref, SIGCONT);
+    if (err == 0 && still_stopped(it->ref)) err = -1;
+    if (err != 0 && err != ESRCH) {  // ESRCH: gone, healed
+      try {
+        failed += (failed.empty() ? "" : "; ") + std::string("pid ") + std::to_string(it->ref.pid) + ": " +
+                  (err < 0 ? "still stopped after SIGCONT (state " + std::string(1, stop_state(it->ref)) + ")"
+                           : "kill(SIGCONT) failed: " + std::string(std::strerror(err)));
+        kept.insert(kept.begin(), *it);
+        continue;
+      } catch (...) {  // std::bad_alloc: cannot keep it for a retry; its slot is released below
+        if (failed.empty()) failed = "out of memory";
+      }
+    }
     release_slot(it->slot);
     if (it->pidfd >= 0) ::close(it->pidfd);
   }
-  stopped_.clear();
+  stopped_ = std::move(kept);
+  return failed;
 }
 
-void SigstopFault::heal() noexcept {
-  if (!active_) return;
-  continue_all();
+bool SigstopFault::heal() noexcept {
+  if (!active_) return healed();
+  const std::string failed = continue_all();
+  if (!failed.empty()) return not_healed("sigstop " + target() + ": " + failed);
   active_ = false;
+  return healed();
+}
+
+void SigstopFault::release_all() noexcept {
+  for (auto& s : stopped_) {
+    release_slot(s.slot);
+    if (s.pidfd >= 0) ::close(s.pidfd);
+  }
+  stopped_.clear();
 }
 
 std::vector<ProcessRef> SigstopFault::stopped() const {

@@ -16,6 +16,7 @@
 
 #include <boost/process.hpp>
 #include <boost/process/extend.hpp>
+#include <spdlog/spdlog.h>
 
 #include "fencecheck/proto/event.h"
 
@@ -161,7 +162,9 @@ ChildProcess::ChildProcess(ChildSpec spec, LineHandler on_line) : impl_(std::mak
 ChildProcess::~ChildProcess() {
   try {
     terminate();
-  } catch (...) {
+  } catch (const std::exception& err) {
+    spdlog::warn("{}: could not end it: {}", impl_->spec.name, err.what());
+  } catch (...) {  // a destructor, perhaps during unwinding: nothing more can be done or said
   }
   // The child is gone; whatever still holds the event pipe (a process that left its group) is not
   // the harness's to wait for.

@@ -136,14 +136,16 @@ void LockServiceRestartFault::inject() {
   active_ = true;
 }
 
-void LockServiceRestartFault::heal() noexcept {
-  if (!active_) return;
-  active_ = false;
+bool LockServiceRestartFault::heal() noexcept {
+  if (!active_) return healed();
   try {
     services_.start_lock_service(fresh_);
   } catch (const std::exception& err) {
     spdlog::error("lock-service-restart: the lock service did not come back: {}", err.what());
+    return not_healed(std::string("lock-service-restart: the lock service did not come back: ") + err.what());
   }
+  active_ = false;
+  return healed();
 }
 
 void register_harness_ledger_healers() {

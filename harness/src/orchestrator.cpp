@@ -104,6 +104,9 @@ struct ActiveFault {
   std::int64_t ledger_id = 0;
   std::int64_t injected_ns = 0;
   Clock::time_point heal_at;
+  /// Its heal was tried and did not take effect: the loop no longer waits for it (heal_all()
+  /// tries once more at the end of the run); it stays outstanding in the ledger.
+  bool heal_failed = false;
 };
 
 
@@ -113,7 +116,13 @@ class Run {
   Run(const Scenario& sc, const RunOptions& opt, RunDirectory dir)
       : sc_(sc), opt_(opt), dir_(std::move(dir)), history_out_(dir_.path() / "history.jsonl") {}
   /// Heals (and records) whatever is still injected when the run unwinds on an error.
-  ~Run() { heal_all(); }
+  ~Run() {
+    try {
+      heal_all();
+    } catch (const std::exception& err) {  // recording the heal's event failed; the heals themselves never throw
+      spdlog::error("{}: while healing at the end of a failed run: {}", sc_.name(), err.what());
+    }
+  }
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
 
@@ -127,8 +136,14 @@ class Run {
   void record_exit(WorkerState& w, const std::string& id, const std::string& how);
   void on_event(const Event& e);
   void inject(const FaultSpec& spec);
+  /// Heals f; records the heal (ledger, history) only when it took effect, else a harness log
+  /// event "<kind> on <target> not healed: <why>" (run_shortfalls reads it) and an error.
   void heal(ActiveFault& f);
+  /// Heals every fault still active; what cannot be healed is named in unhealed_.
   void heal_all();
+  /// A fault left in effect (unhealed_): exit 3, never skipped, and an error naming each and the
+  /// cleanup command; add_reasons: one reason each too (else run_shortfalls already gave them).
+  void name_unhealed(ScenarioResult& r, bool add_reasons = false) const;
   bool finished();
   void loop();
 
@@ -153,6 +168,8 @@ class Run {
   Clock::time_point start_{};
   bool timed_out_ = false;
   bool interrupted_ = false;
+  /// "<kind> on <target>: <why>" for each fault still in effect after the run's last heal_all().
+  std::vector<std::string> unhealed_;
 };
 
 template <typename F>
@@ -258,7 +275,6 @@ void Run::launch_worker(WorkerState& w) {
     if (job.kind != JobKind::kSegments) {
       spec.args.insert(spec.args.end(), {"--job", std::string(to_string(job.kind))});
       if (job.kind == JobKind::kCounter) spec.args.insert(spec.args.end(), {"--increments", std::to_string(job.increments)});
-      if (job.kind == JobKind::kSideEffect) spec.args.insert(spec.args.end(), {"--effect", std::string(to_string(job.effect))});
     }
     const auto& d = w.spec->design;
     if (d.retry_same_token) spec.args.emplace_back("--retry-same-token");
@@ -372,10 +388,7 @@ std::string stderr_tail(const fs::path& log) {
 
 void Run::record_exit(WorkerState& w, const std::string& id, const std::string& how) {
   w.exited = true;
-  if (w.group) {  // nothing the worker forked outlives it
-    w.group->heal();
-    ledger_->record_heal(w.group_ledger_id);
-  }
+  if (w.group) (void)ledger_->heal(*w.group, w.group_ledger_id);  // nothing the worker forked outlives it
   Event e;
   e.source = "harness";
   e.kind = EventKind::kWorkerExit;
@@ -439,9 +452,21 @@ void Run::inject(const FaultSpec& spec) {
 
 void Run::heal(ActiveFault& f) {
   if (!f.fault || !f.fault->active()) return;
-  f.fault->heal();
+  if (!ledger_->heal(*f.fault, f.ledger_id)) {
+    f.heal_failed = true;
+    Event e;
+    e.source = "harness";
+    e.kind = EventKind::kLog;
+    e.fault = std::string(f.fault->kind());
+    e.target = f.spec->target;
+    e.detail = e.fault + " on " + e.target + " not healed: " +
+               (f.fault->heal_failure().empty() ? std::string("its heal did not take effect") : f.fault->heal_failure()) +
+               "; it is still in effect and stays outstanding in faults.ledger (`fencecheck cleanup` on this run's directory heals it)";
+    spdlog::error("{}: {}", sc_.name(), e.detail);
+    record(std::move(e));
+    return;
+  }
   const std::int64_t now = monotonic_ns();
-  ledger_->record_heal(f.ledger_id);
   Event e;
   e.source = "harness";
   e.kind = EventKind::kFaultHeal;
@@ -454,8 +479,24 @@ void Run::heal(ActiveFault& f) {
 }
 
 void Run::heal_all() {
-  for (auto& f : active_) heal(f);
+  for (auto& f : active_) {
+    heal(f);
+    if (f.fault && f.fault->active())
+      unhealed_.push_back(std::string(f.fault->kind()) + " on " + f.spec->target + ": " + f.fault->heal_failure());
+  }
   active_.clear();
+}
+
+void Run::name_unhealed(ScenarioResult& r, bool add_reasons) const {
+  if (unhealed_.empty()) return;
+  r.met = false;
+  r.exit_code = kExitEnvironment;
+  r.skipped = false;  // not a missing capability: the machine is left changed
+  for (const auto& u : unhealed_) {
+    spdlog::error("{}: fault not healed, still in effect: {}; run `fencecheck cleanup {}`", sc_.name(), u,
+                  dir_.path().string());
+    if (add_reasons) r.reasons.push_back("fault not healed, still in effect when the run ended: " + u);
+  }
 }
 
 void Run::on_event(const Event& e) {
@@ -510,7 +551,8 @@ void Run::loop() {
   const auto deadline = after(start_, sc_.timeout());
   while (true) {
     auto wake = std::min(deadline, Clock::now() + std::chrono::milliseconds(50));
-    for (const auto& f : active_) wake = std::min(wake, f.heal_at);
+    for (const auto& f : active_)
+      if (!f.heal_failed) wake = std::min(wake, f.heal_at);
     for (const auto& [id, w] : workers_)
       if (!w.started && w.start_at) wake = std::min(wake, *w.start_at);
     for (const auto& f : sc_.faults())
@@ -556,7 +598,7 @@ void Run::loop() {
     }
     const auto now = Clock::now();
     for (auto& f : active_)
-      if (f.fault && f.fault->active() && now >= f.heal_at) heal(f);
+      if (f.fault && f.fault->active() && !f.heal_failed && now >= f.heal_at) heal(f);
     for (auto& [id, w] : workers_)
       if (!w.started && w.start_at && now >= *w.start_at) launch_worker(w);
     for (const auto& f : sc_.faults())
@@ -573,7 +615,9 @@ void Run::loop() {
       timed_out_ = true;
       break;
     }
-    if (finished() && std::none_of(active_.begin(), active_.end(), [](const ActiveFault& f) { return f.fault->active(); }))
+    // A fault whose heal failed is not waited for: heal_all() tries it once more, then names it.
+    if (finished() && std::none_of(active_.begin(), active_.end(),
+                                   [](const ActiveFault& f) { return f.fault->active() && !f.heal_failed; }))
       break;
   }
   heal_all();
@@ -668,6 +712,7 @@ ScenarioResult Run::execute() {
     r.exit_code = kExitNotMet;
     r.duration_s = std::chrono::duration<double>(Clock::now() - wall_start).count();
     spdlog::error("{}: {}", sc_.name(), r.reasons.back());
+    name_unhealed(r, /*add_reasons=*/true);
     notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "done"); });
     return r;
   }
@@ -695,6 +740,7 @@ ScenarioResult Run::execute() {
     r.exit_code = kExitEnvironment;
     r.skipped = opt_.skip_unavailable;
   }
+  name_unhealed(r);
   const RunFigures figures =
       run_figures(sc_, lock_name_, history_, rb, analysis, r.met, r.duration_s, static_cast<double>(std::time(nullptr)));
   write_metrics_file(dir_.path() / "metrics.prom", figures);
@@ -754,21 +800,24 @@ std::string ScenarioResult::label() const {
 /// Names what dead runs under the run root left unhealed (a kill -9'ed harness), once per process.
 static void warn_about_leftovers(const fs::path& run_root) {
   static bool warned = false;
-  if (warned || !fs::is_directory(run_root)) return;
-  warned = true;
   std::error_code ec;
+  if (warned || !fs::is_directory(run_root, ec)) return;  // none yet (or unreadable: RunDirectory::create says so)
+  warned = true;
   for (const auto& d : fs::directory_iterator(run_root, ec)) {
     const fs::path ledger = d.path() / "faults.ledger";
-    if (d.is_symlink() || !fs::exists(ledger)) continue;
+    std::error_code ec2;
+    if (d.is_symlink(ec2) || !fs::exists(ledger, ec2)) continue;
     try {
       auto left = faults::FaultLedger::outstanding(ledger);
       std::erase_if(left, [](const nlohmann::json& e) { return faults::FaultLedger::writer_alive(e); });
       if (!left.empty())
         spdlog::warn("run {} left {} fault(s) unhealed (its harness is gone): run `fencecheck cleanup {}`",
                      d.path().filename().string(), left.size(), d.path().string());
-    } catch (const std::exception&) {
+    } catch (const std::exception& err) {  // a courtesy check: the run goes on without it
+      spdlog::warn("cannot check {} for faults left unhealed: {}", ledger.string(), err.what());
     }
   }
+  if (ec) spdlog::warn("cannot list {} for faults left unhealed: {}", run_root.string(), ec.message());
 }
 
 ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options) {

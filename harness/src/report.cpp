@@ -134,6 +134,19 @@ std::vector<std::string> run_shortfalls(const Scenario& sc, const History& h) {
     if (!e.line.empty()) why += "; its last stderr lines:\n" + e.line;
     out.push_back(std::move(why));
   }
+  // A fault whose heal did not take effect (the harness's "<kind> on <target> not healed: <why>"
+  // log event) and that no later fault.heal of the same kind and target healed: still in effect
+  // when the run ended, so the run did not have the shape its plan gave (and the machine is left
+  // changed: the ledger holds it outstanding).
+  std::map<std::pair<std::string, std::string>, std::string> unhealed;
+  for (const Event& e : h) {
+    if (e.source != "harness" || e.fault.empty()) continue;
+    const std::string prefix = e.fault + " on " + e.target + " not healed: ";
+    if (e.kind == EventKind::kLog && e.detail.rfind(prefix, 0) == 0) unhealed[{e.fault, e.target}] = e.detail.substr(prefix.size());
+    if (e.kind == EventKind::kFaultHeal) unhealed.erase({e.fault, e.target});
+  }
+  for (const auto& [id, why] : unhealed)
+    out.push_back("fault not healed, still in effect when the run ended: " + id.first + " on " + id.second + ": " + why);
   // A command worker that exited while processes it started were still at work (holding its
   // event channel): the harness cut them short, so the worker did not do what it said it did.
   for (const Event& e : h)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -40,6 +41,9 @@ Services::Services(const Scenario& sc, const RunDirectory& dir, const RunOptions
   rctx.log_path = [&dir](const std::string& name) { return dir.log_path(name); };
   rctx.bin_dir = opt.bin_dir.empty() ? self_bin_dir() : opt.bin_dir;
   rctx.run_id = dir.run_id();
+  // How the resource guards side effects is its design, fixed when it starts (issue 14): the
+  // scenario's job.effect configures it; the workers cannot choose it per request.
+  if (sc.job().kind == JobKind::kSideEffect) rctx.effect_mode = sc.job().effect;
   locks::LockServiceRunContext lctx;
   lctx.run_dir = dir.path();
   lctx.log_path = rctx.log_path;

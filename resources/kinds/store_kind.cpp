@@ -3,6 +3,8 @@
 // mode. Fields: fencing (per-key | none | global | check-then-write; default per-key) and
 // check_window (check-then-write only: how long the store waits between reading the key's mark and
 // writing; whole milliseconds; default 200ms). Catalogue items 1-3 (docs/catalogue-plan.md).
+// The side-effect guard (catalogue items 8, 11) comes from the run context (the scenario's
+// job.effect) and is passed as --effect-mode: the store's design, fixed at start.
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -36,7 +38,10 @@ class StoreInstance final : public ResourceInstance {
 
   nlohmann::json endpoint() const override { return {{"kind", "store"}, {"url", url_}}; }
   std::string describe() const override {
-    return "fencecheck-store (" + config_.value("fencing", "per-key") + ") at " + url_;
+    const std::string effects = ctx_.effect_mode == EffectMode::kFenced
+                                    ? ""
+                                    : ", effects " + std::string(effect_mode_name(ctx_.effect_mode));
+    return "fencecheck-store (" + config_.value("fencing", "per-key") + effects + ") at " + url_;
   }
   bool healthy() override { return StoreClient(url_, std::chrono::milliseconds(2000)).healthy(); }
   ReadBack readback() override { return StoreClient(url_).readback(); }
@@ -58,7 +63,7 @@ class StoreInstance final : public ResourceInstance {
     spec.exe = ctx_.bin_dir / "fencecheck-store";
     spec.stderr_log = ctx_.log_path ? ctx_.log_path("store") : std::filesystem::path("/dev/null");
     spec.args = {"--listen", listen_, "--data-dir", (ctx_.run_dir / "store-data").string(), "--fencing",
-                 config_.value("fencing", "per-key")};
+                 config_.value("fencing", "per-key"), "--effect-mode", std::string(effect_mode_name(ctx_.effect_mode))};
     if (config_.contains("check_window")) {
       const std::string w = config_["check_window"].get<std::string>();  // "<n>ms"
       spec.args.insert(spec.args.end(), {"--check-window-ms", w.substr(0, w.size() - 2)});

@@ -324,7 +324,10 @@ void EmbeddedPostgres::stop() noexcept {
       }
     }
     proc_.reset();
-  } catch (...) {
+  } catch (const std::exception& err) {
+    spdlog::warn("embedded PostgreSQL: stopping it failed: {} (`fencecheck cleanup` stops an orphaned one)", err.what());
+  } catch (...) {  // stop() must not throw; not a std::exception, so nothing more to say
+    spdlog::warn("embedded PostgreSQL: stopping it failed (unknown exception)");
   }
 }
 
@@ -422,7 +425,8 @@ std::optional<int> running_postmaster(const fs::path& run_dir) {
       if (data == "data") continue;  // no cluster of its own
       if (const PidFile f = postmaster_of(data); f.state == PidFile::kPostmaster) return static_cast<int>(f.pid);
     }
-  } catch (const std::exception&) {
+  } catch (const std::exception& err) {  // unreadable: treated as none running, and said
+    spdlog::warn("postgres cleanup: cannot read the postmaster.pid under {}: {}", run_dir.string(), err.what());
   }
   return std::nullopt;
 }
@@ -444,7 +448,8 @@ void stop_orphaned_postgres(const fs::path& run_dir) {
     }
   } catch (const std::exception& e) {
     spdlog::warn("postgres cleanup of {}: {}", run_dir.string(), e.what());
-  } catch (...) {
+  } catch (...) {  // not a std::exception: name the run at least
+    spdlog::warn("postgres cleanup of {}: failed (unknown exception)", run_dir.string());
   }
 }
 

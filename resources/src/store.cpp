@@ -30,6 +30,7 @@ constexpr std::string_view kMagic = "fcstlog1";
 constexpr std::uint8_t kChunkRecord = 1;
 constexpr std::uint8_t kCounterRecord = 2;
 constexpr std::uint8_t kEffectRecord = 3;
+constexpr std::uint8_t kGapRecord = 4;  // written only by a repair
 constexpr std::size_t kRecordHeaderBytes = 8;  // u32 payload_len, u32 crc32
 // type + seq + token + segment + chunk + key_len + client_len + data_len
 constexpr std::size_t kPayloadFixedBytes = 1 + 8 * 4 + 2 + 2 + 4;
@@ -38,6 +39,8 @@ constexpr std::size_t kCounterFixedBytes = 1 + 8 * 3 + 2 + 2;
 // type + seq + token + mode + applied + key_len + client_len + id_len
 constexpr std::size_t kEffectFixedBytes = 1 + 8 * 2 + 1 + 1 + 2 + 2 + 2;
 constexpr std::size_t kMaxPayloadBytes = kPayloadFixedBytes + kMaxKeyBytes + kMaxClientBytes + kMaxChunkBytes;
+// type + seq + first
+constexpr std::size_t kGapBytes = 1 + 8 * 2;
 
 constexpr std::array<std::pair<FencingMode, std::string_view>, 4> kModeNames{{
     {FencingMode::kPerKey, "per-key"},
@@ -126,9 +129,18 @@ void append_effect_record(std::string& out, const StoreEffectEntry& e) {
   seal(out, payload);
 }
 
+void append_gap_record(std::string& out, std::int64_t first, std::int64_t last) {
+  std::string payload;
+  payload.push_back(static_cast<char>(kGapRecord));
+  put_le(payload, static_cast<std::uint64_t>(last));
+  put_le(payload, static_cast<std::uint64_t>(first));
+  seal(out, payload);
+}
+
 struct DecodedRecord {
   std::uint8_t type = 0;
   std::int64_t seq = 0;
+  std::int64_t first_seq = 0;    // the seq this record must follow on from: seq, or a gap's first
   WriteRequest request;          // type 1
   CounterWriteRequest counter;   // type 2
   StoreEffectEntry effect;       // type 3
@@ -221,9 +233,17 @@ std::string decode_payload(std::string_view p, DecodedRecord& out) {
       client = e.client;
       break;
     }
+    case kGapRecord: {
+      if (p.size() != kGapBytes) return "gap record of " + std::to_string(p.size()) + " bytes, expected 17";
+      if (!in.i64(out.seq) || !in.i64(out.first_seq)) return short_payload;
+      if (in.left() != 0) return std::to_string(in.left()) + " unexpected bytes after the last field";
+      if (out.first_seq < 1 || out.seq < out.first_seq) return "gap record with seqs out of order";
+      return "";
+    }
     default:
       return "unknown record type " + std::to_string(static_cast<unsigned>(out.type));
   }
+  out.first_seq = out.seq;
   if (in.left() != 0) return std::to_string(in.left()) + " unexpected bytes after the last field";
   if (out.seq < 1 || token < 0) return "negative seq or token";
   if (auto why = name_problem("key", key, kMaxKeyBytes); !why.empty()) return why;
@@ -249,26 +269,177 @@ void validate(const WriteRequest& r) {
                                 std::to_string(kMaxChunkBytes));
 }
 
-// write(2) until done; "" or the error.
-std::string write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return "write: " + errno_text(errno);
+// ---- the real file layer -------------------------------------------------------------------
+
+class PosixFile final : public StoreFile {
+ public:
+  PosixFile(int fd, std::uint64_t size) : fd_(fd), size_(size) {}
+  ~PosixFile() override { ::close(fd_); }  // also releases the flock
+  PosixFile(const PosixFile&) = delete;
+  PosixFile& operator=(const PosixFile&) = delete;
+
+  int read_all(std::string& out) override {
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) return errno;
+    out.resize(static_cast<std::size_t>(st.st_size));
+    std::size_t got = 0;
+    while (got < out.size()) {
+      ssize_t n = ::pread(fd_, out.data() + got, out.size() - got, static_cast<off_t>(got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return errno;
+      if (n == 0) break;
+      got += static_cast<std::size_t>(n);
     }
-    data.remove_prefix(static_cast<std::size_t>(n));
+    out.resize(got);
+    return 0;
   }
-  return "";
+  int append(std::string_view data) override {
+    while (!data.empty()) {
+      ssize_t n = ::pwrite(fd_, data.data(), data.size(), static_cast<off_t>(size_));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return errno;
+      }
+      data.remove_prefix(static_cast<std::size_t>(n));
+      size_ += static_cast<std::uint64_t>(n);
+    }
+    return 0;
+  }
+  int sync() override { return ::fdatasync(fd_) == 0 ? 0 : errno; }
+  int truncate(std::uint64_t size) override {
+    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) return errno;
+    size_ = size;
+    return 0;
+  }
+
+ private:
+  int fd_;
+  std::uint64_t size_;
+};
+
+class PosixFileSystem final : public StoreFileSystem {
+ public:
+  int create_directories(const fs::path& dir) override {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    return ec ? (ec.value() != 0 ? ec.value() : EIO) : 0;
+  }
+  int open(const fs::path& path, OpenMode mode, std::unique_ptr<StoreFile>& out, bool& created) override {
+    created = false;
+    int fd = -1;
+    if (mode == OpenMode::kCreateNew) {
+      fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd < 0) return errno;
+      created = true;
+    } else {
+      while (fd < 0) {
+        fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+        if (fd >= 0 || errno != ENOENT) break;
+        fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd >= 0) created = true;
+        else if (errno != EEXIST) break;  // EEXIST: another process created it meanwhile; open that
+      }
+      if (fd < 0) return errno;
+      if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        ::close(fd);
+        return err;
+      }
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      const int err = errno;
+      ::close(fd);
+      return err;
+    }
+    out = std::make_unique<PosixFile>(fd, static_cast<std::uint64_t>(st.st_size));
+    return 0;
+  }
+  int rename(const fs::path& from, const fs::path& to) override {
+    return ::rename(from.c_str(), to.c_str()) == 0 ? 0 : errno;
+  }
+  int sync_dir(const fs::path& dir) override {
+    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return errno;
+    int rc = ::fsync(dfd);
+    int err = errno;
+    ::close(dfd);
+    return rc == 0 ? 0 : err;
+  }
+};
+
+void check_io(int err, const std::string& what, const fs::path& path) {
+  if (err != 0) throw_io(what, path, err);
 }
 
-void sync_dir(const fs::path& dir) {
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) throw_io("cannot open directory", dir, errno);
-  int rc = ::fsync(dfd);
-  int err = errno;
-  ::close(dfd);
-  if (rc != 0) throw_io("cannot fsync directory", dir, err);
+// ---- reading records ------------------------------------------------------------------------
+
+// One attempt to read the record at an offset.
+struct Parsed {
+  bool ok = false;
+  DecodedRecord rec;
+  std::size_t end = 0;       // offset after the record (ok, or crc_valid)
+  bool crc_valid = false;    // a complete record (length >= 1) whose CRC matches, decodable or not
+  std::string problem;       // when !ok
+};
+
+Parsed parse_record(std::string_view all, std::size_t off) {
+  Parsed p;
+  const std::size_t left = all.size() - off;
+  if (left < kRecordHeaderBytes) {
+    p.problem = "torn record header at offset " + std::to_string(off) + " (" + std::to_string(left) + " of 8 bytes)";
+    return p;
+  }
+  const std::uint32_t len = get_le<std::uint32_t>(all, off);
+  const std::uint32_t stored_crc = get_le<std::uint32_t>(all, off + 4);
+  if (len > kMaxPayloadBytes) {
+    p.problem = "record at offset " + std::to_string(off) + " claims " + std::to_string(len) +
+                " bytes, over the limit of " + std::to_string(kMaxPayloadBytes);
+    return p;
+  }
+  if (left - kRecordHeaderBytes < len) {
+    p.problem = "torn record at offset " + std::to_string(off) + ": header says " + std::to_string(len) +
+                " bytes, only " + std::to_string(left - kRecordHeaderBytes) + " present";
+    return p;
+  }
+  const std::string_view payload = all.substr(off + kRecordHeaderBytes, len);
+  if (const std::uint32_t crc = crc32(payload); crc != stored_crc) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "stored %08x, computed %08x", stored_crc, crc);
+    p.problem = "checksum mismatch in record at offset " + std::to_string(off) + " (" + buf + ")";
+    return p;
+  }
+  if (len == 0) {  // what a zero-filled tail reads as: crc32("") is 0
+    p.problem = "empty record (zero bytes) at offset " + std::to_string(off);
+    return p;
+  }
+  p.crc_valid = true;
+  p.end = off + kRecordHeaderBytes + len;
+  if (auto why = decode_payload(payload, p.rec); !why.empty()) {
+    p.problem = "malformed record at offset " + std::to_string(off) + ": " + why;
+    return p;
+  }
+  p.ok = true;
+  return p;
+}
+
+// The first offset >= from where an intact record starts (header, length, CRC and payload all
+// check out; its seq is not looked at), or npos. Cheap checks first: a CRC is computed only where
+// the length fits and the first payload byte is a record type.
+std::size_t find_intact(std::string_view all, std::size_t from) {
+  for (std::size_t p = from; p + kRecordHeaderBytes < all.size(); ++p) {
+    const std::uint32_t len = get_le<std::uint32_t>(all, p);
+    if (len == 0 || len > kMaxPayloadBytes || all.size() - p - kRecordHeaderBytes < len) continue;
+    const auto type = static_cast<std::uint8_t>(all[p + kRecordHeaderBytes]);
+    if (type < kChunkRecord || type > kGapRecord) continue;
+    if (parse_record(all, p).ok) return p;
+  }
+  return std::string_view::npos;
+}
+
+std::string seq_range(std::int64_t first, std::int64_t last) {
+  if (first > last) return "none";
+  return first == last ? std::to_string(first) : std::to_string(first) + ".." + std::to_string(last);
 }
 
 }  // namespace
@@ -317,27 +488,32 @@ std::string name_problem(std::string_view what, std::string_view value, std::siz
   return "";
 }
 
+std::shared_ptr<StoreFileSystem> posix_store_file_system() {
+  static const auto fs = std::make_shared<PosixFileSystem>();
+  return fs;
+}
+
 FencedStore::FencedStore(std::filesystem::path data_dir, FencingMode mode, StoreOptions options)
     : data_dir_(std::move(data_dir)), mode_(mode), options_(std::move(options)) {}
 
 std::unique_ptr<FencedStore> FencedStore::open(const std::filesystem::path& data_dir, FencingMode mode,
                                                StoreOptions options) {
   std::unique_ptr<FencedStore> store(new FencedStore(data_dir, mode, std::move(options)));
-  std::error_code ec;
-  fs::create_directories(data_dir, ec);
-  if (ec) throw std::runtime_error("fencecheck-store: cannot create data directory " + data_dir.string() + ": " + ec.message());
+  store->fs_ = store->options_.file_system ? store->options_.file_system : posix_store_file_system();
+  StoreFileSystem& files = *store->fs_;
+  if (int err = files.create_directories(data_dir); err != 0)
+    throw std::runtime_error("fencecheck-store: cannot create data directory " + data_dir.string() + ": " +
+                             errno_text(err));
   const fs::path path = store->log_path();
-  const bool existed = fs::exists(path, ec);
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) throw_io("cannot open log", path, errno);
-  store->fd_ = fd;  // closed by ~FencedStore from here on, even if open() throws below
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK)
+  bool created = false;
+  // The file is closed by ~FencedStore from here on, even if open() throws below.
+  if (int err = files.open(path, StoreFileSystem::OpenMode::kOpenOrCreateLocked, store->file_, created); err != 0) {
+    if (err == EWOULDBLOCK)
       throw std::runtime_error("fencecheck-store: data directory " + data_dir.string() +
                                " is in use by another store (flock on " + path.string() + " is held)");
-    throw_io("cannot lock log", path, errno);
+    throw_io("cannot open and lock log", path, err);
   }
-  if (!existed) sync_dir(data_dir);  // make the new file's directory entry durable
+  if (created) check_io(files.sync_dir(data_dir), "cannot fsync directory", data_dir);  // the new entry
   {
     std::lock_guard lock(store->mu_);
     store->replay_locked();
@@ -349,33 +525,17 @@ std::unique_ptr<FencedStore> FencedStore::open(const std::filesystem::path& data
 void FencedStore::replay_locked() {
   const fs::path path = log_path();
   std::string data;
-  {
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0) throw_io("cannot stat log", path, errno);
-    data.resize(static_cast<std::size_t>(st.st_size));
-    std::size_t got = 0;
-    while (got < data.size()) {
-      ssize_t n = ::pread(fd_, data.data() + got, data.size() - got, static_cast<off_t>(got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw_io("cannot read log", path, errno);
-      if (n == 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    data.resize(got);
-  }
+  check_io(file_->read_all(data), "cannot read log", path);
 
-  std::string problem;
-  std::size_t keep = 0;
   if (data.size() < kMagic.size()) {
     if (kMagic.substr(0, data.size()) != data)
       throw std::runtime_error("fencecheck-store: " + path.string() + " is not a fencecheck-store log (bad magic)");
     // A new file, or one whose creation was cut short: (re)write the magic.
+    std::string problem;
     if (!data.empty()) problem = "torn file header (" + std::to_string(data.size()) + " bytes)";
-    if (::ftruncate(fd_, 0) != 0) throw_io("cannot truncate log", path, errno);
-    if (::lseek(fd_, 0, SEEK_SET) < 0) throw_io("cannot seek log", path, errno);
-    if (auto err = write_all(fd_, kMagic); !err.empty())
-      throw std::runtime_error("fencecheck-store: cannot write log header " + path.string() + ": " + err);
-    if (::fdatasync(fd_) != 0) throw_io("cannot fdatasync log", path, errno);
+    check_io(file_->truncate(0), "cannot truncate log", path);
+    check_io(file_->append(kMagic), "cannot write log header", path);
+    check_io(file_->sync(), "cannot fdatasync log", path);
     recovery_.kept_bytes = kMagic.size();
     recovery_.truncated_bytes = data.size();
     recovery_.problem = problem;
@@ -385,63 +545,194 @@ void FencedStore::replay_locked() {
   if (std::string_view(data).substr(0, kMagic.size()) != kMagic)
     throw std::runtime_error("fencecheck-store: " + path.string() + " is not a fencecheck-store log (bad magic)");
 
+  const bool repair = options_.repair_log;
+  std::string rewritten(kMagic);  // repair: the log as it will be (every readable record)
+  std::string problem;            // a torn tail's
   const std::string_view all(data);
   std::size_t off = kMagic.size();
   while (off < all.size()) {
-    const std::size_t left = all.size() - off;
-    if (left < kRecordHeaderBytes) {
-      problem = "torn record header at offset " + std::to_string(off) + " (" + std::to_string(left) + " of 8 bytes)";
-      break;
+    Parsed p = parse_record(all, off);
+    const std::int64_t expected = last_seq_ + 1;
+    if (p.ok && p.rec.first_seq != expected && !repair) {
+      p.ok = false;
+      p.problem = "record at offset " + std::to_string(off) + " has seq " + std::to_string(p.rec.first_seq) +
+                  ", expected " + std::to_string(expected) + " (a record is missing or out of place)";
     }
-    const std::uint32_t len = get_le<std::uint32_t>(all, off);
-    const std::uint32_t stored_crc = get_le<std::uint32_t>(all, off + 4);
-    if (len > kMaxPayloadBytes) {
-      problem = "record at offset " + std::to_string(off) + " claims " + std::to_string(len) +
-                " bytes, over the limit of " + std::to_string(kMaxPayloadBytes);
-      break;
+    if (!p.ok) {
+      // The damage starts here. Is anything readable after it? (p.ok was cleared for a seq
+      // mismatch only: that record is itself intact, and find_intact returns off.)
+      const std::size_t next = find_intact(all, off);
+      if (next == std::string_view::npos && !p.crc_valid) {
+        problem = p.problem;  // an incomplete final record: a torn tail
+        break;
+      }
+      const std::int64_t record = recovery_.records + 1;
+      if (!repair) {
+        std::string after = next == std::string_view::npos
+                                ? "no intact record follows, but this one is complete (its checksum matches): it "
+                                  "was not torn by a crash"
+                                : "the next intact record starts at byte offset " + std::to_string(next);
+        if (next != std::string_view::npos) {
+          std::int64_t n = 0;
+          for (std::size_t q = next; q < all.size();) {
+            Parsed r = parse_record(all, q);
+            if (!r.ok) break;
+            ++n;
+            q = r.end;
+          }
+          after += " (seq " + std::to_string(parse_record(all, next).rec.seq) + "; " + std::to_string(n) +
+                   " readable record(s) from there)";
+        }
+        throw StoreLogDamaged("fencecheck-store: " + path.string() + " is damaged at byte offset " +
+                                  std::to_string(off) + ", record #" + std::to_string(record) +
+                                  " (1-based; seq " + std::to_string(expected) + " expected): " + p.problem +
+                                  "; " + after + ". This is corruption, not a torn tail: the store refuses to start "
+                                  "and has changed nothing on disk (truncating would delete acknowledged records and "
+                                  "lower high-water marks). To start anyway, keeping every readable record, run "
+                                  "fencecheck-store --repair-log.",
+                              path, off, record, expected);
+      }
+      // Repair: skip to the next intact record (or, for a complete but unreadable final record,
+      // to the end), and account for what the skipped bytes held.
+      LogDamage d;
+      d.offset = off;
+      d.bytes = (next == std::string_view::npos ? all.size() : next) - off;
+      d.record = record;
+      d.problem = p.problem;
+      d.first_lost_seq = expected;
+      d.last_lost_seq = expected - 1;  // widened below by the gap the next record shows
+      recovery_.damage.push_back(d);
+      if (next == std::string_view::npos) {  // one unreadable record: its seq is lost with it
+        recovery_.damage.back().last_lost_seq = expected;
+        recovery_.lost_records += 1;
+        append_gap_record(rewritten, expected, expected);
+        last_seq_ = expected;
+        ++recovery_.records;
+        off = all.size();
+        break;
+      }
+      off = next;
+      continue;
     }
-    if (left - kRecordHeaderBytes < len) {
-      problem = "torn record at offset " + std::to_string(off) + ": header says " + std::to_string(len) +
-                " bytes, only " + std::to_string(left - kRecordHeaderBytes) + " present";
-      break;
-    }
-    const std::string_view payload = all.substr(off + kRecordHeaderBytes, len);
-    if (const std::uint32_t crc = crc32(payload); crc != stored_crc) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "stored %08x, computed %08x", stored_crc, crc);
-      problem = "checksum mismatch in record at offset " + std::to_string(off) + " (" + buf + ")";
-      break;
-    }
-    DecodedRecord rec;
-    if (auto why = decode_payload(payload, rec); !why.empty()) {
-      problem = "malformed record at offset " + std::to_string(off) + ": " + why;
-      break;
-    }
-    if (rec.seq != last_seq_ + 1) {
-      problem = "record at offset " + std::to_string(off) + " has seq " + std::to_string(rec.seq) + ", expected " +
-                std::to_string(last_seq_ + 1);
-      break;
+    DecodedRecord& rec = p.rec;
+    std::string_view bytes = all.substr(off, p.end - off);
+    std::string renumbered;
+    if (repair && rec.first_seq != last_seq_ + 1) {
+      if (rec.first_seq > last_seq_ + 1) {
+        // Seqs missing between the last record and this one: say so in the log itself.
+        if (recovery_.damage.empty() || recovery_.damage.back().offset + recovery_.damage.back().bytes != off) {
+          LogDamage d;
+          d.offset = off;
+          d.record = recovery_.records + 1;
+          d.problem = "seq gap: record at offset " + std::to_string(off) + " has seq " + std::to_string(rec.first_seq) +
+                      ", expected " + std::to_string(last_seq_ + 1);
+          recovery_.damage.push_back(d);
+        }
+        recovery_.damage.back().first_lost_seq = last_seq_ + 1;
+        recovery_.damage.back().last_lost_seq = rec.first_seq - 1;
+        recovery_.lost_records += rec.first_seq - 1 - last_seq_;
+        append_gap_record(rewritten, last_seq_ + 1, rec.first_seq - 1);
+        last_seq_ = rec.first_seq - 1;
+        ++recovery_.records;
+      } else if (rec.type == kGapRecord) {  // an old gap that says nothing new
+        if (rec.seq <= last_seq_) {
+          off = p.end;
+          continue;
+        }
+        rec.first_seq = last_seq_ + 1;
+        append_gap_record(renumbered, rec.first_seq, rec.seq);
+      } else {  // seq not above the last: keep it under the next seq
+        const std::int64_t seq = last_seq_ + 1;
+        spdlog::warn("fencecheck-store: {}: record at offset {} has seq {}, not above {}: kept as seq {}",
+                     path.string(), off, rec.seq, last_seq_, seq);
+        rec.seq = rec.first_seq = rec.effect.seq = seq;
+        if (rec.type == kChunkRecord) append_record(renumbered, seq, rec.request);
+        if (rec.type == kCounterRecord) append_counter_record(renumbered, seq, rec.counter);
+        if (rec.type == kEffectRecord) append_effect_record(renumbered, rec.effect);
+        ++recovery_.renumbered;
+      }
+      if (!renumbered.empty()) bytes = renumbered;
     }
     switch (rec.type) {
       case kChunkRecord: apply_locked(rec.seq, rec.request); break;
       case kCounterRecord: apply_counter_locked(rec.seq, rec.counter); break;
       case kEffectRecord: apply_effect_locked(rec.effect); break;
+      case kGapRecord:
+        recovery_.lost_records += rec.seq - rec.first_seq + 1;
+        last_seq_ = rec.seq;
+        break;
     }
+    if (repair) rewritten += bytes;
     ++recovery_.records;
-    off += kRecordHeaderBytes + len;
+    off = p.end;
   }
-  keep = off;
-  if (!problem.empty()) {
-    spdlog::warn("fencecheck-store: {}: {}; truncating the log from {} to {} bytes (kept {} complete records)",
-                 path.string(), problem, all.size(), keep, recovery_.records);
-    if (::ftruncate(fd_, static_cast<off_t>(keep)) != 0) throw_io("cannot truncate log", path, errno);
-    if (::fdatasync(fd_) != 0) throw_io("cannot fdatasync log", path, errno);
-  }
-  if (::lseek(fd_, static_cast<off_t>(keep), SEEK_SET) < 0) throw_io("cannot seek log", path, errno);
-  recovery_.kept_bytes = keep;
-  recovery_.truncated_bytes = all.size() - keep;
+  const std::size_t keep = off;
+  recovery_.truncated_bytes = problem.empty() ? 0 : all.size() - keep;
   recovery_.problem = problem;
+  if (!problem.empty())
+    spdlog::warn("fencecheck-store: {}: {}; a torn tail (nothing readable follows it): truncating the log from {} to "
+                 "{} bytes (kept {} complete records)",
+                 path.string(), problem, all.size(), keep, recovery_.records);
+  if (repair && (!recovery_.damage.empty() || recovery_.renumbered > 0)) {
+    rewrite_log_locked(data, rewritten);
+    recovery_.kept_bytes = rewritten.size();
+  } else {
+    if (!problem.empty()) {
+      check_io(file_->truncate(keep), "cannot truncate log", path);
+      check_io(file_->sync(), "cannot fdatasync log", path);
+    }
+    recovery_.kept_bytes = keep;
+  }
   durable_seq_ = last_seq_;
+}
+
+void FencedStore::rewrite_log_locked(const std::string& original, const std::string& rewritten) {
+  const fs::path path = log_path();
+  StoreFileSystem& files = *fs_;
+  // 1. Keep the damaged file whole, beside the log (store.log.damaged.N, the first N free).
+  std::unique_ptr<StoreFile> copy;
+  bool created = false;
+  fs::path copy_path;
+  for (int n = 1;; ++n) {
+    copy_path = data_dir_ / ("store.log.damaged." + std::to_string(n));
+    const int err = files.open(copy_path, StoreFileSystem::OpenMode::kCreateNew, copy, created);
+    if (err == 0) break;
+    if (err != EEXIST || n >= 10000) throw_io("cannot create", copy_path, err);
+  }
+  check_io(copy->append(original), "cannot write", copy_path);
+  check_io(copy->sync(), "cannot fdatasync", copy_path);
+  copy.reset();
+  // 2. The repaired log in a temp file, durable before it replaces anything; locked before the
+  //    rename, so no other store can take the new store.log.
+  const fs::path temp = data_dir_ / "store.log.repair";
+  std::unique_ptr<StoreFile> fresh;
+  check_io(files.open(temp, StoreFileSystem::OpenMode::kOpenOrCreateLocked, fresh, created), "cannot open", temp);
+  check_io(fresh->truncate(0), "cannot truncate", temp);
+  check_io(fresh->append(rewritten), "cannot write", temp);
+  check_io(fresh->sync(), "cannot fdatasync", temp);
+  // 3. Atomic replacement, then the directory entry made durable.
+  check_io(files.rename(temp, path), "cannot rename " + temp.string() + " to", path);
+  check_io(files.sync_dir(data_dir_), "cannot fsync directory", data_dir_);
+  file_ = std::move(fresh);  // the old file (and its lock) goes
+  recovery_.repaired = true;
+  recovery_.damaged_copy = copy_path;
+  spdlog::warn("fencecheck-store: {}: repaired: {}", path.string(), recovery_.summary());
+}
+
+std::string RecoveryReport::summary() const {
+  std::string out = std::to_string(records) + " records replayed";
+  if (truncated_bytes > 0) out += ", " + std::to_string(truncated_bytes) + " torn bytes truncated (" + problem + ")";
+  if (!repaired) return out;
+  std::uint64_t bytes = 0;
+  for (const auto& d : damage) bytes += d.bytes;
+  out += "; REPAIRED: " + std::to_string(damage.size()) + " damaged region(s), " + std::to_string(bytes) +
+         " bytes skipped, " + std::to_string(lost_records) + " record(s) lost (seqs missing), " +
+         std::to_string(renumbered) + " renumbered; the damaged file is kept as " + damaged_copy.string();
+  for (const auto& d : damage)
+    out += "; [offset " + std::to_string(d.offset) + ", " + std::to_string(d.bytes) + " bytes, record #" +
+           std::to_string(d.record) + ", seqs lost: " + seq_range(d.first_lost_seq, d.last_lost_seq) + ": " +
+           d.problem + "]";
+  return out;
 }
 
 void FencedStore::raise_marks_locked(const std::string& key, std::int64_t token, std::int64_t seq) {
@@ -464,8 +755,8 @@ void FencedStore::apply_locked(std::int64_t seq, const WriteRequest& r) {
 void FencedStore::apply_counter_locked(std::int64_t seq, const CounterWriteRequest& r) {
   raise_marks_locked(r.key, r.token.value(), seq);
   counters_[r.key] = Counter{r.value, seq};
-  // The read-back's log shows a counter write as chunk -1 with the new value as its segment.
-  log_.push_back(AcceptedWrite{seq, r.key, r.value, -1, r.token.value(), r.client});
+  // The read-back's log shows a counter write with fields of its own (kind counter, value).
+  log_.push_back(AcceptedWrite{seq, r.key, kNoSlot, kNoSlot, r.token.value(), r.client, WriteKind::kCounter, r.value});
   last_seq_ = seq;
 }
 
@@ -594,7 +885,8 @@ WriteResult FencedStore::write_counter(const CounterWriteRequest& r) {
   std::unique_lock lock(mu_);
   if (failed_ || closing_) return closed_result_locked();
   return fenced_mutation_locked(
-      lock, r.key, r.token, r.client, RejectedWrite{r.key, r.value, -1, r.token.value(), r.client, 0},
+      lock, r.key, r.token, r.client,
+      RejectedWrite{r.key, kNoSlot, kNoSlot, r.token.value(), r.client, 0, WriteKind::kCounter, r.value},
       [&](std::int64_t seq) {
         append_counter_record(pending_, seq, r);
         apply_counter_locked(seq, r);
@@ -613,7 +905,8 @@ CounterReading FencedStore::read_counter(const std::string& key) const {
   }
   const HighWater mark = mark_for_locked(key);
   out.high_water = mark.token;
-  wait_durable(lock, std::max(seq, mark.seq));
+  if (!wait_durable(lock, std::max(seq, mark.seq)) || failed_)
+    throw StoreFailed("store failed before counter '" + key + "' was durable: " + failure_);
   return out;
 }
 
@@ -687,14 +980,20 @@ void FencedStore::flusher_loop() {
     const std::int64_t upto = last_seq_;  // every seq <= upto is in batch or already on disk
     const std::int64_t records = pending_records_;
     pending_records_ = 0;
+    if (options_.test_only_ack_before_sync) {  // the broken store the crash test must catch
+      durable_seq_ = upto;
+      durable_cv_.notify_all();
+    }
     lock.unlock();
 
     if (options_.before_sync) options_.before_sync(records);
-    std::string err = write_all(fd_, batch);
+    std::string err;
     bool synced = false;
-    if (err.empty()) {
+    if (int e = file_->append(batch); e != 0) {
+      err = "write: " + errno_text(e);
+    } else {
       synced = true;
-      if (::fdatasync(fd_) != 0) err = "fdatasync: " + errno_text(errno);
+      if (int se = file_->sync(); se != 0) err = "fdatasync: " + errno_text(se);
     }
 
     lock.lock();
@@ -730,7 +1029,8 @@ StoreSnapshot FencedStore::snapshot() const {
   for (const auto& [key, hw] : high_water_) rb.high_water[key] = hw.token;
   snap.effects = effects_;
   for (const auto& [key, c] : counters_) snap.counters[key] = c.value;
-  wait_durable(lock, last_seq_);
+  if (!wait_durable(lock, last_seq_) || failed_)
+    throw StoreFailed("store failed before its state was durable, nothing is answered from it: " + failure_);
   return snap;
 }
 
@@ -755,10 +1055,7 @@ void FencedStore::close() noexcept {
     work_cv_.notify_all();
   }
   if (flusher_.joinable()) flusher_.join();
-  if (fd_ >= 0) {
-    ::close(fd_);  // also releases the flock
-    fd_ = -1;
-  }
+  file_.reset();  // closes the log, which releases the flock
   std::lock_guard lock(mu_);
   durable_cv_.notify_all();
 }

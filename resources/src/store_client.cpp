@@ -199,12 +199,11 @@ CounterReply StoreClient::read_counter(std::string_view key) {
   return reply;
 }
 
-EffectReply StoreClient::post_effect(std::string_view key, std::string_view effect_id, EffectMode mode,
-                                     FencingToken token, std::string_view client) {
+EffectReply StoreClient::post_effect(std::string_view key, std::string_view effect_id, FencingToken token,
+                                     std::string_view client) {
   EffectReply reply;
   const std::string path = "/v1/effects/" + encode_segment(key);
   auto headers = fencing_headers(token, client);
-  headers.emplace_back("Fencecheck-Effect", std::string(effect_mode_name(mode)));
   auto res = impl_->send("POST", path, "text/plain", std::string(effect_id), std::move(headers));
   if (!res.complete()) {
     reply.error = "POST " + base_url_ + path + ": " + res.error_text();
@@ -217,6 +216,7 @@ EffectReply StoreClient::post_effect(std::string_view key, std::string_view effe
     reply.high_water = json_int<std::int64_t>(body, "high_water");
     reply.seq = json_int<std::int64_t>(body, "seq");
     reply.error = json_error(body);
+    if (auto m = body.find("mode"); m != body.end() && m->is_string()) reply.mode = effect_mode_from_name(m->get<std::string>());
   }
   auto flag = [&](const char* name) {
     auto it = parsed ? body.find(name) : body.end();

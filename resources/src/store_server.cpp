@@ -1,13 +1,24 @@
 #include "fencecheck/resources/store_server.h"
 
+#include <netdb.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
+#include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -31,10 +42,12 @@ using detail::shown;
 
 constexpr const char* kTokenHeader = "Fencing-Token";
 constexpr const char* kClientHeader = "Fencecheck-Client";
-constexpr const char* kEffectHeader = "Fencecheck-Effect";
-constexpr const char* kCounterPattern = R"(/v1/counters/(.*))";
-constexpr const char* kEffectPattern = R"(/v1/effects/(.*))";
-constexpr const char* kChunkPattern = R"(/v1/keys/(.*)/segments/([^/]*)/chunks/([^/]*))";
+constexpr std::string_view kCounterPrefix = "/v1/counters/";  // GET|PUT /v1/counters/{key}
+constexpr std::string_view kEffectPrefix = "/v1/effects/";    // POST /v1/effects/{key}
+// httplib hands every request of every method to Impl::route (which routes by plain string
+// matching, the same code handle() runs in process): "[\s\S]*" matches any path, also one whose
+// percent-decoding holds a newline (which "." would not match).
+constexpr const char* kAnyPath = R"([\s\S]*)";
 
 std::string dump(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -62,20 +75,30 @@ std::string parse_index(std::string_view what, std::string_view text, std::int64
   return "";
 }
 
-// True for /v1/keys/{key}/segments/{segment}/chunks/{chunk} with segment and chunk free of '/'
-// (the key may hold anything: it is validated, with a precise message, by the PUT handler). The
-// same language as kChunkPattern, which httplib matches greedily, so the last "/segments/" wins.
-bool is_chunk_path(std::string_view path) {
+// The parts of /v1/keys/{key}/segments/{segment}/chunks/{chunk}, with segment and chunk free of
+// '/' (the key may hold anything: it is validated, with a precise message, by the PUT handler).
+// The language of the regex /v1/keys/(.*)/segments/([^/]*)/chunks/([^/]*) matched greedily, so
+// the last "/segments/" wins. nullopt when the path is not of that shape.
+struct ChunkPath {
+  std::string key, segment, chunk;
+};
+std::optional<ChunkPath> split_chunk_path(std::string_view path) {
   constexpr std::string_view kKeys = "/v1/keys/";
   constexpr std::string_view kSegments = "/segments/";
   constexpr std::string_view kChunks = "/chunks/";
-  if (path.substr(0, kKeys.size()) != kKeys) return false;
+  if (path.substr(0, kKeys.size()) != kKeys) return std::nullopt;
   const auto chunks = path.rfind(kChunks);
-  if (chunks == std::string_view::npos || path.find('/', chunks + kChunks.size()) != std::string_view::npos) return false;
+  if (chunks == std::string_view::npos || path.find('/', chunks + kChunks.size()) != std::string_view::npos)
+    return std::nullopt;
   const auto segments = path.substr(0, chunks).rfind(kSegments);
-  if (segments == std::string_view::npos || segments + 1 < kKeys.size()) return false;
-  return path.substr(segments + kSegments.size(), chunks - segments - kSegments.size()).find('/') == std::string_view::npos;
+  if (segments == std::string_view::npos || segments < kKeys.size()) return std::nullopt;
+  const auto segment = path.substr(segments + kSegments.size(), chunks - segments - kSegments.size());
+  if (segment.find('/') != std::string_view::npos) return std::nullopt;
+  return ChunkPath{std::string(path.substr(kKeys.size(), segments - kKeys.size())), std::string(segment),
+                   std::string(path.substr(chunks + kChunks.size()))};
 }
+
+bool is_chunk_path(std::string_view path) { return split_chunk_path(path).has_value(); }
 
 bool has_prefix(std::string_view path, std::string_view prefix) { return path.substr(0, prefix.size()) == prefix; }
 
@@ -90,9 +113,8 @@ struct Route {
 const std::vector<Route>& routes() {
   static const std::vector<Route> r{
       {is_chunk_path, "PUT", "PUT /v1/keys/{key}/segments/{segment}/chunks/{chunk}"},
-      {[](std::string_view p) { return has_prefix(p, "/v1/counters/"); }, "GET, HEAD, PUT",
-       "GET|PUT /v1/counters/{key}"},
-      {[](std::string_view p) { return has_prefix(p, "/v1/effects/"); }, "POST", "POST /v1/effects/{key}"},
+      {[](std::string_view p) { return has_prefix(p, kCounterPrefix); }, "GET, HEAD, PUT", "GET|PUT /v1/counters/{key}"},
+      {[](std::string_view p) { return has_prefix(p, kEffectPrefix); }, "POST", "POST /v1/effects/{key}"},
       {[](std::string_view p) { return p == "/v1/readback"; }, "GET, HEAD", "GET /v1/readback"},
       {[](std::string_view p) { return p == "/healthz"; }, "GET, HEAD", "GET /healthz"},
       {[](std::string_view p) { return p == "/metrics"; }, "GET, HEAD", "GET /metrics"},
@@ -100,7 +122,170 @@ const std::vector<Route>& routes() {
   return r;
 }
 
-// Reaches httplib's listening socket: to deepen its backlog and to release it when never run.
+// httplib's Stream over one accepted connection, as its own SocketStream (poll-based timeouts, a
+// 4 KiB read buffer, MSG_NOSIGNAL sends), that also records the bytes of each request's head as
+// they are read (httplib reads a head one byte at a time, so the record ends exactly at its blank
+// line). One per connection, so bytes read ahead are never dropped between keep-alive requests.
+class RawHeadStream final : public httplib::Stream {
+ public:
+  RawHeadStream(int sock, std::chrono::microseconds read_timeout, std::chrono::microseconds write_timeout)
+      : sock_(sock), read_timeout_(read_timeout), write_timeout_(write_timeout) {}
+
+  /// Starts recording the next request's head.
+  void begin_request() {
+    head_.clear();
+    head_done_ = false;
+  }
+  /// The recorded head, or nullptr when it ran past kMaxHead (httplib refuses such a request).
+  [[nodiscard]] const std::string* head() const { return head_.size() > kMaxHead ? nullptr : &head_; }
+  /// Bytes read from the socket and not yet consumed.
+  [[nodiscard]] bool buffered() const { return off_ < len_; }
+
+  bool is_readable() const override { return buffered() || wait_for(POLLIN, read_timeout_); }
+  bool is_writable() const override { return wait_for(POLLOUT, write_timeout_) && alive(); }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (!buffered()) {
+      if (!wait_for(POLLIN, read_timeout_)) return -1;
+      ssize_t n;
+      do {
+        n = ::recv(sock_, buf_.data(), buf_.size(), 0);
+      } while (n < 0 && errno == EINTR);
+      if (n <= 0) return n;
+      off_ = 0;
+      len_ = static_cast<std::size_t>(n);
+    }
+    const std::size_t take = std::min(size, len_ - off_);
+    std::memcpy(ptr, buf_.data() + off_, take);
+    record(std::string_view(buf_.data() + off_, take));
+    off_ += take;
+    return static_cast<ssize_t>(take);
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!is_writable()) return -1;
+    ssize_t n;
+    do {
+      n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    return n;
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { address_of(::getpeername, ip, port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { address_of(::getsockname, ip, port); }
+  socket_t socket() const override { return sock_; }
+
+ private:
+  static constexpr std::size_t kMaxHead = 64 * 1024;
+
+  void record(std::string_view bytes) {
+    for (char c : bytes) {
+      if (head_done_) return;
+      if (head_.size() > kMaxHead) {
+        head_done_ = true;
+        return;
+      }
+      head_.push_back(c);
+      const std::string_view h = head_;
+      if (h.size() >= 2 && h.substr(h.size() - 2) == "\n\n") head_done_ = true;
+      if (h.size() >= 4 && h.substr(h.size() - 4) == "\r\n\r\n") head_done_ = true;
+    }
+  }
+
+  bool wait_for(short events, std::chrono::microseconds timeout) const {
+    pollfd p{sock_, events, 0};
+    const int ms = static_cast<int>((timeout.count() + 999) / 1000);
+    int rc;
+    do {
+      rc = ::poll(&p, 1, ms);
+    } while (rc < 0 && errno == EINTR);
+    return rc > 0 && (p.revents & (events | POLLHUP | POLLERR)) != 0;
+  }
+
+  // httplib's is_socket_alive: nothing to read, or something to read (not EOF).
+  bool alive() const {
+    pollfd p{sock_, POLLIN, 0};
+    if (::poll(&p, 1, 0) == 0) return true;
+    char c;
+    return ::recv(sock_, &c, 1, MSG_PEEK) > 0;
+  }
+
+  template <typename Get>
+  void address_of(Get get, std::string& ip, int& port) const {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    if (get(sock_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return;
+    char host[NI_MAXHOST];
+    char serv[NI_MAXSERV];
+    if (::getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof host, serv, sizeof serv,
+                      NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+      return;
+    ip = host;
+    port = std::atoi(serv);
+  }
+
+  int sock_;
+  std::chrono::microseconds read_timeout_;
+  std::chrono::microseconds write_timeout_;
+  std::array<char, 4096> buf_{};
+  std::size_t off_ = 0;
+  std::size_t len_ = 0;
+  std::string head_;
+  bool head_done_ = true;
+};
+
+// The connection whose request this thread is handling (RawHeadStream records its head exactly as
+// it came off the socket); nullptr outside a request.
+// cpp-httplib 0.11.4's parser drops a header line whose value is empty and percent-decodes the
+// values it keeps, so "Fencing-Token:" looks absent and "Fencing-Token: %31%32" looks like "12";
+// the handlers judge the fencing headers from these bytes instead (raw_header_values).
+thread_local const RawHeadStream* t_request_stream = nullptr;
+
+bool is_ows(char c) { return c == ' ' || c == '\t'; }
+
+// RFC 9110 §5.5: a field value excludes its leading and trailing whitespace (OWS: SP, HTAB).
+std::string_view trim_ows(std::string_view v) {
+  while (!v.empty() && is_ows(v.front())) v.remove_prefix(1);
+  while (!v.empty() && is_ows(v.back())) v.remove_suffix(1);
+  return v;
+}
+
+bool same_name(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+  return true;
+}
+
+// Every value of header `name` (case-insensitive) in the current request's recorded head, as sent
+// (untrimmed, not decoded), in order; nullopt when no head was recorded (then httplib's parse is
+// all there is).
+std::optional<std::vector<std::string>> raw_header_values(std::string_view name) {
+  const std::string* recorded = t_request_stream == nullptr ? nullptr : t_request_stream->head();
+  if (recorded == nullptr) return std::nullopt;
+  std::vector<std::string> out;
+  std::string_view head = *recorded;
+  bool request_line = true;
+  while (!head.empty()) {
+    const auto eol = head.find('\n');
+    std::string_view line = head.substr(0, eol);
+    head = eol == std::string_view::npos ? std::string_view{} : head.substr(eol + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (request_line) {
+      request_line = false;
+      continue;
+    }
+    if (line.empty()) break;  // the blank line that ends the head
+    const auto colon = line.find(':');
+    if (colon != std::string_view::npos && same_name(line.substr(0, colon), name))
+      out.emplace_back(line.substr(colon + 1));
+  }
+  return out;
+}
+
+
+// Reaches httplib's listening socket: to deepen its backlog and to release it when never run; and
+// serves each connection through RawHeadStream.
 class HttpServer : public httplib::Server {
  public:
   // cpp-httplib 0.11.4 listens with a backlog of 5: a burst of 64 workers connecting at once
@@ -113,6 +298,44 @@ class HttpServer : public httplib::Server {
   void close_listener() {
     auto sock = svr_sock_.exchange(INVALID_SOCKET);
     if (sock != INVALID_SOCKET) ::close(sock);
+  }
+
+ private:
+  // cpp-httplib 0.11.4's own connection loop (detail::process_server_socket), on RawHeadStream
+  // instead of its SocketStream: up to keep_alive_max_count_ requests per connection, each waited
+  // for up to keep_alive_timeout_sec_, the last answered with Connection: close; the request
+  // itself is httplib's process_request. Its handlers find the head in t_request_stream.
+  bool process_and_close_socket(socket_t sock) override {
+    using std::chrono::microseconds;
+    using std::chrono::seconds;
+    RawHeadStream strm(sock, seconds(read_timeout_sec_) + microseconds(read_timeout_usec_),
+                       seconds(write_timeout_sec_) + microseconds(write_timeout_usec_));
+    bool ret = false;
+    for (std::size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET && next_request(strm); --left) {
+      bool connection_closed = false;
+      strm.begin_request();
+      t_request_stream = &strm;
+      ret = process_request(strm, left == 1, connection_closed, nullptr);
+      t_request_stream = nullptr;
+      if (!ret || connection_closed) break;
+    }
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return ret;
+  }
+
+  // httplib's keep_alive(): true once the connection has bytes to read; false after
+  // keep_alive_timeout_sec_ without any, on an error, or once the server stops.
+  bool next_request(const RawHeadStream& strm) const {
+    if (strm.buffered()) return true;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(keep_alive_timeout_sec_);
+    for (;;) {
+      pollfd p{strm.socket(), POLLIN, 0};
+      const int rc = ::poll(&p, 1, 10);
+      if (rc > 0) return true;
+      if (rc < 0 && errno != EINTR) return false;
+      if (svr_sock_ == INVALID_SOCKET || std::chrono::steady_clock::now() > deadline) return false;
+    }
   }
 };
 
@@ -172,7 +395,13 @@ struct StoreServer::Impl {
     writes.Add({{"key", key}, {"client", client}, {"result", result}}).Increment();
   }
 
-  void handle_put(const httplib::Request& req, httplib::Response& res);
+  /// Every request httplib parsed: routes it by method and path to the handlers below, or answers
+  /// 405 (known path, wrong method; Allow set) or 404.
+  void route(const httplib::Request& req, httplib::Response& res);
+  /// The body of httplib's own refusals (413 body over the limit, 414, 400 malformed, CONNECT and
+  /// TRACE), which reach the error handler with an empty body.
+  void describe_refusal(const httplib::Request& req, httplib::Response& res) const;
+  void handle_put(const httplib::Request& req, httplib::Response& res, const ChunkPath& path);
   /// Runs one fenced mutation (a chunk or a counter write) and replies: 200 accepted, 409 fenced
   /// (with the high-water mark), 400 for a request the store calls invalid, 500 on failure.
   template <typename Write>
@@ -190,14 +419,14 @@ struct StoreServer::Impl {
       case WriteStatus::kRejected:
         count_write(key, client, "rejected");
         return reply_json(res, 409, {{"accepted", false}, {"high_water", r.high_water}, {"error", r.error}});
-      case WriteStatus::kFailed:
-        return reply_error(res, 500, r.error);
+      case WriteStatus::kFailed:  // the log could not be made durable: the store has failed (store.h)
+        return reply_error(res, 503, r.error);
     }
     reply_error(res, 500, "unknown write status");
   }
-  void handle_counter_get(const httplib::Request& req, httplib::Response& res);
-  void handle_counter_put(const httplib::Request& req, httplib::Response& res);
-  void handle_effect(const httplib::Request& req, httplib::Response& res);
+  void handle_counter_get(const std::string& key, httplib::Response& res);
+  void handle_counter_put(const httplib::Request& req, httplib::Response& res, const std::string& key);
+  void handle_effect(const httplib::Request& req, httplib::Response& res, const std::string& key);
   void handle_readback(httplib::Response& res);
   void count_effect(const std::string& key, const std::string& client, EffectMode mode, const char* result) {
     effects.Add({{"key", key}, {"client", client}, {"mode", std::string(effect_mode_name(mode))}, {"result", result}})
@@ -225,39 +454,64 @@ struct StoreServer::Impl {
 
 namespace {
 
-// The Fencing-Token and Fencecheck-Client headers every mutation carries. "" or the 400 message.
+// Every value of header `name`: as sent, from the recorded head (raw_header_values); httplib's
+// parse only when there is no record.
+std::vector<std::string> header_values(const httplib::Request& req, const char* name) {
+  if (auto raw = raw_header_values(name)) return *std::move(raw);
+  std::vector<std::string> out;
+  const auto [first, last] = req.headers.equal_range(name);
+  for (auto it = first; it != last; ++it) out.push_back(it->second);
+  return out;
+}
+
+// The Fencing-Token and Fencecheck-Client headers every mutation carries, each exactly once, its
+// value trimmed of optional whitespace (RFC 9110 §5.5) and nothing else. "" or the 400 message.
 std::string parse_token_and_client(const httplib::Request& req, FencingToken& token_out, std::string& client_out) {
-  const auto tokens = req.get_header_value_count(kTokenHeader);
-  if (tokens == 0) return std::string("missing header ") + kTokenHeader + ": every write must carry its fencing token";
-  if (tokens > 1) return std::string("header ") + kTokenHeader + " given " + std::to_string(tokens) + " times: send exactly one";
-  const TokenParse token = parse_token(req.get_header_value(kTokenHeader));
+  const auto tokens = header_values(req, kTokenHeader);
+  if (tokens.empty()) return std::string("missing header ") + kTokenHeader + ": every write must carry its fencing token";
+  if (tokens.size() > 1)
+    return std::string("header ") + kTokenHeader + " given " + std::to_string(tokens.size()) + " times: send exactly one";
+  const TokenParse token = parse_token(trim_ows(tokens.front()));
   if (!token.ok) return std::string("bad header ") + kTokenHeader + ": " + token.error;
   token_out = token.token;
 
-  const auto clients = req.get_header_value_count(kClientHeader);
-  if (clients == 0) return std::string("missing header ") + kClientHeader + ": every write must name its writer";
-  if (clients > 1)
-    return std::string("header ") + kClientHeader + " given " + std::to_string(clients) + " times: send exactly one";
-  client_out = req.get_header_value(kClientHeader);
+  const auto clients = header_values(req, kClientHeader);
+  if (clients.empty()) return std::string("missing header ") + kClientHeader + ": every write must name its writer";
+  if (clients.size() > 1)
+    return std::string("header ") + kClientHeader + " given " + std::to_string(clients.size()) + " times: send exactly one";
+  client_out = std::string(trim_ows(clients.front()));
   if (auto why = name_problem("client", client_out, kMaxClientBytes); !why.empty())
     return std::string("bad header ") + kClientHeader + ": " + why;
   return "";
 }
 
-std::string join_names(const std::vector<std::string_view>& names) {
-  std::string out;
-  for (auto n : names) out += (out.empty() ? "" : "|") + std::string(n);
-  return out;
+// A handler that threw: 500 with what it said (the exception handler's answer).
+void reply_exception(httplib::Response& res, std::exception_ptr ep) {
+  std::string what = "unknown exception";
+  try {
+    std::rethrow_exception(std::move(ep));
+  } catch (const StoreFailed& e) {
+    // The store failed (an fdatasync or write error): 503 like a write after the failure, since
+    // its state in memory may hold what the disk does not (store.h, StoreFailed).
+    return reply_error(res, 503, e.what());
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "unknown exception (not a std::exception)";
+  }
+  spdlog::error("fencecheck-store: request handler threw: {}", what);
+  reply_error(res, 500, "internal error: " + what);
 }
+
 
 }  // namespace
 
-void StoreServer::Impl::handle_put(const httplib::Request& req, httplib::Response& res) {
+void StoreServer::Impl::handle_put(const httplib::Request& req, httplib::Response& res, const ChunkPath& path) {
   WriteRequest w;
-  w.key = req.matches[1].str();
+  w.key = path.key;
   if (auto why = name_problem("key", w.key, kMaxKeyBytes); !why.empty()) return reply_error(res, 400, why);
-  if (auto why = parse_index("segment", req.matches[2].str(), w.segment); !why.empty()) return reply_error(res, 400, why);
-  if (auto why = parse_index("chunk", req.matches[3].str(), w.chunk); !why.empty()) return reply_error(res, 400, why);
+  if (auto why = parse_index("segment", path.segment, w.segment); !why.empty()) return reply_error(res, 400, why);
+  if (auto why = parse_index("chunk", path.chunk, w.chunk); !why.empty()) return reply_error(res, 400, why);
   if (auto why = parse_token_and_client(req, w.token, w.client); !why.empty()) return reply_error(res, 400, why);
 
   if (req.body.empty()) return reply_error(res, 400, "body is empty: a chunk must carry at least one byte");
@@ -269,16 +523,15 @@ void StoreServer::Impl::handle_put(const httplib::Request& req, httplib::Respons
   reply_write(res, w.key, w.client, [&] { return store.write(w); });
 }
 
-void StoreServer::Impl::handle_counter_get(const httplib::Request& req, httplib::Response& res) {
-  const std::string key = req.matches[1].str();
+void StoreServer::Impl::handle_counter_get(const std::string& key, httplib::Response& res) {
   if (auto why = name_problem("key", key, kMaxKeyBytes); !why.empty()) return reply_error(res, 400, why);
   const CounterReading c = store.read_counter(key);
   reply_json(res, 200, {{"value", c.value}, {"high_water", c.high_water}});
 }
 
-void StoreServer::Impl::handle_counter_put(const httplib::Request& req, httplib::Response& res) {
+void StoreServer::Impl::handle_counter_put(const httplib::Request& req, httplib::Response& res, const std::string& key) {
   CounterWriteRequest w;
-  w.key = req.matches[1].str();
+  w.key = key;
   if (auto why = name_problem("key", w.key, kMaxKeyBytes); !why.empty()) return reply_error(res, 400, why);
   if (auto why = parse_token_and_client(req, w.token, w.client); !why.empty()) return reply_error(res, 400, why);
   std::string_view body = req.body;
@@ -289,21 +542,14 @@ void StoreServer::Impl::handle_counter_put(const httplib::Request& req, httplib:
   reply_write(res, w.key, w.client, [&] { return store.write_counter(w); });
 }
 
-void StoreServer::Impl::handle_effect(const httplib::Request& req, httplib::Response& res) {
+void StoreServer::Impl::handle_effect(const httplib::Request& req, httplib::Response& res, const std::string& key) {
   EffectRequest e;
-  e.key = req.matches[1].str();
+  e.key = key;
   if (auto why = name_problem("key", e.key, kMaxKeyBytes); !why.empty()) return reply_error(res, 400, why);
   if (auto why = parse_token_and_client(req, e.token, e.client); !why.empty()) return reply_error(res, 400, why);
-  const auto modes = req.get_header_value_count(kEffectHeader);
-  const std::string allowed = join_names(effect_mode_names());
-  if (modes == 0) return reply_error(res, 400, std::string("missing header ") + kEffectHeader + ": one of " + allowed);
-  if (modes > 1)
-    return reply_error(res, 400, std::string("header ") + kEffectHeader + " given " + std::to_string(modes) + " times: send exactly one");
-  const std::string mode_text = req.get_header_value(kEffectHeader);
-  const auto mode = effect_mode_from_name(mode_text);
-  if (!mode)
-    return reply_error(res, 400, std::string("bad header ") + kEffectHeader + ": '" + shown(mode_text) + "' is not one of " + allowed);
-  e.mode = *mode;
+  // The guard is the store's configuration, never the request's: a Fencecheck-Effect header
+  // (sent by clients before issue 14) is not read, so it can neither loosen nor tighten it.
+  e.mode = options.effect_mode;
   e.id = req.body;
   if (auto why = effect_id_problem(e.id); !why.empty()) return reply_error(res, 400, why + " (the body is the effect id)");
 
@@ -313,17 +559,19 @@ void StoreServer::Impl::handle_effect(const httplib::Request& req, httplib::Resp
   } catch (const std::invalid_argument& err) {
     return reply_error(res, 400, err.what());
   }
+  const std::string mode(effect_mode_name(e.mode));
   switch (r.status) {
     case EffectStatus::kApplied:
       count_effect(e.key, e.client, e.mode, "applied");
-      return reply_json(res, 200, {{"applied", true}, {"high_water", r.high_water}, {"seq", r.seq}});
+      return reply_json(res, 200, {{"applied", true}, {"mode", mode}, {"high_water", r.high_water}, {"seq", r.seq}});
     case EffectStatus::kDuplicate:
       count_effect(e.key, e.client, e.mode, "duplicate");
-      return reply_json(res, 200, {{"applied", false}, {"duplicate", true}, {"high_water", r.high_water},
-                                   {"seq", r.seq}, {"error", r.error}});
+      return reply_json(res, 200, {{"applied", false}, {"duplicate", true}, {"mode", mode},
+                                   {"high_water", r.high_water}, {"seq", r.seq}, {"error", r.error}});
     case EffectStatus::kRejected:
       count_effect(e.key, e.client, e.mode, "rejected");
-      return reply_json(res, 409, {{"applied", false}, {"high_water", r.high_water}, {"seq", r.seq}, {"error", r.error}});
+      return reply_json(res, 409, {{"applied", false}, {"mode", mode}, {"high_water", r.high_water}, {"seq", r.seq},
+                                   {"error", r.error}});
     case EffectStatus::kFailed:
       return reply_error(res, 500, r.error);
   }
@@ -357,90 +605,95 @@ void StoreServer::Impl::handle_metrics(httplib::Response& res) {
   res.set_content(prometheus::TextSerializer().Serialize(registry->Collect()), "text/plain; version=0.0.4");
 }
 
+void StoreServer::Impl::route(const httplib::Request& req, httplib::Response& res) {
+  const std::string_view path = req.path;
+  const std::string& method = req.method;
+  const bool get = method == "GET" || method == "HEAD";  // httplib answers HEAD as GET without the body
+  if (method == "PUT") {
+    if (auto chunk = split_chunk_path(path)) return handle_put(req, res, *chunk);
+  }
+  if (has_prefix(path, kCounterPrefix)) {
+    const std::string key(path.substr(kCounterPrefix.size()));
+    if (get) return handle_counter_get(key, res);
+    if (method == "PUT") return handle_counter_put(req, res, key);
+  }
+  if (method == "POST" && has_prefix(path, kEffectPrefix))
+    return handle_effect(req, res, std::string(path.substr(kEffectPrefix.size())));
+  if (get && path == "/v1/readback") return handle_readback(res);
+  if (get && path == "/healthz") {
+    auto st = store.stats();
+    if (st.failed) return reply_error(res, 503, "store failed: " + st.failure);
+    res.status = 200;
+    return res.set_content("ok", "text/plain");
+  }
+  if (get && path == "/metrics") return handle_metrics(res);
+
+  // Everything else: 405 on a known path with the wrong method, 404 otherwise.
+  for (const auto& r : routes()) {
+    if (r.matches(path)) {
+      res.set_header("Allow", r.allow);
+      return reply_error(res, 405, "method " + method + " is not allowed on " + shown(path) + "; allowed: " + r.allow);
+    }
+  }
+  std::string known;
+  for (const auto& r : routes()) known += (known.empty() ? "" : ", ") + std::string(r.shape);
+  reply_error(res, 404, "no such path: " + method + " " + shown(path) + " (known: " + known + ")");
+}
+
+void StoreServer::Impl::describe_refusal(const httplib::Request& req, httplib::Response& res) const {
+  std::string message;
+  switch (res.status) {
+    case 413: {
+      auto length = req.get_header_value("Content-Length");
+      message = (length.empty() ? std::string("body is") : "body is " + length + " bytes,") + " over the maximum of " +
+                std::to_string(options.max_body_bytes) + " bytes";
+      break;
+    }
+    case 414:
+      message = "request URI is too long";
+      break;
+    case 400:
+      if (req.method == "CONNECT" || req.method == "TRACE") {
+        res.status = 405;
+        message = "method " + req.method + " is not supported";
+      } else if ((req.method == "PUT" || req.method == "POST" || req.method == "PATCH") &&
+                 !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+        message = "body is empty or unframed: a " + req.method +
+                  " needs a Content-Length (or chunked transfer encoding) and, for a chunk, at least one byte";
+      } else {
+        message = "malformed HTTP request (bad request line, header, or body framing)";
+      }
+      break;
+    default:
+      message = "HTTP status " + std::to_string(res.status);
+  }
+  reply_error(res, res.status, message);
+}
+
 void StoreServer::Impl::setup() {
   svr.new_task_queue = [n = options.threads] { return new httplib::ThreadPool(n); };
   svr.set_payload_max_length(options.max_body_bytes);
   svr.set_read_timeout(options.read_timeout);
   svr.set_write_timeout(options.write_timeout);
 
-  svr.Put(kChunkPattern, [this](const httplib::Request& req, httplib::Response& res) { handle_put(req, res); });
-  svr.Get(kCounterPattern, [this](const httplib::Request& req, httplib::Response& res) { handle_counter_get(req, res); });
-  svr.Put(kCounterPattern, [this](const httplib::Request& req, httplib::Response& res) { handle_counter_put(req, res); });
-  svr.Post(kEffectPattern, [this](const httplib::Request& req, httplib::Response& res) { handle_effect(req, res); });
-  svr.Get("/v1/readback", [this](const httplib::Request&, httplib::Response& res) { handle_readback(res); });
-  svr.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
-    auto st = store.stats();
-    if (st.failed) return reply_error(res, 503, "store failed: " + st.failure);
-    res.status = 200;
-    res.set_content("ok", "text/plain");
-  });
-  svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { handle_metrics(res); });
-
-  // Everything else: 405 on a known path with the wrong method, 404 otherwise. Registered last,
-  // for every method, as plain handlers so httplib reads (and bounds) the body first.
-  auto fallback = [](const httplib::Request& req, httplib::Response& res) {
-    for (const auto& route : routes()) {
-      if (route.matches(req.path)) {
-        res.set_header("Allow", route.allow);
-        return reply_error(res, 405, "method " + req.method + " is not allowed on " + shown(req.path) + "; allowed: " +
-                                         route.allow);
-      }
-    }
-    std::string known;
-    for (const auto& route : routes()) known += (known.empty() ? "" : ", ") + std::string(route.shape);
-    reply_error(res, 404, "no such path: " + req.method + " " + shown(req.path) + " (known: " + known + ")");
-  };
-  svr.Get(".*", fallback);
-  svr.Post(".*", fallback);
-  svr.Put(".*", fallback);
-  svr.Patch(".*", fallback);
-  svr.Delete(".*", fallback);
-  svr.Options(".*", fallback);
+  const auto route_all = [this](const httplib::Request& req, httplib::Response& res) { route(req, res); };
+  svr.Get(kAnyPath, route_all);  // GET and HEAD
+  svr.Post(kAnyPath, route_all);
+  svr.Put(kAnyPath, route_all);
+  svr.Patch(kAnyPath, route_all);
+  svr.Delete(kAnyPath, route_all);
+  svr.Options(kAnyPath, route_all);
 
   // httplib's own refusals (body over the limit, malformed request, CONNECT/TRACE) come here with
   // an empty body; handler replies already carry theirs.
   svr.set_error_handler(httplib::Server::HandlerWithResponse(
       [this](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        std::string message;
-        switch (res.status) {
-          case 413: {
-            auto length = req.get_header_value("Content-Length");
-            message = (length.empty() ? std::string("body is") : "body is " + length + " bytes,") + " over the maximum of " +
-                      std::to_string(options.max_body_bytes) + " bytes";
-            break;
-          }
-          case 414:
-            message = "request URI is too long";
-            break;
-          case 400:
-            if (req.method == "CONNECT" || req.method == "TRACE") {
-              res.status = 405;
-              message = "method " + req.method + " is not supported";
-            } else if ((req.method == "PUT" || req.method == "POST" || req.method == "PATCH") &&
-                       !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
-              message = "body is empty or unframed: a " + req.method +
-                        " needs a Content-Length (or chunked transfer encoding) and, for a chunk, at least one byte";
-            } else {
-              message = "malformed HTTP request (bad request line, header, or body framing)";
-            }
-            break;
-          default:
-            message = "HTTP status " + std::to_string(res.status);
-        }
-        reply_error(res, res.status, message);
+        describe_refusal(req, res);
         return httplib::Server::HandlerResponse::Handled;
       }));
   svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(std::move(ep));
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    spdlog::error("fencecheck-store: request handler threw: {}", what);
-    reply_error(res, 500, "internal error: " + what);
+    reply_exception(res, std::move(ep));
   });
 }
 
@@ -453,6 +706,7 @@ StoreServer::StoreServer(FencedStore& store, StoreServerOptions options)
   if (o.threads == 0) throw std::invalid_argument("server threads must be at least 1");
   if (o.port < 0 || o.port > 65535) throw std::invalid_argument("port " + std::to_string(o.port) + " is not 0..65535");
   impl_->setup();
+  if (!o.listen) return;  // in process only: handle() answers, nothing binds
   if (o.port == 0) {
     impl_->bound_port = impl_->svr.bind_to_any_port(o.host);
   } else {
@@ -481,7 +735,32 @@ std::string StoreServer::address() const {
 
 std::string StoreServer::base_url() const { return "http://" + address(); }
 
+StoreHttpResponse StoreServer::handle(const StoreHttpRequest& request) {
+  httplib::Request req;
+  req.method = request.method;
+  req.path = request.path;
+  for (const auto& [name, value] : request.headers) req.headers.emplace(name, value);
+  req.body = request.body;
+  httplib::Response res;
+  if (req.body.size() > impl_->options.max_body_bytes) {
+    res.status = 413;  // what httplib answers before routing (set_payload_max_length)
+    impl_->describe_refusal(req, res);
+  } else {
+    try {
+      impl_->route(req, res);
+    } catch (...) {
+      reply_exception(res, std::current_exception());
+    }
+  }
+  StoreHttpResponse out;
+  out.status = res.status;
+  out.body = std::move(res.body);
+  for (const auto& [name, value] : res.headers) out.headers.emplace_back(name, value);
+  return out;
+}
+
 bool StoreServer::run() {
+  if (!impl_->options.listen) return false;
   impl_->in_run = true;
   bool ok = true;
   if (!impl_->stop_requested) ok = impl_->svr.listen_after_bind();

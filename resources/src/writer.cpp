@@ -22,7 +22,7 @@ CounterReply ResourceWriter::read_counter(std::string_view) {
   return r;
 }
 
-EffectReply ResourceWriter::post_effect(std::string_view, std::string_view, EffectMode, FencingToken, std::string_view) {
+EffectReply ResourceWriter::post_effect(std::string_view, std::string_view, FencingToken, std::string_view) {
   EffectReply r;
   r.outcome = EffectOutcome::kInvalid;
   r.error = "resource kind " + std::string(kind()) + " has no side effects (the side-effect job needs kind store)";

@@ -329,6 +329,45 @@ TEST(CpuThrottleV2, HealOutstandingUsesTheTable) {
   EXPECT_TRUE(FaultLedger::outstanding(ledger_path).empty());
 }
 
+// A cgroup that cannot be removed (a child cgroup inside it: rmdir fails, ENOTEMPTY here, EBUSY
+// on a cgroup fs) is not healed: heal() says so and keeps the fault active, the ledger gets no
+// heal entry, and cleanup still finds it (and fails the same way) until it can be removed.
+TEST(CpuThrottleV2, AHealThatCannotRemoveTheCgroupStaysOutstanding) {
+  FakeCgroupTree t("throttle-v2-stuck");
+  t.make_v2();
+  fctest::SleepChild c;
+  t.add_process(c.pid(), {c.pid()}, kV2Proc);
+  const auto ledger_path = t.dir() / "faults.ledger";
+  CpuThrottleFault f(*ProcessRef::of(c.pid()), "w1", "r1", {}, t.fs());
+  FaultLedger ledger(ledger_path, "r1");
+  const auto id = ledger.record_inject(f);
+  f.inject();
+  std::filesystem::create_directories(t.root() / "fencecheck-r1-w1" / "child");
+
+  EXPECT_FALSE(ledger.heal(f, id));
+  EXPECT_TRUE(f.active());
+  EXPECT_EQ(f.heal_failure().rfind("cpu-throttle w1 (pid " + P(c.pid()) + "): cannot remove cgroup " +
+                                       (t.root() / "fencecheck-r1-w1").string() + ": Directory not empty for 2000 ms",
+                                   0),
+            0u)
+      << f.heal_failure();
+  ASSERT_EQ(FaultLedger::outstanding(ledger_path).size(), 1u);
+
+  auto said = heal_outstanding(ledger_path, /*force=*/true);  // this process wrote it: force
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_NE(said[0].find("cpu-throttle: heal failed: "), std::string::npos) << said[0];
+  EXPECT_NE(said[0].find("Directory not empty"), std::string::npos) << said[0];
+  EXPECT_EQ(FaultLedger::outstanding(ledger_path).size(), 1u);
+
+  std::filesystem::remove(t.root() / "fencecheck-r1-w1" / "child");
+  said = heal_outstanding(ledger_path, /*force=*/true);
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_NE(said[0].find("removed cgroup"), std::string::npos) << said[0];
+  EXPECT_TRUE(FaultLedger::outstanding(ledger_path).empty());
+  EXPECT_TRUE(f.heal());  // what the healer did is what the live object finds done
+  EXPECT_FALSE(f.active());
+}
+
 // ---------------------------------------------------------------- cpu-throttle, v1
 TEST(CpuThrottleV1, InjectWritesPeriodQuotaProcsAndEveryThread) {
   FakeCgroupTree t("throttle-v1");

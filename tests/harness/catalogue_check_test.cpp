@@ -166,6 +166,12 @@ AcceptedWrite logged(std::int64_t seq, const std::string& client, std::int64_t t
   return AcceptedWrite{seq, key, segment, chunk, token, client};
 }
 
+// A counter write as the read-back shows it: kind counter, the new value, no slot.
+AcceptedWrite counter_logged(std::int64_t seq, const std::string& client, std::int64_t token, std::int64_t value,
+                             const std::string& key) {
+  return AcceptedWrite{seq, key, kNoSlot, kNoSlot, token, client, WriteKind::kCounter, value};
+}
+
 StoredChunk stored(const std::string& client, std::int64_t token, std::int64_t segment, std::int64_t chunk,
                    std::int64_t seq, const std::string& key = "ledger") {
   return StoredChunk{key, segment, chunk, token, client, seq, encode_chunk(ChunkHeader{client, token, key, segment, chunk}, 64)};
@@ -780,8 +786,9 @@ TEST(CounterDrift, LostUpdatesWithoutFencing) {
   const std::size_t w1_next = b.increment("w1", EventKind::kWriteOk, 33, 1, 34);
   ReadBack rb;
   rb.counters = {{"hits", 2}};
-  rb.log = {logged(1, "w2", 34, 1, -1, "hits"), logged(2, "w2", 34, 2, -1, "hits"), logged(3, "w2", 34, 3, -1, "hits"),
-            logged(4, "w1", 33, 1, -1, "hits"), logged(5, "w1", 33, 2, -1, "hits")};
+  rb.log = {counter_logged(1, "w2", 34, 1, "hits"), counter_logged(2, "w2", 34, 2, "hits"),
+            counter_logged(3, "w2", 34, 3, "hits"), counter_logged(4, "w1", 33, 1, "hits"),
+            counter_logged(5, "w1", 33, 2, "hits")};
   CheckerResult r = run(CounterDriftChecker{}, b, rb, context(JobKind::kCounter));
   EXPECT_EQ(r.verdict, Verdict::kInvalid);
   ASSERT_EQ(r.anomalies.size(), 1u);

@@ -1939,3 +1939,25 @@ TEST(ScenarioIssuers, WorkersAlternateUnlessTheyNameTheirIssuer) {
   EXPECT_EQ(one.lock_service().issuers, 1);
   EXPECT_EQ(one.issuer_of(one.workers()[1]), 0);
 }
+
+// Found by tests/fuzz/scenario_fuzz.cpp (tests/fuzz/regressions/scenario/invalid-utf8-in-description,
+// a description holding the byte 0xC6 alone): the file loaded, and to_json's scenario.json then
+// threw nlohmann's type_error 316 (invalid UTF-8) out of scenario_from_json. Now the loader
+// refuses it, at the byte, before anything starts.
+TEST(ScenarioLoad, InvalidUtf8IsRefusedAtItsByte) {
+  try {
+    (void)parse_scenario(kMinimal + "description: caf\xC6 au lait\n", "u.yaml");
+    FAIL() << "loaded a file that is not UTF-8";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.line(), 8);
+    EXPECT_EQ(e.column(), 17);
+    EXPECT_EQ(e.message(), "not UTF-8: a scenario file is UTF-8 text (YAML 1.2)");
+  }
+  // Valid multi-byte UTF-8 (2, 3 and 4 bytes) still loads, and survives scenario.json.
+  const Scenario s = parse_scenario(kMinimal + "description: caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x94\x92\n", "u.yaml");
+  EXPECT_EQ(s.description(), "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x94\x92");
+  EXPECT_EQ(scenario_from_json(to_json(s), "u.json"), s);
+  // Overlong forms and surrogates are not UTF-8 either (RFC 3629).
+  EXPECT_THROW((void)parse_scenario(kMinimal + "description: \xC0\xAF\n", "u.yaml"), ScenarioError);
+  EXPECT_THROW((void)parse_scenario(kMinimal + "description: \xED\xA0\x80\n", "u.yaml"), ScenarioError);
+}

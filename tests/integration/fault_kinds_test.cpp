@@ -399,8 +399,9 @@ TEST_P(KillNineDuringFault, CleanupLeavesNothingBehind) {
 
   // The embedded ZooKeeper runs now (its JVM names the run's zookeeper.cfg), so its end below is
   // the harness's death's doing (PR_SET_PDEATHSIG) or cleanup's.
-  if (c.lock_service == "zookeeper" && c.fault.find("lock-service-restart") == std::string::npos)
+  if (c.lock_service == "zookeeper" && c.fault.find("lock-service-restart") == std::string::npos) {
     EXPECT_FALSE(processes_naming((dir / "zookeeper.cfg").string()).empty()) << "no ZooKeeper server runs";
+  }
   ASSERT_EQ(::kill(harness.id(), SIGKILL), 0);
   harness.wait();
 
@@ -538,3 +539,72 @@ TEST(SkipUnavailable, WithTheFlagTheScenarioIsSkippedNeverPassed) {
   EXPECT_NE(xml.find("skipped=\"1\""), std::string::npos) << xml;
   EXPECT_NE(xml.find("<skipped message=\"network: namespaces needs iproute2"), std::string::npos) << xml;
 }
+
+// --- a heal that does not take effect ---------------------------------------------------------
+
+// The cpu-throttle cgroup cannot be removed while it has a child cgroup (rmdir: EBUSY), so its heal
+// fails. The harness must not record that heal: the ledger keeps the entry outstanding, the run
+// names the fault in its reasons and exits 3, and `fencecheck cleanup` heals it once it can.
+TEST(HealFailure, AFaultThatCannotBeHealedStaysOutstandingIsNamedAndExits3) {
+  if (::geteuid() != 0) GTEST_SKIP() << "cgroups need root";
+  auto work = fctest::fresh_dir("heal-fails");
+  const fs::path file = work / "s.yaml";
+  std::ofstream(file) << "name: heal-fails\nlease_ttl: 2s\ntimeout: 60s\nresource: {kind: store, fencing: per-key}\n"
+                         "job: {key: ledger, segments: 1, chunks: 4, chunk_bytes: 256, chunk_interval: 100ms}\n"
+                         "workers:\n  - id: w1\n"
+                         "faults:\n  - {kind: cpu-throttle, target: w1, quota: 50%, "
+                         "trigger: {worker: w1, event: write.ok, count: 1}, duration: 1s}\n"
+                         "expect: {outcome: safe}\n";
+  const fs::path runs = work / "runs";
+  bp::child harness(FENCECHECK_BIN, bp::args({"run", file.string(), "--run-root", runs.string()}),
+                    bp::std_out > (work / "out.txt").string(), bp::std_err > (work / "err.txt").string(),
+                    bp::std_in < bp::null);
+  fs::path dir, cgroup;
+  ASSERT_TRUE(fctest::wait_until([&] {
+    if (!fs::exists(runs)) return false;
+    dir = fctest::only_run_dir(runs);
+    if (dir.empty() || !fs::exists(dir / "history.jsonl")) return false;
+    const auto history = fctest::read_history(dir / "history.jsonl");
+    if (std::none_of(history.begin(), history.end(), [](const json& e) { return e["kind"] == "fault.inject"; }))
+      return false;
+    for (const auto& e : ledger_injects(dir))
+      if (e["kind"] == "cpu-throttle") cgroup = e["cgroup_dir"].get<std::string>();
+    return !cgroup.empty();
+  })) << "the harness never injected its fault: " << fctest::slurp(work / "err.txt");
+  const fs::path blocker = cgroup / "blocker";
+  ASSERT_TRUE(fs::create_directory(blocker)) << blocker;  // a child cgroup: the heal's rmdir fails
+  harness.wait();
+  const std::string out = fctest::slurp(work / "out.txt"), err = fctest::slurp(work / "err.txt");
+  EXPECT_EQ(harness.exit_code(), 3) << out << err;
+  EXPECT_NE(out.find("fault not healed, still in effect when the run ended: cpu-throttle on w1: cpu-throttle w1 (pid "),
+            std::string::npos)
+      << out;
+  EXPECT_NE(err.find("fault not healed, still in effect: cpu-throttle on w1: "), std::string::npos) << err;
+  EXPECT_NE(err.find("run `fencecheck cleanup " + dir.string() + "`"), std::string::npos) << err;
+  const json v = read_json(dir / "verdict.json");
+  EXPECT_FALSE(v["expectation"]["met"].get<bool>());
+  EXPECT_TRUE(fs::exists(cgroup));
+
+  // The ledger holds the fault outstanding: an inject without a heal.
+  std::map<std::int64_t, int> ops;
+  std::int64_t throttle_id = 0;
+  std::ifstream ledger(dir / "faults.ledger");
+  for (std::string line; std::getline(ledger, line);) {
+    const json e = json::parse(line);
+    if (e["op"] == "inject" && e["kind"] == "cpu-throttle") throttle_id = e["id"];
+    ops[e["id"].get<std::int64_t>()] += e["op"] == "heal" ? 1 : 0;
+  }
+  ASSERT_NE(throttle_id, 0);
+  EXPECT_EQ(ops[throttle_id], 0) << fctest::slurp(dir / "faults.ledger");
+
+  // Cleanup heals it once the cgroup can go, and records that.
+  fs::remove(blocker);
+  auto r = fctest::run_fencecheck({"cleanup", dir.string()}, work);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("cpu-throttle w1: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("removed cgroup " + cgroup.string()), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(cgroup));
+  auto again = fctest::run_fencecheck({"cleanup", dir.string()}, work);
+  EXPECT_NE(again.out.find("0 entries handled"), std::string::npos) << again.out;
+}
+

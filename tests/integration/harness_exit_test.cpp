@@ -183,6 +183,33 @@ TEST(HarnessExit, KillMinus9ThenCleanupLeavesNothingBehind) {
   EXPECT_NE(again.out.find("0 entries handled"), std::string::npos) << again.out;
 }
 
+// A run root cleanup cannot read threw a std::filesystem::filesystem_error out of main (abort,
+// exit 134); now it is bad input: exit 2 naming the path and the cause, before anything is healed.
+TEST(HarnessExit, CleanupOnAnUnreadableRunRootExits2NamingItAndWhy) {
+  auto work = fctest::fresh_dir("cleanup-unreadable");
+  // A symlink loop: even root cannot resolve it (ELOOP).
+  const fs::path loop = work / "loop";
+  fs::create_symlink("loop", loop);
+  auto r = fctest::run_fencecheck({"cleanup", "--run-root", loop.string()}, work);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_EQ(r.err, "fencecheck cleanup: cannot read " + loop.string() + ": Too many levels of symbolic links\n");
+  EXPECT_EQ(r.out, "");
+
+  // A run root its user may not list: root's 0700 directory, cleanup run as nobody.
+  if (::geteuid() != 0) GTEST_SKIP() << "the permission case needs root (it runs cleanup as nobody)";
+  const fs::path runs = work / "runs";
+  fs::create_directories(runs / "r1");
+  fs::permissions(runs, fs::perms::owner_all);
+  // Files of their own: boost.process opens an existing file without truncating it.
+  const fs::path out = work / "nobody-stdout.txt", err = work / "nobody-stderr.txt";
+  bp::child c(bp::search_path("setpriv"), "--reuid=65534", "--regid=65534", "--clear-groups", FENCECHECK_BIN, "cleanup",
+              "--run-root", runs.string(), bp::std_out > out.string(), bp::std_err > err.string(), bp::std_in < bp::null,
+              bp::start_dir = work.string());
+  c.wait();
+  EXPECT_EQ(c.exit_code(), 2) << fctest::slurp(out) << fctest::slurp(err);
+  EXPECT_EQ(fctest::slurp(err), "fencecheck cleanup: cannot read " + runs.string() + ": Permission denied\n");
+}
+
 TEST(HarnessExit, AWorkerThatFailsMakesTheRunNotMetNamingIt) {
   // A fake fencecheck-worker that exits 2 at once (as on bad arguments), beside the real store.
   auto work = fctest::fresh_dir("failing-worker");

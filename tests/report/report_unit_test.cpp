@@ -765,6 +765,41 @@ TEST(StoredRun, APlannedFaultThatNeverTookEffectDoesNotMeetItsExpectation) {
                                      "faults[2] (sigstop on w2) never fired: its trigger did not happen before the run ended"));
 }
 
+// A fault whose heal did not take effect (the harness's "not healed" log event, no fault.heal after
+// it) was still in effect when the run ended: `fencecheck run` and `fencecheck report` both judge
+// the run not met and name it. A failed attempt that a later heal made good is no reason.
+TEST(StoredRun, AFaultLeftInEffectDoesNotMeetItsExpectationAndIsNamed) {
+  const std::string not_healed =
+      R"({"detail":"sigstop on w1 not healed: sigstop w1 (pid 29931): pid 29931: kill(SIGCONT) failed: )"
+      R"(Operation not permitted; it is still in effect and stays outstanding in faults.ledger",)"
+      R"("fault":"sigstop","kind":"log","source":"harness","src_ns":6199012849367,"t_ns":6199012849367,"target":"w1"})";
+  const auto with_heal_line = [&](const std::string& name, bool keep_heal) {
+    const fs::path d = copy_fixture("sigstop-past-lease", name);
+    std::string h = slurp(d / "history.jsonl");
+    const auto at = h.find(R"("fault":"sigstop","kind":"fault.heal")");
+    EXPECT_NE(at, std::string::npos);
+    const auto begin = h.rfind('\n', at) + 1;
+    h.insert(begin, not_healed + "\n");  // the failed attempt, just before the heal line
+    if (!keep_heal) {
+      const auto heal_begin = begin + not_healed.size() + 1;
+      h.erase(heal_begin, h.find('\n', heal_begin) + 1 - heal_begin);
+    }
+    std::ofstream(d / "history.jsonl", std::ios::trunc) << h;
+    return judge_stored_run(load_run_directory(d));
+  };
+
+  const Judgement left = with_heal_line("not-healed", /*keep_heal=*/false);
+  EXPECT_FALSE(left.result.met);
+  EXPECT_THAT(left.result.reasons,
+              ::testing::Contains("fault not healed, still in effect when the run ended: sigstop on w1: sigstop w1 (pid "
+                                  "29931): pid 29931: kill(SIGCONT) failed: Operation not permitted; it is still in "
+                                  "effect and stays outstanding in faults.ledger"));
+
+  const Judgement retried = with_heal_line("healed-on-retry", /*keep_heal=*/true);
+  EXPECT_TRUE(retried.result.met) << ::testing::PrintToString(retried.result.reasons);
+  EXPECT_THAT(retried.result.reasons, ::testing::Not(::testing::Contains(HasSubstr("not healed"))));
+}
+
 TEST(StoredRun, EveryMissingOrBadFileIsNamed) {
   auto error_of = [](const fs::path& dir) -> std::pair<fs::path, std::string> {
     try {

@@ -249,16 +249,20 @@ TEST(FencedStoreCounters, FencedReadModifyWriteIsExact) {
 
   const StoreSnapshot snap = store->snapshot();
   EXPECT_EQ(snap.counters, (std::map<std::string, std::int64_t>{{"hits", 2}}));
-  // Each accepted counter write is in the log as chunk -1 with the new value as its segment.
+  // Each accepted counter write is in the log as a counter write with its new value (no slot).
   ASSERT_EQ(snap.readback.log.size(), 2u);
-  EXPECT_EQ(snap.readback.log[0].chunk, -1);
-  EXPECT_EQ(snap.readback.log[0].segment, 1);
-  EXPECT_EQ(snap.readback.log[1].segment, 2);
+  EXPECT_EQ(snap.readback.log[0].kind, WriteKind::kCounter);
+  EXPECT_EQ(snap.readback.log[0].value, 1);
+  EXPECT_EQ(snap.readback.log[0].segment, kNoSlot);
+  EXPECT_EQ(snap.readback.log[0].chunk, kNoSlot);
+  EXPECT_EQ(snap.readback.log[1].kind, WriteKind::kCounter);
+  EXPECT_EQ(snap.readback.log[1].value, 2);
   EXPECT_EQ(snap.readback.log[1].token, 7);
   EXPECT_EQ(snap.readback.log[1].client, "w2");
   ASSERT_EQ(snap.readback.rejections.size(), 1u);
-  EXPECT_EQ(snap.readback.rejections[0].chunk, -1);
-  EXPECT_EQ(snap.readback.rejections[0].segment, 1);
+  EXPECT_EQ(snap.readback.rejections[0].kind, WriteKind::kCounter);
+  EXPECT_EQ(snap.readback.rejections[0].value, 1);
+  EXPECT_EQ(snap.readback.rejections[0].chunk, kNoSlot);
   EXPECT_EQ(snap.readback.rejections[0].token, 5);
   EXPECT_EQ(snap.readback.rejections[0].high_water, 7);
   EXPECT_TRUE(snap.readback.chunks.empty()) << "counters are not chunk slots";
@@ -536,7 +540,9 @@ TEST(FencedStoreModesDurability, ALogInTheFirstFormatStillReplays) {
   EXPECT_EQ(store->write_counter(counter("hits", 1, 1, "w1")).seq, 2);
 }
 
-TEST(FencedStoreModesDurability, AnUnknownRecordTypeEndsTheLogThere) {
+TEST(FencedStoreModesDurability, AnUnknownRecordTypeIsRefusedNotTrimmed) {
+  // Its CRC matches: a complete record no crash could have torn (a newer format's, or another
+  // writer's). The store refuses to start rather than cut it away; --repair-log skips it.
   TempDir dir;
   {
     auto store = FencedStore::open(dir.path(), FencingMode::kPerKey);
@@ -546,9 +552,21 @@ TEST(FencedStoreModesDurability, AnUnknownRecordTypeEndsTheLogThere) {
   payload.push_back(9);
   put_le(payload, std::uint64_t{2});
   const auto path = dir.path() / "store.log";
-  write_file(path, read_file(path) + sealed(payload));
-  auto store = FencedStore::open(dir.path(), FencingMode::kPerKey);
-  EXPECT_EQ(store->recovery().records, 1);
-  EXPECT_NE(store->recovery().problem.find("unknown record type 9"), std::string::npos) << store->recovery().problem;
+  const std::string damaged = read_file(path) + sealed(payload);
+  write_file(path, damaged);
+  try {
+    (void)FencedStore::open(dir.path(), FencingMode::kPerKey);
+    FAIL() << "the store started on a log ending in an unknown record type";
+  } catch (const StoreLogDamaged& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown record type 9"), std::string::npos) << e.what();
+    EXPECT_EQ(e.record(), 2);
+  }
+  EXPECT_EQ(read_file(path), damaged);
+  StoreOptions repair;
+  repair.repair_log = true;
+  auto store = FencedStore::open(dir.path(), FencingMode::kPerKey, repair);
+  EXPECT_TRUE(store->recovery().repaired);
+  EXPECT_EQ(store->recovery().lost_records, 1);
   EXPECT_EQ(store->read_counter("hits").value, 1);
+  EXPECT_EQ(store->write_counter(counter("hits", 2, 1, "w1")).seq, 3);
 }

@@ -11,6 +11,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <mutex>
@@ -25,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fencecheck/proto/chunk.h"
+#include "fencecheck/resources/store.h"
 #include "fencecheck/resources/store_client.h"
 #include "temp_dir.h"
 
@@ -157,9 +161,9 @@ TEST(StoreProcess, AnnouncesExactlyOneJsonLineAndStopsCleanlyOnSigterm) {
   TempDir dir;
   auto s = start_store(dir.path());
   const auto& hello = s.hello;
-  ASSERT_EQ(hello.size(), 3u) << hello.dump();
-  EXPECT_EQ(s.line, R"({"listening":")" + hello.at("listening").get<std::string>() + R"(","fencing":"per-key","pid":)" +
-                        std::to_string(s.child->pid()) + "}");
+  ASSERT_EQ(hello.size(), 4u) << hello.dump();
+  EXPECT_EQ(s.line, R"({"listening":")" + hello.at("listening").get<std::string>() +
+                        R"(","fencing":"per-key","effect_mode":"fenced","pid":)" + std::to_string(s.child->pid()) + "}");
   EXPECT_EQ(hello.at("fencing"), "per-key");
   EXPECT_EQ(hello.at("pid").get<pid_t>(), s.child->pid());
   const std::string listening = hello.at("listening");
@@ -299,6 +303,66 @@ TEST(StoreProcess, ASecondStoreOnTheSameDirectoryExitsOne) {
   EXPECT_NE(second.drain_err().find("in use by another store"), std::string::npos);
 }
 
+// Issue 14, failing input 1, through the real binary: 40 records with tokens 100..139 for one key,
+// one byte flipped inside record 20 (0-based; seq 21). Refused with exit 3 and a message naming
+// the file, the byte offset and the record; the file is untouched. --repair-log starts it, the
+// mark stays 139 and token 125 is answered 409.
+TEST(StoreProcess, ADamagedLogIsRefusedWithExitThreeAndRepairKeepsTheMark) {
+  TempDir dir;
+  const auto path = dir.path() / "store.log";
+  std::size_t record20 = 0;
+  {
+    auto store = FencedStore::open(dir.path(), FencingMode::kPerKey);
+    for (int i = 0; i < 40; ++i) {
+      if (i == 20) record20 = static_cast<std::size_t>(std::filesystem::file_size(path));
+      ASSERT_TRUE(store->write(WriteRequest{"ledger", 0, i, FencingToken(100 + i), "w1",
+                                            encode_chunk(ChunkHeader{"w1", 100 + i, "ledger", 0, i}, 64)})
+                      .accepted);
+    }
+  }
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  bytes[record20 + 8 + 20] = static_cast<char>(bytes[record20 + 8 + 20] ^ 0x01);
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << bytes;
+  }
+
+  Child refused({"--data-dir", dir.path().string()});
+  EXPECT_EQ(refused.read_line(), "");  // never listened
+  const std::string err = refused.drain_err();
+  const int status = refused.wait();
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 3) << err;
+  EXPECT_NE(err.find(path.string()), std::string::npos) << err;
+  EXPECT_NE(err.find("byte offset " + std::to_string(record20)), std::string::npos) << err;
+  EXPECT_NE(err.find("record #21"), std::string::npos) << err;
+  EXPECT_NE(err.find("--repair-log"), std::string::npos) << err;
+  EXPECT_EQ(std::filesystem::file_size(path), bytes.size());
+
+  Child help({"--help"});
+  EXPECT_NE(help.rest_of_stdout().find("--repair-log"), std::string::npos);
+  (void)help.wait();
+
+  auto s = start_store(dir.path(), "per-key", {"--repair-log"});
+  StoreClient c(s.url);
+  auto stale = c.write("ledger", 0, 99, FencingToken(125), "stale",
+                       encode_chunk(ChunkHeader{"stale", 125, "ledger", 0, 99}, 64));
+  EXPECT_EQ(stale.outcome, WriteOutcome::kRejected) << stale.error;
+  EXPECT_EQ(stale.http_status, 409);
+  EXPECT_EQ(stale.high_water, 139);
+  EXPECT_EQ(c.readback().log.size(), 39u);
+  s.child->signal(SIGTERM);
+  EXPECT_EQ(s.child->wait(), 0);
+  const std::string log = s.child->drain_err();
+  EXPECT_NE(log.find("REPAIRED"), std::string::npos) << log;
+  EXPECT_NE(log.find("1 record(s) lost"), std::string::npos) << log;
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "store.log.damaged.1"));
+}
+
 TEST(StoreProcess, BadArgumentsExitTwoWithAMessage) {
   TempDir dir;
   const std::string d = dir.path().string();
@@ -313,6 +377,7 @@ TEST(StoreProcess, BadArgumentsExitTwoWithAMessage) {
       {{"--data-dir", d, "--max-body-bytes", "0"}, "--max-body-bytes"},
       {{"--data-dir", d, "--max-body-bytes", "lots"}, "--max-body-bytes"},
       {{"--data-dir", d, "--no-such-flag"}, "--no-such-flag"},
+      {{"--data-dir", d, "--effect-mode", "Fenced"}, "--effect-mode 'Fenced' is not one of fenced|unfenced|idempotent"},
   };
   for (const auto& [args, want] : cases) {
     Child c(args);
@@ -353,6 +418,48 @@ nlohmann::json raw_readback(const std::string& url) {
 
 }  // namespace
 
+// Issue 14, failing input 2, through the real binary: the guard on side effects is the store's
+// --effect-mode; a Fencecheck-Effect header can neither loosen it (fenced store, header unfenced
+// or idempotent: 409 with the mark) nor tighten it (unfenced store, header fenced: applied).
+TEST(StoreProcess, TheEffectModeIsTheStoresFlagAndNoHeaderChangesIt) {
+  auto post = [](const std::string& url, const std::string& token, const std::string& header) {
+    const auto hostport = url.substr(std::string("http://").size());
+    const auto colon = hostport.rfind(':');
+    httplib::Client cli(hostport.substr(0, colon), std::stoi(hostport.substr(colon + 1)));
+    auto res = cli.Post("/v1/effects/ledger",
+                        {{"Fencing-Token", token}, {"Fencecheck-Client", "w1"}, {"Fencecheck-Effect", header}}, "seg0",
+                        "text/plain");
+    if (!res) throw std::runtime_error("POST " + url + " failed");
+    return std::make_pair(res->status, nlohmann::json::parse(res->body));
+  };
+  for (const std::string configured : {"fenced", "unfenced"}) {
+    SCOPED_TRACE(configured);
+    TempDir dir;
+    auto s = configured == "fenced" ? start_store(dir.path()) : start_store(dir.path(), "per-key", {"--effect-mode", configured});
+    EXPECT_EQ(s.hello.at("effect_mode"), configured);
+    StoreClient c(s.url);
+    ASSERT_EQ(c.write("ledger", 0, 0, FencingToken(9), "w2", "x").outcome, WriteOutcome::kAccepted);
+    for (const std::string header : {"fenced", "unfenced", "idempotent"}) {
+      SCOPED_TRACE(header);
+      auto [status, body] = post(s.url, "0", header);
+      EXPECT_EQ(body.at("mode"), configured);
+      EXPECT_EQ(body.at("high_water"), 9);
+      if (configured == "fenced") {
+        EXPECT_EQ(status, 409) << body.dump();
+        EXPECT_EQ(body.at("applied"), false);
+      } else {
+        EXPECT_EQ(status, 200) << body.dump();
+        EXPECT_EQ(body.at("applied"), true);
+      }
+    }
+    const nlohmann::json rb = raw_readback(s.url);
+    ASSERT_EQ(rb.at("effects").size(), 3u);
+    for (const auto& e : rb.at("effects")) EXPECT_EQ(e.at("applied"), configured == "unfenced") << e.dump();
+    s.child->signal(SIGTERM);
+    EXPECT_EQ(s.child->wait(), 0);
+  }
+}
+
 TEST(StoreProcess, KillNineKeepsEveryAcknowledgedEffectAndCounterWrite) {
   TempDir dir;
   struct AckedEffect {
@@ -363,9 +470,11 @@ TEST(StoreProcess, KillNineKeepsEveryAcknowledgedEffectAndCounterWrite) {
   std::vector<AckedEffect> effects;
   std::map<std::string, std::pair<std::int64_t, std::int64_t>> last_counter;  // key -> (value, seq)
   {
-    auto s = start_store(dir.path());
-    // Writers run flat out — counters read-modify-written under rising tokens, effects in every
-    // mode — and the store is killed under them once enough answers came back.
+    // Idempotent effects: ids repeat, so both outcomes (applied, duplicate) are logged. (A store
+    // has one effect mode; replay of every mode's records is store_modes_test's.)
+    auto s = start_store(dir.path(), "per-key", {"--effect-mode", "idempotent"});
+    // Writers run flat out — counters read-modify-written under rising tokens, effects applied
+    // and duplicate — and the store is killed under them once enough answers came back.
     constexpr int kWriters = 6;
     constexpr std::size_t kAcksBeforeKill = 120;
     std::mutex m;
@@ -394,9 +503,8 @@ TEST(StoreProcess, KillNineKeepsEveryAcknowledgedEffectAndCounterWrite) {
               cv.notify_all();
             }
           } else {
-            const EffectMode mode = i % 3 == 0 ? EffectMode::kFenced : i % 3 == 1 ? EffectMode::kUnfenced : EffectMode::kIdempotent;
             const std::string id = client + ":seg" + std::to_string(i % 4);
-            auto r = c.post_effect("ledger", id, mode, FencingToken(token), client);
+            auto r = c.post_effect("ledger", id, FencingToken(token), client);
             if (r.outcome == EffectOutcome::kUnknown) return;
             ASSERT_NE(r.outcome, EffectOutcome::kInvalid) << r.error;
             std::lock_guard l(m);
@@ -420,7 +528,7 @@ TEST(StoreProcess, KillNineKeepsEveryAcknowledgedEffectAndCounterWrite) {
   ASSERT_FALSE(effects.empty());
   ASSERT_FALSE(last_counter.empty());
 
-  auto again = start_store(dir.path());
+  auto again = start_store(dir.path(), "per-key", {"--effect-mode", "idempotent"});
   const nlohmann::json rb = raw_readback(again.url);
   // Every answered effect is there under its seq, with the outcome it was answered with.
   std::map<std::int64_t, nlohmann::json> by_seq;
@@ -443,9 +551,10 @@ TEST(StoreProcess, KillNineKeepsEveryAcknowledgedEffectAndCounterWrite) {
     std::int64_t last_logged_value = -1;
     for (const auto& w : rb.at("log")) {
       if (w.at("key") != key) continue;
-      EXPECT_EQ(w.at("chunk"), -1);
-      last_logged_value = w.at("segment").get<std::int64_t>();
-      if (w.at("seq") == last.second) found = w.at("segment") == last.first;
+      EXPECT_EQ(w.at("kind"), "counter");
+      EXPECT_FALSE(w.contains("chunk")) << w.dump();
+      last_logged_value = w.at("value").get<std::int64_t>();
+      if (w.at("seq") == last.second) found = w.at("value") == last.first;
     }
     EXPECT_TRUE(found) << "acknowledged counter write at seq " << last.second << " is gone";
     EXPECT_EQ(rb.at("counters").at(key).get<std::int64_t>(), last_logged_value);
@@ -461,7 +570,7 @@ TEST(StoreProcess, KillNineKeepsEveryAcknowledgedEffectAndCounterWrite) {
   StoreClient c(again.url);
   for (const auto& a : effects) {
     if (!a.applied) continue;
-    auto r = c.post_effect("ledger", a.id, EffectMode::kIdempotent, FencingToken(1), "late");
+    auto r = c.post_effect("ledger", a.id, FencingToken(1), "late");
     EXPECT_EQ(r.outcome, EffectOutcome::kDuplicate) << a.id;
     break;
   }

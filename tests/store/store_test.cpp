@@ -530,7 +530,7 @@ TEST(FencedStoreRecovery, ARecordCutAtAnyByteIsDroppedAndTheCompleteOnesKept) {
   }
 }
 
-TEST(FencedStoreRecovery, AChecksumMismatchEndsTheLogThere) {
+TEST(FencedStoreRecovery, AChecksumMismatchInTheLastRecordIsATornTailInTheMiddleItIsRefused) {
   TempDir dir;
   auto [bytes, ends] = make_log(dir.path(), 5);
   std::string corrupt = bytes;
@@ -542,14 +542,21 @@ TEST(FencedStoreRecovery, AChecksumMismatchEndsTheLogThere) {
     EXPECT_EQ(store->recovery().truncated_bytes, bytes.size() - ends[3]);
     EXPECT_NE(store->recovery().problem.find("checksum mismatch"), std::string::npos) << store->recovery().problem;
   }
-  // Corruption in the middle: the log ends at the first bad record (RocksDB's
-  // "tolerate corrupted tail records"); what follows it is dropped with the warning.
+  // Corruption in the middle, intact records after it: not a torn tail. The store refuses to
+  // start and leaves the file as it is (issue 14: truncating here deleted acknowledged records
+  // and lowered the high-water mark); store_log_test has the issue's inputs and the repair.
   corrupt = bytes;
   corrupt[ends[1] - 1] ^= 0x20;  // last byte of record #2
   write_file(dir.path() / "store.log", corrupt);
-  auto store = FencedStore::open(dir.path(), FencingMode::kPerKey);
-  EXPECT_EQ(store->recovery().records, 1);
-  EXPECT_EQ(store->readback().log.size(), 1u);
+  try {
+    (void)FencedStore::open(dir.path(), FencingMode::kPerKey);
+    FAIL() << "the store started on a log damaged in the middle";
+  } catch (const StoreLogDamaged& e) {
+    EXPECT_EQ(e.offset(), ends[0]);
+    EXPECT_EQ(e.record(), 2);
+    EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read_file(dir.path() / "store.log"), corrupt);
 }
 
 TEST(FencedStoreRecovery, TheRepairedLogTakesNewWritesAndReopensClean) {

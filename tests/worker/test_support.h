@@ -37,7 +37,7 @@ struct StoreRequest {
   std::int64_t token = 0;
   std::string client;
   std::string body;    ///< chunk bytes, the counter's new value, or the effect id
-  std::string effect;  ///< effects: the Fencecheck-Effect header
+  std::string effect;  ///< effects: the Fencecheck-Effect header, "" when absent (the worker sends none)
   int status = 0;  ///< what the store answered
 };
 
@@ -240,12 +240,12 @@ class FakeStore {
       reject_effect_ = false;
       r.status = 409;
       reply = {{"applied", false}, {"high_water", hw}, {"seq", ++seq_}, {"error", "injected rejection"}};
-    } else if (r.effect == "fenced" && r.token < hw) {
+    } else if (r.token < hw) {  // configured fenced, as the real store by default
       r.status = 409;
-      reply = {{"applied", false}, {"high_water", hw}, {"seq", ++seq_}, {"error", "token below high-water"}};
+      reply = {{"applied", false}, {"mode", "fenced"}, {"high_water", hw}, {"seq", ++seq_}, {"error", "token below high-water"}};
     } else {
       r.status = 200;
-      reply = {{"applied", true}, {"high_water", hw}, {"seq", ++seq_}};
+      reply = {{"applied", true}, {"mode", "fenced"}, {"high_water", hw}, {"seq", ++seq_}};
     }
     requests_.push_back(r);
     res.status = r.status;

@@ -16,11 +16,14 @@ namespace {
 
 using namespace std::chrono_literals;
 
-/// The real store, in-process on 127.0.0.1:0, per-key fencing, in a temp dir.
+/// The real store, in-process on 127.0.0.1:0, per-key fencing, effects guarded per `effects`, in a
+/// temp dir.
 struct RealStore {
-  RealStore() : dir("designs-store") {
+  explicit RealStore(EffectMode effects = EffectMode::kFenced) : dir("designs-store") {
     store = FencedStore::open(dir.path() / "data", FencingMode::kPerKey);
-    server = std::make_unique<StoreServer>(*store, StoreServerOptions{});
+    StoreServerOptions options;
+    options.effect_mode = effects;
+    server = std::make_unique<StoreServer>(*store, options);
     server->start();
   }
   [[nodiscard]] std::string url() const { return server->base_url(); }
@@ -502,8 +505,8 @@ TEST_F(WorkerDesignsTest, CounterJobIncrementsReadModifyWriteUnderItsToken) {
   EXPECT_EQ(snap.counters.at("ledger"), 5);
   ASSERT_EQ(snap.readback.log.size(), 5u);
   for (std::size_t i = 0; i < 5; ++i) {
-    EXPECT_EQ(snap.readback.log[i].chunk, -1);
-    EXPECT_EQ(snap.readback.log[i].segment, static_cast<std::int64_t>(i) + 1);
+    EXPECT_EQ(snap.readback.log[i].kind, WriteKind::kCounter);
+    EXPECT_EQ(snap.readback.log[i].value, static_cast<std::int64_t>(i) + 1);
     EXPECT_EQ(snap.readback.log[i].client, "w1");
   }
 }
@@ -533,9 +536,9 @@ TEST_F(WorkerDesignsTest, CounterJobReacquiresAfterARejectedIncrementAndRedoesIt
 // --job side-effect
 
 TEST_F(WorkerDesignsTest, SideEffectJobPostsOneEffectAfterEachSegment) {
-  RealStore store;
+  RealStore store(EffectMode::kIdempotent);
   auto run = run_worker_process(args("w1", "effects", store.url(),
-                                     {"--job", "side-effect", "--effect", "idempotent", "--segments", "2", "--chunks", "2",
+                                     {"--job", "side-effect", "--segments", "2", "--chunks", "2",
                                       "--chunk-interval-ms", "5"}),
                                 dir_->path() / "effects.err");
   ASSERT_EQ(run.exit_code, 0) << dump(run.events) << run.stderr_text;
@@ -545,12 +548,13 @@ TEST_F(WorkerDesignsTest, SideEffectJobPostsOneEffectAfterEachSegment) {
   for (const auto& e : of_kind(run.events, EventKind::kWriteOk))
     order.push_back(e.key + (e.chunk ? "/" + std::to_string(*e.segment) + "/" + std::to_string(*e.chunk)
                                      : "/" + std::to_string(*e.segment) + " " + e.detail));
-  EXPECT_EQ(order, (std::vector<std::string>{"ledger/0/0", "ledger/0/1", "ledger.effect/0 effect seg0 applied",
-                                             "ledger/1/0", "ledger/1/1", "ledger.effect/1 effect seg1 applied"}));
+  // The guard in the detail is the one the store reports it applied (its configuration).
+  EXPECT_EQ(order, (std::vector<std::string>{"ledger/0/0", "ledger/0/1", "ledger.effect/0 effect seg0 applied (idempotent)",
+                                             "ledger/1/0", "ledger/1/1", "ledger.effect/1 effect seg1 applied (idempotent)"}));
   auto invokes = of_kind(run.events, EventKind::kWriteInvoke);
   auto effect_invoke = std::find_if(invokes.begin(), invokes.end(), [](const Event& e) { return e.key == "ledger.effect"; });
   ASSERT_NE(effect_invoke, invokes.end());
-  EXPECT_EQ(effect_invoke->detail, "effect seg0 (idempotent)");
+  EXPECT_EQ(effect_invoke->detail, "effect seg0");
   EXPECT_FALSE(effect_invoke->chunk);
 
   const StoreSnapshot snap = store.store->snapshot();
@@ -586,7 +590,7 @@ TEST_F(WorkerDesignsTest, ARejectedEffectRedoesTheSegmentAndPostsTheSameEffectAg
   for (const auto& r : store.requests()) {
     if (r.kind == "effect") {
       EXPECT_EQ(r.key, "ledger");
-      EXPECT_EQ(r.effect, "fenced");
+      EXPECT_EQ(r.effect, "");  // the worker does not choose the guard: no Fencecheck-Effect header
       effects.push_back(r.body + "@" + (r.token == t1 ? "t1" : "t2") + "=" + std::to_string(r.status));
     } else {
       chunks.push_back(std::to_string(r.segment) + "/" + std::to_string(r.chunk) + "@" + (r.token == t1 ? "t1" : "t2"));

@@ -439,7 +439,6 @@ TEST(WorkerCliTest, DefaultsMatchTheDocumentedOnes) {
   EXPECT_EQ(o.max_acquires, 20);
   EXPECT_EQ(o.job, JobKind::kSegments);
   EXPECT_EQ(o.increments, 10);
-  EXPECT_EQ(o.effect, EffectMode::kFenced);
   EXPECT_FALSE(o.retry_same_token);
   EXPECT_FALSE(o.release_by_name);
   EXPECT_FALSE(o.check_lease_before_write);
@@ -476,7 +475,7 @@ TEST(WorkerCliTest, ParsesEveryFlag) {
 
 TEST(WorkerCliTest, ParsesEveryDesignAndJobFlag) {
   auto args = kRequired;
-  for (const char* a : {"--job", "side-effect", "--increments", "7", "--effect", "idempotent", "--retry-same-token",
+  for (const char* a : {"--job", "side-effect", "--increments", "7", "--retry-same-token",
                         "--release-by-name", "--check-lease-before-write", "--abort-on-pause-ms", "120",
                         "--token-source", "timestamp", "--self-stop-at", "check", "--keepalive", "inline",
                         "--cpu-per-write-ms", "5"})
@@ -487,7 +486,6 @@ TEST(WorkerCliTest, ParsesEveryDesignAndJobFlag) {
   const WorkerOptions& o = *cli.options;
   EXPECT_EQ(o.job, JobKind::kSideEffect);
   EXPECT_EQ(o.increments, 7);
-  EXPECT_EQ(o.effect, EffectMode::kIdempotent);
   EXPECT_TRUE(o.retry_same_token);
   EXPECT_TRUE(o.release_by_name);
   EXPECT_TRUE(o.check_lease_before_write);
@@ -587,7 +585,8 @@ TEST(WorkerCliTest, BadValuesExitTwoNamingTheFlag) {
                                          {{"--id", "bad id"}, "--id"},
                                          {{"--tick-ms", "60"}, "--pause-threshold-ms"},
                                          {{"--job", "batch"}, "--job"},
-                                         {{"--effect", "maybe"}, "--effect"},
+                                         // the store's configuration guards effects, not the worker (issue 14)
+                                         {{"--effect", "unfenced"}, "--effect"},
                                          {{"--token-source", "ntp"}, "--token-source"},
                                          {{"--self-stop-at", "write"}, "--self-stop-at"},
                                          {{"--self-stop-at", "check"}, "--self-stop-at check needs --check-lease-before-write"},

@@ -149,7 +149,8 @@ void EventWriter::emit(Event e) {
   try {
     out_ << to_json_line(e) << '\n';
     out_.flush();
-  } catch (...) {
+  } catch (const std::exception& err) {  // the event is lost: say which, on stderr (the worker's log)
+    spdlog::error("event {} not written: {}", kind_name(e.kind), err.what());
   }
 }
 
@@ -782,11 +783,12 @@ class Worker {
     invoke.key = effect_key;
     invoke.segment = segment;
     invoke.token = token;
-    invoke.detail = "effect " + id + " (" + std::string(effect_mode_name(o_.effect)) + ")" +
-                    (detail.empty() ? "" : ": " + detail);
+    invoke.detail = "effect " + id + (detail.empty() ? "" : ": " + detail);
     events_.emit(std::move(invoke));
 
-    EffectReply reply = store_->post_effect(o_.key, id, o_.effect, FencingToken(token), o_.id);
+    // How the effect is guarded is the store's configuration (issue 14); its reply says which.
+    EffectReply reply = store_->post_effect(o_.key, id, FencingToken(token), o_.id);
+    const std::string guard = reply.mode ? " (" + std::string(effect_mode_name(*reply.mode)) + ")" : "";
 
     Event e = make(EventKind::kWriteInfo);
     e.key = effect_key;
@@ -799,8 +801,8 @@ class Worker {
         e.kind = EventKind::kWriteOk;
         e.high_water = reply.high_water;
         e.detail = "effect " + id + (reply.outcome == EffectOutcome::kApplied
-                                         ? " applied"
-                                         : " already applied: duplicate ignored (idempotent)");
+                                         ? " applied" + guard
+                                         : " already applied: duplicate ignored" + guard);
         outcome = WriteOutcome::kAccepted;
         break;
       case EffectOutcome::kRejected:

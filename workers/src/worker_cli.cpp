@@ -20,7 +20,6 @@ WorkerCli parse_worker_cli(int argc, const char* const* argv) {
   std::int64_t lock_service_timeout_ms = o.lock_service_timeout.count();
   std::int64_t abort_on_pause_ms = 0;
   std::string job = std::string(job_kind_name(o.job));
-  std::string effect = std::string(effect_mode_name(o.effect));
   std::string token_source = std::string(token_source_name(o.token_source));
   std::string self_stop_at;
   std::string keepalive = std::string(keepalive_mode_name(o.keepalive));
@@ -65,8 +64,6 @@ WorkerCli parse_worker_cli(int argc, const char* const* argv) {
   app.add_option("--job", job, "job kind: segments|counter|side-effect")
       ->check(CLI::IsMember({"segments", "counter", "side-effect"}));
   app.add_option("--increments", o.increments, "counter job: increments to make (read-modify-write under the token)");
-  app.add_option("--effect", effect, "side-effect job: how the store guards each effect: fenced|unfenced|idempotent")
-      ->check(CLI::IsMember({"fenced", "unfenced", "idempotent"}));
   app.add_flag("--retry-same-token", o.retry_same_token,
                "design: resend a rejected write with the same token (up to 5 times) before re-acquiring");
   app.add_flag("--release-by-name", o.release_by_name,
@@ -110,7 +107,6 @@ WorkerCli parse_worker_cli(int argc, const char* const* argv) {
   o.lock_service_timeout = std::chrono::milliseconds(lock_service_timeout_ms);
   if (abort_opt->count() > 0) o.abort_on_pause = std::chrono::milliseconds(abort_on_pause_ms);
   o.job = *job_kind_from_name(job);                       // IsMember checked the names
-  o.effect = *effect_mode_from_name(effect);
   o.token_source = *token_source_from_name(token_source);
   o.keepalive = *keepalive_mode_from_name(keepalive);
   o.cpu_per_write = std::chrono::milliseconds(cpu_per_write_ms);

@@ -1335,7 +1335,7 @@ CheckerResult CounterDriftChecker::check_with(const History& history, const Read
           if (history[i].token) a.tokens.push_back(*history[i].token);
         }
         for (const AcceptedWrite& w : readback.log)
-          if (w.key == c.key && w.chunk == -1 && w.segment == value) a.readback_seqs.push_back(w.seq);
+          if (w.key == c.key && w.kind == WriteKind::kCounter && w.value == value) a.readback_seqs.push_back(w.seq);
       }
     if (a.evidence.empty())
       for (std::size_t i : all) {

@@ -207,7 +207,10 @@ void EmbeddedEtcd::stop() noexcept {
       }
     }
     if (child.valid() && child.joinable()) child.wait(ec);
-  } catch (...) {
+  } catch (const std::exception& err) {
+    spdlog::warn("embedded etcd: stopping it failed: {} (it ends with the harness: PR_SET_PDEATHSIG)", err.what());
+  } catch (...) {  // stop() must not throw; not a std::exception, so nothing more to say
+    spdlog::warn("embedded etcd: stopping it failed (unknown exception)");
   }
   impl_.reset();
   client_url_.clear();

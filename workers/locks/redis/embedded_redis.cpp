@@ -208,7 +208,8 @@ void EmbeddedRedis::stop() noexcept {
       std::unique_ptr<Connection> c;
       try {
         c = std::make_unique<Connection>(endpoint(), 500ms, 1000ms);
-      } catch (const std::exception&) {
+      } catch (const std::exception& err) {  // no SHUTDOWN then: SIGTERM below ends it the same way
+        spdlog::debug("embedded redis pid {}: no connection for SHUTDOWN ({}); SIGTERM instead", pid, err.what());
       }
       if (c) {
         try {
@@ -229,7 +230,11 @@ void EmbeddedRedis::stop() noexcept {
     spdlog::warn("embedded redis pid {} ignored SIGTERM for {} ms; SIGKILL", pid, options_.stop_grace.count());
     ::kill(pid, SIGKILL);
     reap(true);
-  } catch (...) {
+  } catch (const std::exception& err) {
+    spdlog::warn("embedded redis pid {}: stopping it failed: {} (it ends with the harness: PR_SET_PDEATHSIG)", pid_,
+                 err.what());
+  } catch (...) {  // stop() must not throw; not a std::exception, so nothing more to say
+    spdlog::warn("embedded redis pid {}: stopping it failed (unknown exception)", pid_);
   }
   pid_ = 0;
 }

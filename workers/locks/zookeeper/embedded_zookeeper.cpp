@@ -184,7 +184,10 @@ void EmbeddedZooKeeper::stop() noexcept {
     proc_.reset();
     std::error_code ec;
     fs::remove(options_.run_dir / kPidFile, ec);
-  } catch (...) {
+  } catch (const std::exception& err) {
+    spdlog::warn("embedded ZooKeeper: stopping it failed: {} (it ends with the harness: PR_SET_PDEATHSIG)", err.what());
+  } catch (...) {  // stop() must not throw; not a std::exception, so nothing more to say
+    spdlog::warn("embedded ZooKeeper: stopping it failed (unknown exception)");
   }
 }
 
@@ -228,7 +231,8 @@ std::vector<std::string> stop_orphaned_zookeeper(const fs::path& run_dir, bool f
     fs::remove(run_dir / kPidFile, ec);
   } catch (const std::exception& e) {
     out.push_back("zookeeper cleanup of " + run_dir.string() + ": " + e.what());
-  } catch (...) {
+  } catch (...) {  // not a std::exception: name the run at least
+    out.push_back("zookeeper cleanup of " + run_dir.string() + ": failed (unknown exception)");
   }
   return out;
 }

@@ -1,6 +1,8 @@
 #include "fencecheck/proto/readback.h"
 
+#include <cstdint>
 #include <stdexcept>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -13,6 +15,13 @@ template <typename T>
 T field(const nlohmann::json& j, const char* name, const char* where) {
   auto it = j.find(name);
   if (it == j.end()) throw std::invalid_argument(std::string(where) + ": missing field '" + name + "'");
+  // An integer field takes JSON integers in its range only: nlohmann's get<int64_t>() converts a
+  // float (1e20) or an unsigned above 2^63-1 with undefined behaviour (found by
+  // tests/fuzz/report_fuzz.cpp: tests/fuzz/regressions/report/readback-token-beyond-int64).
+  if constexpr (std::is_same_v<T, std::int64_t>) {
+    if (!it->is_number_integer() || (it->is_number_unsigned() && it->get<std::uint64_t>() > INT64_MAX))
+      throw std::invalid_argument(std::string(where) + ": field '" + name + "' must be an integer in -2^63..2^63-1");
+  }
   try {
     return it->get<T>();
   } catch (const nlohmann::json::exception&) {
@@ -28,6 +37,41 @@ const nlohmann::json& array_field(const nlohmann::json& j, const char* name) {
   return *it;
 }
 
+// A log entry's or a rejection's slot: "segment" and "chunk" for a chunk write, "kind":"counter"
+// and "value" for a counter write.
+template <typename W>
+void put_target(nlohmann::json& j, const W& w) {
+  if (w.kind == WriteKind::kCounter) {
+    j["kind"] = "counter";
+    j["value"] = w.value;
+  } else {
+    j["segment"] = w.segment;
+    j["chunk"] = w.chunk;
+  }
+}
+
+// The inverse of put_target, also reading the form of read-backs written before counter writes
+// had fields of their own: no "kind", "chunk" -1 and the value in "segment".
+template <typename W>
+void get_target(const nlohmann::json& j, W& w, const char* where) {
+  const std::string kind = j.contains("kind") ? field<std::string>(j, "kind", where) : "chunk";
+  if (kind == "counter") {
+    w.kind = WriteKind::kCounter;
+    w.value = field<std::int64_t>(j, "value", where);
+    w.segment = w.chunk = kNoSlot;
+    return;
+  }
+  if (kind != "chunk")
+    throw std::invalid_argument(std::string(where) + ": field 'kind' is \"" + kind + "\"; expected \"chunk\" or \"counter\"");
+  w.segment = field<std::int64_t>(j, "segment", where);
+  w.chunk = field<std::int64_t>(j, "chunk", where);
+  if (!j.contains("kind") && w.chunk == kNoSlot) {  // an older read-back's counter write
+    w.kind = WriteKind::kCounter;
+    w.value = w.segment;
+    w.segment = kNoSlot;
+  }
+}
+
 }  // namespace
 
 nlohmann::json to_json(const ReadBack& rb) {
@@ -39,13 +83,22 @@ nlohmann::json to_json(const ReadBack& rb) {
     chunks.push_back({{"key", c.key}, {"segment", c.segment}, {"chunk", c.chunk}, {"token", c.token},
                       {"client", c.client}, {"seq", c.seq}, {"data_b64", base64_encode(c.data)}});
   auto& log = j["log"] = nlohmann::json::array();
-  for (const auto& w : rb.log)
-    log.push_back({{"seq", w.seq}, {"key", w.key}, {"segment", w.segment}, {"chunk", w.chunk}, {"token", w.token},
-                   {"client", w.client}});
+  for (const auto& w : rb.log) {
+    nlohmann::json e{{"seq", w.seq}, {"key", w.key}};
+    put_target(e, w);
+    e["token"] = w.token;
+    e["client"] = w.client;
+    log.push_back(std::move(e));
+  }
   auto& rej = j["rejections"] = nlohmann::json::array();
-  for (const auto& r : rb.rejections)
-    rej.push_back({{"key", r.key}, {"segment", r.segment}, {"chunk", r.chunk}, {"token", r.token},
-                   {"client", r.client}, {"high_water", r.high_water}});
+  for (const auto& r : rb.rejections) {
+    nlohmann::json e{{"key", r.key}};
+    put_target(e, r);
+    e["token"] = r.token;
+    e["client"] = r.client;
+    e["high_water"] = r.high_water;
+    rej.push_back(std::move(e));
+  }
   j["high_water"] = rb.high_water;
   // Optional additions: omitted when empty so older consumers see the shape they know.
   if (!rb.effects.empty()) {
@@ -71,15 +124,24 @@ ReadBack readback_from_json(const nlohmann::json& j) {
                          field<std::int64_t>(c, "chunk", "chunk"), field<std::int64_t>(c, "token", "chunk"),
                          field<std::string>(c, "client", "chunk"), field<std::int64_t>(c, "seq", "chunk"),
                          base64_decode(field<std::string>(c, "data_b64", "chunk"))});
-  for (const auto& w : array_field(j, "log"))
-    rb.log.push_back({field<std::int64_t>(w, "seq", "log entry"), field<std::string>(w, "key", "log entry"),
-                      field<std::int64_t>(w, "segment", "log entry"), field<std::int64_t>(w, "chunk", "log entry"),
-                      field<std::int64_t>(w, "token", "log entry"), field<std::string>(w, "client", "log entry")});
-  for (const auto& r : array_field(j, "rejections"))
-    rb.rejections.push_back({field<std::string>(r, "key", "rejection"), field<std::int64_t>(r, "segment", "rejection"),
-                             field<std::int64_t>(r, "chunk", "rejection"), field<std::int64_t>(r, "token", "rejection"),
-                             field<std::string>(r, "client", "rejection"),
-                             field<std::int64_t>(r, "high_water", "rejection")});
+  for (const auto& w : array_field(j, "log")) {
+    AcceptedWrite a;
+    a.seq = field<std::int64_t>(w, "seq", "log entry");
+    a.key = field<std::string>(w, "key", "log entry");
+    get_target(w, a, "log entry");
+    a.token = field<std::int64_t>(w, "token", "log entry");
+    a.client = field<std::string>(w, "client", "log entry");
+    rb.log.push_back(std::move(a));
+  }
+  for (const auto& r : array_field(j, "rejections")) {
+    RejectedWrite x;
+    x.key = field<std::string>(r, "key", "rejection");
+    get_target(r, x, "rejection");
+    x.token = field<std::int64_t>(r, "token", "rejection");
+    x.client = field<std::string>(r, "client", "rejection");
+    x.high_water = field<std::int64_t>(r, "high_water", "rejection");
+    rb.rejections.push_back(std::move(x));
+  }
   if (auto it = j.find("high_water"); it != j.end()) {
     if (!it->is_object()) throw std::invalid_argument("read-back: 'high_water' must be an object of key -> token");
     for (auto& [k, v] : it->items()) {

@@ -3,8 +3,8 @@
 // The network faults (netns.h, partition.h, netem.h) never build shell strings: every command is
 // an argv vector run without a shell, so no name or address is ever interpreted by one. A
 // CommandRunner runs them; SystemCommandRunner does it for real, RecordingCommandRunner records
-// the argv for unit tests (design.md: "faults against the system get a seam ... so unit tests
-// assert the exact effect without root").
+// the argv for unit tests (docs/architecture.md, "Faults": faults against the system get a seam
+// so that unit tests assert the exact effect without root).
 #pragma once
 
 #include <chrono>

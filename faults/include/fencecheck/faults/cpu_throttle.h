@@ -70,8 +70,9 @@ class CpuThrottleFault final : public Fault {
   void inject() override;
   /// Moves every process back and removes the cgroup. Never throws; a process that exited
   /// meanwhile counts as healed (a vanished tree: only the cgroup is removed). When the cgroup cannot be removed within 2 s the cause goes to
-  /// stderr and active() stays true, so that a later heal() retries.
-  void heal() noexcept override;
+  /// stderr, active() stays true and heal() returns false (heal_failure() says why), so that a
+  /// later heal() retries.
+  bool heal() noexcept override;
   [[nodiscard]] bool active() const override { return active_; }
   /// {"target","pid","start_ticks","cgroup_version","mount","cgroup_dir","original",
   ///  "thread_originals" (v1: TID -> cgroup, only those not in "original"),"period_us","quota_us"}

@@ -1,10 +1,12 @@
 // fencecheck — one interface for every fault kind, and the RAII guard that heals it.
 //
-// Rules (design.md, after Jepsen's nemeses and Chaos Mesh): a fault acts on ONE target; choosing
+// Rules (docs/architecture.md, "Faults"; after Jepsen's nemeses and Chaos Mesh): a fault acts on ONE target; choosing
 // targets and times is the orchestrator's job. inject() and heal() are idempotent. heal() never
-// throws and treats a vanished target as healed. Faults never verify the system: checkers do.
-// Every injection is written to the run's FaultLedger BEFORE it takes effect, so
-// `fencecheck cleanup` can heal what a kill -9'ed harness left behind.
+// throws, treats a vanished target as healed, and says whether it took effect: a fault it could
+// not undo stays active (a later heal() retries). Faults never verify the system: checkers do.
+// Every injection is written to the run's FaultLedger BEFORE it takes effect, and its heal only
+// once the heal took effect (FaultLedger::heal), so `fencecheck cleanup` can heal what a kill -9'ed
+// harness, or a heal that failed, left behind.
 #pragma once
 
 #include <stdexcept>
@@ -23,7 +25,7 @@ class FaultError : public std::runtime_error {
 };
 
 /// The environment lacks what a fault needs (root, a cgroup controller, netns support): the
-/// harness exits 3 (design.md exit codes) unless the scenario's fault is skipped.
+/// harness exits 3 (docs/architecture.md, "Exit codes") unless the scenario's fault is skipped.
 class FaultUnavailable : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -41,12 +43,38 @@ class Fault {
   [[nodiscard]] virtual std::string target() const = 0;
   /// Makes the fault take effect. Idempotent. Throws FaultError; on throw nothing is in effect.
   virtual void inject() = 0;
-  /// Undoes it. Idempotent, never throws; a vanished target counts as healed.
-  virtual void heal() noexcept = 0;
+  /// Undoes it. Idempotent, never throws; a vanished target counts as healed. Returns true when
+  /// nothing of the fault is left in effect (healed now, earlier, or never injected); false when
+  /// part of it could not be undone: active() stays true, heal_failure() says why, and a later
+  /// heal() retries.
+  virtual bool heal() noexcept = 0;
   [[nodiscard]] virtual bool active() const = 0;
+  /// Why the last heal() did not take effect (e.g. "cannot remove cgroup ...: Device or resource
+  /// busy for 2000 ms"); empty when it did, or before any heal().
+  [[nodiscard]] const std::string& heal_failure() const { return heal_failure_; }
   /// What the ledger must hold to heal this fault from another process (kind-specific fields;
   /// "kind" is added by the ledger). Pure.
   [[nodiscard]] virtual nlohmann::json ledger_record() const = 0;
+
+ protected:
+  /// For heal()'s return: true, forgetting an earlier failure. Never throws.
+  bool healed() noexcept {
+    heal_failure_.clear();
+    return true;
+  }
+  /// For heal()'s return: false, keeping why for heal_failure(). Never throws (on a failed
+  /// allocation the reason is left empty).
+  bool not_healed(std::string_view why) noexcept {
+    try {
+      heal_failure_.assign(why);
+    } catch (...) {  // std::bad_alloc: the false return still says it; the reason cannot be kept
+      heal_failure_.clear();
+    }
+    return false;
+  }
+
+ private:
+  std::string heal_failure_;
 };
 
 /// Heals its fault when it goes out of scope, on every path (return, exception, unwinding).

@@ -62,9 +62,10 @@ class FreezeFault final : public Fault {
   void inject() override;
   /// Thaws, moves every process back, removes the cgroup. Never throws; a process that exited
   /// meanwhile counts as healed.
-  /// When the cgroup cannot be removed within 2 s the cause goes to stderr and active() stays
-  /// true (the process is thawed and moved back regardless).
-  void heal() noexcept override;
+  /// When the cgroup cannot be removed within 2 s the cause goes to stderr, active() stays true
+  /// and heal() returns false (heal_failure() says why; the process is thawed and moved back
+  /// regardless).
+  bool heal() noexcept override;
   [[nodiscard]] bool active() const override { return active_; }
   /// {"target","pid","start_ticks","cgroup_version","mount","cgroup_dir","original",
   ///  "thread_originals","descendant_originals"} as in CpuThrottleFault::ledger_record().

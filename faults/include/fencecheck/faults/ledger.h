@@ -4,7 +4,8 @@
 // harness appends {"op":"inject","id":N,"kind":...,<the fault's ledger_record()>,"harness_pid":P,
 // "harness_start_ticks":T,"run_id":R} (one write(2), in the page cache before the fault exists: it
 // survives a killed harness; no fsync, since every recorded fault is kernel state that a machine
-// crash removes too); after healing it appends {"op":"heal","id":N}.
+// crash removes too); once a heal has taken effect it appends {"op":"heal","id":N} (heal(): a
+// fault whose heal failed keeps no heal entry).
 // Outstanding entries (inject without heal) are what `fencecheck cleanup` heals; the harness
 // identity lets cleanup refuse to touch a run whose harness is still alive.
 #pragma once
@@ -37,6 +38,11 @@ class FaultLedger {
   std::int64_t record_inject(const Fault& fault);
   /// Appends a heal entry. Never throws (a failed write is logged to stderr). Thread-safe.
   void record_heal(std::int64_t id) noexcept;
+  /// Heals the fault recorded as `id` (Fault::heal()) and appends its heal entry only when the
+  /// heal took effect: a fault that could not be undone stays outstanding here, so that
+  /// `fencecheck cleanup` still sees it. Returns what heal() returned (Fault::heal_failure() says
+  /// why on false). Never throws. Thread-safe for the ledger; the fault is driven as fault.h says.
+  bool heal(Fault& fault, std::int64_t id) noexcept;
 
   [[nodiscard]] const std::filesystem::path& path() const { return path_; }
 

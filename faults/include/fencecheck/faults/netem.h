@@ -47,8 +47,9 @@ class NetemFault final : public Fault {
   /// any other tc failure; on throw nothing is left (a qdisc added first is deleted again).
   void inject() override;
   /// Deletes both root qdiscs. Never throws; a namespace, link or qdisc already gone counts as
-  /// healed. Another failure goes to stderr and active() stays true.
-  void heal() noexcept override;
+  /// healed. Another failure goes to stderr, active() stays true and heal() returns false
+  /// (heal_failure() says why).
+  bool heal() noexcept override;
   [[nodiscard]] bool active() const override { return active_; }
   /// {"target","links":[{"netns","device"},{"netns","device"}],"args":[...]}.
   [[nodiscard]] nlohmann::json ledger_record() const override;

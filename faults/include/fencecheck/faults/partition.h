@@ -111,9 +111,9 @@ class PartitionFault final : public Fault {
   /// classifier or clsact (then nothing is left: a half-added filter is deleted again).
   void inject() override;
   /// Deletes the filters inject() added. Never throws; a namespace, link or filter already gone
-  /// counts as healed. Another failure goes to stderr and active() stays true (heal() again
-  /// retries).
-  void heal() noexcept override;
+  /// counts as healed. Another failure goes to stderr, active() stays true and heal() returns
+  /// false (heal_failure() says why; heal() again retries).
+  bool heal() noexcept override;
   [[nodiscard]] bool active() const override { return active_; }
   /// {"target","spec","direction","netns","device","pref","hooks":[...],"address"}: hooks are
   /// exactly those inject() adds a filter to; "spec" is describe(), "direction" to_string().

@@ -1,7 +1,7 @@
 // fencecheck — identifying a process the harness started, robustly against PID reuse.
 //
 // A PID alone is not an identity: after a process exits its PID can be handed to an unrelated
-// process. The harness only ever signals processes it started (design.md, safety rules), so a
+// process. The harness only ever signals processes it started (docs/architecture.md, "Safety rules the harness keeps"), so a
 // ProcessRef pairs the PID with the process's start time (field 22 of /proc/<pid>/stat, in clock
 // ticks since boot — see proc(5)); every signal is preceded by a check that both still match.
 #pragma once

@@ -52,8 +52,12 @@ class SigstopFault final : public Fault {
   /// Sends SIGCONT to every process this fault stopped that is still that process, deepest first
   /// and the root last (the reverse of the order they were stopped in), so that the worker the
   /// harness talks to resumes once the processes it started run again. A gone process counts as
-  /// healed.
-  void heal() noexcept override;
+  /// healed. Each SIGCONT's result is checked, and the process read back: still stopped ('T' in
+  /// /proc/<pid>/stat right after a delivered SIGCONT, which resumes it before the call returns)
+  /// counts as not healed. Returns false when any process could not be continued: those stay
+  /// stopped and listed (stopped()), active() stays true, heal_failure() names each pid and why,
+  /// and a later heal() retries them.
+  bool heal() noexcept override;
   [[nodiscard]] bool active() const override { return active_; }
   /// {"pid","start_ticks","target"}: the root. Written before inject(), when the descendants are
   /// not yet known; the ledger healer finds them by walking the tree from the root.
@@ -73,7 +77,11 @@ class SigstopFault final : public Fault {
   };
   bool stop(const TreeMember& m);
   void settle() const;
-  void continue_all() noexcept;
+  /// SIGCONT to every process stopped_ holds, deepest first; keeps those that did not resume
+  /// and returns why ("" when none).
+  std::string continue_all() noexcept;
+  /// Frees the emergency slots and pidfds of stopped_ and empties it.
+  void release_all() noexcept;
 
   ProcessRef ref_;
   std::string name_;

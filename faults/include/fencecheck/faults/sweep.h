@@ -2,7 +2,7 @@
 // that heal_outstanding() (ledger.h) did not remove (e.g. an entry whose heal was recorded but
 // whose rmdir failed, or a ledger line lost in a crash after the object was created).
 //
-// Safety (design.md): it only considers objects whose names this harness uses ("fc-<prefix>..."
+// Safety (docs/architecture.md, "Safety rules the harness keeps"): it only considers objects whose names this harness uses ("fc-<prefix>..."
 // namespaces, "fencecheck-<prefix>..." cgroups directly under a hierarchy's root), and removes one
 // only when a ledger names it EXACTLY (a "netns-lab" entry's namespace, a cgroup entry's
 // cgroup_dir) and every harness that wrote that ledger is dead (FaultLedger::writer_alive).

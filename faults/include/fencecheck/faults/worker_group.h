@@ -45,8 +45,12 @@ class WorkerGroup final : public Fault {
   [[nodiscard]] std::string target() const override;
   /// Nothing to do: the group exists from the worker's start. Marks it active.
   void inject() override { active_ = true; }
-  /// Ends what is left of the group (end_group). Never throws.
-  void heal() noexcept override { (void)end(); }
+  /// Ends what is left of the group (end_group). Never throws. Always true: SIGKILL cannot be
+  /// caught, blocked or ignored (signal(7)), so a member that is not ended was gone already.
+  bool heal() noexcept override {
+    (void)end();
+    return healed();
+  }
   /// heal(), saying how many processes it killed (0 when inactive). Never throws.
   int end() noexcept;
   [[nodiscard]] bool active() const override { return active_; }

@@ -1,7 +1,7 @@
 // fencecheck — turning a scenario's fault into a Fault on a live target, and checking beforehand
 // that this machine can inject it.
 //
-// The orchestrator chooses targets and times (design.md); this file only maps a FaultSpec to the
+// The orchestrator chooses targets and times (docs/architecture.md, "Faults"); this file only maps a FaultSpec to the
 // faults/ library's kinds: sigstop and self-stop -> SigstopFault; cpu-throttle -> CpuThrottleFault;
 // freeze -> FreezeFault; partition -> PartitionFault and netem -> NetemFault (on the run's
 // NetworkLab); lock-service-restart -> LockServiceRestartFault (below: it acts on the harness's
@@ -42,8 +42,9 @@ class LockServiceRestartFault final : public faults::Fault {
   [[nodiscard]] std::string_view kind() const override { return "lock-service-restart"; }
   [[nodiscard]] std::string target() const override { return fresh_ ? "lock-service (fresh data)" : "lock-service"; }
   void inject() override;
-  /// Starts the lock service again; a failure to start is logged (the run then sees the outage continue).
-  void heal() noexcept override;
+  /// Starts the lock service again. A failure to start is logged and returns false (active()
+  /// stays true; a later heal() tries again): the run then sees the outage continue.
+  bool heal() noexcept override;
   [[nodiscard]] bool active() const override { return active_; }
   [[nodiscard]] nlohmann::json ledger_record() const override { return {{"target", "lock-service"}, {"fresh_data", fresh_}}; }
 

@@ -1,4 +1,4 @@
-// fencecheck — the evidence of one run as Prometheus metrics (design.md's names, base units).
+// fencecheck — the evidence of one run as Prometheus metrics (docs/architecture.md, "Metrics": names in base units; the table is docs/observability.md).
 //
 // One definition of each metric (MetricFamilies: name, help, type, label names, buckets) and one
 // function that turns a run's figures into a prometheus::Registry (build_registry). That registry
@@ -22,7 +22,7 @@
 //   fencecheck_scenario_duration_seconds{scenario}                     gauge, seconds
 //   fencecheck_last_run_timestamp_seconds{scenario}                    gauge, Unix time in seconds
 //
-// Label note: design.md sketches `fencecheck_duplicate_effects_total{job}`. `job` is the label
+// Label note: the project's first sketch named it `fencecheck_duplicate_effects_total{job}`. `job` is the label
 // Prometheus attaches to every scraped target (and the Pushgateway's grouping key job=fencecheck),
 // so a metric label of that name would be renamed to exported_job or clash with the grouping key;
 // a job is identified by the resource key it writes, so the label is `key` (beside `resource`).

@@ -5,7 +5,7 @@
 // The orchestrator's main thread enters the hub namespace (where the lock service and the store
 // run) for the length of a run with `network: namespaces`, so that the services it starts, the
 // lock watch thread and the read-back all reach the hub's addresses, while the host itself gets
-// no interface, route or address (design.md, safety rules).
+// no interface, route or address (docs/architecture.md, "Safety rules the harness keeps").
 #pragma once
 
 #include <string>

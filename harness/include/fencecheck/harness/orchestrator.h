@@ -24,7 +24,7 @@
 
 namespace fencecheck::harness {
 
-/// Design.md's exit codes.
+/// The exit codes (docs/architecture.md, "Exit codes"; README, "Exit codes").
 enum ExitCode : int {
   kExitMet = 0,          ///< every scenario met its expectation
   kExitNotMet = 1,       ///< at least one did not

@@ -160,8 +160,10 @@ struct PruneResult {
 /// ("faults[0] (sigstop on w1) never fired: its trigger did not happen before the run ended", or
 /// "... could not be injected: <why>", from the harness's "not injected" log events), and one per
 /// worker that failed (a worker.exit "exit N" with N other than 0 (done) and 1 (gave up, judged by
-/// the checkers): bad arguments, a crash, a signal). Empty when none; any makes the expectation
-/// not met. Pure; thread-safe.
+/// the checkers): bad arguments, a crash, a signal), and one per fault whose heal did not take
+/// effect ("fault not healed, still in effect when the run ended: cpu-throttle on w1: <why>", from
+/// the harness's "<kind> on <target> not healed: <why>" log event with no later fault.heal of that
+/// kind and target). Empty when none; any makes the expectation not met. Pure; thread-safe.
 [[nodiscard]] std::vector<std::string> run_shortfalls(const Scenario& sc, const History& h);
 
 }  // namespace fencecheck::harness

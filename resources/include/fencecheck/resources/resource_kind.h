@@ -35,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fencecheck/proto/readback.h"
+#include "fencecheck/resources/effect_mode.h"
 
 namespace fencecheck::resources {
 
@@ -93,6 +94,11 @@ struct ResourceRunContext {
   /// The port an embedded instance binds in a network lab (its own namespace: a fixed port is
   /// free); 0 on the host (a free port is chosen).
   int port = 0;
+  /// How the resource must guard side effects (effect_mode.h): the scenario's job.effect for a
+  /// side-effect job, fenced otherwise. Part of the resource's design, set when it starts: kind
+  /// store passes it as fencecheck-store --effect-mode (no request can change it); kinds without
+  /// side effects ignore it.
+  EffectMode effect_mode = EffectMode::kFenced;
 };
 
 /// The environment lacks what the kind needs (a server binary, an endpoint that does not

@@ -17,14 +17,49 @@
 //
 // Durability. Every accepted write — and every side effect request, applied or not — is appended
 // to `<data_dir>/store.log` and fdatasync'ed before the call returns, so an acknowledged write
-// survives `kill -9` of the process. Appends are group committed: one flusher thread writes
-// whatever records are pending and fdatasyncs once, and every writer waits for the flush that
-// covers its own record, so N concurrent writes cost about one fdatasync rather than N (watch
-// StoreStats::fsyncs). On open() the log is replayed to rebuild the state (chunks, counters,
-// effects, high-water marks); a torn or corrupt record (a crash in the middle of an append) ends
-// the log: it and everything after it is truncated away with a warning (see RecoveryReport),
-// never a crash.
+// survives `kill -9` of the process and a power loss (the simulated-crash test, store_crash_test,
+// drops every byte not yet fdatasync'ed and finds no acknowledged write lost). Appends are group
+// committed: one flusher thread writes whatever records are pending and fdatasyncs once, and every
+// writer waits for the flush that covers its own record, so N concurrent writes cost about one
+// fdatasync rather than N (watch StoreStats::fsyncs). Every file operation goes through a
+// StoreFileSystem (POSIX by default; a test puts a fault-injecting one in its place).
 //
+// Recovery. On open() the log is replayed to rebuild the state (chunks, counters, effects,
+// high-water marks). Records are read front to back; each must have a whole header, a length
+// within the limit that fits in the file, a matching CRC, a payload that decodes, and the next seq.
+// At the first record that does not (the "damage", at byte offset D), the rest of the file is
+// scanned for an intact record: any byte offset P >= D where a record header, its length, its CRC
+// and its payload all check out (decoding included, the seq not required), tried at every byte
+// (resynchronisation as in RocksDB's log reader, which skips to the next block and reports the
+// dropped bytes; here the framing has no blocks, so every offset is tried; O(bytes after D)
+// cheap header checks, a CRC only where the header is plausible). Then:
+//   * no intact record at or after D, and the record at D is incomplete (too few bytes for its
+//     header or its length, a length over the limit, a zero length, or a CRC mismatch): a torn
+//     tail, what a crash in the middle of an append leaves (the last write may hold several
+//     records of one group commit, none of them acknowledged, since the fdatasync had not
+//     returned). It is truncated away (RecoveryReport::truncated_bytes, ::problem) and the store
+//     starts. No readable record is ever in it.
+//   * anything else — an intact record after the damage (a flipped byte, a damaged length or CRC
+//     field, a record deleted from the middle: a seq gap, zeroed blocks), or a complete record
+//     whose CRC matches but whose payload does not decode (another writer's or a newer format's
+//     record; a crash cannot make one): corruption. open() throws StoreLogDamaged naming the file,
+//     the byte offset, the record (its 1-based position and the seq expected) and the first
+//     intact record after it, and changes nothing on disk (the acknowledged records after the
+//     damage must not be cut away, and a high-water mark must not fall: the issue-14 bug).
+//   * StoreOptions::repair_log (fencecheck-store --repair-log) starts anyway: every region of
+//     damage is skipped up to the next intact record and every readable record is kept (seq gaps
+//     become a "gap" record, type 4, so the repaired log replays; a record whose seq is not above
+//     the last one is renumbered), each key's high-water mark is the highest token of every
+//     readable record; RecoveryReport::damage lists each skipped region (offset, bytes, the seqs
+//     it held). The damaged file is first copied whole to `store.log.damaged.N` (fsync'ed), the
+//     repaired log is written to `store.log.repair`, fdatasync'ed, renamed over store.log and the
+//     directory fsync'ed, so a crash during repair leaves either the old log or the new one.
+// Limits: damage that reaches the end of the file with nothing readable after it cannot be told
+// from a torn tail and is trimmed like one; a mark raised only by an unreadable record is lost
+// with it (repair reports the lost seqs, it cannot know their tokens); and because chunk bodies
+// are client bytes, a body that embeds a well-formed record makes a torn tail inside that record
+// look like damage followed by an intact record: the store then refuses (fail-safe) and
+// --repair-log starts it.
 // Log file format (all integers little-endian):
 //   file   := magic record*
 //   magic  := "fcstlog1" (8 bytes)
@@ -35,6 +70,8 @@
 //     2 counter: i64 seq, i64 token, i64 value, u16 key_len, key, u16 client_len, client
 //     3 effect:  i64 seq, i64 token, u8 mode (0 fenced, 1 unfenced, 2 idempotent), u8 applied (0|1),
 //                u16 key_len, key, u16 client_len, client, u16 id_len, id
+//     4 gap:     i64 seq, i64 first — written only by a repair: seqs first..seq were lost to damage
+//                (first is the seq after the previous record's; the next record has seq + 1)
 // Type 1 is the only record older stores wrote (its first byte was the "version", 1), so their
 // logs replay unchanged. Every record takes the next store-wide seq, whatever its type.
 // Write rejections are not logged: they are kept in memory for the read-back and are gone after a
@@ -52,11 +89,13 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <set>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "fencecheck/proto/readback.h"
@@ -162,6 +201,8 @@ struct EffectRequest {
   std::string id;       ///< the effect's identity, e.g. "w1:seg2"; 1..kMaxEffectIdBytes of [A-Za-z0-9_.:-]
   FencingToken token;   ///< >= 0
   std::string client;   ///< 1..kMaxClientBytes of [A-Za-z0-9_.-]
+  /// The guard. StoreServer fills it from its configuration (StoreServerOptions::effect_mode),
+  /// never from the HTTP request: how an effect is guarded is the resource's design.
   EffectMode mode = EffectMode::kFenced;
 };
 
@@ -213,13 +254,102 @@ struct StoreStats {
   std::int64_t effects_skipped = 0;  ///< side effects refused (fenced) or ignored (duplicate) since open
 };
 
+/// One region of a damaged log that a repair skipped (StoreOptions::repair_log).
+struct LogDamage {
+  std::uint64_t offset = 0;          ///< byte offset of the first unreadable byte
+  std::uint64_t bytes = 0;           ///< bytes skipped, up to the next intact record
+  std::int64_t record = 0;           ///< 1-based position of the unreadable record (records read before it + 1)
+  std::int64_t first_lost_seq = 0;   ///< the seqs the region held (from the seqs on either side);
+  std::int64_t last_lost_seq = -1;   ///< first > last when no seq is missing (junk between intact records)
+  std::string problem;               ///< what was wrong at offset ("checksum mismatch ...", "seq gap ...")
+};
+
 /// What open() found in the log.
 struct RecoveryReport {
-  std::int64_t records = 0;          ///< complete records replayed
+  std::int64_t records = 0;          ///< complete records replayed (gap records included)
   std::uint64_t kept_bytes = 0;      ///< log length after recovery
-  std::uint64_t truncated_bytes = 0; ///< bytes cut off the tail (0 when the log was clean)
+  std::uint64_t truncated_bytes = 0; ///< bytes of a torn tail cut off (0 when the log was clean)
   std::string problem;               ///< why the tail was cut ("torn record header at offset N", ...)
+  bool repaired = false;             ///< repair_log was set and the log was rewritten (damage or renumbering)
+  std::vector<LogDamage> damage;     ///< repair only: each region skipped, in file order
+  std::int64_t lost_records = 0;     ///< repair only: seqs missing, summed over damage and old gap records
+  std::int64_t renumbered = 0;       ///< repair only: records kept under a new seq (theirs was not above the last)
+  std::filesystem::path damaged_copy;  ///< repair only: where the damaged file was copied before the rewrite
+  /// One line for a log: records, torn bytes, and with a repair every region and what was lost.
+  [[nodiscard]] std::string summary() const;
 };
+
+/// open() found damage that is not a torn tail and repair_log was not set. Nothing on disk was
+/// changed. what() names the file, the byte offset, the record and the next intact record, and
+/// says to use --repair-log.
+class StoreLogDamaged : public std::runtime_error {
+ public:
+  StoreLogDamaged(const std::string& what, std::filesystem::path log, std::uint64_t offset, std::int64_t record,
+                  std::int64_t expected_seq)
+      : std::runtime_error(what), log_(std::move(log)), offset_(offset), record_(record), expected_seq_(expected_seq) {}
+  [[nodiscard]] const std::filesystem::path& log() const { return log_; }
+  [[nodiscard]] std::uint64_t offset() const { return offset_; }        ///< byte offset of the damage
+  [[nodiscard]] std::int64_t record() const { return record_; }         ///< 1-based position of the bad record
+  [[nodiscard]] std::int64_t expected_seq() const { return expected_seq_; }
+
+ private:
+  std::filesystem::path log_;
+  std::uint64_t offset_;
+  std::int64_t record_;
+  std::int64_t expected_seq_;
+};
+
+/// Thrown by read_counter(), readback() and snapshot() once the store has failed (an fdatasync
+/// or write error): the state in memory may hold records the disk does not, so nothing is
+/// answered from it (the HTTP server turns it into an error reply). what() has the I/O error.
+class StoreFailed : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// One open file of the store, as a StoreFileSystem hands it out. Every call returns 0 or an
+/// errno value (EIO, ENOSPC, ...). The shape is RocksDB's FSWritableFile as wrapped by its
+/// FaultInjectionTestFS (utilities/fault_injection_fs.h): appends are buffered by the OS until
+/// sync(), and a test implementation may drop or tear whatever was not synced. One thread at a
+/// time per file (the store guarantees it). Destroying it closes the file and releases its lock.
+class StoreFile {
+ public:
+  virtual ~StoreFile() = default;
+  /// The whole file, as read now (unsynced bytes included).
+  virtual int read_all(std::string& out) = 0;
+  /// Appends data at the end of the file (all of it, or an error; after an error how much landed
+  /// is unknown).
+  virtual int append(std::string_view data) = 0;
+  /// fdatasync(2): every byte appended and every truncate before it is durable when it returns 0.
+  virtual int sync() = 0;
+  /// ftruncate(2) to size bytes; later appends go at the new end. Durable after sync().
+  virtual int truncate(std::uint64_t size) = 0;
+};
+
+/// The file operations the store makes, so a test can replace them (see StoreFile).
+/// Implementations must be thread-safe.
+class StoreFileSystem {
+ public:
+  enum class OpenMode {
+    kOpenOrCreateLocked,  ///< read-write, created (0644) when missing, exclusive non-blocking lock
+                          ///< (flock: EWOULDBLOCK when another holder has it)
+    kCreateNew,           ///< read-write, must not exist yet (EEXIST), no lock
+  };
+  virtual ~StoreFileSystem() = default;
+  /// mkdir -p.
+  virtual int create_directories(const std::filesystem::path& dir) = 0;
+  /// Opens path; `created` says whether this call created it (its directory entry is durable only
+  /// after sync_dir()).
+  virtual int open(const std::filesystem::path& path, OpenMode mode, std::unique_ptr<StoreFile>& out,
+                   bool& created) = 0;
+  /// rename(2): atomic replacement; durable after sync_dir() of the directory.
+  virtual int rename(const std::filesystem::path& from, const std::filesystem::path& to) = 0;
+  /// fsync(2) of a directory: its entries (creations, renames) are durable when it returns 0.
+  virtual int sync_dir(const std::filesystem::path& dir) = 0;
+};
+
+/// The real file system (open/pwrite/fdatasync/ftruncate/rename/fsync, flock). Shared, stateless.
+[[nodiscard]] std::shared_ptr<StoreFileSystem> posix_store_file_system();
 
 /// Knobs for open(). The defaults are what the binary uses.
 struct StoreOptions {
@@ -241,6 +371,15 @@ struct StoreOptions {
   /// fenced effects alike, with the key, token and client of the request. A test blocks one writer
   /// here while another, higher token lands, then lets it go on: the race without a sleep.
   std::function<void(std::string_view key, FencingToken token, std::string_view client)> in_check_window;
+  /// Start on a damaged log anyway, keeping every readable record (see "Recovery" above). Off by
+  /// default: a damaged log is refused (StoreLogDamaged). fencecheck-store --repair-log.
+  bool repair_log = false;
+  /// The file layer; null means posix_store_file_system(). Tests put a fault-injecting one here.
+  std::shared_ptr<StoreFileSystem> file_system;
+  /// TEST ONLY, never set by fencecheck-store (no flag reaches it): acknowledge a batch as soon as
+  /// the flusher takes it, BEFORE its write and fdatasync — the broken store the simulated-crash
+  /// test must catch losing acknowledged writes (it proves that test can fail).
+  bool test_only_ack_before_sync = false;
 };
 
 /// A fenced key-value store of chunk slots, durable in an append-only log.
@@ -251,10 +390,12 @@ class FencedStore {
  public:
   /// Opens (creating when missing) the store in data_dir: creates the directory and
   /// `store.log`, takes an exclusive flock on the log (a second store on the same directory is
-  /// refused), replays it and truncates a torn or corrupt tail (see recovery()). Starts the
-  /// flusher thread. Throws std::runtime_error naming the path and the errno text when the
-  /// directory or file cannot be created, opened, locked, read or repaired, or when the file is
-  /// not a fencecheck-store log.
+  /// refused), replays it and truncates a torn tail (see "Recovery" above and recovery()); with
+  /// options.repair_log, repairs a damaged log. Starts the flusher thread. Throws
+  /// StoreLogDamaged (a std::runtime_error) when the log is damaged beyond a torn tail and
+  /// repair_log is not set (nothing on disk changed); std::runtime_error naming the path and the
+  /// errno text when the directory or file cannot be created, opened, locked, read or repaired,
+  /// or when the file is not a fencecheck-store log.
   [[nodiscard]] static std::unique_ptr<FencedStore> open(const std::filesystem::path& data_dir, FencingMode mode,
                                                          StoreOptions options = {});
 
@@ -279,14 +420,16 @@ class FencedStore {
 
   /// Sets a counter, fenced exactly as write() (same rule, same mark as chunk writes to the key,
   /// same check-then-write window). Accepted: logged durably, the counter takes `value`, the log
-  /// (read-back) gets an entry with chunk = -1 and segment = value. Rejected: recorded in the
-  /// read-back's rejections with chunk = -1 and segment = the value refused. Throws
+  /// (read-back) gets an entry of kind WriteKind::kCounter with `value` (segment and chunk
+  /// kNoSlot). Rejected: recorded in the read-back's rejections the same way, with the value
+  /// refused. Throws
   /// std::invalid_argument for a bad key/client, a negative value or token.
   [[nodiscard]] WriteResult write_counter(const CounterWriteRequest& request);
 
   /// A counter's value and the mark a write to it is compared against. Waits until the value it
   /// returns is durable (a value a crash could take back is never shown). Throws
-  /// std::invalid_argument for a bad key.
+  /// std::invalid_argument for a bad key, StoreFailed once the store failed (an fdatasync error:
+  /// the value might not be on disk).
   [[nodiscard]] CounterReading read_counter(const std::string& key) const;
 
   /// Performs (records) one side effect. fenced: the same check as write() (the store's mode, the
@@ -300,12 +443,12 @@ class FencedStore {
   /// Everything, as the checkers read it: chunks (each slot's last accepted write, sorted by key,
   /// segment, chunk), log (every accepted write in seq order), rejections (since open, in order),
   /// high_water per key; resource "store", fencing = the mode's name. Waits until everything it
-  /// returns is durable (or the store failed), so a read-back never shows a write a crash could
-  /// take back. Copies the data: O(size of the store).
+  /// returns is durable, so a read-back never shows a write a crash could take back; throws
+  /// StoreFailed once the store failed. Copies the data: O(size of the store).
   [[nodiscard]] ReadBack readback() const;
 
   /// readback() plus every effect request and every counter, in one consistent cut (same
-  /// durability wait). O(size of the store).
+  /// durability wait; StoreFailed once the store failed). O(size of the store).
   [[nodiscard]] StoreSnapshot snapshot() const;
 
   /// The high-water mark of every key that has one (no waiting for durability: for metrics).
@@ -346,6 +489,9 @@ class FencedStore {
 
   FencedStore(std::filesystem::path data_dir, FencingMode mode, StoreOptions options);
   void replay_locked();
+  /// repair_log: writes `rewritten` as the new log (copy of the old, temp file, fdatasync, rename,
+  /// directory fsync) and makes it file_.
+  void rewrite_log_locked(const std::string& original, const std::string& rewritten);
   void apply_locked(std::int64_t seq, const WriteRequest& request);
   void apply_counter_locked(std::int64_t seq, const CounterWriteRequest& request);
   void apply_effect_locked(const StoreEffectEntry& entry);
@@ -371,13 +517,15 @@ class FencedStore {
                                      AfterDecision&& after_decision);
   void flusher_loop();
   /// Waits (releasing lock) until seq is durable or the store failed/closed; true when durable.
-  bool wait_durable(std::unique_lock<std::mutex>& lock, std::int64_t seq) const;
+  /// [[nodiscard]]: every caller must act on a failure (issue 14: two callers once ignored it).
+  [[nodiscard]] bool wait_durable(std::unique_lock<std::mutex>& lock, std::int64_t seq) const;
 
   const std::filesystem::path data_dir_;
   const FencingMode mode_;
   const StoreOptions options_;
   RecoveryReport recovery_;
-  int fd_ = -1;
+  std::shared_ptr<StoreFileSystem> fs_;
+  std::unique_ptr<StoreFile> file_;  ///< the log; used by open() and then only by the flusher
 
   mutable std::mutex mu_;  ///< guards everything below
   mutable std::condition_variable work_cv_;     ///< flusher: records pending or closing

@@ -8,8 +8,9 @@
 //       400/404/413 {"error":"..."}                              bad request; nothing changed
 //   GET /v1/counters/{key} -> {"value":N,"high_water":T}
 //   PUT /v1/counters/{key}   Fencing-Token, Fencecheck-Client; body: the new value -> as the chunk PUT
-//   POST /v1/effects/{key}   Fencing-Token, Fencecheck-Client, Fencecheck-Effect; body: effect id
-//       200 {"applied":true,...} | 200 {"applied":false,"duplicate":true,...} | 409 {"applied":false,...}
+//   POST /v1/effects/{key}   Fencing-Token, Fencecheck-Client; body: effect id; guarded by the
+//       store's --effect-mode, never by the request
+//       200 {"applied":true,"mode":M,...} | 200 {"applied":false,"duplicate":true,...} | 409 {"applied":false,...}
 //   GET /v1/readback  -> fencecheck::ReadBack JSON (fencecheck/proto/readback.h) + "effects", "counters"
 //   GET /healthz      -> 200 "ok"
 //   GET /metrics      -> Prometheus text format
@@ -58,9 +59,10 @@ class StoreClient final : public ResourceWriter {
   /// Reads counter `key` (GET /v1/counters/{key}). Never throws: ok=false with the reason.
   CounterReply read_counter(std::string_view key) override;
 
-  /// Asks for side effect `effect_id` of `key` (POST /v1/effects/{key}). Never throws for
-  /// transport errors (they are kUnknown).
-  EffectReply post_effect(std::string_view key, std::string_view effect_id, EffectMode mode, FencingToken token,
+  /// Asks for side effect `effect_id` of `key` (POST /v1/effects/{key}); the store's configured
+  /// effect mode guards it, and the reply's mode says which. Never throws for transport errors
+  /// (they are kUnknown).
+  EffectReply post_effect(std::string_view key, std::string_view effect_id, FencingToken token,
                           std::string_view client) override;
 
   /// Reads everything back. Throws std::runtime_error naming the URL on a transport or HTTP error.

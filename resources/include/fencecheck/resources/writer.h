@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -56,6 +57,9 @@ struct EffectReply {
   EffectOutcome outcome = EffectOutcome::kUnknown;
   std::int64_t high_water = 0;  ///< the mark the store compared against (0 when unknown)
   std::int64_t seq = 0;         ///< the effect record's seq (0 when unknown)
+  /// The guard the resource applied (its configured effect mode, the reply's "mode"); nullopt
+  /// when the reply did not say (no reply, an error reply, an older store).
+  std::optional<EffectMode> mode;
   int http_status = 0;          ///< 0 when there was no reply
   std::string error;            ///< the store's message, or the transport error
 };
@@ -91,10 +95,12 @@ class ResourceWriter {
   virtual WriteReply write_counter(std::string_view key, std::int64_t value, FencingToken token, std::string_view client);
   /// Reads counter `key`. Kinds without counters answer ok=false naming the kind (the default).
   virtual CounterReply read_counter(std::string_view key);
-  /// The side-effect job (catalogue items 8, 11). Kinds without side effects answer kInvalid
-  /// naming the kind (the default).
-  virtual EffectReply post_effect(std::string_view key, std::string_view effect_id, EffectMode mode,
-                                  FencingToken token, std::string_view client);
+  /// The side-effect job (catalogue items 8, 11): ask for effect `effect_id` of `key` under
+  /// `token`. How it is guarded (fenced, unfenced, idempotent) is the resource's configuration,
+  /// set when it started, never the caller's choice (issue 14); the reply says which applied.
+  /// Kinds without side effects answer kInvalid naming the kind (the default).
+  virtual EffectReply post_effect(std::string_view key, std::string_view effect_id, FencingToken token,
+                                  std::string_view client);
 };
 
 /// Builds the writer an endpoint names ({"kind": "store", "url": ...}; see each kind's

@@ -41,7 +41,8 @@
 // Jobs (--job; docs/catalogue-plan.md):
 //   segments:    the job above.
 //   side-effect: the segments job plus, after each completed segment N, one side effect: POST
-//                /v1/effects/{key} with id "<worker>:seg<N>" and Fencecheck-Effect: --effect,
+//                /v1/effects/{key} with id "seg<N>" (the store guards it as it was configured:
+//                fenced, unfenced or idempotent; the worker cannot choose),
 //                reported as write.invoke / write.ok / write.fail / write.info with key
 //                "<key>.effect" and segment N (no chunk; detail "effect <id> ..."). A rejected or
 //                unknown effect counts as a rejected write of the segment: re-acquire, redo it
@@ -180,7 +181,6 @@ struct WorkerOptions {
 
   JobKind job = JobKind::kSegments;  ///< (--job) segments | counter | side-effect
   std::int64_t increments = 10;      ///< (--increments) counter job: increments to make, >= 1
-  EffectMode effect = EffectMode::kFenced;  ///< (--effect) side-effect job: fenced | unfenced | idempotent
 
   // The catalogue's designs (see the top of this file). Off by default.
   bool retry_same_token = false;          ///< (--retry-same-token) resend a rejected write with the same token

@@ -16,7 +16,7 @@
 //   Side-effect events (key "<job key>.effect") are not writes to the resource's state and are left
 //   to duplicate-effect (an idempotent duplicate is acknowledged but not applied).
 //
-// The failure catalogue's checkers (docs/catalogue-plan.md, "Anomalies"; design.md's names). Each
+// The failure catalogue's checkers (docs/catalogue-plan.md, "Anomalies"; names as docs/architecture.md, "Checkers", lists them). Each
 // anomaly cites history indices (evidence) and the read-back's seqs where the resource has them.
 //
 // cross-key-rejection: a fenced write.fail (or a resource rejection) for key X whose high_water H

@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fencecheck/proto/event.h"
+#include "fencecheck/resources/effect_mode.h"
 
 namespace fencecheck::harness {
 
@@ -77,8 +78,9 @@ enum class Outcome { kSafe, kAnomaly };
 enum class JobKind { kSegments, kCounter, kSideEffect };
 /// How the resource guards a side effect: fenced (the same token check as writes), unfenced
 /// (always applied: partial fencing, catalogue item 8), idempotent (applied once per effect id,
-/// catalogue item 11).
-enum class EffectMode { kFenced, kUnfenced, kIdempotent };
+/// catalogue item 11). One enum with the store's (effect_mode.h): the scenario's job.effect is the
+/// store's --effect-mode.
+using EffectMode = fencecheck::EffectMode;
 /// Where a worker's fencing token comes from: issuer (the lock service's own token, e.g. etcd's
 /// lock key create_revision: the only ordering authority; written "issuer", or "etcd", its old
 /// name) or timestamp (wall-clock ns at acquire: NOT an ordering authority, catalogue item 6).
@@ -127,7 +129,7 @@ inline constexpr std::string_view kDefaultSubnet = "10.213.0.0/24";
 /// pause (sigstop, freeze, self-stop): what `expect.pause_tolerance` compares against.
 [[nodiscard]] bool stops_process(FaultKind k);
 
-/// The anomaly names a scenario's `expect.anomalies` may list (design.md's list plus
+/// The anomaly names a scenario's `expect.anomalies` may list (docs/architecture.md, "Checkers", plus
 /// corrupt-chunk), in that order.
 [[nodiscard]] const std::vector<std::string>& known_anomalies();
 [[nodiscard]] bool is_known_anomaly(std::string_view name);

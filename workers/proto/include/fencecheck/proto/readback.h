@@ -3,8 +3,10 @@
 // consumed by the checkers. JSON shape (docs/architecture.md):
 //   {"resource":"store","fencing":"per-key",
 //    "chunks":[{"key":"ledger","segment":1,"chunk":2,"token":34,"client":"w2","seq":17,"data_b64":"..."}],
-//    "log":[{"seq":17,"key":"ledger","segment":1,"chunk":2,"token":34,"client":"w2"}],
-//    "rejections":[{"key":"ledger","segment":1,"chunk":2,"token":33,"client":"w1","high_water":34}],
+//    "log":[{"seq":17,"key":"ledger","segment":1,"chunk":2,"token":34,"client":"w2"},
+//           {"seq":18,"key":"hits","kind":"counter","value":5,"token":34,"client":"w2"}],
+//    "rejections":[{"key":"ledger","segment":1,"chunk":2,"token":33,"client":"w1","high_water":34},
+//                  {"key":"hits","kind":"counter","value":5,"token":33,"client":"w1","high_water":34}],
 //    "high_water":{"ledger":34},
 //    "effects":[{"key":"ledger","id":"seg1","token":34,"client":"w2","seq":18,"applied":true,"mode":"fenced"}],
 //    "counters":{"hits":12}}
@@ -12,6 +14,11 @@
 // optional: a read-back without them (an older store, a resource without side effects or
 // counters) parses with both empty, and to_json() omits them when empty, so the JSON of a
 // read-back without effects and counters is byte-for-byte what it was before they existed.
+// Log and rejection entries are chunk writes unless "kind" says "counter": a counter write has
+// "value" (the counter's new value) and no "segment" or "chunk" (issue 14; a chunk write carries
+// no "kind", so chunk-only read-backs are unchanged). Read-backs written before that (runs kept on
+// disk) showed a counter write as "chunk":-1 with the value in "segment": readback_from_json()
+// still reads those, as counter writes.
 #pragma once
 
 #include <cstdint>
@@ -34,29 +41,41 @@ struct StoredChunk {
   std::string data;         ///< raw bytes as written (base64 on the wire)
 };
 
+/// What a logged or refused write set: a chunk slot, or a counter (the store's counter job).
+enum class WriteKind {
+  kChunk,    ///< key/segment/chunk; JSON: "segment", "chunk" (no "kind")
+  kCounter,  ///< counter `key` set to `value`; JSON: "kind":"counter", "value"; segment = chunk = -1
+};
+
+/// Sentinel segment and chunk of a counter write (no slot): never a valid index (those are >= 0),
+/// so code matching writes by (key, segment, chunk) never takes a counter write for a chunk.
+inline constexpr std::int64_t kNoSlot = -1;
+
 /// One accepted write, in the order the resource accepted (and made durable) it.
 struct AcceptedWrite {
   std::int64_t seq = 0;
   std::string key;
-  std::int64_t segment = 0;
-  std::int64_t chunk = 0;
+  std::int64_t segment = 0;  ///< chunk writes; kNoSlot for a counter write
+  std::int64_t chunk = 0;    ///< chunk writes; kNoSlot for a counter write
   std::int64_t token = 0;
   std::string client;
+  WriteKind kind = WriteKind::kChunk;
+  std::int64_t value = 0;    ///< counter writes: the counter's new value (0 for chunk writes)
 };
 
 /// One write the resource refused because of its fencing check.
 struct RejectedWrite {
   std::string key;
-  std::int64_t segment = 0;
-  std::int64_t chunk = 0;
+  std::int64_t segment = 0;  ///< chunk writes; kNoSlot for a counter write
+  std::int64_t chunk = 0;    ///< chunk writes; kNoSlot for a counter write
   std::int64_t token = 0;
   std::string client;
   std::int64_t high_water = 0;  ///< the high-water mark the token was compared against
+  WriteKind kind = WriteKind::kChunk;
+  std::int64_t value = 0;    ///< counter writes: the value refused (0 for chunk writes)
 };
 
 /// One side-effect request ("webhook", "payout") the resource recorded, applied or not.
-/// Counter writes need no type of their own: each accepted one is an AcceptedWrite in the log with
-/// chunk = -1 and segment = the value written.
 struct EffectRecord {
   std::string key;       ///< the resource key the effect belongs to
   std::string id;        ///< the effect's identity as the client sent it, e.g. "seg1" or "w1:seg1"
@@ -79,7 +98,8 @@ struct ReadBack {
   std::map<std::string, std::int64_t> counters;  ///< counter key -> final value (optional)
 };
 
-/// JSON conversions; from_json throws std::invalid_argument naming the missing or mistyped field.
+/// JSON conversions; from_json throws std::invalid_argument naming the missing or mistyped field
+/// (or an unknown "kind"). Pure; thread-safe.
 [[nodiscard]] nlohmann::json to_json(const ReadBack& rb);
 [[nodiscard]] ReadBack readback_from_json(const nlohmann::json& j);
 

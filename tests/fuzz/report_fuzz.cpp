@@ -1,0 +1,82 @@
+// Fuzz target: a run directory's history.jsonl and readback.json as `fencecheck report` reads them
+// back (load_history_jsonl, readback_from_json: harness/src/report.cpp's load_run_directory) and
+// judges them again (analyze with the scenario's context, evaluate, verdict_to_json: its
+// judge_stored_run and the verdict.json it rewrites).
+//
+// Input: history.jsonl's text, then a line "--- readback.json ---", then readback.json's text
+// (without that line: all history, and an empty read-back). The scenario is fixed: the smoke
+// scenario sigstop-past-lease (FENCECHECK_FUZZ_SCENARIO), whose real run the seed corpus holds.
+// Oracle:
+//   - a bad history is a HistoryError (report turns it into "history.jsonl: line N: ..."); any
+//     other exception escaping load_history_jsonl is a crash here;
+//   - a bad read-back is a JSON parse error or std::invalid_argument naming the field;
+//   - whatever loads is judged without any exception, and its verdict.json serialises.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "fencecheck/harness/analysis.h"
+#include "fencecheck/harness/checker.h"
+#include "fencecheck/harness/expectation.h"
+#include "fencecheck/harness/history.h"
+#include "fencecheck/harness/scenario.h"
+#include "fencecheck/harness/verdict_json.h"
+#include "fencecheck/proto/readback.h"
+#include "fuzz_support.h"
+
+using fencecheck::fuzz::fuzz_fail;
+namespace fh = fencecheck::harness;
+
+namespace {
+
+constexpr std::string_view kSeparator = "\n--- readback.json ---\n";
+
+const fh::Scenario& scenario() {
+  static const fh::Scenario s = fh::load_scenario(FENCECHECK_FUZZ_SCENARIO);
+  return s;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  const auto cut = input.find(kSeparator);
+  const std::string_view history_text = input.substr(0, cut);
+  const std::optional<std::string_view> readback_text =
+      cut == std::string_view::npos ? std::nullopt : std::optional(input.substr(cut + kSeparator.size()));
+
+  const auto path = fencecheck::fuzz::scratch_dir() / "history.jsonl";
+  fencecheck::fuzz::write_file(path, history_text);
+  fh::History history;
+  try {
+    history = fh::load_history_jsonl(path);
+  } catch (const fh::HistoryError& e) {
+    if (e.message().empty()) fuzz_fail("a HistoryError without a message");
+    return 0;
+  }
+
+  fencecheck::ReadBack readback;
+  if (readback_text) {
+    try {
+      readback = fencecheck::readback_from_json(nlohmann::json::parse(*readback_text));
+    } catch (const nlohmann::json::parse_error&) {
+      return 0;  // "readback.json: not valid JSON: ..."
+    } catch (const std::invalid_argument& e) {
+      if (std::string_view(e.what()).empty()) fuzz_fail("a read-back refused without a message");
+      return 0;  // "readback.json: not a read-back: ..."
+    }
+  }
+
+  const fh::Scenario& sc = scenario();
+  const fh::Analysis analysis = fh::analyze(history, readback, fh::CheckContext::of(sc));
+  const fh::ExpectationResult expectation = fh::evaluate(sc.expect(), analysis, sc);
+  const std::string verdict =
+      fh::verdict_to_json(analysis, expectation, history).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (verdict.empty()) fuzz_fail("an empty verdict.json");
+  return 0;
+}
