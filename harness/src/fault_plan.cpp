@@ -18,6 +18,7 @@
 #include "fencecheck/faults/partition.h"
 #include "fencecheck/faults/sigstop.h"
 #include "fencecheck/harness/child_process.h"
+#include "fencecheck/locks/lock_service_kind.h"
 #include "fencecheck/workers/worker.h"
 
 namespace fencecheck::harness {
@@ -77,6 +78,14 @@ std::vector<std::string> missing_prerequisites(const Scenario& sc) {
       if (!cg.freezer) missing.push_back(what + " needs the cgroup freezer: " + cg.freezer_missing);
     }
   }
+  // A scenario of its own kind cannot ask for this (the loader refuses it); one moved to another
+  // kind by --lock-service can: the kind cannot give what the scenario's story rests on.
+  const locks::LockServiceKind* lk = locks::find_lock_service_kind(sc.lock_service().kind);
+  const std::string inline_problem = lk != nullptr ? lk->inline_keepalive_problem() : std::string();
+  for (const auto& w : sc.workers())
+    if (w.design.keepalive == KeepaliveMode::kInline && !inline_problem.empty())
+      missing.push_back("worker " + w.id + "'s keepalive: inline cannot be had with lock service " +
+                        sc.lock_service().kind + ": " + inline_problem);
   for (const auto& w : sc.workers())
     if (w.design.clock_offset && ::access(kFaketimeLib, R_OK) != 0)
       missing.push_back("worker " + w.id + "'s clock_offset needs libfaketime (" + std::string(kFaketimeLib) +

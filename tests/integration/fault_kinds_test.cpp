@@ -540,6 +540,32 @@ TEST(SkipUnavailable, WithTheFlagTheScenarioIsSkippedNeverPassed) {
   EXPECT_NE(xml.find("<skipped message=\"network: namespaces needs iproute2"), std::string::npos) << xml;
 }
 
+// A scenario whose story ZooKeeper cannot give (keepalive: inline), moved onto it by
+// --lock-service: unavailable there, exit 3 naming the worker and why; with --skip-unavailable
+// skipped with that reason. No ZooKeeper server is started for it (the check comes first), so
+// this runs on a machine without one too.
+TEST(SkipUnavailable, AScenarioTheLockServiceKindCannotGiveIsSkippedWithTheReason) {
+  auto work = fctest::fresh_dir("inline-on-zk");
+  std::ofstream(work / "s.yaml") << "name: inline-on-zk\nlease_ttl: 2s\nresource: {kind: store}\njob: {key: k}\n"
+                                    "workers: [{id: w1, design: {keepalive: inline}}]\nexpect: {outcome: safe}\n";
+  const std::string why = "worker w1's keepalive: inline cannot be had with lock service zookeeper: ZooKeeper's C client";
+  auto plain = fctest::run_fencecheck({"run", (work / "s.yaml").string(), "--lock-service", "zookeeper", "--run-root",
+                                       (work / "runs").string()},
+                                      work);
+  EXPECT_EQ(plain.code, 3) << plain.out << plain.err;
+  EXPECT_NE((plain.out + plain.err).find(why), std::string::npos) << plain.out << plain.err;
+  auto skipped = fctest::run_fencecheck({"run", (work / "s.yaml").string(), "--lock-service", "zookeeper",
+                                         "--skip-unavailable", "--json", "--run-root", (work / "runs").string()},
+                                        work);
+  EXPECT_EQ(skipped.code, 0) << skipped.out << skipped.err;
+  const json out = json::parse(skipped.out);
+  const json& s = out.is_array() ? out[0] : out["scenarios"][0];
+  EXPECT_TRUE(s["skipped"].get<bool>()) << out.dump();
+  ASSERT_FALSE(s["reasons"].empty()) << out.dump();
+  EXPECT_NE(s["reasons"][0].get<std::string>().find(why), std::string::npos) << out.dump();
+  EXPECT_FALSE(fs::exists(work / "runs")) << "nothing started, no run directory";
+}
+
 // --- a heal that does not take effect ---------------------------------------------------------
 
 // The cpu-throttle cgroup cannot be removed while it has a child cgroup (rmdir: EBUSY), so its heal

@@ -1018,7 +1018,7 @@ class ScenarioParser {
                         "(set lock_service.issuers: 2 or more)");
         w.issuer = static_cast<int>(integer(*issuer, 1, s.lock_service_.issuers));
       }
-      if (auto design = wm.get("design")) self_stop_values[i] = parse_design(*design, w.design);
+      if (auto design = wm.get("design")) self_stop_values[i] = parse_design(*design, w.design, s.lock_service_);
       parse_command(wm, w);
     }
     // start_after must not form a cycle: a worker waiting (transitively) on itself never starts.
@@ -1324,7 +1324,7 @@ class ScenarioParser {
 
   /// workers[i].design: every field typed; unknown keys list the allowed ones. Returns the
   /// self_stop_at value (for the "nobody continues it" error), when given.
-  std::optional<Value> parse_design(const Value& v, WorkerDesign& d) const {
+  std::optional<Value> parse_design(const Value& v, WorkerDesign& d, const LockServiceSpec& ls) const {
     Map m(*this, v,
           {"retry_same_token", "release_by_name", "check_lease_before_write", "abort_on_pause", "token_source",
            "clock_offset", "self_stop_at", "keepalive", "cpu_per_write"});
@@ -1341,7 +1341,13 @@ class ScenarioParser {
     }
     if (auto x = m.get("token_source")) d.token_source = choice(*x, kTokenSources, "token source");
     if (auto x = m.get("clock_offset")) d.clock_offset = signed_duration(*x);
-    if (auto x = m.get("keepalive")) d.keepalive = choice(*x, kKeepaliveModes, "keepalive mode");
+    if (auto x = m.get("keepalive")) {
+      d.keepalive = choice(*x, kKeepaliveModes, "keepalive mode");
+      const locks::LockServiceKind* lk = locks::find_lock_service_kind(ls.kind);
+      if (d.keepalive == KeepaliveMode::kInline && lk != nullptr)
+        if (std::string why = lk->inline_keepalive_problem(); !why.empty())
+          fail(*x, "keepalive: inline cannot be had with lock service " + ls.kind + ": " + why);
+    }
     if (auto x = m.get("cpu_per_write")) {
       d.cpu_per_write = duration(*x);
       if (*d.cpu_per_write % std::chrono::milliseconds(1) != Duration::zero() || *d.cpu_per_write > std::chrono::seconds(60))

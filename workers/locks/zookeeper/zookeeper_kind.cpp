@@ -207,6 +207,12 @@ class ZooKeeperKind final : public LockServiceKind {
     return "";
   }
 
+  std::string inline_keepalive_problem() const override {
+    return "ZooKeeper's C client keeps the session alive from its own IO thread (a ping after a third of the "
+           "session timeout), not from the job's thread, so a throttled job cannot starve its renewals: whether the "
+           "session expires would be a race (docs/lock-service-zookeeper.md)";
+  }
+
   std::string token_description() const override {
     return "the lock znode's czxid (the zxid of its create: zxids totally order every change to ZooKeeper)";
   }

@@ -134,6 +134,14 @@ class LockServiceKind {
   [[nodiscard]] virtual std::string check_lease_ttl(std::chrono::milliseconds /*ttl*/, std::string_view /*written*/) const {
     return "";
   }
+  /// Whether the reference worker's client of this kind can renew its lease or session from the
+  /// job's own thread only (a worker design's `keepalive: inline`, starved together with the job
+  /// under a CPU throttle): "" when it can, else why not, in one sentence. etcd and Redis can (the
+  /// worker sends each renewal itself); ZooKeeper cannot (its C client pings from its own IO
+  /// thread: docs/lock-service-zookeeper.md). The scenario loader refuses the combination in a
+  /// scenario of this kind; a scenario moved to this kind by --lock-service is unavailable there
+  /// (exit 3, or skipped with --skip-unavailable). Pure.
+  [[nodiscard]] virtual std::string inline_keepalive_problem() const { return ""; }
   /// What the fencing token is (for reports and docs): "the lock key's create_revision".
   [[nodiscard]] virtual std::string token_description() const = 0;
   /// What a restart does to the token counter, on the same data and on fresh data (docs, report).
