@@ -9,6 +9,8 @@
 #     -t SECONDS  time per target (default 10; FUZZ_TIME)
 #     -r RUNS     also stop a target after RUNS executions (default: no limit; FUZZ_RUNS)
 #     TARGET      store_request store_log scenario worker_line report (default: all)
+#   FUZZ_TIMEOUT: seconds one input may take before it counts as a hang (default 10; raise it for a
+#     long run at nice 19 beside other work, where a starved input can take longer than that).
 #   FENCECHECK_FUZZ_BUILD (default build-fuzz), JOBS (default nproc); FUZZ_SKIP_BUILD=1 runs the
 #   programs already built (e.g. a second fuzz.sh beside a first, on other targets).
 set -euo pipefail
@@ -18,6 +20,7 @@ BUILD=${FENCECHECK_FUZZ_BUILD:-build-fuzz}
 JOBS=${JOBS:-$(nproc)}
 TIME=${FUZZ_TIME:-10}
 RUNS=${FUZZ_RUNS:--1}
+TIMEOUT=${FUZZ_TIMEOUT:-10}
 ALL=(store_request store_log scenario worker_line report)
 while getopts "t:r:" opt; do
   case $opt in
@@ -81,7 +84,7 @@ for t in "${TARGETS[@]}"; do
   log="$scratch/$t.log"
   t0=$SECONDS
   rc=0
-  "$bin" -max_total_time="$TIME" -runs="$RUNS" -timeout=10 -print_final_stats=1 -artifact_prefix="$scratch/$t-artifacts/" \
+  "$bin" -max_total_time="$TIME" -runs="$RUNS" -timeout="$TIMEOUT" -print_final_stats=1 -artifact_prefix="$scratch/$t-artifacts/" \
     "${dict[@]}" "$corpus" >"$log" 2>&1 || rc=$?
   secs=$((SECONDS - t0))
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)

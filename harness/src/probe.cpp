@@ -28,6 +28,7 @@
 
 #include "fencecheck/harness/child_process.h"
 #include "fencecheck/harness/orchestrator.h"
+#include "fencecheck/harness/yaml_documents.h"
 #include "fencecheck/http/client.h"
 #include "fencecheck/proto/chunk.h"
 
@@ -140,17 +141,17 @@ ProbeResource load_probe_resource(const fs::path& path) {
   if (in.bad()) throw ScenarioError(file, 0, 0, "cannot read the probe file");
   const std::string text = buf.str();
 
-  std::vector<YAML::Node> docs;
+  YamlDocuments docs;
   try {
-    docs = YAML::LoadAll(text);
+    docs = load_yaml_documents(text);  // not YAML::LoadAll: yaml_documents.h
   } catch (const YAML::Exception& e) {
     fail_at(file, e.mark, std::string(dynamic_cast<const YAML::ParserException*>(&e) ? "YAML syntax error: " : "YAML error: ") + e.msg);
   }
   ProbeResource out;
   out.source = file;
-  const YAML::Node root = docs.empty() ? YAML::Node() : docs.front();
+  const YAML::Node root = docs.count == 0 ? YAML::Node() : docs.first;
   // A scenario (it has a name), or more than one document: the scenario loader says everything.
-  if (docs.size() > 1 || (root.IsMap() && root["name"])) {
+  if (docs.count > 1 || (root.IsMap() && root["name"])) {
     Scenario sc = parse_scenario(text, file);
     out.spec = sc.resource();
     out.scenario = sc.name();

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "fencecheck/harness/yaml_documents.h"
 #include "fencecheck/locks/lock_service_kind.h"
 #include "fencecheck/proto/chunk.h"
 #include "fencecheck/resources/resource_kind.h"
@@ -1475,9 +1476,9 @@ std::optional<std::pair<int, int>> invalid_utf8_at(std::string_view text) {
 Scenario parse_text(std::string_view yaml, const std::string& file) {
   if (auto at = invalid_utf8_at(yaml))
     throw ScenarioError(file, at->first, at->second, "not UTF-8: a scenario file is UTF-8 text (YAML 1.2)");
-  std::vector<YAML::Node> docs;
+  YamlDocuments docs;
   try {
-    docs = YAML::LoadAll(std::string(yaml));
+    docs = load_yaml_documents(std::string(yaml));
   } catch (const YAML::ParserException& e) {
     auto [line, col] = position(e.mark);
     throw ScenarioError(file, line, col, "YAML syntax error: " + e.msg);
@@ -1485,12 +1486,12 @@ Scenario parse_text(std::string_view yaml, const std::string& file) {
     auto [line, col] = position(e.mark);
     throw ScenarioError(file, line, col, "YAML error: " + e.msg);
   }
-  if (docs.size() > 1) {
-    auto [line, col] = position(docs[1].Mark());
-    throw ScenarioError(file, line, col, "a scenario file holds one YAML document, found " + std::to_string(docs.size()));
+  if (docs.count > 1) {
+    auto [line, col] = position(docs.second);
+    throw ScenarioError(file, line, col, "a scenario file holds one YAML document, found " + std::to_string(docs.count));
   }
   ScenarioParser p(file, yaml);
-  return p.parse(docs.empty() ? YAML::Node() : docs.front());
+  return p.parse(docs.count == 0 ? YAML::Node() : docs.first);
 }
 
 }  // namespace detail

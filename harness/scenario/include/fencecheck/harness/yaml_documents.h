@@ -1,0 +1,31 @@
+// fencecheck — reading a YAML file's documents without yaml-cpp 0.7's endless loop.
+//
+// Debian 12's yaml-cpp 0.7.0 loops for ever in YAML::LoadAll on a stream with a token no node can
+// start with where a document's node is expected (a lone ',' at the top level, e.g. the text ",\n"
+// or "- a\n,\n"): its SingleDocParser reports a null node without consuming the token, and
+// LoadAll asks for the next document again, at the same place, allocating each time until memory
+// runs out (jbeder/yaml-cpp#1040; fixed upstream by PR #1319, 2024, not in Debian 12). Found by
+// the scenario fuzz target (tests/fuzz/regressions/scenario/). Every YAML file fencecheck reads
+// (scenarios, probe files) goes through load_yaml_documents() instead of LoadAll.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include <yaml-cpp/yaml.h>
+
+namespace fencecheck::harness {
+
+/// The documents of one YAML text, as the loaders need them.
+struct YamlDocuments {
+  std::size_t count = 0;  ///< documents in the stream (0 for an empty text)
+  YAML::Node first;       ///< the first document's root (a null node when count == 0)
+  YAML::Mark second;      ///< where the second document's root starts (count >= 2 only)
+};
+
+/// Reads every document of `text` (UTF-8 YAML 1.2). Throws YAML::ParserException (with the mark
+/// of the offending character) for a syntax error, including the token yaml-cpp 0.7 would loop
+/// on ("unexpected ','"), and YAML::Exception for the library's other errors. Pure; thread-safe.
+[[nodiscard]] YamlDocuments load_yaml_documents(const std::string& text);
+
+}  // namespace fencecheck::harness
