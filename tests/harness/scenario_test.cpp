@@ -554,6 +554,17 @@ const BadFile kBadFiles[] = {
     {"ACommaAfterAListIsAnErrorNotAnEndlessLoop", "- a\n- b\n,\n", 3, 1,
      "YAML syntax error: unexpected ',': no YAML node starts with it here (a flow indicator such as ',' belongs "
      "inside [ ] or { }; quote it to mean the character)"},
+    // yaml-cpp 0.7 reads a NUL as if it were a backslash, and turns the escapes \N and \_ into
+    // single bytes that are not UTF-8 (scenario.json could not be written): refused, located.
+    {"AControlCharacterIsRefused", "name: t\nlease_ttl: 2s\ndescription: a\x11" "b\n", 3, 15,
+     "YAML syntax error: control character U+0011 is not allowed: YAML text is printable characters only (YAML 1.2, "
+     "5.1)"},
+    {"ANulIsRefused", std::string("name: t\nlease_ttl: 2s\ndescription: a\0Nb\n", 40), 3, 15,
+     "YAML syntax error: control character U+0000 is not allowed: YAML text is printable characters only (YAML 1.2, "
+     "5.1)"},
+    {"AnEscapeThatYamlCppTurnsIntoABadByteIsRefused", "name: t\nlease_ttl: 2s\ndescription: \"a\\Nb\"\n", 3, 14,
+     "YAML syntax error: this string is not UTF-8 once its escapes are read: yaml-cpp 0.7 turns \\N and \\_ into "
+     "single bytes, not U+0085 and U+00A0; write the character itself"},
     {"TwoDocuments",
      "name: t\n"
      "---\n"

@@ -1,5 +1,7 @@
 #include "fencecheck/harness/yaml_documents.h"
 
+#include <cstdint>
+#include <cstdio>
 #include <sstream>
 #include <vector>
 
@@ -41,9 +43,82 @@ class DocumentMarks final : public YAML::EventHandler {
   bool want_root_ = false;
 };
 
+YAML::Mark mark_at(int pos, int line, int column) {
+  YAML::Mark m;
+  m.pos = pos;
+  m.line = line;
+  m.column = column;
+  return m;
+}
+
+/// The first control character YAML 1.2 does not allow (5.1, c-printable: tab, LF and CR are the
+/// only C0 characters; DEL is out too), as ParserException's 0-based mark.
+void refuse_control_characters(const std::string& text) {
+  int line = 0;
+  int column = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F) {
+      char code[8];
+      std::snprintf(code, sizeof code, "U+%04X", c);
+      throw YAML::ParserException(mark_at(static_cast<int>(i), line, column),
+                                  std::string("control character ") + code +
+                                      " is not allowed: YAML text is printable characters only (YAML 1.2, 5.1)");
+    }
+    if (c == '\n') {
+      ++line;
+      column = 0;
+    } else {
+      ++column;  // in bytes, as the loader's UTF-8 check counts them
+    }
+  }
+}
+
+bool is_utf8(const std::string& s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    std::uint32_t cp = n == 1 ? c : c & (0x7F >> n);
+    for (std::size_t k = 1; k < n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if ((b & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (b & 0x3F);
+    }
+    static constexpr std::uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n;
+  }
+  return true;
+}
+
+/// Every scalar of the tree (keys too) is UTF-8 once read, else a ParserException at it.
+void refuse_non_utf8_scalars(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Scalar:
+      if (!is_utf8(node.Scalar()))
+        throw YAML::ParserException(node.Mark(),
+                                    "this string is not UTF-8 once its escapes are read: yaml-cpp 0.7 turns \\N and "
+                                    "\\_ into single bytes, not U+0085 and U+00A0; write the character itself");
+      break;
+    case YAML::NodeType::Sequence:
+      for (const auto& item : node) refuse_non_utf8_scalars(item);
+      break;
+    case YAML::NodeType::Map:
+      for (const auto& kv : node) {
+        refuse_non_utf8_scalars(kv.first);
+        refuse_non_utf8_scalars(kv.second);
+      }
+      break;
+    default:
+      break;
+  }
+}
+
 }  // namespace
 
 YamlDocuments load_yaml_documents(const std::string& text) {
+  refuse_control_characters(text);
   // Pass 1: the documents' marks, by events, stopping where the parser makes no progress.
   std::istringstream in(text);
   YAML::Parser parser(in);
@@ -64,7 +139,10 @@ YamlDocuments load_yaml_documents(const std::string& text) {
   out.count = marks.documents.size();
   if (out.count >= 2) out.second = marks.roots.size() >= 2 ? marks.roots[1] : marks.documents[1];
   // Pass 2: the first document as nodes (YAML::Load reads one document, so it cannot loop).
-  if (out.count >= 1) out.first = YAML::Load(text);
+  if (out.count >= 1) {
+    out.first = YAML::Load(text);
+    refuse_non_utf8_scalars(out.first);
+  }
   return out;
 }
 

@@ -24,8 +24,15 @@ struct YamlDocuments {
 };
 
 /// Reads every document of `text` (UTF-8 YAML 1.2). Throws YAML::ParserException (with the mark
-/// of the offending character) for a syntax error, including the token yaml-cpp 0.7 would loop
-/// on ("unexpected ','"), and YAML::Exception for the library's other errors. Pure; thread-safe.
+/// of the offending character or scalar) for a syntax error, including
+///  - the token yaml-cpp 0.7 would loop on ("unexpected ','");
+///  - a control character (C0 but tab, line feed and carriage return; DEL): YAML 1.2 section 5.1
+///    allows printable characters only, and yaml-cpp 0.7 reads a NUL as if it were a backslash;
+///  - a scalar of the first document that is not UTF-8 once its escapes are read: yaml-cpp 0.7
+///    turns the escapes \N and \_ into the single bytes 0x85 and 0xA0, not U+0085 and U+00A0,
+///    which no JSON file (scenario.json) can hold (found by the scenario fuzz target);
+/// and YAML::Exception for the library's other errors. Does not check that `text` itself is UTF-8
+/// (the scenario loader does, first). Pure; thread-safe.
 [[nodiscard]] YamlDocuments load_yaml_documents(const std::string& text);
 
 }  // namespace fencecheck::harness
