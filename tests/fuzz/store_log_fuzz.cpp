@@ -199,6 +199,16 @@ std::unique_ptr<fencecheck::FencedStore> open_on(const std::shared_ptr<fencechec
   return fencecheck::FencedStore::open(kDir, fencecheck::FencingMode::kPerKey, options);
 }
 
+/// open_on() that must succeed: a refusal is a finding, named with `what`.
+std::unique_ptr<fencecheck::FencedStore> must_open(const std::shared_ptr<fencecheck::testing::FaultFs>& fs, bool repair,
+                                                   const char* what) {
+  try {
+    return open_on(fs, repair);
+  } catch (const std::exception& e) {
+    fuzz_fail(std::string(what) + ": " + e.what());
+  }
+}
+
 void check_marks_not_invented(const fencecheck::FencedStore& store, const Marks& bound, const char* how) {
   const Marks marks = store.high_water();
   for (const auto& [key, mark] : marks) {
@@ -277,12 +287,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!store_log) return 0;
   auto fs = std::make_shared<fencecheck::testing::FaultFs>(fencecheck::testing::CrashMode::kDropUnsynced, 1);
   fs->put(kLog, input);
-  std::unique_ptr<fencecheck::FencedStore> store;
-  try {
-    store = open_on(fs, true);
-  } catch (const std::exception& e) {
-    fuzz_fail(std::string("--repair-log refused a log: ") + e.what());
-  }
+  auto store = must_open(fs, true, "--repair-log refused a log");
   const auto [readable_marks, readable_writes] = readable(all);
   const Marks marks = store->high_water();
   for (const auto& [key, token] : readable_marks) {
@@ -296,11 +301,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fuzz_fail("after --repair-log the read-back's log does not list exactly the readable records' writes");
   check_marks_not_invented(*store, bound, "--repair-log");
   store.reset();
-  try {
-    store = open_on(fs, false);
-  } catch (const std::exception& e) {
-    fuzz_fail(std::string("the repaired log does not open plainly: ") + e.what());
-  }
+  store = must_open(fs, false, "the repaired log does not open plainly");
   if (store->recovery().truncated_bytes != 0) fuzz_fail("the repaired log had a torn tail");
   if (store->high_water() != marks) fuzz_fail("the repaired log reopens with other marks");
   return 0;

@@ -1446,31 +1446,19 @@ class ScenarioParser {
   std::string_view text_;  // the file's text, to locate an offset inside a scalar ("" when unknown)
 };
 
-// The 1-based line and column (in bytes) of the first byte of `text` that does not begin a valid
-// UTF-8 sequence (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF); nullopt
-// when it is all valid. YAML 1.2 text is Unicode; and every string of a scenario ends up in
-// scenario.json, which a JSON serialiser refuses to write with invalid UTF-8 (found by
-// tests/fuzz/scenario_fuzz.cpp).
+// The 1-based line and column (in bytes) of the first byte of `text` that is not UTF-8
+// (first_invalid_utf8, yaml_documents.h), nullopt when it is all valid. Checked before YAML is
+// read, so the error names the file's encoding rather than a YAML syntax error.
 std::optional<std::pair<int, int>> invalid_utf8_at(std::string_view text) {
+  const auto bad = first_invalid_utf8(text);
+  if (!bad) return std::nullopt;
   int line = 1;
   int col = 1;
-  for (std::size_t i = 0; i < text.size();) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    bool ok = n != 0 && i + n <= text.size();
-    for (std::size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
-    if (ok && n > 1) {
-      std::uint32_t cp = c & (0x7F >> n);
-      for (std::size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
-      static constexpr std::uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-      ok = cp >= kMin[n] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
-    }
-    if (!ok) return std::pair{line, col};
-    if (c == '\n') line += 1, col = 1;
-    else col += static_cast<int>(n);
-    i += n;
+  for (std::size_t i = 0; i < *bad; ++i) {
+    if (text[i] == '\n') line += 1, col = 1;
+    else col += 1;
   }
-  return std::nullopt;
+  return std::pair{line, col};
 }
 
 Scenario parse_text(std::string_view yaml, const std::string& file) {

@@ -74,29 +74,11 @@ void refuse_control_characters(const std::string& text) {
   }
 }
 
-bool is_utf8(const std::string& s) {
-  for (std::size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    std::uint32_t cp = n == 1 ? c : c & (0x7F >> n);
-    for (std::size_t k = 1; k < n; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      if ((b & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (b & 0x3F);
-    }
-    static constexpr std::uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += n;
-  }
-  return true;
-}
-
 /// Every scalar of the tree (keys too) is UTF-8 once read, else a ParserException at it.
 void refuse_non_utf8_scalars(const YAML::Node& node) {
   switch (node.Type()) {
     case YAML::NodeType::Scalar:
-      if (!is_utf8(node.Scalar()))
+      if (first_invalid_utf8(node.Scalar()))
         throw YAML::ParserException(node.Mark(),
                                     "this string is not UTF-8 once its escapes are read: yaml-cpp 0.7 turns \\N and "
                                     "\\_ into single bytes, not U+0085 and U+00A0; write the character itself");
@@ -115,9 +97,47 @@ void refuse_non_utf8_scalars(const YAML::Node& node) {
   }
 }
 
+/// The text is UTF-8, else a ParserException at its first bad byte (column in bytes).
+void refuse_non_utf8_text(const std::string& text) {
+  const auto bad = first_invalid_utf8(text);
+  if (!bad) return;
+  int line = 0;
+  int column = 0;
+  for (std::size_t i = 0; i < *bad; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 0;
+    } else {
+      ++column;
+    }
+  }
+  throw YAML::ParserException(mark_at(static_cast<int>(*bad), line, column),
+                              "not UTF-8: YAML text is Unicode, encoded as UTF-8 here (YAML 1.2, 5.2)");
+}
+
 }  // namespace
 
+std::optional<std::size_t> first_invalid_utf8(std::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = n != 0 && i + n <= text.size();
+    std::uint32_t cp = n == 1 ? c : c & (0x7F >> n);
+    for (std::size_t k = 1; ok && k < n; ++k) {
+      const auto b = static_cast<unsigned char>(text[i + k]);
+      ok = (b & 0xC0) == 0x80;
+      cp = (cp << 6) | (b & 0x3F);
+    }
+    static constexpr std::uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (ok && n > 1) ok = cp >= kMin[n] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    if (!ok) return i;
+    i += n;
+  }
+  return std::nullopt;
+}
+
 YamlDocuments load_yaml_documents(const std::string& text) {
+  refuse_non_utf8_text(text);
   refuse_control_characters(text);
   // Pass 1: the documents' marks, by events, stopping where the parser makes no progress.
   std::istringstream in(text);

@@ -10,7 +10,9 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include <yaml-cpp/yaml.h>
 
@@ -31,8 +33,15 @@ struct YamlDocuments {
 ///  - a scalar of the first document that is not UTF-8 once its escapes are read: yaml-cpp 0.7
 ///    turns the escapes \N and \_ into the single bytes 0x85 and 0xA0, not U+0085 and U+00A0,
 ///    which no JSON file (scenario.json) can hold (found by the scenario fuzz target);
-/// and YAML::Exception for the library's other errors. Does not check that `text` itself is UTF-8
-/// (the scenario loader does, first). Pure; thread-safe.
+///  - a text that is not UTF-8 (YAML 1.2, 5.2: a YAML stream is Unicode), at its first bad byte;
+/// and YAML::Exception for the library's other errors. Pure; thread-safe.
 [[nodiscard]] YamlDocuments load_yaml_documents(const std::string& text);
+
+/// The 0-based byte offset of the first byte of `text` that does not begin a valid UTF-8 sequence
+/// (RFC 3629, section 3: no overlong forms, no surrogates U+D800..U+DFFF, nothing above U+10FFFF,
+/// no sequence cut short by the end), or nullopt when all of `text` is UTF-8. Every string a
+/// scenario holds ends up in scenario.json, and a JSON serialiser refuses invalid UTF-8 (found by
+/// tests/fuzz/scenario_fuzz.cpp). Pure; thread-safe.
+[[nodiscard]] std::optional<std::size_t> first_invalid_utf8(std::string_view text);
 
 }  // namespace fencecheck::harness
