@@ -18,7 +18,9 @@ add_library(fencecheck_harness
   src/report_html.cpp
   src/report_retention.cpp
   src/progress.cpp
-  src/probe.cpp)
+  src/probe.cpp
+  src/preflight.cpp
+  src/night.cpp)
 target_include_directories(fencecheck_harness PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
 target_link_libraries(fencecheck_harness PUBLIC
   fencecheck_process fencecheck_scenario fencecheck_check fencecheck_faults fencecheck_workers fencecheck_lock_kinds fencecheck_resources
@@ -33,5 +35,7 @@ target_link_libraries(fencecheck_harness PRIVATE yaml-cpp fencecheck_http)
 
 add_executable(fencecheck main.cpp)
 target_link_libraries(fencecheck PRIVATE fencecheck_harness)
+# `fencecheck --version` prints project(VERSION) of the top-level CMakeLists.txt.
+target_compile_definitions(fencecheck PRIVATE FENCECHECK_VERSION="${PROJECT_VERSION}")
 # The orchestrator finds its workers and store beside itself.
 add_dependencies(fencecheck fencecheck-worker fencecheck-store)

@@ -32,10 +32,13 @@
 
 #include "fencecheck/faults/ledger.h"
 #include "fencecheck/faults/sweep.h"
+#include "fencecheck/harness/child_process.h"
 #include "fencecheck/harness/fault_plan.h"
 #include "fencecheck/faults/sigstop.h"
 #include "fencecheck/harness/live_metrics.h"
+#include "fencecheck/harness/night.h"
 #include "fencecheck/harness/orchestrator.h"
+#include "fencecheck/harness/preflight.h"
 #include "fencecheck/harness/probe.h"
 #include "fencecheck/harness/progress.h"
 #include "fencecheck/harness/report.h"
@@ -189,6 +192,7 @@ int main(int argc, char** argv) {
   register_harness_ledger_healers();
   CLI::App app{"fencecheck: proves, with real processes, whether fencing keeps a lock's users safe"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("fencecheck ") + FENCECHECK_VERSION);  // CMake's project(VERSION)
 
   std::vector<std::string> run_paths;
   RunOptions opts;
@@ -215,10 +219,23 @@ int main(int argc, char** argv) {
   run->add_option("--pushgateway", pushgateway,
                   "Push each scenario's metrics to this Pushgateway (http://HOST:PORT) when it ends");
   std::string junit_path;
-  std::size_t keep = 0;
-  run->add_option("--junit", junit_path, "Also write the suite's JUnit XML here (each run directory gets its own junit.xml)");
-  run->add_option("--keep", keep, "Keep only the newest N run directories under --run-root (never this run's)")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}));
+  run->add_option("--junit", junit_path,
+                  "Also write the suite's JUnit XML here; its directory must exist (each run directory gets its own junit.xml)");
+  // Retention afterwards (report.h, RetentionPolicy): one of three units, never this night's runs.
+  RetentionPolicy retention;
+  std::size_t keep_runs = 0, keep_nights = 0, keep_days = 0;
+  auto* keep_opt = run->add_option("--keep", keep_runs, "Keep only the newest N run directories under --run-root (never this run's)")
+                       ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}));
+  auto* nights_opt =
+      run->add_option("--keep-nights", keep_nights,
+                      "Keep the run directories of the newest N nights (invocations of fencecheck run) under --run-root, each "
+                      "night whole")
+          ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
+  auto* days_opt = run->add_option("--keep-days", keep_days,
+                                   "Keep the nights that began less than D x 24 h ago under --run-root, each night whole")
+                       ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
+  keep_opt->excludes(nights_opt)->excludes(days_opt);
+  nights_opt->excludes(days_opt);
   int repeat = 1;
   run->add_option("--repeat", repeat,
                   "Run each scenario N times in a row, each run its own run directory (is its verdict repeatable?)")
@@ -262,6 +279,19 @@ int main(int argc, char** argv) {
   probe_cmd->add_option("--json", probe_opts.json_path, "Also write the report as JSON to FILE (\"-\": JSON on stdout instead of the table)");
   probe_cmd->add_option("--junit", probe_opts.junit_path, "Also write JUnit XML to FILE (one test case per rule)");
 
+  // An unknown word where the subcommand goes: name it and list the subcommands (CLI11 alone says
+  // only "The following argument was not expected").
+  std::string names;
+  bool known = false;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+    known = known || (argc > 1 && sub->check_name(argv[1]));
+  }
+  if (argc > 1 && argv[1][0] != '-' && !known) {
+    std::cerr << "fencecheck: unknown subcommand '" << argv[1] << "'; expected one of: " << names
+              << " (fencecheck --help)\n";
+    return kExitBadInput;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -297,7 +327,24 @@ int main(int argc, char** argv) {
     return kExitMet;
   }
 
-  // Metrics: refuse a bad or non-loopback address before anything starts (docs/observability.md).
+  // The command line's paths, before anything starts (preflight.h): the programs the suite needs,
+  // a run root that can be created and written, a --junit file whose directory exists.
+  {
+    const bool explicit_bin = !bin_dir.empty();
+    const auto bin_problem = check_bin_dir(explicit_bin ? fs::path(bin_dir) : self_bin_dir(), explicit_bin,
+                                           needed_programs(scenarios));
+    std::optional<std::string> problem = bin_problem;
+    if (!problem) problem = check_run_root(run_root);
+    if (!problem && !junit_path.empty()) problem = check_junit_path(junit_path, run_root);
+    if (problem) {
+      std::cerr << "fencecheck: " << *problem << "\n";
+      // The default bin directory is the installation's, not an argument: that is the environment.
+      return bin_problem && !explicit_bin ? kExitEnvironment : kExitBadInput;
+    }
+  }
+
+  // Metrics: refuse a bad or non-loopback address before anything starts (docs/observability.md);
+  // an address another process listens on is the environment's (exit 3), named with the cause.
   std::unique_ptr<MetricsObserver> metrics;
   if (!metrics_listen.empty() || !pushgateway.empty()) {
     MetricsObserver::Options mo;
@@ -318,20 +365,6 @@ int main(int argc, char** argv) {
   }
 
   // Reports: report.html and junit.xml in every run directory; live progress on a terminal.
-  // --junit: refuse a path no file can be written to before anything runs (a real probe file:
-  // access(2) says yes to root for places such as /proc that take no new file).
-  if (!junit_path.empty()) {
-    std::error_code ec;
-    const fs::path parent = fs::absolute(junit_path).parent_path();
-    fs::create_directories(parent, ec);
-    const fs::path probe = parent / (".fencecheck-junit-probe-" + std::to_string(::getpid()));
-    const bool writable = !fs::is_directory(fs::path(junit_path)) && std::ofstream(probe).good();
-    fs::remove(probe, ec);
-    if (!writable) {
-      std::cerr << "fencecheck: --junit " << junit_path << ": cannot write a file there\n";
-      return kExitBadInput;
-    }
-  }
   ReportObserver reporter;
   opts.observers.push_back(&reporter);
   std::unique_ptr<ProgressObserver> progress = ProgressObserver::for_terminal();
@@ -341,13 +374,18 @@ int main(int argc, char** argv) {
   }
 
   {
-    std::error_code ec;
-    if (fs::exists(run_root, ec) && !fs::is_directory(run_root, ec)) {
-      std::cerr << "fencecheck: --run-root " << run_root << " exists and is not a directory\n";
+    std::error_code ec;  // --junit may go into the run root: it exists from here on (check_run_root vouched)
+    fs::create_directories(run_root, ec);
+    if (ec) {
+      std::cerr << "fencecheck: --run-root " << run_root << ": " << ec.message() << "\n";
       return kExitBadInput;
     }
   }
   install_signal_handlers();
+  NightSummary night;  // this invocation (night.h): its id goes into every run directory it makes
+  night.started = std::time(nullptr);
+  night.id = new_night_id(night.started, static_cast<long>(::getpid()));
+  opts.night = night.id;
   opts.run_root = run_root;
   opts.bin_dir = bin_dir;
   opts.interrupted = &g_interrupted;
@@ -376,19 +414,40 @@ int main(int argc, char** argv) {
       junit_failed = true;
     }
   }
-  if (keep > 0) {
+  if (keep_runs > 0 || keep_nights > 0 || keep_days > 0) {
+    retention.unit = keep_runs > 0     ? RetentionPolicy::Unit::kRuns
+                     : keep_nights > 0 ? RetentionPolicy::Unit::kNights
+                                       : RetentionPolicy::Unit::kDays;
+    retention.count = keep_runs + keep_nights + keep_days;  // exactly one is set (excludes)
+    const std::string flag = keep_runs > 0 ? "--keep" : keep_nights > 0 ? "--keep-nights" : "--keep-days";
     std::vector<fs::path> mine;
     for (const auto& r : results) mine.push_back(r.run_dir);
-    const PruneResult pruned = prune_run_root(run_root, keep, mine);
+    const PruneResult pruned = prune_run_root(run_root, retention, mine);
     if (!pruned.removed.empty())
-      spdlog::info("--keep {}: removed {} older run director{} under {}", keep, pruned.removed.size(),
+      spdlog::info("{} {}: removed {} older run director{} under {}", flag, retention.count, pruned.removed.size(),
                    pruned.removed.size() == 1 ? "y" : "ies", run_root);
-    for (const auto& e : pruned.errors) spdlog::warn("--keep {}: {}", keep, e);
+    for (const auto& e : pruned.errors) spdlog::warn("{} {}: {}", flag, retention.count, e);
+  }
+  // The night's summary file and the links for the on-call person (night.h): a failure here is the
+  // harness failing (exit 4), like an unwritable --junit file.
+  night.finished = std::time(nullptr);
+  night.interrupted = g_interrupted;
+  night.exit_code = g_interrupted ? 130 : junit_failed ? static_cast<int>(kExitInternal) : suite_exit_code(results);
+  night.results = results;
+  std::optional<NightFiles> night_files;
+  try {
+    night_files = write_night_summary(run_root, night);
+  } catch (const std::exception& err) {
+    std::cerr << "fencecheck: night summary: " << err.what() << "\n";
+    if (!g_interrupted) night.exit_code = kExitInternal;
   }
   if (json_out) {
     std::cout << format_results_json(results) << std::flush;
+    if (night_files) std::cerr << format_night_footer(night, *night_files, run_root);  // stdout holds only the JSON
   } else {
-    std::cout << format_results_table(results) << format_repeat_summary(results) << std::flush;
+    std::cout << format_results_table(results) << format_repeat_summary(results);
+    if (night_files) std::cout << format_night_footer(night, *night_files, run_root);
+    std::cout << std::flush;
   }
   if (metrics) {  // a failed push is reported, never a verdict: the exit code stays the scenarios'
     for (const auto& p : metrics->pushes())
@@ -398,6 +457,5 @@ int main(int argc, char** argv) {
                 << std::count_if(metrics->pushes().begin(), metrics->pushes().end(), [](const auto& p) { return p.ok; })
                 << " of " << metrics->pushes().size() << " scenario(s)\n";
   }
-  if (g_interrupted) return 130;
-  return junit_failed ? static_cast<int>(kExitInternal) : suite_exit_code(results);
+  return night.exit_code;
 }

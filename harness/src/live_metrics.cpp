@@ -1,11 +1,15 @@
 #include "fencecheck/harness/live_metrics.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <set>
 #include <utility>
 
@@ -374,14 +378,41 @@ std::vector<prometheus::MetricFamily> LiveMetrics::Collect() const {
 // ---------------------------------------------------------------------------------------------
 // MetricsObserver
 
+std::optional<std::string> listen_address_problem(const ListenAddress& address) {
+  if (address.port == 0) return std::nullopt;  // any free port: nothing to collide with
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::string("cannot open a socket: ") + std::strerror(errno);
+  const int one = 1;  // as civetweb does: a port in TIME_WAIT is free, only a listener or a bound socket is not
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<std::uint16_t>(address.port));
+  inet_pton(AF_INET, address.host.c_str(), &sa.sin_addr);
+  const int rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa);
+  const int err = errno;
+  ::close(fd);
+  if (rc == 0) return std::nullopt;
+  const std::string where = address.civetweb();
+  if (err == EADDRINUSE)
+    return where + " is already in use (another process listens there): choose another port, or port 0 for any free one";
+  if (err == EACCES) return where + ": permission denied (ports below 1024 need root or CAP_NET_BIND_SERVICE)";
+  if (err == EADDRNOTAVAIL) return where + ": no interface has that address";
+  return where + ": " + std::strerror(err);
+}
+
 MetricsObserver::MetricsObserver(Options options) : options_(std::move(options)) {
   if (!options_.listen) return;
   live_ = std::make_shared<LiveMetrics>();
   const std::string where = options_.listen->civetweb();
+  if (auto problem = listen_address_problem(*options_.listen))
+    throw std::runtime_error("--metrics-listen " + *problem);
   try {
     exposer_ = std::make_unique<prometheus::Exposer>(where, 2);
   } catch (const std::exception& err) {
-    throw std::runtime_error("cannot serve metrics on " + where + ": " + err.what());
+    // civetweb says only "null context when constructing CivetServer"; the likeliest cause is a
+    // listener that took the address since the probe above.
+    throw std::runtime_error("--metrics-listen " + where + ": cannot serve metrics there (is it already in use by " +
+                             "another process?): " + err.what());
   }
   exposer_->RegisterCollectable(live_);
   const auto ports = exposer_->GetListeningPorts();

@@ -25,6 +25,7 @@
 #include "fencecheck/harness/child_process.h"
 #include "fencecheck/harness/fault_plan.h"
 #include "fencecheck/harness/report.h"
+#include "fencecheck/harness/night.h"
 #include "fencecheck/harness/metrics.h"
 #include "fencecheck/harness/run_dir.h"
 #include "fencecheck/harness/services.h"
@@ -835,6 +836,7 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
     warn_about_leftovers(options.run_root);
     RunDirectory dir = RunDirectory::create(options.run_root, scenario.name());
     r.run_dir = dir.path();
+    if (!options.night.empty()) record_night(dir.path(), options.night);
     auto sink_guard = dir.attach_log();
     // The plan as this run carries it out (the lock name actually used): scenario.json, the
     // checkers, the report and the metrics all see this copy.

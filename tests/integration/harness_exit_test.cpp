@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <regex>
 
+#include "../support/busy_port.h"
 #include "run_util.h"
 
 using nlohmann::json;
@@ -87,10 +89,99 @@ TEST(HarnessExit, ABadScenarioExits2NamingFileLineAndColumn) {
 
 TEST(HarnessExit, UnknownSubcommandOrMissingPathExits2) {
   auto work = fctest::fresh_dir("args");
-  EXPECT_EQ(fctest::run_fencecheck({"frobnicate"}, work).code, 2);
-  auto r = fctest::run_fencecheck({"run", (work / "nope.yaml").string()}, work);
+  auto r = fctest::run_fencecheck({"frobnicate", "scenarios/smoke"}, work);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "fencecheck: unknown subcommand 'frobnicate'; expected one of: run, validate, cleanup, report, probe "
+            "(fencecheck --help)\n");
+  r = fctest::run_fencecheck({"run", (work / "nope.yaml").string()}, work);
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("nope.yaml"), std::string::npos) << r.err;
+}
+
+TEST(HarnessExit, VersionPrintsTheProjectVersion) {
+  auto work = fctest::fresh_dir("version");
+  auto r = fctest::run_fencecheck({"--version"}, work);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, std::string("fencecheck ") + FENCECHECK_VERSION + "\n");  // CMake's project(VERSION)
+}
+
+// A bin directory without the programs the suite needs was exit 4 "internal error" after the run
+// had begun (its run directory made, etcd started); now exit 2 before anything, naming what is missing.
+TEST(HarnessExit, ABadBinDirExits2NamingThePathAndWhatIsMissing) {
+  auto work = fctest::fresh_dir("bad-bin-dir");
+  const fs::path runs = work / "runs";
+  const fs::path nowhere = work / "no-such-bin";
+  auto r = fctest::run_fencecheck({"run", kSmoke, "--run-root", runs.string(), "--bin-dir", nowhere.string()}, work);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_EQ(r.err, "fencecheck: --bin-dir " + nowhere.string() + ": no such directory\n");
+
+  const fs::path empty = work / "empty-bin";
+  fs::create_directories(empty);
+  r = fctest::run_fencecheck({"run", kSmoke, "--run-root", runs.string(), "--bin-dir", empty.string()}, work);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_EQ(r.err, "fencecheck: --bin-dir " + empty.string() +
+                       ": missing fencecheck-worker [needed by scenarios with a reference worker], fencecheck-store "
+                       "[needed by scenarios whose resource kind is store]\n");
+
+  // The worker is there; the store is a file that cannot run.
+  const fs::path half = work / "half-bin";
+  fs::create_directories(half);
+  fs::create_symlink(fs::path(FENCECHECK_BIN).parent_path() / "fencecheck-worker", half / "fencecheck-worker");
+  std::ofstream(half / "fencecheck-store") << "not a program";
+  r = fctest::run_fencecheck({"run", kSmoke, "--run-root", runs.string(), "--bin-dir", half.string()}, work);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_EQ(r.err, "fencecheck: --bin-dir " + half.string() +
+                       ": missing fencecheck-store (not executable) [needed by scenarios whose resource kind is store]\n");
+  EXPECT_FALSE(fs::exists(runs)) << "nothing may start";
+}
+
+TEST(HarnessExit, AnUnwritableRunRootExits2NamingIt) {
+  auto work = fctest::fresh_dir("bad-run-root");
+  const fs::path file = work / "a-file";
+  std::ofstream(file) << "x";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {(file / "runs").string(), file.string() + " is not a directory"},
+      {file.string(), file.string() + " is not a directory"},
+      // /proc takes no new directory, even from root.
+      {"/proc/fencecheck-runs", "cannot create a directory in /proc (No such file or directory)"},
+  };
+  for (const auto& [root, why] : cases) {
+    auto r = fctest::run_fencecheck({"run", kSmoke, "--run-root", root}, work);
+    EXPECT_EQ(r.code, 2) << r.out << r.err;
+    EXPECT_EQ(r.err, "fencecheck: --run-root " + root + ": " + why + "\n");
+    EXPECT_EQ(r.out, "");
+  }
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(work)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"a-file", "stderr.txt", "stdout.txt"})) << "no probe left behind";
+}
+
+// `--junit` into a missing directory was a silent `mkdir -p` (as root, a typo became a tree).
+TEST(HarnessExit, AJUnitFileInADirectoryThatDoesNotExistExits2AndCreatesNothing) {
+  auto work = fctest::fresh_dir("junit-nodir");
+  const fs::path junit = work / "no-such-dir" / "sub" / "nightly.xml";
+  auto r = fctest::run_fencecheck({"run", kSmoke, "--run-root", (work / "runs").string(), "--junit", junit.string()}, work);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_EQ(r.err, "fencecheck: --junit " + junit.string() + ": its directory " + junit.parent_path().string() +
+                       " does not exist (fencecheck does not create it)\n");
+  EXPECT_FALSE(fs::exists(work / "no-such-dir"));
+  EXPECT_FALSE(fs::exists(work / "runs")) << "nothing may start";
+}
+
+// prometheus-cpp said only "null context when constructing CivetServer".
+TEST(HarnessExit, AMetricsAddressInUseExits3NamingIt) {
+  auto work = fctest::fresh_dir("metrics-in-use");
+  std::optional<fencecheck::testing::BusyPort> busy(std::in_place);
+  const std::string address = busy->address();
+  auto r = fctest::run_fencecheck({"run", kSmoke, "--run-root", (work / "runs").string(), "--metrics-listen", address}, work);
+  busy.reset();
+  EXPECT_EQ(r.code, 3) << r.out << r.err;
+  EXPECT_EQ(r.err, "fencecheck: --metrics-listen " + address +
+                       " is already in use (another process listens there): choose another port, or port 0 for any "
+                       "free one\n");
+  EXPECT_FALSE(fs::exists(work / "runs")) << "nothing may start";
 }
 
 TEST(HarnessExit, AJUnitPathNothingCanBeWrittenToExits2BeforeAnythingStarts) {
@@ -143,6 +234,72 @@ TEST(HarnessExit, LockServiceOverrideAppliesToASuiteOrExits2SayingWhy) {
   EXPECT_NE(r.err.find(file.string() + ": --lock-service etcd cannot apply to scenario"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("it names lock_service.endpoints"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(work / "runs")) << "nothing may start";
+}
+
+// A night is one invocation of `fencecheck run`: its summary lists every scenario, latest-failed
+// points at the one that failed, and --keep-nights removes a night's run directories together.
+// Two quick scenarios (one chunk, no fault): one meets `safe`, one cannot show the anomaly it expects.
+TEST(Night, TheSummaryAndLatestFailedPointAtTheFailureAndKeepNightsRemovesWholeNights) {
+  auto work = fctest::fresh_dir("night");
+  const fs::path runs = work / "runs";
+  const std::string common = "lease_ttl: 2s\ntimeout: 30s\nresource: {kind: store}\njob: {key: k, segments: 1, chunks: 1}\n"
+                             "workers: [{id: w1}]\n";
+  const fs::path met = write_file(work, "met.yaml", "name: night-met\n" + common + "expect: {outcome: safe}\n");
+  const fs::path unmet = write_file(work, "unmet.yaml", "name: night-unmet\n" + common +
+                                                            "expect: {outcome: anomaly, anomalies: [interleaved-segment]}\n");
+  // --junit into the run root, which does not exist yet: fencecheck makes the run root (CI's usage).
+  auto r = fctest::run_fencecheck({"run", met.string(), unmet.string(), "--run-root", runs.string(), "--junit",
+                                   (runs / "junit.xml").string()},
+                                  work);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_TRUE(fs::exists(runs / "junit.xml"));
+  ASSERT_TRUE(fs::is_symlink(runs / "latest-night.json")) << r.out << r.err;
+  const fs::path summary1 = runs / fs::read_symlink(runs / "latest-night.json");
+  const json s1 = json::parse(fctest::slurp(summary1));
+  const std::string night1 = s1["night"];
+  EXPECT_EQ(summary1.filename(), "night-" + night1 + ".json");
+  EXPECT_EQ(s1["exit_code"], 1);
+  EXPECT_EQ(s1["scenarios"], 2);
+  EXPECT_EQ(s1["met"], 1);
+  EXPECT_EQ(s1["failed"], json::array({"night-unmet"}));
+  ASSERT_EQ(s1["runs"].size(), 2u);
+  EXPECT_EQ(s1["runs"][0]["scenario"], "night-met");
+  EXPECT_EQ(s1["runs"][0]["verdict"], "valid");
+  EXPECT_EQ(s1["runs"][0]["met"], true);
+  EXPECT_EQ(s1["runs"][0]["exit_code"], 0);
+  EXPECT_EQ(s1["runs"][1]["scenario"], "night-unmet");
+  EXPECT_EQ(s1["runs"][1]["verdict"], "valid");
+  EXPECT_EQ(s1["runs"][1]["met"], false);
+  EXPECT_EQ(s1["runs"][1]["exit_code"], 1);
+  const fs::path met_dir = s1["runs"][0]["run_dir"].get<std::string>();
+  const fs::path unmet_dir = s1["runs"][1]["run_dir"].get<std::string>();
+  EXPECT_EQ(met_dir.parent_path(), runs);
+  for (const auto& d : {met_dir, unmet_dir}) EXPECT_EQ(fctest::slurp(d / "night"), night1 + "\n") << d;
+  // `latest` is the newest run; latest-failed is the night's failure, whatever ran after it.
+  EXPECT_EQ(fs::read_symlink(runs / "latest-failed"), unmet_dir.filename());
+  EXPECT_NE(r.out.find("night " + night1 + ": 1 of 2 met their expectation\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  FAILED night-unmet (exit 1): " + (unmet_dir / "report.html").string() + "\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find((runs / "latest-failed").string() + " -> " + unmet_dir.filename().string()), std::string::npos)
+      << r.out;
+
+  // The next night passes, keeping 1 night: night 1 goes whole (both runs and its summary), and
+  // latest-failed goes with the failure it pointed at.
+  r = fctest::run_fencecheck({"run", met.string(), "--run-root", runs.string(), "--keep-nights", "1"}, work);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_FALSE(fs::exists(met_dir));
+  EXPECT_FALSE(fs::exists(unmet_dir));
+  EXPECT_FALSE(fs::exists(summary1));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(runs / "latest-failed")));
+  const json s2 = json::parse(fctest::slurp(runs / "latest-night.json"));
+  EXPECT_NE(s2["night"], night1);
+  EXPECT_EQ(s2["exit_code"], 0);
+  const fs::path only = fctest::only_run_dir(runs);
+  EXPECT_EQ(only.string(), s2["runs"][0]["run_dir"].get<std::string>());
+  EXPECT_NE(r.out.find("night " + s2["night"].get<std::string>() + ": 1 of 1 met their expectation\n"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
 }
 
 TEST(HarnessExit, CtrlCDuringTheSigstopContinuesTheWorkerAndExits130) {

@@ -45,10 +45,13 @@ struct Result {
   std::string err;
 };
 
-/// Runs fencecheck with args to completion, stdout/stderr captured through files.
+/// Runs fencecheck with args to completion, stdout/stderr captured through files (work/stdout.txt,
+/// work/stderr.txt, fresh for each call).
 inline Result run_fencecheck(const std::vector<std::string>& args, const fs::path& work,
                              bp::environment env = boost::this_process::environment()) {
   const fs::path out = work / "stdout.txt", err = work / "stderr.txt";
+  fs::remove(out);  // boost.process opens an existing file without truncating it: a second call's
+  fs::remove(err);  // shorter output would end with the first call's tail
   bp::child c(FENCECHECK_BIN, bp::args(args), bp::std_out > out.string(), bp::std_err > err.string(),
               bp::std_in < bp::null, env, bp::start_dir = work.string());
   c.wait();

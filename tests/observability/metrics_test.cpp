@@ -23,6 +23,7 @@
 #include <httplib.h>
 #include <prometheus/text_serializer.h>
 
+#include "../support/busy_port.h"
 #include "fencecheck/harness/analysis.h"
 #include "fencecheck/harness/live_metrics.h"
 #include "fencecheck/harness/metrics.h"
@@ -689,24 +690,18 @@ TEST(MetricsObserver, RecordsAFailedPushAndCarriesOn) {
 
 TEST(MetricsObserver, NamesAnAddressItCannotBind) {
   // Hold a loopback port, then ask the observer for it.
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(fd, 1), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const int port = ntohs(a.sin_port);
+  const fencecheck::testing::BusyPort busy;
+  const int port = busy.port();
   MetricsObserver::Options o;
   o.listen = parse_listen_address("127.0.0.1:" + std::to_string(port));
   try {
     MetricsObserver obs(o);
     ADD_FAILURE() << "bound a port already in use";
   } catch (const std::runtime_error& err) {
-    EXPECT_THAT(err.what(), HasSubstr("127.0.0.1:" + std::to_string(port)));
+    EXPECT_EQ(std::string(err.what()), "--metrics-listen 127.0.0.1:" + std::to_string(port) +
+                                           " is already in use (another process listens there): choose another "
+                                           "port, or port 0 for any free one");
   }
-  ::close(fd);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@
 #include "fencecheck/harness/analysis.h"
 #include "fencecheck/harness/junit.h"
 #include "fencecheck/harness/metrics.h"
+#include "fencecheck/harness/night.h"
 #include "fencecheck/harness/progress.h"
 #include "fencecheck/harness/report.h"
 #include "fencecheck/harness/report_html.h"
@@ -1144,6 +1145,190 @@ TEST(Retention, NeverRemovesALiveRunOrOneWithUnhealedFaults) {
   EXPECT_THAT(after.removed, ::testing::ElementsAre(live_dir));
   EXPECT_FALSE(fs::exists(live_dir));
   EXPECT_TRUE(fs::exists(unhealed));
+}
+
+// ---- nights: --keep-nights, --keep-days, the night's summary ------------------------------------
+
+namespace {
+
+/// A finished run directory under root, of night `night` ("" : none recorded, as before nights).
+fs::path night_run(const fs::path& root, const std::string& name, const std::string& night) {
+  fs::create_directories(root / name / "logs");
+  std::ofstream(root / name / "scenario.json") << "{}";
+  if (!night.empty()) record_night(root / name, night);
+  return root / name;
+}
+
+/// A night summary file for `night` under root, as write_night_summary leaves one.
+fs::path night_file(const fs::path& root, const std::string& night) {
+  const fs::path f = night_summary_path(root, night);
+  std::ofstream(f) << R"({"night":")" << night << R"("})";
+  return f;
+}
+
+}  // namespace
+
+// `--keep 30` of a 5-scenario suite is 6 nights; `--keep-nights N` counts invocations, and keeps or
+// removes all run directories of one together, with the night's summary.
+TEST(Retention, KeepNightsKeepsTheNewestNightsWholeWithTheirSummaries) {
+  const fs::path root = fresh_dir("keep-nights");
+  const std::string n1 = "20260101T023000Z-11", n2 = "20260102T023000Z-22", n3 = "20260103T023000Z-33";
+  const fs::path legacy = night_run(root, "20251231T023000Z-before-nights", "");
+  const fs::path a1 = night_run(root, "20260101T023000Z-a", n1);
+  const fs::path a2 = night_run(root, "20260101T023100Z-b", n1);
+  const fs::path b1 = night_run(root, "20260102T023000Z-a", n2);
+  const fs::path b2 = night_run(root, "20260102T023100Z-b", n2);
+  const fs::path b3 = night_run(root, "20260102T023200Z-c", n2);
+  const fs::path c1 = night_run(root, "20260103T023000Z-a", n3);
+  const fs::path s1 = night_file(root, n1), s2 = night_file(root, n2), s3 = night_file(root, n3);
+  const fs::path orphan_summary = night_file(root, "20250101T000000Z-1");  // a night with no run dirs left: not ours to judge
+  fs::create_directory_symlink(c1.filename(), root / "latest");
+  fs::create_directory_symlink(b2.filename(), root / "latest-failed");
+
+  const PruneResult r = prune_run_root(root, RetentionPolicy{RetentionPolicy::Unit::kNights, 2, 0}, {});
+  EXPECT_TRUE(r.errors.empty()) << r.errors.front();
+  EXPECT_THAT(r.kept, ::testing::ElementsAre(c1, b3, b2, b1));
+  EXPECT_THAT(r.removed, ::testing::ElementsAre(legacy, a1, a2));
+  EXPECT_THAT(r.removed_summaries, ::testing::ElementsAre(s1));
+  for (const auto& gone : {legacy, a1, a2, s1}) EXPECT_FALSE(fs::exists(gone)) << gone;
+  for (const auto& there : {b1, b2, b3, c1, s2, s3, orphan_summary}) EXPECT_TRUE(fs::exists(there)) << there;
+  EXPECT_TRUE(fs::is_symlink(root / "latest"));
+  EXPECT_TRUE(fs::exists(root / "latest-failed"));
+
+  // The same root with --keep 2 (run directories) would split night 2: that is what nights avoid.
+  const PruneResult dirs = prune_run_root(root, 2, {});
+  EXPECT_THAT(dirs.removed, ::testing::ElementsAre(b1, b2));
+  EXPECT_TRUE(dirs.removed_summaries.empty()) << "night 2 still has a run directory";
+  EXPECT_TRUE(fs::exists(s2));
+
+  const PruneResult zero = prune_run_root(root, RetentionPolicy{RetentionPolicy::Unit::kNights, 0, 0}, {});
+  ASSERT_EQ(zero.errors.size(), 1u);
+  EXPECT_EQ(zero.errors.front(), "--keep-nights must be at least 1");
+}
+
+TEST(Retention, ANightWithARunThatMustStayIsKeptWhole) {
+  const fs::path root = fresh_dir("keep-nights-whole");
+  const std::string old = "20260101T023000Z-11", mine = "20260102T023000Z-22";
+  const fs::path o1 = night_run(root, "20260101T023000Z-a", old);
+  const fs::path o2 = night_run(root, "20260101T023100Z-killed", old);
+  std::ofstream(o2 / "faults.ledger") << R"({"op":"inject","id":1,"kind":"sigstop","pid":1})" << "\n";
+  const fs::path m1 = night_run(root, "20260102T023000Z-a", mine);
+  const fs::path newer = night_run(root, "20260103T023000Z-a", "20260103T023000Z-33");
+  // keep 1 night: the newest is kept by count, `mine` by protection (this invocation's), and the
+  // old night because one of its runs still lists a fault `fencecheck cleanup` must heal.
+  const PruneResult r = prune_run_root(root, RetentionPolicy{RetentionPolicy::Unit::kNights, 1, 0}, {m1});
+  EXPECT_TRUE(r.removed.empty());
+  EXPECT_THAT(r.kept, ::testing::ElementsAre(newer, m1, o2, o1));
+  std::ofstream(o2 / "faults.ledger", std::ios::app) << R"({"op":"heal","id":1})" << "\n";
+  const PruneResult healed = prune_run_root(root, RetentionPolicy{RetentionPolicy::Unit::kNights, 1, 0}, {m1});
+  EXPECT_THAT(healed.removed, ::testing::ElementsAre(o1, o2));
+}
+
+TEST(Retention, KeepDaysRemovesTheNightsThatBeganLongerAgoWhole) {
+  const fs::path root = fresh_dir("keep-days");
+  // now: 2026-01-10 02:00:00 UTC (1768010400)
+  const std::time_t now = 1768010400;
+  const std::string began_3d = "20260107T020000Z-1", began_2d_1s = "20260108T015959Z-2", began_1d = "20260109T020000Z-3";
+  const fs::path x = night_run(root, "20260107T020000Z-a", began_3d);
+  // This night began 2 d + 1 s ago and ran past the 2-day line: it goes whole, by when it began.
+  const fs::path y1 = night_run(root, "20260108T015959Z-a", began_2d_1s);
+  const fs::path y2 = night_run(root, "20260108T020001Z-b", began_2d_1s);
+  const fs::path z = night_run(root, "20260109T020000Z-a", began_1d);
+  const fs::path no_night = night_run(root, "20260108T020000Z-exactly-2d", "");  // 2 d ago exactly: gone
+  const PruneResult r = prune_run_root(root, RetentionPolicy{RetentionPolicy::Unit::kDays, 2, now}, {});
+  EXPECT_TRUE(r.errors.empty());
+  EXPECT_THAT(r.kept, ::testing::ElementsAre(z));
+  EXPECT_THAT(r.removed, ::testing::ElementsAre(x, y1, no_night, y2));
+  const PruneResult three = prune_run_root(root, RetentionPolicy{RetentionPolicy::Unit::kDays, 3, now}, {});
+  EXPECT_TRUE(three.removed.empty());
+}
+
+TEST(Night, IdsSortByStartAndTheRunDirectoryRecordsIt) {
+  EXPECT_EQ(new_night_id(1768010400, 4242), "20260110T020000Z-4242");
+  const fs::path d = fresh_dir("night-record");
+  EXPECT_EQ(recorded_night(d), std::nullopt);
+  record_night(d, "20260110T020000Z-4242");
+  EXPECT_EQ(recorded_night(d), "20260110T020000Z-4242");
+  std::ofstream(d / "night") << "../../etc/passwd\n";  // never a path: retention builds a file name from it
+  EXPECT_EQ(recorded_night(d), std::nullopt);
+  std::ofstream(d / "night") << "\n";
+  EXPECT_EQ(recorded_night(d), std::nullopt);
+}
+
+TEST(Night, TheSummaryListsEveryScenarioAndLatestFailedPointsAtTheFirstFailure) {
+  const fs::path root = fresh_dir("night-summary");
+  auto result = [&](const std::string& name, int code, bool met, const std::string& verdict, bool with_dir) {
+    ScenarioResult r;
+    r.scenario = name;
+    r.exit_code = code;
+    r.met = met;
+    r.verdict = verdict;
+    r.expectation = "safe";
+    if (with_dir) {
+      r.run_dir = root / ("20260110T0200" + std::to_string(10 + code) + "Z-" + name);
+      fs::create_directories(r.run_dir);
+    } else {
+      r.reasons.push_back("etcd is not installed: install Debian's etcd-server");
+    }
+    return r;
+  };
+  NightSummary night;
+  night.id = "20260110T020000Z-4242";
+  night.started = 1768010400;
+  night.finished = 1768010460;
+  night.exit_code = 3;
+  night.results = {result("passes", 0, true, "valid", true), result("no-etcd", 3, false, "unknown", false),
+                   result("violates", 1, false, "invalid", true), result("also-violates", 1, false, "invalid", true)};
+  ScenarioResult skipped = result("skipped", 3, false, "unknown", false);
+  skipped.skipped = true;  // --skip-unavailable: not a failure of the night
+  night.results.push_back(skipped);
+
+  const NightFiles files = write_night_summary(root, night);
+  EXPECT_EQ(files.summary, root / "night-20260110T020000Z-4242.json");
+  ASSERT_TRUE(files.first_failed);
+  EXPECT_EQ(*files.first_failed, night.results[2].run_dir);
+  EXPECT_EQ(fs::read_symlink(root / "latest-failed"), night.results[2].run_dir.filename());
+  EXPECT_EQ(fs::read_symlink(root / "latest-night.json"), files.summary.filename());
+
+  const auto doc = nlohmann::json::parse(std::ifstream(files.summary));
+  EXPECT_EQ(doc["night"], night.id);
+  EXPECT_EQ(doc["started"], "2026-01-10T02:00:00Z");
+  EXPECT_EQ(doc["finished"], "2026-01-10T02:01:00Z");
+  EXPECT_EQ(doc["exit_code"], 3);
+  EXPECT_EQ(doc["interrupted"], false);
+  EXPECT_EQ(doc["scenarios"], 5);
+  EXPECT_EQ(doc["met"], 1);
+  EXPECT_EQ(doc["failed"], nlohmann::json({"no-etcd", "violates", "also-violates"}));
+  ASSERT_EQ(doc["runs"].size(), 5u);
+  EXPECT_EQ(doc["runs"][2]["scenario"], "violates");
+  EXPECT_EQ(doc["runs"][2]["verdict"], "invalid");
+  EXPECT_EQ(doc["runs"][2]["met"], false);
+  EXPECT_EQ(doc["runs"][2]["exit_code"], 1);
+  EXPECT_EQ(doc["runs"][2]["run_dir"], night.results[2].run_dir.string());
+  EXPECT_EQ(doc["runs"][2]["run_id"], night.results[2].run_dir.filename().string());
+  EXPECT_EQ(doc["runs"][1]["run_id"], "");
+  EXPECT_EQ(doc["runs"][0]["met"], true);
+  EXPECT_EQ(doc["runs"][4]["skipped"], true);
+
+  const std::string footer = format_night_footer(night, files, root);
+  EXPECT_THAT(footer, HasSubstr("night 20260110T020000Z-4242: 1 of 5 met their expectation\n"));
+  EXPECT_THAT(footer, HasSubstr("  FAILED violates (exit 1): " + (night.results[2].run_dir / "report.html").string() + "\n"));
+  EXPECT_THAT(footer, HasSubstr("  FAILED no-etcd (exit 3): etcd is not installed: install Debian's etcd-server\n"));
+  EXPECT_THAT(footer, Not(HasSubstr("FAILED passes")));
+  EXPECT_THAT(footer, Not(HasSubstr("FAILED skipped")));
+  EXPECT_THAT(footer, HasSubstr("summary: " + files.summary.string() + "\n"));
+  EXPECT_THAT(footer, HasSubstr((root / "latest-failed").string() + " -> " + night.results[2].run_dir.filename().string()));
+
+  // The next night meets every expectation: latest-failed goes (it would point at an old failure).
+  NightSummary next;
+  next.id = "20260111T020000Z-5151";
+  next.results = {night.results[0]};
+  const NightFiles next_files = write_night_summary(root, next);
+  EXPECT_FALSE(next_files.first_failed);
+  EXPECT_FALSE(fs::exists(fs::symlink_status(root / "latest-failed")));
+  EXPECT_EQ(fs::read_symlink(root / "latest-night.json"), "night-20260111T020000Z-5151.json");
+  EXPECT_TRUE(fs::exists(files.summary)) << "the older night's summary stays until retention removes its runs";
+  EXPECT_THAT(format_night_footer(next, next_files, root), Not(HasSubstr("latest-failed")));
 }
 
 // ---- progress ----------------------------------------------------------------------------------

@@ -134,6 +134,15 @@ class LiveMetrics : public prometheus::Collectable {
   std::unique_ptr<Run> run_;  // the running scenario's state; orchestrator thread only
 };
 
+/// Why /metrics cannot be served on `address`, found by binding a probe socket there (with
+/// SO_REUSEADDR, as civetweb binds: a port in TIME_WAIT is free) and closing it again: "HOST:PORT
+/// is already in use (another process listens there)...", "permission denied", ...; nullopt when
+/// the bind succeeds or the port is 0. prometheus-cpp's Exposer (civetweb) reports every such
+/// failure as "null context when constructing CivetServer", which names neither the address nor
+/// the cause. Another process may still take the port between this probe and the Exposer's bind.
+/// Thread-safe; never throws.
+[[nodiscard]] std::optional<std::string> listen_address_problem(const ListenAddress& address);
+
 /// The RunObserver behind --metrics-listen and --pushgateway.
 class MetricsObserver : public RunObserver {
  public:
@@ -144,7 +153,7 @@ class MetricsObserver : public RunObserver {
   };
 
   /// Starts serving /metrics when options.listen is set. Throws std::runtime_error naming the
-  /// address when it cannot be bound (in use, no permission).
+  /// address and the cause when it cannot be bound (listen_address_problem: in use, no permission).
   explicit MetricsObserver(Options options);
   ~MetricsObserver() override;
   MetricsObserver(const MetricsObserver&) = delete;

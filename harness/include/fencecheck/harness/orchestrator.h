@@ -66,6 +66,10 @@ struct RunOptions {
   /// copied into the ScenarioResult (its label, JSON and JUnit case name show it).
   int repetition = 1;
   int repetitions = 1;
+  /// The id of the `fencecheck run` invocation ("night", night.h) this run belongs to: written to
+  /// <run_dir>/night right after the directory is made, so `--keep-nights` keeps or removes a
+  /// night's run directories together. Empty: not written.
+  std::string night;
 };
 
 /// What one scenario run came to. Value type.

@@ -140,18 +140,35 @@ struct ReportCommandOptions {
 /// verdict.json is pointed out on `err`.
 [[nodiscard]] int report_command(const ReportCommandOptions& options, std::ostream& out, std::ostream& err);
 
-/// Retention (`--keep N`) of a run root: its run directories are the directories directly under
-/// it (never symlinks such as `latest`) whose name starts with a run's UTC stamp
-/// (yyyymmddTHHMMSSZ-) and which contain scenario.json. Keeps the newest `keep` (by stamp, then
-/// scenario.json's time, then name), every directory in `protect`, every run still going (another
+/// Retention of a run root (`--keep N`, `--keep-nights N`, `--keep-days D`; docs/report-format.md,
+/// "Retention"). Its run directories are the directories directly under it (never symlinks such
+/// as `latest`) whose name starts with a run's UTC stamp (yyyymmddTHHMMSSZ-) and which contain
+/// scenario.json; anything else under the root is never touched.
+///  - kRuns: keeps the newest `count` run directories (by stamp, then scenario.json's time, then name).
+///  - kNights: keeps the run directories of the newest `count` nights. A night is one invocation
+///    of `fencecheck run`: the run directories whose `night` file (night.h) holds the same id; a
+///    run directory without one is a night of its own. Newest by the night's newest run.
+///  - kDays: keeps every night that began (its oldest run's stamp) less than `count` x 24 h before
+///    `now`; older nights are removed.
+/// In every mode it also keeps every directory in `protect`, every run still going (another
 /// harness holds it: RunDirectory::in_use) and every run whose faults.ledger lists a fault not yet
-/// healed (`fencecheck cleanup` needs it), and removes the other run directories; anything else
-/// under the root is never touched. keep must be >= 1.
+/// healed (`fencecheck cleanup` needs it); with kNights and kDays such a run keeps its whole night.
+/// A night's summary (night-<id>.json) is removed with the last of its run directories.
+struct RetentionPolicy {
+  enum class Unit { kRuns, kNights, kDays };
+  Unit unit = Unit::kRuns;
+  std::size_t count = 0;  ///< >= 1
+  std::time_t now = 0;    ///< kDays: ages are measured from this UTC time (0: the current time)
+};
 struct PruneResult {
   std::vector<std::filesystem::path> kept;     ///< newest first
-  std::vector<std::filesystem::path> removed;  ///< oldest first
+  std::vector<std::filesystem::path> removed;  ///< run directories, oldest first
+  std::vector<std::filesystem::path> removed_summaries;  ///< night-<id>.json files removed with their nights
   std::vector<std::string> errors;             ///< directories that could not be removed, why
 };
+[[nodiscard]] PruneResult prune_run_root(const std::filesystem::path& run_root, const RetentionPolicy& policy,
+                                         const std::vector<std::filesystem::path>& protect);
+/// prune_run_root with {kRuns, keep}: `--keep N`.
 [[nodiscard]] PruneResult prune_run_root(const std::filesystem::path& run_root, std::size_t keep,
                                          const std::vector<std::filesystem::path>& protect);
 

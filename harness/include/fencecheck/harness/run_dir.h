@@ -9,7 +9,9 @@
 //     metrics.prom    Prometheus text format (node_exporter textfile collector)
 //     faults.ledger   every fault injected and healed (fencecheck cleanup reads it)
 //     harness.log     the orchestrator's log; logs/<process>.log each child's stderr
+//     night           the id of the `fencecheck run` invocation that made it (night.h)
 //   <run_root>/latest -> the newest run directory
+//   <run_root>/night-<id>.json, latest-night.json, latest-failed: each night's summary (night.h)
 #pragma once
 
 #include <filesystem>
