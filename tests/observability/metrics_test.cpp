@@ -267,7 +267,7 @@ TEST(BuildRegistry, SeriesCarryTheirSource) {
       for (const auto& m : f.metric) EXPECT_EQ(source_of(m), name) << f.name;
   }
   EXPECT_THAT(render_metrics(known_figures(), MetricsSource::kPush),
-              HasSubstr("fencecheck_faults_injected_total{kind=\"sigstop\",scenario=\"s\",source=\"push\"} 1\n"));
+              HasSubstr("fencecheck_faults_injected_total{source=\"push\",kind=\"sigstop\",scenario=\"s\"} 1\n"));
 }
 
 TEST(BuildRegistry, ExportsEveryFigureWithItsExactValue) {
@@ -428,14 +428,14 @@ TEST(RenderMetrics, IsTheTextFormatOfBuildRegistry) {
   const auto text = render_metrics(known_figures());
   EXPECT_EQ(text, serialize(build_registry(known_figures())->Collect()));
   EXPECT_THAT(text, HasSubstr("# TYPE fencecheck_rejected_writes_total counter\n"));
-  EXPECT_THAT(text, HasSubstr("fencecheck_rejected_writes_total{client=\"w1\",key=\"ledger\",resource=\"store\",scenario=\"s\",source=\"file\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("fencecheck_rejected_writes_total{source=\"file\",client=\"w1\",key=\"ledger\",resource=\"store\",scenario=\"s\"} 3\n"));
   // The bounds print as their three digits (le="5.88", never 5.8799999999999999).
-  EXPECT_THAT(text, HasSubstr("fencecheck_holder_pause_seconds_bucket{scenario=\"s\",source=\"file\",worker=\"w1\",le=\"5.88\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("fencecheck_holder_pause_seconds_bucket{scenario=\"s\",source=\"file\",worker=\"w1\",le=\"0.0492\"} 0\n"));
-  EXPECT_THAT(text, HasSubstr("fencecheck_holder_pause_seconds_bucket{scenario=\"s\",source=\"file\",worker=\"w1\",le=\"+Inf\"} 2\n"));
-  EXPECT_THAT(text, HasSubstr("fencecheck_token_staleness_bucket{scenario=\"s\",source=\"file\",le=\"0\"} 2\n"));  // the dashboard's le="0"
-  EXPECT_THAT(text, HasSubstr("fencecheck_last_run_timestamp_seconds{scenario=\"s\",source=\"file\"} 1700000000\n"));
-  EXPECT_THAT(text, HasSubstr("fencecheck_worker_info{scenario=\"s\",source=\"file\",worker=\"w3\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("fencecheck_holder_pause_seconds_bucket{source=\"file\",scenario=\"s\",worker=\"w1\",le=\"5.88\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("fencecheck_holder_pause_seconds_bucket{source=\"file\",scenario=\"s\",worker=\"w1\",le=\"0.0492\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("fencecheck_holder_pause_seconds_bucket{source=\"file\",scenario=\"s\",worker=\"w1\",le=\"+Inf\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("fencecheck_token_staleness_bucket{source=\"file\",scenario=\"s\",le=\"0\"} 2\n"));  // the dashboard's le="0"
+  EXPECT_THAT(text, HasSubstr("fencecheck_last_run_timestamp_seconds{source=\"file\",scenario=\"s\"} 1700000000\n"));
+  EXPECT_THAT(text, HasSubstr("fencecheck_worker_info{source=\"file\",scenario=\"s\",worker=\"w3\"} 1\n"));
 }
 
 TEST(WriteMetricsFile, WritesAtomicallyAndNamesTheFailingPath) {
@@ -761,11 +761,11 @@ TEST(MetricsObserver, ServesLiveThenFinalMetricsOnLoopback) {
   auto res = client.Get("/metrics");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
-  EXPECT_THAT(res->body, HasSubstr("fencecheck_faults_injected_total{kind=\"sigstop\",scenario=\"s\",source=\"live\"} 1\n"));
-  EXPECT_THAT(res->body, HasSubstr("fencecheck_lease_ttl_seconds{scenario=\"s\",source=\"live\"} 2\n"));
+  EXPECT_THAT(res->body, HasSubstr("fencecheck_faults_injected_total{source=\"live\",kind=\"sigstop\",scenario=\"s\"} 1\n"));
+  EXPECT_THAT(res->body, HasSubstr("fencecheck_lease_ttl_seconds{source=\"live\",scenario=\"s\"} 2\n"));
   // Every worker of the scenario from the start (the dashboard's worker list), none paused yet.
-  EXPECT_THAT(res->body, HasSubstr("fencecheck_worker_info{scenario=\"s\",source=\"live\",worker=\"w2\"} 1\n"));
-  EXPECT_THAT(res->body, HasSubstr("fencecheck_holder_pause_seconds_count{scenario=\"s\",source=\"live\",worker=\"w2\"} 0\n"));
+  EXPECT_THAT(res->body, HasSubstr("fencecheck_worker_info{source=\"live\",scenario=\"s\",worker=\"w2\"} 1\n"));
+  EXPECT_THAT(res->body, HasSubstr("fencecheck_holder_pause_seconds_count{source=\"live\",scenario=\"s\",worker=\"w2\"} 0\n"));
   EXPECT_THAT(res->body, ::testing::Not(HasSubstr("fencecheck_scenario_passed")));
 
   ScenarioResult result;
@@ -814,7 +814,7 @@ TEST(MetricsObserver, LingersUntilTheFinalResultsAreScraped) {
   scraper.join();
   EXPECT_TRUE(scraped.scraped);
   EXPECT_LT(scraped.waited, std::chrono::seconds(60));
-  EXPECT_THAT(body, HasSubstr("fencecheck_scenario_passed{scenario=\"s\",source=\"live\"} 1\n"));
+  EXPECT_THAT(body, HasSubstr("fencecheck_scenario_passed{source=\"live\",scenario=\"s\"} 1\n"));
 }
 
 TEST(MetricsObserver, RecordsAFailedPushAndCarriesOn) {

@@ -886,25 +886,25 @@ TEST(LiveEndpoint, ShowsTheFaultWhileTheRunIsGoing) {
     auto res = client.Get("/metrics");
     if (!res || res->status != 200) return false;
     body = res->body;
-    return exposed(body, R"(fencecheck_faults_injected_total{kind="sigstop",scenario="sigstop-past-lease",source="live"})").has_value();
+    return exposed(body, R"(fencecheck_faults_injected_total{source="live",kind="sigstop",scenario="sigstop-past-lease"})").has_value();
   })) << body;
-  EXPECT_EQ(exposed(body, R"(fencecheck_faults_injected_total{kind="sigstop",scenario="sigstop-past-lease",source="live"})"), 1.0);
+  EXPECT_EQ(exposed(body, R"(fencecheck_faults_injected_total{source="live",kind="sigstop",scenario="sigstop-past-lease"})"), 1.0);
   EXPECT_EQ(body.find("fencecheck_scenario_passed"), std::string::npos) << "the run had already ended";
-  EXPECT_EQ(exposed(body, R"(fencecheck_lease_ttl_seconds{scenario="sigstop-past-lease",source="live"})"), 2.0);
+  EXPECT_EQ(exposed(body, R"(fencecheck_lease_ttl_seconds{source="live",scenario="sigstop-past-lease"})"), 2.0);
   // Before the fault: w1 took the lock and had two writes accepted, w2 queued behind it.
-  auto hw = exposed(body, R"(fencecheck_high_water_token{key="ledger",resource="store",scenario="sigstop-past-lease",source="live"})");
+  auto hw = exposed(body, R"(fencecheck_high_water_token{source="live",key="ledger",resource="store",scenario="sigstop-past-lease"})");
   ASSERT_TRUE(hw);
   EXPECT_GT(*hw, 0);
-  auto issuer = exposed(body, R"(fencecheck_issuer_token{lock="fencecheck/sigstop-past-lease",scenario="sigstop-past-lease",source="live"})");
+  auto issuer = exposed(body, R"(fencecheck_issuer_token{source="live",lock="fencecheck/sigstop-past-lease",scenario="sigstop-past-lease"})");
   ASSERT_TRUE(issuer);
   EXPECT_GE(*issuer, *hw);
-  auto writes = exposed(body, R"(fencecheck_token_staleness_count{scenario="sigstop-past-lease",source="live"})");
+  auto writes = exposed(body, R"(fencecheck_token_staleness_count{source="live",scenario="sigstop-past-lease"})");
   ASSERT_TRUE(writes);
   EXPECT_GE(*writes, 2);
 
   // 3. After the run the endpoint stays up (--metrics-linger, 30 s by default) until a scrape
   //    has read the final results; then the process ends, with the scenario's exit code.
-  const std::string passed = R"(fencecheck_scenario_passed{scenario="sigstop-past-lease",source="live"})";
+  const std::string passed = R"(fencecheck_scenario_passed{source="live",scenario="sigstop-past-lease"})";
   ASSERT_TRUE(poll_until(std::chrono::seconds(90), [&] {
     auto res = client.Get("/metrics");
     if (res && res->status == 200) body = res->body;
