@@ -214,8 +214,14 @@ int main(int argc, char** argv) {
   run->add_option("--lock-service", lock_service_kind, lock_service_help);
   std::string metrics_listen;
   std::string pushgateway;
-  run->add_option("--metrics-listen", metrics_listen,
-                  "Serve /metrics while the run goes, on a loopback HOST:PORT (127.0.0.1:9464; port 0: any)");
+  auto* listen_opt = run->add_option("--metrics-listen", metrics_listen,
+                                     "Serve /metrics while the run goes, on a loopback HOST:PORT (127.0.0.1:9464; port 0: any)");
+  std::string metrics_linger = "30s";  // kDefaultMetricsLinger
+  run->add_option("--metrics-linger", metrics_linger,
+                  "After the run, keep /metrics up until one scrape has read the final results, at most this long "
+                  "(e.g. 30s, 2m; 0s: exit at once)")
+      ->needs(listen_opt)
+      ->capture_default_str();
   run->add_option("--pushgateway", pushgateway,
                   "Push each scenario's metrics to this Pushgateway (http://HOST:PORT) when it ends");
   std::string junit_path;
@@ -346,6 +352,16 @@ int main(int argc, char** argv) {
   // Metrics: refuse a bad or non-loopback address before anything starts (docs/observability.md);
   // an address another process listens on is the environment's (exit 3), named with the cause.
   std::unique_ptr<MetricsObserver> metrics;
+  std::chrono::milliseconds linger{0};
+  if (!metrics_listen.empty()) {
+    std::string why;
+    const auto d = parse_duration(metrics_linger, &why);
+    if (!d) {
+      std::cerr << "fencecheck: --metrics-linger " << metrics_linger << ": " << why << " (expected e.g. 30s, 2m, 0s)\n";
+      return kExitBadInput;
+    }
+    linger = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+  }
   if (!metrics_listen.empty() || !pushgateway.empty()) {
     MetricsObserver::Options mo;
     try {
@@ -457,5 +473,8 @@ int main(int argc, char** argv) {
                 << std::count_if(metrics->pushes().begin(), metrics->pushes().end(), [](const auto& p) { return p.ok; })
                 << " of " << metrics->pushes().size() << " scenario(s)\n";
   }
+  if (g_interrupted) return night.exit_code;  // 130
+  // The final scrape (docs/observability.md): a Ctrl-C here only cuts the wait short.
+  if (metrics) (void)metrics->linger(linger, &g_interrupted);
   return night.exit_code;
 }

@@ -255,9 +255,14 @@ void LiveMetrics::start(const Scenario& sc) {
   run->lock = sc.lock_service().lock.empty() ? "fencecheck/" + sc.name() : sc.lock_service().lock;
   run->ttl_s = static_cast<double>(sc.lease_ttl().count()) / 1000.0;
   run->registry = std::make_shared<prometheus::Registry>();
-  run->m = std::make_unique<MetricFamilies>(*run->registry);
+  run->m = std::make_unique<MetricFamilies>(*run->registry, MetricsSource::kLive);
   run->m->lease_ttl(run->scenario).Set(run->ttl_s);
   run->m->token_staleness(run->scenario);
+  for (const auto& w : sc.workers()) {  // every worker from the start, as build_registry has them
+    run->m->worker_info(run->scenario, w.id).Set(1);
+    run->m->holder_pause(run->scenario, w.id);
+    run->m->holder_pause_max(run->scenario, w.id);
+  }
   {
     std::lock_guard lock(mu_);
     finished_.erase(run->scenario);  // never two sets of series for one scenario
@@ -298,8 +303,12 @@ void LiveMetrics::event(const Event& e) {
       if (!e.key.empty() && e.high_water) r.raise_high_water(e.key, *e.high_water);
       break;
     case EventKind::kPause:
-      if (from_worker && e.duration_ns)
-        m.holder_pause(r.scenario, e.source, r.ttl_s).Observe(static_cast<double>(*e.duration_ns) / 1e9);
+      if (from_worker && e.duration_ns) {
+        const double seconds = static_cast<double>(*e.duration_ns) / 1e9;
+        m.holder_pause(r.scenario, e.source).Observe(seconds);
+        auto& longest = m.holder_pause_max(r.scenario, e.source);
+        longest.Set(std::max(longest.Value(), seconds));
+      }
       break;
     case EventKind::kJobDone:
       if (e.token) {
@@ -348,16 +357,37 @@ void LiveMetrics::finish(const std::string& scenario, std::shared_ptr<prometheus
     std::lock_guard lock(mu_);
     if (run_ && run_->scenario == scenario) current_.reset();
     finished_[scenario] = std::move(final_registry);
+    ++generation_;
   }
   if (run_ && run_->scenario == scenario) run_.reset();
 }
 
+std::uint64_t LiveMetrics::generation() const {
+  std::lock_guard lock(mu_);
+  return generation_;
+}
+
+bool LiveMetrics::wait_for_collect(std::uint64_t generation, std::chrono::steady_clock::time_point deadline,
+                                   const std::atomic<bool>* stop) const {
+  std::unique_lock lock(mu_);
+  while (collected_ < generation) {
+    if (stop && stop->load()) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return false;
+    // In slices, so that `stop` (set by a signal handler, which cannot notify) is seen.
+    collected_cv_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(100)));
+  }
+  return true;
+}
+
 std::vector<prometheus::MetricFamily> LiveMetrics::Collect() const {
   std::vector<std::shared_ptr<prometheus::Registry>> registries;
+  std::uint64_t generation = 0;
   {
     std::lock_guard lock(mu_);
     for (const auto& [name, reg] : finished_) registries.push_back(reg);
     if (current_) registries.push_back(current_);
+    generation = generation_;
   }
   std::vector<prometheus::MetricFamily> out;
   std::map<std::string, std::size_t> index;
@@ -372,6 +402,11 @@ std::vector<prometheus::MetricFamily> LiveMetrics::Collect() const {
       }
     }
   }
+  {
+    std::lock_guard lock(mu_);
+    collected_ = std::max(collected_, generation);
+  }
+  collected_cv_.notify_all();
   return out;
 }
 
@@ -422,6 +457,25 @@ MetricsObserver::MetricsObserver(Options options) : options_(std::move(options))
 
 MetricsObserver::~MetricsObserver() = default;
 
+LingerOutcome MetricsObserver::linger(std::chrono::milliseconds bound, const std::atomic<bool>* stop) {
+  LingerOutcome out;
+  if (!live_ || bound <= std::chrono::milliseconds::zero()) return out;
+  const std::uint64_t generation = live_->generation();
+  if (generation == 0) return out;  // no scenario ended: nothing final to hand over
+  const auto start = std::chrono::steady_clock::now();
+  spdlog::info("live metrics: waiting up to {} ms for a scrape of the final results on http://{}:{}/metrics "
+               "(--metrics-linger)", bound.count(), options_.listen->host, port_.value_or(0));
+  out.scraped = live_->wait_for_collect(generation, start + bound, stop);
+  out.waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  if (out.scraped) {
+    spdlog::info("live metrics: final results scraped after {} ms", out.waited.count());
+  } else {
+    spdlog::warn("live metrics: no scrape of the final results within {} ms; they are in each run's metrics.prom",
+                 out.waited.count());
+  }
+  return out;
+}
+
 void MetricsObserver::on_start(const Scenario& scenario, const std::filesystem::path& /*run_dir*/) {
   if (live_) live_->start(scenario);
 }
@@ -432,10 +486,10 @@ void MetricsObserver::on_event(const Scenario& /*scenario*/, const Event& event)
 
 void MetricsObserver::on_finish(const Scenario& scenario, const ScenarioResult& /*result*/, const Analysis& /*analysis*/,
                                 const RunFigures& figures) {
-  auto registry = build_registry(figures);
-  if (live_) live_->finish(scenario.name(), registry);
+  if (live_) live_->finish(scenario.name(), build_registry(figures, MetricsSource::kLive));
   if (!options_.pushgateway) return;
-  PushOutcome outcome = push_metrics(*options_.pushgateway, registry, figures.scenario, options_.instance);
+  PushOutcome outcome =
+      push_metrics(*options_.pushgateway, build_registry(figures, MetricsSource::kPush), figures.scenario, options_.instance);
   if (outcome.ok) {
     spdlog::info("{}: metrics pushed to {}", scenario.name(), outcome.url);
   } else {

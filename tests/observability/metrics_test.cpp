@@ -7,7 +7,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -42,10 +45,18 @@ using ::testing::HasSubstr;
 
 using LabelMap = std::map<std::string, std::string>;
 
+/// A sample's labels, without `source` (the way out; checked on its own by SeriesCarryTheirSource).
 LabelMap labels_of(const prometheus::ClientMetric& m) {
   LabelMap out;
-  for (const auto& l : m.label) out[l.name] = l.value;
+  for (const auto& l : m.label)
+    if (l.name != "source") out[l.name] = l.value;
   return out;
+}
+
+std::string source_of(const prometheus::ClientMetric& m) {
+  for (const auto& l : m.label)
+    if (l.name == "source") return l.value;
+  return "";
 }
 
 const prometheus::MetricFamily* family(const std::vector<prometheus::MetricFamily>& all, const std::string& name) {
@@ -81,6 +92,28 @@ double gauge(const std::vector<prometheus::MetricFamily>& all, const std::string
   return m ? m->gauge.value : -1;
 }
 
+/// The cumulative count of the bucket whose upper bound is `le`; fails the test when there is none.
+std::uint64_t cumulative_at(const prometheus::ClientMetric& m, double le) {
+  for (const auto& b : m.histogram.bucket)
+    if (b.upper_bound == le) return b.cumulative_count;
+  ADD_FAILURE() << "no bucket le=" << le;
+  return 0;
+}
+
+/// Prometheus's histogram_quantile() (promql/quantile.go, bucketQuantile) over (upper bound,
+/// cumulative count) pairs with +Inf last: the rank's bucket, linear inside it, the first
+/// bucket's lower bound 0, the highest finite bound when the rank is in +Inf.
+double histogram_quantile(double q, const std::vector<std::pair<double, std::uint64_t>>& b) {
+  const double rank = q * static_cast<double>(b.back().second);
+  std::size_t i = 0;
+  while (static_cast<double>(b[i].second) < rank) ++i;
+  if (i == b.size() - 1) return b[b.size() - 2].first;
+  if (i == 0 && b[0].first <= 0) return b[0].first;
+  const double lower = i == 0 ? 0 : b[i - 1].first;
+  const double below = i == 0 ? 0 : static_cast<double>(b[i - 1].second);
+  return lower + (b[i].first - lower) * (rank - below) / (static_cast<double>(b[i].second) - below);
+}
+
 /// (upper bound, cumulative count) pairs, +Inf last.
 std::vector<std::pair<double, std::uint64_t>> buckets(const prometheus::ClientMetric& m) {
   std::vector<std::pair<double, std::uint64_t>> out;
@@ -97,6 +130,7 @@ RunFigures known_figures() {
   f.resource = "store";
   f.lock = "fencecheck/s";
   f.lease_ttl_s = 2;
+  f.workers = {"w1", "w2", "w3"};  // w3 never paused
   f.rejected_writes[{"ledger", "w1"}] = 3;
   f.rejected_writes[{"ledger", "w2"}] = 1;
   f.expiries_during_work[{"fencecheck/s", "w1"}] = 2;
@@ -186,10 +220,55 @@ Event ev(const std::string& source, EventKind kind, const Fields& f = {}) {
 // ---------------------------------------------------------------------------------------------
 // build_registry
 
-TEST(PauseBuckets, AreFractionsAndMultiplesOfTheTtl) {
-  EXPECT_THAT(pause_buckets(2), ElementsAre(0.2, 0.5, 1, 2, 3, 4, 6, 10, 20));
-  EXPECT_THAT(pause_buckets(0), ElementsAre(0.1, 0.25, 0.5, 1, 1.5, 2, 3, 5, 10));  // TTL unknown: 1 s
-  EXPECT_THAT(staleness_buckets(), ElementsAre(0, 1, 2, 5, 10, 100, 1000));
+TEST(PauseBuckets, AreOneFineSetFrom50MsTo130Seconds) {
+  const auto& b = pause_buckets();
+  ASSERT_EQ(b.size(), 90u);
+  EXPECT_EQ(b.front(), 0.0492);
+  EXPECT_EQ(b.back(), 130);
+  for (double exact : {0.0643, 0.1, 1.0, 5.88, 6.42, 8.4, 10.0, 18.6, 20.3, 100.0}) EXPECT_THAT(b, ::testing::Contains(exact));
+  // Each bound prints (prometheus-cpp: 16 significant digits) as its three digits.
+  const std::string text = render_metrics(known_figures());
+  for (double bound : b) {
+    std::array<char, 32> three{};
+    std::snprintf(three.data(), three.size(), "%.3g", bound);
+    EXPECT_THAT(text, HasSubstr("worker=\"w3\",le=\"" + std::string(three.data()) + "\"} 0\n")) << bound;
+  }
+  for (std::size_t i = 1; i < b.size(); ++i) {
+    EXPECT_GE(b[i] / b[i - 1], 1.089) << b[i];
+    EXPECT_LE(b[i] / b[i - 1], 1.1 + 1e-12) << b[i];
+  }
+  EXPECT_THAT(staleness_buckets(), ElementsAre(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20, 50, 100, 1000));
+}
+
+// A lone pause of any length from 55 ms to 119 s reads within 10 % of itself at p50 and p99, the
+// quantiles the dashboard draws (a 6 s pause read 8 s / 9.96 s with the first, TTL-based buckets).
+TEST(PauseBuckets, ALonePauseReadsWithinTenPercent) {
+  for (double pause = 0.055; pause < 119; pause *= 1.013) {
+    RunFigures f;
+    f.scenario = "s";
+    f.pauses_s = {{"w1", pause}};
+    const auto all = build_registry(f)->Collect();
+    auto h = sample(all, "fencecheck_holder_pause_seconds", {{"scenario", "s"}, {"worker", "w1"}});
+    ASSERT_TRUE(h);
+    for (double q : {0.5, 0.99}) {
+      const double read = histogram_quantile(q, buckets(*h));
+      EXPECT_LE(std::abs(read - pause) / pause, 0.10) << "a " << pause << " s pause reads " << read << " at " << q;
+    }
+  }
+  const std::vector<std::pair<double, std::uint64_t>> six{{5.88, 0}, {6.42, 1}, {kInf, 1}};
+  EXPECT_NEAR(histogram_quantile(0.5, six), 6.15, 1e-9);
+  EXPECT_NEAR(histogram_quantile(0.99, six), 6.4146, 1e-9);
+}
+
+TEST(BuildRegistry, SeriesCarryTheirSource) {
+  for (auto [source, name] : {std::pair{MetricsSource::kFile, "file"}, std::pair{MetricsSource::kPush, "push"},
+                              std::pair{MetricsSource::kLive, "live"}}) {
+    EXPECT_EQ(to_string(source), name);
+    for (const auto& f : build_registry(known_figures(), source)->Collect())
+      for (const auto& m : f.metric) EXPECT_EQ(source_of(m), name) << f.name;
+  }
+  EXPECT_THAT(render_metrics(known_figures(), MetricsSource::kPush),
+              HasSubstr("fencecheck_faults_injected_total{source=\"push\",kind=\"sigstop\",scenario=\"s\"} 1\n"));
 }
 
 TEST(BuildRegistry, ExportsEveryFigureWithItsExactValue) {
@@ -214,25 +293,42 @@ TEST(BuildRegistry, ExportsEveryFigureWithItsExactValue) {
   EXPECT_EQ(gauge(all, "fencecheck_scenario_duration_seconds", s), 9.5);
   EXPECT_EQ(gauge(all, "fencecheck_last_run_timestamp_seconds", s), 1700000000);
 
-  // Pauses: buckets at 0.1..10 x TTL (2 s); a pause equal to a bound counts in that bucket (le).
+  // Pauses: fixed buckets; a pause equal to a bound counts in that bucket (le).
   auto w1 = sample(all, "fencecheck_holder_pause_seconds", with({{"worker", "w1"}}));
   ASSERT_TRUE(w1);
-  EXPECT_THAT(buckets(*w1), ElementsAre(std::pair{0.2, 0u}, std::pair{0.5, 1u}, std::pair{1.0, 1u}, std::pair{2.0, 1u},
-                                        std::pair{3.0, 1u}, std::pair{4.0, 1u}, std::pair{6.0, 2u}, std::pair{10.0, 2u},
-                                        std::pair{20.0, 2u}, std::pair{kInf, 2u}));
+  EXPECT_EQ(w1->histogram.bucket.size(), pause_buckets().size() + 1);
+  EXPECT_EQ(cumulative_at(*w1, 0.289), 0u);
+  EXPECT_EQ(cumulative_at(*w1, 0.316), 1u);  // 0.3 s
+  EXPECT_EQ(cumulative_at(*w1, 5.88), 1u);
+  EXPECT_EQ(cumulative_at(*w1, 6.42), 2u);   // 6.0 s
+  EXPECT_EQ(cumulative_at(*w1, kInf), 2u);
   EXPECT_EQ(w1->histogram.sample_count, 2u);
   EXPECT_DOUBLE_EQ(w1->histogram.sample_sum, 6.3);
   auto w2 = sample(all, "fencecheck_holder_pause_seconds", with({{"worker", "w2"}}));
   ASSERT_TRUE(w2);
-  EXPECT_EQ(w2->histogram.bucket.at(8).cumulative_count, 0u);  // le=20: 25 s is past 10 x TTL
-  EXPECT_EQ(w2->histogram.bucket.at(9).cumulative_count, 1u);  // +Inf
+  EXPECT_EQ(cumulative_at(*w2, 24.2), 0u);
+  EXPECT_EQ(cumulative_at(*w2, 26.5), 1u);  // 25 s
   EXPECT_EQ(w2->histogram.sample_sum, 25.0);
+  // The exact longest pause, and every worker of the scenario, paused or not.
+  EXPECT_EQ(gauge(all, "fencecheck_holder_pause_max_seconds", with({{"worker", "w1"}})), 6.0);
+  EXPECT_EQ(gauge(all, "fencecheck_holder_pause_max_seconds", with({{"worker", "w2"}})), 25.0);
+  EXPECT_EQ(gauge(all, "fencecheck_holder_pause_max_seconds", with({{"worker", "w3"}})), 0);
+  auto w3 = sample(all, "fencecheck_holder_pause_seconds", with({{"worker", "w3"}}));
+  ASSERT_TRUE(w3);
+  EXPECT_EQ(w3->histogram.sample_count, 0u);
+  for (const char* w : {"w1", "w2", "w3"}) EXPECT_EQ(gauge(all, "fencecheck_worker_info", with({{"worker", w}})), 1) << w;
+  EXPECT_EQ(family(all, "fencecheck_worker_info")->metric.size(), 3u);
 
   auto stale = sample(all, "fencecheck_token_staleness", s);
   ASSERT_TRUE(stale);
-  EXPECT_THAT(buckets(*stale), ElementsAre(std::pair{0.0, 2u}, std::pair{1.0, 3u}, std::pair{2.0, 3u}, std::pair{5.0, 4u},
-                                           std::pair{10.0, 4u}, std::pair{100.0, 4u}, std::pair{1000.0, 5u},
-                                           std::pair{kInf, 5u}));
+  // 0, 0, 1, 3, 150 tokens behind.
+  EXPECT_THAT(buckets(*stale), ElementsAre(std::pair{0.0, 2u}, std::pair{1.0, 3u}, std::pair{2.0, 3u}, std::pair{3.0, 4u},
+                                           std::pair{4.0, 4u}, std::pair{5.0, 4u}, std::pair{6.0, 4u}, std::pair{7.0, 4u},
+                                           std::pair{8.0, 4u}, std::pair{9.0, 4u}, std::pair{10.0, 4u},
+                                           std::pair{20.0, 4u}, std::pair{50.0, 4u}, std::pair{100.0, 4u},
+                                           std::pair{1000.0, 5u}, std::pair{kInf, 5u}));
+  // ceil(histogram_quantile()) is the whole number of tokens: the 4th of 5 writes was 3 behind.
+  EXPECT_EQ(std::ceil(histogram_quantile(0.7, buckets(*stale))), 3);
   EXPECT_EQ(stale->histogram.sample_sum, 154.0);
 }
 
@@ -249,7 +345,8 @@ TEST(BuildRegistry, NamesFollowPrometheusConventions) {
   }
   EXPECT_THAT(names, ::testing::UnorderedElementsAre(
                          "fencecheck_rejected_writes_total", "fencecheck_lease_expiries_during_work_total",
-                         "fencecheck_holder_pause_seconds", "fencecheck_lease_ttl_seconds", "fencecheck_faults_injected_total",
+                         "fencecheck_holder_pause_seconds", "fencecheck_holder_pause_max_seconds", "fencecheck_worker_info",
+                         "fencecheck_lease_ttl_seconds", "fencecheck_faults_injected_total",
                          "fencecheck_high_water_token", "fencecheck_issuer_token", "fencecheck_token_staleness",
                          "fencecheck_duplicate_effects_total", "fencecheck_anomalies_total", "fencecheck_scenario_passed",
                          "fencecheck_scenario_duration_seconds", "fencecheck_last_run_timestamp_seconds"));
@@ -332,12 +429,14 @@ TEST(RenderMetrics, IsTheTextFormatOfBuildRegistry) {
   const auto text = render_metrics(known_figures());
   EXPECT_EQ(text, serialize(build_registry(known_figures())->Collect()));
   EXPECT_THAT(text, HasSubstr("# TYPE fencecheck_rejected_writes_total counter\n"));
-  EXPECT_THAT(text, HasSubstr("fencecheck_rejected_writes_total{client=\"w1\",key=\"ledger\",resource=\"store\",scenario=\"s\"} 3\n"));
-  EXPECT_THAT(text, HasSubstr("fencecheck_holder_pause_seconds_bucket{scenario=\"s\",worker=\"w1\",le=\"2\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("fencecheck_holder_pause_seconds_bucket{scenario=\"s\",worker=\"w1\",le=\"0.2\"} 0\n"));
-  EXPECT_THAT(text, HasSubstr("fencecheck_holder_pause_seconds_bucket{scenario=\"s\",worker=\"w1\",le=\"+Inf\"} 2\n"));
-  EXPECT_THAT(text, HasSubstr("fencecheck_token_staleness_bucket{scenario=\"s\",le=\"0\"} 2\n"));  // the dashboard's le="0"
-  EXPECT_THAT(text, HasSubstr("fencecheck_last_run_timestamp_seconds{scenario=\"s\"} 1700000000\n"));
+  EXPECT_THAT(text, HasSubstr("fencecheck_rejected_writes_total{source=\"file\",client=\"w1\",key=\"ledger\",resource=\"store\",scenario=\"s\"} 3\n"));
+  // The bounds print as their three digits (le="5.88", never 5.8799999999999999).
+  EXPECT_THAT(text, HasSubstr("fencecheck_holder_pause_seconds_bucket{source=\"file\",scenario=\"s\",worker=\"w1\",le=\"5.88\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("fencecheck_holder_pause_seconds_bucket{source=\"file\",scenario=\"s\",worker=\"w1\",le=\"0.0492\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("fencecheck_holder_pause_seconds_bucket{source=\"file\",scenario=\"s\",worker=\"w1\",le=\"+Inf\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("fencecheck_token_staleness_bucket{source=\"file\",scenario=\"s\",le=\"0\"} 2\n"));  // the dashboard's le="0"
+  EXPECT_THAT(text, HasSubstr("fencecheck_last_run_timestamp_seconds{source=\"file\",scenario=\"s\"} 1700000000\n"));
+  EXPECT_THAT(text, HasSubstr("fencecheck_worker_info{source=\"file\",scenario=\"s\",worker=\"w3\"} 1\n"));
 }
 
 TEST(WriteMetricsFile, WritesAtomicallyAndNamesTheFailingPath) {
@@ -562,8 +661,12 @@ TEST(LiveMetrics, FollowsTheEventsOfTheRunningScenario) {
   auto w1 = sample(now, "fencecheck_holder_pause_seconds", with({{"worker", "w1"}}));
   ASSERT_TRUE(w1);
   EXPECT_EQ(w1->histogram.sample_sum, 6.0);
-  EXPECT_EQ(w1->histogram.bucket.at(5).cumulative_count, 0u);  // le=4 (2 x TTL)
-  EXPECT_EQ(w1->histogram.bucket.at(6).cumulative_count, 1u);  // le=6 (3 x TTL)
+  EXPECT_EQ(cumulative_at(*w1, 5.88), 0u);
+  EXPECT_EQ(cumulative_at(*w1, 6.42), 1u);
+  EXPECT_EQ(gauge(now, "fencecheck_holder_pause_max_seconds", with({{"worker", "w1"}})), 6.0);
+  EXPECT_EQ(gauge(now, "fencecheck_holder_pause_max_seconds", with({{"worker", "w2"}})), 0);
+  for (const auto& f : now)
+    for (const auto& m : f.metric) EXPECT_EQ(source_of(m), "live") << f.name;
 
   // w2 finishes and releases: a delete explained by a release is not an expiry, whichever of
   // the two the harness receives first.
@@ -659,8 +762,11 @@ TEST(MetricsObserver, ServesLiveThenFinalMetricsOnLoopback) {
   auto res = client.Get("/metrics");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
-  EXPECT_THAT(res->body, HasSubstr("fencecheck_faults_injected_total{kind=\"sigstop\",scenario=\"s\"} 1\n"));
-  EXPECT_THAT(res->body, HasSubstr("fencecheck_lease_ttl_seconds{scenario=\"s\"} 2\n"));
+  EXPECT_THAT(res->body, HasSubstr("fencecheck_faults_injected_total{source=\"live\",kind=\"sigstop\",scenario=\"s\"} 1\n"));
+  EXPECT_THAT(res->body, HasSubstr("fencecheck_lease_ttl_seconds{source=\"live\",scenario=\"s\"} 2\n"));
+  // Every worker of the scenario from the start (the dashboard's worker list), none paused yet.
+  EXPECT_THAT(res->body, HasSubstr("fencecheck_worker_info{source=\"live\",scenario=\"s\",worker=\"w2\"} 1\n"));
+  EXPECT_THAT(res->body, HasSubstr("fencecheck_holder_pause_seconds_count{source=\"live\",scenario=\"s\",worker=\"w2\"} 0\n"));
   EXPECT_THAT(res->body, ::testing::Not(HasSubstr("fencecheck_scenario_passed")));
 
   ScenarioResult result;
@@ -668,8 +774,48 @@ TEST(MetricsObserver, ServesLiveThenFinalMetricsOnLoopback) {
   obs.on_finish(sc, result, analysis, known_figures());
   res = client.Get("/metrics");
   ASSERT_TRUE(res);
-  for (const auto& line : sample_lines(render_metrics(known_figures()))) EXPECT_THAT(res->body, HasSubstr(line + "\n"));
+  for (const auto& line : sample_lines(render_metrics(known_figures(), MetricsSource::kLive)))
+    EXPECT_THAT(res->body, HasSubstr(line + "\n"));
   EXPECT_TRUE(obs.pushes().empty());
+}
+
+// --metrics-linger: the wait ends with the first scrape that returned the final results; a scrape
+// from before the last scenario ended does not count; without a scrape it ends at the bound.
+TEST(MetricsObserver, LingersUntilTheFinalResultsAreScraped) {
+  MetricsObserver::Options o;
+  o.listen = parse_listen_address("127.0.0.1:0");
+  MetricsObserver obs(o);
+  ASSERT_TRUE(obs.listening_port());
+  httplib::Client client("127.0.0.1", *obs.listening_port());
+  const Scenario sc = test_scenario("s");
+  ScenarioResult result;
+  Analysis analysis;
+
+  EXPECT_FALSE(obs.linger(std::chrono::seconds(60), nullptr).scraped);  // nothing finished: at once
+  obs.on_start(sc, "/nonexistent");
+  ASSERT_TRUE(client.Get("/metrics"));  // during the run
+  obs.on_finish(sc, result, analysis, known_figures());
+  const auto unscraped = obs.linger(std::chrono::milliseconds(300), nullptr);
+  EXPECT_FALSE(unscraped.scraped);
+  EXPECT_GE(unscraped.waited, std::chrono::milliseconds(300));
+  EXPECT_FALSE(obs.linger(std::chrono::milliseconds(0), nullptr).scraped);  // 0: disabled
+
+  std::atomic<bool> stop{true};
+  EXPECT_FALSE(obs.linger(std::chrono::seconds(60), &stop).scraped);  // Ctrl-C: returns at once
+
+  std::string body;
+  std::thread scraper([&] {
+    // Scrape until the observer is waiting (one scrape after finish would do; repeat so the
+    // test does not depend on which of the two threads runs first).
+    for (int i = 0; i < 600 && body.find("fencecheck_scenario_passed") == std::string::npos; ++i) {
+      if (auto res = client.Get("/metrics")) body = res->body;
+    }
+  });
+  const auto scraped = obs.linger(std::chrono::seconds(60), nullptr);
+  scraper.join();
+  EXPECT_TRUE(scraped.scraped);
+  EXPECT_LT(scraped.waited, std::chrono::seconds(60));
+  EXPECT_THAT(body, HasSubstr("fencecheck_scenario_passed{source=\"live\",scenario=\"s\"} 1\n"));
 }
 
 TEST(MetricsObserver, RecordsAFailedPushAndCarriesOn) {

@@ -4,16 +4,23 @@
 //   --metrics-listen 127.0.0.1:PORT   LiveMetrics behind a prometheus-cpp Exposer (pull). During
 //                                     a scenario its series move with the history's events as
 //                                     they are recorded; when the scenario ends they are replaced
-//                                     by build_registry(figures) — the same registry as
-//                                     metrics.prom — and stay until the process exits.
+//                                     by build_registry(figures, kLive) — metrics.prom's series,
+//                                     labelled source="live" — and stay until the process exits.
+//   --metrics-linger DURATION         after the last scenario, the process waits (at most that
+//                                     long) until /metrics has been served once with every
+//                                     scenario's final results (MetricsObserver::linger).
 //   --pushgateway URL                 at the end of each scenario, build_registry(figures) is
 //                                     PUT to URL/metrics/job/fencecheck/instance/<i>/scenario/<s>
+//                                     (source="push" on every series)
 //                                     (prometheus-cpp Gateway). A failed push is logged and
 //                                     reported; it never changes a verdict or the exit code.
 //
 // Units and names: metrics.h. Every address the harness *serves* on is loopback only.
 #pragma once
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -86,7 +93,7 @@ struct PushOutcome {
 /// (`<name>@base64/<value>`). Pure.
 [[nodiscard]] std::string grouping_path(const std::string& scenario, const std::string& instance);
 
-/// PUTs the registry (build_registry(figures); the PUT replaces the group's previous metrics) to
+/// PUTs the registry (build_registry(figures, kPush); the PUT replaces the group's previous metrics) to
 /// the Pushgateway under job=fencecheck, scenario, instance. Blocks until the Pushgateway answers or
 /// libcurl gives up (libcurl's own connect timeout; prometheus-cpp sets none). Never throws.
 [[nodiscard]] PushOutcome push_metrics(const PushgatewayUrl& url, const std::shared_ptr<prometheus::Registry>& registry,
@@ -121,14 +128,27 @@ class LiveMetrics : public prometheus::Collectable {
   void start(const Scenario& scenario);
   /// One history event of the running scenario (ignored when none is running).
   void event(const Event& event);
-  /// The scenario ended: its series become exactly `final_registry` (build_registry(figures)).
+  /// The scenario ended: its series become exactly `final_registry` (build_registry(figures,
+  /// kLive)). Each call is a new generation (generation() + 1).
   void finish(const std::string& scenario, std::shared_ptr<prometheus::Registry> final_registry);
+
+  /// How many scenarios have finished (the generation of the final results). Any thread.
+  [[nodiscard]] std::uint64_t generation() const;
+  /// Blocks until a Collect() (a scrape) has returned every series of `generation` (it started
+  /// after that many finish() calls), `deadline` passes or *stop becomes true (checked every
+  /// 100 ms; stop may be null). True when such a Collect happened. Any thread.
+  [[nodiscard]] bool wait_for_collect(std::uint64_t generation, std::chrono::steady_clock::time_point deadline,
+                                      const std::atomic<bool>* stop) const;
 
   [[nodiscard]] std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
   struct Run;
-  mutable std::mutex mu_;  // guards finished_ and current_ (the pointers; registries lock themselves)
+  // Guards finished_, current_ (the pointers; registries lock themselves), generation_ and collected_.
+  mutable std::mutex mu_;
+  mutable std::condition_variable collected_cv_;  // notified after each Collect
+  std::uint64_t generation_ = 0;                   // finish() calls so far
+  mutable std::uint64_t collected_ = 0;            // the newest generation a Collect has returned
   std::map<std::string, std::shared_ptr<prometheus::Registry>> finished_;
   std::shared_ptr<prometheus::Registry> current_;
   std::unique_ptr<Run> run_;  // the running scenario's state; orchestrator thread only
@@ -142,6 +162,16 @@ class LiveMetrics : public prometheus::Collectable {
 /// the cause. Another process may still take the port between this probe and the Exposer's bind.
 /// Thread-safe; never throws.
 [[nodiscard]] std::optional<std::string> listen_address_problem(const ListenAddress& address);
+
+/// What MetricsObserver::linger did. Value type.
+struct LingerOutcome {
+  bool scraped = false;                      ///< /metrics was served with the final results
+  std::chrono::milliseconds waited{0};       ///< how long it waited
+};
+
+/// The default of --metrics-linger: twice Prometheus's default scrape interval (15 s), so a
+/// Prometheus scraping every 15 s gets one scrape of the final results.
+inline constexpr std::chrono::seconds kDefaultMetricsLinger{30};
 
 /// The RunObserver behind --metrics-listen and --pushgateway.
 class MetricsObserver : public RunObserver {
@@ -164,6 +194,12 @@ class MetricsObserver : public RunObserver {
   /// Every push so far, in order. Call from the orchestrator's thread.
   [[nodiscard]] const std::vector<PushOutcome>& pushes() const { return pushes_; }
   [[nodiscard]] const std::shared_ptr<LiveMetrics>& live() const { return live_; }
+
+  /// After the run (--metrics-linger): keeps /metrics up until it has been scraped once with
+  /// every finished scenario's final results, at most `bound`, or until *stop (may be null)
+  /// becomes true. Returns at once without a live endpoint, with bound <= 0, or when no scenario
+  /// finished. Logs what happened. Call from the orchestrator's thread, after the last on_finish.
+  LingerOutcome linger(std::chrono::milliseconds bound, const std::atomic<bool>* stop);
 
   void on_start(const Scenario& scenario, const std::filesystem::path& run_dir) override;
   void on_event(const Scenario& scenario, const Event& event) override;
