@@ -40,7 +40,7 @@ std::string scenario(const std::string& name, const std::string& fencing, const 
          expect + "\n";
 }
 
-struct Run {
+struct ScheduledRun {
   fctest::Result result;
   json summary;
   path dir;
@@ -48,8 +48,8 @@ struct Run {
   std::vector<json> schedule;
 };
 
-Run run(const std::string& name, const std::string& yaml) {
-  Run r;
+ScheduledRun run(const std::string& name, const std::string& yaml) {
+  ScheduledRun r;
   const path work = fctest::fresh_dir(name);
   const path file = work / (name + ".yaml");
   std::ofstream(file) << yaml;
@@ -65,7 +65,7 @@ Run run(const std::string& name, const std::string& yaml) {
 
 /// The checks every scheduled run must pass: schedule.jsonl is the plan from the seed, every fault
 /// in it fired on a worker that held the lock, and was healed; the workers were stopped at the end.
-void expect_schedule_applied(const Run& r, const std::string& yaml) {
+void expect_schedule_applied(const ScheduledRun& r, const std::string& yaml) {
   using namespace fencecheck::harness;
   const Scenario sc = parse_scenario(yaml, "s.yaml");
   const auto plan = plan_schedule(*sc.schedule(), sc.schedule_seed());
@@ -140,7 +140,7 @@ void expect_schedule_applied(const Run& r, const std::string& yaml) {
 
 TEST(ScheduleRun, FencedStoreStaysSafeUnderScheduledPausesOfHolders) {
   const std::string yaml = scenario("schedule-sigstop-holders", "per-key", "{outcome: safe, min_rejected_writes: 1}");
-  const Run r = run("schedule-fenced", yaml);
+  const ScheduledRun r = run("schedule-fenced", yaml);
   ASSERT_EQ(r.result.code, 0) << r.result.out << r.result.err;
   ASSERT_TRUE(r.summary.is_array()) << r.result.out;
   EXPECT_TRUE(r.summary[0]["met"].get<bool>()) << r.summary.dump(2);
@@ -152,7 +152,7 @@ TEST(ScheduleRun, FencedStoreStaysSafeUnderScheduledPausesOfHolders) {
 TEST(ScheduleRun, UnfencedStoreShowsTheStaleWrite) {
   const std::string yaml = scenario("schedule-sigstop-holders-unfenced", "none",
                                     "{outcome: anomaly, anomalies: [stale-write-accepted]}");
-  const Run r = run("schedule-unfenced", yaml);
+  const ScheduledRun r = run("schedule-unfenced", yaml);
   ASSERT_EQ(r.result.code, 0) << r.result.out << r.result.err;
   ASSERT_TRUE(r.summary.is_array()) << r.result.out;
   EXPECT_TRUE(r.summary[0]["met"].get<bool>()) << r.summary.dump(2);
