@@ -62,7 +62,7 @@ const std::string kWorkerEvents =
 
 const std::string kTopKeys =
     "allowed keys: name, description, seed, lease_ttl, timeout, lock_service, resource, network, job, workers, "
-    "faults, expect";
+    "faults, schedule, expect";
 
 /// The registered lock-service kinds, as the loader lists them ("etcd, zookeeper, redis").
 std::string lock_kind_names() {
@@ -442,7 +442,7 @@ const BadFile kBadFiles[] = {
      "job: {key: k, chunk: 3}\n",
      4, 15,
      "job: unknown key \"chunk\" (did you mean \"chunks\"?); allowed keys: kind, key, segments, chunks, "
-     "chunk_bytes, chunk_interval, increments, effect"},
+     "chunk_bytes, chunk_interval, increments, effect, repeat"},
     {"DuplicateKey",
      "name: t\n"
      "lease_ttl: 2s\n"
