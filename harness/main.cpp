@@ -242,6 +242,10 @@ int main(int argc, char** argv) {
                        ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
   keep_opt->excludes(nights_opt)->excludes(days_opt);
   nights_opt->excludes(days_opt);
+  std::string duration_text;
+  run->add_option("--duration", duration_text,
+                  "How long each scenario's fault schedule runs (90s, 30m, 1h), instead of its schedule.duration; the "
+                  "timeout moves with it. Scenarios without a schedule are left alone");
   int repeat = 1;
   run->add_option("--repeat", repeat,
                   "Run each scenario N times in a row, each run its own run directory (is its verdict repeatable?)")
@@ -321,6 +325,17 @@ int main(int argc, char** argv) {
     scenarios = load_all(*run ? run_paths : validate_paths);
     if (!lock_service_kind.empty())
       for (auto& s : scenarios) s = with_lock_service_kind(s, lock_service_kind);
+    if (!duration_text.empty()) {
+      std::string why;
+      const auto d = parse_duration(duration_text, &why);
+      if (!d || d->count() == 0)
+        throw std::invalid_argument("--duration \"" + duration_text + "\": expected a duration like 90s, 30m or 1h" +
+                                    (why.empty() ? "" : " (" + why + ")"));
+      bool any = false;
+      for (auto& s : scenarios)
+        if (s.schedule()) s = with_schedule_duration(s, *d), any = true;
+      if (!any) throw std::invalid_argument("--duration sets how long a fault schedule runs, and no scenario given has a schedule");
+    }
   } catch (const ScenarioError& err) {
     std::cerr << err.what() << "\n";
     return kExitBadInput;

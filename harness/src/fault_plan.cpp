@@ -64,7 +64,14 @@ std::vector<std::string> missing_prerequisites(const Scenario& sc) {
     if (!find_on_path("tc")) missing.push_back("network: namespaces needs iproute2's `tc` (apt-get install iproute2)");
   }
   const auto cg = faults::detect_cgroups();
-  for (const auto& f : sc.faults()) {
+  // The fixed faults, and every kind the schedule may draw (its targets are chosen when it fires).
+  std::vector<FaultSpec> planned = sc.faults();
+  if (sc.schedule())
+    for (const auto& k : sc.schedule()->faults) {
+      planned.push_back(k.fault);
+      if (targets_worker(k.fault.kind)) planned.back().target = "the schedule's " + std::string(to_string(k.target));
+    }
+  for (const auto& f : planned) {
     const std::string what = std::string(to_string(f.kind)) + " on " + f.target;
     if (f.kind == FaultKind::kCpuThrottle) {
       if (!root) missing.push_back(what + " needs root (it writes to /sys/fs/cgroup)");

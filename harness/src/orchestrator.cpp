@@ -28,6 +28,7 @@
 #include "fencecheck/harness/night.h"
 #include "fencecheck/harness/metrics.h"
 #include "fencecheck/harness/run_dir.h"
+#include "fencecheck/harness/schedule.h"
 #include "fencecheck/harness/services.h"
 #include "fencecheck/harness/history.h"
 #include "fencecheck/harness/analysis.h"
@@ -147,6 +148,17 @@ class Run {
   void name_unhealed(ScenarioResult& r, bool add_reasons = false) const;
   bool finished();
   void loop();
+  /// The schedule's faults still in effect (not counting one whose heal failed).
+  [[nodiscard]] std::int64_t scheduled_active() const;
+  /// Fires planned fault `p`: chooses its target by its rule among the workers running now (holders_
+  /// or any; never one another fault is already on), appends it to schedule.jsonl, then injects it
+  /// like any fault (ledger, history, heal); true. No candidate: false (the loop tries again: the
+  /// holders change hands between rounds), or with `last_chance` a harness log event saying the
+  /// fault was skipped, and true.
+  bool fire_scheduled(const PlannedFault& p, bool last_chance);
+  /// The schedule's duration is over: heal what is in effect, tell every worker to stop (SIGTERM:
+  /// a repeating worker releases and exits 0); the loop then waits for them to exit.
+  void end_schedule();
 
   const Scenario& sc_;
   const RunOptions& opt_;
@@ -171,6 +183,23 @@ class Run {
   bool interrupted_ = false;
   /// "<kind> on <target>: <why>" for each fault still in effect after the run's last heal_all().
   std::vector<std::string> unhealed_;
+  // The fault schedule (Scenario::schedule): its plan, the next planned fault, the specs of the
+  // faults it fired (a deque: ActiveFault::spec points into it), and schedule.jsonl.
+  std::vector<PlannedFault> plan_;
+  std::size_t next_planned_ = 0;
+  std::deque<FaultSpec> scheduled_;
+  std::set<const FaultSpec*> scheduled_specs_;
+  std::ofstream schedule_out_;
+  /// Workers holding the lock as their own events say: acquire.ok, until release.invoke or exit
+  /// (a holder whose lease expired still believes it holds: it stays one).
+  std::set<std::string> holders_;
+  bool stopping_ = false;  ///< the schedule's duration ended: the workers were told to stop
+  // A long run's progress, logged once a minute (log_progress): what the history holds so far.
+  std::int64_t events_ = 0;
+  std::int64_t rejected_ = 0;
+  Clock::time_point next_progress_log_ = Clock::time_point::max();
+  /// One log line: elapsed of the schedule, faults fired and in effect, events, rejected writes.
+  void log_progress();
 };
 
 template <typename F>
@@ -189,6 +218,8 @@ void Run::record(Event e) {
   if (e.src_ns == 0) e.src_ns = e.t_ns;
   history_out_ << to_json_line(e) << '\n';
   history_out_.flush();  // a killed harness still leaves the history up to here
+  ++events_;
+  if (e.kind == EventKind::kWriteFail) ++rejected_;
   notify(opt_, [&](RunObserver& o) { o.on_event(sc_, e); });
   history_.push_back(std::move(e));
 }
@@ -217,6 +248,7 @@ std::vector<std::pair<std::string, std::string>> Run::protocol_env(const WorkerS
       {"FENCECHECK_CHUNK_BYTES", std::to_string(job.chunk_bytes)},
       {"FENCECHECK_CHUNK_INTERVAL_MS",
        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(job.chunk_interval).count())},
+      {"FENCECHECK_JOB_REPEAT", job.repeat ? "1" : "0"},
       {"FENCECHECK_EVENTS_FD", std::to_string(kWorkerEventsFd)},
       {"FENCECHECK_BIN_DIR", (opt_.bin_dir.empty() ? self_bin_dir() : opt_.bin_dir).string()},
   };
@@ -277,6 +309,7 @@ void Run::launch_worker(WorkerState& w) {
       spec.args.insert(spec.args.end(), {"--job", std::string(to_string(job.kind))});
       if (job.kind == JobKind::kCounter) spec.args.insert(spec.args.end(), {"--increments", std::to_string(job.increments)});
     }
+    if (job.repeat) spec.args.emplace_back("--repeat");  // until the schedule ends (end_schedule's SIGTERM)
     const auto& d = w.spec->design;
     if (d.retry_same_token) spec.args.emplace_back("--retry-same-token");
     if (d.release_by_name) spec.args.emplace_back("--release-by-name");
@@ -389,6 +422,7 @@ std::string stderr_tail(const fs::path& log) {
 
 void Run::record_exit(WorkerState& w, const std::string& id, const std::string& how) {
   w.exited = true;
+  holders_.erase(id);
   if (w.group) (void)ledger_->heal(*w.group, w.group_ledger_id);  // nothing the worker forked outlives it
   Event e;
   e.source = "harness";
@@ -502,6 +536,8 @@ void Run::name_unhealed(ScenarioResult& r, bool add_reasons) const {
 
 void Run::on_event(const Event& e) {
   if (e.source == "lock" || e.source == "harness") return;
+  if (e.kind == EventKind::kAcquireOk) holders_.insert(e.source);
+  if (e.kind == EventKind::kReleaseInvoke) holders_.erase(e.source);
   const std::int64_t n = ++counts_[{e.source, e.kind}];
   for (auto& [id, w] : workers_) {
     const auto& after = w.spec->start_after;
@@ -548,10 +584,103 @@ bool Run::finished() {
   return true;
 }
 
+std::int64_t Run::scheduled_active() const {
+  return std::count_if(active_.begin(), active_.end(), [&](const ActiveFault& f) {
+    return scheduled_specs_.count(f.spec) && f.fault && f.fault->active() && !f.heal_failed;
+  });
+}
+
+bool Run::fire_scheduled(const PlannedFault& p, bool last_chance) {
+  FaultSpec spec = p.fault;
+  const std::uint64_t seed = sc_.schedule_seed();
+  const std::string kind(to_string(spec.kind));
+  const std::string rule = targets_worker(spec.kind) ? std::string(to_string(p.rule)) : std::string(kLockServiceTarget);
+  if (targets_worker(spec.kind)) {
+    std::set<std::string> busy;  // a worker another fault is on: a second one would heal with the first
+    for (const auto& f : active_)
+      if (f.fault && f.fault->active()) busy.insert(f.spec->target);
+    std::vector<std::string> candidates;  // workers_ is ordered by id: a stable order for pick_target
+    for (const auto& [id, w] : workers_)
+      if (w.proc && !w.exited && !w.eof && !busy.count(id) && (p.rule == ScheduleTarget::kWorkers || holders_.count(id)))
+        candidates.push_back(id);
+    if (candidates.empty()) {
+      if (!last_chance) return false;
+      Event e;
+      e.source = "harness";
+      e.kind = EventKind::kLog;
+      e.detail = "scheduled fault #" + std::to_string(p.index) + " (" + kind + " on " + rule + ") skipped: " +
+                 (p.rule == ScheduleTarget::kHolders ? "no worker held the lock" : "no worker was running") +
+                 (busy.empty() ? "" : " without a fault already on it");
+      record(std::move(e));
+      return true;
+    }
+    spec.target = candidates[pick_target(seed, p.index, candidates.size())];
+  }
+  const auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+  // Written (and flushed) before the fault takes effect: the schedule actually applied.
+  nlohmann::json line{{"index", p.index},
+                      {"t_ms", ms(Clock::now() - start_)},
+                      {"planned_ms", ms(p.at)},
+                      {"kind", kind},
+                      {"target", spec.target},
+                      {"rule", rule},
+                      {"duration", format_duration(spec.duration)},
+                      {"duration_ms", ms(spec.duration)},
+                      {"seed", seed}};
+  schedule_out_ << line.dump() << '\n';
+  schedule_out_.flush();
+  scheduled_.push_back(std::move(spec));
+  scheduled_specs_.insert(&scheduled_.back());
+  inject(scheduled_.back());
+  return true;
+}
+
+void Run::log_progress() {
+  const auto elapsed = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start_);
+  spdlog::info("{}: {} of {}: {} fault(s) fired, {} in effect; {} events, {} rejected write(s) so far", sc_.name(),
+               format_duration(elapsed), format_duration(sc_.schedule()->duration), scheduled_.size(),
+               scheduled_active(), events_, rejected_);
+}
+
+void Run::end_schedule() {
+  stopping_ = true;
+  {
+    Event e;
+    e.source = "harness";
+    e.kind = EventKind::kLog;
+    e.detail = "schedule over after " + format_duration(sc_.schedule()->duration) + " (" + std::to_string(scheduled_.size()) +
+               " fault(s) fired): healing what is in effect, stopping the workers";
+    record(std::move(e));
+  }
+  for (auto& f : active_)
+    if (f.fault && f.fault->active() && !f.heal_failed) heal(f);
+  for (auto& [id, w] : workers_) {
+    if (!w.started && w.start_at) {  // due after the schedule: it will not start now
+      w.start_at.reset();
+      w.never = true;
+      Event e;
+      e.source = "harness";
+      e.kind = EventKind::kLog;
+      e.target = id;
+      e.detail = id + " never started: the schedule ended before its start_delay";
+      record(std::move(e));
+    }
+    if (w.proc && !w.exited && w.proc->running()) {
+      const pid_t pid = w.proc->pid();
+      ::kill(w.spec->command ? -pid : pid, SIGTERM);  // a command worker leads its own process group
+    }
+  }
+}
+
 void Run::loop() {
   const auto deadline = after(start_, sc_.timeout());
+  const auto schedule_end = sc_.schedule() ? after(start_, sc_.schedule()->duration) : Clock::time_point::max();
   while (true) {
     auto wake = std::min(deadline, Clock::now() + std::chrono::milliseconds(50));
+    if (!stopping_) {
+      wake = std::min(wake, schedule_end);
+      if (next_planned_ < plan_.size()) wake = std::min(wake, after(start_, plan_[next_planned_].at));
+    }
     for (const auto& f : active_)
       if (!f.heal_failed) wake = std::min(wake, f.heal_at);
     for (const auto& [id, w] : workers_)
@@ -608,6 +737,24 @@ void Run::loop() {
         fired_.insert(&f);
         inject(f);
       }
+    if (sc_.schedule() && !stopping_) {
+      if (now >= next_progress_log_) {  // a long run says how it goes, once a minute
+        log_progress();
+        next_progress_log_ = now + std::chrono::minutes(1);
+      }
+      if (now >= schedule_end) {
+        end_schedule();
+      } else {
+        // Due, and room under the at-once limit (a fault held back fires when one heals). With no
+        // target yet (between two holdings, no worker holds the lock) it waits up to a lease TTL.
+        while (next_planned_ < plan_.size() && now >= after(start_, plan_[next_planned_].at) &&
+               scheduled_active() < sc_.schedule()->max_at_once) {
+          const bool last_chance = now >= after(start_, plan_[next_planned_].at + sc_.lease_ttl());
+          if (!fire_scheduled(plan_[next_planned_], last_chance)) break;
+          ++next_planned_;
+        }
+      }
+    }
     if (opt_.interrupted && opt_.interrupted->load()) {
       interrupted_ = true;
       break;
@@ -656,6 +803,16 @@ ScenarioResult Run::execute() {
       inbox_.push(std::move(in));
     }));
   watch_ = watches.front().get();  // issuer 1: the one lock-service-restart acts on
+
+  // The fault schedule's plan, from its seed (schedule.h): fired by loop(), each written to
+  // schedule.jsonl as it fires.
+  if (const auto& schedule = sc_.schedule()) {
+    plan_ = plan_schedule(*schedule, sc_.schedule_seed());
+    schedule_out_.open(dir_.path() / "schedule.jsonl");
+    next_progress_log_ = Clock::now() + std::chrono::minutes(1);
+    spdlog::info("{}: schedule of {} with {} planned fault(s), seed {}", sc_.name(), format_duration(schedule->duration),
+                 plan_.size(), sc_.schedule_seed());
+  }
 
   // 3. Workers.
   notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "workers"); });

@@ -19,6 +19,8 @@ namespace rt = report_text;
 using Clock = std::chrono::steady_clock;
 
 Duration expected_duration(const Scenario& sc) {
+  // A schedule's run lasts its duration (its repeating workers are stopped then).
+  if (sc.schedule()) return std::min<Duration>(std::chrono::seconds(1) + sc.schedule()->duration, sc.timeout());
   const auto& job = sc.job();
   const Duration one_job = job.chunk_interval * (job.segments * job.chunks);
   Duration body = one_job * static_cast<std::int64_t>(sc.workers().size());

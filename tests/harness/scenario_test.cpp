@@ -62,7 +62,7 @@ const std::string kWorkerEvents =
 
 const std::string kTopKeys =
     "allowed keys: name, description, seed, lease_ttl, timeout, lock_service, resource, network, job, workers, "
-    "faults, expect";
+    "faults, schedule, expect";
 
 /// The registered lock-service kinds, as the loader lists them ("etcd, zookeeper, redis").
 std::string lock_kind_names() {
@@ -352,6 +352,8 @@ TEST(Duration, ParsesEveryUnitAndExactFractions) {
   EXPECT_EQ(parse_duration("500ms"), Duration(500ms));
   EXPECT_EQ(parse_duration("2s"), Duration(2s));
   EXPECT_EQ(parse_duration("2m"), Duration(120s));
+  EXPECT_EQ(parse_duration("1h"), Duration(3600s));  // read (long schedules), never written:
+  EXPECT_EQ(format_duration(3600s), "60m");           // scenario.json keeps minutes
   EXPECT_EQ(parse_duration("1.5s"), Duration(1500ms));
   EXPECT_EQ(parse_duration("0.25ms"), Duration(250us));
   EXPECT_EQ(parse_duration("0s"), Duration(0));
@@ -364,7 +366,7 @@ TEST(Duration, RejectsEachBadFormWithItsReason) {
   EXPECT_EQ(why, "no unit");
   EXPECT_FALSE(parse_duration("fast", &why));
   EXPECT_EQ(why, "not a duration");
-  EXPECT_FALSE(parse_duration("2h", &why));
+  EXPECT_FALSE(parse_duration("2d", &why));
   EXPECT_EQ(why, "not a duration");
   EXPECT_FALSE(parse_duration("-2s", &why));
   EXPECT_EQ(why, "negative");
@@ -440,7 +442,7 @@ const BadFile kBadFiles[] = {
      "job: {key: k, chunk: 3}\n",
      4, 15,
      "job: unknown key \"chunk\" (did you mean \"chunks\"?); allowed keys: kind, key, segments, chunks, "
-     "chunk_bytes, chunk_interval, increments, effect"},
+     "chunk_bytes, chunk_interval, increments, effect, repeat"},
     {"DuplicateKey",
      "name: t\n"
      "lease_ttl: 2s\n"
@@ -453,7 +455,7 @@ const BadFile kBadFiles[] = {
     {"DurationWithoutUnit",
      "name: t\n"
      "lease_ttl: 2\n",
-     2, 12, "lease_ttl: expected a duration like \"2s\" or \"500ms\", got \"2\" (no unit; units: ns, us, ms, s, m)"},
+     2, 12, "lease_ttl: expected a duration like \"2s\" or \"500ms\", got \"2\" (no unit; units: ns, us, ms, s, m, h)"},
     {"DurationNegative",
      "name: t\n"
      "lease_ttl: 2s\n"

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <array>
 #include <condition_variable>
+#include <limits>
 #include <memory>
+#include <stdexcept>
 #include <ostream>
 #include <thread>
 #include <utility>
@@ -316,19 +318,24 @@ class Worker {
         store_(make_resource_writer(o.resource_endpoint(), o.store_timeout)) {}
 
   int run() {
-    switch (acquire()) {
-      case Acquired::kYes: break;
-      case Acquired::kStopped: return terminated();
-      case Acquired::kGaveUp: return kWorkerFatal;
+    // --repeat: one round per holding, until a stop request (the harness's, at the end of its
+    // schedule); --max-acquires bounds each round's attempts.
+    while (true) {
+      switch (acquire()) {
+        case Acquired::kYes: break;
+        case Acquired::kStopped: return terminated();
+        case Acquired::kGaveUp: return kWorkerFatal;
+      }
+      const int rc = o_.job == JobKind::kCounter ? run_counter() : run_segments();
+      if (rc != kWorkerOk) return rc;
+      Event done = make(EventKind::kJobDone);
+      done.token = held_->token;
+      done.key = o_.key;
+      events_.emit(std::move(done));
+      release();
+      if (!o_.repeat) return kWorkerOk;
+      acquires_ = 0;
     }
-    const int rc = o_.job == JobKind::kCounter ? run_counter() : run_segments();
-    if (rc != kWorkerOk) return rc;
-    Event done = make(EventKind::kJobDone);
-    done.token = held_->token;
-    done.key = o_.key;
-    events_.emit(std::move(done));
-    release();
-    return kWorkerOk;
   }
 
   /// Fatal path for exceptions escaping run().
@@ -368,12 +375,12 @@ class Worker {
         if (!first_write && !sleep_unless_stopped(o_.chunk_interval, stop_)) return terminated();
         if (stop_.stop_requested()) return terminated();
         first_write = false;
-        step = guarded([&](const std::string& detail) { return write(segment, chunk, detail); });
+        step = guarded([&](const std::string& detail) { return write(segment_id(segment), chunk, detail); });
       }
       if (step == Step::kDone && o_.job == JobKind::kSideEffect) {
         if (stop_.stop_requested()) return terminated();
         if (o_.self_stop_at == SelfStopAt::kEffect) self_stop("effect", "between the segment's last write and its side effect");
-        step = guarded([&](const std::string& detail) { return post_effect(segment, detail); });
+        step = guarded([&](const std::string& detail) { return post_effect(segment_id(segment), detail); });
       }
       switch (step) {
         case Step::kDone: ++segment; continue;
@@ -384,8 +391,21 @@ class Worker {
       // This holding is over. Never send its token again (unless the design says otherwise).
       spdlog::info("holding with token {} is over; releasing and re-acquiring to redo segment {}", held_->token, segment);
       if (int rc = reacquire(); rc != kWorkerOk) return rc;
+      if (o_.repeat) segment = 0;  // a new holding writes a round of its own segments
     }
     return kWorkerOk;
+  }
+
+  /// The segment id written for the job's segment `segment` (0-based): the same, or with --repeat
+  /// token x segments + segment, so that every holding writes segments no other holding writes and a
+  /// round cut short (the run's end, a lost holding) never leaves a segment of mixed tokens.
+  std::int64_t segment_id(std::int64_t segment) const {
+    if (!o_.repeat) return segment;
+    const std::int64_t token = held_->token;
+    if (token < 0 || token > (std::numeric_limits<std::int64_t>::max() - segment) / o_.segments)
+      throw std::runtime_error("--repeat numbers segments from the token, and token " + std::to_string(token) +
+                               " x " + std::to_string(o_.segments) + " segments does not fit in 64 bits");
+    return token * o_.segments + segment;
   }
 
   /// counter: --increments read-modify-write increments; returns kWorkerOk with the lock held.
@@ -829,11 +849,12 @@ class Worker {
   int terminated() {
     spdlog::info("stop requested; releasing and exiting");
     Event e = make(EventKind::kLog);
-    e.detail = "stop requested (SIGTERM/SIGINT) before the job was done: releasing";
+    e.detail = o_.repeat ? "stop requested (SIGTERM/SIGINT): the repeating job ends here; releasing"
+                         : "stop requested (SIGTERM/SIGINT) before the job was done: releasing";
     if (held_) e.token = held_->token;
     events_.emit(std::move(e));
     release();
-    return kWorkerTerminated;
+    return o_.repeat ? kWorkerOk : kWorkerTerminated;  // --repeat: a stop is how the job ends
   }
 
   const WorkerOptions& o_;

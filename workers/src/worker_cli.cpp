@@ -64,6 +64,9 @@ WorkerCli parse_worker_cli(int argc, const char* const* argv) {
   app.add_option("--job", job, "job kind: segments|counter|side-effect")
       ->check(CLI::IsMember({"segments", "counter", "side-effect"}));
   app.add_option("--increments", o.increments, "counter job: increments to make (read-modify-write under the token)");
+  app.add_flag("--repeat", o.repeat,
+               "repeat the job, one round per holding, until SIGTERM (then exit 0); each holding writes segment ids "
+               "token x segments + i");
   app.add_flag("--retry-same-token", o.retry_same_token,
                "design: resend a rejected write with the same token (up to 5 times) before re-acquiring");
   app.add_flag("--release-by-name", o.release_by_name,

@@ -100,6 +100,10 @@ constexpr std::array<Row<PartitionFrom>, 3> kPartitionFroms{{
     {PartitionFrom::kResource, "resource", true},
     {PartitionFrom::kFull, "full", true},
 }};
+constexpr std::array<Row<ScheduleTarget>, 2> kScheduleTargets{{
+    {ScheduleTarget::kHolders, "holders", true},
+    {ScheduleTarget::kWorkers, "workers", true},
+}};
 constexpr std::array<Row<PartitionDirection>, 3> kPartitionDirections{{
     {PartitionDirection::kBoth, "both", true},
     {PartitionDirection::kRequests, "requests", true},
@@ -149,6 +153,7 @@ std::string_view to_string(SelfStopPoint p) { return name_in(kSelfStopPoints, p)
 std::string_view to_string(KeepaliveMode m) { return name_in(kKeepaliveModes, m); }
 std::string_view to_string(PartitionFrom f) { return name_in(kPartitionFroms, f); }
 std::string_view to_string(PartitionDirection d) { return name_in(kPartitionDirections, d); }
+std::string_view to_string(ScheduleTarget t) { return name_in(kScheduleTargets, t); }
 
 std::vector<std::string_view> known_fault_kinds() { return implemented_names(kFaultKinds); }
 std::vector<std::string_view> known_job_kinds() { return implemented_names(kJobKinds); }
@@ -207,9 +212,10 @@ struct Unit {
 /// fencecheck-worker's pause-detector tick (its --tick-ms default, which the harness never changes).
 constexpr Duration kWorkerTick = std::chrono::milliseconds(5);
 
-// Longest suffix first so "ms" is not read as "m" + "s".
-constexpr std::array<Unit, 5> kUnits{{{"ns", 1}, {"us", 1'000}, {"ms", 1'000'000}, {"s", 1'000'000'000},
-                                      {"m", 60'000'000'000}}};
+// Longest suffix first so "ms" is not read as "m" + "s". Hours are read ("1h", for long schedules)
+// but never written: format_duration keeps minutes ("60m"), as scenario.json always had it.
+constexpr std::array<Unit, 6> kUnits{{{"ns", 1}, {"us", 1'000}, {"ms", 1'000'000}, {"s", 1'000'000'000},
+                                      {"m", 60'000'000'000}, {"h", 3'600'000'000'000}}};
 
 bool all_digits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -299,6 +305,7 @@ std::string format_duration(Duration d) {
   for (auto it = kUnits.rbegin(); it != kUnits.rend(); ++it) {
     // 120s reads better than 2m only when it is not whole minutes; prefer s for under 10 minutes.
     if (it->name == "m" && ns < 600'000'000'000) continue;
+    if (it->name == "h") continue;
     if (ns % it->ns == 0) return std::to_string(ns / it->ns) + std::string(it->name);
   }
   return std::to_string(ns) + "ns";
@@ -508,7 +515,7 @@ class ScenarioParser {
     auto d = parse_duration(s, &why);
     if (!d) {
       if (why == "no unit")
-        fail(v, kLike + ", got " + quote(s) + " (no unit; units: ns, us, ms, s, m)");
+        fail(v, kLike + ", got " + quote(s) + " (no unit; units: ns, us, ms, s, m, h)");
       if (why == "negative") fail(v, "expected a positive duration, got " + quote(s));
       if (why == "too large") fail(v, "duration " + quote(s) + " is too large");
       if (why == "finer than a nanosecond") fail(v, "duration " + quote(s) + " is finer than a nanosecond");
@@ -567,7 +574,7 @@ class ScenarioParser {
     std::string why;
     auto d = parse_duration(s, &why);
     if (!d) {
-      if (why == "no unit") fail(v, kLike + ", got " + quote(s) + " (no unit; units: ns, us, ms, s, m)");
+      if (why == "no unit") fail(v, kLike + ", got " + quote(s) + " (no unit; units: ns, us, ms, s, m, h)");
       if (why == "negative") fail(v, "expected a duration of 0 or more, got " + quote(s));
       if (why == "too large") fail(v, "duration " + quote(s) + " is too large");
       if (why == "finer than a nanosecond") fail(v, "duration " + quote(s) + " is finer than a nanosecond");
@@ -584,7 +591,7 @@ class ScenarioParser {
     std::string why;
     auto d = parse_signed_duration(s, &why);
     if (!d) {
-      if (why == "no unit") fail(v, kLike + ", got " + quote(s) + " (no unit; units: ns, us, ms, s, m)");
+      if (why == "no unit") fail(v, kLike + ", got " + quote(s) + " (no unit; units: ns, us, ms, s, m, h)");
       if (why == "too large") fail(v, "duration " + quote(s) + " is too large");
       if (why == "finer than a nanosecond") fail(v, "duration " + quote(s) + " is finer than a nanosecond");
       fail(v, kLike + ", got " + quote(s));
@@ -803,7 +810,7 @@ class ScenarioParser {
     if (root.IsNull()) fail(top, "the scenario is empty: expected a mapping with at least name, lease_ttl, resource, job, workers and expect");
     Map m(*this, top,
           {"name", "description", "seed", "lease_ttl", "timeout", "lock_service", "resource", "network", "job",
-           "workers", "faults", "expect"});
+           "workers", "faults", "schedule", "expect"});
 
     Value name = m.require("name");
     s.name_ = string(name);
@@ -921,7 +928,7 @@ class ScenarioParser {
     // job
     {
       Map j(*this, m.require("job"),
-            {"kind", "key", "segments", "chunks", "chunk_bytes", "chunk_interval", "increments", "effect"});
+            {"kind", "key", "segments", "chunks", "chunk_bytes", "chunk_interval", "increments", "effect", "repeat"});
       if (auto v = j.get("kind")) {
         s.job_.kind = choice(*v, kJobKinds, "job kind");
         if (s.job_.kind != JobKind::kSegments &&
@@ -955,6 +962,18 @@ class ScenarioParser {
         s.job_.increments = integer(*v, 1, 1'000'000);
       if (auto v = only_for("effect", s.job_.kind == JobKind::kSideEffect, "job kind side-effect"))
         s.job_.effect = choice(*v, kEffectModes, "effect mode");
+      // repeat: the schedule's duration is what ends a repeating job, and a schedule needs
+      // workers that work for all of it.
+      s.job_.repeat = m.has("schedule");
+      if (auto v = j.get("repeat")) {
+        s.job_.repeat = boolean(*v);
+        if (s.job_.repeat && !m.has("schedule"))
+          fail(*v, "repeat runs the job until the schedule's duration ends, and this scenario has no schedule "
+                   "(add a schedule, or leave repeat out)");
+        if (!s.job_.repeat && m.has("schedule"))
+          fail(*v, "a schedule needs workers that work for its whole duration: repeat must be true (its default "
+                   "with a schedule)");
+      }
     }
 
     // workers: ids first (so start_after may name a later worker), then references.
@@ -1058,30 +1077,8 @@ class ScenarioParser {
         Value kind_value = f.require("kind");
         spec.kind = choice(kind_value, kFaultKinds, "fault kind");
         const std::string kind(to_string(spec.kind));
-        // Parameters of another kind.
-        struct Owned {
-          std::string_view field;
-          FaultKind owner;
-        };
-        static constexpr std::array<Owned, 8> kParameters{{{"quota", FaultKind::kCpuThrottle},
-                                                            {"period", FaultKind::kCpuThrottle},
-                                                            {"from", FaultKind::kPartition},
-                                                            {"direction", FaultKind::kPartition},
-                                                            {"delay", FaultKind::kNetem},
-                                                            {"jitter", FaultKind::kNetem},
-                                                            {"loss", FaultKind::kNetem},
-                                                            {"fresh_data", FaultKind::kLockServiceRestart}}};
-        for (const auto& p : kParameters)
-          if (auto v = f.get(p.field); v && p.owner != spec.kind)
-            fail(*v, std::string(p.field) + " is only for " + std::string(to_string(p.owner)) + " (this fault is " +
-                         kind + ")");
-        // What the kind needs from the rest of the plan.
-        if (needs_network_namespaces(spec.kind) && s.network_.mode != NetworkMode::kNamespaces)
-          fail(kind_value, kind + " needs `network: namespaces` (this scenario's network is " +
-                               std::string(to_string(s.network_.mode)) + ")");
-        if (spec.kind == FaultKind::kLockServiceRestart && !s.lock_service_.embedded())
-          fail(kind_value, "lock-service-restart needs the embedded lock service; the harness cannot restart the "
-                           "external one at lock_service.endpoints");
+        reject_other_kinds_parameters(f, spec.kind);
+        check_fault_kind_needs(kind_value, spec.kind, s);
 
         // target
         Value target = f.require("target");
@@ -1132,68 +1129,21 @@ class ScenarioParser {
                         timeout_text);
         }
 
-        // the kind's own parameters
-        switch (spec.kind) {
-          case FaultKind::kCpuThrottle: {
-            auto quota = f.get("quota");
-            auto period = f.get("period");
-            if (quota) spec.quota = percentage_between(*quota, 0.1, 100.0, "0.1%", "100%", "2%");
-            if (period) {
-              spec.period = duration(*period);
-              if (spec.period < std::chrono::milliseconds(1) || spec.period > std::chrono::seconds(1))
-                fail(*period, "expected a CFS period between 1ms and 1s (the kernel's bounds), got " +
-                                  quote(period->node.Scalar()));
-              whole(*period, spec.period, std::chrono::microseconds(1), "microsecond",
-                    "the kernel's CFS period is in microseconds");
-            }
-            // faults/cpu_throttle.h: quota us = round(fraction x period us), at least 1000 us.
-            const auto period_us = std::chrono::duration_cast<std::chrono::microseconds>(spec.period).count();
-            const auto quota_us = std::llround(spec.quota * static_cast<double>(period_us));
-            if (quota_us < 1000)
-              fail(quota ? *quota : (period ? *period : kind_value),
-                   "quota " + format_percent(spec.quota) + " of a " + format_duration(spec.period) + " period is " +
-                       std::to_string(quota_us) +
-                       "us of CPU per period, below the kernel's minimum of 1000us; raise the quota or lengthen the "
-                       "period");
-            break;
-          }
-          case FaultKind::kPartition:
-            spec.from = choice(f.require("from"), kPartitionFroms, "partition source");
-            if (auto d = f.get("direction")) spec.direction = choice(*d, kPartitionDirections, "partition direction");
-            break;
-          case FaultKind::kNetem: {
-            auto delay = f.get("delay");
-            auto jitter = f.get("jitter");
-            auto loss = f.get("loss");
-            if (delay) {
-              spec.delay = duration_or_zero(*delay);
-              whole(*delay, spec.delay, std::chrono::microseconds(1), "microsecond", "netem's resolution");
-            }
-            if (jitter) {
-              spec.jitter = duration_or_zero(*jitter);
-              whole(*jitter, spec.jitter, std::chrono::microseconds(1), "microsecond", "netem's resolution");
-            }
-            if (loss) spec.loss = percentage_between(*loss, 0.0, 100.0, "0%", "100%", "1%");
-            if (spec.jitter.count() > 0 && spec.delay.count() == 0)
-              fail(*jitter, "jitter needs a non-zero delay (jitter varies the delay)");
-            if (spec.jitter > spec.delay)
-              fail(*jitter, "jitter " + format_duration(spec.jitter) + " exceeds the delay " +
-                                format_duration(spec.delay));
-            if (spec.delay.count() == 0 && spec.loss == 0.0)
-              fail(f.self(), "netem needs a non-zero delay or loss: otherwise it does nothing");
-            break;
-          }
-          case FaultKind::kLockServiceRestart:
-            if (auto v = f.get("fresh_data")) spec.fresh_data = boolean(*v);
-            break;
-          case FaultKind::kSigstop:
-          case FaultKind::kFreeze:
-          case FaultKind::kSelfStop:
-            break;
-        }
+        fault_parameters(f, kind_value, spec);
         s.faults_.push_back(std::move(spec));
       }
     }
+    if (auto sv = m.get("schedule")) {
+      s.schedule_ = parse_schedule(*sv, s);
+      // A repeating job numbers each holding's segments from its token (JobSpec::repeat): the
+      // issuer's tokens, small and unique; a wall-clock token would overflow the numbering.
+      for (std::size_t i = 0; i < s.workers_.size(); ++i)
+        if (s.workers_[i].design.token_source == TokenSource::kTimestamp)
+          fail(*worker_maps[i].get("design"), "token_source: timestamp cannot run a repeating job (a schedule's): "
+                                               "each holding numbers its segments from its token, and a wall-clock "
+                                               "token is too large for that; use the issuer's tokens here");
+    }
+
     // A worker that stops itself needs someone to continue it, and a point it reaches.
     for (std::size_t i = 0; i < s.workers_.size(); ++i)
       if (s.workers_[i].design.self_stop_at == SelfStopPoint::kEffect && s.job_.kind != JobKind::kSideEffect)
@@ -1246,7 +1196,7 @@ class ScenarioParser {
       }
       if (auto v = e.get("progress_after_heal")) {
         s.expect_.progress_after_heal = boolean(*v);
-        if (s.expect_.progress_after_heal && s.faults_.empty())
+        if (s.expect_.progress_after_heal && s.faults_.empty() && !s.schedule_)
           fail(*v, "progress_after_heal needs at least one fault: it measures progress after the last heal");
       }
     }
@@ -1254,6 +1204,169 @@ class ScenarioParser {
   }
 
  private:
+  /// A duration range: {min, max}, or one duration for both. Whole milliseconds, min <= max.
+  std::pair<Duration, Duration> duration_range(const Value& v) const {
+    auto whole_ms = [&](const Value& x) {
+      Duration d = duration(x);
+      whole(x, d, std::chrono::milliseconds(1), "millisecond", "a schedule draws whole milliseconds");
+      return d;
+    };
+    if (!v.node.IsMap()) {
+      if (!v.node.IsScalar())
+        fail(v, "expected a duration like \"3s\" or a range {min: 2s, max: 5s}, got " + describe(v.node));
+      const Duration d = whole_ms(v);
+      return {d, d};
+    }
+    Map r(*this, v, {"min", "max"});
+    const Value lo = r.require("min");
+    const Value hi = r.require("max");
+    const Duration a = whole_ms(lo);
+    const Duration b = whole_ms(hi);
+    if (b < a) fail(hi, "max " + format_duration(b) + " is below min " + format_duration(a));
+    return {a, b};
+  }
+
+  /// `schedule:` (docs/scenario-format.md, "schedule"). Needs timeout, network, lock_service.
+  ScheduleSpec parse_schedule(const Value& v, const Scenario& s) const {
+    Map m(*this, v, {"seed", "duration", "interval", "max_at_once", "faults"});
+    ScheduleSpec spec;
+    if (auto x = m.get("seed")) spec.seed = unsigned64(*x);
+    const Value dur = m.require("duration");
+    spec.duration = duration(dur);
+    whole(dur, spec.duration, std::chrono::milliseconds(1), "millisecond", "a schedule counts whole milliseconds");
+    if (spec.duration >= s.timeout_)
+      fail(dur, "the schedule lasts " + format_duration(spec.duration) + ", not less than the run timeout " +
+                    format_duration(s.timeout_) + ": the timeout bounds the whole run, so leave room after the "
+                    "schedule for the last heals, stopping the workers and reading back (e.g. timeout: " +
+                    format_duration(spec.duration + std::chrono::seconds(60)) + ")");
+    std::tie(spec.min_interval, spec.max_interval) = duration_range(m.require("interval"));
+    if (auto x = m.get("max_at_once")) spec.max_at_once = integer(*x, 1, 64);
+    for (const Value& item : list(m.require("faults"), false)) {
+      Map f(*this, item,
+            {"kind", "weight", "duration", "target", "quota", "period", "from", "direction", "delay", "jitter", "loss",
+             "fresh_data"});
+      ScheduleKind k;
+      const Value kind_value = f.require("kind");
+      k.fault.kind = choice(kind_value, kFaultKinds, "fault kind");
+      if (k.fault.kind == FaultKind::kSelfStop)
+        fail(kind_value, "self-stop cannot be scheduled: a worker stops itself once, at its design's self_stop_at; "
+                         "schedule sigstop instead");
+      reject_other_kinds_parameters(f, k.fault.kind);
+      check_fault_kind_needs(kind_value, k.fault.kind, s);
+      if (auto w = f.get("weight")) k.weight = integer(*w, 1, 1'000'000);
+      const Value d = f.require("duration");
+      std::tie(k.min_duration, k.max_duration) = duration_range(d);
+      if (k.max_duration >= spec.duration)
+        fail(d, "a fault of up to " + format_duration(k.max_duration) + " does not fit in the schedule's duration " +
+                    format_duration(spec.duration));
+      if (targets_worker(k.fault.kind)) {
+        if (auto t = f.get("target")) k.target = choice(*t, kScheduleTargets, "schedule target");
+      } else {
+        k.fault.target = std::string(kLockServiceTarget);
+        if (auto t = f.get("target"); t && string(*t) != kLockServiceTarget)
+          fail(*t, "lock-service-restart acts on the lock service: target must be \"" + std::string(kLockServiceTarget) +
+                       "\" (or left out), got " + quote(string(*t)));
+      }
+      fault_parameters(f, kind_value, k.fault);
+      spec.faults.push_back(std::move(k));
+    }
+    return spec;
+  }
+
+  /// A fault parameter given to another kind (`faults:` items, `schedule.faults` items): an error
+  /// at its value naming the kind it belongs to.
+  void reject_other_kinds_parameters(const Map& f, FaultKind kind) const {
+    struct Owned {
+      std::string_view field;
+      FaultKind owner;
+    };
+    static constexpr std::array<Owned, 8> kParameters{{{"quota", FaultKind::kCpuThrottle},
+                                                        {"period", FaultKind::kCpuThrottle},
+                                                        {"from", FaultKind::kPartition},
+                                                        {"direction", FaultKind::kPartition},
+                                                        {"delay", FaultKind::kNetem},
+                                                        {"jitter", FaultKind::kNetem},
+                                                        {"loss", FaultKind::kNetem},
+                                                        {"fresh_data", FaultKind::kLockServiceRestart}}};
+    for (const auto& p : kParameters)
+      if (auto v = f.get(p.field); v && p.owner != kind)
+        fail(*v, std::string(p.field) + " is only for " + std::string(to_string(p.owner)) + " (this fault is " +
+                     std::string(to_string(kind)) + ")");
+  }
+
+  /// What a fault kind needs from the rest of the plan (network namespaces, the embedded lock
+  /// service), checked at its `kind`.
+  void check_fault_kind_needs(const Value& kind_value, FaultKind kind, const Scenario& s) const {
+    if (needs_network_namespaces(kind) && s.network_.mode != NetworkMode::kNamespaces)
+      fail(kind_value, std::string(to_string(kind)) + " needs `network: namespaces` (this scenario's network is " +
+                           std::string(to_string(s.network_.mode)) + ")");
+    if (kind == FaultKind::kLockServiceRestart && !s.lock_service_.embedded())
+      fail(kind_value, "lock-service-restart needs the embedded lock service; the harness cannot restart the "
+                       "external one at lock_service.endpoints");
+  }
+
+  /// The kind's own parameters (quota, period, from, direction, delay, jitter, loss, fresh_data).
+  void fault_parameters(const Map& f, const Value& kind_value, FaultSpec& spec) const {
+    switch (spec.kind) {
+      case FaultKind::kCpuThrottle: {
+        auto quota = f.get("quota");
+        auto period = f.get("period");
+        if (quota) spec.quota = percentage_between(*quota, 0.1, 100.0, "0.1%", "100%", "2%");
+        if (period) {
+          spec.period = duration(*period);
+          if (spec.period < std::chrono::milliseconds(1) || spec.period > std::chrono::seconds(1))
+            fail(*period, "expected a CFS period between 1ms and 1s (the kernel's bounds), got " +
+                              quote(period->node.Scalar()));
+          whole(*period, spec.period, std::chrono::microseconds(1), "microsecond",
+                "the kernel's CFS period is in microseconds");
+        }
+        // faults/cpu_throttle.h: quota us = round(fraction x period us), at least 1000 us.
+        const auto period_us = std::chrono::duration_cast<std::chrono::microseconds>(spec.period).count();
+        const auto quota_us = std::llround(spec.quota * static_cast<double>(period_us));
+        if (quota_us < 1000)
+          fail(quota ? *quota : (period ? *period : kind_value),
+               "quota " + format_percent(spec.quota) + " of a " + format_duration(spec.period) + " period is " +
+                   std::to_string(quota_us) +
+                   "us of CPU per period, below the kernel's minimum of 1000us; raise the quota or lengthen the "
+                   "period");
+        break;
+      }
+      case FaultKind::kPartition:
+        spec.from = choice(f.require("from"), kPartitionFroms, "partition source");
+        if (auto d = f.get("direction")) spec.direction = choice(*d, kPartitionDirections, "partition direction");
+        break;
+      case FaultKind::kNetem: {
+        auto delay = f.get("delay");
+        auto jitter = f.get("jitter");
+        auto loss = f.get("loss");
+        if (delay) {
+          spec.delay = duration_or_zero(*delay);
+          whole(*delay, spec.delay, std::chrono::microseconds(1), "microsecond", "netem's resolution");
+        }
+        if (jitter) {
+          spec.jitter = duration_or_zero(*jitter);
+          whole(*jitter, spec.jitter, std::chrono::microseconds(1), "microsecond", "netem's resolution");
+        }
+        if (loss) spec.loss = percentage_between(*loss, 0.0, 100.0, "0%", "100%", "1%");
+        if (spec.jitter.count() > 0 && spec.delay.count() == 0)
+          fail(*jitter, "jitter needs a non-zero delay (jitter varies the delay)");
+        if (spec.jitter > spec.delay)
+          fail(*jitter, "jitter " + format_duration(spec.jitter) + " exceeds the delay " +
+                            format_duration(spec.delay));
+        if (spec.delay.count() == 0 && spec.loss == 0.0)
+          fail(f.self(), "netem needs a non-zero delay or loss: otherwise it does nothing");
+        break;
+      }
+      case FaultKind::kLockServiceRestart:
+        if (auto v = f.get("fresh_data")) spec.fresh_data = boolean(*v);
+        break;
+      case FaultKind::kSigstop:
+      case FaultKind::kFreeze:
+      case FaultKind::kSelfStop:
+        break;
+    }
+  }
+
   /// workers[i].command / env / cwd (docs/worker-protocol.md). Pure: where the program is, and
   /// whether it runs, is check_worker_commands()'s business.
   void parse_command(const Map& wm, WorkerSpec& w) const {
@@ -1539,13 +1652,61 @@ nlohmann::json trigger_json(const EventTrigger& t) {
   return {{"worker", t.worker}, {"event", std::string(kind_name(t.event))}, {"count", t.count}};
 }
 
+/// The kind's own parameters of a fault (`faults:` and `schedule.faults` items alike).
+void add_fault_parameters(nlohmann::json& fj, const FaultSpec& f) {
+  switch (f.kind) {
+    case FaultKind::kCpuThrottle:
+      fj["quota"] = format_percent(f.quota);
+      fj["period"] = format_duration(f.period);
+      break;
+    case FaultKind::kPartition:
+      if (f.from) fj["from"] = std::string(to_string(*f.from));
+      fj["direction"] = std::string(to_string(f.direction));
+      break;
+    case FaultKind::kNetem:
+      fj["delay"] = format_duration(f.delay);
+      fj["jitter"] = format_duration(f.jitter);
+      fj["loss"] = format_percent(f.loss);
+      break;
+    case FaultKind::kLockServiceRestart:
+      fj["fresh_data"] = f.fresh_data;
+      break;
+    case FaultKind::kSigstop:
+    case FaultKind::kFreeze:
+    case FaultKind::kSelfStop:
+      break;
+  }
+}
+
+nlohmann::json range_json(Duration lo, Duration hi) {
+  return {{"min", format_duration(lo)}, {"max", format_duration(hi)}};
+}
+
+nlohmann::json schedule_json(const ScheduleSpec& sc) {
+  nlohmann::json j;
+  if (sc.seed) j["seed"] = *sc.seed;
+  j["duration"] = format_duration(sc.duration);
+  j["interval"] = range_json(sc.min_interval, sc.max_interval);
+  j["max_at_once"] = sc.max_at_once;
+  auto& kinds = j["faults"] = nlohmann::json::array();
+  for (const auto& k : sc.faults) {
+    nlohmann::json kj{{"kind", std::string(to_string(k.fault.kind))},
+                      {"weight", k.weight},
+                      {"duration", range_json(k.min_duration, k.max_duration)},
+                      {"target", targets_worker(k.fault.kind) ? std::string(to_string(k.target)) : k.fault.target}};
+    add_fault_parameters(kj, k.fault);
+    kinds.push_back(std::move(kj));
+  }
+  return j;
+}
+
 }  // namespace
 
 bool operator==(const Scenario& a, const Scenario& b) {
   return a.name_ == b.name_ && a.description_ == b.description_ && a.seed_ == b.seed_ &&
          a.lease_ttl_ == b.lease_ttl_ && a.timeout_ == b.timeout_ && a.lock_service_ == b.lock_service_ &&
          a.resource_ == b.resource_ && a.network_ == b.network_ && a.job_ == b.job_ && a.workers_ == b.workers_ &&
-         a.faults_ == b.faults_ && a.expect_ == b.expect_ && a.source_ == b.source_;
+         a.faults_ == b.faults_ && a.expect_ == b.expect_ && a.schedule_ == b.schedule_ && a.source_ == b.source_;
 }
 
 nlohmann::json to_json(const Scenario& s) {
@@ -1581,6 +1742,7 @@ nlohmann::json to_json(const Scenario& s) {
   jj["chunk_interval"] = format_duration(job.chunk_interval);
   if (job.kind == JobKind::kCounter) jj["increments"] = job.increments;
   if (job.kind == JobKind::kSideEffect) jj["effect"] = std::string(to_string(job.effect));
+  if (job.repeat) jj["repeat"] = true;  // only with a schedule; absent otherwise, as before schedules
   j["job"] = std::move(jj);
   auto& workers = j["workers"] = nlohmann::json::array();
   for (const auto& w : s.workers()) {
@@ -1617,28 +1779,7 @@ nlohmann::json to_json(const Scenario& s) {
     if (const auto* e = std::get_if<EventTrigger>(&f.trigger)) fj["trigger"] = trigger_json(*e);
     else if (const auto* t = std::get_if<TimeTrigger>(&f.trigger)) fj["trigger"] = {{"at", format_duration(t->at)}};
     // SelfTrigger: no trigger at all.
-    switch (f.kind) {
-      case FaultKind::kCpuThrottle:
-        fj["quota"] = format_percent(f.quota);
-        fj["period"] = format_duration(f.period);
-        break;
-      case FaultKind::kPartition:
-        if (f.from) fj["from"] = std::string(to_string(*f.from));
-        fj["direction"] = std::string(to_string(f.direction));
-        break;
-      case FaultKind::kNetem:
-        fj["delay"] = format_duration(f.delay);
-        fj["jitter"] = format_duration(f.jitter);
-        fj["loss"] = format_percent(f.loss);
-        break;
-      case FaultKind::kLockServiceRestart:
-        fj["fresh_data"] = f.fresh_data;
-        break;
-      case FaultKind::kSigstop:
-      case FaultKind::kFreeze:
-      case FaultKind::kSelfStop:
-        break;
-    }
+    add_fault_parameters(fj, f);
     faults.push_back(std::move(fj));
   }
   nlohmann::json ej{{"outcome", std::string(to_string(s.expect().outcome))}, {"anomalies", s.expect().anomalies}};
@@ -1647,6 +1788,7 @@ nlohmann::json to_json(const Scenario& s) {
   if (s.expect().pause_tolerance) ej["pause_tolerance"] = format_percent(*s.expect().pause_tolerance);
   ej["progress_after_heal"] = s.expect().progress_after_heal;
   j["expect"] = std::move(ej);
+  if (s.schedule()) j["schedule"] = schedule_json(*s.schedule());
   return j;
 }
 
@@ -1711,6 +1853,25 @@ void check_worker_commands(const Scenario& scenario) {
 
 Scenario with_lock_service_kind(const Scenario& s, std::string_view kind) {
   return detail::ScenarioParser(s.source()).with_lock_service_kind(s, std::string(kind));
+}
+
+Scenario with_schedule_duration(const Scenario& s, Duration duration) {
+  auto cannot = [&](const std::string& why) {
+    return ScenarioError(s.source_, 0, 0, "--duration " + format_duration(duration) + " cannot apply to scenario " + s.name_ + ": " + why);
+  };
+  if (!s.schedule_) throw cannot("it has no schedule (--duration sets how long a schedule runs)");
+  if (duration <= Duration::zero() || duration % std::chrono::milliseconds(1) != Duration::zero())
+    throw cannot("expected a positive whole number of milliseconds");
+  for (const auto& k : s.schedule_->faults)
+    if (k.max_duration >= duration)
+      throw cannot("its schedule draws " + std::string(to_string(k.fault.kind)) + " faults of up to " +
+                   format_duration(k.max_duration) + ", which do not fit");
+  Scenario out = s;
+  const Duration margin = s.timeout_ - s.schedule_->duration;  // > 0: the loader's rule
+  if (duration > Duration::max() - margin) throw cannot("too long");
+  out.schedule_->duration = duration;
+  out.timeout_ = duration + margin;
+  return out;
 }
 
 Scenario scenario_from_json(const nlohmann::json& j, std::string_view file_label) {

@@ -47,6 +47,8 @@
 //                "<key>.effect" and segment N (no chunk; detail "effect <id> ..."). A rejected or
 //                unknown effect counts as a rejected write of the segment: re-acquire, redo it
 //                (chunks and effect). An idempotent duplicate is write.ok ("... duplicate ignored").
+//   --repeat:    the job over and over, one round per holding, until a stop request (exit 0);
+//                segment ids become token x segments + segment (see WorkerOptions::repeat).
 //   counter:     --increments times: GET /v1/counters/{key} (value N), then PUT N+1 with the
 //                token: write.invoke / write.ok (.., high_water) / write.fail / write.info with key
 //                and detail "counter <N> -> <N+1>" (no segment, no chunk). Rejected or unknown:
@@ -181,6 +183,11 @@ struct WorkerOptions {
 
   JobKind job = JobKind::kSegments;  ///< (--job) segments | counter | side-effect
   std::int64_t increments = 10;      ///< (--increments) counter job: increments to make, >= 1
+  /// (--repeat) do the job again and again, one round per holding (acquire, the job, job.done,
+  /// release), until a stop request, which then ends the run with exit 0. With the segment jobs
+  /// each holding writes segments of its own: ids token x segments + 0 .. segments-1 (a redo
+  /// after a lost holding starts a new round under the new token). --max-acquires counts per round.
+  bool repeat = false;
 
   // The catalogue's designs (see the top of this file). Off by default.
   bool retry_same_token = false;          ///< (--retry-same-token) resend a rejected write with the same token
@@ -251,6 +258,7 @@ enum WorkerExit : int {
   kWorkerFatal = 1,        ///< gave up (a `log` event says why): lock service unreachable, max acquires, bad reply
   kWorkerBadArgs = 2,      ///< invalid options
   kWorkerTerminated = 143  ///< stopped by SIGTERM/SIGINT (stop requested) before the job was done; released
+                           ///< (with --repeat a stop is the job's end: kWorkerOk)
 };
 
 /// Runs one worker to completion on the calling thread (plus its keepalive and ticker threads),

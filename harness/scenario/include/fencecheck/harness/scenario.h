@@ -139,7 +139,7 @@ inline constexpr std::string_view kDefaultSubnet = "10.213.0.0/24";
 /// harness's own event about a worker, so it is not a trigger.)
 [[nodiscard]] bool is_worker_event(EventKind kind);
 
-/// Parses "2s", "500ms", "1.5s", "250us", "10ns", "2m". nullopt (and *error set when given) for
+/// Parses "2s", "500ms", "1.5s", "250us", "10ns", "2m", "1h". nullopt (and *error set when given) for
 /// anything else: no unit, unknown unit, negative, not a number, or too large. Zero parses (the
 /// loader rejects it where a positive duration is needed).
 [[nodiscard]] std::optional<Duration> parse_duration(std::string_view text, std::string* error = nullptr);
@@ -248,6 +248,12 @@ struct JobSpec {
   Duration chunk_interval = std::chrono::milliseconds(50);
   std::int64_t increments = 10;    ///< counter: increments per holder, 1 .. 1 000 000
   EffectMode effect = EffectMode::kFenced;  ///< side-effect: how the resource guards the effect
+  /// The job repeats until the run's schedule ends (fencecheck-worker --repeat): each holding is
+  /// one round (the whole job, then job.done and a release), and the worker acquires again for
+  /// the next round until it is told to stop. Each holding writes segments of its own (segment
+  /// ids numbered from token x segments), so a round cut short never leaves a segment mixed.
+  /// True by default with a `schedule` (and only there: a schedule needs it, it needs a schedule).
+  bool repeat = false;
   bool operator==(const JobSpec&) const = default;
 };
 
@@ -352,6 +358,45 @@ struct FaultSpec {
   bool operator==(const FaultSpec&) const = default;
 };
 
+/// Which workers a scheduled fault may hit, chosen when it fires (docs/scenario-format.md,
+/// "schedule"): holders, the workers that hold the lock then (acquire.ok seen, no release.invoke
+/// or exit since: a holder whose lease expired still counts, it still believes it holds);
+/// workers, any worker running then.
+enum class ScheduleTarget { kHolders, kWorkers };
+[[nodiscard]] std::string_view to_string(ScheduleTarget t);  ///< "holders", "workers"
+
+/// One kind of fault a schedule mixes in, with its weight, its duration range and its target rule.
+struct ScheduleKind {
+  /// The kind and the kind's own parameters (quota, period, from, direction, delay, jitter, loss,
+  /// fresh_data) as a FaultSpec of `faults:` has them; target, trigger and duration unused (the
+  /// schedule draws the duration, the target is chosen when the fault fires; lock-service-restart's
+  /// target is kLockServiceTarget). Never self-stop (a worker stops itself, the harness cannot).
+  FaultSpec fault;
+  std::int64_t weight = 1;  ///< 1 .. 1 000 000: the kind's share of the draws is weight / sum of weights
+  Duration min_duration{};  ///< > 0, whole ms
+  Duration max_duration{};  ///< >= min_duration, whole ms, below the schedule's duration
+  ScheduleTarget target = ScheduleTarget::kHolders;  ///< unused for lock-service-restart
+  bool operator==(const ScheduleKind&) const = default;
+};
+
+/// A seeded random mix of faults for a duration (docs/scenario-format.md, "schedule"; the shape of
+/// Jepsen's nemesis generators and Chaos Mesh's Schedule). plan_schedule() (schedule.h) turns it
+/// and its seed into the planned faults, a pure function.
+struct ScheduleSpec {
+  /// The generator's seed; unset: the scenario's seed (Scenario::schedule_seed()).
+  std::optional<std::uint64_t> seed;
+  /// How long the run goes on: the workers work (job.repeat) and faults fire until it ends, then
+  /// the harness heals what is left and stops the workers. > 0, whole ms, below `timeout`.
+  Duration duration{};
+  Duration min_interval{};  ///< between one fault's start and the next's: > 0, whole ms
+  Duration max_interval{};  ///< >= min_interval, whole ms
+  /// At most this many scheduled faults in effect at once, 1 .. 64; a fault due while the limit
+  /// is reached waits for one to heal.
+  std::int64_t max_at_once = 1;
+  std::vector<ScheduleKind> faults;  ///< non-empty
+  bool operator==(const ScheduleSpec&) const = default;
+};
+
 struct Expectation {
   Outcome outcome = Outcome::kSafe;
   std::vector<std::string> anomalies;  ///< outcome anomaly: each must be found (non-empty); safe: empty
@@ -394,6 +439,12 @@ class Scenario {
   [[nodiscard]] const std::vector<WorkerSpec>& workers() const { return workers_; }
   [[nodiscard]] const std::vector<FaultSpec>& faults() const { return faults_; }
   [[nodiscard]] const Expectation& expect() const { return expect_; }
+  /// The fault schedule, when the scenario has one (then job().repeat is true).
+  [[nodiscard]] const std::optional<ScheduleSpec>& schedule() const { return schedule_; }
+  /// The schedule's own seed when it gives one, else seed().
+  [[nodiscard]] std::uint64_t schedule_seed() const {
+    return schedule_ && schedule_->seed ? *schedule_->seed : seed_;
+  }
   /// The file it was loaded from, as given to the loader (or the label given to parse_scenario).
   [[nodiscard]] const std::string& source() const { return source_; }
   /// The worker with this id, or nullptr.
@@ -432,12 +483,21 @@ class Scenario {
   std::vector<WorkerSpec> workers_;
   std::vector<FaultSpec> faults_;
   Expectation expect_;
+  std::optional<ScheduleSpec> schedule_;
   std::string source_;
   int name_line_ = 0;  // where `name:` is, for the suite's duplicate-name error
   int name_column_ = 0;
   friend std::vector<Scenario> load_suite(const std::filesystem::path& path);
   friend Scenario scenario_from_json(const nlohmann::json& j, std::string_view file_label);
+  friend Scenario with_schedule_duration(const Scenario& s, Duration duration);
 };
+
+/// `fencecheck run --duration D`: the same plan with the schedule lasting `duration` (> 0, whole
+/// ms) and the timeout moved by as much, so the margin the scenario left after its schedule
+/// (timeout - schedule.duration) stays. Throws ScenarioError (file = source(), no line) when the
+/// scenario has no schedule, or when the duration is not positive whole milliseconds, or shorter
+/// than the longest fault the schedule can draw. Pure.
+[[nodiscard]] Scenario with_schedule_duration(const Scenario& s, Duration duration);
 
 /// The command workers' programs, looked up as the run will start them: argv[0] on PATH, or
 /// relative to the worker's cwd; it must exist, be a regular file and be executable by this

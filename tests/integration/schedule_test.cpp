@@ -1,0 +1,195 @@
+// A fault schedule end to end with the real binaries (embedded etcd, fencecheck-store, repeating
+// fencecheck-worker processes, real SIGSTOPs of whoever holds the lock): schedule.jsonl lists the
+// faults that fired, as planned from the seed, each one injected and healed in the history and the
+// ledger; the workers worked the whole schedule (rounds of jobs, holders taking turns) and were
+// stopped at its end; a fenced store stays safe, `fencing: none` shows the stale write.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "fencecheck/harness/scenario.h"
+#include "fencecheck/harness/schedule.h"
+#include "run_util.h"
+
+using fctest::fs::path;
+using nlohmann::json;
+
+namespace {
+
+/// Two workers on one key; SIGSTOPs of 4-5 s (2+ lease TTLs) on whoever holds the lock, one after
+/// another, 1-2 s apart, for 22 s.
+std::string scenario(const std::string& name, const std::string& fencing, const std::string& expect) {
+  return "name: " + name +
+         "\n"
+         "lease_ttl: 2s\n"
+         "timeout: 60s\n"
+         "seed: 16\n"
+         "resource: {kind: store, fencing: " +
+         fencing +
+         "}\n"
+         "job: {key: ledger, segments: 2, chunks: 4, chunk_bytes: 256, chunk_interval: 100ms}\n"
+         "workers: [{id: w1}, {id: w2}]\n"
+         "schedule:\n"
+         "  duration: 22s\n"
+         "  interval: {min: 1s, max: 2s}\n"
+         "  faults:\n"
+         "    - {kind: sigstop, duration: {min: 4s, max: 5s}, target: holders}\n"
+         "expect: " +
+         expect + "\n";
+}
+
+struct ScheduledRun {
+  fctest::Result result;
+  json summary;
+  path dir;
+  std::vector<json> history;
+  std::vector<json> schedule;
+};
+
+ScheduledRun run(const std::string& name, const std::string& yaml) {
+  ScheduledRun r;
+  const path work = fctest::fresh_dir(name);
+  const path file = work / (name + ".yaml");
+  std::ofstream(file) << yaml;
+  r.result = fctest::run_fencecheck({"run", file.string(), "--run-root", (work / "runs").string(), "--json"}, work);
+  r.summary = json::parse(r.result.out, nullptr, false);
+  if (r.summary.is_array() && r.summary.size() == 1) r.dir = r.summary[0]["run_dir"].get<std::string>();
+  if (!r.dir.empty()) {
+    r.history = fctest::read_history(r.dir / "history.jsonl");
+    r.schedule = fctest::read_history(r.dir / "schedule.jsonl");  // JSON lines too
+  }
+  return r;
+}
+
+/// The checks every scheduled run must pass: schedule.jsonl is the plan from the seed, every fault
+/// in it fired on a worker that held the lock, and was healed; the workers were stopped at the end.
+void expect_schedule_applied(const ScheduledRun& r, const std::string& yaml) {
+  using namespace fencecheck::harness;
+  const Scenario sc = parse_scenario(yaml, "s.yaml");
+  const auto plan = plan_schedule(*sc.schedule(), sc.schedule_seed());
+  ASSERT_GE(plan.size(), 3u);
+  // Every planned fault fired (a holder was always there to take it), in order, as planned.
+  ASSERT_EQ(r.schedule.size(), plan.size()) << fctest::slurp(r.dir / "schedule.jsonl");
+  std::map<std::int64_t, std::string> injected_at;  // t_ns of fault.inject -> target
+  std::vector<json> injects, heals;
+  for (const auto& e : r.history) {
+    if (e["kind"] == "fault.inject") injects.push_back(e);
+    if (e["kind"] == "fault.heal") heals.push_back(e);
+  }
+  ASSERT_EQ(injects.size(), plan.size());
+  ASSERT_EQ(heals.size(), plan.size());
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    const json& line = r.schedule[i];
+    EXPECT_EQ(line["index"], i);
+    EXPECT_EQ(line["kind"], "sigstop");
+    EXPECT_EQ(line["rule"], "holders");
+    EXPECT_EQ(line["seed"], 16);
+    EXPECT_EQ(line["planned_ms"], std::chrono::duration_cast<std::chrono::milliseconds>(plan[i].at).count());
+    EXPECT_EQ(line["duration_ms"], std::chrono::duration_cast<std::chrono::milliseconds>(plan[i].fault.duration).count());
+    EXPECT_GE(line["t_ms"].get<std::int64_t>(), line["planned_ms"].get<std::int64_t>());
+    const std::string target = line["target"];
+    EXPECT_TRUE(target == "w1" || target == "w2") << line.dump();
+    // The history's inject and heal of this fault: same target, the drawn duration, healed.
+    EXPECT_EQ(injects[i]["target"], target);
+    EXPECT_EQ(injects[i]["fault"], "sigstop");
+    EXPECT_EQ(injects[i]["duration_ns"], plan[i].fault.duration.count());
+    EXPECT_EQ(heals[i]["target"], target);
+    EXPECT_GE(heals[i]["duration_ns"].get<std::int64_t>(), plan[i].fault.duration.count());
+    EXPECT_LT(heals[i]["duration_ns"].get<std::int64_t>(), plan[i].fault.duration.count() + 1'000'000'000);
+    // It held the lock when it was stopped: its latest acquire.ok before the inject was not released.
+    std::string state = "none";
+    for (const auto& e : r.history) {
+      if (e["t_ns"] >= injects[i]["t_ns"]) break;
+      if (e["source"] != target) continue;
+      if (e["kind"] == "acquire.ok") state = "held";
+      if (e["kind"] == "release.invoke") state = "released";
+    }
+    EXPECT_EQ(state, "held") << "fault " << i << " on " << target;
+  }
+  // The ledger: every fault injected was healed (nothing outstanding).
+  std::ifstream ledger(r.dir / "faults.ledger");
+  std::set<std::int64_t> open;
+  std::size_t sigstops = 0;
+  for (std::string l; std::getline(ledger, l);) {
+    if (l.empty()) continue;
+    const json e = json::parse(l);
+    if (e.value("op", "") == "inject") {
+      open.insert(e["id"].get<std::int64_t>());
+      if (e.value("kind", "") == "sigstop") ++sigstops;
+    }
+    if (e.value("op", "") == "heal") open.erase(e["id"].get<std::int64_t>());
+  }
+  EXPECT_TRUE(open.empty()) << fctest::slurp(r.dir / "faults.ledger");
+  EXPECT_EQ(sigstops, plan.size());
+  // Steady work: both workers held the lock several times (rounds, taking turns), and both were
+  // stopped at the schedule's end with exit 0.
+  std::map<std::string, int> rounds, exits_ok;
+  for (const auto& e : r.history) {
+    if (e["kind"] == "job.done") ++rounds[e["source"]];
+    if (e["kind"] == "worker.exit" && e["detail"] == "exit 0") ++exits_ok[e["target"]];
+  }
+  EXPECT_GE(rounds["w1"], 3);
+  EXPECT_GE(rounds["w2"], 3);
+  EXPECT_EQ(exits_ok["w1"], 1);
+  EXPECT_EQ(exits_ok["w2"], 1);
+  // The run lasted the schedule, not less.
+  EXPECT_GE(r.summary[0]["duration_s"].get<double>(), 22.0);
+}
+
+TEST(ScheduleRun, FencedStoreStaysSafeUnderScheduledPausesOfHolders) {
+  const std::string yaml = scenario("schedule-sigstop-holders", "per-key", "{outcome: safe, min_rejected_writes: 1}");
+  const ScheduledRun r = run("schedule-fenced", yaml);
+  ASSERT_EQ(r.result.code, 0) << r.result.out << r.result.err;
+  ASSERT_TRUE(r.summary.is_array()) << r.result.out;
+  EXPECT_TRUE(r.summary[0]["met"].get<bool>()) << r.summary.dump(2);
+  EXPECT_EQ(r.summary[0]["verdict"], "valid");
+  EXPECT_GE(r.summary[0]["rejected_writes"].get<std::int64_t>(), 1);
+  expect_schedule_applied(r, yaml);
+}
+
+TEST(ScheduleRun, UnfencedStoreShowsTheStaleWrite) {
+  const std::string yaml = scenario("schedule-sigstop-holders-unfenced", "none",
+                                    "{outcome: anomaly, anomalies: [stale-write-accepted]}");
+  const ScheduledRun r = run("schedule-unfenced", yaml);
+  ASSERT_EQ(r.result.code, 0) << r.result.out << r.result.err;
+  ASSERT_TRUE(r.summary.is_array()) << r.result.out;
+  EXPECT_TRUE(r.summary[0]["met"].get<bool>()) << r.summary.dump(2);
+  EXPECT_EQ(r.summary[0]["verdict"], "invalid");
+  const auto& anomalies = r.summary[0]["anomalies"];
+  EXPECT_NE(std::find(anomalies.begin(), anomalies.end(), "stale-write-accepted"), anomalies.end()) << anomalies;
+  expect_schedule_applied(r, yaml);
+}
+
+TEST(ScheduleRun, DurationOverridesTheSchedule) {
+  // --duration 8s: the plan is the seed's for 8 s, the run stops after it; a scenario without a
+  // schedule is refused by --duration with exit 2 naming why.
+  const std::string yaml = scenario("schedule-short", "per-key", "{outcome: safe}");
+  const path work = fctest::fresh_dir("schedule-duration");
+  const path file = work / "s.yaml";
+  std::ofstream(file) << yaml;
+  const auto res = fctest::run_fencecheck(
+      {"run", file.string(), "--run-root", (work / "runs").string(), "--json", "--duration", "8s"}, work);
+  ASSERT_EQ(res.code, 0) << res.out << res.err;
+  const json summary = json::parse(res.out);
+  const path dir = summary[0]["run_dir"].get<std::string>();
+  const json sc = json::parse(fctest::slurp(dir / "scenario.json"));
+  EXPECT_EQ(sc["schedule"]["duration"], "8s");
+  EXPECT_EQ(sc["timeout"], "46s");  // the scenario's margin of 38 s kept
+  EXPECT_GE(summary[0]["duration_s"].get<double>(), 8.0);
+  EXPECT_LT(summary[0]["duration_s"].get<double>(), 22.0);
+  const auto lines = fctest::read_history(dir / "schedule.jsonl");
+  for (const auto& l : lines)
+    EXPECT_LE(l["planned_ms"].get<std::int64_t>() + l["duration_ms"].get<std::int64_t>(), 8000) << l.dump();
+
+  const path plain = work / "plain.yaml";
+  std::ofstream(plain) << fctest::slurp(path(FENCECHECK_SOURCE_DIR) / "scenarios/smoke/sigstop-past-lease.yaml");
+  const auto bad = fctest::run_fencecheck({"run", plain.string(), "--run-root", (work / "runs").string(), "--duration", "1h"}, work);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--duration sets how long a fault schedule runs, and no scenario given has a schedule"),
+            std::string::npos)
+      << bad.err;
+}
+
+}  // namespace
