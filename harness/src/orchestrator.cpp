@@ -153,9 +153,17 @@ class Run {
   /// Fires planned fault `p`: chooses its target by its rule among the workers running now (holders_
   /// or any; never one another fault is already on), appends it to schedule.jsonl, then injects it
   /// like any fault (ledger, history, heal); true. No candidate: false (the loop tries again: the
-  /// holders change hands between rounds), or with `last_chance` a harness log event saying the
-  /// fault was skipped, and true.
+  /// holders change hands between rounds), or with `last_chance` a schedule.jsonl line and a
+  /// harness log event saying the fault was skipped and why, and true.
   bool fire_scheduled(const PlannedFault& p, bool last_chance);
+  /// Records why `spec` did not take effect (a harness log event built on `e`); a FaultUnavailable
+  /// makes the run an environment failure (exit 3, or skipped with --skip-unavailable), except for
+  /// a scheduled fault under --skip-unavailable: then only that kind's later draws are skipped.
+  void not_injected(const FaultSpec& spec, Event e, const std::exception& err);
+  /// Appends (and flushes) planned fault `p`'s line to schedule.jsonl: with "target" when it fires
+  /// on spec.target, with "skipped" (the reason) instead when `skipped` is not empty.
+  void write_schedule_line(const PlannedFault& p, const FaultSpec& spec, const std::string& rule,
+                           const std::string& skipped);
   /// The schedule's duration is over: heal what is in effect, tell every worker to stop (SIGTERM:
   /// a repeating worker releases and exits 0); the loop then waits for them to exit.
   void end_schedule();
@@ -172,6 +180,9 @@ class Run {
   /// A fault fired but the environment lacked what it needs (faults::FaultUnavailable): exit 3,
   /// or skipped. (Why, and every other fault that did not take effect: run_shortfalls.)
   bool fault_unavailable_ = false;
+  /// Kinds of the schedule whose injection failed with FaultUnavailable, and why: later draws of
+  /// them are skipped.
+  std::map<FaultKind, std::string> unavailable_kinds_;
   std::vector<ActiveFault> active_;
   std::unique_ptr<faults::FaultLedger> ledger_;
   Services* services_ = nullptr;  // the run's services (owned by execute()'s frame)
@@ -435,6 +446,22 @@ void Run::record_exit(WorkerState& w, const std::string& id, const std::string& 
   record(std::move(e));
 }
 
+void Run::not_injected(const FaultSpec& spec, Event e, const std::exception& err) {
+  e.kind = EventKind::kLog;
+  e.detail = e.fault + " on " + spec.target + " not injected: " + err.what();
+  record(std::move(e));
+  if (dynamic_cast<const faults::FaultUnavailable*>(&err) == nullptr) return;
+  if (scheduled_specs_.count(&spec) != 0) {
+    // A kind of the schedule this machine cannot give: its later draws are skipped (schedule.jsonl
+    // says why); with --skip-unavailable the rest of the schedule still runs and is judged.
+    if (unavailable_kinds_.emplace(spec.kind, err.what()).second)
+      spdlog::warn("{}: {} is unavailable on this machine; the schedule's later {} faults are skipped: {}", sc_.name(),
+                   to_string(spec.kind), to_string(spec.kind), err.what());
+    if (opt_.skip_unavailable) return;
+  }
+  fault_unavailable_ = true;
+}
+
 void Run::inject(const FaultSpec& spec) {
   Event e;
   e.source = "harness";
@@ -457,20 +484,14 @@ void Run::inject(const FaultSpec& spec) {
     af.fault = make_fault(spec, ref, dir_.run_id(), *services_);
     af.ledger_id = ledger_->record_inject(*af.fault);  // durable before it takes effect
   } catch (const std::exception& err) {
-    e.kind = EventKind::kLog;
-    e.detail = e.fault + " on " + spec.target + " not injected: " + err.what();
-    fault_unavailable_ = fault_unavailable_ || dynamic_cast<const faults::FaultUnavailable*>(&err) != nullptr;
-    record(std::move(e));
+    not_injected(spec, std::move(e), err);
     return;
   }
   try {
     af.fault->inject();
   } catch (const std::exception& err) {
     ledger_->record_heal(af.ledger_id);
-    e.kind = EventKind::kLog;
-    e.detail = e.fault + " on " + spec.target + " not injected: " + err.what();
-    fault_unavailable_ = fault_unavailable_ || dynamic_cast<const faults::FaultUnavailable*>(&err) != nullptr;
-    record(std::move(e));
+    not_injected(spec, std::move(e), err);
     return;
   }
   af.injected_ns = monotonic_ns();
@@ -590,11 +611,34 @@ std::int64_t Run::scheduled_active() const {
   });
 }
 
+void Run::write_schedule_line(const PlannedFault& p, const FaultSpec& spec, const std::string& rule,
+                              const std::string& skipped) {
+  const auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+  nlohmann::json line{{"index", p.index},
+                      {"t_ms", ms(Clock::now() - start_)},
+                      {"planned_ms", ms(p.at)},
+                      {"kind", std::string(to_string(spec.kind))},
+                      {"rule", rule},
+                      {"duration", format_duration(spec.duration)},
+                      {"duration_ms", ms(spec.duration)},
+                      {"seed", sc_.schedule_seed()}};
+  if (skipped.empty())
+    line["target"] = spec.target;
+  else
+    line["skipped"] = skipped;
+  schedule_out_ << line.dump() << '\n';
+  schedule_out_.flush();
+}
+
 bool Run::fire_scheduled(const PlannedFault& p, bool last_chance) {
   FaultSpec spec = p.fault;
   const std::uint64_t seed = sc_.schedule_seed();
   const std::string kind(to_string(spec.kind));
   const std::string rule = targets_worker(spec.kind) ? std::string(to_string(p.rule)) : std::string(kLockServiceTarget);
+  if (const auto u = unavailable_kinds_.find(spec.kind); u != unavailable_kinds_.end()) {
+    write_schedule_line(p, spec, rule, "unavailable on this machine: " + u->second);
+    return true;
+  }
   if (targets_worker(spec.kind)) {
     std::set<std::string> busy;  // a worker another fault is on: a second one would heal with the first
     for (const auto& f : active_)
@@ -605,30 +649,20 @@ bool Run::fire_scheduled(const PlannedFault& p, bool last_chance) {
         candidates.push_back(id);
     if (candidates.empty()) {
       if (!last_chance) return false;
+      const std::string why = std::string(p.rule == ScheduleTarget::kHolders ? "no worker held the lock" : "no worker was running") +
+                              (busy.empty() ? "" : " without a fault already on it");
+      write_schedule_line(p, spec, rule, why);
       Event e;
       e.source = "harness";
       e.kind = EventKind::kLog;
-      e.detail = "scheduled fault #" + std::to_string(p.index) + " (" + kind + " on " + rule + ") skipped: " +
-                 (p.rule == ScheduleTarget::kHolders ? "no worker held the lock" : "no worker was running") +
-                 (busy.empty() ? "" : " without a fault already on it");
+      e.detail = "scheduled fault #" + std::to_string(p.index) + " (" + kind + " on " + rule + ") skipped: " + why;
       record(std::move(e));
       return true;
     }
     spec.target = candidates[pick_target(seed, p.index, candidates.size())];
   }
-  const auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
   // Written (and flushed) before the fault takes effect: the schedule actually applied.
-  nlohmann::json line{{"index", p.index},
-                      {"t_ms", ms(Clock::now() - start_)},
-                      {"planned_ms", ms(p.at)},
-                      {"kind", kind},
-                      {"target", spec.target},
-                      {"rule", rule},
-                      {"duration", format_duration(spec.duration)},
-                      {"duration_ms", ms(spec.duration)},
-                      {"seed", seed}};
-  schedule_out_ << line.dump() << '\n';
-  schedule_out_.flush();
+  write_schedule_line(p, spec, rule, "");
   scheduled_.push_back(std::move(spec));
   scheduled_specs_.insert(&scheduled_.back());
   inject(scheduled_.back());
@@ -898,6 +932,8 @@ ScenarioResult Run::execute() {
     r.exit_code = kExitEnvironment;
     r.skipped = opt_.skip_unavailable;
   }
+  for (const auto& [kind, why] : unavailable_kinds_)
+    spdlog::warn("{}: the schedule did not exercise {}: unavailable on this machine ({})", sc_.name(), to_string(kind), why);
   name_unhealed(r);
   const RunFigures figures =
       run_figures(sc_, lock_name_, history_, rb, analysis, r.met, r.duration_s, static_cast<double>(std::time(nullptr)));

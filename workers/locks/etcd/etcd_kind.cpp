@@ -75,16 +75,34 @@ class EtcdIssuerWatch final : public IssuerWatch {
   void run(std::stop_token stop) {
     EtcdClient watcher(url_);
     std::int64_t from = start_revision_;
+    // An outage (a lock-service-restart fault, a partition) fails every 100 ms retry: one warning
+    // when it starts, the retries at debug level, one line when events arrive again.
+    int failures = 0;
+    auto outage_began = std::chrono::steady_clock::now();
+    const auto on_event = [&](const WatchEvent& w) {
+      if (failures > 0) {
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - outage_began);
+        spdlog::info("lock watch on {}: events arrive again after {} failed attempt(s) over {} ms", prefix_, failures, ms.count());
+        failures = 0;
+      }
+      deliver(w, from);
+    };
     while (!stop.stop_requested()) {
       try {
-        watcher.watch(prefix_, from, [this, &from](const WatchEvent& w) { deliver(w, from); }, stop);
+        watcher.watch(prefix_, from, on_event, stop);
       } catch (const std::exception& err) {
         if (stop.stop_requested()) break;
         if (from_scratch_.exchange(false)) {
           from = 1;
           seen_revision_ = 0;
         }
-        spdlog::warn("lock watch on {}: {}; re-watching from revision {}", prefix_, err.what(), from);
+        if (failures++ == 0) {
+          outage_began = std::chrono::steady_clock::now();
+          spdlog::warn("lock watch on {}: {}; re-watching from revision {} every 100 ms (further failures at debug level)",
+                       prefix_, err.what(), from);
+        } else {
+          spdlog::debug("lock watch on {}: {}; re-watching from revision {} (attempt {})", prefix_, err.what(), from, failures);
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     }
