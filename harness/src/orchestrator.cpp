@@ -774,6 +774,9 @@ void Run::loop() {
     const auto now = Clock::now();
     for (auto& f : active_)
       if (f.fault && f.fault->active() && !f.heal_failed && now >= f.heal_at) heal(f);
+    // Healed faults leave: a long schedule fires thousands, and each turn of this loop looks at
+    // every entry. What is still in effect (a failed heal too) stays for heal_all().
+    std::erase_if(active_, [](const ActiveFault& f) { return !f.fault || !f.fault->active(); });
     for (auto& [id, w] : workers_)
       if (!w.started && w.start_at && now >= *w.start_at) launch_worker(w);
     for (const auto& f : sc_.faults())
