@@ -205,6 +205,8 @@ class Run {
   /// (a holder whose lease expired still believes it holds: it stays one).
   std::set<std::string> holders_;
   bool stopping_ = false;  ///< the schedule's duration ended: the workers were told to stop
+  /// Workers that exited while the schedule still ran (why each is a reason the run is not met).
+  std::vector<std::string> early_exits_;
   // A long run's progress, logged once a minute (log_progress): what the history holds so far.
   std::int64_t events_ = 0;
   std::int64_t rejected_ = 0;
@@ -442,6 +444,13 @@ void Run::record_exit(WorkerState& w, const std::string& id, const std::string& 
   e.detail = how;
   // A failed worker (not 0 = done, not 1 = gave up) says why in its last stderr lines.
   const auto code = w.proc ? w.proc->exit_code() : std::nullopt;
+  // Under a schedule the workload must last until the harness stops it: a worker gone before
+  // then leaves the rest of the schedule without its work, and the run cannot be called met.
+  if (sc_.schedule() && !stopping_)
+    early_exits_.push_back("worker " + id + " ended (" + how + ") " +
+                           format_duration(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start_)) + " into the " +
+                           format_duration(sc_.schedule()->duration) +
+                           " schedule: the workload stopped before the schedule did (its log: logs/" + id + ".log)");
   if (code && *code != 0 && *code != 1) e.line = stderr_tail(dir_.log_path(id));
   record(std::move(e));
 }
@@ -932,7 +941,8 @@ ScenarioResult Run::execute() {
   if (interrupted_) er.reasons.insert(er.reasons.begin(), "the run was interrupted");
   const auto not_taken = run_shortfalls(sc_, history_);
   er.reasons.insert(er.reasons.begin(), not_taken.begin(), not_taken.end());
-  const bool met = er.met && !timed_out_ && !interrupted_ && not_taken.empty();
+  er.reasons.insert(er.reasons.end(), early_exits_.begin(), early_exits_.end());
+  const bool met = er.met && !timed_out_ && !interrupted_ && not_taken.empty() && early_exits_.empty();
   er.met = met;  // verdict.json's expectation says the same as the table and the exit code
   r.duration_s = std::chrono::duration<double>(Clock::now() - wall_start).count();
   dir_.write_json("verdict.json", verdict_to_json(analysis, er, history_));

@@ -195,6 +195,44 @@ TEST(ScheduleRun, DurationOverridesTheSchedule) {
       << bad.err;
 }
 
+// A lock-service outage longer than a worker's --max-acquires x 200 ms (20 attempts, 4 s): a 6 s
+// restart of the embedded etcd. Repeating workers back off and keep trying until the harness stops
+// them (found by the one-hour soak, where all three gave up after a restart at 400 s and the run
+// still said met); every worker exits 0 at the schedule's end, the run is met.
+TEST(ScheduleRun, RepeatingWorkersOutliveALongLockServiceRestart) {
+  const std::string yaml =
+      "name: schedule-long-restart\n"
+      "lease_ttl: 2s\n"
+      "timeout: 60s\n"
+      "seed: 5\n"
+      "resource: {kind: store, fencing: per-key}\n"
+      "job: {key: ledger, segments: 1, chunks: 2, chunk_bytes: 64, chunk_interval: 100ms}\n"
+      "workers: [{id: w1}, {id: w2}]\n"
+      "schedule:\n"
+      "  duration: 13s\n"
+      "  interval: {min: 2s, max: 2s}\n"
+      "  faults:\n"
+      "    - {kind: lock-service-restart, duration: {min: 6s, max: 6s}}\n"
+      "expect: {outcome: safe}\n";
+  const ScheduledRun r = run("schedule-long-restart", yaml);
+  ASSERT_EQ(r.result.code, 0) << r.result.out << r.result.err;
+  ASSERT_TRUE(r.summary.is_array()) << r.result.out;
+  EXPECT_TRUE(r.summary[0]["met"].get<bool>()) << r.summary.dump(2);
+  EXPECT_TRUE(r.summary[0]["reasons"].empty()) << r.summary.dump(2);
+  ASSERT_EQ(r.schedule.size(), 1u) << "one restart, 2 s to 8 s, then work until 13 s";
+  std::map<std::string, std::string> exits;
+  std::size_t acquires_after_restart = 0;
+  std::int64_t first_heal = -1;
+  for (const auto& e : r.history) {
+    if (e["kind"] == "worker.exit") exits[e["target"]] = e["detail"];
+    if (e["kind"] == "fault.heal" && first_heal < 0) first_heal = e["t_ns"].get<std::int64_t>();
+    if (e["kind"] == "acquire.ok" && first_heal >= 0) ++acquires_after_restart;
+  }
+  EXPECT_EQ(exits["w1"], "exit 0");
+  EXPECT_EQ(exits["w2"], "exit 0");
+  EXPECT_GE(acquires_after_restart, 1u) << "the workload went on after the restart";
+}
+
 // The nightly soak as it ships (scenarios/nightly/soak-mixed.yaml): its seed's plan draws every
 // fault kind the scenario lists, so a CI run of it exercises each one.
 TEST(SoakMixed, ThePlanOfItsSeedDrawsEveryKindItLists) {

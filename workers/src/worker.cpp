@@ -572,7 +572,10 @@ class Worker {
   Acquired acquire() {
     while (true) {
       if (stop_.stop_requested()) return Acquired::kStopped;
-      if (acquires_ >= o_.max_acquires) {
+      // A repeating worker works until it is told to stop: an outage of the lock service (a
+      // restart, a partition) longer than --max-acquires x 200 ms must not end the workload
+      // half-way through a soak. It backs off instead (below) and keeps trying.
+      if (acquires_ >= o_.max_acquires && !o_.repeat) {
         fatal("gave up after " + std::to_string(acquires_) + " acquisition attempts (--max-acquires)");
         return Acquired::kGaveUp;
       }
@@ -629,7 +632,11 @@ class Worker {
       spdlog::warn("acquire of {} failed: {}", o_.lock, failure);
       keepalive.reset();
       if (session) close_session(*session);  // also deletes a key a late grant may have created
-      if (!sleep_unless_stopped(milliseconds(200), stop_)) return Acquired::kStopped;
+      // 200 ms; a repeating worker past --max-acquires doubles it up to 2 s.
+      const auto over = acquires_ - o_.max_acquires;
+      const auto backoff = over < 0 ? milliseconds(200)
+                                    : std::min(milliseconds(2000), milliseconds(200LL << std::min<std::int64_t>(over + 1, 4)));
+      if (!sleep_unless_stopped(backoff, stop_)) return Acquired::kStopped;
     }
   }
 

@@ -174,7 +174,10 @@ struct WorkerOptions {
   std::chrono::milliseconds pause_threshold{50};  ///< (--pause-threshold-ms) gap above which `pause` is emitted
   /// (--keepalive-interval-ms) time between keepalives; unset = ttl / 3 (what etcd's clientv3 does).
   std::optional<std::chrono::milliseconds> keepalive_interval;
-  std::int64_t max_acquires = 20;  ///< (--max-acquires) acquisition attempts in the whole run; then exit 1
+  /// (--max-acquires) acquisition attempts in the whole run; then exit 1. With `repeat` a round's
+  /// attempts beyond it back off (400 ms doubling to 2 s) and go on until a stop request: a soak's
+  /// workload outlives a lock-service restart or partition of any length.
+  std::int64_t max_acquires = 20;
   std::uint64_t seed = 0;          ///< (--seed) recorded in the start event; reserved for randomised designs
   std::chrono::milliseconds lock_timeout{30000};  ///< (--lock-timeout-ms) how long one Lock call may block
   std::chrono::milliseconds store_timeout{5000};  ///< (--store-timeout-ms) per write; past it the outcome is unknown
