@@ -66,6 +66,26 @@ ScheduledRun run(const std::string& name, const std::string& yaml) {
   return r;
 }
 
+/// A run's faults.ledger read back: the ids injected and never healed, and the injects per kind.
+struct LedgerTally {
+  std::set<std::int64_t> open;
+  std::map<std::string, std::size_t> injects_by_kind;
+};
+LedgerTally tally_ledger(const path& run_dir) {
+  LedgerTally t;
+  std::ifstream ledger(run_dir / "faults.ledger");
+  for (std::string l; std::getline(ledger, l);) {
+    if (l.empty()) continue;
+    const json e = json::parse(l);
+    if (e.value("op", "") == "inject") {
+      t.open.insert(e["id"].get<std::int64_t>());
+      ++t.injects_by_kind[e.value("kind", "")];
+    }
+    if (e.value("op", "") == "heal") t.open.erase(e["id"].get<std::int64_t>());
+  }
+  return t;
+}
+
 /// The checks every scheduled run must pass: schedule.jsonl is the plan from the seed, every fault
 /// in it fired on a worker that held the lock, and was healed; the workers were stopped at the end.
 void expect_schedule_applied(const ScheduledRun& r, const std::string& yaml) {
@@ -112,19 +132,9 @@ void expect_schedule_applied(const ScheduledRun& r, const std::string& yaml) {
     EXPECT_EQ(state, "held") << "fault " << i << " on " << target;
   }
   // The ledger: every fault injected was healed (nothing outstanding).
-  std::ifstream ledger(r.dir / "faults.ledger");
-  std::set<std::int64_t> open;
-  std::size_t sigstops = 0;
-  for (std::string l; std::getline(ledger, l);) {
-    if (l.empty()) continue;
-    const json e = json::parse(l);
-    if (e.value("op", "") == "inject") {
-      open.insert(e["id"].get<std::int64_t>());
-      if (e.value("kind", "") == "sigstop") ++sigstops;
-    }
-    if (e.value("op", "") == "heal") open.erase(e["id"].get<std::int64_t>());
-  }
-  EXPECT_TRUE(open.empty()) << fctest::slurp(r.dir / "faults.ledger");
+  const LedgerTally ledger = tally_ledger(r.dir);
+  EXPECT_TRUE(ledger.open.empty()) << fctest::slurp(r.dir / "faults.ledger");
+  const std::size_t sigstops = ledger.injects_by_kind.count("sigstop") ? ledger.injects_by_kind.at("sigstop") : 0;
   EXPECT_EQ(sigstops, plan.size());
   // Steady work: both workers held the lock several times (rounds, taking turns), and both were
   // stopped at the schedule's end with exit 0.
@@ -305,15 +315,7 @@ TEST(SoakMixed, NinetySecondsOfEveryKindStaySafe) {
   }
   EXPECT_EQ(injects, fired - attempted_unavailable);
   EXPECT_EQ(heals, fired - attempted_unavailable);
-  std::ifstream ledger(dir / "faults.ledger");
-  std::set<std::int64_t> open;
-  for (std::string l; std::getline(ledger, l);) {
-    if (l.empty()) continue;
-    const json e = json::parse(l);
-    if (e.value("op", "") == "inject") open.insert(e["id"].get<std::int64_t>());
-    if (e.value("op", "") == "heal") open.erase(e["id"].get<std::int64_t>());
-  }
-  EXPECT_TRUE(open.empty()) << fctest::slurp(dir / "faults.ledger");
+  EXPECT_TRUE(tally_ledger(dir).open.empty()) << fctest::slurp(dir / "faults.ledger");
   const std::string log = fctest::slurp(dir / "harness.log");
   EXPECT_NE(log.find("soak-mixed: 60s of 90s: "), std::string::npos) << log.substr(0, 4000);
 }
