@@ -117,7 +117,7 @@ TEST(SmokeSuite, FencedRunRejectsTheStaleWriteAndStaysValid) {
   EXPECT_NE(prom.find("client=\"w1\""), std::string::npos);
   EXPECT_NE(prom.find("fencecheck_lease_expiries_during_work_total{"), std::string::npos);
   EXPECT_NE(prom.find("fencecheck_holder_pause_seconds_bucket{"), std::string::npos);
-  EXPECT_NE(prom.find("fencecheck_scenario_passed{scenario=\"sigstop-past-lease\"} 1"), std::string::npos);
+  EXPECT_NE(prom.find("fencecheck_scenario_passed{source=\"file\",scenario=\"sigstop-past-lease\"} 1"), std::string::npos);
 }
 
 TEST(SmokeSuite, UnfencedRunShowsTheInterleavedSegmentNamingBothTokens) {

@@ -63,6 +63,14 @@ struct Gate {
     std::unique_lock lock(mu);
     cv.wait_for(lock, 30s, [this] { return open; });
   }
+  /// Opens the gate when it goes out of scope. Declared after the FakeGateway (and the Gate before
+  /// it), so the handlers waiting here are let go first, even when an ASSERT ends the test early,
+  /// and the gateway's destructor joins them before the Gate itself is destroyed (a handler still
+  /// inside wait() on a destroyed Gate aborted a CI run under ASan).
+  struct OpenAtExit {
+    Gate& gate;
+    ~OpenAtExit() { gate.release(); }
+  };
 };
 
 std::string header(std::int64_t revision) {
@@ -232,8 +240,9 @@ TEST(EtcdClientTest, WatchCanceledForCompactionThrowsNamingTheRevision) {
 }
 
 TEST(EtcdClientTest, StopEndsAnIdleWatch) {
-  FakeGateway gw;
   Gate gate;
+  FakeGateway gw;
+  Gate::OpenAtExit open_at_exit{gate};
   gw.server().Post("/v3/watch", [&](const httplib::Request&, httplib::Response& res) {
     res.set_chunked_content_provider("application/json", [&](std::size_t offset, httplib::DataSink& sink) {
       if (offset == 0) {
@@ -250,20 +259,19 @@ TEST(EtcdClientTest, StopEndsAnIdleWatch) {
   gw.start();
   EtcdClient etcd(gw.url());
   test::Collected<WatchEvent> events;
-  std::stop_source stop;
   std::int64_t last = 0;
   std::chrono::steady_clock::time_point returned;
-  std::thread watcher([&] {
-    last = etcd.watch("w/", 0, [&](const WatchEvent& e) { events.push(e); }, stop.get_token());
+  // A jthread: an ASSERT that ends the test early still stops and joins it.
+  std::jthread watcher([&](std::stop_token stop) {
+    last = etcd.watch("w/", 0, [&](const WatchEvent& e) { events.push(e); }, stop);
     returned = std::chrono::steady_clock::now();
   });
   ASSERT_TRUE(events.wait_until([](const auto& v) { return v.size() == 1; }));
   const auto requested = std::chrono::steady_clock::now();
-  stop.request_stop();
+  watcher.request_stop();
   watcher.join();  // returns although the server sends nothing more
   EXPECT_EQ(last, 3);
   EXPECT_LT(returned - requested, 1s) << "the stop closes the connection: no wait for the 30 min read bound";
-  gate.release();
 }
 
 // etcd's gateway ends every reply, errors included, with the trailer Grpc-Trailer-Content-Type
@@ -325,8 +333,9 @@ TEST(EtcdClientTest, ASilentEtcdIsAReadTimeoutTransportError) {
 }
 
 TEST(EtcdClientTest, LockReturnsNulloptWhenStoppedOrTimedOut) {
-  FakeGateway gw;
   Gate gate;
+  FakeGateway gw;
+  Gate::OpenAtExit open_at_exit{gate};
   test::Collected<int> entered;
   gw.server().Post("/v3/lock/lock", [&](const httplib::Request&, httplib::Response& res) {
     entered.push(1);
@@ -336,11 +345,10 @@ TEST(EtcdClientTest, LockReturnsNulloptWhenStoppedOrTimedOut) {
   gw.start();
   EtcdClient etcd(gw.url());
 
-  std::stop_source stop;
   std::optional<std::optional<LockResult>> stopped_result;
-  std::thread waiter([&] { stopped_result = etcd.lock("l", 1, 60s, stop.get_token()); });
+  std::jthread waiter([&](std::stop_token stop) { stopped_result = etcd.lock("l", 1, 60s, stop); });
   ASSERT_TRUE(entered.wait_until([](const auto& v) { return v.size() == 1; }));
-  stop.request_stop();
+  waiter.request_stop();
   waiter.join();
   ASSERT_TRUE(stopped_result.has_value());
   EXPECT_FALSE(stopped_result->has_value());
@@ -350,7 +358,6 @@ TEST(EtcdClientTest, LockReturnsNulloptWhenStoppedOrTimedOut) {
   std::stop_source already;
   already.request_stop();
   EXPECT_EQ(etcd.lock("l", 1, 60s, already.get_token()), std::nullopt);
-  gate.release();
 }
 
 TEST(EmbeddedEtcdTest, MissingBinaryHasAnInstallHint) {
