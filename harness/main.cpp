@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -246,6 +247,15 @@ int main(int argc, char** argv) {
   run->add_option("--duration", duration_text,
                   "How long each scenario's fault schedule runs (90s, 30m, 1h), instead of its schedule.duration; the "
                   "timeout moves with it. Scenarios without a schedule are left alone");
+  const std::map<std::string, RunOptions::CompressHistory> compress_modes{
+      {"auto", RunOptions::CompressHistory::kAuto},
+      {"always", RunOptions::CompressHistory::kAlways},
+      {"never", RunOptions::CompressHistory::kNever}};
+  run->add_option("--compress-history", opts.compress_history,
+                  "At the end of each run, replace history.jsonl by history.jsonl.zst (zstd): auto (when it is 16 MiB "
+                  "or more: a long run's), always, never. fencecheck report reads either")
+      ->transform(CLI::CheckedTransformer(compress_modes, CLI::ignore_case))
+      ->default_str("auto");
   int repeat = 1;
   run->add_option("--repeat", repeat,
                   "Run each scenario N times in a row, each run its own run directory (is its verdict repeatable?)")

@@ -116,7 +116,7 @@ struct ActiveFault {
 class Run {
  public:
   Run(const Scenario& sc, const RunOptions& opt, RunDirectory dir)
-      : sc_(sc), opt_(opt), dir_(std::move(dir)), history_out_(dir_.path() / "history.jsonl") {}
+      : sc_(sc), opt_(opt), dir_(std::move(dir)), history_out_(dir_.path() / kHistoryFile) {}
   /// Heals (and records) whatever is still injected when the run unwinds on an error.
   ~Run() {
     try {
@@ -167,6 +167,9 @@ class Run {
   /// The schedule's duration is over: heal what is in effect, tell every worker to stop (SIGTERM:
   /// a repeating worker releases and exits 0); the loop then waits for them to exit.
   void end_schedule();
+  /// The history is complete: closes history.jsonl and, as opt_.compress_history says, replaces
+  /// it by history.jsonl.zst (a failure is logged; the plain file stays).
+  void finish_history();
 
   const Scenario& sc_;
   const RunOptions& opt_;
@@ -235,6 +238,24 @@ void Run::record(Event e) {
   if (e.kind == EventKind::kWriteFail) ++rejected_;
   notify(opt_, [&](RunObserver& o) { o.on_event(sc_, e); });
   history_.push_back(std::move(e));
+}
+
+void Run::finish_history() {
+  history_out_.close();
+  using Mode = RunOptions::CompressHistory;
+  if (opt_.compress_history == Mode::kNever) return;
+  const fs::path plain = dir_.path() / kHistoryFile;
+  std::error_code ec;
+  const std::uintmax_t size = fs::file_size(plain, ec);
+  if (ec || (opt_.compress_history == Mode::kAuto && size < kCompressHistoryFromBytes)) return;
+  try {
+    const CompressedHistory c = compress_history(plain);
+    spdlog::info("{}: {} compressed to {}: {} -> {} bytes ({:.1f}x smaller)", sc_.name(), kHistoryFile,
+                 kCompressedHistoryFile, c.plain_bytes, c.compressed_bytes,
+                 c.compressed_bytes ? static_cast<double>(c.plain_bytes) / static_cast<double>(c.compressed_bytes) : 0.0);
+  } catch (const std::exception& err) {
+    spdlog::warn("{}: {} left uncompressed: {}", sc_.name(), kHistoryFile, err.what());
+  }
 }
 
 std::vector<std::pair<std::string, std::string>> Run::protocol_env(const WorkerSpec& w) const {
@@ -678,10 +699,17 @@ bool Run::fire_scheduled(const PlannedFault& p, bool last_chance) {
   return true;
 }
 
+namespace {
+/// H:MM:SS, whole seconds (rounded down): both sides of the progress line in one unit.
+std::string clock_text(Duration d) {
+  const auto s = std::chrono::duration_cast<std::chrono::seconds>(d).count();
+  return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
+}
+}  // namespace
+
 void Run::log_progress() {
-  const auto elapsed = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start_);
   spdlog::info("{}: {} of {}: {} fault(s) fired, {} in effect; {} events, {} rejected write(s) so far", sc_.name(),
-               format_duration(elapsed), format_duration(sc_.schedule()->duration), scheduled_.size(),
+               clock_text(Clock::now() - start_), clock_text(sc_.schedule()->duration), scheduled_.size(),
                scheduled_active(), events_, rejected_);
 }
 
@@ -929,6 +957,7 @@ ScenarioResult Run::execute() {
     spdlog::error("{}: {}", sc_.name(), r.reasons.back());
     name_unhealed(r, /*add_reasons=*/true);
     notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "done"); });
+    finish_history();
     return r;
   }
   dir_.write_json("readback.json", fencecheck::to_json(rb));
@@ -964,6 +993,7 @@ ScenarioResult Run::execute() {
   write_metrics_file(dir_.path() / "metrics.prom", figures);
   notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "done"); });
   notify(opt_, [&](RunObserver& o) { o.on_finish(sc_, r, analysis, figures); });
+  finish_history();
   return r;
 }
 

@@ -197,7 +197,7 @@ StoredRun load_run_directory(const fs::path& dir) {
                                  std::to_string(e.column()) + " of the plan as re-read)");
   }
 
-  const fs::path hist = dir / "history.jsonl";
+  const fs::path hist = history_file(dir);  // history.jsonl, or history.jsonl.zst once compressed
   if (!fs::exists(hist, ec)) throw RunFileError(hist, "missing");
   try {
     run.history = load_history_jsonl(hist);
@@ -378,7 +378,7 @@ void ReportObserver::on_finish(const Scenario& scenario, const ScenarioResult& r
   try {
     // The files the orchestrator just wrote: the page is drawn from exactly what
     // `fencecheck report` would read.
-    const History history = load_history_jsonl(result.run_dir / "history.jsonl");
+    const History history = load_history_jsonl(history_file(result.run_dir));
     const ReadBack rb = readback_from_json(read_json(result.run_dir / "readback.json"));
     c = junit_case(result, &analysis, run_start_ns(history), suite);
     ReportData data{&scenario, history, rb, analysis, result, "fencecheck run"};
@@ -413,7 +413,7 @@ void ReportObserver::add_result(const Scenario& scenario, const ScenarioResult& 
       write_junit(result.run_dir / "junit.xml",
                   JUnitSuite{suite, junit_timestamp(scenario_started_ ? scenario_started_ : std::time(nullptr)), hostname(), {c}});
       History history;
-      if (fs::exists(result.run_dir / "history.jsonl", ec)) history = load_history_jsonl(result.run_dir / "history.jsonl");
+      if (const auto h = history_file(result.run_dir); fs::exists(h, ec)) history = load_history_jsonl(h);
       const ReadBack rb;
       const Analysis analysis;  // nothing was judged: verdict unknown
       ReportData data{&scenario, history, rb, analysis, result, "fencecheck run"};

@@ -322,7 +322,7 @@ TEST(SoakMixed, NinetySecondsOfEveryKindStaySafe) {
   EXPECT_EQ(heals, fired - attempted_unavailable);
   EXPECT_TRUE(tally_ledger(dir).open.empty()) << fctest::slurp(dir / "faults.ledger");
   const std::string log = fctest::slurp(dir / "harness.log");
-  EXPECT_NE(log.find("soak-mixed: 60s of 90s: "), std::string::npos) << log.substr(0, 4000);
+  EXPECT_NE(log.find("soak-mixed: 0:01:00 of 0:01:30: "), std::string::npos) << log.substr(0, 4000);
 }
 
 }  // namespace

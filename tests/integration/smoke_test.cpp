@@ -150,3 +150,39 @@ TEST(SmokeSuite, UnfencedRunShowsTheInterleavedSegmentNamingBothTokens) {
   EXPECT_EQ(writers, (std::set<std::string>{"w1", "w2"}));
   EXPECT_NE(fctest::slurp(dir / "metrics.prom").find("anomaly=\"interleaved-segment\""), std::string::npos);
 }
+
+// --compress-history always: the run's history ends as history.jsonl.zst (a long run's would under
+// the default, auto, from 16 MiB), and `fencecheck report` judges the compressed history again to
+// the same verdict, evidence included.
+TEST(SmokeSuite, ACompressedHistoryIsJudgedAgainToTheSameVerdict) {
+  const path work = fctest::fresh_dir("smoke-zst");
+  const auto res = fctest::run_fencecheck({"run", std::string(FENCECHECK_SOURCE_DIR) + "/scenarios/smoke/sigstop-past-lease.yaml",
+                                           "--run-root", (work / "runs").string(), "--json", "--compress-history", "always"},
+                                          work);
+  ASSERT_EQ(res.code, 0) << res.out << res.err;
+  const json summary = json::parse(res.out);
+  const path dir = summary[0]["run_dir"].get<std::string>();
+  EXPECT_FALSE(std::filesystem::exists(dir / "history.jsonl"));
+  ASSERT_TRUE(std::filesystem::exists(dir / "history.jsonl.zst"));
+  EXPECT_NE(res.err.find("history.jsonl compressed to history.jsonl.zst"), std::string::npos) << res.err;
+  EXPECT_TRUE(std::filesystem::exists(dir / "report.html"));
+  const json before = load(dir / "verdict.json");
+  ASSERT_EQ(before["verdict"], "valid");
+
+  const auto again = fctest::run_fencecheck({"report", dir.string(), "--json"}, work);
+  ASSERT_EQ(again.code, 0) << again.out << again.err;
+  EXPECT_EQ(again.err.find("the stored verdict was"), std::string::npos) << again.err;
+  const json after = load(dir / "verdict.json");
+  EXPECT_EQ(after["verdict"], before["verdict"]);
+  EXPECT_EQ(after["checkers"], before["checkers"]);
+  EXPECT_EQ(after["figures"], before["figures"]);
+  EXPECT_FALSE(std::filesystem::exists(dir / "history.jsonl")) << "report reads it where it is, and writes no copy";
+
+  // A bad option value is refused before anything starts.
+  const auto bad = fctest::run_fencecheck({"run", std::string(FENCECHECK_SOURCE_DIR) + "/scenarios/smoke/sigstop-past-lease.yaml",
+                                           "--run-root", (work / "runs2").string(), "--compress-history", "sometimes"},
+                                          work);
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--compress-history"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(work / "runs2"));
+}

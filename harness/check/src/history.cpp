@@ -1,8 +1,14 @@
 #include "fencecheck/harness/history.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <utility>
 
 namespace fencecheck::harness {
@@ -19,25 +25,238 @@ HistoryError::HistoryError(std::string file, std::size_t line, std::string messa
       line_(line),
       message_(std::move(message)) {}
 
-History load_history_jsonl(const std::filesystem::path& path) {
+std::filesystem::path history_file(const std::filesystem::path& run_dir) {
+  std::error_code ec;
+  const auto plain = run_dir / kHistoryFile;
+  if (std::filesystem::exists(plain, ec)) return plain;
+  const auto zst = run_dir / kCompressedHistoryFile;
+  if (std::filesystem::exists(zst, ec)) return zst;
+  return plain;
+}
+
+namespace {
+
+bool is_zst(const std::filesystem::path& p) { return p.extension() == ".zst"; }
+
+/// An open file descriptor, closed at the end of its scope.
+class Fd {
+ public:
+  Fd(const std::filesystem::path& p, int flags, mode_t mode = 0) : fd_(::open(p.c_str(), flags | O_CLOEXEC, mode)) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  [[nodiscard]] int get() const { return fd_; }
+  [[nodiscard]] bool ok() const { return fd_ >= 0; }
+  /// close(2) with its result (a delayed write error shows here).
+  bool close() {
+    const int fd = std::exchange(fd_, -1);
+    return fd < 0 || ::close(fd) == 0;
+  }
+
+ private:
+  int fd_;
+};
+
+/// read(2) until `n` bytes or the end; EINTR retried. -1 on error (errno set).
+ssize_t read_some(int fd, char* buf, std::size_t n) {
+  while (true) {
+    const ssize_t r = ::read(fd, buf, n);
+    if (r >= 0 || errno != EINTR) return r;
+  }
+}
+
+bool write_all(int fd, const char* p, std::size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+constexpr std::size_t kBuffer = 128 * 1024;
+
+/// Splits bytes into lines, handing each complete one to fn.
+class LineSplitter {
+ public:
+  explicit LineSplitter(const std::function<void(std::string_view, std::size_t)>& fn) : fn_(fn) {}
+  void feed(std::string_view bytes) {
+    while (!bytes.empty()) {
+      const auto nl = bytes.find('\n');
+      if (nl == std::string_view::npos) {
+        pending_.append(bytes);
+        return;
+      }
+      if (pending_.empty()) {
+        emit(bytes.substr(0, nl));
+      } else {
+        pending_.append(bytes.substr(0, nl));
+        emit(pending_);
+        pending_.clear();
+      }
+      bytes.remove_prefix(nl + 1);
+    }
+  }
+  /// The last line, when the file does not end with '\n'.
+  void finish() {
+    if (!pending_.empty()) emit(pending_);
+    pending_.clear();
+  }
+  [[nodiscard]] std::size_t lines() const { return number_; }
+
+ private:
+  void emit(std::string_view line) {
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    fn_(line, ++number_);
+  }
+  const std::function<void(std::string_view, std::size_t)>& fn_;
+  std::string pending_;
+  std::size_t number_ = 0;
+};
+
+struct DStreamFree {
+  void operator()(ZSTD_DStream* d) const { ZSTD_freeDStream(d); }
+};
+struct CCtxFree {
+  void operator()(ZSTD_CCtx* c) const { ZSTD_freeCCtx(c); }
+};
+
+}  // namespace
+
+void for_each_history_line(const std::filesystem::path& given,
+                           const std::function<void(std::string_view line, std::size_t number)>& fn) {
+  std::filesystem::path path = given;
+  std::error_code ec;
+  if (!is_zst(path) && !std::filesystem::exists(path, ec)) {
+    auto zst = path;
+    zst += ".zst";
+    if (std::filesystem::exists(zst, ec)) path = zst;
+  }
   const std::string file = path.string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw HistoryError(file, 0, std::string("cannot open the history: ") + std::strerror(errno));
+  Fd fd(path, O_RDONLY);
+  if (!fd.ok()) throw HistoryError(file, 0, std::string("cannot open the history: ") + std::strerror(errno));
+  LineSplitter lines(fn);
+  std::vector<char> in(kBuffer);
+  if (!is_zst(path)) {
+    while (true) {
+      const ssize_t n = read_some(fd.get(), in.data(), in.size());
+      if (n < 0) throw HistoryError(file, lines.lines(), std::string("read error: ") + std::strerror(errno));
+      if (n == 0) break;
+      lines.feed(std::string_view(in.data(), static_cast<std::size_t>(n)));
+    }
+    lines.finish();
+    return;
+  }
+  std::unique_ptr<ZSTD_DStream, DStreamFree> ds(ZSTD_createDStream());
+  if (!ds) throw HistoryError(file, 0, "zstd: out of memory");
+  std::vector<char> out(ZSTD_DStreamOutSize());
+  std::size_t last = 0;  // ZSTD_decompressStream's last hint: 0 once a frame is complete
+  bool any = false;
+  while (true) {
+    const ssize_t n = read_some(fd.get(), in.data(), in.size());
+    if (n < 0) throw HistoryError(file, lines.lines(), std::string("read error: ") + std::strerror(errno));
+    if (n == 0) break;
+    any = true;
+    ZSTD_inBuffer ib{in.data(), static_cast<std::size_t>(n), 0};
+    while (ib.pos < ib.size) {
+      ZSTD_outBuffer ob{out.data(), out.size(), 0};
+      last = ZSTD_decompressStream(ds.get(), &ob, &ib);
+      if (ZSTD_isError(last))
+        throw HistoryError(file, lines.lines(),
+                           std::string("the compressed history is damaged: ") + ZSTD_getErrorName(last));
+      lines.feed(std::string_view(out.data(), ob.pos));
+    }
+  }
+  // The input is consumed; the decoder may still hold output of the last frame.
+  while (any && last != 0) {
+    ZSTD_inBuffer ib{nullptr, 0, 0};
+    ZSTD_outBuffer ob{out.data(), out.size(), 0};
+    last = ZSTD_decompressStream(ds.get(), &ob, &ib);
+    if (ZSTD_isError(last))
+      throw HistoryError(file, lines.lines(), std::string("the compressed history is damaged: ") + ZSTD_getErrorName(last));
+    lines.feed(std::string_view(out.data(), ob.pos));
+    if (ob.pos == 0 && last != 0)
+      throw HistoryError(file, lines.lines(), "the compressed history is truncated: it ends in the middle of a zstd frame");
+  }
+  lines.finish();
+}
+
+History load_history_jsonl(const std::filesystem::path& path) {
   History h;
-  std::string line;
-  std::size_t number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+  std::string file = path.string();
+  for_each_history_line(path, [&](std::string_view line, std::size_t number) {
+    if (line.find_first_not_of(" \t") == std::string_view::npos) return;
     try {
-      h.add(event_from_json_line(line));
+      h.add(event_from_json_line(std::string(line)));
     } catch (const std::exception& e) {
       throw HistoryError(file, number, e.what());
     }
-  }
-  if (in.bad()) throw HistoryError(file, number, "read error");
+  });
   return h;
+}
+
+CompressedHistory compress_history(const std::filesystem::path& path, int level) {
+  const std::string file = path.string();
+  CompressedHistory result;
+  result.path = path;
+  result.path += ".zst";
+  auto tmp = path;
+  tmp += ".zst.tmp";
+  const auto fail = [&](const std::string& why) -> HistoryError {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    return HistoryError(file, 0, why);
+  };
+  Fd in(path, O_RDONLY);
+  if (!in.ok()) throw fail(std::string("cannot open the history to compress it: ") + std::strerror(errno));
+  Fd out(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (!out.ok()) throw fail("cannot create " + tmp.string() + ": " + std::strerror(errno));
+  std::unique_ptr<ZSTD_CCtx, CCtxFree> cctx(ZSTD_createCCtx());
+  if (!cctx) throw fail("zstd: out of memory");
+  const auto check = [&](std::size_t r) {
+    if (ZSTD_isError(r)) throw fail(std::string("zstd: ") + ZSTD_getErrorName(r));
+    return r;
+  };
+  check(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, level));
+  check(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 1));
+  std::vector<char> ibuf(kBuffer), obuf(ZSTD_CStreamOutSize());
+  while (true) {
+    const ssize_t n = read_some(in.get(), ibuf.data(), ibuf.size());
+    if (n < 0) throw fail(std::string("read error: ") + std::strerror(errno));
+    result.plain_bytes += static_cast<std::uintmax_t>(n);
+    const ZSTD_EndDirective mode = n == 0 ? ZSTD_e_end : ZSTD_e_continue;
+    ZSTD_inBuffer ib{ibuf.data(), static_cast<std::size_t>(n), 0};
+    bool done = false;
+    while (!done) {
+      ZSTD_outBuffer ob{obuf.data(), obuf.size(), 0};
+      const std::size_t remaining = check(ZSTD_compressStream2(cctx.get(), &ob, &ib, mode));
+      if (!write_all(out.get(), obuf.data(), ob.pos))
+        throw fail("cannot write " + tmp.string() + ": " + std::strerror(errno));
+      result.compressed_bytes += ob.pos;
+      done = mode == ZSTD_e_end ? remaining == 0 : ib.pos == ib.size;
+    }
+    if (n == 0) break;
+  }
+  if (::fsync(out.get()) != 0) throw fail("cannot fsync " + tmp.string() + ": " + std::strerror(errno));
+  if (!out.close()) throw fail("cannot close " + tmp.string() + ": " + std::strerror(errno));
+  std::error_code ec;
+  std::filesystem::rename(tmp, result.path, ec);
+  if (ec) throw fail("cannot rename " + tmp.string() + " to " + result.path.string() + ": " + ec.message());
+  const auto parent = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  if (Fd dir(parent, O_RDONLY | O_DIRECTORY); !dir.ok() || ::fsync(dir.get()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::filesystem::remove(result.path, ec);  // the plain file is still the history
+    throw HistoryError(file, 0, "cannot fsync the directory " + parent.string() + ": " + why);
+  }
+  std::filesystem::remove(path, ec);
+  if (ec) throw HistoryError(file, 0, "compressed to " + result.path.string() + " but cannot remove the plain file: " + ec.message());
+  return result;
 }
 
 void save_history_jsonl(const std::filesystem::path& path, const History& history) {

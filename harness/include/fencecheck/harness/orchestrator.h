@@ -70,7 +70,18 @@ struct RunOptions {
   /// <run_dir>/night right after the directory is made, so `--keep-nights` keeps or removes a
   /// night's run directories together. Empty: not written.
   std::string night;
+  /// What happens to history.jsonl once the run is judged and every observer has seen it
+  /// (compress_history(), history.h): kAuto replaces it by history.jsonl.zst when it has at least
+  /// kCompressHistoryFromBytes (a long run's; short scenarios keep the plain file people open),
+  /// kAlways whatever its size, kNever never. A failure to compress is logged and leaves the plain
+  /// file. Every reader of a run directory (fencecheck report, the report page) reads either.
+  enum class CompressHistory { kAuto, kAlways, kNever };
+  CompressHistory compress_history = CompressHistory::kAuto;
 };
+
+/// kAuto's threshold: 16 MiB, about 100,000 events at the ~160 bytes an event takes
+/// (docs/performance.md); zstd level 3 makes it about 8x smaller.
+inline constexpr std::uintmax_t kCompressHistoryFromBytes = 16u * 1024 * 1024;
 
 /// What one scenario run came to. Value type.
 struct ScenarioResult {

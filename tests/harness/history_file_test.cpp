@@ -1,0 +1,198 @@
+// history.jsonl.zst: compress_history(), for_each_history_line() and load_history_jsonl() on
+// compressed histories (history.h). A long run's history is replaced by its zstd form at the end
+// of the run; everything that reads a run directory must read it back event for event.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <zstd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "fencecheck/harness/history.h"
+
+using namespace fencecheck;
+using namespace fencecheck::harness;
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "fencecheck-history-file-test" / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void spill(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
+
+/// A history shaped like a soak's: holders taking turns, writes with tokens, keepalives, a
+/// rejection now and then (n events).
+History soak_like(std::size_t n) {
+  History h;
+  for (std::size_t i = 0; h.size() < n; ++i) {
+    const std::string w = "w" + std::to_string(i % 7 + 1);
+    const std::int64_t token = 1000 + static_cast<std::int64_t>(i);
+    Event e;
+    e.t_ns = 1'000'000'000 + static_cast<std::int64_t>(h.size()) * 1'234'567;
+    e.src_ns = e.t_ns - 3'000;
+    e.source = w;
+    e.kind = EventKind::kAcquireOk;
+    e.lock = "fencecheck/soak";
+    e.lock_key = "fencecheck/soak/" + std::to_string(0x694d8a1f00000000LL + token);
+    e.lease_id = 0x694d8a1f00000000LL + token;
+    e.token = token;
+    e.ttl_ms = 2000;
+    h.add(e);
+    for (int c = 0; c < 4 && h.size() < n; ++c) {
+      Event wi = e;
+      wi.kind = c == 3 && i % 5 == 0 ? EventKind::kWriteFail : EventKind::kWriteOk;
+      wi.t_ns += (c + 1) * 100'000'000;
+      wi.key = "ledger-" + std::to_string(i % 13);
+      wi.segment = token * 4 + c;
+      wi.chunk = c;
+      if (wi.kind == EventKind::kWriteFail) wi.high_water = token + 3;
+      h.add(wi);
+    }
+  }
+  return h;
+}
+
+std::vector<std::string> lines_of(const History& h) {
+  std::vector<std::string> out;
+  for (const auto& e : h) out.push_back(to_json_line(e));
+  return out;
+}
+
+}  // namespace
+
+TEST(CompressedHistory, ReplacesThePlainFileAndReadsBackEveryEvent) {
+  const fs::path dir = fresh_dir("roundtrip");
+  const History h = soak_like(6'000);
+  save_history_jsonl(dir / kHistoryFile, h);
+  const auto plain_size = fs::file_size(dir / kHistoryFile);
+  EXPECT_EQ(history_file(dir), dir / kHistoryFile);
+
+  const CompressedHistory c = compress_history(dir / kHistoryFile);
+  EXPECT_EQ(c.path, dir / kCompressedHistoryFile);
+  EXPECT_EQ(c.plain_bytes, plain_size);
+  EXPECT_EQ(c.compressed_bytes, fs::file_size(dir / kCompressedHistoryFile));
+  EXPECT_LT(c.compressed_bytes * 4, c.plain_bytes) << "a soak's history compresses well; far less would mean no compression";
+  EXPECT_FALSE(fs::exists(dir / kHistoryFile)) << "the plain file is replaced";
+  EXPECT_FALSE(fs::exists(dir / "history.jsonl.zst.tmp"));
+  EXPECT_EQ(history_file(dir), dir / kCompressedHistoryFile);
+
+  // Read by its own name, and by the plain name (the .zst sibling is found).
+  for (const fs::path& p : {dir / kCompressedHistoryFile, dir / kHistoryFile}) {
+    const History back = load_history_jsonl(p);
+    ASSERT_EQ(back.size(), h.size()) << p;
+    EXPECT_EQ(lines_of(back), lines_of(h)) << p;
+  }
+  // It is a standard zstd frame with its size unknown up front (streamed) and a checksum: the
+  // library's own one-shot decoder gives back the plain bytes exactly.
+  const std::string zst = slurp(dir / kCompressedHistoryFile);
+  std::string plain(plain_size, '\0');
+  const std::size_t n = ZSTD_decompress(plain.data(), plain.size(), zst.data(), zst.size());
+  ASSERT_FALSE(ZSTD_isError(n)) << ZSTD_getErrorName(n);
+  EXPECT_EQ(n, plain_size);
+  std::string expected;
+  for (const auto& l : lines_of(h)) expected += l + "\n";
+  EXPECT_EQ(plain, expected);
+}
+
+TEST(CompressedHistory, ConcatenatedFramesLongLinesAndNoFinalNewlineReadAsPlainText) {
+  // What `zstd a b > c` or an append of compressed pieces gives: several frames, one after the
+  // other. A line of 300 KB crosses every buffer boundary; the last line has no '\n'.
+  const fs::path dir = fresh_dir("frames");
+  const std::string long_detail(300'000, 'x');
+  const std::string line1 = R"({"t_ns":1,"source":"harness","kind":"run.start"})";
+  const std::string line2 = R"({"t_ns":2,"source":"w1","kind":"log","detail":")" + long_detail + R"("})";
+  const std::string line4 = R"({"t_ns":3,"source":"harness","kind":"run.end"})";
+  // Frames cut mid-line: the first ends inside line 2.
+  const std::vector<std::string> pieces = {line1 + "\n" + line2.substr(0, 1000), line2.substr(1000) + "\r\n\n", line4};
+  std::string zst;
+  for (const auto& p : pieces) {
+    std::string frame(ZSTD_compressBound(p.size()), '\0');
+    const std::size_t n = ZSTD_compress(frame.data(), frame.size(), p.data(), p.size(), 1);
+    ASSERT_FALSE(ZSTD_isError(n));
+    zst.append(frame.data(), n);
+  }
+  spill(dir / "h.jsonl.zst", zst);
+  std::vector<std::pair<std::size_t, std::size_t>> seen;  // (line number, length)
+  for_each_history_line(dir / "h.jsonl.zst", [&](std::string_view line, std::size_t number) { seen.emplace_back(number, line.size()); });
+  using Seen = std::vector<std::pair<std::size_t, std::size_t>>;
+  EXPECT_EQ(seen, (Seen{{1, line1.size()}, {2, line2.size()}, {3, 0}, {4, line4.size()}}))
+      << "the \\r of a \\r\\n is not part of the line; an empty line is still a line";
+  const History h = load_history_jsonl(dir / "h.jsonl.zst");
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_EQ(h[1].detail, long_detail);
+  EXPECT_EQ(h[2].kind, EventKind::kRunEnd);
+}
+
+TEST(CompressedHistory, DamageIsNamedWithTheFileAndTheLinesReadBeforeIt) {
+  const fs::path dir = fresh_dir("damage");
+  save_history_jsonl(dir / kHistoryFile, soak_like(5'000));
+  const fs::path zst = compress_history(dir / kHistoryFile).path;
+  const std::string good = slurp(zst);
+
+  // A flipped byte in the middle: zstd's block decoding or, at the latest, the frame's checksum
+  // finds it. (Read as lines only: a parse of the damaged lines could fail first.)
+  std::string flipped = good;
+  flipped[flipped.size() / 2] = static_cast<char>(flipped[flipped.size() / 2] ^ 0x5a);
+  spill(zst, flipped);
+  try {
+    for_each_history_line(zst, [](std::string_view, std::size_t) {});
+    FAIL() << "a damaged history was read";
+  } catch (const HistoryError& e) {
+    EXPECT_EQ(e.file(), zst.string());
+    EXPECT_THAT(e.message(), HasSubstr("the compressed history is damaged: ")) << e.what();
+  }
+
+  // Cut short: the frame never ends.
+  spill(zst, good.substr(0, good.size() * 2 / 3));
+  try {
+    (void)load_history_jsonl(zst);
+    FAIL() << "a truncated history loaded";
+  } catch (const HistoryError& e) {
+    EXPECT_EQ(e.file(), zst.string());
+    EXPECT_EQ(e.message(), "the compressed history is truncated: it ends in the middle of a zstd frame") << e.what();
+    EXPECT_GT(e.line(), 100u) << "the lines before the cut were read";
+  }
+
+  // Not zstd at all (a plain history renamed).
+  spill(zst, R"({"t_ns":1,"source":"harness","kind":"run.start"})" "\n");
+  try {
+    (void)load_history_jsonl(zst);
+    FAIL() << "plain text read as zstd";
+  } catch (const HistoryError& e) {
+    EXPECT_EQ(e.line(), 0u);
+    EXPECT_EQ(std::string(e.what()), zst.string() + ": the compressed history is damaged: Unknown frame descriptor");
+  }
+}
+
+TEST(CompressedHistory, AnEmptyHistoryAndAMissingFile) {
+  const fs::path dir = fresh_dir("edge");
+  spill(dir / kHistoryFile, "");
+  const CompressedHistory c = compress_history(dir / kHistoryFile);
+  EXPECT_EQ(c.plain_bytes, 0u);
+  EXPECT_GT(c.compressed_bytes, 0u) << "a frame header and checksum";
+  EXPECT_TRUE(load_history_jsonl(dir / kHistoryFile).empty());
+
+  try {
+    (void)compress_history(dir / "nothing.jsonl");
+    FAIL() << "compressed a missing file";
+  } catch (const HistoryError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("nothing.jsonl: cannot open the history to compress it: No such file or directory"));
+  }
+  EXPECT_FALSE(fs::exists(dir / "nothing.jsonl.zst"));
+  EXPECT_FALSE(fs::exists(dir / "nothing.jsonl.zst.tmp"));
+  EXPECT_EQ(history_file(dir / "no-such-run"), dir / "no-such-run" / kHistoryFile);
+}
