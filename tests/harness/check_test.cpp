@@ -427,6 +427,34 @@ TEST(StaleWriteAccepted, AWriteAcceptedBeforeAPauseButReportedAfterIsNotStale) {
   EXPECT_TRUE(res.anomalies.empty());
 }
 
+TEST(StaleWriteAccepted, ReceiveOrderIsNotRealTimeOrderTheSendersClockDecides) {
+  // Found by 1000 workers on 2 cores (bench/scale_scenario.py 1000): w325 held token 505 and
+  // wrote both its chunks before w326 (507) was granted the lock; the store's log says so (seq
+  // 505, 506, then 507). But w325's channel was read late: the harness received w326's
+  // write.ok 507 before w325's write.invoke of chunk 1, which receive order called stale. Each
+  // event's src_ns, the worker's CLOCK_MONOTONIC when it printed it, is what happened first.
+  Builder b;
+  const std::size_t w2_ok = b.write_ok("w2", 34, 0, 0, 34);      // received first...
+  const std::size_t w1_invoke = b.write("w1", EventKind::kWriteInvoke, 33, 0, 1);
+  const std::size_t w1_ok = b.write("w1", EventKind::kWriteOk, 33, 0, 1);
+  b.h.events[w1_invoke].src_ns = b.h.events[w2_ok].src_ns - 5'000'000;  // ...but w1 sent 5 ms earlier
+  b.h.events[w1_ok].src_ns = b.h.events[w2_ok].src_ns - 4'000'000;      // and was answered before w2
+  EXPECT_EQ(StaleWriteAcceptedChecker().check(b.h, ReadBack{}).verdict, Verdict::kValid);
+
+  // The same receive order with w1 sending after w2's ok was printed: stale.
+  b.h.events[w1_invoke].src_ns = b.h.events[w2_ok].src_ns + 1'000;
+  b.h.events[w1_ok].src_ns = b.h.events[w2_ok].src_ns + 2'000;
+  CheckerResult res = StaleWriteAcceptedChecker().check(b.h, ReadBack{});
+  ASSERT_EQ(res.anomalies.size(), 1u);
+  EXPECT_THAT(res.anomalies[0].evidence, ElementsAre(w2_ok, w1_invoke, w1_ok));
+
+  // A sender's clock that claims an event after the harness received it is not believed: the
+  // receive time stands in (here: receive order, stale).
+  b.h.events[w1_invoke].src_ns = b.h.events[w1_invoke].t_ns + 1'000'000'000;
+  b.h.events[w2_ok].src_ns = b.h.events[w2_ok].t_ns;
+  EXPECT_EQ(StaleWriteAcceptedChecker().check(b.h, ReadBack{}).anomalies.size(), 1u);
+}
+
 TEST(StaleWriteAccepted, PipelinedWritesAreMatchedToTheirOwnInvokes) {
   // w1 has two writes in flight: chunk 0 is invoked before w2's 34 completes, chunk 1 after.
   // Each write.ok is judged by its own invoke (not the worker's latest one): chunk 0 is

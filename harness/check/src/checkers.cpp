@@ -383,7 +383,11 @@ CheckerResult StaleWriteAcceptedChecker::check_with(const History& history, cons
   }
 
   // 2. The history, in real-time order: B is stale when, before B was even invoked, a write.ok
-  //    for the same key with a higher token had already completed.
+  //    for the same key with a higher token had already completed. "Before" is by the time each
+  //    event happened (happened_ns: the worker's own CLOCK_MONOTONIC emit time), not by when the
+  //    harness received it: with many workers their channels deliver out of real order (1000
+  //    workers on 2 cores: w326's write.ok 507 arrived before w325's earlier write.invoke 505,
+  //    which the store had accepted first, seq 506 < 507), and receive order called that stale.
   // The last matching write.invoke before each write.ok: the worker's latest write.invoke when
   // that is the same write (a worker has one write in flight), else from the hash index (built
   // only if some write.ok needs it).
@@ -394,10 +398,16 @@ CheckerResult StaleWriteAcceptedChecker::check_with(const History& history, cons
     if (history[i].token && !detail::is_effect_key(history[i].key)) oks_by_key[history[i].key].push_back(i);
   for (const auto& [key_view, list] : oks_by_key) {
     const std::string key(key_view);
-    // prefix[i]: index of the highest-token write.ok among list[0..i].
-    std::vector<std::size_t> prefix(list.size());
-    for (std::size_t i = 0; i < list.size(); ++i)
-      prefix[i] = (i == 0 || *history[list[i]].token > *history[prefix[i - 1]].token) ? list[i] : prefix[i - 1];
+    // The key's write.oks by the time they happened (ties: receive order), and prefix[i]: the
+    // highest-token one among by_time[0..i].
+    std::vector<std::pair<std::int64_t, std::size_t>> by_time;
+    by_time.reserve(list.size());
+    for (std::size_t i : list) by_time.emplace_back(detail::happened_ns(history[i]), i);
+    std::sort(by_time.begin(), by_time.end());
+    std::vector<std::size_t> prefix(by_time.size());
+    for (std::size_t i = 0; i < by_time.size(); ++i)
+      prefix[i] = (i == 0 || *history[by_time[i].second].token > *history[prefix[i - 1]].token) ? by_time[i].second
+                                                                                                 : prefix[i - 1];
     for (std::size_t i = 0; i < list.size(); ++i) {
       const std::size_t b = list[i];
       const Event& e = history[b];
@@ -412,10 +422,10 @@ CheckerResult StaleWriteAcceptedChecker::check_with(const History& history, cons
         });
       }
       if (invoke) {
-        // Write.oks completed before the invoke: list entries with index < *invoke.
-        auto end = std::lower_bound(list.begin(), list.end(), *invoke);
-        if (end != list.begin()) {
-          std::size_t top = prefix[static_cast<std::size_t>(end - list.begin()) - 1];
+        // Write.oks completed before the invoke happened.
+        auto end = std::lower_bound(by_time.begin(), by_time.end(), std::make_pair(detail::happened_ns(history[*invoke]), *invoke));
+        if (end != by_time.begin()) {
+          std::size_t top = prefix[static_cast<std::size_t>(end - by_time.begin()) - 1];
           const Event& t = history[top];
           if (*t.token > token) {
             Group& g = group(key, e.source, token);

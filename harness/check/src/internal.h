@@ -60,6 +60,17 @@ class IndexRef {
 
 /// Side-effect events carry the key "<job key>.effect" (catalogue-plan.md, "Events added").
 inline constexpr std::string_view kEffectSuffix = ".effect";
+
+/// When an event happened, as far as the history can tell, in ns of the host's CLOCK_MONOTONIC:
+/// its sender's emit time (src_ns) when that is plausible, i.e. set and not after the harness
+/// received it (workers run on the harness's host, and CLOCK_MONOTONIC is one clock for every
+/// process there), else the harness's receive time (t_ns). Receive order is not real-time order:
+/// each worker's channel is read by its own thread, and with hundreds of workers on 2 cores an
+/// event can arrive after events that happened later. A worker's write.invoke is emitted before
+/// the request goes out and its write.ok after the reply came back, so "A's write.ok happened
+/// before B's write.invoke" by these times means A completed before B was sent (Herlihy & Wing's
+/// real-time order, as Jepsen's histories record it).
+inline std::int64_t happened_ns(const Event& e) { return e.src_ns > 0 && e.src_ns <= e.t_ns ? e.src_ns : e.t_ns; }
 [[nodiscard]] bool is_effect_key(std::string_view key);
 /// "ledger.effect" -> "ledger"; any other key unchanged.
 [[nodiscard]] std::string effect_base(std::string_view key);
