@@ -101,7 +101,7 @@ TEST(FirstDifference, EqualDocumentsHaveNone) {
 TEST(FirstDifference, NamesThePathAndBothValues) {
   const json recorded = json::parse(R"({"checkers": [{"name": "a", "tokens": [3, 4]}]})");
   const json now = json::parse(R"({"checkers": [{"name": "a", "tokens": [3, 5]}]})");
-  EXPECT_EQ(first_difference(recorded, now), "/checkers/0/tokens/1: recorded 4, now 5");
+  EXPECT_EQ(first_difference(recorded, now), "/checkers/0[a]/tokens/1: recorded 4, now 5");
 }
 
 TEST(FirstDifference, AMissingOrExtraFieldAndALengthAreDifferences) {

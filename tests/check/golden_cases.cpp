@@ -296,6 +296,12 @@ json trimmed(json v, bool with_expectation) {
   return v;
 }
 
+/// "[<name>]" for an object with a string "name" (a checker, an anomaly), so that a path says
+/// which one it is in; else "".
+std::string named(const json& v) {
+  return v.is_object() && v.contains("name") && v["name"].is_string() ? "[" + v["name"].get<std::string>() + "]" : "";
+}
+
 std::string shown(const json& v) {
   std::string s = v.dump();
   return s.size() > 160 ? s.substr(0, 157) + "..." : s;
@@ -377,7 +383,7 @@ std::optional<std::string> first_difference(const json& recorded, const json& no
   if (recorded.is_array()) {
     const std::size_t common = std::min(recorded.size(), now.size());
     for (std::size_t i = 0; i < common; ++i)
-      if (auto d = first_difference(recorded[i], now[i], path + "/" + std::to_string(i))) return d;
+      if (auto d = first_difference(recorded[i], now[i], path + "/" + std::to_string(i) + named(recorded[i]))) return d;
     if (recorded.size() == now.size()) return std::nullopt;
     const bool longer = now.size() > recorded.size();
     return path + ": recorded " + std::to_string(recorded.size()) + " elements, now " + std::to_string(now.size()) +

@@ -41,9 +41,10 @@ struct Case {
 /// on the clock or the machine.
 [[nodiscard]] nlohmann::json run_case(const Case& c);
 
-/// The first difference between a recorded result and a current one, as "<JSON pointer>: recorded
-/// X, now Y" (objects field by field in key order, arrays element by element, then their lengths);
-/// nullopt when they agree. Numbers that are both integers compare exactly; a floating-point number
+/// The first difference between a recorded result and a current one, as "<path>: recorded X, now Y"
+/// (objects field by field in key order, arrays element by element, then their lengths); nullopt
+/// when they agree. The path is a JSON pointer in which an element with a "name" is followed by
+/// it: "/checkers/1[stale-write-accepted]/anomalies". Numbers that are both integers compare exactly; a floating-point number
 /// compares with a relative tolerance of 1e-9, because GCC and clang may compute a figure that
 /// differs in its last bits.
 [[nodiscard]] std::optional<std::string> first_difference(const nlohmann::json& recorded, const nlohmann::json& now,
