@@ -143,6 +143,18 @@ struct StoryRun {
   std::size_t w1_late_s1[2] = {};  // unfenced: write.ok s1c0, s1c1
 };
 
+/// The middle of both stories: w2 takes the lock (its key, token 34, lease 7002) and writes the
+/// whole job, 2 segments x 2 chunks, each acknowledged with high-water 34, then job.done.
+inline void w2_writes_the_job(StoryRun& r) {
+  Builder& b = r.b;
+  r.w2_acquire = b.acquire_ok("w2", kKey2, 34, 7002);
+  r.w2_ok[0] = b.write_ok("w2", 34, 0, 0, 34);
+  r.w2_ok[1] = b.write_ok("w2", 34, 0, 1, 34);
+  r.w2_ok[2] = b.write_ok("w2", 34, 1, 0, 34);
+  r.w2_ok[3] = b.write_ok("w2", 34, 1, 1, 34);
+  r.w2_done = b.job_done("w2", 34);
+}
+
 inline StoryRun fenced_run() {
   StoryRun r;
   Builder& b = r.b;
@@ -156,12 +168,7 @@ inline StoryRun fenced_run() {
   r.w1_ok_s0c1 = b.write_ok("w1", 33, 0, 1, 33);
   r.inject = b.fault_inject("w1", 6'000'000'000);
   r.w1_delete = b.lock_delete(kKey1, 33, 40);  // lease expired: no release has revision 40
-  r.w2_acquire = b.acquire_ok("w2", kKey2, 34, 7002);
-  r.w2_ok[0] = b.write_ok("w2", 34, 0, 0, 34);
-  r.w2_ok[1] = b.write_ok("w2", 34, 0, 1, 34);
-  r.w2_ok[2] = b.write_ok("w2", 34, 1, 0, 34);
-  r.w2_ok[3] = b.write_ok("w2", 34, 1, 1, 34);
-  r.w2_done = b.job_done("w2", 34);
+  w2_writes_the_job(r);
   b.add(Builder::ev("w2", EventKind::kReleaseInvoke));
   r.w2_release = b.release_ok("w2", kKey2, 34, 50);
   r.w2_delete = b.lock_delete(kKey2, 34, 50);
@@ -195,12 +202,7 @@ inline StoryRun unfenced_run() {
   r.w1_ok_s0c0 = b.write_ok("w1", 33, 0, 0, 33);
   r.inject = b.fault_inject("w1", 6'000'000'000);
   r.w1_delete = b.lock_delete(kKey1, 33, 40);
-  r.w2_acquire = b.acquire_ok("w2", kKey2, 34, 7002);
-  r.w2_ok[0] = b.write_ok("w2", 34, 0, 0, 34);
-  r.w2_ok[1] = b.write_ok("w2", 34, 0, 1, 34);
-  r.w2_ok[2] = b.write_ok("w2", 34, 1, 0, 34);
-  r.w2_ok[3] = b.write_ok("w2", 34, 1, 1, 34);
-  r.w2_done = b.job_done("w2", 34);
+  w2_writes_the_job(r);
   r.w2_release = b.release_ok("w2", kKey2, 34, 50);
   r.w2_delete = b.lock_delete(kKey2, 34, 50);
   r.heal = b.fault_heal("w1", 6'000'400'000, 6'000'000'000);
