@@ -1,9 +1,11 @@
 // Synthetic histories and read-backs for the checker tests (check_test.cpp,
-// blackbox_check_test.cpp): a Builder that stamps events 1 ms apart, and stored chunks and accept
-// log entries of key "ledger". Test-only: its definitions are in an unnamed namespace, so each
+// blackbox_check_test.cpp, tests/check's golden record): a Builder that stamps events 1 ms apart,
+// stored chunks and accept log entries of key "ledger", and the smoke scenario's story, fenced and
+// unfenced (fenced_run(), unfenced_run()). Test-only: its definitions are in an unnamed namespace, so each
 // test file that includes it has its own copy.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -126,6 +128,100 @@ StoredChunk stored(const std::string& client, std::int64_t token, std::int64_t s
 AcceptedWrite logged(std::int64_t seq, const std::string& client, std::int64_t token, std::int64_t segment,
                      std::int64_t chunk) {
   return AcceptedWrite{seq, kKey, segment, chunk, token, client};
+}
+
+/// The story of the smoke scenario, 2 segments x 2 chunks: w1 (token 33) writes one or two chunks,
+/// is SIGSTOPped past its 2 s lease, etcd deletes its key, w2 (token 34) writes the whole job and
+/// releases; w1 resumes and writes with its stale token.
+struct StoryRun {
+  Builder b;
+  ReadBack rb;
+  // Indices of interest.
+  std::size_t w1_acquire = 0, w1_grant = 0, w1_ok_s0c0 = 0, w1_ok_s0c1 = 0, inject = 0, w1_delete = 0;
+  std::size_t w2_acquire = 0, w2_ok[4] = {}, w2_done = 0, w2_release = 0, w2_delete = 0, heal = 0, w1_pause = 0;
+  std::size_t w1_late = 0;       // fenced: write.fail s1c0; unfenced: write.ok s0c1
+  std::size_t w1_late_s1[2] = {};  // unfenced: write.ok s1c0, s1c1
+};
+
+/// The middle of both stories: w2 takes the lock (its key, token 34, lease 7002) and writes the
+/// whole job, 2 segments x 2 chunks, each acknowledged with high-water 34, then job.done.
+inline void w2_writes_the_job(StoryRun& r) {
+  Builder& b = r.b;
+  r.w2_acquire = b.acquire_ok("w2", kKey2, 34, 7002);
+  r.w2_ok[0] = b.write_ok("w2", 34, 0, 0, 34);
+  r.w2_ok[1] = b.write_ok("w2", 34, 0, 1, 34);
+  r.w2_ok[2] = b.write_ok("w2", 34, 1, 0, 34);
+  r.w2_ok[3] = b.write_ok("w2", 34, 1, 1, 34);
+  r.w2_done = b.job_done("w2", 34);
+}
+
+inline StoryRun fenced_run() {
+  StoryRun r;
+  Builder& b = r.b;
+  b.run_start();
+  b.add(Builder::ev("w1", EventKind::kAcquireInvoke));
+  r.w1_acquire = b.acquire_ok("w1", kKey1, 33, 7001);
+  r.w1_grant = b.lock_grant(kKey1, 33, 7001);
+  b.add(Builder::ev("w2", EventKind::kAcquireInvoke));
+  b.lock_grant(kKey2, 34, 7002);  // w2's key exists from here; it holds the lock once w1's is gone
+  r.w1_ok_s0c0 = b.write_ok("w1", 33, 0, 0, 33);
+  r.w1_ok_s0c1 = b.write_ok("w1", 33, 0, 1, 33);
+  r.inject = b.fault_inject("w1", 6'000'000'000);
+  r.w1_delete = b.lock_delete(kKey1, 33, 40);  // lease expired: no release has revision 40
+  w2_writes_the_job(r);
+  b.add(Builder::ev("w2", EventKind::kReleaseInvoke));
+  r.w2_release = b.release_ok("w2", kKey2, 34, 50);
+  r.w2_delete = b.lock_delete(kKey2, 34, 50);
+  r.heal = b.fault_heal("w1", 6'000'400'000, 6'000'000'000);
+  r.w1_pause = b.pause("w1", 5'950'000'000, 33);
+  b.write("w1", EventKind::kWriteInvoke, 33, 1, 0);
+  r.w1_late = b.write("w1", EventKind::kWriteFail, 33, 1, 0, 34);
+  b.add(Builder::ev("harness", EventKind::kWorkerExit));
+  b.add(Builder::ev("harness", EventKind::kRunEnd));
+
+  r.rb.resource = "store";
+  r.rb.fencing = "per-key";
+  r.rb.chunks = {stored("w2", 34, 0, 0, 3), stored("w2", 34, 0, 1, 4), stored("w2", 34, 1, 0, 5),
+                 stored("w2", 34, 1, 1, 6)};
+  r.rb.log = {logged(1, "w1", 33, 0, 0), logged(2, "w1", 33, 0, 1), logged(3, "w2", 34, 0, 0),
+              logged(4, "w2", 34, 0, 1),  logged(5, "w2", 34, 1, 0), logged(6, "w2", 34, 1, 1)};
+  r.rb.rejections = {RejectedWrite{kKey, 1, 0, 33, "w1", 34}};
+  r.rb.high_water = {{kKey, 34}};
+  return r;
+}
+
+/// Same story against a store that does not fence: w1 wrote only s0c0 before the pause, and after
+/// it resumes its s0c1, s1c0, s1c1 (token 33) are accepted over w2's.
+inline StoryRun unfenced_run() {
+  StoryRun r;
+  Builder& b = r.b;
+  b.run_start();
+  r.w1_acquire = b.acquire_ok("w1", kKey1, 33, 7001);
+  r.w1_grant = b.lock_grant(kKey1, 33, 7001);
+  b.lock_grant(kKey2, 34, 7002);
+  r.w1_ok_s0c0 = b.write_ok("w1", 33, 0, 0, 33);
+  r.inject = b.fault_inject("w1", 6'000'000'000);
+  r.w1_delete = b.lock_delete(kKey1, 33, 40);
+  w2_writes_the_job(r);
+  r.w2_release = b.release_ok("w2", kKey2, 34, 50);
+  r.w2_delete = b.lock_delete(kKey2, 34, 50);
+  r.heal = b.fault_heal("w1", 6'000'400'000, 6'000'000'000);
+  r.w1_pause = b.pause("w1", 5'980'000'000, 33);
+  // An unfenced store accepts and (like the reference store) reports its high-water mark, 34.
+  r.w1_late = b.write_ok("w1", 33, 0, 1, 34);
+  r.w1_late_s1[0] = b.write_ok("w1", 33, 1, 0, 34);
+  r.w1_late_s1[1] = b.write_ok("w1", 33, 1, 1, 34);
+  b.job_done("w1", 33);
+
+  r.rb.resource = "store";
+  r.rb.fencing = "none";
+  r.rb.chunks = {stored("w2", 34, 0, 0, 2), stored("w1", 33, 0, 1, 6), stored("w1", 33, 1, 0, 7),
+                 stored("w1", 33, 1, 1, 8)};
+  r.rb.log = {logged(1, "w1", 33, 0, 0), logged(2, "w2", 34, 0, 0), logged(3, "w2", 34, 0, 1),
+              logged(4, "w2", 34, 1, 0), logged(5, "w2", 34, 1, 1), logged(6, "w1", 33, 0, 1),
+              logged(7, "w1", 33, 1, 0), logged(8, "w1", 33, 1, 1)};
+  r.rb.high_water = {{kKey, 34}};
+  return r;
 }
 
 }  // namespace

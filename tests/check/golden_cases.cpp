@@ -1,0 +1,413 @@
+#include "golden_cases.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string_view>
+
+#include "fencecheck/harness/analysis.h"
+#include "fencecheck/harness/checker.h"
+#include "fencecheck/harness/expectation.h"
+#include "fencecheck/harness/history.h"
+#include "fencecheck/harness/scenario.h"
+#include "fencecheck/harness/verdict_json.h"
+#include "fencecheck/proto/event.h"
+#include "fencecheck/proto/readback.h"
+#include "../harness/history_builder.h"  // Builder, fenced_run(), unfenced_run()
+
+namespace fencecheck::golden {
+namespace {
+
+namespace fs = std::filesystem;
+namespace fh = fencecheck::harness;
+using nlohmann::json;
+
+const fs::path kSource = FENCECHECK_SOURCE_DIR;
+const fs::path kSmoke = kSource / "scenarios" / "smoke";
+/// The separator of the report fuzz target's inputs (tests/fuzz/report_fuzz.cpp).
+constexpr std::string_view kSeparator = "\n--- readback.json ---\n";
+/// The corruptions' seed; each base mixes in a hash of its name, so adding a base changes no other.
+constexpr std::uint64_t kSeed = 0x16'601d'e4ULL;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + p.string());
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// Sorted entries of a directory (directory_iterator's order is the filesystem's).
+std::vector<fs::path> sorted_entries(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+  return h;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Base cases
+
+std::string jsonl(const fh::History& h) {
+  std::string out;
+  for (const Event& e : h) out += to_json_line(e) + '\n';
+  return out;
+}
+
+Case story(std::string name, const fh::History& h, const ReadBack& rb, ScenarioSource sc) {
+  return Case{"story/" + std::move(name), jsonl(h), to_json(rb).dump(), std::move(sc)};
+}
+
+ScenarioSource yaml_file(const std::string& file) { return {ScenarioSource::Kind::kYamlFile, (kSmoke / file).string()}; }
+
+/// The checker tests' synthetic stories (history_builder.h) against several contexts and read-backs.
+std::vector<Case> story_cases() {
+  const ScenarioSource fenced = yaml_file("sigstop-past-lease.yaml");
+  const ScenarioSource unfenced = yaml_file("sigstop-past-lease-unfenced.yaml");
+  std::vector<Case> out;
+  const fh::StoryRun f = fh::fenced_run();
+  const fh::StoryRun u = fh::unfenced_run();
+  out.push_back(story("fenced", f.b.h, f.rb, fenced));
+  out.push_back(story("unfenced", u.b.h, u.rb, unfenced));
+  out.push_back(story("fenced-no-context", f.b.h, f.rb, {}));
+  out.push_back(story("unfenced-no-context", u.b.h, u.rb, {}));
+
+  ReadBack flipped = f.rb;  // one filler byte of w2's s0c1 flipped: corrupt-chunk
+  std::string& data = flipped.chunks[1].data;
+  data[data.find("f=x") + 2] = 'y';
+  out.push_back(story("fenced-corrupt-chunk", f.b.h, flipped, fenced));
+
+  ReadBack lost = f.rb;  // w2's acknowledged s1c1 is gone from the resource
+  lost.chunks.pop_back();
+  out.push_back(story("fenced-lost-chunk", f.b.h, lost, fenced));
+
+  // A third worker, w3, that never says anything: a black box.
+  const ScenarioSource three{ScenarioSource::Kind::kYamlText,
+                             "name: three\nlease_ttl: 2s\nresource: {kind: store}\njob: {key: ledger}\n"
+                             "workers: [{id: w1}, {id: w2}, {id: w3}]\nexpect: {outcome: safe}\n"};
+  out.push_back(story("fenced-black-box", f.b.h, f.rb, three));
+
+  // A protocol error from w1 and a write of unknown outcome (applied: the accept log has it).
+  fh::StoryRun p = fh::unfenced_run();
+  Event pe = fh::Builder::ev("harness", EventKind::kProtocolError);
+  pe.target = "w1";
+  pe.line_no = 7;
+  pe.detail = "w1 line 7: write.ok has no field 'token'";
+  pe.line = R"({"kind":"write.ok","key":"ledger"})";
+  p.b.add(pe);
+  p.b.write("w2", EventKind::kWriteInvoke, 34, 1, 1);
+  p.b.write("w2", EventKind::kWriteInfo, 34, 1, 1);
+  out.push_back(story("unfenced-protocol-error", p.b.h, p.rb, unfenced));
+  return out;
+}
+
+/// The report fixtures: real runs of the smoke scenarios, with their own scenario.json.
+std::vector<Case> fixture_cases() {
+  std::vector<Case> out;
+  for (const fs::path& dir : sorted_entries(kSource / "tests" / "report" / "fixtures"))
+    out.push_back(Case{"fixture/" + dir.filename().string(), slurp(dir / "history.jsonl"), slurp(dir / "readback.json"),
+                       {ScenarioSource::Kind::kJsonFile, (dir / "scenario.json").string()}});
+  return out;
+}
+
+/// The report fuzz target's seed corpus, split and judged as that target does (its fixed scenario).
+std::vector<Case> corpus_cases() {
+  std::vector<Case> out;
+  for (const fs::path& file : sorted_entries(kSource / "tests" / "fuzz" / "corpus" / "report")) {
+    const std::string input = slurp(file);
+    const auto cut = input.find(kSeparator);
+    Case c{"corpus/" + file.filename().string(), input.substr(0, cut), std::nullopt, yaml_file("sigstop-past-lease.yaml")};
+    if (cut != std::string::npos) c.readback = input.substr(cut + kSeparator.size());
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seeded corruptions
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(line);
+  return lines;
+}
+
+std::string join_lines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& l : lines) out += l + '\n';
+  return out;
+}
+
+/// The indices of the lines that parse as JSON objects and satisfy `pred`.
+template <typename Pred>
+std::vector<std::size_t> lines_where(const std::vector<std::string>& lines, Pred pred) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const json j = json::parse(lines[i], nullptr, false);
+    if (!j.is_discarded() && j.is_object() && pred(j)) out.push_back(i);
+  }
+  return out;
+}
+
+/// A base case's corruptions: 4 events dropped (one each), 4 adjacent pairs swapped, 3 tokens
+/// changed, 2 write.ok duplicated, the history cut after a quarter, half and three quarters of its
+/// lines and at 2/5 and 3/5 of its bytes (mid-line: usually a load error), and when it has a
+/// read-back, an accept-log entry and a stored chunk dropped, and the read-back cut in half (a
+/// load error).
+std::vector<Case> corruptions(const Case& base) {
+  std::mt19937_64 rng(kSeed ^ fnv1a(base.name));
+  const auto pick = [&rng](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+  // Up to k distinct elements of `from`, in the order drawn (so that no two cases share a name).
+  const auto distinct = [&pick](std::vector<std::size_t> from, std::size_t k) {
+    std::vector<std::size_t> out;
+    while (out.size() < k && !from.empty()) {
+      const std::size_t at = pick(from.size());
+      out.push_back(from[at]);
+      from.erase(from.begin() + static_cast<std::ptrdiff_t>(at));
+    }
+    return out;
+  };
+  const auto upto = [](std::size_t n) {
+    std::vector<std::size_t> all(n);
+    for (std::size_t i = 0; i < n; ++i) all[i] = i;
+    return all;
+  };
+  const std::vector<std::string> lines = split_lines(base.history);
+  const std::size_t n = lines.size();
+  std::vector<Case> out;
+  const auto add = [&](const std::string& what, std::string history, std::optional<std::string> readback) {
+    out.push_back(Case{base.name + "/" + what, std::move(history), std::move(readback), base.scenario});
+  };
+  if (n < 2) return out;
+
+  for (const std::size_t i : distinct(upto(n), 4)) {
+    std::vector<std::string> l = lines;
+    l.erase(l.begin() + static_cast<std::ptrdiff_t>(i));
+    add("drop-" + std::to_string(i), join_lines(l), base.readback);
+  }
+  for (const std::size_t i : distinct(upto(n - 1), 4)) {
+    std::vector<std::string> l = lines;
+    std::swap(l[i], l[i + 1]);
+    add("swap-" + std::to_string(i), join_lines(l), base.readback);
+  }
+  const auto with_token =
+      lines_where(lines, [](const json& j) { return j.contains("token") && j["token"].is_number_integer(); });
+  int k = 0;
+  for (const std::size_t i : distinct(with_token, 3)) {
+    json j = json::parse(lines[i]);
+    const std::int64_t was = j["token"].get<std::int64_t>();
+    const std::int64_t now = k == 0 ? was - 1 : k == 1 ? was + 1 : static_cast<std::int64_t>(pick(4));
+    ++k;
+    j["token"] = now;
+    std::vector<std::string> l = lines;
+    l[i] = j.dump();
+    add("token-" + std::to_string(i) + "-to-" + std::to_string(now), join_lines(l), base.readback);
+  }
+  const auto write_ok = lines_where(lines, [](const json& j) { return j.value("kind", "") == "write.ok"; });
+  for (const std::size_t i : distinct(write_ok, 2)) {
+    std::vector<std::string> l = lines;
+    l.insert(l.begin() + static_cast<std::ptrdiff_t>(i) + 1, lines[i]);
+    add("dup-write-ok-" + std::to_string(i), join_lines(l), base.readback);
+  }
+  for (const std::size_t quarter : {1, 2, 3}) {
+    const std::size_t keep = n * quarter / 4;
+    add("cut-lines-" + std::to_string(keep),
+        join_lines(std::vector<std::string>(lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(keep))),
+        base.readback);
+  }
+  for (const std::size_t fifth : {2, 3}) {
+    const std::size_t keep = base.history.size() * fifth / 5;
+    add("cut-bytes-" + std::to_string(keep), base.history.substr(0, keep), base.readback);
+  }
+
+  if (base.readback) {
+    const json rb = json::parse(*base.readback, nullptr, false);
+    for (const char* part : {"log", "chunks"}) {
+      if (rb.is_discarded() || !rb.is_object() || !rb.contains(part) || !rb[part].is_array() || rb[part].empty()) continue;
+      json less = rb;
+      const std::size_t i = pick(less[part].size());
+      less[part].erase(i);
+      add(std::string("readback-drop-") + part + "-" + std::to_string(i), base.history, less.dump());
+    }
+    const std::size_t keep = base.readback->size() / 2;
+    add("readback-cut-bytes-" + std::to_string(keep), base.history, base.readback->substr(0, keep));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running a case
+
+/// This process's scratch directory for the history file load_history_jsonl() reads; removed at exit.
+struct Scratch {
+  fs::path dir = fs::temp_directory_path() / ("fencecheck-golden-" + std::to_string(::getpid()));
+  Scratch() { fs::create_directories(dir); }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+const fh::Scenario& load(const ScenarioSource& s) {
+  static std::map<std::string, fh::Scenario> cache;
+  if (auto it = cache.find(s.value); it != cache.end()) return it->second;
+  switch (s.kind) {
+    case ScenarioSource::Kind::kYamlFile:
+      return cache.emplace(s.value, fh::load_scenario(s.value)).first->second;
+    case ScenarioSource::Kind::kJsonFile:
+      return cache.emplace(s.value, fh::scenario_from_json(json::parse(slurp(s.value)))).first->second;
+    case ScenarioSource::Kind::kYamlText:
+      return cache.emplace(s.value, fh::parse_scenario(s.value, "golden.yaml")).first->second;
+    case ScenarioSource::Kind::kNone:
+      break;
+  }
+  throw std::logic_error("no scenario to load");
+}
+
+/// verdict.json without the prose and the copies (run_case's comment says which fields).
+json trimmed(json v, bool with_expectation) {
+  v.erase("evidence_events");
+  v.erase("schema_version");
+  for (json& checker : v["checkers"])
+    for (json& anomaly : checker["anomalies"]) {
+      anomaly.erase("description");
+      anomaly.erase("evidence_events");
+    }
+  if (with_expectation)
+    v["expectation"] = json{{"met", v["expectation"]["met"]}};
+  else
+    v.erase("expectation");
+  return v;
+}
+
+/// "[<name>]" for an object with a string "name" (a checker, an anomaly), so that a path says
+/// which one it is in; else "".
+std::string named(const json& v) {
+  return v.is_object() && v.contains("name") && v["name"].is_string() ? "[" + v["name"].get<std::string>() + "]" : "";
+}
+
+std::string shown(const json& v) {
+  std::string s = v.dump();
+  return s.size() > 160 ? s.substr(0, 157) + "..." : s;
+}
+
+}  // namespace
+
+std::vector<Case> all_cases() {
+  std::vector<Case> bases = fixture_cases();
+  for (Case& c : corpus_cases()) bases.push_back(std::move(c));
+  for (Case& c : story_cases()) bases.push_back(std::move(c));
+  std::vector<Case> out;
+  for (const Case& base : bases) {
+    out.push_back(base);
+    for (Case& c : corruptions(base)) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+json run_case(const Case& c) {
+  static const Scratch scratch;
+  const fs::path file = scratch.dir / "history.jsonl";
+  {
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out << c.history;
+  }
+  fh::History history;
+  try {
+    history = fh::load_history_jsonl(file);
+  } catch (const fh::HistoryError& e) {
+    return json{{"load_error", "history.jsonl: " + (e.line() ? "line " + std::to_string(e.line()) + ": " : std::string()) +
+                                   e.message()}};
+  }
+  ReadBack readback;
+  if (c.readback) {
+    try {
+      readback = readback_from_json(json::parse(*c.readback));
+    } catch (const json::exception& e) {
+      return json{{"load_error", std::string("readback.json: not valid JSON: ") + e.what()}};
+    } catch (const std::invalid_argument& e) {
+      return json{{"load_error", std::string("readback.json: not a read-back: ") + e.what()}};
+    }
+  }
+  const bool with_scenario = c.scenario.kind != ScenarioSource::Kind::kNone;
+  const fh::CheckContext context = with_scenario ? fh::CheckContext::of(load(c.scenario)) : fh::CheckContext{};
+  const fh::Analysis analysis = fh::analyze(history, readback, context);
+  const fh::ExpectationResult expectation =
+      with_scenario ? fh::evaluate(load(c.scenario).expect(), analysis, load(c.scenario)) : fh::ExpectationResult{};
+  return trimmed(fh::verdict_to_json(analysis, expectation, history), with_scenario);
+}
+
+std::optional<std::string> first_difference(const json& recorded, const json& now, const std::string& path) {
+  if (recorded.is_number() && now.is_number()) {
+    if (recorded.is_number_float() || now.is_number_float()) {
+      // Relative tolerance 1e-9: GCC and clang may compute a floating-point figure differently in
+      // its last bits; integers (counts, indices, nanoseconds) stay exact below.
+      const double a = recorded.get<double>(), b = now.get<double>();
+      if (a == b || std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b))) return std::nullopt;
+    } else if (recorded == now) {
+      return std::nullopt;
+    }
+    return path + ": recorded " + shown(recorded) + ", now " + shown(now);
+  }
+  if (recorded.type() != now.type()) return path + ": recorded " + shown(recorded) + ", now " + shown(now);
+  if (recorded.is_object()) {
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : recorded.items()) keys.push_back(k);
+    for (const auto& [k, v] : now.items())
+      if (!recorded.contains(k)) keys.push_back(k);
+    std::sort(keys.begin(), keys.end());
+    for (const std::string& k : keys) {
+      const std::string at = path + "/" + k;
+      if (!now.contains(k)) return at + ": recorded " + shown(recorded[k]) + ", now absent";
+      if (!recorded.contains(k)) return at + ": recorded absent, now " + shown(now[k]);
+      if (auto d = first_difference(recorded[k], now[k], at)) return d;
+    }
+    return std::nullopt;
+  }
+  if (recorded.is_array()) {
+    const std::size_t common = std::min(recorded.size(), now.size());
+    for (std::size_t i = 0; i < common; ++i)
+      if (auto d = first_difference(recorded[i], now[i], path + "/" + std::to_string(i) + named(recorded[i]))) return d;
+    if (recorded.size() == now.size()) return std::nullopt;
+    const bool longer = now.size() > recorded.size();
+    return path + ": recorded " + std::to_string(recorded.size()) + " elements, now " + std::to_string(now.size()) +
+           (longer ? " (first extra: " + shown(now[common]) + ")" : " (first missing: " + shown(recorded[common]) + ")");
+  }
+  if (recorded == now) return std::nullopt;
+  return path + ": recorded " + shown(recorded) + ", now " + shown(now);
+}
+
+Tally tally(const std::vector<json>& results) {
+  Tally t;
+  for (const json& r : results) {
+    ++t.cases;
+    if (r.contains("load_error")) {
+      ++t.load_errors;
+      continue;
+    }
+    const std::string v = r.value("verdict", "");
+    t.valid += v == "valid";
+    t.invalid += v == "invalid";
+    t.unknown += v == "unknown";
+    for (const json& checker : r.value("checkers", json::array())) t.anomalies += checker.value("anomalies", json::array()).size();
+  }
+  return t;
+}
+
+}  // namespace fencecheck::golden
