@@ -8,12 +8,13 @@ and queues. When w1 resumes, its stale write must be rejected: expected safe, >=
 >= 1 expiry during work.
 
     bench/scale_scenario.py 1000 > /tmp/scale-1000.yaml
+    bench/scale_scenario.py 1000 600 150 > /tmp/scale-1000-long.yaml   # jobs of ~300 ms: most alive at once
     build/bin/fencecheck run /tmp/scale-1000.yaml --run-root /tmp/scale-runs
 """
 import sys
 
 
-def scenario(n: int, timeout_s: int) -> str:
+def scenario(n: int, timeout_s: int, chunk_interval_ms: int = 10) -> str:
     if n < 2:
         raise SystemExit("scale_scenario.py: N must be at least 2 (w1 is paused, w2 takes over)")
     lines = [
@@ -28,7 +29,7 @@ def scenario(n: int, timeout_s: int) -> str:
         "lock_service: {kind: etcd}",
         "resource: {kind: store, fencing: per-key}",
         "network: host",
-        "job: {key: k0, segments: 1, chunks: 2, chunk_bytes: 256, chunk_interval: 10ms}",
+        f"job: {{key: k0, segments: 1, chunks: 2, chunk_bytes: 256, chunk_interval: {chunk_interval_ms}ms}}",
         "workers:",
         "  - {id: w1, key: k0}",
     ]
@@ -50,8 +51,9 @@ def scenario(n: int, timeout_s: int) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) not in (2, 3):
-        raise SystemExit("usage: scale_scenario.py N [TIMEOUT_SECONDS]")
+    if len(sys.argv) not in (2, 3, 4):
+        raise SystemExit("usage: scale_scenario.py N [TIMEOUT_SECONDS [CHUNK_INTERVAL_MS]]")
     n = int(sys.argv[1])
-    timeout = int(sys.argv[2]) if len(sys.argv) == 3 else max(180, n // 2)
-    sys.stdout.write(scenario(n, timeout))
+    timeout = int(sys.argv[2]) if len(sys.argv) >= 3 else max(180, n // 2)
+    interval = int(sys.argv[3]) if len(sys.argv) == 4 else 10
+    sys.stdout.write(scenario(n, timeout, interval))

@@ -80,7 +80,7 @@ struct RunOptions {
 };
 
 /// kAuto's threshold: 16 MiB, about 100,000 events at the ~160 bytes an event takes
-/// (docs/performance.md); zstd level 3 makes it about 8x smaller.
+/// (docs/performance.md); zstd level 1 makes it about 8x smaller.
 inline constexpr std::uintmax_t kCompressHistoryFromBytes = 16u * 1024 * 1024;
 
 /// What one scenario run came to. Value type.
