@@ -522,6 +522,12 @@ void Run::inject(const FaultSpec& spec) {
   std::optional<faults::ProcessRef> ref;
   if (spec.kind != FaultKind::kLockServiceRestart) {
     auto& w = workers_.at(spec.target);
+    if (w.queued && !w.started) {
+      // Its start trigger happened and it waits for its turn to launch: a fault aimed at it
+      // launches it first, as when launches happened inside the event's handling.
+      w.queued = false;
+      launch_worker(w);
+    }
     if (w.proc && !w.exited) ref = faults::ProcessRef::of(w.proc->pid());
     if (!ref) {
       e.kind = EventKind::kLog;

@@ -371,3 +371,34 @@ TEST(ManyWorkers, LaunchesDoNotHoldBackAFault) {
   ASSERT_TRUE(inject.has_value());
   EXPECT_LT(*inject, *last_start) << "the stop waited for every launch";
 }
+
+// A fault whose trigger is the very event that starts its target: the target is launched before
+// the fault is injected (launches wait for their turn in the loop, but not a worker a fault is
+// aimed at), so the fault is injected, never "not running".
+TEST(ManyWorkers, AFaultOnAWorkerStartedByTheSameEventFindsItRunning) {
+  const std::string yaml =
+      "name: same-event\n"
+      "lease_ttl: 2s\n"
+      "timeout: 60s\n"
+      "resource: {kind: store, fencing: per-key}\n"
+      "network: host\n"
+      "job: {key: k0, segments: 1, chunks: 2, chunk_bytes: 64, chunk_interval: 10ms}\n"
+      "workers:\n"
+      "  - {id: w1}\n"
+      "  - {id: w2, start_after: {worker: w1, event: acquire.ok}}\n"
+      "faults:\n"
+      "  - {kind: sigstop, target: w2, trigger: {worker: w1, event: acquire.ok}, duration: 1s}\n"
+      "expect: {outcome: safe}\n";
+  const path work = fctest::fresh_dir("same-event");
+  std::ofstream(work / "s.yaml") << yaml;
+  const auto res = fctest::run_fencecheck({"run", (work / "s.yaml").string(), "--run-root", (work / "runs").string(), "--json"}, work);
+  ASSERT_EQ(res.code, 0) << res.out << res.err;
+  const auto history = fctest::read_history(path(json::parse(res.out)[0]["run_dir"].get<std::string>()) / "history.jsonl");
+  std::size_t injected = 0, not_injected = 0;
+  for (const auto& e : history) {
+    if (e["kind"] == "fault.inject" && e["target"] == "w2") ++injected;
+    if (e["kind"] == "log" && e.value("detail", "").find("not injected") != std::string::npos) ++not_injected;
+  }
+  EXPECT_EQ(injected, 1u);
+  EXPECT_EQ(not_injected, 0u);
+}
