@@ -758,24 +758,19 @@ void Run::end_schedule() {
   for (auto& f : active_)
     if (f.fault && f.fault->active() && !f.heal_failed) heal(f);
   for (auto& [id, w] : workers_) {
-    if (w.queued) {  // its trigger happened, but the schedule is over before its launch
+    // Waiting for its launch (its trigger happened) or due after the schedule: it will not start now.
+    const char* before = w.queued                      ? "before it was launched"
+                         : !w.started && w.start_at ? "before its start_delay"
+                                                    : nullptr;
+    if (before) {
       w.queued = false;
-      w.never = true;
-      Event e;
-      e.source = "harness";
-      e.kind = EventKind::kLog;
-      e.target = id;
-      e.detail = id + " never started: the schedule ended before it was launched";
-      record(std::move(e));
-    }
-    if (!w.started && w.start_at) {  // due after the schedule: it will not start now
       w.start_at.reset();
       w.never = true;
       Event e;
       e.source = "harness";
       e.kind = EventKind::kLog;
       e.target = id;
-      e.detail = id + " never started: the schedule ended before its start_delay";
+      e.detail = id + " never started: the schedule ended " + before;
       record(std::move(e));
     }
     if (w.proc && !w.exited && w.proc->running()) {
