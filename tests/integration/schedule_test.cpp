@@ -351,12 +351,9 @@ TEST(ManyWorkers, LaunchesDoNotHoldBackAFault) {
       "faults:\n"
       "  - {kind: sigstop, target: w1, trigger: {worker: w1, event: write.ok, count: 1}, duration: 3s}\n"
       "expect: {outcome: safe}\n";
-  const path work = fctest::fresh_dir("many-launches");
-  std::ofstream(work / "s.yaml") << yaml;
-  const auto res = fctest::run_fencecheck({"run", (work / "s.yaml").string(), "--run-root", (work / "runs").string(), "--json"}, work);
-  ASSERT_EQ(res.code, 0) << res.out << res.err;
-  const json summary = json::parse(res.out);
-  const auto history = fctest::read_history(path(summary[0]["run_dir"].get<std::string>()) / "history.jsonl");
+  const ScheduledRun r = run("many-launches", yaml);  // no schedule: r.schedule stays empty
+  ASSERT_EQ(r.result.code, 0) << r.result.out << r.result.err;
+  const auto& history = r.history;
   std::optional<std::size_t> inject, last_start;
   std::size_t starts = 0;
   for (std::size_t i = 0; i < history.size(); ++i) {
@@ -389,11 +386,9 @@ TEST(ManyWorkers, AFaultOnAWorkerStartedByTheSameEventFindsItRunning) {
       "faults:\n"
       "  - {kind: sigstop, target: w2, trigger: {worker: w1, event: acquire.ok}, duration: 1s}\n"
       "expect: {outcome: safe}\n";
-  const path work = fctest::fresh_dir("same-event");
-  std::ofstream(work / "s.yaml") << yaml;
-  const auto res = fctest::run_fencecheck({"run", (work / "s.yaml").string(), "--run-root", (work / "runs").string(), "--json"}, work);
-  ASSERT_EQ(res.code, 0) << res.out << res.err;
-  const auto history = fctest::read_history(path(json::parse(res.out)[0]["run_dir"].get<std::string>()) / "history.jsonl");
+  const ScheduledRun r = run("same-event", yaml);
+  ASSERT_EQ(r.result.code, 0) << r.result.out << r.result.err;
+  const auto& history = r.history;
   std::size_t injected = 0, not_injected = 0;
   for (const auto& e : history) {
     if (e["kind"] == "fault.inject" && e["target"] == "w2") ++injected;
