@@ -253,12 +253,10 @@ void Run::launch_queued() {
   while (!launch_queue_.empty()) {
     WorkerState* w = launch_queue_.front();
     launch_queue_.pop_front();
-    if (!w->queued) continue;  // end_schedule() took it off
+    if (!w->queued) continue;  // launched early by inject(), or taken off by end_schedule()
     w->queued = false;
-    if (!w->started && !w->never) {
-      launch_worker(*w);
-      return;
-    }
+    launch_worker(*w);
+    return;
   }
 }
 
@@ -522,7 +520,7 @@ void Run::inject(const FaultSpec& spec) {
   std::optional<faults::ProcessRef> ref;
   if (spec.kind != FaultKind::kLockServiceRestart) {
     auto& w = workers_.at(spec.target);
-    if (w.queued && !w.started) {
+    if (w.queued) {
       // Its start trigger happened and it waits for its turn to launch: a fault aimed at it
       // launches it first, as when launches happened inside the event's handling.
       w.queued = false;

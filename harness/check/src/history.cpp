@@ -25,18 +25,19 @@ HistoryError::HistoryError(std::string file, std::size_t line, std::string messa
       line_(line),
       message_(std::move(message)) {}
 
-std::filesystem::path history_file(const std::filesystem::path& run_dir) {
-  std::error_code ec;
-  const auto plain = run_dir / kHistoryFile;
-  if (std::filesystem::exists(plain, ec)) return plain;
-  const auto zst = run_dir / kCompressedHistoryFile;
-  if (std::filesystem::exists(zst, ec)) return zst;
-  return plain;
-}
-
 namespace {
 
 bool is_zst(const std::filesystem::path& p) { return p.extension() == ".zst"; }
+
+/// A plain history's path as it is on disk: itself, else its ".zst" sibling when only that
+/// exists, else itself (the name a "missing" error should give).
+std::filesystem::path existing_form(const std::filesystem::path& plain) {
+  std::error_code ec;
+  if (std::filesystem::exists(plain, ec)) return plain;
+  auto zst = plain;
+  zst += ".zst";
+  return std::filesystem::exists(zst, ec) ? zst : plain;
+}
 
 /// An open file descriptor, closed at the end of its scope.
 class Fd {
@@ -129,27 +130,27 @@ struct CCtxFree {
 
 }  // namespace
 
+std::filesystem::path history_file(const std::filesystem::path& run_dir) { return existing_form(run_dir / kHistoryFile); }
+
 void for_each_history_line(const std::filesystem::path& given,
                            const std::function<void(std::string_view line, std::size_t number)>& fn) {
-  std::filesystem::path path = given;
-  std::error_code ec;
-  if (!is_zst(path) && !std::filesystem::exists(path, ec)) {
-    auto zst = path;
-    zst += ".zst";
-    if (std::filesystem::exists(zst, ec)) path = zst;
-  }
+  const std::filesystem::path path = is_zst(given) ? given : existing_form(given);
   const std::string file = path.string();
   Fd fd(path, O_RDONLY);
   if (!fd.ok()) throw HistoryError(file, 0, std::string("cannot open the history: ") + std::strerror(errno));
   LineSplitter lines(fn);
   std::vector<char> in(kBuffer);
-  if (!is_zst(path)) {
+  // Hands each piece read from the file to `consume`, to the end.
+  const auto read_all = [&](const std::function<void(std::string_view)>& consume) {
     while (true) {
       const ssize_t n = read_some(fd.get(), in.data(), in.size());
       if (n < 0) throw HistoryError(file, lines.lines(), std::string("read error: ") + std::strerror(errno));
-      if (n == 0) break;
-      lines.feed(std::string_view(in.data(), static_cast<std::size_t>(n)));
+      if (n == 0) return;
+      consume(std::string_view(in.data(), static_cast<std::size_t>(n)));
     }
+  };
+  if (!is_zst(path)) {
+    read_all([&](std::string_view piece) { lines.feed(piece); });
     lines.finish();
     return;
   }
@@ -158,12 +159,9 @@ void for_each_history_line(const std::filesystem::path& given,
   std::vector<char> out(ZSTD_DStreamOutSize());
   std::size_t last = 0;  // ZSTD_decompressStream's last hint: 0 once a frame is complete
   bool any = false;
-  while (true) {
-    const ssize_t n = read_some(fd.get(), in.data(), in.size());
-    if (n < 0) throw HistoryError(file, lines.lines(), std::string("read error: ") + std::strerror(errno));
-    if (n == 0) break;
+  read_all([&](std::string_view piece) {
     any = true;
-    ZSTD_inBuffer ib{in.data(), static_cast<std::size_t>(n), 0};
+    ZSTD_inBuffer ib{piece.data(), piece.size(), 0};
     while (ib.pos < ib.size) {
       ZSTD_outBuffer ob{out.data(), out.size(), 0};
       last = ZSTD_decompressStream(ds.get(), &ob, &ib);
@@ -172,7 +170,7 @@ void for_each_history_line(const std::filesystem::path& given,
                            std::string("the compressed history is damaged: ") + ZSTD_getErrorName(last));
       lines.feed(std::string_view(out.data(), ob.pos));
     }
-  }
+  });
   // The input is consumed; the decoder may still hold output of the last frame.
   while (any && last != 0) {
     ZSTD_inBuffer ib{nullptr, 0, 0};
