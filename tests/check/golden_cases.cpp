@@ -321,36 +321,44 @@ std::vector<Case> all_cases() {
   return out;
 }
 
-json run_case(const Case& c) {
+std::variant<LoadedCase, json> load_case(const Case& c) {
   static const Scratch scratch;
   const fs::path file = scratch.dir / "history.jsonl";
   {
     std::ofstream out(file, std::ios::binary | std::ios::trunc);
     out << c.history;
   }
-  fh::History history;
+  LoadedCase loaded;
   try {
-    history = fh::load_history_jsonl(file);
+    loaded.history = fh::load_history_jsonl(file);
   } catch (const fh::HistoryError& e) {
     return json{{"load_error", "history.jsonl: " + (e.line() ? "line " + std::to_string(e.line()) + ": " : std::string()) +
                                    e.message()}};
   }
-  ReadBack readback;
   if (c.readback) {
     try {
-      readback = readback_from_json(json::parse(*c.readback));
+      loaded.readback = readback_from_json(json::parse(*c.readback));
     } catch (const json::exception& e) {
       return json{{"load_error", std::string("readback.json: not valid JSON: ") + e.what()}};
     } catch (const std::invalid_argument& e) {
       return json{{"load_error", std::string("readback.json: not a read-back: ") + e.what()}};
     }
   }
-  const bool with_scenario = c.scenario.kind != ScenarioSource::Kind::kNone;
-  const fh::CheckContext context = with_scenario ? fh::CheckContext::of(load(c.scenario)) : fh::CheckContext{};
-  const fh::Analysis analysis = fh::analyze(history, readback, context);
+  if (c.scenario.kind != ScenarioSource::Kind::kNone) {
+    loaded.scenario = &load(c.scenario);
+    loaded.context = fh::CheckContext::of(*loaded.scenario);
+  }
+  return loaded;
+}
+
+json run_case(const Case& c) {
+  auto loaded = load_case(c);
+  if (auto* error = std::get_if<json>(&loaded)) return *error;
+  const LoadedCase& l = std::get<LoadedCase>(loaded);
+  const fh::Analysis analysis = fh::analyze(l.history, l.readback, l.context);
   const fh::ExpectationResult expectation =
-      with_scenario ? fh::evaluate(load(c.scenario).expect(), analysis, load(c.scenario)) : fh::ExpectationResult{};
-  return trimmed(fh::verdict_to_json(analysis, expectation, history), with_scenario);
+      l.scenario ? fh::evaluate(l.scenario->expect(), analysis, *l.scenario) : fh::ExpectationResult{};
+  return trimmed(fh::verdict_to_json(analysis, expectation, l.history), l.scenario != nullptr);
 }
 
 std::optional<std::string> first_difference(const json& recorded, const json& now, const std::string& path) {

@@ -4,9 +4,15 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "fencecheck/harness/checker.h"
+#include "fencecheck/harness/history.h"
+#include "fencecheck/harness/scenario.h"
+#include "fencecheck/proto/readback.h"
 
 namespace fencecheck::golden {
 
@@ -32,6 +38,17 @@ struct Case {
 /// corruptions draw from std::mt19937_64, whose output the standard fixes, seeded per base by a
 /// hash of its name). Reads the files under FENCECHECK_SOURCE_DIR.
 [[nodiscard]] std::vector<Case> all_cases();
+
+/// A case loaded as the checkers take it.
+struct LoadedCase {
+  harness::History history;
+  ReadBack readback;                           ///< empty when the case has none
+  harness::CheckContext context;               ///< CheckContext::of(*scenario), or empty
+  const harness::Scenario* scenario = nullptr; ///< null when the case has none (cached; lives as long as the process)
+};
+
+/// The case's history, read-back and context, or {"load_error": ...} as run_case() records it.
+[[nodiscard]] std::variant<LoadedCase, nlohmann::json> load_case(const Case& c);
 
 /// What today's checkers say on a case, as recorded: {"load_error": "..."} when the history or the
 /// read-back does not load (report's wording, without the scratch file's path); else verdict.json
