@@ -29,13 +29,25 @@ struct Synthetic {
   ReadBack readback;
 };
 
-/// A valid history of at least `target` events (fewer than 20 more), with its read-back. Pure;
-/// deterministic (same target, same history). Memory: a few hundred bytes per event.
-inline Synthetic make_history(std::int64_t target) {
-  Synthetic s;
-  s.history.events.reserve(static_cast<std::size_t>(target + 32));
-  s.readback.resource = "store";
-  s.readback.fencing = "per-key";
+/// Generates the valid history of make_history() event by event: calls sink(const Event&) for each
+/// of at least `target` events (fewer than 20 more), in history order, and fills `*readback` to
+/// match when it is not null. Memory without a read-back: a few small maps (the paused holder
+/// per key), whatever the target; with one, the read-back's size. Deterministic.
+template <typename Sink>
+void generate_history(std::int64_t target, Sink&& sink, ReadBack* readback) {
+  std::int64_t events = 0;
+  struct Out {
+    Sink& sink;
+    std::int64_t& events;
+    void add(const Event& e) {
+      sink(e);
+      ++events;
+    }
+  } out{sink, events};
+  ReadBack scratch;  // stands in when no read-back is asked for (only the high-water marks: one per key)
+  ReadBack& rb = readback ? *readback : scratch;
+  rb.resource = "store";
+  rb.fencing = "per-key";
   std::map<std::tuple<std::string, std::int64_t, std::int64_t>, StoredChunk> slots;
   std::int64_t t = 1'000'000, revision = 1, seq = 0, holding = 0;
   struct Stale {
@@ -52,7 +64,7 @@ inline Synthetic make_history(std::int64_t target) {
     e.kind = kind;
     return e;
   };
-  while (static_cast<std::int64_t>(s.history.size()) < target) {
+  while (events < target) {
     const std::string key = "k" + std::to_string(holding % kKeys);
     const std::string worker = "w" + std::to_string(holding % 200);
     const std::string lock = "lock-" + key;
@@ -62,26 +74,27 @@ inline Synthetic make_history(std::int64_t target) {
     Event e = ev(worker, EventKind::kAcquireInvoke);
     e.lock = lock;
     e.ttl_ms = 2000;
-    s.history.add(e);
+    out.add(e);
     e = ev("lock", EventKind::kLockGrant);
     e.lock = lock, e.lock_key = lock_key, e.token = token, e.revision = token, e.lease_id = token;
-    s.history.add(e);
+    out.add(e);
     e = ev(worker, EventKind::kAcquireOk);
     e.lock = lock, e.lock_key = lock_key, e.token = token, e.revision = token, e.lease_id = token, e.ttl_ms = 2000;
-    s.history.add(e);
+    out.add(e);
     for (int c = 0; c < kChunks; ++c) {
       e = ev(worker, EventKind::kWriteInvoke);
       e.key = key, e.segment = segment, e.chunk = c, e.token = token;
-      s.history.add(e);
+      out.add(e);
       e.t_ns = (t += 1000);
       e.kind = EventKind::kWriteOk;
       e.high_water = token;
-      s.history.add(e);
+      out.add(e);
       ++seq;
-      s.readback.log.push_back({seq, key, segment, c, token, worker});
-      auto& slot = slots[{key, segment, c}];
-      slot = {key, segment, c, token, worker, seq,
-              encode_chunk({worker, token, key, segment, c}, 64)};
+      if (readback) {
+        readback->log.push_back({seq, key, segment, c, token, worker});
+        auto& slot = slots[{key, segment, c}];
+        slot = {key, segment, c, token, worker, seq, encode_chunk({worker, token, key, segment, c}, 64)};
+      }
     }
     if (const auto it = stale.find(key); it != stale.end()) {
       // The holder paused past its lease on this key resumes now and writes with its old token:
@@ -89,44 +102,53 @@ inline Synthetic make_history(std::int64_t target) {
       const Stale& old = it->second;
       e = ev(old.worker, EventKind::kPause);
       e.duration_ns = 6'000'000'000, e.token = old.token;
-      s.history.add(e);
+      out.add(e);
       e = ev(old.worker, EventKind::kWriteInvoke);
       e.key = key, e.segment = old.segment, e.chunk = 0, e.token = old.token;
-      s.history.add(e);
+      out.add(e);
       e.t_ns = (t += 1000);
       e.kind = EventKind::kWriteFail;
       e.high_water = token;
       e.detail = "fenced";
-      s.history.add(e);
-      s.readback.rejections.push_back({key, old.segment, 0, old.token, old.worker, token});
+      out.add(e);
+      if (readback) readback->rejections.push_back({key, old.segment, 0, old.token, old.worker, token});
       stale.erase(it);
     }
     if (holding % 64 == 63 && !stale.count(key)) {
       // Paused past its lease: the lock service expires it (a delete no release explains).
       e = ev("lock", EventKind::kLockDelete);
       e.lock = lock, e.lock_key = lock_key, e.token = token, e.revision = ++revision;
-      s.history.add(e);
+      out.add(e);
       stale[key] = {worker, segment, token};
-      s.readback.high_water[key] = token;
+      rb.high_water[key] = token;
       ++holding;
       continue;
     }
     e = ev(worker, EventKind::kReleaseInvoke);
     e.lock_key = lock_key, e.lease_id = token, e.token = token;
-    s.history.add(e);
+    out.add(e);
     e = ev("lock", EventKind::kLockDelete);
     e.lock = lock, e.lock_key = lock_key, e.token = token, e.revision = ++revision;
-    s.history.add(e);
+    out.add(e);
     e = ev(worker, EventKind::kReleaseOk);
     e.lock_key = lock_key, e.token = token, e.revision = revision;
-    s.history.add(e);
+    out.add(e);
     e = ev(worker, EventKind::kJobDone);
     e.token = token;
-    s.history.add(e);
-    s.readback.high_water[key] = token;
+    out.add(e);
+    rb.high_water[key] = token;
     ++holding;
   }
-  for (auto& [_, chunk] : slots) s.readback.chunks.push_back(std::move(chunk));
+  if (readback)
+    for (auto& [_, chunk] : slots) readback->chunks.push_back(std::move(chunk));
+}
+
+/// A valid history of at least `target` events (fewer than 20 more), with its read-back. Pure;
+/// deterministic (same target, same history). Memory: a few hundred bytes per event.
+inline Synthetic make_history(std::int64_t target) {
+  Synthetic s;
+  s.history.events.reserve(static_cast<std::size_t>(target + 32));
+  generate_history(target, [&](const Event& e) { s.history.add(e); }, &s.readback);
   return s;
 }
 

@@ -8,6 +8,7 @@
 
 #include "fencecheck/harness/analysis.h"
 #include "fencecheck/harness/checkers.h"
+#include "fencecheck/harness/live_checker.h"
 #include "synthetic_history.h"
 
 namespace fb = fencecheck::bench;
@@ -114,6 +115,36 @@ TEST(SyntheticHistory, TokenRegressionIsJudgedPerLock) {
 // analyze() builds one HistoryIndex and hands it to every checker and to the figures; a checker
 // called on its own builds its own. The results must be the same, anomalies and all: corrupt the
 // history in several ways so that most checkers have something to say, then compare.
+// bench_live_checker streams generate_history() without a read-back: the same events, in the
+// same order, as make_history() holds; and the live checker finds nothing in the valid run, while
+// a stale write accepted in it is found at its write.ok.
+TEST(SyntheticHistory, TheStreamIsTheSameHistoryAndTheLiveCheckerFindsNothingInIt) {
+  const auto held = fb::make_history(20'000);
+  std::size_t i = 0;
+  fencecheck::ReadBack untouched;
+  fb::generate_history(
+      20'000,
+      [&](const fencecheck::Event& e) {
+        ASSERT_LT(i, held.history.size());
+        EXPECT_EQ(fencecheck::to_json_line(e), fencecheck::to_json_line(held.history[i])) << i;
+        ++i;
+      },
+      nullptr);
+  EXPECT_EQ(i, held.history.size());
+  EXPECT_TRUE(fh::live_anomalies(held.history, fh::CheckContext{}).empty());
+
+  fh::History stale = held.history;
+  for (auto& e : stale.events)
+    if (e.kind == EventKind::kWriteFail) {  // a fenced write, now acknowledged as if accepted
+      e.kind = EventKind::kWriteOk;
+      break;
+    }
+  const auto live = fh::live_anomalies(stale, fh::CheckContext{});
+  ASSERT_EQ(live.size(), 1u);
+  EXPECT_EQ(live[0].anomaly.name, "stale-write-accepted");
+  EXPECT_EQ(stale[live[0].found_at].kind, EventKind::kWriteOk);
+}
+
 TEST(SyntheticHistory, TheSharedIndexChangesNoResult) {
   fb::Synthetic s = fb::make_history(10'000);
   // A stale accepted write (store log), a lost acknowledged write (the first one: its slot was
