@@ -257,6 +257,7 @@ void LiveMetrics::start(const Scenario& sc) {
   run->registry = std::make_shared<prometheus::Registry>();
   run->m = std::make_unique<MetricFamilies>(*run->registry, MetricsSource::kLive);
   run->m->lease_ttl(run->scenario).Set(run->ttl_s);
+  run->m->scenario_expects_safe(run->scenario).Set(sc.expect().outcome == Outcome::kSafe ? 1 : 0);
   run->m->token_staleness(run->scenario);
   for (const auto& w : sc.workers()) {  // every worker from the start, as build_registry has them
     run->m->worker_info(run->scenario, w.id).Set(1);
@@ -350,6 +351,11 @@ void LiveMetrics::event(const Event& e) {
       return true;
     });
   }
+}
+
+void LiveMetrics::anomaly(const std::string& name) {
+  if (!run_) return;
+  run_->m->anomalies(run_->scenario, name).Increment();
 }
 
 void LiveMetrics::finish(const std::string& scenario, std::shared_ptr<prometheus::Registry> final_registry) {
@@ -482,6 +488,10 @@ void MetricsObserver::on_start(const Scenario& scenario, const std::filesystem::
 
 void MetricsObserver::on_event(const Scenario& /*scenario*/, const Event& event) {
   if (live_) live_->event(event);
+}
+
+void MetricsObserver::on_anomaly(const Scenario& /*scenario*/, const LiveAnomaly& anomaly) {
+  if (live_) live_->anomaly(anomaly.anomaly.name);
 }
 
 void MetricsObserver::on_finish(const Scenario& scenario, const ScenarioResult& /*result*/, const Analysis& /*analysis*/,

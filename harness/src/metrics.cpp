@@ -74,6 +74,7 @@ RunFigures run_figures(const Scenario& sc, const std::string& lock, const Histor
   f.duplicate_effects = a.figures.duplicate_effects_by_key;
   for (const auto& c : a.checkers)
     for (const auto& an : c.anomalies) ++f.anomalies[an.name];
+  f.expects_safe = sc.expect().outcome == Outcome::kSafe;
   f.passed = passed;
   f.duration_s = duration_s;
   f.timestamp_s = timestamp_s;
@@ -135,6 +136,10 @@ MetricFamilies::MetricFamilies(prometheus::Registry& reg, const Labels& constant
                       .Labels(constant).Register(reg)),
       anomalies_(prometheus::BuildCounter().Name("fencecheck_anomalies_total").Help("Anomalies the checkers found, by name").Labels(constant).Register(reg)),
       passed_(prometheus::BuildGauge().Name("fencecheck_scenario_passed").Help("1 when the scenario met its expectation, else 0").Labels(constant).Register(reg)),
+      expects_safe_(prometheus::BuildGauge()
+                        .Name("fencecheck_scenario_expects_safe")
+                        .Help("1 when the scenario's expectation is safe (any anomaly fails it), 0 when it must show an anomaly")
+                        .Labels(constant).Register(reg)),
       duration_(prometheus::BuildGauge().Name("fencecheck_scenario_duration_seconds").Help("Wall time of the scenario run, seconds").Labels(constant).Register(reg)),
       timestamp_(prometheus::BuildGauge()
                      .Name("fencecheck_last_run_timestamp_seconds")
@@ -182,6 +187,9 @@ prometheus::Counter& MetricFamilies::anomalies(const std::string& scenario, cons
 prometheus::Gauge& MetricFamilies::scenario_passed(const std::string& scenario) {
   return passed_.Add(Labels{{"scenario", scenario}});
 }
+prometheus::Gauge& MetricFamilies::scenario_expects_safe(const std::string& scenario) {
+  return expects_safe_.Add(Labels{{"scenario", scenario}});
+}
 prometheus::Gauge& MetricFamilies::scenario_duration(const std::string& scenario) {
   return duration_.Add(Labels{{"scenario", scenario}});
 }
@@ -217,6 +225,7 @@ std::shared_ptr<prometheus::Registry> build_registry(const RunFigures& f, Metric
   for (const auto& [key, n] : f.duplicate_effects) m.duplicate_effects(sc, f.resource, key).Increment(d(n));
   for (const auto& [name, n] : f.anomalies) m.anomalies(sc, name).Increment(d(n));
   m.scenario_passed(sc).Set(f.passed ? 1 : 0);
+  m.scenario_expects_safe(sc).Set(f.expects_safe ? 1 : 0);
   m.scenario_duration(sc).Set(f.duration_s);
   m.last_run_timestamp(sc).Set(f.timestamp_s);
   return reg;

@@ -117,7 +117,12 @@ struct ActiveFault {
 class Run {
  public:
   Run(const Scenario& sc, const RunOptions& opt, RunDirectory dir)
-      : sc_(sc), opt_(opt), dir_(std::move(dir)), history_out_(dir_.path() / kHistoryFile) {}
+      : sc_(sc),
+        opt_(opt),
+        dir_(std::move(dir)),
+        history_out_(dir_.path() / kHistoryFile),
+        live_checker_(CheckContext::of(sc)),
+        live_anomalies_out_(dir_.path() / kLiveAnomaliesFile) {}
   /// Heals (and records) whatever is still injected when the run unwinds on an error.
   ~Run() {
     try {
@@ -184,6 +189,14 @@ class Run {
   std::deque<WorkerState*> launch_queue_;
   RunDirectory dir_;
   std::ofstream history_out_;
+  /// The checkers' rules that can be decided event by event (live_checker.h): each anomaly it
+  /// finds is appended to anomalies.live.jsonl, logged and passed to the observers (/metrics) as
+  /// the event that proves it is recorded.
+  LiveChecker live_checker_;
+  std::ofstream live_anomalies_out_;
+  /// One anomaly found while the run goes: its line in anomalies.live.jsonl (flushed), a warning,
+  /// RunObserver::on_anomaly.
+  void found_live(const LiveAnomaly& a);
   History history_;
   Inbox inbox_;
   std::map<std::string, WorkerState> workers_;
@@ -246,7 +259,17 @@ void Run::record(Event e) {
   ++events_;
   if (e.kind == EventKind::kWriteFail) ++rejected_;
   notify(opt_, [&](RunObserver& o) { o.on_event(sc_, e); });
+  for (const LiveAnomaly& a : live_checker_.observe(history_.size(), e)) found_live(a);
   history_.push_back(std::move(e));
+}
+
+void Run::found_live(const LiveAnomaly& a) {
+  const std::int64_t t_ms = start_ns_ > 0 ? (monotonic_ns() - start_ns_) / 1'000'000 : 0;
+  live_anomalies_out_ << live_anomaly_json_line(a, t_ms) << '\n';
+  live_anomalies_out_.flush();  // there the moment it is found, whatever happens to the harness later
+  spdlog::warn("{}: anomaly found while running: {} (history event {}): {}", sc_.name(), a.anomaly.name, a.found_at,
+               a.anomaly.description);
+  notify(opt_, [&](RunObserver& o) { o.on_anomaly(sc_, a); });
 }
 
 void Run::launch_queued() {
@@ -738,9 +761,9 @@ std::string clock_text(Duration d) {
 }  // namespace
 
 void Run::log_progress() {
-  spdlog::info("{}: {} of {}: {} fault(s) fired, {} in effect; {} events, {} rejected write(s) so far", sc_.name(),
-               clock_text(Clock::now() - start_), clock_text(sc_.schedule()->duration), scheduled_.size(),
-               scheduled_active(), events_, rejected_);
+  spdlog::info("{}: {} of {}: {} fault(s) fired, {} in effect; {} events, {} rejected write(s), {} anomaly(ies) so far",
+               sc_.name(), clock_text(Clock::now() - start_), clock_text(sc_.schedule()->duration), scheduled_.size(),
+               scheduled_active(), events_, rejected_, live_checker_.total());
 }
 
 void Run::end_schedule() {

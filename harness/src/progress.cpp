@@ -47,6 +47,7 @@ struct ProgressObserver::State {
   Duration expected{};
   Duration timeout{};
   std::int64_t rejected = 0;
+  std::int64_t anomalies = 0;  // found while the run goes (on_anomaly)
   std::vector<std::string> active_faults;  // "sigstop w1"
   std::string latest;                     // the latest notable event
   std::map<std::int64_t, std::string> holder;  // token -> the worker that acquired it
@@ -77,6 +78,7 @@ struct ProgressObserver::State {
     if (elapsed > expect) s += rt::format(" (timeout in %.0fs)", std::max(0.0, std::chrono::duration<double>(timeout).count() - elapsed));
     for (const auto& f : active_faults) s += "  " + f;
     s += "  rejected " + std::to_string(rejected);
+    if (anomalies > 0) s += "  ANOMALIES " + std::to_string(anomalies);
     if (!latest.empty()) s += "  | " + latest;
     return s;
   }
@@ -224,6 +226,14 @@ void ProgressObserver::on_event(const Scenario& /*scenario*/, const Event& e) {
     case EventKind::kJobDone: s.latest = e.source + " finished its job"; break;
     default: return;  // nothing worth a redraw
   }
+  s.draw_locked();
+}
+
+void ProgressObserver::on_anomaly(const Scenario& /*scenario*/, const LiveAnomaly& a) {
+  std::lock_guard lock(state_->mu);
+  auto& s = *state_;
+  ++s.anomalies;
+  s.latest = "anomaly: " + a.anomaly.name + (a.anomaly.key.empty() ? std::string() : " on " + a.anomaly.key);
   s.draw_locked();
 }
 

@@ -324,6 +324,10 @@ TEST(SoakMixed, NinetySecondsOfEveryKindStaySafe) {
   EXPECT_TRUE(tally_ledger(dir).open.empty()) << fctest::slurp(dir / "faults.ledger");
   const std::string log = fctest::slurp(dir / "harness.log");
   EXPECT_NE(log.find("soak-mixed: 0:01:00 of 0:01:30: "), std::string::npos) << log.substr(0, 4000);
+  // Safe: the live checker found nothing (its file is there, empty) and the minute's line says so.
+  EXPECT_NE(log.find(" rejected write(s), 0 anomaly(ies) so far"), std::string::npos) << log.substr(0, 4000);
+  EXPECT_TRUE(std::filesystem::exists(dir / "anomalies.live.jsonl"));
+  EXPECT_EQ(fctest::slurp(dir / "anomalies.live.jsonl"), "");
 }
 
 }  // namespace

@@ -140,6 +140,7 @@ RunFigures known_figures() {
   f.issuer_token = 42;
   f.token_staleness = {0, 0, 1, 3, 150};
   f.anomalies["interleaved-segment"] = 2;
+  f.expects_safe = false;  // a control scenario: it must show its anomaly
   f.passed = true;
   f.duration_s = 9.5;
   f.timestamp_s = 1700000000;
@@ -290,6 +291,7 @@ TEST(BuildRegistry, ExportsEveryFigureWithItsExactValue) {
   EXPECT_EQ(counter(all, "fencecheck_duplicate_effects_total", with({{"resource", "store"}, {"key", "ledger"}})), 0);
   EXPECT_EQ(counter(all, "fencecheck_anomalies_total", with({{"anomaly", "interleaved-segment"}})), 2);
   EXPECT_EQ(gauge(all, "fencecheck_scenario_passed", s), 1);
+  EXPECT_EQ(gauge(all, "fencecheck_scenario_expects_safe", s), 0);
   EXPECT_EQ(gauge(all, "fencecheck_scenario_duration_seconds", s), 9.5);
   EXPECT_EQ(gauge(all, "fencecheck_last_run_timestamp_seconds", s), 1700000000);
 
@@ -614,6 +616,14 @@ TEST(LiveMetrics, FollowsTheEventsOfTheRunningScenario) {
     return extra;
   };
   EXPECT_EQ(gauge(live.Collect(), "fencecheck_lease_ttl_seconds", s), 2);
+  EXPECT_EQ(gauge(live.Collect(), "fencecheck_scenario_expects_safe", s), 1);  // test_scenario expects safety
+  // An anomaly found while the run goes (the live checker) counts at once, per name.
+  EXPECT_FALSE(sample(live.Collect(), "fencecheck_anomalies_total", with({{"anomaly", "stale-write-accepted"}})));
+  live.anomaly("stale-write-accepted");
+  live.anomaly("stale-write-accepted");
+  live.anomaly("token-regression");
+  EXPECT_EQ(counter(live.Collect(), "fencecheck_anomalies_total", with({{"anomaly", "stale-write-accepted"}})), 2);
+  EXPECT_EQ(counter(live.Collect(), "fencecheck_anomalies_total", with({{"anomaly", "token-regression"}})), 1);
 
   auto feed = [&](const Event& e) { live.event(e); };
   Event start = ev("harness", EventKind::kRunStart);

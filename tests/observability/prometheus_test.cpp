@@ -11,7 +11,8 @@
 //                  alert rule's expression through the HTTP API and checks the values.
 //   PushFailure.*  a push to a closed port: reported in the summary, logged, verdict unchanged.
 //   LiveEndpoint.* a run with --metrics-listen, scraped while w1 is SIGSTOPped, and after the run
-//                  (--metrics-linger keeps it up until then); a bad --metrics-linger is refused.
+//                  (--metrics-linger keeps it up until then); an anomaly counted the moment it is
+//                  found, before the run ends; a bad --metrics-linger is refused.
 //   TwoWaysOut.*   a Prometheus scraping the Pushgateway and the live endpoint of one run: each
 //                  panel, selecting one source, counts the run once; the last result is scraped.
 //                  And a 6 s / 20 s pause read through the pause panel within 10 %.
@@ -607,6 +608,9 @@ TEST_F(Prometheus, EveryAlertRuleEvaluatesToTheExpectedSeries) {
   const std::map<std::string, std::set<std::string>> expected{
       {"FencecheckScenarioFailed", {kFails}},
       {"FencecheckFencedOut", {}},  // no checker reports fenced-out yet (promtool tests cover it firing)
+      // Live series only, and these runs are pushed (promtool tests cover it firing; the live
+      // series itself: LiveEndpoint.CountsAnAnomalyTheMomentItIsFound).
+      {"FencecheckAnomalyWhileRunning", {}},
       {"FencecheckFencingNeverExercised", {kNotExercised}},
       {"FencecheckLeaseExpiredWithoutFault", {}},  // every run here injected its fault
       {"FencecheckLeaseExpiredDuringWork",
@@ -863,6 +867,19 @@ std::optional<double> exposed(const std::string& body, const std::string& series
   return std::nullopt;
 }
 
+/// Scrapes 127.0.0.1:port/metrics until `series` is exposed or `bound` passes; the last body read.
+std::string scrape_until_exposed(int port, const std::string& series, std::chrono::milliseconds bound) {
+  httplib::Client client("127.0.0.1", port);
+  std::string body;
+  poll_until(bound, [&] {
+    auto res = client.Get("/metrics");
+    if (!res || res->status != 200) return false;
+    body = res->body;
+    return exposed(body, series).has_value();
+  });
+  return body;
+}
+
 TEST(LiveEndpoint, ShowsTheFaultWhileTheRunIsGoing) {
   TempDir dir("live");
   const int port = free_loopback_port();
@@ -880,15 +897,10 @@ TEST(LiveEndpoint, ShowsTheFaultWhileTheRunIsGoing) {
   })) << read_file(dir.path() / "fencecheck.log");
 
   // 2. /metrics already counts it, and the run has not ended (no verdict series yet).
-  httplib::Client client("127.0.0.1", port);
-  std::string body;
-  ASSERT_TRUE(poll_until(std::chrono::seconds(30), [&] {
-    auto res = client.Get("/metrics");
-    if (!res || res->status != 200) return false;
-    body = res->body;
-    return exposed(body, R"(fencecheck_faults_injected_total{source="live",kind="sigstop",scenario="sigstop-past-lease"})").has_value();
-  })) << body;
-  EXPECT_EQ(exposed(body, R"(fencecheck_faults_injected_total{source="live",kind="sigstop",scenario="sigstop-past-lease"})"), 1.0);
+  const std::string injected = R"(fencecheck_faults_injected_total{source="live",kind="sigstop",scenario="sigstop-past-lease"})";
+  std::string body = scrape_until_exposed(port, injected, std::chrono::seconds(30));
+  ASSERT_TRUE(exposed(body, injected)) << body;
+  EXPECT_EQ(exposed(body, injected), 1.0);
   EXPECT_EQ(body.find("fencecheck_scenario_passed"), std::string::npos) << "the run had already ended";
   EXPECT_EQ(exposed(body, R"(fencecheck_lease_ttl_seconds{source="live",scenario="sigstop-past-lease"})"), 2.0);
   // Before the fault: w1 took the lock and had two writes accepted, w2 queued behind it.
@@ -905,16 +917,71 @@ TEST(LiveEndpoint, ShowsTheFaultWhileTheRunIsGoing) {
   // 3. After the run the endpoint stays up (--metrics-linger, 30 s by default) until a scrape
   //    has read the final results; then the process ends, with the scenario's exit code.
   const std::string passed = R"(fencecheck_scenario_passed{source="live",scenario="sigstop-past-lease"})";
-  ASSERT_TRUE(poll_until(std::chrono::seconds(90), [&] {
-    auto res = client.Get("/metrics");
-    if (res && res->status == 200) body = res->body;
-    return exposed(body, passed).has_value();
-  })) << body;
+  body = scrape_until_exposed(port, passed, std::chrono::seconds(90));
   EXPECT_EQ(exposed(body, passed), 1.0);
   auto code = run.proc->wait_for(std::chrono::minutes(2));
   ASSERT_TRUE(code);
   EXPECT_EQ(*code, 0) << run.stdout_text();
   EXPECT_THAT(read_file(dir.path() / "fencecheck.log"), HasSubstr("live metrics: final results scraped"));
+}
+
+// An anomaly found while the run goes (the live checker, live_checker.h) is in anomalies.live.jsonl
+// and counted in /metrics before the run ends: w1's stale write is accepted by the unfenced store
+// while w3, which holds the lock now, is stopped for 6 s, so the run is still going when it is
+// scraped. At the end the checkers' own count replaces the live one (never lower).
+TEST(LiveEndpoint, CountsAnAnomalyTheMomentItIsFound) {
+  TempDir dir("live-anomaly");
+  const int port = free_loopback_port();
+  Program run("fencecheck", kFencecheck,
+              {"run", (kSource / "tests" / "observability" / "live" / "live-anomaly.yaml").string(), "--run-root",
+               (dir.path() / "runs").string(), "--metrics-listen", "127.0.0.1:" + std::to_string(port)},
+              dir.path() / "fencecheck.log");
+  const std::string scenario = "obs-live-anomaly";
+  const std::string series =
+      R"(fencecheck_anomalies_total{source="live",anomaly="stale-write-accepted",scenario=")" + scenario + R"("})";
+
+  // 1. The run directory's anomalies.live.jsonl gets the anomaly's line.
+  const fs::path latest = dir.path() / "runs" / "latest";
+  std::string lines;
+  ASSERT_TRUE(poll_until(std::chrono::seconds(90), [&] {
+    std::error_code ec;
+    if (!fs::exists(latest / "anomalies.live.jsonl", ec)) return false;
+    lines = read_file(latest / "anomalies.live.jsonl");
+    return lines.find('\n') != std::string::npos;
+  })) << read_file(dir.path() / "fencecheck.log");
+
+  // 2. /metrics counts it while the run still goes (no verdict series yet).
+  std::string body = scrape_until_exposed(port, series, std::chrono::seconds(10));
+  ASSERT_TRUE(exposed(body, series)) << body;
+  EXPECT_EQ(exposed(body, series), 1.0);
+  EXPECT_EQ(body.find("fencecheck_scenario_passed"), std::string::npos) << "the run had already ended";
+
+  // The line: the anomaly, the event that proved it (w1's stale write.ok in history.jsonl), its evidence.
+  const json line = json::parse(lines.substr(0, lines.find('\n')));
+  EXPECT_EQ(line["anomaly"], "stale-write-accepted");
+  EXPECT_EQ(line["key"], "ledger");
+  EXPECT_EQ(line["clients"], json::array({"w1"}));
+  const auto found_at = line["found_at"].get<std::size_t>();
+  std::ifstream history(latest / "history.jsonl");
+  std::string event;
+  for (std::size_t i = 0; i <= found_at && std::getline(history, event); ++i) {
+  }
+  const json proved = json::parse(event);
+  EXPECT_EQ(proved["kind"], "write.ok");
+  EXPECT_EQ(proved["source"], "w1");
+  EXPECT_LT(proved["token"].get<std::int64_t>(), line["tokens"].back().get<std::int64_t>());
+
+  // 3. The checkers at the end: the scenario's expectation (stale-write-accepted) met, the final
+  //    series at least the live count.
+  const std::string passed = R"(fencecheck_scenario_passed{source="live",scenario=")" + scenario + R"("})";
+  body = scrape_until_exposed(port, passed, std::chrono::seconds(90));
+  EXPECT_EQ(exposed(body, passed), 1.0);
+  ASSERT_TRUE(exposed(body, series));
+  EXPECT_GE(*exposed(body, series), 1.0);
+  auto code = run.proc->wait_for(std::chrono::minutes(2));
+  ASSERT_TRUE(code);
+  EXPECT_EQ(*code, 0) << run.stdout_text();
+  EXPECT_THAT(read_file(dir.path() / "fencecheck.log"), HasSubstr("anomaly found while running: stale-write-accepted"));
 }
 
 TEST(LiveEndpoint, ABadLingerIsRefusedBeforeTheRun) {

@@ -115,8 +115,11 @@ struct PushOutcome {
 ///   holder_pause_seconds{worker};  lock.delete of a holder's key with no release.ok for it and
 ///   no job.done before it, once that holder writes again with the deleted token ->
 ///   lease_expiries_during_work_total{lock,worker}+1.
-/// Lease TTL and an empty token-staleness histogram appear at start. Anomalies, passed, duration
-/// and the timestamp appear at finish (the checkers run at the end).
+/// An anomaly found while the run goes (anomaly(), from RunObserver::on_anomaly) ->
+///   anomalies_total{anomaly}+1 at once, so an alert can fire during a long run; at finish the
+///   checkers' count replaces it (never lower: every live anomaly is one of theirs, live_checker.h).
+/// Lease TTL, whether the scenario expects safety and an empty token-staleness histogram appear at start. Passed, duration and the
+/// timestamp appear at finish (the checkers run at the end).
 class LiveMetrics : public prometheus::Collectable {
  public:
   LiveMetrics();
@@ -128,6 +131,8 @@ class LiveMetrics : public prometheus::Collectable {
   void start(const Scenario& scenario);
   /// One history event of the running scenario (ignored when none is running).
   void event(const Event& event);
+  /// An anomaly of the running scenario found while it runs, by name (ignored when none is running).
+  void anomaly(const std::string& name);
   /// The scenario ended: its series become exactly `final_registry` (build_registry(figures,
   /// kLive)). Each call is a new generation (generation() + 1).
   void finish(const std::string& scenario, std::shared_ptr<prometheus::Registry> final_registry);
@@ -203,6 +208,7 @@ class MetricsObserver : public RunObserver {
 
   void on_start(const Scenario& scenario, const std::filesystem::path& run_dir) override;
   void on_event(const Scenario& scenario, const Event& event) override;
+  void on_anomaly(const Scenario& scenario, const LiveAnomaly& anomaly) override;
   void on_finish(const Scenario& scenario, const ScenarioResult& result, const Analysis& analysis,
                  const RunFigures& figures) override;
 

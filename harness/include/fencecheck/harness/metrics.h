@@ -25,6 +25,7 @@
 //   fencecheck_duplicate_effects_total{scenario,resource,key}          counter (per job: the key it writes)
 //   fencecheck_anomalies_total{scenario,anomaly}                       counter
 //   fencecheck_scenario_passed{scenario}                               gauge 1/0
+//   fencecheck_scenario_expects_safe{scenario}                         gauge 1/0: the expectation is `safe`
 //   fencecheck_scenario_duration_seconds{scenario}                     gauge, seconds
 //   fencecheck_last_run_timestamp_seconds{scenario}                    gauge, Unix time in seconds
 //
@@ -84,6 +85,9 @@ struct RunFigures {
   /// count). Every key in high_water is exported too, with 0 when it has none.
   std::map<std::string, std::int64_t> duplicate_effects;
   std::map<std::string, std::int64_t> anomalies;  ///< name -> n
+  /// The scenario's expectation is `safe` (any anomaly fails it), not `anomaly` (a control
+  /// scenario that must show one): an alert on anomalies found while a run goes reads it.
+  bool expects_safe = true;
   bool passed = false;
   double duration_s = 0;
   double timestamp_s = 0;  ///< Unix time the run ended
@@ -145,6 +149,7 @@ class MetricFamilies {
                                          const std::string& key);
   prometheus::Counter& anomalies(const std::string& scenario, const std::string& anomaly);
   prometheus::Gauge& scenario_passed(const std::string& scenario);
+  prometheus::Gauge& scenario_expects_safe(const std::string& scenario);
   prometheus::Gauge& scenario_duration(const std::string& scenario);
   prometheus::Gauge& last_run_timestamp(const std::string& scenario);
 
@@ -164,6 +169,7 @@ class MetricFamilies {
   prometheus::Family<prometheus::Counter>& duplicates_;
   prometheus::Family<prometheus::Counter>& anomalies_;
   prometheus::Family<prometheus::Gauge>& passed_;
+  prometheus::Family<prometheus::Gauge>& expects_safe_;
   prometheus::Family<prometheus::Gauge>& duration_;
   prometheus::Family<prometheus::Gauge>& timestamp_;
 };

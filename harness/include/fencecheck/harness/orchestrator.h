@@ -6,7 +6,9 @@
 // events into one history stamped with the orchestrator's monotonic clock; fires faults and
 // delayed starts when their trigger event or time comes; heals every fault on every path; reads
 // the resource back; runs the checkers; and writes history.jsonl, readback.json, verdict.json,
-// metrics.prom, scenario.json and every process's log into the run directory.
+// metrics.prom, scenario.json and every process's log into the run directory. While the run goes,
+// the checkers' rules that one event can decide (LiveChecker, live_checker.h) are applied to each
+// event as it is recorded: an anomaly they find is written to anomalies.live.jsonl at once.
 #pragma once
 
 #include <atomic>
@@ -19,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fencecheck/harness/analysis.h"
+#include "fencecheck/harness/live_checker.h"
 #include "fencecheck/harness/scenario.h"
 #include "fencecheck/proto/event.h"
 
@@ -49,6 +52,9 @@ class RunObserver {
   virtual void on_phase(const Scenario& /*scenario*/, std::string_view /*phase*/) {}
   /// One history entry, as recorded (t_ns set).
   virtual void on_event(const Scenario& /*scenario*/, const Event& /*event*/) {}
+  /// An anomaly found while the run goes (LiveChecker, live_checker.h), right after on_event for
+  /// the event that proves it. The checkers report it again at the end (on_finish's analysis).
+  virtual void on_anomaly(const Scenario& /*scenario*/, const LiveAnomaly& /*anomaly*/) {}
   /// The run is judged; every file of the run directory is written.
   virtual void on_finish(const Scenario& /*scenario*/, const ScenarioResult& /*result*/, const Analysis& /*analysis*/,
                          const RunFigures& /*figures*/) {}

@@ -4,7 +4,8 @@
 //   [1/2] sigstop-past-lease  workers  4.2s / ~8.4s  w1 stopped (sigstop)  rejected 0  | w2 acquired token 3
 // i.e. scenario i of N, the orchestrator's phase, elapsed against the expected duration
 // (expected_duration(); "timeout in" once the run is past it), active faults, rejected writes so
-// far, and the latest notable event. When a scenario ends the line is replaced by a permanent one:
+// far, "ANOMALIES n" once anomalies were found while the run goes (RunObserver::on_anomaly), and
+// the latest notable event. When a scenario ends the line is replaced by a permanent one:
 //   [1/2] sigstop-past-lease: met (valid) 8.3s  runs/20261130T113319Z-sigstop-past-lease/report.html
 // Only for a terminal: `ProgressObserver::for_terminal()` is disabled unless stderr is a TTY, and a
 // disabled observer writes nothing at all (CI logs stay clean; stdout carries only results).
@@ -63,6 +64,7 @@ class ProgressObserver final : public RunObserver {
   void on_start(const Scenario& scenario, const std::filesystem::path& run_dir) override;
   void on_phase(const Scenario& scenario, std::string_view phase) override;
   void on_event(const Scenario& scenario, const Event& event) override;
+  void on_anomaly(const Scenario& scenario, const LiveAnomaly& anomaly) override;
   void on_finish(const Scenario& scenario, const ScenarioResult& result, const Analysis& analysis,
                  const RunFigures& figures) override;
 
