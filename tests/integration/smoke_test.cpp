@@ -53,7 +53,7 @@ TEST(SmokeSuite, BothScenariosMeetTheirExpectationAndTheSuiteExitsZero) {
     EXPECT_TRUE(r["met"].get<bool>()) << r.dump(2);
     EXPECT_EQ(r["exit_code"], 0);
   }
-  for (const char* f : {"history.jsonl", "verdict.json", "readback.json", "metrics.prom", "scenario.json",
+  for (const char* f : {"history.jsonl", "anomalies.live.jsonl", "verdict.json", "readback.json", "metrics.prom", "scenario.json",
                         "faults.ledger", "harness.log", "logs/etcd.log", "logs/store.log", "logs/w1.log", "logs/w2.log"})
     EXPECT_TRUE(std::filesystem::exists(s.dirs.at("sigstop-past-lease") / f)) << f;
 }
@@ -149,6 +149,26 @@ TEST(SmokeSuite, UnfencedRunShowsTheInterleavedSegmentNamingBothTokens) {
   }
   EXPECT_EQ(writers, (std::set<std::string>{"w1", "w2"}));
   EXPECT_NE(fctest::slurp(dir / "metrics.prom").find("anomaly=\"interleaved-segment\""), std::string::npos);
+
+  // Found while the run went: w1's first stale write accepted (the live checker; the interleaved
+  // segment needs the read-back). Every live anomaly is in verdict.json, the event that proved it
+  // among its evidence; the fenced run's file is empty.
+  const auto live = fctest::read_history(dir / "anomalies.live.jsonl");
+  ASSERT_FALSE(live.empty());
+  for (const auto& l : live) {
+    const auto at = l["found_at"].get<std::size_t>();
+    EXPECT_EQ(history.at(at)["kind"], "write.ok") << l.dump();
+    EXPECT_EQ(history.at(at)["source"], "w1") << l.dump();
+    EXPECT_EQ(history.at(at)["token"], t1) << l.dump();
+    bool in_verdict = false;
+    for (const auto& c : v["checkers"])
+      for (const auto& a : c["anomalies"])
+        if (a["name"] == l["anomaly"] && a["key"] == l["key"])
+          for (const auto& idx : a["evidence"]) in_verdict |= idx.get<std::size_t>() == at;
+    EXPECT_TRUE(in_verdict) << l.dump() << "\n" << v.dump(2);
+  }
+  EXPECT_EQ(live.front()["anomaly"], "stale-write-accepted");
+  EXPECT_EQ(fctest::slurp(s.dirs.at("sigstop-past-lease") / "anomalies.live.jsonl"), "");
 }
 
 // --compress-history always: the run's history ends as history.jsonl.zst (a long run's would under
