@@ -57,45 +57,27 @@ namespace {
 
 // ---- The simdjson ondemand parser -------------------------------------------------------------
 
-/// The optional integer fields of an Event and their JSON names (event.cpp's get_opt calls).
-struct IntField {
+/// An Event field with its JSON name: an optional integer (event.cpp's get_opt calls) or a string
+/// (its get_str calls); the other member pointer is null. t_ns, src_ns and kind are apart.
+struct Field {
   std::string_view name;
-  std::optional<std::int64_t> Event::*member;
+  std::optional<std::int64_t> Event::*integer = nullptr;
+  std::string Event::*text = nullptr;
 };
-constexpr std::array<IntField, 10> kIntFields{{
-    {"token", &Event::token},
-    {"high_water", &Event::high_water},
-    {"lease_id", &Event::lease_id},
-    {"revision", &Event::revision},
-    {"segment", &Event::segment},
-    {"chunk", &Event::chunk},
-    {"duration_ns", &Event::duration_ns},
-    {"ttl_ms", &Event::ttl_ms},
-    {"protocol", &Event::protocol},
-    {"line_no", &Event::line_no},
+constexpr std::array<Field, 18> kFields{{
+    {"token", &Event::token},       {"high_water", &Event::high_water},   {"lease_id", &Event::lease_id},
+    {"revision", &Event::revision}, {"segment", &Event::segment},         {"chunk", &Event::chunk},
+    {"duration_ns", &Event::duration_ns}, {"ttl_ms", &Event::ttl_ms},     {"protocol", &Event::protocol},
+    {"line_no", &Event::line_no},   {"source", nullptr, &Event::source},  {"lock", nullptr, &Event::lock},
+    {"lock_key", nullptr, &Event::lock_key}, {"key", nullptr, &Event::key}, {"fault", nullptr, &Event::fault},
+    {"target", nullptr, &Event::target}, {"detail", nullptr, &Event::detail}, {"line", nullptr, &Event::line},
 }};
-/// The string fields of an Event and their JSON names (event.cpp's get_str calls).
-struct StrField {
-  std::string_view name;
-  std::string Event::*member;
-};
-constexpr std::array<StrField, 8> kStrFields{{
-    {"source", &Event::source},
-    {"lock", &Event::lock},
-    {"lock_key", &Event::lock_key},
-    {"key", &Event::key},
-    {"fault", &Event::fault},
-    {"target", &Event::target},
-    {"detail", &Event::detail},
-    {"line", &Event::line},
-}};
-/// Field numbers for the "seen" bit mask: the integer fields, the string fields, then these three.
+/// Field numbers for the "seen" bit mask: kFields' positions, then these three.
 constexpr int kTNs = 18, kSrcNs = 19, kKind = 20;
 /// Every JSON key of an Event, at its field number.
 constexpr std::array<std::string_view, 21> kFieldNames = [] {
   std::array<std::string_view, 21> names{};
-  for (std::size_t i = 0; i < kIntFields.size(); ++i) names[i] = kIntFields[i].name;
-  for (std::size_t i = 0; i < kStrFields.size(); ++i) names[kIntFields.size() + i] = kStrFields[i].name;
+  for (std::size_t i = 0; i < kFields.size(); ++i) names[i] = kFields[i].name;
   names[kTNs] = "t_ns";
   names[kSrcNs] = "src_ns";
   names[kKind] = "kind";
@@ -166,7 +148,8 @@ class OndemandEventParser {
       if (n < 0 || (seen & (1U << n)) != 0) return false;
       seen |= 1U << n;
       od::value value = field.value();
-      if (n < static_cast<int>(kIntFields.size()) || n == kTNs || n == kSrcNs) {
+      const Field* f = n < kTNs ? &kFields[static_cast<std::size_t>(n)] : nullptr;
+      if (n == kTNs || n == kSrcNs || (f != nullptr && f->integer != nullptr)) {
         std::int64_t v = 0;
         if (value.get_int64().get(v) != simdjson::SUCCESS) return false;
         if (n == kTNs)
@@ -174,7 +157,7 @@ class OndemandEventParser {
         else if (n == kSrcNs)
           e.src_ns = v;
         else
-          e.*(kIntFields[static_cast<std::size_t>(n)].member) = v;
+          e.*(f->integer) = v;
         continue;
       }
       std::string_view text;
@@ -184,7 +167,7 @@ class OndemandEventParser {
         if (kind < 0) return false;
         e.kind = static_cast<EventKind>(kind);
       } else {
-        e.*(kStrFields[static_cast<std::size_t>(n) - kIntFields.size()].member) = text;
+        e.*(f->text) = text;
       }
     }
     if ((seen & (1U << kKind)) == 0) return false;
@@ -216,10 +199,12 @@ std::optional<std::string> first_difference(const Event& a, const Event& b) {
   if (a.src_ns != b.src_ns) return "src_ns: " + std::to_string(a.src_ns) + " vs " + std::to_string(b.src_ns);
   if (a.kind != b.kind)
     return "kind: " + std::string(fencecheck::kind_name(a.kind)) + " vs " + std::string(fencecheck::kind_name(b.kind));
-  for (const auto& f : kIntFields)
-    if (a.*f.member != b.*f.member) return std::string(f.name) + ": " + show(a.*f.member) + " vs " + show(b.*f.member);
-  for (const auto& f : kStrFields)
-    if (a.*f.member != b.*f.member) return std::string(f.name) + ": '" + a.*f.member + "' vs '" + b.*f.member + "'";
+  for (const Field& f : kFields) {
+    if (f.integer != nullptr && a.*f.integer != b.*f.integer)
+      return std::string(f.name) + ": " + show(a.*f.integer) + " vs " + show(b.*f.integer);
+    if (f.text != nullptr && a.*f.text != b.*f.text)
+      return std::string(f.name) + ": '" + a.*f.text + "' vs '" + b.*f.text + "'";
+  }
   return std::nullopt;
 }
 
