@@ -172,6 +172,7 @@ void ProgressObserver::on_start(const Scenario& scenario, const std::filesystem:
   s.expected = expected_duration(scenario);
   s.timeout = scenario.timeout();
   s.rejected = 0;
+  s.anomalies = 0;
   s.active_faults.clear();
   s.latest.clear();
   s.holder.clear();

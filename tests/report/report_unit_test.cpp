@@ -1416,6 +1416,26 @@ TEST(Progress, TellsALeaseExpiryFromARelease) {
   EXPECT_THAT(progress.status_line(), HasSubstr("| w2 released token 3"));
 }
 
+// An anomaly found while the run goes (RunObserver::on_anomaly) shows as ANOMALIES n and as the
+// latest event; the next scenario starts again from none.
+TEST(Progress, ShowsAnomaliesFoundWhileTheRunGoesPerScenario) {
+  Pipe p;
+  const Scenario sc = smoke_scenario();
+  ProgressObserver progress(p.options());
+  progress.set_position(1, 2);
+  progress.on_start(sc, "runs/x");
+  EXPECT_THAT(progress.status_line(), Not(HasSubstr("ANOMALIES")));
+  LiveAnomaly a;
+  a.anomaly.name = "stale-write-accepted";
+  a.anomaly.key = "ledger";
+  progress.on_anomaly(sc, a);
+  progress.on_anomaly(sc, a);
+  EXPECT_THAT(progress.status_line(), HasSubstr("  rejected 0  ANOMALIES 2  | anomaly: stale-write-accepted on ledger"));
+  progress.set_position(2, 2);
+  progress.on_start(sc, "runs/y");
+  EXPECT_THAT(progress.status_line(), Not(HasSubstr("ANOMALIES")));
+}
+
 TEST(Progress, ADisabledObserverWritesNothing) {
   Pipe p;
   const Scenario sc = smoke_scenario();
