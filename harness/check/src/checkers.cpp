@@ -566,6 +566,21 @@ std::optional<std::chrono::nanoseconds> lease_ttl_of(const History& history, con
   return std::chrono::milliseconds(*ms);
 }
 
+std::string acquire_regression_text(const Event& e, const std::string& top_source, std::int64_t top_token) {
+  const bool reissued = top_token == *e.token;
+  return e.source + " was granted the lock" + (e.lock.empty() ? std::string() : " " + e.lock) + " with token " +
+         std::to_string(*e.token) + " after " + top_source + " had already been granted " + std::to_string(top_token) +
+         " (" + e.source + " asked only after that grant): " +
+         (reissued ? "the issuer handed out the same token twice" : "the issuer's tokens went backwards") +
+         (e.detail.empty() ? std::string() : " [" + e.detail + "]");
+}
+
+std::string grant_regression_text(const Event& g, const std::string& top_key, std::int64_t top_token) {
+  return "the lock service granted " + g.lock_key + " with fencing token " + std::to_string(*g.token) +
+         " after it had granted " + top_key + " with " + std::to_string(top_token) +
+         ": its token counter went backwards (a reset issuer, or a second issuer beside the first)";
+}
+
 std::optional<std::size_t> last_heal(const HistoryIndex& index) {
   for (std::size_t i = index.size(); i-- > 0;)
     if (index.kind(i) == EventKind::kFaultHeal) return i;
@@ -1012,17 +1027,12 @@ CheckerResult TokenRegressionChecker::check_with(const History& history, const R
     if (*history[candidate].token < *e.token) continue;
     const std::optional<std::size_t> top = candidate;
     const Event& t = history[*top];
-    const bool reissued = *t.token == *e.token;
     Anomaly a;
     a.name = "token-regression";
     a.tokens = {*e.token, *t.token};
     a.clients = {e.source, t.source};
     a.evidence = {*top, *invoke, x};
-    a.description = e.source + " was granted the lock" + (e.lock.empty() ? std::string() : " " + e.lock) +
-                    " with token " + std::to_string(*e.token) + " after " + t.source + " had already been granted " +
-                    std::to_string(*t.token) + " (" + e.source + " asked only after that grant): " +
-                    (reissued ? "the issuer handed out the same token twice" : "the issuer's tokens went backwards") +
-                    (e.detail.empty() ? std::string() : " [" + e.detail + "]");
+    a.description = detail::acquire_regression_text(e, t.source, *t.token);
     anomalies.push_back(std::move(a));
   }
 
@@ -1047,9 +1057,7 @@ CheckerResult TokenRegressionChecker::check_with(const History& history, const R
       a.name = "token-regression";
       a.tokens = {*g.token, *t.token};
       a.evidence = {*top, i};
-      a.description = "the lock service granted " + g.lock_key + " with fencing token " + std::to_string(*g.token) +
-                      " after it had granted " + t.lock_key + " with " + std::to_string(*t.token) +
-                      ": its token counter went backwards (a reset issuer, or a second issuer beside the first)";
+      a.description = detail::grant_regression_text(g, t.lock_key, *t.token);
       anomalies.push_back(std::move(a));
     }
     if (!top || *g.token > *history[*top].token) top = i;

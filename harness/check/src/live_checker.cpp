@@ -137,17 +137,12 @@ struct LiveChecker::State {
       if (after != tops.begin()) {
         const Seen& t = std::prev(after)->second;
         if (t.token >= *e.token) {
-          const bool reissued = t.token == *e.token;
           Anomaly a;
           a.name = "token-regression";
           a.tokens = {*e.token, t.token};
           a.clients = {e.source, t.source};
           a.evidence = {t.index, invoke, x};
-          a.description = e.source + " was granted the lock" + (e.lock.empty() ? std::string() : " " + e.lock) +
-                          " with token " + std::to_string(*e.token) + " after " + t.source + " had already been granted " +
-                          std::to_string(t.token) + " (" + e.source + " asked only after that grant): " +
-                          (reissued ? "the issuer handed out the same token twice" : "the issuer's tokens went backwards") +
-                          (e.detail.empty() ? std::string() : " [" + e.detail + "]");
+          a.description = detail::acquire_regression_text(e, t.source, t.token);
           report(out, std::move(a), x);
         }
       }
@@ -173,9 +168,7 @@ struct LiveChecker::State {
       a.name = "token-regression";
       a.tokens = {*g.token, top_grant->token};
       a.evidence = {top_grant->index, i};
-      a.description = "the lock service granted " + g.lock_key + " with fencing token " + std::to_string(*g.token) +
-                      " after it had granted " + top_grant->key + " with " + std::to_string(top_grant->token) +
-                      ": its token counter went backwards (a reset issuer, or a second issuer beside the first)";
+      a.description = detail::grant_regression_text(g, top_grant->key, top_grant->token);
       report(out, std::move(a), i);
     }
     if (!top_grant || *g.token > top_grant->token) {
