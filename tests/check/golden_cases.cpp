@@ -254,7 +254,7 @@ std::vector<Case> corruptions(const Case& base) {
 // ---------------------------------------------------------------------------------------------
 // Running a case
 
-/// This process's scratch directory for the history file load_history_jsonl() reads; removed at exit.
+/// This process's scratch directory (scratch_dir()); removed at exit.
 struct Scratch {
   fs::path dir = fs::temp_directory_path() / ("fencecheck-golden-" + std::to_string(::getpid()));
   Scratch() { fs::create_directories(dir); }
@@ -321,9 +321,13 @@ std::vector<Case> all_cases() {
   return out;
 }
 
-std::variant<LoadedCase, json> load_case(const Case& c) {
+const fs::path& scratch_dir() {
   static const Scratch scratch;
-  const fs::path file = scratch.dir / "history.jsonl";
+  return scratch.dir;
+}
+
+std::variant<LoadedCase, json> load_case(const Case& c) {
+  const fs::path file = scratch_dir() / "history.jsonl";
   {
     std::ofstream out(file, std::ios::binary | std::ios::trunc);
     out << c.history;

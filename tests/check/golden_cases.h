@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <variant>
@@ -46,6 +47,10 @@ struct LoadedCase {
   harness::CheckContext context;               ///< CheckContext::of(*scenario), or empty
   const harness::Scenario* scenario = nullptr; ///< null when the case has none (cached; lives as long as the process)
 };
+
+/// This process's scratch directory, for files a test writes (load_case() writes its history file
+/// there); made on first use, removed at exit.
+[[nodiscard]] const std::filesystem::path& scratch_dir();
 
 /// The case's history, read-back and context, or {"load_error": ...} as run_case() records it.
 [[nodiscard]] std::variant<LoadedCase, nlohmann::json> load_case(const Case& c);

@@ -1,5 +1,7 @@
 #include "fencecheck/harness/checker.h"
 
+#include "fencecheck/harness/stream_check.h"
+
 #include <algorithm>
 #include <exception>
 #include <string>
@@ -71,34 +73,41 @@ bool is_worker_protocol_event(const Event& e) {
   return is_worker_event(e.kind) && e.source != "harness" && e.source != "lock" && e.source != "resource";
 }
 
+BlackBoxTracker::BlackBoxTracker(const std::vector<std::string>& workers) : silent_(workers) {
+  std::sort(silent_.begin(), silent_.end());
+  silent_.erase(std::unique(silent_.begin(), silent_.end()), silent_.end());
+}
+
+void BlackBoxTracker::observe(const Event& e) {
+  auto drop = [&](const std::string& id) {
+    const auto it = std::lower_bound(silent_.begin(), silent_.end(), id);
+    if (it != silent_.end() && *it == id) silent_.erase(it);
+  };
+  if (is_worker_event(e.kind)) {
+    // Each event that speaks for a worker removes it (in a run where everyone speaks, within the
+    // first few events).
+    if (is_worker_protocol_event(e)) {
+      worker_events_ = true;
+      drop(e.source);
+    }
+  } else if (e.kind == EventKind::kLog && e.source == "harness" && e.detail.rfind(e.target + " never started", 0) == 0) {
+    // A worker that never ran (its start_after trigger never came: the harness logs "<id> never
+    // started: ...") did nothing to judge: not a black box.
+    drop(e.target);
+  }
+}
+
 std::vector<std::string> black_box_workers(const History& history, const std::vector<std::string>& workers,
                                            const HistoryIndex* index) {
-  std::vector<std::string> silent(workers);
-  std::sort(silent.begin(), silent.end());
-  silent.erase(std::unique(silent.begin(), silent.end()), silent.end());
-  if (silent.empty()) return silent;
-  // Visits the events of the kinds `wanted` accepts while someone is still silent: through the
-  // kind column when the index fits the history (only those events are touched), else each event.
+  BlackBoxTracker tracker(workers);
+  // Visits only the kinds the rule reads (through the kind column when the index fits the
+  // history), while someone is still silent.
   const bool indexed = index != nullptr && index->matches(history);
-  auto visit = [&](auto wanted, auto f) {
-    for (std::size_t i = 0; i < history.size() && !silent.empty(); ++i)
-      if (wanted(indexed ? index->kind(i) : history[i].kind)) f(history[i]);
-  };
-  auto drop = [&](const std::string& id) {
-    const auto it = std::lower_bound(silent.begin(), silent.end(), id);
-    if (it != silent.end() && *it == id) silent.erase(it);
-  };
-  // Each event that speaks for a worker removes it (in a run where everyone speaks, within the
-  // first few events).
-  visit(is_worker_event, [&](const Event& e) {
-    if (is_worker_protocol_event(e)) drop(e.source);
-  });
-  // A worker that never ran (its start_after trigger never came: the harness logs "<id> never
-  // started: ...") did nothing to judge: not a black box.
-  visit([](EventKind k) { return k == EventKind::kLog; }, [&](const Event& e) {
-    if (e.source == "harness" && e.detail.rfind(e.target + " never started", 0) == 0) drop(e.target);
-  });
-  return silent;
+  for (std::size_t i = 0; i < history.size() && !tracker.settled(); ++i) {
+    const EventKind k = indexed ? index->kind(i) : history[i].kind;
+    if (is_worker_event(k) || k == EventKind::kLog) tracker.observe(history[i]);
+  }
+  return tracker.silent();
 }
 
 std::vector<std::string> black_box_workers(const History& history, const CheckContext& context) {
@@ -115,7 +124,9 @@ std::string detail::and_list(const std::vector<std::string>& items) {
   return out;
 }
 
-EvidenceUse Checker::evidence_use() const {
+EvidenceUse Checker::evidence_use() const { return detail::evidence_use_of(name()); }
+
+EvidenceUse detail::evidence_use_of(std::string_view name) {
   // What each checker reads (checkers.h says how); `required`: what it cannot decide without;
   // `black_box_from`: what judges a worker that sent no events (docs/architecture.md, "Black-box
   // workers and protocol errors"; empty: it needs the workers' own events).
@@ -143,7 +154,7 @@ EvidenceUse Checker::evidence_use() const {
       {"lost-acknowledged-write", {{kEvidenceChunks, kEvidenceLog, kEvidenceWorkerEvents}, {kEvidenceChunks}, {}}},
   };
   for (const auto& row : kTable)
-    if (row.name == name()) return row.use;
+    if (row.name == name) return row.use;
   return {{kEvidenceWorkerEvents, kEvidenceHistory}, {}, {}};
 }
 
@@ -182,6 +193,49 @@ std::string black_box_error(const std::vector<std::string>& silent, const std::s
 
 }  // namespace
 
+std::optional<CheckerResult> detail::unavailable_required(std::string_view name, const EvidenceUse& use,
+                                                         const CheckContext& context) {
+  std::string missing;
+  for (auto source : use.required)
+    if (!available(source, context)) missing += (missing.empty() ? "" : ", ") + std::string(source);
+  if (missing.empty()) return std::nullopt;
+  CheckerResult r;
+  r.name = std::string(name);
+  r.verdict = Verdict::kUnknown;
+  r.error = "needs " + missing + ", which resource kind " +
+            (context.resource_kind.empty() ? std::string("?") : context.resource_kind) +
+            " does not give as configured: not checked";
+  return r;
+}
+
+void detail::settle_result(CheckerResult& r, const EvidenceUse& use, const CheckContext& context, bool worker_events) {
+  for (auto& a : r.anomalies) normalize(a);
+  // Black-box workers: valid only when the checker judges them from sources that are there.
+  if (r.verdict == Verdict::kValid && context.black_box && !context.black_box->empty()) {
+    std::string lacking;
+    for (auto source : use.black_box_from)
+      if (!available(source, context, worker_events)) lacking += (lacking.empty() ? "" : ", ") + std::string(source);
+    if (use.black_box_from.empty() || !lacking.empty()) {
+      r.verdict = Verdict::kUnknown;
+      r.error = black_box_error(*context.black_box, lacking, context);
+    }
+  }
+  for (auto source : use.reads)
+    if (available(source, context, worker_events)) r.evidence.emplace_back(source);
+}
+
+void detail::order_results(CheckRun& run) {
+  std::stable_sort(run.results.begin(), run.results.end(), [](const CheckerResult& a, const CheckerResult& b) {
+    return severity(a.verdict) > severity(b.verdict);
+  });
+  if (run.results.empty()) {
+    run.verdict = Verdict::kUnknown;
+  } else {
+    run.verdict = Verdict::kValid;
+    for (const auto& r : run.results) run.verdict = combine(run.verdict, r.verdict);
+  }
+}
+
 CheckRun run_checkers(const Checkers& checkers, const History& history, const ReadBack& readback) {
   return run_checkers(checkers, history, readback, CheckContext{});
 }
@@ -204,18 +258,10 @@ CheckRun run_checkers(const Checkers& checkers, const History& history, const Re
   }
   for (const auto& checker : checkers) {
     if (!checker) continue;
-    CheckerResult r;
     const EvidenceUse use = checker->evidence_use();
-    std::string missing;
-    for (auto source : use.required)
-      if (!available(source, ctx)) missing += (missing.empty() ? "" : ", ") + std::string(source);
-    if (!missing.empty()) {
-      r.name = std::string(checker->name());
-      r.verdict = Verdict::kUnknown;
-      r.error = "needs " + missing + ", which resource kind " +
-                (ctx.resource_kind.empty() ? std::string("?") : ctx.resource_kind) +
-                " does not give as configured: not checked";
-      run.results.push_back(std::move(r));
+    CheckerResult r;
+    if (auto not_run = detail::unavailable_required(checker->name(), use, ctx)) {
+      run.results.push_back(std::move(*not_run));
       continue;
     }
     try {
@@ -232,30 +278,10 @@ CheckRun run_checkers(const Checkers& checkers, const History& history, const Re
       r.anomalies.clear();
       r.error = "the checker threw a non-standard exception";
     }
-    for (auto& a : r.anomalies) normalize(a);
-    // Black-box workers: valid only when the checker judges them from sources that are there.
-    if (r.verdict == Verdict::kValid && !ctx.black_box->empty()) {
-      std::string lacking;
-      for (auto source : use.black_box_from)
-        if (!available(source, ctx, worker_events)) lacking += (lacking.empty() ? "" : ", ") + std::string(source);
-      if (use.black_box_from.empty() || !lacking.empty()) {
-        r.verdict = Verdict::kUnknown;
-        r.error = black_box_error(*ctx.black_box, lacking, ctx);
-      }
-    }
-    for (auto source : use.reads)
-      if (available(source, ctx, worker_events)) r.evidence.emplace_back(source);
+    detail::settle_result(r, use, ctx, worker_events);
     run.results.push_back(std::move(r));
   }
-  std::stable_sort(run.results.begin(), run.results.end(), [](const CheckerResult& a, const CheckerResult& b) {
-    return severity(a.verdict) > severity(b.verdict);
-  });
-  if (run.results.empty()) {
-    run.verdict = Verdict::kUnknown;
-  } else {
-    run.verdict = Verdict::kValid;
-    for (const auto& r : run.results) run.verdict = combine(run.verdict, r.verdict);
-  }
+  detail::order_results(run);
   return run;
 }
 

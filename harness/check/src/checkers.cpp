@@ -13,87 +13,15 @@
 
 #include "fencecheck/proto/chunk.h"
 #include "internal.h"
+#include "stream/stream_rules.h"
+#include "write_map.h"
 
 namespace fencecheck::harness {
 
 namespace {
 
-/// (source, token, key, segment, chunk): what identifies one write in the history. The strings
-/// are views into the history or the read-back, which outlive every index built from them.
-struct WriteId {
-  std::string_view source;
-  std::int64_t token = 0;
-  std::string_view key;
-  std::int64_t segment = -1;
-  std::int64_t chunk = -1;
-};
-
-/// Small dense ids for the strings of a history (worker names, keys): a few hundred distinct
-/// values, so the table stays in cache while a pass hashes each event's strings once.
-class Interner {
- public:
-  std::uint32_t id(std::string_view s) {
-    return ids_.try_emplace(s, static_cast<std::uint32_t>(ids_.size())).first->second;
-  }
-  [[nodiscard]] std::optional<std::uint32_t> find(std::string_view s) const {
-    const auto it = ids_.find(s);
-    if (it == ids_.end()) return std::nullopt;
-    return it->second;
-  }
-
- private:
-  detail::ViewMap<std::uint32_t> ids_;
-};
-
-/// A WriteId with its strings interned: 32 bytes of integers, compared and hashed without
-/// touching the events (whose strings would be a cache miss each on a large history).
-struct WriteKey {
-  std::uint32_t source = 0;
-  std::uint32_t key = 0;
-  std::int64_t token = 0;
-  std::int64_t segment = -1;
-  std::int64_t chunk = -1;
-  friend bool operator==(const WriteKey&, const WriteKey&) = default;
-};
-
-struct WriteKeyHash {
-  std::size_t operator()(const WriteKey& w) const noexcept {
-    std::size_t h = 0;
-    boost::hash_combine(h, (static_cast<std::uint64_t>(w.source) << 32) | w.key);
-    boost::hash_combine(h, w.token);
-    boost::hash_combine(h, w.segment);
-    boost::hash_combine(h, w.chunk);
-    return h;
-  }
-};
-
-/// A map from writes (WriteId) to values, keyed by interned ids (boost::unordered_flat_map: open
-/// addressing, one probe into a flat array per lookup). Not thread-safe.
-template <typename V>
-class WriteMap {
- public:
-  void reserve(std::size_t n) { map_.reserve(n); }
-  /// The value for id, default-constructed on first use.
-  V& operator[](const WriteId& id) { return map_[key_of(id)]; }
-  /// Inserts {id, value} unless present; returns the value stored and whether it was inserted.
-  std::pair<V*, bool> try_emplace(const WriteId& id, V value) {
-    auto [it, fresh] = map_.try_emplace(key_of(id), std::move(value));
-    return {&it->second, fresh};
-  }
-  /// The value for id, or nullptr (a string never interned cannot be in the map).
-  [[nodiscard]] const V* find(const WriteId& id) const {
-    const auto source = strings_.find(id.source);
-    const auto key = strings_.find(id.key);
-    if (!source || !key) return nullptr;
-    const auto it = map_.find(WriteKey{*source, *key, id.token, id.segment, id.chunk});
-    return it == map_.end() ? nullptr : &it->second;
-  }
-
- private:
-  WriteKey key_of(const WriteId& id) { return {strings_.id(id.source), strings_.id(id.key), id.token, id.segment, id.chunk}; }
-  Interner strings_;
-  boost::unordered_flat_map<WriteKey, V, WriteKeyHash> map_;
-};
+using detail::WriteId;
+using detail::WriteMap;
 
 /// History indices of the events of one kind, by the write they are about. Built on the first
 /// lookup: several checkers consult it only to cite evidence for an anomaly, so a valid history
@@ -180,25 +108,9 @@ void append_matches(const WriteIndex& index, const WriteId& id, std::vector<std:
   index.for_each(id, [&out](std::size_t i) { out.push_back(i); });
 }
 
-std::string slot(const std::string& key, std::int64_t segment, std::int64_t chunk) {
-  return key + " segment " + std::to_string(segment) + " chunk " + std::to_string(chunk);
-}
-
-template <typename T>
-std::string join(const std::vector<T>& items, const std::string& sep = ", ") {
-  std::ostringstream o;
-  for (std::size_t i = 0; i < items.size(); ++i) o << (i ? sep : "") << items[i];
-  return o.str();
-}
-
-CheckerResult result_of(std::string_view name, std::vector<Anomaly> anomalies) {
-  CheckerResult r;
-  r.name = std::string(name);
-  for (auto& a : anomalies) normalize(a);
-  r.verdict = anomalies.empty() ? Verdict::kValid : Verdict::kInvalid;
-  r.anomalies = std::move(anomalies);
-  return r;
-}
+using detail::join;
+using detail::result_of;
+using detail::slot;
 
 }  // namespace
 
@@ -209,74 +121,10 @@ CheckerResult InterleavedSegmentChecker::check(const History& history, const Rea
 }
 
 CheckerResult InterleavedSegmentChecker::check_with(const History& history, const ReadBack& readback,
-                              const CheckContext& context) const {
-  const detail::IndexRef idx(history, context);
-  auto oks = index_writes(history, *idx, EventKind::kWriteOk);
-
-  struct Provenance {
-    const StoredChunk* chunk;
-    std::int64_t token;
-    std::string client;
-    std::string note;  // disagreement between the bytes and the store's metadata, if any
-  };
-  std::map<std::pair<std::string, std::int64_t>, std::vector<Provenance>> segments;
-  for (const StoredChunk& c : readback.chunks) {
-    Provenance p{&c, c.token, c.client, {}};
-    ChunkDecode d = decode_chunk(c.data);
-    if (d.ok) {
-      p.token = d.header.token;
-      p.client = d.header.worker;
-      if (d.header.token != c.token || d.header.worker != c.client)
-        p.note = "chunk " + std::to_string(c.chunk) + "'s bytes say token " + std::to_string(d.header.token) +
-                 " by " + d.header.worker + " but the store recorded token " + std::to_string(c.token) + " by " +
-                 c.client;
-    } else {
-      p.note = "chunk " + std::to_string(c.chunk) + " does not decode (" + d.error + "); using the store's metadata";
-    }
-    segments[{c.key, c.segment}].push_back(std::move(p));
-  }
-
-  std::vector<Anomaly> anomalies;
-  for (const auto& [where, chunks] : segments) {
-    // One holding = one (token, writer): a segment is whole when one holding wrote all of it. Two
-    // writers under one token is two holdings too (a token that is not the issuer's, e.g. a
-    // client library that hands out none and a constant sent instead), and the bytes prove it.
-    std::map<std::pair<std::int64_t, std::string>, std::vector<std::int64_t>> by_holding;
-    std::set<std::int64_t> tokens;
-    for (const auto& p : chunks) {
-      by_holding[{p.token, p.client}].push_back(p.chunk->chunk);
-      tokens.insert(p.token);
-    }
-    if (by_holding.size() < 2) continue;
-    Anomaly a;
-    a.name = "interleaved-segment";
-    a.key = where.first;
-    a.segment = where.second;
-    std::vector<std::string> parts;
-    for (const auto& [holding, which] : by_holding) {
-      a.tokens.push_back(holding.first);
-      a.clients.push_back(holding.second);
-      parts.push_back("chunk" + std::string(which.size() > 1 ? "s " : " ") + join(which) + " by " + holding.second +
-                      " (token " + std::to_string(holding.first) + ")");
-    }
-    std::vector<std::string> notes;
-    for (const auto& p : chunks) {
-      const StoredChunk& c = *p.chunk;
-      a.readback_seqs.push_back(c.seq);
-      append_matches(oks, {c.client, c.token, c.key, c.segment, c.chunk}, a.evidence);
-      if (p.client != c.client || p.token != c.token)
-        append_matches(oks, {p.client, p.token, c.key, c.segment, c.chunk}, a.evidence);
-      if (!p.note.empty()) notes.push_back(p.note);
-    }
-    a.description = where.first + " segment " + std::to_string(where.second) + " holds chunks written under " +
-                    (tokens.size() > 1 ? std::to_string(tokens.size()) + " fencing tokens: "
-                                       : "one fencing token by " + std::to_string(by_holding.size()) +
-                                             " writers (two holders presented the same token): ") +
-                    join(parts, "; ");
-    if (!notes.empty()) a.description += " [" + join(notes, "; ") + "]";
-    anomalies.push_back(std::move(a));
-  }
-  return result_of(name(), std::move(anomalies));
+                                    const CheckContext& context) const {
+  // The streamed rule is the only implementation (stream_check.h).
+  const auto rule = detail::make_interleaved_segment_rule();
+  return run_stream_rule(*rule, history, readback, context);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -286,46 +134,10 @@ CheckerResult CorruptChunkChecker::check(const History& history, const ReadBack&
 }
 
 CheckerResult CorruptChunkChecker::check_with(const History& history, const ReadBack& readback,
-                              const CheckContext& context) const {
-  const detail::IndexRef idx(history, context);
-  auto oks = index_writes(history, *idx, EventKind::kWriteOk);
-  std::vector<Anomaly> anomalies;
-  for (const StoredChunk& c : readback.chunks) {
-    ChunkDecode d = decode_chunk(c.data);
-    Anomaly a;
-    a.name = "corrupt-chunk";
-    a.key = c.key;
-    a.segment = c.segment;
-    a.tokens.push_back(c.token);
-    a.clients.push_back(c.client);
-    a.readback_seqs.push_back(c.seq);
-    // Evidence is looked up only for an anomaly (below): a sound chunk needs no index.
-    auto cite_store_write = [&] { append_matches(oks, {c.client, c.token, c.key, c.segment, c.chunk}, a.evidence); };
-    const std::string where = slot(c.key, c.segment, c.chunk) + " (seq " + std::to_string(c.seq) + ", token " +
-                              std::to_string(c.token) + " from " + c.client + " per the store)";
-    if (!d.ok) {
-      cite_store_write();
-      a.description = where + " does not decode: " + d.error;
-      anomalies.push_back(std::move(a));
-      continue;
-    }
-    const ChunkHeader& h = d.header;
-    std::vector<std::string> diffs;
-    if (h.worker != c.client) diffs.push_back("worker " + h.worker + " (store: " + c.client + ")");
-    if (h.token != c.token) diffs.push_back("token " + std::to_string(h.token) + " (store: " + std::to_string(c.token) + ")");
-    if (h.key != c.key) diffs.push_back("key " + h.key + " (store: " + c.key + ")");
-    if (h.segment != c.segment)
-      diffs.push_back("segment " + std::to_string(h.segment) + " (store: " + std::to_string(c.segment) + ")");
-    if (h.chunk != c.chunk) diffs.push_back("chunk " + std::to_string(h.chunk) + " (store: " + std::to_string(c.chunk) + ")");
-    if (diffs.empty()) continue;
-    cite_store_write();
-    a.tokens.push_back(h.token);
-    a.clients.push_back(h.worker);
-    append_matches(oks, {h.worker, h.token, h.key, h.segment, h.chunk}, a.evidence);
-    a.description = where + " describes itself differently: its bytes say " + join(diffs);
-    anomalies.push_back(std::move(a));
-  }
-  return result_of(name(), std::move(anomalies));
+                                    const CheckContext& context) const {
+  // The streamed rule is the only implementation (stream_check.h).
+  const auto rule = detail::make_corrupt_chunk_rule();
+  return run_stream_rule(*rule, history, readback, context);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -991,122 +803,10 @@ CheckerResult TokenRegressionChecker::check(const History& history, const ReadBa
 }
 
 CheckerResult TokenRegressionChecker::check_with(const History& history, const ReadBack& readback,
-                                                 const CheckContext& context) const {
-  const detail::IndexRef idx(history, context);
-  std::vector<Anomaly> anomalies;
-  auto ours = [&](const Event& e) { return context.lock.empty() || e.lock.empty() || e.lock == context.lock; };
-
-  // 1. acquire.ok in real-time order, per lock, each with its worker's latest acquire.invoke
-  //    before it.
-  std::vector<std::size_t> acquires;
-  for (std::size_t i : idx->of({EventKind::kAcquireOk}))
-    if (history[i].token && ours(history[i])) acquires.push_back(i);
-  const auto invoke_of = latest_per_source(history, *idx, EventKind::kAcquireInvoke, EventKind::kAcquireOk);
-  // Per lock, the running maximum over its acquire.ok events in history order: (index, index of
-  // the first acquire.ok with the largest token so far). One pass, then a binary search per
-  // acquire: O(n log n) where comparing every pair was O(n^2) on long histories.
-  std::map<std::string, std::vector<std::pair<std::size_t, std::size_t>>> running_top;
-  for (std::size_t y : acquires) {
-    auto& tops = running_top[history[y].lock];
-    const std::size_t best = tops.empty() || *history[y].token > *history[tops.back().second].token ? y : tops.back().second;
-    tops.emplace_back(y, best);
-  }
-  for (std::size_t x : acquires) {
-    const Event& e = history[x];
-    const auto found = invoke_of.find(x);
-    if (found == invoke_of.end()) continue;
-    const std::optional<std::size_t> invoke = found->second;
-    // The largest token among this lock's acquire.ok events that completed before the invoke.
-    // Tokens must be strictly increasing: an earlier grant's token equal to this one is the same
-    // token handed out twice (a reset issuer), as unsafe as a lower one.
-    const auto& tops = running_top[e.lock];
-    const auto after = std::lower_bound(tops.begin(), tops.end(), *invoke,
-                                        [](const auto& entry, std::size_t index) { return entry.first < index; });
-    if (after == tops.begin()) continue;
-    const std::size_t candidate = std::prev(after)->second;
-    if (*history[candidate].token < *e.token) continue;
-    const std::optional<std::size_t> top = candidate;
-    const Event& t = history[*top];
-    Anomaly a;
-    a.name = "token-regression";
-    a.tokens = {*e.token, *t.token};
-    a.clients = {e.source, t.source};
-    a.evidence = {*top, *invoke, x};
-    a.description = detail::acquire_regression_text(e, t.source, *t.token);
-    anomalies.push_back(std::move(a));
-  }
-
-  // 2. The lock service's own grants, in the watch's order.
-  boost::unordered_flat_set<std::pair<std::string_view, std::int64_t>, detail::ViewTokenHash> seen;
-  std::optional<std::size_t> top;
-  std::optional<std::size_t> last_grant;  // the watch's latest grant (not a replay)
-  for (std::size_t i : idx->of({EventKind::kLockGrant})) {
-    const Event& g = history[i];
-    if (!g.token) continue;
-    // This lock's keys: "<lock>/..." (etcd, zookeeper) or the lock name itself (redis).
-    if (!context.lock.empty() && !g.lock_key.empty() && g.lock_key != context.lock &&
-        g.lock_key.rfind(context.lock + "/", 0) != 0)
-      continue;
-    if (!seen.insert({g.lock_key, *g.token}).second) continue;  // a replay, not a grant
-    last_grant = i;
-    // Another key with the same token is the same token granted twice: a reset issuer.
-    if (top && (*g.token < *history[*top].token ||
-                (*g.token == *history[*top].token && g.lock_key != history[*top].lock_key))) {
-      const Event& t = history[*top];
-      Anomaly a;
-      a.name = "token-regression";
-      a.tokens = {*g.token, *t.token};
-      a.evidence = {*top, i};
-      a.description = detail::grant_regression_text(g, t.lock_key, *t.token);
-      anomalies.push_back(std::move(a));
-    }
-    if (!top || *g.token > *history[*top].token) top = i;
-  }
-
-  // 3. The resource's high-water marks against the issuer's latest token: the last acquire.ok's.
-  //    With black-box workers, whose grants no acquire.ok reports, the lock service's latest grant
-  //    counts too (the larger of the two), so that a silent holder's newer token is not taken for a
-  //    mark above every token issued; with no acquire.ok at all, the latest grant alone.
-  std::optional<std::size_t> latest_at;
-  if (!acquires.empty()) latest_at = acquires.back();
-  if (last_grant && (!latest_at || *history[*last_grant].token > *history[*latest_at].token) &&
-      !black_box_workers(history, context).empty())
-    latest_at = last_grant;
-  if (latest_at) {
-    const std::size_t last = *latest_at;
-    const std::int64_t latest = *history[last].token;
-    const bool from_grant = history[last].kind == EventKind::kLockGrant;
-    for (const auto& [key, mark] : readback.high_water) {
-      if (mark <= latest) continue;
-      Anomaly a;
-      a.name = "token-regression";
-      a.key = key;
-      a.tokens = {latest, mark};
-      if (!from_grant) a.clients = {history[last].source};
-      a.evidence.push_back(last);
-      for (std::size_t i = 0; i < history.size(); ++i) {
-        const Event& e = history[i];
-        if (e.kind == EventKind::kWriteOk && e.key == key && e.token == mark) {
-          a.evidence.push_back(i);
-          a.clients.push_back(e.source);
-          break;
-        }
-      }
-      for (const AcceptedWrite& w : readback.log)
-        if (w.key == key && w.token == mark) {
-          a.readback_seqs.push_back(w.seq);
-          a.clients.push_back(w.client);
-          break;
-        }
-      a.description = "the resource's high-water mark for " + key + " is " + std::to_string(mark) +
-                      ", above the issuer's latest token " + std::to_string(latest) + " (" +
-                      (from_grant ? "the lock service's grant of " + history[last].lock_key
-                                  : history[last].source + "'s acquire.ok") +
-                      "): the issuer went backwards, and every holder from now on is below the mark";
-      anomalies.push_back(std::move(a));
-    }
-  }
-  return result_of(name(), std::move(anomalies));
+                                    const CheckContext& context) const {
+  // The streamed rule is the only implementation (stream_check.h).
+  const auto rule = detail::make_token_regression_rule();
+  return run_stream_rule(*rule, history, readback, context);
 }
 
 // ---------------------------------------------------------------------------------------------

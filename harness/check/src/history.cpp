@@ -185,17 +185,25 @@ void for_each_history_line(const std::filesystem::path& given,
   lines.finish();
 }
 
-History load_history_jsonl(const std::filesystem::path& path) {
-  History h;
-  std::string file = path.string();
+void for_each_history_event(const std::filesystem::path& path,
+                            const std::function<void(std::size_t index, Event&& event)>& fn) {
+  const std::string file = path.string();
+  std::size_t index = 0;
   for_each_history_line(path, [&](std::string_view line, std::size_t number) {
     if (line.find_first_not_of(" \t") == std::string_view::npos) return;
+    Event e;
     try {
-      h.add(event_from_json_line(std::string(line)));
-    } catch (const std::exception& e) {
-      throw HistoryError(file, number, e.what());
+      e = event_from_json_line(std::string(line));
+    } catch (const std::exception& err) {
+      throw HistoryError(file, number, err.what());
     }
+    fn(index++, std::move(e));
   });
+}
+
+History load_history_jsonl(const std::filesystem::path& path) {
+  History h;
+  for_each_history_event(path, [&](std::size_t, Event&& e) { h.add(std::move(e)); });
   return h;
 }
 

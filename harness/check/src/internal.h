@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -113,6 +114,43 @@ struct EffectDuplicates {
 /// `top_token`: one wording for the checker and the live checker (live_checker.h).
 [[nodiscard]] std::string acquire_regression_text(const Event& e, const std::string& top_source, std::int64_t top_token);
 [[nodiscard]] std::string grant_regression_text(const Event& g, const std::string& top_key, std::int64_t top_token);
+
+/// "<key> segment <segment> chunk <chunk>", how the checkers name a chunk slot.
+[[nodiscard]] inline std::string slot(const std::string& key, std::int64_t segment, std::int64_t chunk) {
+  return key + " segment " + std::to_string(segment) + " chunk " + std::to_string(chunk);
+}
+
+/// The items printed with `sep` between them.
+template <typename T>
+[[nodiscard]] std::string join(const std::vector<T>& items, const std::string& sep = ", ") {
+  std::ostringstream o;
+  for (std::size_t i = 0; i < items.size(); ++i) o << (i ? sep : "") << items[i];
+  return o.str();
+}
+
+/// A checker's result from its anomalies (normalize()d): invalid with any, else valid.
+[[nodiscard]] inline CheckerResult result_of(std::string_view name, std::vector<Anomaly> anomalies) {
+  CheckerResult r;
+  r.name = std::string(name);
+  for (auto& a : anomalies) normalize(a);
+  r.verdict = anomalies.empty() ? Verdict::kValid : Verdict::kInvalid;
+  r.anomalies = std::move(anomalies);
+  return r;
+}
+
+/// The evidence table of the checker named `name` (Checker::evidence_use()'s; checker.cpp).
+[[nodiscard]] EvidenceUse evidence_use_of(std::string_view name);
+/// run_checkers()'s result for a checker whose required sources the context says the resource
+/// cannot give (unknown, "needs ..."), or nullopt when it can run.
+[[nodiscard]] std::optional<CheckerResult> unavailable_required(std::string_view name, const EvidenceUse& use,
+                                                              const CheckContext& context);
+/// run_checkers()'s post-processing of one checker's result: normalizes its anomalies, makes a
+/// valid verdict unknown when the context's black-box workers cannot be judged from `use`, and
+/// lists the sources read that were there. `worker_events`: some worker-protocol event is in the
+/// history.
+void settle_result(CheckerResult& r, const EvidenceUse& use, const CheckContext& context, bool worker_events);
+/// Orders a run's results worst first (stable) and combines their verdicts (none: unknown).
+void order_results(CheckRun& run);
 
 /// Index of the last fault.heal, if any.
 [[nodiscard]] std::optional<std::size_t> last_heal(const HistoryIndex& index);

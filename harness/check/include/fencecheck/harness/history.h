@@ -72,6 +72,13 @@ inline constexpr const char* kCompressedHistoryFile = "history.jsonl.zst";
 void for_each_history_line(const std::filesystem::path& path,
                            const std::function<void(std::string_view line, std::size_t number)>& fn);
 
+/// Calls `fn(index, event)` for each event of a history file, in order, holding one at a time:
+/// lines read as for_each_history_line reads them, blank lines skipped (they do not shift the
+/// indices: `index` is the event's History index, 0-based). Throws HistoryError as
+/// load_history_jsonl does; exceptions from `fn` pass through.
+void for_each_history_event(const std::filesystem::path& path,
+                            const std::function<void(std::size_t index, Event&& event)>& fn);
+
 /// Reads a JSON-lines history, plain or zstd-compressed (as for_each_history_line): one event per
 /// line, blank lines skipped (they do not shift the indices of later events). Throws HistoryError
 /// naming the file and 1-based line of the first bad line, and why (not JSON, unknown kind, a

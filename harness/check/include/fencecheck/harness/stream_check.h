@@ -1,0 +1,113 @@
+// fencecheck — checker rules that read the history once, in order, one event at a time (issue 16;
+// the plan and each rule's survey: docs/streaming-plan.md).
+//
+// A StreamRule is one checker's rule in one-pass form: it reads the resource's read-back first
+// (begin), then every event of the history in history order, each once (observe), and gives its
+// CheckerResult when the history ends (finish). Its state is bounded by what is live (keys,
+// holders, the anomalies it found) or, where an exact result needs it, by the run's holdings (one
+// entry per token issued); never by the number of events. No rule caps its state: a rule that
+// would have to forget something to stay bounded keeps it (exact first; docs/streaming-plan.md,
+// "Risks").
+//
+// A rule streamed here is the checker's only implementation: its in-memory Checker
+// (checkers.h) is an adapter that feeds it the in-memory history (run_stream_rule), so the golden
+// record (tests/check) pins the streamed rule too, and the two can never drift apart.
+// check_history_file() runs the streamed rules straight from history.jsonl(.zst) without holding
+// the history.
+//
+// Rules streamed so far: interleaved-segment, corrupt-chunk, token-regression
+// (stream_rule_names()). The read-back is still held in memory as a ReadBack (its size grows with
+// the accept log; streaming it is the next step of docs/streaming-plan.md).
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fencecheck/harness/checker.h"
+#include "fencecheck/harness/history.h"
+#include "fencecheck/proto/readback.h"
+
+namespace fencecheck::harness {
+
+/// What is known only when the history has ended, handed to StreamRule::finish().
+struct StreamEnd {
+  std::size_t events = 0;               ///< how many events were observed (indices 0 .. events-1)
+  std::vector<std::string> black_box;   ///< black_box_workers() of the whole history, sorted
+};
+
+/// One checker's rule in one-pass form. Call order: begin() once, observe() for each event in
+/// history order with indices 0, 1, 2, ..., finish() once; then the object is spent. The
+/// read-back and context given to begin() must outlive finish(). Not thread-safe (one object per
+/// pass; different objects may run concurrently). Exceptions: std::bad_alloc; a rule that cannot
+/// decide reports unknown in its result rather than throwing.
+class StreamRule {
+ public:
+  virtual ~StreamRule() = default;
+  /// The checker's name (checkers.h), e.g. "token-regression".
+  [[nodiscard]] virtual std::string_view name() const = 0;
+  /// Reads what it needs of the read-back before the history (its per-key parts, the anomalies
+  /// the read-back alone proves) and the context.
+  virtual void begin(const ReadBack& readback, const CheckContext& context) = 0;
+  /// One event, at history index `index`.
+  virtual void observe(std::size_t index, const Event& e) = 0;
+  /// The result, anomalies normalize()d, in the order the in-memory checker gave them.
+  [[nodiscard]] virtual CheckerResult finish(const StreamEnd& end) = 0;
+  /// About how many bytes of state the rule holds now (for the bench and memory tests).
+  [[nodiscard]] virtual std::size_t state_bytes() const = 0;
+};
+
+/// The rule of the checker named `name`, or nullptr when that checker is not streamed yet.
+[[nodiscard]] std::unique_ptr<StreamRule> make_stream_rule(std::string_view name);
+/// The names of the streamed checkers, in default_checkers() order.
+[[nodiscard]] std::vector<std::string_view> stream_rule_names();
+
+/// Which of a scenario's workers sent no worker-protocol event, one event at a time: the same
+/// rule as black_box_workers() (checker.h), which is built on it. Not thread-safe.
+class BlackBoxTracker {
+ public:
+  /// `workers`: the scenario's worker ids (CheckContext::workers), any order.
+  explicit BlackBoxTracker(const std::vector<std::string>& workers);
+  /// One event of the history (any order of calls gives the same result: the rule is a set).
+  void observe(const Event& e);
+  /// Whether every worker has spoken (or was logged as never started): later events change nothing.
+  [[nodiscard]] bool settled() const { return silent_.empty(); }
+  /// Whether any worker-protocol event was seen (is_worker_protocol_event).
+  [[nodiscard]] bool worker_events() const { return worker_events_; }
+  /// The silent workers so far, sorted, unique.
+  [[nodiscard]] const std::vector<std::string>& silent() const { return silent_; }
+
+ private:
+  std::vector<std::string> silent_;
+  bool worker_events_ = false;
+};
+
+/// Feeds `rule` the in-memory history: begin(readback, context), observe() each event,
+/// finish() with the context's black-box workers (black_box_workers(history, context)). The
+/// in-memory checkers of streamed rules are this. Pure apart from the rule's own state.
+[[nodiscard]] CheckerResult run_stream_rule(StreamRule& rule, const History& history, const ReadBack& readback,
+                                            const CheckContext& context);
+
+/// What check_history_file() found.
+struct StreamCheckRun {
+  CheckRun run;                       ///< as run_checkers() gives it for the same checkers
+  std::size_t events = 0;             ///< events read
+  std::size_t peak_state_bytes = 0;   ///< the rules' largest total state_bytes(), sampled every 65,536 events and at the end
+};
+
+/// Runs the streamed rules named `names` (each must be in stream_rule_names(); empty: all of
+/// them) over the history file `history` (history.jsonl, plain or zstd, as for_each_history_line
+/// reads it) in one pass, holding one event at a time, and post-processes their results exactly
+/// as run_checkers() does (required sources, black-box workers, worst first). The result equals
+/// run_checkers() of the same checkers on load_history_jsonl(history) (a test checks it on every
+/// case of the golden record). Throws what for_each_history_line throws (std::runtime_error
+/// naming the file, a missing file), std::invalid_argument naming the file and line for a line
+/// that is not an event, and std::invalid_argument for a name that is not streamed.
+[[nodiscard]] StreamCheckRun check_history_file(const std::filesystem::path& history, const ReadBack& readback,
+                                                const CheckContext& context,
+                                                const std::vector<std::string_view>& names = {});
+
+}  // namespace fencecheck::harness

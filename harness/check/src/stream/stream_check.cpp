@@ -1,0 +1,97 @@
+// The streamed rules' registry, the in-memory adapter and the one-pass driver over a history file
+// (stream_check.h).
+#include "fencecheck/harness/stream_check.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "../internal.h"
+#include "stream_rules.h"
+
+namespace fencecheck::harness {
+
+namespace {
+
+struct Entry {
+  std::string_view name;
+  std::unique_ptr<StreamRule> (*make)();
+};
+
+/// The streamed checkers, in default_checkers() order.
+constexpr Entry kRules[] = {
+    {"interleaved-segment", detail::make_interleaved_segment_rule},
+    {"corrupt-chunk", detail::make_corrupt_chunk_rule},
+    {"token-regression", detail::make_token_regression_rule},
+};
+
+/// How often (in events) check_history_file() samples the rules' state.
+constexpr std::size_t kStateSample = 65'536;
+
+}  // namespace
+
+std::unique_ptr<StreamRule> make_stream_rule(std::string_view name) {
+  for (const Entry& e : kRules)
+    if (e.name == name) return e.make();
+  return nullptr;
+}
+
+std::vector<std::string_view> stream_rule_names() {
+  std::vector<std::string_view> out;
+  for (const Entry& e : kRules) out.push_back(e.name);
+  return out;
+}
+
+CheckerResult run_stream_rule(StreamRule& rule, const History& history, const ReadBack& readback,
+                              const CheckContext& context) {
+  rule.begin(readback, context);
+  for (std::size_t i = 0; i < history.size(); ++i) rule.observe(i, history[i]);
+  return rule.finish(StreamEnd{history.size(), black_box_workers(history, context)});
+}
+
+StreamCheckRun check_history_file(const std::filesystem::path& history, const ReadBack& readback,
+                                  const CheckContext& context, const std::vector<std::string_view>& names) {
+  std::vector<std::unique_ptr<StreamRule>> rules;
+  for (std::string_view name : names.empty() ? stream_rule_names() : names) {
+    auto rule = make_stream_rule(name);
+    if (!rule) throw std::invalid_argument("checker " + std::string(name) + " has no streamed rule yet");
+    rules.push_back(std::move(rule));
+  }
+  StreamCheckRun out;
+  auto sample = [&] {
+    std::size_t bytes = 0;
+    for (const auto& r : rules) bytes += r->state_bytes();
+    out.peak_state_bytes = std::max(out.peak_state_bytes, bytes);
+  };
+  // Rules whose required sources the resource cannot give are not run (run_checkers()'s rule).
+  std::vector<std::optional<CheckerResult>> not_run;
+  for (const auto& r : rules) {
+    not_run.push_back(detail::unavailable_required(r->name(), detail::evidence_use_of(r->name()), context));
+    if (!not_run.back()) r->begin(readback, context);
+  }
+  BlackBoxTracker tracker(context.workers);
+  for_each_history_event(history, [&](std::size_t index, Event&& e) {
+    tracker.observe(e);
+    for (std::size_t k = 0; k < rules.size(); ++k)
+      if (!not_run[k]) rules[k]->observe(index, e);
+    out.events = index + 1;
+    if (out.events % kStateSample == 0) sample();
+  });
+  sample();
+  CheckContext ctx = context;
+  if (!ctx.black_box) ctx.black_box = tracker.silent();
+  out.run.black_box_workers = *ctx.black_box;
+  const StreamEnd end{out.events, *ctx.black_box};
+  for (std::size_t k = 0; k < rules.size(); ++k) {
+    if (not_run[k]) {
+      out.run.results.push_back(std::move(*not_run[k]));
+      continue;
+    }
+    CheckerResult r = rules[k]->finish(end);
+    detail::settle_result(r, detail::evidence_use_of(rules[k]->name()), ctx, tracker.worker_events());
+    out.run.results.push_back(std::move(r));
+  }
+  detail::order_results(out.run);
+  return out;
+}
+
+}  // namespace fencecheck::harness

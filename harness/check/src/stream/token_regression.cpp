@@ -1,0 +1,214 @@
+// token-regression (checkers.h says what it finds), in one pass:
+//   1. each acquire.ok of our lock against the largest token among that lock's acquire.oks that
+//      came before its worker's latest acquire.invoke (history order);
+//   2. each lock.grant (not a replay) against the largest grant before it;
+//   3. at the end, the read-back's high-water marks against the issuer's latest token.
+// State: per worker its latest acquire.invoke; per lock the acquire.oks that raised its token that
+// a later acquire.ok can still look up (at most one per worker, plus the last: live); every (lock key, token) granted, to tell a replay from a grant (holdings: one
+// entry per grant, kept because forgetting one would call its replay a regression); per key of
+// the read-back's high-water marks, the first write.ok with the mark.
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/unordered/unordered_flat_set.hpp>
+
+#include "../internal.h"
+#include "stream_rules.h"
+
+namespace fencecheck::harness::detail {
+namespace {
+
+struct PairHash {
+  std::size_t operator()(const std::pair<std::string, std::int64_t>& p) const noexcept {
+    return ViewTokenHash{}({p.first, p.second});
+  }
+};
+
+class TokenRegressionRule final : public StreamRule {
+ public:
+  std::string_view name() const override { return "token-regression"; }
+
+  void begin(const ReadBack& readback, const CheckContext& context) override {
+    readback_ = &readback;
+    lock_ = context.lock;
+    for (const auto& [key, mark] : readback.high_water) first_ok_.try_emplace(key, MarkWrite{mark, std::nullopt});
+  }
+
+  void observe(std::size_t index, const Event& e) override {
+    switch (e.kind) {
+      case EventKind::kAcquireInvoke: latest_invoke_[e.source] = index; break;
+      case EventKind::kAcquireOk: acquire(index, e); break;
+      case EventKind::kLockGrant: grant(index, e); break;
+      case EventKind::kWriteOk:
+        if (e.token && !first_ok_.empty()) {
+          const auto it = first_ok_.find(e.key);
+          if (it != first_ok_.end() && !it->second.first && it->second.mark == *e.token)
+            it->second.first = Seen{index, *e.token, e.kind, e.source, {}};
+        }
+        break;
+      default: break;
+    }
+  }
+
+  CheckerResult finish(const StreamEnd& end) override {
+    std::vector<Anomaly> anomalies = std::move(acquires_found_);
+    for (auto& a : grants_found_) anomalies.push_back(std::move(a));
+    // 3. The resource's high-water marks against the issuer's latest token: the last acquire.ok's.
+    //    With black-box workers, whose grants no acquire.ok reports, the lock service's latest
+    //    grant counts too (the larger of the two), so that a silent holder's newer token is not
+    //    taken for a mark above every token issued; with no acquire.ok at all, the latest grant.
+    std::optional<Seen> latest = last_acquire_;
+    if (last_grant_ && (!latest || last_grant_->token > latest->token) && !end.black_box.empty()) latest = last_grant_;
+    if (latest) {
+      const bool from_grant = latest->kind == EventKind::kLockGrant;
+      for (const auto& [key, mark] : readback_->high_water) {
+        if (mark <= latest->token) continue;
+        Anomaly a;
+        a.name = "token-regression";
+        a.key = key;
+        a.tokens = {latest->token, mark};
+        if (!from_grant) a.clients = {latest->source};
+        a.evidence.push_back(latest->index);
+        if (const auto& ok = first_ok_.at(key).first) {
+          a.evidence.push_back(ok->index);
+          a.clients.push_back(ok->source);
+        }
+        for (const AcceptedWrite& w : readback_->log)
+          if (w.key == key && w.token == mark) {
+            a.readback_seqs.push_back(w.seq);
+            a.clients.push_back(w.client);
+            break;
+          }
+        a.description = "the resource's high-water mark for " + key + " is " + std::to_string(mark) +
+                        ", above the issuer's latest token " + std::to_string(latest->token) + " (" +
+                        (from_grant ? "the lock service's grant of " + latest->lock_key : latest->source + "'s acquire.ok") +
+                        "): the issuer went backwards, and every holder from now on is below the mark";
+        anomalies.push_back(std::move(a));
+      }
+    }
+    return result_of(name(), std::move(anomalies));
+  }
+
+  std::size_t state_bytes() const override {
+    std::size_t n = sizeof(*this) + latest_invoke_.size() * (sizeof(std::string) + 16) +
+                    first_ok_.size() * (sizeof(std::string) + sizeof(MarkWrite));
+    for (const auto& [lock, raises] : raises_) n += lock.capacity() + raises.list.capacity() * sizeof(Raise);
+    for (const auto& g : granted_) n += sizeof(g) + g.first.capacity();
+    for (const auto& a : acquires_found_) n += sizeof(a) + a.description.capacity();
+    for (const auto& a : grants_found_) n += sizeof(a) + a.description.capacity();
+    return n;
+  }
+
+ private:
+  /// An event the rule remembers: what the descriptions and evidence name of it.
+  struct Seen {
+    std::size_t index = 0;
+    std::int64_t token = 0;
+    EventKind kind = EventKind::kAcquireOk;
+    std::string source;
+    std::string lock_key;
+  };
+  /// An acquire.ok that raised its lock's largest token (strictly).
+  struct Raise {
+    std::size_t index = 0;
+    std::int64_t token = 0;
+    std::string source;
+  };
+
+  /// A lock's raises, ascending by index (and by token), and its size after the last prune.
+  struct Raises {
+    std::vector<Raise> list;
+    std::size_t pruned_at = 0;
+  };
+  /// A high-water mark of the read-back and the first write.ok with that token for its key.
+  struct MarkWrite {
+    std::int64_t mark = 0;
+    std::optional<Seen> first;
+  };
+
+  void acquire(std::size_t x, const Event& e) {
+    if (!e.token || !(lock_.empty() || e.lock.empty() || e.lock == lock_)) return;
+    last_acquire_ = Seen{x, *e.token, e.kind, e.source, e.lock_key};
+    Raises& lock_raises = raises_[e.lock];
+    std::vector<Raise>& raises = lock_raises.list;
+    if (const auto invoke = latest_invoke_.find(e.source); invoke != latest_invoke_.end()) {
+      // The largest token among this lock's acquire.oks that completed before the invoke. Tokens
+      // must be strictly increasing: an earlier grant's token equal to this one is the same token
+      // handed out twice (a reset issuer), as unsafe as a lower one.
+      const auto after = std::lower_bound(raises.begin(), raises.end(), invoke->second,
+                                          [](const Raise& r, std::size_t index) { return r.index < index; });
+      if (after != raises.begin() && std::prev(after)->token >= *e.token) {
+        const Raise& t = *std::prev(after);
+        Anomaly& a = acquires_found_.emplace_back();
+        a.name = "token-regression";
+        a.tokens = {*e.token, t.token};
+        a.clients = {e.source, t.source};
+        a.evidence = {t.index, invoke->second, x};
+        a.description = acquire_regression_text(e, t.source, t.token);
+      }
+    }
+    if (raises.empty() || *e.token > raises.back().token) {
+      raises.push_back(Raise{x, *e.token, e.source});
+      if (raises.size() >= 2 * lock_raises.pruned_at + 64) prune(lock_raises);
+    }
+  }
+
+  /// Drops the raises no later acquire.ok can look up. A later acquire.ok of worker w names either
+  /// w's latest invoke now (then it looks up the last raise before that invoke) or an invoke still
+  /// to come (then the last raise now, or a later one). So the raises still needed are, per
+  /// worker, the last one before its latest invoke, and the last one: at most workers + 1, however
+  /// long a paused worker's invoke waits for its acquire.ok.
+  void prune(Raises& lock_raises) {
+    std::vector<Raise>& raises = lock_raises.list;
+    std::vector<bool> keep(raises.size(), false);
+    keep.back() = true;
+    for (const auto& [worker, invoke] : latest_invoke_) {
+      const auto after = std::lower_bound(raises.begin(), raises.end(), invoke,
+                                          [](const Raise& r, std::size_t index) { return r.index < index; });
+      if (after != raises.begin()) keep[static_cast<std::size_t>(std::prev(after) - raises.begin())] = true;
+    }
+    std::size_t kept = 0;
+    for (std::size_t k = 0; k < raises.size(); ++k)
+      if (keep[k]) raises[kept++] = std::move(raises[k]);
+    raises.resize(kept);
+    lock_raises.pruned_at = raises.size();
+  }
+
+  void grant(std::size_t i, const Event& g) {
+    if (!g.token) return;
+    // This lock's keys: "<lock>/..." (etcd, zookeeper) or the lock name itself (redis).
+    if (!lock_.empty() && !g.lock_key.empty() && g.lock_key != lock_ && g.lock_key.rfind(lock_ + "/", 0) != 0) return;
+    if (!granted_.emplace(g.lock_key, *g.token).second) return;  // a replay, not a grant
+    last_grant_ = Seen{i, *g.token, g.kind, g.source, g.lock_key};
+    // Another key with the same token is the same token granted twice: a reset issuer.
+    if (top_grant_ &&
+        (*g.token < top_grant_->token || (*g.token == top_grant_->token && g.lock_key != top_grant_->lock_key))) {
+      Anomaly& a = grants_found_.emplace_back();
+      a.name = "token-regression";
+      a.tokens = {*g.token, top_grant_->token};
+      a.evidence = {top_grant_->index, i};
+      a.description = grant_regression_text(g, top_grant_->lock_key, top_grant_->token);
+    }
+    if (!top_grant_ || *g.token > top_grant_->token) top_grant_ = last_grant_;
+  }
+
+  const ReadBack* readback_ = nullptr;
+  std::string lock_;
+  std::map<std::string, std::size_t, std::less<>> latest_invoke_;
+  std::map<std::string, Raises, std::less<>> raises_;
+  std::optional<Seen> last_acquire_;
+  boost::unordered_flat_set<std::pair<std::string, std::int64_t>, PairHash> granted_;
+  std::optional<Seen> top_grant_, last_grant_;
+  std::map<std::string, MarkWrite, std::less<>> first_ok_;
+  std::vector<Anomaly> acquires_found_, grants_found_;
+};
+
+}  // namespace
+
+std::unique_ptr<StreamRule> make_token_regression_rule() { return std::make_unique<TokenRegressionRule>(); }
+
+}  // namespace fencecheck::harness::detail

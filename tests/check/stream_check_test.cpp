@@ -1,0 +1,229 @@
+// The streamed rules (stream_check.h): check_history_file(), reading history.jsonl(.zst) one event
+// at a time, gives what run_checkers() gives on the loaded history for the same checkers, on every
+// case of the checkers' golden record; the rules' state stays bounded on a long history while an
+// old invoke they must still see is kept; the driver's errors.
+#include "fencecheck/harness/stream_check.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "../harness/history_builder.h"
+#include "fencecheck/harness/checkers.h"
+#include "golden_cases.h"
+
+namespace fh = fencecheck::harness;
+namespace fs = std::filesystem;
+using fencecheck::Event;
+using fencecheck::EventKind;
+using fencecheck::ReadBack;
+
+namespace {
+
+fs::path write_file(const std::string& name, const std::string& text) {
+  const fs::path p = fencecheck::golden::scratch_dir() / name;
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << text;
+  return p;
+}
+
+fs::path write_history(const std::string& name, const fh::History& h) {
+  std::string text;
+  for (const Event& e : h) text += fencecheck::to_json_line(e) + "\n";
+  return write_file(name, text);
+}
+
+/// The default checkers that are streamed, in their order.
+fh::Checkers streamed_checkers() {
+  fh::Checkers out;
+  const auto names = fh::stream_rule_names();
+  for (auto& c : fh::default_checkers())
+    if (std::find(names.begin(), names.end(), c->name()) != names.end()) out.push_back(std::move(c));
+  return out;
+}
+
+/// Every field of two results, the first difference named; "" when they agree.
+std::string difference(const fh::CheckerResult& a, const fh::CheckerResult& b) {
+  if (a.name != b.name) return "name " + a.name + " / " + b.name;
+  if (a.verdict != b.verdict) return a.name + ": verdict " + std::string(fh::verdict_name(a.verdict)) + " / " +
+                                     std::string(fh::verdict_name(b.verdict));
+  if (a.error != b.error) return a.name + ": error \"" + a.error + "\" / \"" + b.error + "\"";
+  if (a.evidence != b.evidence) return a.name + ": evidence sources differ";
+  if (a.anomalies.size() != b.anomalies.size())
+    return a.name + ": " + std::to_string(a.anomalies.size()) + " anomalies / " + std::to_string(b.anomalies.size());
+  for (std::size_t i = 0; i < a.anomalies.size(); ++i) {
+    const fh::Anomaly& x = a.anomalies[i];
+    const fh::Anomaly& y = b.anomalies[i];
+    const std::string at = a.name + " anomaly " + std::to_string(i) + ": ";
+    if (x.name != y.name) return at + "name";
+    if (x.description != y.description) return at + "description \"" + x.description + "\" / \"" + y.description + "\"";
+    if (x.key != y.key || x.segment != y.segment) return at + "key or segment";
+    if (x.tokens != y.tokens) return at + "tokens";
+    if (x.clients != y.clients) return at + "clients";
+    if (x.evidence != y.evidence) return at + "evidence";
+    if (x.readback_seqs != y.readback_seqs) return at + "readback_seqs";
+  }
+  return "";
+}
+
+TEST(StreamCheck, EveryStreamedRuleGivesRunCheckersResultOnEveryGoldenCase) {
+  const fh::Checkers checkers = streamed_checkers();
+  ASSERT_EQ(checkers.size(), fh::stream_rule_names().size());
+  std::size_t judged = 0, anomalies = 0, invalid = 0;
+  std::set<std::string> names_with_anomalies;
+  for (const auto& c : fencecheck::golden::all_cases()) {
+    auto loaded = fencecheck::golden::load_case(c);
+    if (!std::holds_alternative<fencecheck::golden::LoadedCase>(loaded)) continue;  // a load error: nothing to check
+    const auto& l = std::get<fencecheck::golden::LoadedCase>(loaded);
+    const fs::path file = write_file("history.jsonl", c.history);
+    const fh::CheckRun memory = fh::run_checkers(checkers, l.history, l.readback, l.context);
+    const fh::StreamCheckRun streamed = fh::check_history_file(file, l.readback, l.context);
+    ++judged;
+    EXPECT_EQ(streamed.events, l.history.size()) << c.name;
+    EXPECT_EQ(streamed.run.verdict, memory.verdict) << c.name;
+    EXPECT_EQ(streamed.run.black_box_workers, memory.black_box_workers) << c.name;
+    ASSERT_EQ(streamed.run.results.size(), memory.results.size()) << c.name;
+    for (std::size_t i = 0; i < memory.results.size(); ++i) {
+      EXPECT_EQ(difference(streamed.run.results[i], memory.results[i]), "") << c.name;
+      anomalies += memory.results[i].anomalies.size();
+      if (!memory.results[i].anomalies.empty()) names_with_anomalies.insert(memory.results[i].name);
+    }
+    if (memory.verdict == fh::Verdict::kInvalid) ++invalid;
+  }
+  // The record is not trivial for these rules: many cases, and each rule finds something somewhere.
+  EXPECT_GT(judged, 200u);
+  EXPECT_GT(invalid, 10u);
+  EXPECT_GT(anomalies, 20u);
+  EXPECT_EQ(names_with_anomalies.size(), checkers.size());
+  std::cout << "streamed " << judged << " golden cases, " << anomalies << " anomalies of "
+            << names_with_anomalies.size() << " streamed rules\n";
+}
+
+TEST(StreamCheck, ReadsACompressedHistoryTheSameWay) {
+  fh::Builder b;
+  b.run_start();
+  b.add(fh::Builder::ev("w1", EventKind::kAcquireInvoke));
+  b.acquire_ok("w1", fh::kKey1, 33, 7001);
+  b.add(fh::Builder::ev("w2", EventKind::kAcquireInvoke));
+  b.acquire_ok("w2", fh::kKey2, 30, 7002);  // below w1's 33, which completed before w2 asked
+  const fs::path plain = write_history("regression.jsonl", b.h);
+  fh::CheckContext ctx;
+  ctx.lock = fh::kLock;
+  const fh::StreamCheckRun p = fh::check_history_file(plain, ReadBack{}, ctx, {"token-regression"});
+  ASSERT_EQ(p.run.results.size(), 1u);
+  ASSERT_EQ(p.run.results[0].anomalies.size(), 1u);
+  EXPECT_EQ(p.run.results[0].anomalies[0].evidence, (std::vector<std::size_t>{2, 3, 4}));
+  const fh::CompressedHistory z = fh::compress_history(plain);
+  ASSERT_TRUE(fs::exists(z.path));
+  const fh::StreamCheckRun q = fh::check_history_file(z.path, ReadBack{}, ctx, {"token-regression"});
+  EXPECT_EQ(difference(q.run.results[0], p.run.results[0]), "");
+  EXPECT_EQ(q.events, 5u);
+}
+
+TEST(StreamCheck, ABadLineIsNamedByFileAndLine) {
+  const fs::path p = write_file("bad.jsonl", "{\"kind\":\"run.start\",\"t_ns\":1,\"source\":\"harness\"}\n\n{\"kind\":\"write.maybe\"}\n");
+  try {
+    (void)fh::check_history_file(p, ReadBack{}, fh::CheckContext{});
+    FAIL() << "no error";
+  } catch (const fh::HistoryError& e) {
+    EXPECT_EQ(e.line(), 3u);
+    EXPECT_NE(std::string(e.what()).find("bad.jsonl"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)fh::check_history_file(p, ReadBack{}, fh::CheckContext{}, {"fenced-out-or-not"}), std::invalid_argument);
+}
+
+TEST(StreamCheck, AnUnavailableSourceIsNotCheckedAsRunCheckersSays) {
+  fh::Builder b;
+  b.run_start();
+  fh::CheckContext ctx;
+  ctx.evidence = fencecheck::resources::Evidence{false, false, false, false, false};  // a resource that gives nothing
+  ctx.resource_kind = "http";
+  const fs::path p = write_history("nothing.jsonl", b.h);
+  const fh::StreamCheckRun s = fh::check_history_file(p, ReadBack{}, ctx, {"interleaved-segment"});
+  ASSERT_EQ(s.run.results.size(), 1u);
+  EXPECT_EQ(s.run.results[0].verdict, fh::Verdict::kUnknown);
+  EXPECT_EQ(s.run.results[0].error, "needs resource.chunks, which resource kind http does not give as configured: not checked");
+}
+
+/// A steady run: `holders` workers take turns on one lock, each holding acquiring the next token.
+void steady_acquires(fh::StreamRule& rule, std::size_t& index, std::int64_t& token, int rounds, int holders) {
+  for (int r = 0; r < rounds; ++r)
+    for (int w = 0; w < holders; ++w) {
+      Event invoke = fh::Builder::ev("w" + std::to_string(w), EventKind::kAcquireInvoke);
+      rule.observe(index++, invoke);
+      Event ok = fh::Builder::ev("w" + std::to_string(w), EventKind::kAcquireOk);
+      ok.lock = fh::kLock;
+      ok.token = ++token;
+      rule.observe(index++, ok);
+    }
+}
+
+TEST(StreamTokenRegression, StateStaysFlatOverALongSteadyRunYetKeepsAnOldInvoke) {
+  const ReadBack rb;
+  fh::CheckContext ctx;
+  ctx.lock = fh::kLock;
+  auto rule = fh::make_stream_rule("token-regression");
+  ASSERT_NE(rule, nullptr);
+  rule->begin(rb, ctx);
+  std::size_t index = 0;
+  std::int64_t token = 0;
+  // w9 takes token 1000, then "late" asks while w9's token is the top...
+  Event ok = fh::Builder::ev("w9", EventKind::kAcquireOk);
+  ok.lock = fh::kLock;
+  ok.token = 1000;
+  const std::size_t top = index;
+  rule->observe(index++, ok);
+  const std::size_t invoke = index;
+  rule->observe(index++, fh::Builder::ev("late", EventKind::kAcquireInvoke));
+  token = 1000;
+  // ... and is paused while 4 holders take 200,000 tokens.
+  steady_acquires(*rule, index, token, 2'500, 4);
+  const std::size_t early = rule->state_bytes();
+  steady_acquires(*rule, index, token, 47'500, 4);
+  const std::size_t later = rule->state_bytes();
+  EXPECT_LT(later, early + 4096) << "state grew from " << early << " to " << later << " bytes";
+  // "late" resumes with a token below w9's, which completed before it asked: still found.
+  Event stale = fh::Builder::ev("late", EventKind::kAcquireOk);
+  stale.lock = fh::kLock;
+  stale.token = 999;
+  const std::size_t x = index;
+  rule->observe(index++, stale);
+  const fh::CheckerResult r = rule->finish(fh::StreamEnd{index, {}});
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{top, invoke, x}));
+  EXPECT_EQ(r.anomalies[0].tokens, (std::vector<std::int64_t>{999, 1000}));
+}
+
+TEST(StreamTokenRegression, WithoutPrunedRaisesAnOldInvokeStillSeesItsTop) {
+  // The same shape through run_stream_rule on an in-memory history, compared with a history in
+  // which nothing could have been pruned (the holders' turns removed): the same anomaly.
+  auto story = [](int rounds) {
+    fh::Builder b;
+    b.add(fh::Builder::ev("w1", EventKind::kAcquireInvoke));
+    b.acquire_ok("w1", fh::kKey1, 50, 1);
+    b.add(fh::Builder::ev("late", EventKind::kAcquireInvoke));
+    std::int64_t token = 50;
+    for (int r = 0; r < rounds; ++r) {
+      b.add(fh::Builder::ev("w2", EventKind::kAcquireInvoke));
+      b.acquire_ok("w2", fh::kKey2, ++token, 2);
+    }
+    b.acquire_ok("late", fh::kKey1, 40, 3);
+    return b.h;
+  };
+  fh::CheckContext ctx;
+  ctx.lock = fh::kLock;
+  for (int rounds : {0, 1, 10'000}) {
+    const fh::History h = story(rounds);
+    auto rule = fh::make_stream_rule("token-regression");
+    const fh::CheckerResult r = fh::run_stream_rule(*rule, h, ReadBack{}, ctx);
+    ASSERT_EQ(r.anomalies.size(), 1u) << rounds;
+    EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{1, 2, h.size() - 1})) << rounds;
+  }
+}
+
+}  // namespace
