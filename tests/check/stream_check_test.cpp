@@ -74,7 +74,7 @@ std::string difference(const fh::CheckerResult& a, const fh::CheckerResult& b) {
 TEST(StreamCheck, EveryStreamedRuleGivesRunCheckersResultOnEveryGoldenCase) {
   const fh::Checkers checkers = streamed_checkers();
   ASSERT_EQ(checkers.size(), fh::stream_rule_names().size());
-  std::size_t judged = 0, anomalies = 0, invalid = 0;
+  std::size_t judged = 0, anomalies = 0, invalid = 0, two_passes = 0;
   std::set<std::string> names_with_anomalies;
   for (const auto& c : fencecheck::golden::all_cases()) {
     auto loaded = fencecheck::golden::load_case(c);
@@ -84,6 +84,7 @@ TEST(StreamCheck, EveryStreamedRuleGivesRunCheckersResultOnEveryGoldenCase) {
     const fh::CheckRun memory = fh::run_checkers(checkers, l.history, l.readback, l.context);
     const fh::StreamCheckRun streamed = fh::check_history_file(file, l.readback, l.context);
     ++judged;
+    if (streamed.passes > 1) ++two_passes;
     EXPECT_EQ(streamed.events, l.history.size()) << c.name;
     EXPECT_EQ(streamed.run.verdict, memory.verdict) << c.name;
     EXPECT_EQ(streamed.run.black_box_workers, memory.black_box_workers) << c.name;
@@ -101,7 +102,7 @@ TEST(StreamCheck, EveryStreamedRuleGivesRunCheckersResultOnEveryGoldenCase) {
   EXPECT_GT(anomalies, 20u);
   EXPECT_EQ(names_with_anomalies.size(), checkers.size());
   std::cout << "streamed " << judged << " golden cases, " << anomalies << " anomalies of "
-            << names_with_anomalies.size() << " streamed rules\n";
+            << names_with_anomalies.size() << " streamed rules; " << two_passes << " read twice\n";
 }
 
 TEST(StreamCheck, ReadsACompressedHistoryTheSameWay) {
@@ -224,6 +225,119 @@ TEST(StreamTokenRegression, WithoutPrunedRaisesAnOldInvokeStillSeesItsTop) {
     ASSERT_EQ(r.anomalies.size(), 1u) << rounds;
     EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{1, 2, h.size() - 1})) << rounds;
   }
+}
+
+}  // namespace
+
+namespace {
+
+Event write_at(const std::string& w, EventKind kind, std::int64_t token, std::int64_t chunk, std::int64_t happened_ns,
+               std::int64_t received_ns) {
+  Event e = fh::Builder::ev(w, kind);
+  e.key = "ledger";
+  e.token = token;
+  e.segment = 0;
+  e.chunk = chunk;
+  e.src_ns = happened_ns;
+  e.t_ns = received_ns;
+  return e;
+}
+
+TEST(StreamStaleWrite, AWriteOkReceivedLateThatHappenedBeforeAnInvokeIsJudgedInASecondPass) {
+  // w2's write.ok with token 9 happened (t=150) before w1's write with token 5 was invoked
+  // (t=180), but the harness received it last: judged on arrival w1's write had no higher write
+  // before it; the second pass sees w2's.
+  fh::History h;
+  h.add(write_at("w2", EventKind::kWriteInvoke, 9, 0, 100, 100));
+  h.add(write_at("w1", EventKind::kWriteInvoke, 5, 1, 180, 180));
+  h.add(write_at("w1", EventKind::kWriteOk, 5, 1, 190, 190));
+  h.add(write_at("w2", EventKind::kWriteOk, 9, 0, 150, 400));
+  auto rule = fh::make_stream_rule("stale-write-accepted");
+  fh::CheckerResult r = fh::run_stream_rule(*rule, h, ReadBack{}, fh::CheckContext{});
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{1, 2, 3}));
+  EXPECT_EQ(r.anomalies[0].tokens, (std::vector<std::int64_t>{5, 9}));
+  EXPECT_EQ(r.anomalies[0].clients, (std::vector<std::string>{"w1", "w2"}));
+  const fh::StreamCheckRun s =
+      fh::check_history_file(write_history("late.jsonl", h), ReadBack{}, fh::CheckContext{}, {"stale-write-accepted"});
+  EXPECT_EQ(s.passes, 2u);
+  ASSERT_EQ(s.run.results.size(), 1u);
+  fh::CheckerResult settled = r;
+  settled.evidence = s.run.results[0].evidence;  // the sources run_checkers lists; the rule alone lists none
+  EXPECT_EQ(difference(s.run.results[0], settled), "");
+  // Received in real-time order, one pass decides it.
+  fh::History in_order;
+  for (std::size_t i : {0, 3, 1, 2}) in_order.add(h[i]);
+  const fh::StreamCheckRun one =
+      fh::check_history_file(write_history("in-order.jsonl", in_order), ReadBack{}, fh::CheckContext{}, {"stale-write-accepted"});
+  EXPECT_EQ(one.passes, 1u);
+  ASSERT_EQ(one.run.results[0].anomalies.size(), 1u);
+  EXPECT_EQ(one.run.results[0].anomalies[0].evidence, (std::vector<std::size_t>{1, 2, 3}));
+}
+
+TEST(StreamStaleWrite, OfTwoHigherWritesWithOneTokenTheEarlierInRealTimeIsCited) {
+  // Two write.oks with token 9, received in the opposite of the order they happened in; the stale
+  // write cites the one that happened first (the in-memory rule's tie: the earliest by time).
+  fh::History h;
+  h.add(write_at("w2", EventKind::kWriteOk, 9, 1, 120, 120));
+  h.add(write_at("w3", EventKind::kWriteOk, 9, 2, 110, 130));
+  h.add(write_at("w1", EventKind::kWriteInvoke, 5, 3, 200, 200));
+  h.add(write_at("w1", EventKind::kWriteOk, 5, 3, 210, 210));
+  auto rule = fh::make_stream_rule("stale-write-accepted");
+  const fh::CheckerResult r = fh::run_stream_rule(*rule, h, ReadBack{}, fh::CheckContext{});
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{1, 2, 3}));
+  EXPECT_EQ(r.anomalies[0].clients, (std::vector<std::string>{"w1", "w3"}));
+}
+
+TEST(StreamStaleWrite, AWorkerWithManyWritesInFlightFindsEachInvokeInASecondPass) {
+  // w2's token 9 write completed first; then w1 sends 70 writes with token 5 before any reply: the
+  // first 6 write ids are older than the 64 the rule keeps per worker.
+  fh::History h;
+  h.add(write_at("w2", EventKind::kWriteInvoke, 9, 0, 10, 10));
+  h.add(write_at("w2", EventKind::kWriteOk, 9, 0, 20, 20));
+  for (int c = 0; c < 70; ++c) h.add(write_at("w1", EventKind::kWriteInvoke, 5, c, 30 + c, 30 + c));
+  for (int c = 0; c < 70; ++c) h.add(write_at("w1", EventKind::kWriteOk, 5, c, 200 + c, 200 + c));
+  const fh::StreamCheckRun s =
+      fh::check_history_file(write_history("in-flight.jsonl", h), ReadBack{}, fh::CheckContext{}, {"stale-write-accepted"});
+  EXPECT_EQ(s.passes, 2u);
+  ASSERT_EQ(s.run.results[0].anomalies.size(), 1u);
+  const fh::Anomaly& a = s.run.results[0].anomalies[0];
+  EXPECT_EQ(a.evidence.size(), 141u);  // w2's write.ok, and each of w1's 70 invokes and 70 write.oks
+  EXPECT_EQ(a.evidence.front(), 1u);
+  EXPECT_EQ(a.evidence.back(), h.size() - 1);
+  EXPECT_NE(a.description.find("70 write.ok event(s) in the history"), std::string::npos) << a.description;
+}
+
+TEST(StreamStaleWrite, StateGrowsOnlyWithTheTokensThatRaisedAKey) {
+  // 4 holders take turns on 2 keys, each holding writing 20 chunks: state per holding, not per event.
+  auto rule = fh::make_stream_rule("stale-write-accepted");
+  const ReadBack rb;
+  rule->begin(rb, fh::CheckContext{});
+  std::size_t index = 0;
+  std::int64_t t = 0;
+  auto holdings = [&](int from, int to) {
+    for (int token = from; token < to; ++token) {
+      const std::string w = "w" + std::to_string(token % 4);
+      for (int c = 0; c < 20; ++c) {
+        t += 1;
+        Event inv = write_at(w, EventKind::kWriteInvoke, token, c, t, t);
+        inv.key = token % 2 ? "ledger" : "ledger2";
+        rule->observe(index++, inv);
+        t += 1;
+        Event ok = write_at(w, EventKind::kWriteOk, token, c, t, t);
+        ok.key = inv.key;
+        rule->observe(index++, ok);
+      }
+    }
+  };
+  holdings(1, 1'001);
+  const std::size_t early = rule->state_bytes();
+  holdings(1'001, 11'001);  // 400,000 more events, 10,000 more tokens
+  const std::size_t later = rule->state_bytes();
+  EXPECT_LT(later - early, 10'000u * 64) << early << " -> " << later << " bytes";
+  EXPECT_FALSE(rule->wants_another_pass());
+  EXPECT_TRUE(rule->finish(fh::StreamEnd{index, {}}).anomalies.empty());
 }
 
 }  // namespace

@@ -78,12 +78,6 @@ class WriteIndex {
   mutable boost::unordered_flat_map<std::size_t, std::size_t> next_;
 };
 
-/// Two events about the same write: token, key, segment and chunk (the writer is the caller's).
-bool same_write(const Event& a, const Event& b) {
-  return a.token && a.token == b.token && a.key == b.key && a.segment.value_or(-1) == b.segment.value_or(-1) &&
-         a.chunk.value_or(-1) == b.chunk.value_or(-1);
-}
-
 /// For each event of kind `at`: the latest event of kind `from` by the same worker before it (one
 /// pass over both kinds). E.g. (write.invoke, write.ok): each write.ok's worker's latest invoke.
 /// Events of kind `at` whose worker had none are absent.
@@ -103,10 +97,6 @@ boost::unordered_flat_map<std::size_t, std::size_t> latest_per_source(const Hist
 }
 
 WriteIndex index_writes(const History& h, const HistoryIndex& index, EventKind kind) { return WriteIndex(h, index, kind); }
-
-void append_matches(const WriteIndex& index, const WriteId& id, std::vector<std::size_t>& out) {
-  index.for_each(id, [&out](std::size_t i) { out.push_back(i); });
-}
 
 using detail::join;
 using detail::result_of;
@@ -147,141 +137,10 @@ CheckerResult StaleWriteAcceptedChecker::check(const History& history, const Rea
 }
 
 CheckerResult StaleWriteAcceptedChecker::check_with(const History& history, const ReadBack& readback,
-                              const CheckContext& context) const {
-  const detail::IndexRef idx(history, context);
-  // One group per (key, client, stale token).
-  struct Group {
-    Anomaly a;
-    std::set<std::int64_t> segments;
-    std::set<std::int64_t> log_seqs;       // stale entries in the store's log
-    std::set<std::size_t> history_oks;     // stale write.ok events
-    std::set<std::int64_t> above;          // the higher tokens already accepted
-  };
-  std::map<std::tuple<std::string, std::string, std::int64_t>, Group> groups;
-  auto group = [&](const std::string& key, const std::string& client, std::int64_t token) -> Group& {
-    Group& g = groups[{key, client, token}];
-    if (g.a.name.empty()) {
-      g.a.name = "stale-write-accepted";
-      g.a.key = key;
-      g.a.tokens.push_back(token);
-      g.a.clients.push_back(client);
-    }
-    return g;
-  };
-  auto oks = index_writes(history, *idx, EventKind::kWriteOk);
-
-  // 1. The store's own log, per key in acceptance order.
-  std::vector<const AcceptedWrite*> log;
-  log.reserve(readback.log.size());
-  for (const AcceptedWrite& w : readback.log) log.push_back(&w);
-  std::stable_sort(log.begin(), log.end(), [](const auto* x, const auto* y) { return x->seq < y->seq; });
-  detail::ViewMap<const AcceptedWrite*> max_by_key;
-  for (const AcceptedWrite* wp : log) {
-    const AcceptedWrite& w = *wp;
-    const AcceptedWrite*& top = max_by_key[w.key];
-    if (top && w.token < top->token) {
-      Group& g = group(w.key, w.client, w.token);
-      g.segments.insert(w.segment);
-      g.log_seqs.insert(w.seq);
-      g.above.insert(top->token);
-      g.a.tokens.push_back(top->token);
-      g.a.clients.push_back(top->client);
-      g.a.readback_seqs.push_back(w.seq);
-      g.a.readback_seqs.push_back(top->seq);
-      append_matches(oks, {w.client, w.token, w.key, w.segment, w.chunk}, g.a.evidence);
-      append_matches(oks, {top->client, top->token, top->key, top->segment, top->chunk}, g.a.evidence);
-    }
-    if (!top || w.token > top->token) top = &w;
-  }
-
-  // 2. The history, in real-time order: B is stale when, before B was even invoked, a write.ok
-  //    for the same key with a higher token had already completed. "Before" is by the time each
-  //    event happened (happened_ns: the worker's own CLOCK_MONOTONIC emit time), not by when the
-  //    harness received it: with many workers their channels deliver out of real order (1000
-  //    workers on 2 cores: w326's write.ok 507 arrived before w325's earlier write.invoke 505,
-  //    which the store had accepted first, seq 506 < 507), and receive order called that stale.
-  // The last matching write.invoke before each write.ok: the worker's latest write.invoke when
-  // that is the same write (a worker has one write in flight), else from the hash index (built
-  // only if some write.ok needs it).
-  auto invokes = index_writes(history, *idx, EventKind::kWriteInvoke);
-  const auto latest_invoke = latest_per_source(history, *idx, EventKind::kWriteInvoke, EventKind::kWriteOk);
-  detail::ViewMap<std::vector<std::size_t>> oks_by_key;  // write.ok indices per key, ascending
-  for (std::size_t i : idx->of({EventKind::kWriteOk}))
-    if (history[i].token && !detail::is_effect_key(history[i].key)) oks_by_key[history[i].key].push_back(i);
-  for (const auto& [key_view, list] : oks_by_key) {
-    const std::string key(key_view);
-    // The key's write.oks by the time they happened (ties: receive order), and prefix[i]: the
-    // highest-token one among by_time[0..i].
-    std::vector<std::pair<std::int64_t, std::size_t>> by_time;
-    by_time.reserve(list.size());
-    for (std::size_t i : list) by_time.emplace_back(detail::happened_ns(history[i]), i);
-    std::sort(by_time.begin(), by_time.end());
-    std::vector<std::size_t> prefix(by_time.size());
-    for (std::size_t i = 0; i < by_time.size(); ++i)
-      prefix[i] = (i == 0 || *history[by_time[i].second].token > *history[prefix[i - 1]].token) ? by_time[i].second
-                                                                                                 : prefix[i - 1];
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      const std::size_t b = list[i];
-      const Event& e = history[b];
-      const std::int64_t token = *e.token;
-      // The last matching invoke before B.
-      std::optional<std::size_t> invoke;
-      if (auto l = latest_invoke.find(b); l != latest_invoke.end() && same_write(history[l->second], e)) {
-        invoke = l->second;
-      } else {
-        invokes.for_each({e.source, token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}, [&](std::size_t at) {
-          if (at < b) invoke = at;
-        });
-      }
-      if (invoke) {
-        // Write.oks completed before the invoke happened.
-        auto end = std::lower_bound(by_time.begin(), by_time.end(), std::make_pair(detail::happened_ns(history[*invoke]), *invoke));
-        if (end != by_time.begin()) {
-          std::size_t top = prefix[static_cast<std::size_t>(end - by_time.begin()) - 1];
-          const Event& t = history[top];
-          if (*t.token > token) {
-            Group& g = group(key, e.source, token);
-            if (e.segment) g.segments.insert(*e.segment);
-            g.history_oks.insert(b);
-            g.above.insert(*t.token);
-            g.a.tokens.push_back(*t.token);
-            g.a.clients.push_back(t.source);
-            g.a.evidence.insert(g.a.evidence.end(), {top, *invoke, b});
-          }
-        }
-      }
-      // 3. The resource's own reply: accepted, yet its high-water mark was already above the token.
-      if (e.high_water && *e.high_water > token) {
-        Group& g = group(key, e.source, token);
-        if (e.segment) g.segments.insert(*e.segment);
-        g.history_oks.insert(b);
-        g.above.insert(*e.high_water);
-        g.a.tokens.push_back(*e.high_water);
-        g.a.evidence.push_back(b);
-      }
-    }
-  }
-
-  std::vector<Anomaly> anomalies;
-  for (auto& [id, g] : groups) {
-    const auto& [key, client, token] = id;
-    if (g.segments.size() == 1) g.a.segment = *g.segments.begin();
-    std::vector<std::int64_t> above(g.above.begin(), g.above.end());
-    std::ostringstream d;
-    d << key << ": the resource accepted token " << token << " from " << client
-      << " after it had already accepted a higher token (" << join(above) << ")";
-    std::vector<std::string> sources;
-    if (!g.log_seqs.empty()) {
-      std::vector<std::int64_t> seqs(g.log_seqs.begin(), g.log_seqs.end());
-      sources.push_back(std::to_string(seqs.size()) + " write(s) in the resource's accept log (seq " + join(seqs) + ")");
-    }
-    if (!g.history_oks.empty())
-      sources.push_back(std::to_string(g.history_oks.size()) + " write.ok event(s) in the history");
-    d << ": " << join(sources, " and ");
-    g.a.description = d.str();
-    anomalies.push_back(std::move(g.a));
-  }
-  return result_of(name(), std::move(anomalies));
+                                                    const CheckContext& context) const {
+  // The streamed rule is the only implementation (stream_check.h).
+  const auto rule = detail::make_stale_write_accepted_rule();
+  return run_stream_rule(*rule, history, readback, context);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -20,12 +20,6 @@ void WriteCitations::want(const WriteId& id, std::size_t anomaly) {
   ++wants_;
 }
 
-void WriteCitations::observe(std::size_t index, const Event& e, std::vector<Anomaly>& anomalies) const {
-  if (wants_ == 0 || e.kind != EventKind::kWriteOk || !e.token) return;
-  if (const auto* v = wanted_.find({e.source, *e.token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}))
-    for (std::size_t a : *v) anomalies[a].evidence.push_back(index);
-}
-
 std::size_t WriteCitations::state_bytes() const {
   std::size_t n = sizeof(*this) + wants_ * (2 * sizeof(std::string) + sizeof(WriteId) + 2 * sizeof(std::size_t));
   for (const auto& s : strings_) n += s.capacity();

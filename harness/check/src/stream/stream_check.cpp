@@ -21,6 +21,7 @@ struct Entry {
 constexpr Entry kRules[] = {
     {"interleaved-segment", detail::make_interleaved_segment_rule},
     {"corrupt-chunk", detail::make_corrupt_chunk_rule},
+    {"stale-write-accepted", detail::make_stale_write_accepted_rule},
     {"token-regression", detail::make_token_regression_rule},
 };
 
@@ -44,7 +45,11 @@ std::vector<std::string_view> stream_rule_names() {
 CheckerResult run_stream_rule(StreamRule& rule, const History& history, const ReadBack& readback,
                               const CheckContext& context) {
   rule.begin(readback, context);
-  for (std::size_t i = 0; i < history.size(); ++i) rule.observe(i, history[i]);
+  for (unsigned pass = 1;; ++pass) {
+    if (pass > 1) rule.begin_pass(pass);
+    for (std::size_t i = 0; i < history.size(); ++i) rule.observe(i, history[i]);
+    if (!rule.wants_another_pass()) break;
+  }
   return rule.finish(StreamEnd{history.size(), black_box_workers(history, context)});
 }
 
@@ -69,14 +74,29 @@ StreamCheckRun check_history_file(const std::filesystem::path& history, const Re
     if (!not_run.back()) r->begin(readback, context);
   }
   BlackBoxTracker tracker(context.workers);
-  for_each_history_event(history, [&](std::size_t index, Event&& e) {
-    tracker.observe(e);
-    for (std::size_t k = 0; k < rules.size(); ++k)
-      if (!not_run[k]) rules[k]->observe(index, e);
-    out.events = index + 1;
-    if (out.events % kStateSample == 0) sample();
-  });
-  sample();
+  // The rules each pass feeds: all of them first, then those that want another pass.
+  std::vector<bool> reading(rules.size());
+  for (std::size_t k = 0; k < rules.size(); ++k) reading[k] = !not_run[k];
+  for (unsigned pass = 1;; ++pass) {
+    out.passes = pass;
+    for_each_history_event(history, [&](std::size_t index, Event&& e) {
+      if (pass == 1) tracker.observe(e);
+      for (std::size_t k = 0; k < rules.size(); ++k)
+        if (reading[k]) rules[k]->observe(index, e);
+      if (pass == 1) out.events = index + 1;
+      if ((index + 1) % kStateSample == 0) sample();
+    });
+    sample();
+    bool again = false;
+    for (std::size_t k = 0; k < rules.size(); ++k) {
+      reading[k] = reading[k] && rules[k]->wants_another_pass();
+      if (reading[k]) {
+        rules[k]->begin_pass(pass + 1);
+        again = true;
+      }
+    }
+    if (!again) break;
+  }
   CheckContext ctx = context;
   if (!ctx.black_box) ctx.black_box = tracker.silent();
   out.run.black_box_workers = *ctx.black_box;

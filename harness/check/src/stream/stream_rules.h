@@ -16,6 +16,32 @@ namespace fencecheck::harness::detail {
 [[nodiscard]] std::unique_ptr<StreamRule> make_interleaved_segment_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_corrupt_chunk_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_token_regression_rule();
+[[nodiscard]] std::unique_ptr<StreamRule> make_stale_write_accepted_rule();
+
+/// Small dense ids for the strings a rule meets (worker names, keys: a few hundred), owning a copy
+/// of each, since a streamed event's strings do not outlive observe(). Not thread-safe.
+class StringIds {
+ public:
+  /// The id of `s`, given on first sight: 0, 1, 2, ...
+  std::uint32_t id(std::string_view s) {
+    if (const auto it = ids_.find(s); it != ids_.end()) return it->second;
+    const auto next = static_cast<std::uint32_t>(strings_.size());
+    ids_.emplace(strings_.emplace_back(s), next);
+    return next;
+  }
+  /// The string of an id given by id().
+  [[nodiscard]] const std::string& name(std::uint32_t id) const { return strings_[id]; }
+  [[nodiscard]] std::size_t size() const { return strings_.size(); }
+  [[nodiscard]] std::size_t state_bytes() const {
+    std::size_t n = sizeof(*this) + ids_.size() * (sizeof(std::string_view) + 8);
+    for (const auto& s : strings_) n += sizeof(s) + s.capacity();
+    return n;
+  }
+
+ private:
+  std::deque<std::string> strings_;
+  ViewMap<std::uint32_t> ids_;
+};
 
 /// The write.ok events an anomaly cites as evidence, wanted by write id before the history is
 /// read (an anomaly the read-back alone proves) and collected as the history goes by: each
@@ -26,7 +52,16 @@ class WriteCitations {
   /// Anomaly number `anomaly` (a position in the rule's anomaly list) cites every write.ok of `id`.
   void want(const WriteId& id, std::size_t anomaly);
   /// Adds `index` to the evidence of each anomaly that wants e's write, when e is a write.ok.
-  void observe(std::size_t index, const Event& e, std::vector<Anomaly>& anomalies) const;
+  void observe(std::size_t index, const Event& e, std::vector<Anomaly>& anomalies) const {
+    observe(index, e, [&](std::size_t anomaly, std::size_t at) { anomalies[anomaly].evidence.push_back(at); });
+  }
+  /// Calls cite(anomaly, index) for each `anomaly` number that wants e's write, when e is a write.ok.
+  template <typename Cite>
+  void observe(std::size_t index, const Event& e, Cite&& cite) const {
+    if (wants_ == 0 || e.kind != EventKind::kWriteOk || !e.token) return;
+    if (const auto* v = wanted_.find({e.source, *e.token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}))
+      for (std::size_t a : *v) cite(a, index);
+  }
   [[nodiscard]] std::size_t state_bytes() const;
 
  private:

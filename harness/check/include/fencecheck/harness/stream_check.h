@@ -58,6 +58,13 @@ class StreamRule {
   [[nodiscard]] virtual CheckerResult finish(const StreamEnd& end) = 0;
   /// About how many bytes of state the rule holds now (for the bench and memory tests).
   [[nodiscard]] virtual std::size_t state_bytes() const = 0;
+  /// Whether the rule must see the history once more before finish(): its first pass found that a
+  /// decision taken in one pass could differ from the exact one (stale-write-accepted: a write.ok
+  /// received after a write it should have been judged against). Asked after each pass; the
+  /// driver then calls begin_pass() and observe() for every event again, from index 0.
+  [[nodiscard]] virtual bool wants_another_pass() const { return false; }
+  /// Starts pass number `pass` (2, 3, ...), after wants_another_pass() said yes.
+  virtual void begin_pass(unsigned pass) { (void)pass; }
 };
 
 /// The rule of the checker named `name`, or nullptr when that checker is not streamed yet.
@@ -85,8 +92,9 @@ class BlackBoxTracker {
   bool worker_events_ = false;
 };
 
-/// Feeds `rule` the in-memory history: begin(readback, context), observe() each event,
-/// finish() with the context's black-box workers (black_box_workers(history, context)). The
+/// Feeds `rule` the in-memory history: begin(readback, context), observe() each event
+/// (another pass while it wants_another_pass()), finish() with the context's black-box workers
+/// (black_box_workers(history, context)). The
 /// in-memory checkers of streamed rules are this. Pure apart from the rule's own state.
 [[nodiscard]] CheckerResult run_stream_rule(StreamRule& rule, const History& history, const ReadBack& readback,
                                             const CheckContext& context);
@@ -96,11 +104,13 @@ struct StreamCheckRun {
   CheckRun run;                       ///< as run_checkers() gives it for the same checkers
   std::size_t events = 0;             ///< events read
   std::size_t peak_state_bytes = 0;   ///< the rules' largest total state_bytes(), sampled every 65,536 events and at the end
+  unsigned passes = 0;                ///< how many times the file was read (1, or more when a rule wanted another pass)
 };
 
 /// Runs the streamed rules named `names` (each must be in stream_rule_names(); empty: all of
 /// them) over the history file `history` (history.jsonl, plain or zstd, as for_each_history_line
-/// reads it) in one pass, holding one event at a time, and post-processes their results exactly
+/// reads it) in one pass (another only for the rules that want one: StreamRule::wants_another_pass),
+/// holding one event at a time, and post-processes their results exactly
 /// as run_checkers() does (required sources, black-box workers, worst first). The result equals
 /// run_checkers() of the same checkers on load_history_jsonl(history) (a test checks it on every
 /// case of the golden record). Throws what for_each_history_line throws (std::runtime_error

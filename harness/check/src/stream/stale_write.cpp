@@ -1,0 +1,331 @@
+// stale-write-accepted (checkers.h says what it finds), streamed. Three sources, merged per
+// (key, client, stale token):
+//   1. the read-back's accept log, per key in seq order (begin(); the log is in memory as ReadBack),
+//      citing every write.ok of the stale write and of the higher one (collected as events pass);
+//   2. the history in real-time order: a write.ok B whose write.invoke happened after a write.ok
+//      of the same key with a higher token had completed;
+//   3. a write.ok whose own reply carries a high-water mark above its token.
+//
+// Part 2 compares B's invoke with every write.ok of the key by the time each happened
+// (happened_ns), including write.oks the harness received after B (receive order is not real-time
+// order: issue 16's 1000-worker run). The rule keeps per key the "staircase" of the key's
+// write.oks in real-time order: the points where the highest token so far rises (ties: the
+// earliest). A lookup ("the highest-token write.ok completed before this invoke") is the last
+// point before the invoke. The staircase has one point per token that raised the key's mark, so
+// it grows with holdings (tokens), not with events; the points below every lookup still to come
+// cannot be told apart from the rest (a late write.ok may happen arbitrarily early), so none is
+// dropped.
+//
+// B is judged when it arrives, against the staircase so far. That is the exact judgement unless
+// a write.ok received later becomes a point of the staircase before an invoke already looked up
+// (it happened earlier than a write judged before it arrived). The rule notes the latest lookup per
+// key (its horizon); a new point before it means one-pass decisions may be wrong, and the rule asks
+// for a second pass (wants_another_pass), in which the staircase is complete and every B is judged
+// again exactly. Healthy runs with a few workers never need it; runs with hundreds of workers
+// whose channels deliver out of order may.
+//
+// B's invoke is its worker's latest write.invoke when that is the same write (a worker has one
+// write in flight), else the last write.invoke of the same write before B. For that fallback each
+// worker's latest kRecentInvokes write ids are kept; an id older than those that is needed makes
+// the rule read the history again keeping exactly the ids it needs (rare: only a worker with many
+// writes in flight at once gets there).
+#include <algorithm>
+#include <deque>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <boost/unordered/unordered_flat_map.hpp>
+#include <boost/unordered/unordered_flat_set.hpp>
+
+#include "../internal.h"
+#include "stream_rules.h"
+
+namespace fencecheck::harness::detail {
+namespace {
+
+/// How many of a worker's latest write ids the fallback invoke lookup keeps.
+constexpr std::size_t kRecentInvokes = 64;
+
+/// A write's identity with interned strings (source and key ids).
+struct WriteKey {
+  std::uint32_t source = 0, key = 0;
+  std::int64_t token = 0, segment = -1, chunk = -1;
+  friend bool operator==(const WriteKey&, const WriteKey&) = default;
+};
+struct WriteKeyHash {
+  std::size_t operator()(const WriteKey& w) const noexcept {
+    std::size_t h = (static_cast<std::size_t>(w.source) << 32) | w.key;
+    boost::hash_combine(h, w.token);
+    boost::hash_combine(h, w.segment);
+    boost::hash_combine(h, w.chunk);
+    return h;
+  }
+};
+
+/// A position in real-time order: (happened_ns, history index).
+using When = std::pair<std::int64_t, std::size_t>;
+
+class StaleWriteAcceptedRule final : public StreamRule {
+ public:
+  std::string_view name() const override { return "stale-write-accepted"; }
+
+  void begin(const ReadBack& readback, const CheckContext&) override {
+    // 1. The store's own log, per key in acceptance order.
+    std::vector<const AcceptedWrite*> log;
+    log.reserve(readback.log.size());
+    for (const AcceptedWrite& w : readback.log) log.push_back(&w);
+    std::stable_sort(log.begin(), log.end(), [](const auto* x, const auto* y) { return x->seq < y->seq; });
+    ViewMap<const AcceptedWrite*> max_by_key;
+    for (const AcceptedWrite* wp : log) {
+      const AcceptedWrite& w = *wp;
+      const AcceptedWrite*& top = max_by_key[w.key];
+      if (top && w.token < top->token) {
+        Group& g = group(w.key, w.client, w.token);
+        Part& p = g.log;
+        p.segments.insert(w.segment);
+        p.log_seqs.insert(w.seq);
+        p.above.insert(top->token);
+        p.tokens.push_back(top->token);
+        p.clients.push_back(top->client);
+        p.seqs.push_back(w.seq);
+        p.seqs.push_back(top->seq);
+        const std::size_t slot = cited_.size();
+        cited_.push_back(&g);
+        citations_.want({w.client, w.token, w.key, w.segment, w.chunk}, slot);
+        citations_.want({top->client, top->token, top->key, top->segment, top->chunk}, slot);
+      }
+      if (!top || w.token > top->token) top = &w;
+    }
+  }
+
+  void observe(std::size_t index, const Event& e) override {
+    if (pass_ == 1) citations_.observe(index, e, [&](std::size_t slot, std::size_t at) { cited_[slot]->log.evidence.push_back(at); });
+    if (e.kind == EventKind::kWriteInvoke) {
+      invoked(index, e);
+    } else if (e.kind == EventKind::kWriteOk && e.token && !is_effect_key(e.key)) {
+      acknowledged(index, e);
+    }
+  }
+
+  bool wants_another_pass() const override { return pass_ == 1 && again_; }
+
+  void begin_pass(unsigned pass) override {
+    pass_ = pass;
+    // The history's part is judged again from scratch; the log's part stays.
+    for (auto it = groups_.begin(); it != groups_.end();) {
+      it->second.history = Part{};
+      it = it->second.log.log_seqs.empty() ? groups_.erase(it) : std::next(it);
+    }
+    latest_invoke_.clear();
+    recent_.clear();
+  }
+
+  CheckerResult finish(const StreamEnd&) override {
+    std::vector<Anomaly> anomalies;
+    for (auto& [id, g] : groups_) {
+      const auto& [key, client, token] = id;
+      Anomaly a;
+      a.name = "stale-write-accepted";
+      a.key = key;
+      a.tokens.push_back(token);
+      a.clients.push_back(client);
+      std::set<std::int64_t> segments, above;
+      for (Part* p : {&g.log, &g.history}) {
+        segments.insert(p->segments.begin(), p->segments.end());
+        above.insert(p->above.begin(), p->above.end());
+        a.tokens.insert(a.tokens.end(), p->tokens.begin(), p->tokens.end());
+        a.clients.insert(a.clients.end(), p->clients.begin(), p->clients.end());
+        a.evidence.insert(a.evidence.end(), p->evidence.begin(), p->evidence.end());
+        a.readback_seqs.insert(a.readback_seqs.end(), p->seqs.begin(), p->seqs.end());
+      }
+      if (segments.size() == 1) a.segment = *segments.begin();
+      std::ostringstream d;
+      d << key << ": the resource accepted token " << token << " from " << client
+        << " after it had already accepted a higher token (" << join(std::vector<std::int64_t>(above.begin(), above.end()))
+        << ")";
+      std::vector<std::string> sources;
+      if (!g.log.log_seqs.empty()) {
+        std::vector<std::int64_t> seqs(g.log.log_seqs.begin(), g.log.log_seqs.end());
+        sources.push_back(std::to_string(seqs.size()) + " write(s) in the resource's accept log (seq " + join(seqs) + ")");
+      }
+      if (!g.history.history_oks.empty())
+        sources.push_back(std::to_string(g.history.history_oks.size()) + " write.ok event(s) in the history");
+      d << ": " << join(sources, " and ");
+      a.description = d.str();
+      anomalies.push_back(std::move(a));
+    }
+    return result_of(name(), std::move(anomalies));
+  }
+
+  std::size_t state_bytes() const override {
+    std::size_t n = sizeof(*this) + strings_.state_bytes() + citations_.state_bytes() +
+                    latest_invoke_.size() * sizeof(Invoke) + horizon_.size() * sizeof(When) +
+                    exact_ids_.size() * sizeof(WriteKey) + exact_.size() * (sizeof(WriteKey) + sizeof(When));
+    for (const auto& s : staircase_) n += sizeof(s) + s.capacity() * sizeof(Point);
+    for (const auto& r : recent_) n += sizeof(r) + r.order.size() * sizeof(WriteKey) + r.last.size() * (sizeof(WriteKey) + sizeof(When));
+    for (const auto& [id, g] : groups_)
+      n += 256 + (g.log.evidence.size() + g.history.evidence.size() + g.history.history_oks.size() * 4) * sizeof(std::size_t);
+    return n;
+  }
+
+ private:
+  /// What one source (the log, or the history) says of one (key, client, token).
+  struct Part {
+    std::set<std::int64_t> segments, log_seqs, above;
+    std::set<std::size_t> history_oks;
+    std::vector<std::int64_t> tokens, seqs;
+    std::vector<std::string> clients;
+    std::vector<std::size_t> evidence;
+  };
+  struct Group {
+    Part log, history;
+  };
+  /// A write.invoke: its identity and when it happened.
+  struct Invoke {
+    std::size_t index = 0;
+    bool valid = false;
+    std::optional<std::int64_t> token;
+    std::uint32_t key = 0;
+    std::int64_t segment = -1, chunk = -1;
+    std::int64_t happened = 0;
+  };
+  /// A worker's latest write ids and the last invoke of each (oldest first in `order`).
+  struct Recent {
+    std::deque<WriteKey> order;
+    boost::unordered_flat_map<WriteKey, When, WriteKeyHash> last;
+    bool forgot = false;  // some id was dropped to keep kRecentInvokes
+  };
+  /// A point of a key's staircase: a write.ok whose token is above every earlier one's.
+  struct Point {
+    When when;
+    std::int64_t token = 0;
+    std::uint32_t source = 0;
+  };
+
+  Group& group(const std::string& key, const std::string& client, std::int64_t token) {
+    return groups_[{key, client, token}];
+  }
+
+  void invoked(std::size_t index, const Event& e) {
+    const std::uint32_t source = strings_.id(e.source);
+    if (latest_invoke_.size() <= source) latest_invoke_.resize(source + 1);
+    Invoke& inv = latest_invoke_[source];
+    inv = Invoke{index, true, e.token, strings_.id(e.key), e.segment.value_or(-1), e.chunk.value_or(-1), happened_ns(e)};
+    if (!e.token) return;
+    const WriteKey id{source, inv.key, *e.token, inv.segment, inv.chunk};
+    const When when{inv.happened, index};
+    if (pass_ > 1 && exact_ids_.contains(id)) exact_[id] = when;
+    if (recent_.size() <= source) recent_.resize(source + 1);
+    Recent& r = recent_[source];
+    if (auto [it, fresh] = r.last.try_emplace(id, when); !fresh) {
+      it->second = when;
+      return;
+    }
+    r.order.push_back(id);
+    if (r.order.size() > kRecentInvokes) {
+      r.last.erase(r.order.front());
+      r.order.pop_front();
+      r.forgot = true;
+    }
+  }
+
+  /// The history index and time of B's invoke, if any (see the file's comment).
+  std::optional<When> invoke_of(std::uint32_t source, std::uint32_t key, const Event& b) {
+    if (source < latest_invoke_.size()) {
+      const Invoke& l = latest_invoke_[source];
+      if (l.valid && l.token && l.token == b.token && l.key == key && l.segment == b.segment.value_or(-1) &&
+          l.chunk == b.chunk.value_or(-1))
+        return When{l.happened, l.index};
+    }
+    const WriteKey id{source, key, *b.token, b.segment.value_or(-1), b.chunk.value_or(-1)};
+    std::optional<When> at;
+    if (source < recent_.size()) {
+      const Recent& r = recent_[source];
+      if (const auto it = r.last.find(id); it != r.last.end()) {
+        at = it->second;
+      } else if (r.forgot) {
+        // Maybe among the ids dropped: read again, keeping this one exactly.
+        if (pass_ == 1) {
+          exact_ids_.insert(id);
+          again_ = true;
+          return std::nullopt;
+        }
+        if (const auto x = exact_.find(id); x != exact_.end()) at = x->second;
+      }
+    }
+    return at;
+  }
+
+  void acknowledged(std::size_t b, const Event& e) {
+    const std::uint32_t source = strings_.id(e.source);
+    const std::uint32_t key = strings_.id(e.key);
+    const std::int64_t token = *e.token;
+    if (staircase_.size() <= key) {
+      staircase_.resize(key + 1);
+      horizon_.resize(key + 1, When{std::numeric_limits<std::int64_t>::min(), 0});
+    }
+    std::vector<Point>& stairs = staircase_[key];
+    if (pass_ == 1) add_point(stairs, horizon_[key], Point{When{happened_ns(e), b}, token, source});
+    // 2. B's invoke against the highest-token write.ok of the key completed before it.
+    if (const auto invoke = invoke_of(source, key, e)) {
+      if (pass_ == 1) horizon_[key] = std::max(horizon_[key], *invoke);
+      const auto after = std::lower_bound(stairs.begin(), stairs.end(), *invoke,
+                                          [](const Point& p, const When& w) { return p.when < w; });
+      if (after != stairs.begin() && std::prev(after)->token > token) {
+        const Point& t = *std::prev(after);
+        Part& p = group(e.key, e.source, token).history;
+        if (e.segment) p.segments.insert(*e.segment);
+        p.history_oks.insert(b);
+        p.above.insert(t.token);
+        p.tokens.push_back(t.token);
+        p.clients.push_back(strings_.name(t.source));
+        p.evidence.insert(p.evidence.end(), {t.when.second, invoke->second, b});
+      }
+    }
+    // 3. The resource's own reply: accepted, yet its high-water mark was already above the token.
+    if (e.high_water && *e.high_water > token) {
+      Part& p = group(e.key, e.source, token).history;
+      if (e.segment) p.segments.insert(*e.segment);
+      p.history_oks.insert(b);
+      p.above.insert(*e.high_water);
+      p.tokens.push_back(*e.high_water);
+      p.evidence.push_back(b);
+    }
+  }
+
+  /// Adds a write.ok to its key's staircase; one that becomes a point before the key's horizon
+  /// (an invoke already looked up) makes the rule read the history again.
+  void add_point(std::vector<Point>& stairs, const When& horizon, const Point& c) {
+    auto at = std::lower_bound(stairs.begin(), stairs.end(), c.when, [](const Point& p, const When& w) { return p.when < w; });
+    if (at != stairs.begin() && std::prev(at)->token >= c.token) return;  // not a rise: changes no lookup
+    if (c.when < horizon) again_ = true;
+    at = stairs.insert(at, c);
+    auto end = std::next(at);
+    while (end != stairs.end() && end->token <= c.token) ++end;
+    stairs.erase(std::next(at), end);
+  }
+
+  unsigned pass_ = 1;
+  bool again_ = false;
+  StringIds strings_;
+  std::map<std::tuple<std::string, std::string, std::int64_t>, Group> groups_;
+  std::vector<Group*> cited_;  // the log's groups, by citation slot
+  WriteCitations citations_;
+  std::vector<Invoke> latest_invoke_;       // by source id
+  std::vector<Recent> recent_;              // by source id
+  std::vector<std::vector<Point>> staircase_;  // by key id
+  std::vector<When> horizon_;               // by key id: the latest invoke looked up in pass 1
+  boost::unordered_flat_set<WriteKey, WriteKeyHash> exact_ids_;  // ids pass 2 keeps exactly
+  boost::unordered_flat_map<WriteKey, When, WriteKeyHash> exact_;
+};
+
+}  // namespace
+
+std::unique_ptr<StreamRule> make_stale_write_accepted_rule() { return std::make_unique<StaleWriteAcceptedRule>(); }
+
+}  // namespace fencecheck::harness::detail
