@@ -191,7 +191,7 @@ History load_history_jsonl(const std::filesystem::path& path) {
   for_each_history_line(path, [&](std::string_view line, std::size_t number) {
     if (line.find_first_not_of(" \t") == std::string_view::npos) return;
     try {
-      h.add(event_from_json_line(std::string(line)));
+      h.add(event_from_json_line(line));
     } catch (const std::exception& e) {
       throw HistoryError(file, number, e.what());
     }
