@@ -10,7 +10,7 @@ BUILD_PKGS=(g++ cmake ninja-build pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libpugixml-dev libpq-dev
   libzookeeper-mt-dev libhiredis-dev  # the zookeeper and redis lock clients of the reference worker
   libzstd-dev  # history.jsonl.zst: a long run's history compressed at its end
-  libsimdjson-dev  # bench/bench_history_parse: simdjson's ondemand parser measured against nlohmann-json (issue 16)
+  libsimdjson-dev  # event_from_json_line (workers/proto): history and worker lines, simdjson ondemand (issue 16)
   clang libclang-rt-14-dev  # scripts/test.sh's sanitizer build and the libFuzzer targets (scripts/fuzz.sh): clang-14, its ASan/UBSan and libFuzzer runtimes
   # The Go example worker (workers/examples/go-etcd-mutex), built offline against Debian's Go sources.
   golang-go golang-etcd-server-dev golang-github-jackc-pgx-v4-dev golang-golang-x-sys-dev)

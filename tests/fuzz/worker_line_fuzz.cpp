@@ -6,7 +6,10 @@
 //   - never throws (an exception escaping is a crash here);
 //   - exactly one of event / error is set, and field is set only with an error;
 //   - an accepted event is a kind a worker may send, carrying its required fields, and its own
-//     serialisation (to_json_line) is read back as an accepted event of the same kind and fields.
+//     serialisation (to_json_line) is read back as an accepted event of the same kind and fields;
+//   - the history line parser agrees with its reference on the same bytes: event_from_json_line
+//     (simdjson ondemand) gives the Event of detail::event_from_json_line_nlohmann, field for
+//     field, or the same std::invalid_argument (tests/support/event_parsers.h).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -14,6 +17,7 @@
 
 #include "fencecheck/proto/event.h"
 #include "fencecheck/proto/worker_protocol.h"
+#include "../support/event_parsers.h"
 #include "fuzz_support.h"
 
 namespace {
@@ -44,5 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view line(reinterpret_cast<const char*>(data), size);
   check_one(line, true);
   check_one(line, false);
+  const auto parsers = fencecheck::testing::compare_event_parsers(line);
+  if (!parsers.difference.empty()) fuzz_fail("the history line parsers disagree: " + parsers.difference);
   return 0;
 }

@@ -193,7 +193,7 @@ void for_each_history_event(const std::filesystem::path& path,
     if (line.find_first_not_of(" \t") == std::string_view::npos) return;
     Event e;
     try {
-      e = event_from_json_line(std::string(line));
+      e = event_from_json_line(line);
     } catch (const std::exception& err) {
       throw HistoryError(file, number, err.what());
     }

@@ -122,11 +122,13 @@ Event event_from_json(const nlohmann::json& j) {
   return e;
 }
 
-Event event_from_json_line(std::string_view line) {
+// event_from_json_line itself, simdjson's, is in event_simdjson.cpp.
+Event detail::event_from_json_line_nlohmann(std::string_view line) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::parse_error& err) {
+  } catch (const nlohmann::json::exception& err) {
+    // parse_error, and out_of_range 406 for a number beyond a double's range ("1e400").
     throw std::invalid_argument(std::string("not a JSON event: ") + err.what());
   }
   return event_from_json(j);

@@ -79,6 +79,9 @@ struct Event {
   /// protocol.error: the offending line, verbatim (cut at 4 KiB); worker.exit of a failed worker
   /// (exit status other than 0 and 1): the last lines of its stderr.
   std::string line;
+
+  /// Every field equal (an absent optional equals only an absent one).
+  friend bool operator==(const Event&, const Event&) = default;
 };
 
 /// Serialises to one compact JSON object (no newline). Absent optionals and empty strings are
@@ -86,10 +89,39 @@ struct Event {
 [[nodiscard]] std::string to_json_line(const Event& e);
 [[nodiscard]] nlohmann::json to_json(const Event& e);
 
-/// Parses one JSON line. Throws std::invalid_argument naming the problem (not JSON, missing
-/// "kind", unknown kind, a field of the wrong type) — the caller adds the file/line it came from.
+/// Parses one JSON line (any bytes; no padding needed after them): a history.jsonl line, a
+/// worker's line. The rules are event_from_json's: one JSON object; "kind" a string naming a known
+/// kind; t_ns and src_ns integers (absent: 0); the other integer fields JSON integers (1.0 and 1e3
+/// are refused; one above INT64_MAX up to UINT64_MAX wraps, as nlohmann's get<int64_t>); the
+/// string fields strings; null is absent; unknown keys are ignored (their values must be JSON); of
+/// a repeated key the last wins; nothing but white space after the object.
+/// Parsed with simdjson's ondemand API (workers/proto/src/event_simdjson.cpp: about 8x faster,
+/// docs/performance.md) when the line is plain (every key an Event field at most once, integers
+/// within int64, nothing after the object: every line fencecheck writes); any other line goes to
+/// the reference, detail::event_from_json_line_nlohmann. So the Event, and the message of any
+/// error, are the reference's on every input (tests/proto/event_parse_test.cpp checks it).
+/// Throws std::invalid_argument naming the problem: "not a JSON event: <nlohmann's parse error,
+/// with its column>", "event is not a JSON object", "event has no string field 'kind'", "unknown
+/// event kind '<name>'", "field '<f>' must be an integer", "field '<f>' must be a string"; the
+/// caller adds the file/line it came from.
+/// Thread-safe: each thread has its own simdjson parser and padded copy of the line
+/// (thread_local, kept for the thread's life, about the size of the longest line it parsed).
 [[nodiscard]] Event event_from_json_line(std::string_view line);
+/// Reads an Event from a parsed JSON value, by the rules of event_from_json_line; throws
+/// std::invalid_argument as it does (all but the "not a JSON event" message). Thread-safe (pure).
 [[nodiscard]] Event event_from_json(const nlohmann::json& j);
+
+namespace detail {
+/// The reference implementation of event_from_json_line: nlohmann::json::parse, then
+/// event_from_json (a parse error, or a number beyond a double's range, is "not a JSON event:
+/// ..."). About 0.5 M lines per CPU second. For the differential tests, the fuzz target and
+/// bench/bench_history_parse; production code calls event_from_json_line. Thread-safe (pure).
+[[nodiscard]] Event event_from_json_line_nlohmann(std::string_view line);
+/// event_from_json_line's simdjson fast path alone: true with `out` set when the line is plain
+/// (see event_from_json_line); false otherwise (`out` then holds a partial Event). Never throws
+/// on bad input (std::bad_alloc aside). Thread-safe as event_from_json_line.
+[[nodiscard]] bool event_from_json_line_fast(std::string_view line, Event& out);
+}  // namespace detail
 
 /// CLOCK_MONOTONIC now, ns: the clock every t_ns and src_ns uses.
 [[nodiscard]] std::int64_t monotonic_ns();
