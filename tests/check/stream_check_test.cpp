@@ -226,4 +226,50 @@ TEST(StreamTokenRegression, WithoutPrunedRaisesAnOldInvokeStillSeesItsTop) {
   }
 }
 
+/// A write.ok of `w` with `token` on `key` (no chunk unless given).
+Event write_ok_event(const std::string& w, std::int64_t token, const std::string& key,
+                     std::optional<std::int64_t> segment = std::nullopt, const std::string& detail = "") {
+  Event e = fh::Builder::ev(w, EventKind::kWriteOk);
+  e.key = key;
+  e.token = token;
+  e.segment = segment;
+  e.detail = detail;
+  return e;
+}
+
+TEST(StreamDuplicateEffect, StateStaysFlatOverALongRunAndALateWriteOkIsStillCited) {
+  // One effect applied twice (the second with a token not above the first), among many applied once.
+  ReadBack rb;
+  rb.effects.push_back({"ledger", "w1:seg2", 40, "w1", 1, true, "unfenced"});
+  rb.effects.push_back({"ledger", "w2:seg2", 39, "w2", 2, true, "unfenced"});
+  for (int k = 0; k < 50; ++k) rb.effects.push_back({"ledger", "seg" + std::to_string(100 + k), 41 + k, "w1", 3 + k, true, "unfenced"});
+  fh::CheckContext ctx;
+  ctx.job_kind = fh::JobKind::kSideEffect;
+  auto rule = fh::make_stream_rule("duplicate-effect");
+  ASSERT_NE(rule, nullptr);
+  rule->begin(rb, ctx);
+  std::size_t index = 0;
+  const std::size_t first = index;
+  rule->observe(index++, write_ok_event("w1", 40, "ledger.effect", 2));
+  rule->observe(index++, write_ok_event("w1", 40, "ledger.effect", 3));  // another segment: not this effect
+  auto steady = [&](int rounds) {
+    for (int r = 0; r < rounds; ++r)
+      for (int w = 0; w < 4; ++w) {
+        rule->observe(index++, fh::Builder::ev("w" + std::to_string(w), EventKind::kWriteInvoke));
+        rule->observe(index++, write_ok_event("w" + std::to_string(w), 1000 + r, r % 2 ? "ledger.effect" : "ledger", r % 7));
+      }
+  };
+  steady(2'500);
+  const std::size_t early = rule->state_bytes();
+  steady(25'000);
+  const std::size_t later = rule->state_bytes();
+  EXPECT_EQ(later, early) << "state grew from " << early << " to " << later << " bytes";
+  const std::size_t late = index;
+  rule->observe(index++, write_ok_event("w2", 39, "ledger", 2));  // w2's write.ok, long after
+  const fh::CheckerResult r = rule->finish(fh::StreamEnd{index, {}});
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{first, late}));
+  EXPECT_EQ(r.anomalies[0].segment, 2);
+}
+
 }  // namespace

@@ -111,6 +111,7 @@ void append_matches(const WriteIndex& index, const WriteId& id, std::vector<std:
 using detail::join;
 using detail::result_of;
 using detail::slot;
+using detail::unknown_result;
 
 }  // namespace
 
@@ -422,14 +423,6 @@ std::string seconds_text(std::chrono::nanoseconds d) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.2f s", static_cast<double>(d.count()) / 1e9);
   return buf;
-}
-
-CheckerResult unknown_result(std::string_view name, std::string why) {
-  CheckerResult r;
-  r.name = std::string(name);
-  r.verdict = Verdict::kUnknown;
-  r.error = std::move(why);
-  return r;
 }
 
 }  // namespace
@@ -950,54 +943,9 @@ CheckerResult DuplicateEffectChecker::check(const History& history, const ReadBa
 
 CheckerResult DuplicateEffectChecker::check_with(const History& history, const ReadBack& readback,
                                                  const CheckContext& context) const {
-  if (context.job_kind == JobKind::kSideEffect && readback.effects.empty()) {
-    const bool acknowledged = std::any_of(history.begin(), history.end(), [](const Event& e) {
-      return e.kind == EventKind::kWriteOk && detail::is_effect_key(e.key);
-    });
-    if (acknowledged)
-      return unknown_result(name(), "side effects were acknowledged but the resource's read-back lists no effects");
-  }
-  std::vector<Anomaly> anomalies;
-  for (const detail::EffectDuplicates& dup : detail::effect_duplicates(readback)) {
-    Anomaly a;
-    a.name = "duplicate-effect";
-    a.key = dup.key;
-    // A trailing number of the identity ("seg2") is the segment the effect is about.
-    std::optional<std::int64_t> segment;
-    {
-      std::size_t p = dup.identity.size();
-      while (p > 0 && dup.identity[p - 1] >= '0' && dup.identity[p - 1] <= '9') --p;
-      std::int64_t n = 0;
-      const char* first = dup.identity.data() + p;
-      const char* last = dup.identity.data() + dup.identity.size();
-      if (p < dup.identity.size() && std::from_chars(first, last, n).ec == std::errc()) segment = n;
-    }
-    a.segment = segment;
-    std::vector<std::string> parts;
-    for (const EffectRecord* e : dup.applications) {
-      a.tokens.push_back(e->token);
-      a.clients.push_back(e->client);
-      a.readback_seqs.push_back(e->seq);
-      const bool duplicate = std::find(dup.duplicates.begin(), dup.duplicates.end(), e) != dup.duplicates.end();
-      parts.push_back(std::string(duplicate ? "again by " : "by ") + e->client + " (token " + std::to_string(e->token) +
-                      ", seq " + std::to_string(e->seq) + ")");
-      for (std::size_t i = 0; i < history.size(); ++i) {
-        const Event& x = history[i];
-        if (x.kind != EventKind::kWriteOk || x.source != e->client || x.token != e->token) continue;
-        if (x.key != e->key && x.key != e->key + std::string(detail::kEffectSuffix)) continue;
-        if (!detail::is_effect_key(x.key) && x.chunk) continue;  // a chunk write to the key, not the effect
-        if (segment && x.segment && *x.segment != *segment) continue;
-        a.evidence.push_back(i);
-      }
-    }
-    a.description = "effect " + dup.identity + " on " + dup.key + " was applied " +
-                    std::to_string(dup.applications.size()) + " times: " + join(parts, ", ") + "; " +
-                    std::to_string(dup.duplicates.size()) +
-                    " application(s) came with a token not above one that had already applied it (a stale or "
-                    "repeated side effect)";
-    anomalies.push_back(std::move(a));
-  }
-  return result_of(name(), std::move(anomalies));
+  // The streamed rule is the only implementation (stream_check.h).
+  const auto rule = detail::make_duplicate_effect_rule();
+  return run_stream_rule(*rule, history, readback, context);
 }
 
 // ---------------------------------------------------------------------------------------------

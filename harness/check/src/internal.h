@@ -138,6 +138,15 @@ template <typename T>
   return r;
 }
 
+/// A checker's unknown result: it could not judge, for the reason `why`.
+[[nodiscard]] inline CheckerResult unknown_result(std::string_view name, std::string why) {
+  CheckerResult r;
+  r.name = std::string(name);
+  r.verdict = Verdict::kUnknown;
+  r.error = std::move(why);
+  return r;
+}
+
 /// The evidence table of the checker named `name` (Checker::evidence_use()'s; checker.cpp).
 [[nodiscard]] EvidenceUse evidence_use_of(std::string_view name);
 /// run_checkers()'s result for a checker whose required sources the context says the resource
