@@ -1,7 +1,6 @@
 #include "fencecheck/harness/checkers.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <iterator>
 #include <limits>
@@ -350,23 +349,42 @@ std::vector<EffectDuplicates> effect_duplicates(const ReadBack& readback) {
   return out;
 }
 
-std::vector<CounterFigure> counter_figures(const History& history, const HistoryIndex& index, const ReadBack& readback) {
-  std::map<std::string, CounterFigure> by;
-  auto slot = [&](const std::string& key) -> CounterFigure& {
-    CounterFigure& c = by[key];
-    c.key = key;
-    return c;
-  };
+CounterTally::CounterTally(const ReadBack& readback) {
   for (const auto& [key, value] : readback.counters) slot(key).actual = value;
-  for (std::size_t i : index.of({EventKind::kWriteOk, EventKind::kWriteInfo})) {
-    const Event& e = history[i];
-    if (e.chunk || e.key.empty() || is_effect_key(e.key)) continue;
-    if (e.kind == EventKind::kWriteOk) ++slot(e.key).acknowledged;
-    if (e.kind == EventKind::kWriteInfo) ++slot(e.key).unknown;
+}
+
+CounterFigure& CounterTally::slot(std::string_view key) {
+  auto it = by_.find(key);
+  if (it == by_.end()) {
+    it = by_.emplace(std::string(key), CounterFigure{}).first;
+    it->second.key = it->first;
   }
+  return it->second;
+}
+
+void CounterTally::observe(const Event& e) {
+  if (e.kind != EventKind::kWriteOk && e.kind != EventKind::kWriteInfo) return;
+  if (e.chunk || e.key.empty() || is_effect_key(e.key)) return;
+  if (e.kind == EventKind::kWriteOk) ++slot(e.key).acknowledged;
+  if (e.kind == EventKind::kWriteInfo) ++slot(e.key).unknown;
+}
+
+std::vector<CounterFigure> CounterTally::take() && {
   std::vector<CounterFigure> out;
-  for (auto& [key, c] : by) out.push_back(std::move(c));
+  for (auto& [key, c] : by_) out.push_back(std::move(c));
   return out;
+}
+
+std::size_t CounterTally::state_bytes() const {
+  std::size_t n = sizeof(*this);
+  for (const auto& [key, c] : by_) n += 32 + sizeof(key) + sizeof(c) + 2 * key.capacity();
+  return n;
+}
+
+std::vector<CounterFigure> counter_figures(const History& history, const HistoryIndex& index, const ReadBack& readback) {
+  CounterTally tally(readback);
+  for (std::size_t i : index.of({EventKind::kWriteOk, EventKind::kWriteInfo})) tally.observe(history[i]);
+  return std::move(tally).take();
 }
 
 std::optional<std::chrono::nanoseconds> lease_ttl_of(const History& history, const HistoryIndex& index,
@@ -956,70 +974,9 @@ CheckerResult CounterDriftChecker::check(const History& history, const ReadBack&
 
 CheckerResult CounterDriftChecker::check_with(const History& history, const ReadBack& readback,
                                               const CheckContext& context) const {
-  const detail::IndexRef idx(history, context);
-  const auto figures = detail::counter_figures(history, *idx, readback);
-  if (context.job_kind == JobKind::kCounter && readback.counters.empty()) {
-    const bool acknowledged =
-        std::any_of(figures.begin(), figures.end(), [](const CounterFigure& c) { return c.acknowledged > 0; });
-    if (acknowledged)
-      return unknown_result(name(), "increments were acknowledged but the resource's read-back lists no counters");
-  }
-  if (readback.counters.empty() && context.job_kind != JobKind::kCounter) return result_of(name(), {});
-  // A black-box worker's increments are applied but never acknowledged in the history: a counter
-  // above the acknowledged count proves nothing then (only one below it does: a silent worker's
-  // increments can only add). run_checkers() makes a valid result unknown, naming them.
-  const bool silent = !black_box_workers(history, context).empty();
-  std::vector<Anomaly> anomalies;
-  for (const CounterFigure& c : figures) {
-    const std::int64_t actual = c.actual.value_or(0);
-    if (actual >= c.acknowledged && (silent || actual <= c.acknowledged + c.unknown)) continue;
-    Anomaly a;
-    a.name = "counter-drift";
-    a.key = c.key;
-    // Lost updates: two acknowledged increments that wrote the same new value.
-    std::map<std::int64_t, std::vector<std::size_t>> by_value;
-    std::vector<std::size_t> all;
-    for (std::size_t i = 0; i < history.size(); ++i) {
-      const Event& e = history[i];
-      if (e.kind != EventKind::kWriteOk || e.key != c.key || e.chunk) continue;
-      all.push_back(i);
-      const auto arrow = e.detail.rfind("-> ");
-      std::int64_t value = 0;
-      if (arrow != std::string::npos) {
-        const char* first = e.detail.data() + arrow + 3;
-        const char* last = e.detail.data() + e.detail.size();
-        if (std::from_chars(first, last, value).ec == std::errc()) by_value[value].push_back(i);
-      }
-    }
-    std::vector<std::int64_t> twice;
-    for (const auto& [value, list] : by_value)
-      if (list.size() > 1) {
-        twice.push_back(value);
-        for (std::size_t i : list) {
-          a.evidence.push_back(i);
-          a.clients.push_back(history[i].source);
-          if (history[i].token) a.tokens.push_back(*history[i].token);
-        }
-        for (const AcceptedWrite& w : readback.log)
-          if (w.key == c.key && w.kind == WriteKind::kCounter && w.value == value) a.readback_seqs.push_back(w.seq);
-      }
-    if (a.evidence.empty())
-      for (std::size_t i : all) {
-        a.evidence.push_back(i);
-        a.clients.push_back(history[i].source);
-        if (history[i].token) a.tokens.push_back(*history[i].token);
-      }
-    std::ostringstream d;
-    d << "counter " << c.key << " is " << (c.actual ? std::to_string(actual) : std::string("absent (0)")) << " but "
-      << c.acknowledged << " increment(s) were acknowledged";
-    if (c.unknown > 0) d << " (and " << c.unknown << " had an unknown outcome)";
-    if (actual < c.acknowledged) d << ": " << (c.acknowledged - actual) << " acknowledged increment(s) lost";
-    else d << ": " << (actual - c.acknowledged - c.unknown) << " increment(s) more than were sent";
-    if (!twice.empty()) d << "; holders wrote the same new value twice (" << join(twice) << "): read-modify-write races";
-    a.description = d.str();
-    anomalies.push_back(std::move(a));
-  }
-  return result_of(name(), std::move(anomalies));
+  // The streamed rule is the only implementation (stream_check.h).
+  const auto rule = detail::make_counter_drift_rule();
+  return run_stream_rule(*rule, history, readback, context);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -100,6 +101,23 @@ struct EffectDuplicates {
 /// unknown increment (write.ok / write.info without a chunk, not a side effect), sorted by key.
 [[nodiscard]] std::vector<CounterFigure> counter_figures(const History& history, const HistoryIndex& index,
                                                           const ReadBack& readback);
+/// The same, one event at a time: counter_figures() is this over a history, and counter-drift's
+/// streamed rule counts with it. State: one CounterFigure per key (live). Not thread-safe.
+class CounterTally {
+ public:
+  /// Starts with every key of the read-back's counters and its value.
+  explicit CounterTally(const ReadBack& readback);
+  /// Counts `e` when it is an increment: a write.ok (acknowledged) or write.info (unknown) without
+  /// a chunk, on a non-empty key that is not a side effect's.
+  void observe(const Event& e);
+  /// Every key's figure, sorted by key.
+  [[nodiscard]] std::vector<CounterFigure> take() &&;
+  [[nodiscard]] std::size_t state_bytes() const;
+
+ private:
+  CounterFigure& slot(std::string_view key);
+  std::map<std::string, CounterFigure, std::less<>> by_;
+};
 
 /// The lease TTL to judge liveness with: the context's, else the largest ttl_ms of the workers'
 /// acquire.ok / acquire.invoke events, else nullopt.

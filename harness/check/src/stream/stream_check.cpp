@@ -23,6 +23,7 @@ constexpr Entry kRules[] = {
     {"corrupt-chunk", detail::make_corrupt_chunk_rule},
     {"token-regression", detail::make_token_regression_rule},
     {"duplicate-effect", detail::make_duplicate_effect_rule},
+    {"counter-drift", detail::make_counter_drift_rule},
 };
 
 /// How often (in events) check_history_file() samples the rules' state.

@@ -17,6 +17,7 @@ namespace fencecheck::harness::detail {
 [[nodiscard]] std::unique_ptr<StreamRule> make_corrupt_chunk_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_token_regression_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_duplicate_effect_rule();
+[[nodiscard]] std::unique_ptr<StreamRule> make_counter_drift_rule();
 
 /// The write.ok events an anomaly cites as evidence, wanted by write id before the history is
 /// read (an anomaly the read-back alone proves) and collected as the history goes by: each
