@@ -354,4 +354,68 @@ TEST(StreamCounterDrift, WithoutADuplicateCitesEveryWriteOkOfTheKeyDecodedExactl
   EXPECT_EQ(r.anomalies[1].evidence.size(), details.size());
 }
 
+/// A fenced write.fail of `w` with `token` against `mark` on `key`.
+Event fenced_fail(const std::string& w, std::int64_t token, std::int64_t mark, const std::string& key = fh::kKey) {
+  Event e = fh::Builder::ev(w, EventKind::kWriteFail);
+  e.key = key;
+  e.token = token;
+  e.high_water = mark;
+  return e;
+}
+
+Event write_invoke(const std::string& w, std::int64_t token, const std::string& key = fh::kKey) {
+  Event e = fh::Builder::ev(w, EventKind::kWriteInvoke);
+  e.key = key;
+  e.token = token;
+  return e;
+}
+
+TEST(StreamRejectionStorm, StateGrowsOnlyAFewBytesPerHoldingAndAnOldTokenStillFindsItsInvoke) {
+  // Holders take turns: each holding writes 4 times with a new token and has one write fenced
+  // (then it re-acquires, as it must): no storm, but each holding leaves an entry (its counts, and
+  // its worker's latest invoke of that token), which a later fail of that token would need.
+  fh::CheckContext ctx;
+  const ReadBack rb;
+  auto rule = begun("rejection-storm", rb, ctx);
+  ASSERT_NE(rule, nullptr);
+  std::size_t index = 0;
+  const std::size_t old_invoke = index;
+  rule->observe(index++, write_invoke("w0", 7));
+  const std::size_t old_fail = index;
+  rule->observe(index++, fenced_fail("w0", 7, 8));
+  std::int64_t token = 100;
+  auto holdings = [&](int n) {
+    for (int h = 0; h < n; ++h) {
+      const std::string w = "w" + std::to_string(h % 4);
+      ++token;
+      for (int k = 0; k < 4; ++k) {
+        rule->observe(index++, write_invoke(w, token));
+        Event ok = write_ok_event(w, token, fh::kKey, 0);
+        rule->observe(index++, ok);
+      }
+      rule->observe(index++, write_invoke(w, token));
+      rule->observe(index++, fenced_fail(w, token, token + 1));
+    }
+  };
+  holdings(2'000);
+  const std::size_t early = rule->state_bytes();
+  holdings(10'000);
+  const std::size_t later = rule->state_bytes();
+  const std::size_t per_holding = (later - early) / 10'000;
+  std::cout << "rejection-storm: " << early << " bytes after 2,000 holdings, " << later << " after 12,000 ("
+            << per_holding << " bytes per holding, " << index << " events)\n";
+  EXPECT_LE(per_holding, 400u);
+  // w0 goes back to token 7 (after 12,000 other tokens): its second fenced fail is a storm, and
+  // both fails cite the invoke of token 7.
+  const std::size_t again = index;
+  rule->observe(index++, fenced_fail("w0", 7, 9));
+  const fh::CheckerResult r = rule->finish(fh::StreamEnd{index, {}});
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{old_invoke, old_fail, again}));
+  EXPECT_EQ(r.anomalies[0].description,
+            "w0 had 2 writes rejected with the same token 7 (2 write.fail event(s), 0 rejection(s) recorded by the "
+            "resource; key ledger, high-water 8, 9): after a rejection a holder must stop and re-acquire, never retry "
+            "the same token");
+}
+
 }  // namespace

@@ -301,21 +301,39 @@ bool is_fenced_rejection(const Event& e) {
   return e.kind == EventKind::kWriteFail && e.token && e.high_water && *e.high_water > *e.token;
 }
 
+TokenRejections& RejectionTally::slot(const std::string& client, std::int64_t token) {
+  TokenRejections& r = by_[{client, token}];
+  r.client = client;
+  r.token = token;
+  return r;
+}
+
+bool RejectionTally::observe(const Event& e) {
+  if (!is_fenced_rejection(e)) return false;
+  ++slot(e.source, *e.token).history;
+  return true;
+}
+
+void RejectionTally::add(const RejectedWrite& r) { ++slot(r.client, r.token).readback; }
+
+std::vector<TokenRejections> RejectionTally::take() && {
+  std::vector<TokenRejections> out;
+  for (auto& [id, r] : by_) out.push_back(std::move(r));
+  return out;
+}
+
+std::size_t RejectionTally::state_bytes() const {
+  std::size_t n = sizeof(*this);
+  for (const auto& [id, r] : by_) n += 32 + sizeof(id) + sizeof(r) + id.first.capacity() + r.client.capacity();
+  return n;
+}
+
 std::vector<TokenRejections> rejections_per_token(const History& history, const HistoryIndex& index,
                                                   const ReadBack& readback) {
-  std::map<std::pair<std::string, std::int64_t>, TokenRejections> by;
-  auto slot = [&](const std::string& client, std::int64_t token) -> TokenRejections& {
-    TokenRejections& r = by[{client, token}];
-    r.client = client;
-    r.token = token;
-    return r;
-  };
-  for (std::size_t i : index.of({EventKind::kWriteFail}))
-    if (is_fenced_rejection(history[i])) ++slot(history[i].source, *history[i].token).history;
-  for (const RejectedWrite& r : readback.rejections) ++slot(r.client, r.token).readback;
-  std::vector<TokenRejections> out;
-  for (auto& [id, r] : by) out.push_back(std::move(r));
-  return out;
+  RejectionTally tally;
+  for (std::size_t i : index.of({EventKind::kWriteFail})) tally.observe(history[i]);
+  for (const RejectedWrite& r : readback.rejections) tally.add(r);
+  return std::move(tally).take();
 }
 
 std::string effect_identity(const EffectRecord& e) {
@@ -633,41 +651,9 @@ CheckerResult RejectionStormChecker::check(const History& history, const ReadBac
 
 CheckerResult RejectionStormChecker::check_with(const History& history, const ReadBack& readback,
                               const CheckContext& context) const {
-  const detail::IndexRef idx(history, context);
-  std::vector<Anomaly> anomalies;
-  const std::vector<std::size_t> fails = idx->of({EventKind::kWriteFail});
-  for (const TokenRejections& r : detail::rejections_per_token(history, *idx, readback)) {
-    if (r.count() <= 1) continue;
-    Anomaly a;
-    a.name = "rejection-storm";
-    a.tokens.push_back(r.token);
-    a.clients.push_back(r.client);
-    std::set<std::string> keys;
-    std::set<std::int64_t> marks;
-    for (std::size_t i : fails) {
-      const Event& e = history[i];
-      if (!detail::is_fenced_rejection(e) || e.source != r.client || *e.token != r.token) continue;
-      a.evidence.push_back(i);
-      if (auto inv = latest_before(history, *idx, i, e.source, EventKind::kWriteInvoke, r.token)) a.evidence.push_back(*inv);
-      keys.insert(e.key);
-      marks.insert(*e.high_water);
-    }
-    for (const RejectedWrite& w : readback.rejections)
-      if (w.client == r.client && w.token == r.token) {
-        keys.insert(w.key);
-        marks.insert(w.high_water);
-      }
-    if (keys.size() == 1) a.key = *keys.begin();
-    std::vector<std::int64_t> m(marks.begin(), marks.end());
-    std::vector<std::string> k(keys.begin(), keys.end());
-    a.description = r.client + " had " + std::to_string(r.count()) + " writes rejected with the same token " +
-                    std::to_string(r.token) + " (" + std::to_string(r.history) + " write.fail event(s), " +
-                    std::to_string(r.readback) + " rejection(s) recorded by the resource; key " + join(k) +
-                    ", high-water " + join(m) +
-                    "): after a rejection a holder must stop and re-acquire, never retry the same token";
-    anomalies.push_back(std::move(a));
-  }
-  return result_of(name(), std::move(anomalies));
+  // The streamed rule is the only implementation (stream_check.h).
+  const auto rule = detail::make_rejection_storm_rule();
+  return run_stream_rule(*rule, history, readback, context);
 }
 
 // ---------------------------------------------------------------------------------------------

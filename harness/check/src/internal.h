@@ -83,6 +83,23 @@ inline std::int64_t happened_ns(const Event& e) { return e.src_ns > 0 && e.src_n
 /// Fenced rejections per (client, token), from the history and the read-back; sorted.
 [[nodiscard]] std::vector<TokenRejections> rejections_per_token(const History& history, const HistoryIndex& index,
                                                                 const ReadBack& readback);
+/// The same, one rejection at a time: rejections_per_token() is this over a history, and
+/// rejection-storm's streamed rule counts with it. State: one entry per (client, token) with a
+/// rejection (grows with the holdings rejected). Not thread-safe.
+class RejectionTally {
+ public:
+  /// Counts `e` when it is a fenced rejection (is_fenced_rejection), and says whether it was.
+  bool observe(const Event& e);
+  /// Counts one of the read-back's rejections.
+  void add(const RejectedWrite& r);
+  /// Every (client, token) counted, sorted by client, then token.
+  [[nodiscard]] std::vector<TokenRejections> take() &&;
+  [[nodiscard]] std::size_t state_bytes() const;
+
+ private:
+  TokenRejections& slot(const std::string& client, std::int64_t token);
+  std::map<std::pair<std::string, std::int64_t>, TokenRejections> by_;
+};
 
 /// The identity of a side effect: its id without a leading "<client>:".
 [[nodiscard]] std::string effect_identity(const EffectRecord& e);

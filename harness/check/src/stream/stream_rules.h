@@ -15,6 +15,7 @@ namespace fencecheck::harness::detail {
 
 [[nodiscard]] std::unique_ptr<StreamRule> make_interleaved_segment_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_corrupt_chunk_rule();
+[[nodiscard]] std::unique_ptr<StreamRule> make_rejection_storm_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_token_regression_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_duplicate_effect_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_counter_drift_rule();
