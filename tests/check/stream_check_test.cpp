@@ -404,7 +404,7 @@ TEST(StreamRejectionStorm, StateGrowsOnlyAFewBytesPerHoldingAndAnOldTokenStillFi
   const std::size_t per_holding = (later - early) / 10'000;
   std::cout << "rejection-storm: " << early << " bytes after 2,000 holdings, " << later << " after 12,000 ("
             << per_holding << " bytes per holding, " << index << " events)\n";
-  EXPECT_LE(per_holding, 400u);
+  EXPECT_LE(per_holding, 200u);  // 124 measured (a 40-byte fail, its counts, its invoke; capacity included)
   // w0 goes back to token 7 (after 12,000 other tokens): its second fenced fail is a storm, and
   // both fails cite the invoke of token 7.
   const std::size_t again = index;

@@ -301,30 +301,34 @@ bool is_fenced_rejection(const Event& e) {
   return e.kind == EventKind::kWriteFail && e.token && e.high_water && *e.high_water > *e.token;
 }
 
-TokenRejections& RejectionTally::slot(const std::string& client, std::int64_t token) {
-  TokenRejections& r = by_[{client, token}];
-  r.client = client;
-  r.token = token;
-  return r;
+std::uint32_t RejectionTally::client_id(std::string_view client) {
+  if (const auto it = ids_.find(client); it != ids_.end()) return it->second;
+  const auto id = static_cast<std::uint32_t>(names_.size());
+  ids_.emplace(names_.emplace_back(client), id);
+  return id;
 }
 
 bool RejectionTally::observe(const Event& e) {
   if (!is_fenced_rejection(e)) return false;
-  ++slot(e.source, *e.token).history;
+  ++by_[{client_id(e.source), *e.token}].history;
   return true;
 }
 
-void RejectionTally::add(const RejectedWrite& r) { ++slot(r.client, r.token).readback; }
+void RejectionTally::add(const RejectedWrite& r) { ++by_[{client_id(r.client), r.token}].readback; }
 
-std::vector<TokenRejections> RejectionTally::take() && {
+std::vector<TokenRejections> RejectionTally::counts() const {
   std::vector<TokenRejections> out;
-  for (auto& [id, r] : by_) out.push_back(std::move(r));
+  out.reserve(by_.size());
+  for (const auto& [id, c] : by_) out.push_back(TokenRejections{names_[id.first], id.second, c.history, c.readback});
+  std::sort(out.begin(), out.end(), [](const TokenRejections& a, const TokenRejections& b) {
+    return std::tie(a.client, a.token) < std::tie(b.client, b.token);
+  });
   return out;
 }
 
 std::size_t RejectionTally::state_bytes() const {
-  std::size_t n = sizeof(*this);
-  for (const auto& [id, r] : by_) n += 32 + sizeof(id) + sizeof(r) + id.first.capacity() + r.client.capacity();
+  std::size_t n = sizeof(*this) + by_.bucket_count() * (sizeof(decltype(by_)::value_type) + 1);
+  for (const auto& name : names_) n += sizeof(name) + name.capacity() + 48;
   return n;
 }
 
@@ -333,7 +337,7 @@ std::vector<TokenRejections> rejections_per_token(const History& history, const 
   RejectionTally tally;
   for (std::size_t i : index.of({EventKind::kWriteFail})) tally.observe(history[i]);
   for (const RejectedWrite& r : readback.rejections) tally.add(r);
-  return std::move(tally).take();
+  return tally.counts();
 }
 
 std::string effect_identity(const EffectRecord& e) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -84,21 +85,30 @@ inline std::int64_t happened_ns(const Event& e) { return e.src_ns > 0 && e.src_n
 [[nodiscard]] std::vector<TokenRejections> rejections_per_token(const History& history, const HistoryIndex& index,
                                                                 const ReadBack& readback);
 /// The same, one rejection at a time: rejections_per_token() is this over a history, and
-/// rejection-storm's streamed rule counts with it. State: one entry per (client, token) with a
-/// rejection (grows with the holdings rejected). Not thread-safe.
+/// rejection-storm's streamed rule counts with it. State: 32 bytes or so per (client, token) with
+/// a rejection (grows with the holdings rejected), and the clients' names (live). Not thread-safe.
 class RejectionTally {
  public:
   /// Counts `e` when it is a fenced rejection (is_fenced_rejection), and says whether it was.
   bool observe(const Event& e);
   /// Counts one of the read-back's rejections.
   void add(const RejectedWrite& r);
-  /// Every (client, token) counted, sorted by client, then token.
-  [[nodiscard]] std::vector<TokenRejections> take() &&;
+  /// A client's small dense id, as the tally keys it (for a caller that keys by client too).
+  [[nodiscard]] std::uint32_t client_id(std::string_view client);
+  [[nodiscard]] const std::string& client_name(std::uint32_t id) const { return names_[id]; }
+  /// Every (client, token) counted so far, sorted by client, then token.
+  [[nodiscard]] std::vector<TokenRejections> counts() const;
   [[nodiscard]] std::size_t state_bytes() const;
 
  private:
-  TokenRejections& slot(const std::string& client, std::int64_t token);
-  std::map<std::pair<std::string, std::int64_t>, TokenRejections> by_;
+  struct Counts {
+    std::int64_t history = 0, readback = 0;
+  };
+  std::deque<std::string> names_;  // stable addresses for ids_'s views
+  ViewMap<std::uint32_t> ids_;
+  boost::unordered_flat_map<std::pair<std::uint32_t, std::int64_t>, Counts,
+                            boost::hash<std::pair<std::uint32_t, std::int64_t>>>
+      by_;
 };
 
 /// The identity of a side effect: its id without a leading "<client>:".
