@@ -11,6 +11,7 @@
 // once per holding that incremented the key). That log is this rule's remaining growth: a few
 // bytes per acknowledged increment and per holding (tests/check/stream_check_test.cpp,
 // StreamCounterDrift).
+#include <algorithm>
 #include <charconv>
 #include <map>
 #include <optional>

@@ -5,8 +5,10 @@
 // judged then).
 // State: the anomalies (output), the (client, token, key) of each application they cite (output)
 // and the flag: nothing grows with the history.
+#include <algorithm>
 #include <charconv>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>

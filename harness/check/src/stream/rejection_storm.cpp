@@ -13,6 +13,7 @@
 //     worker may go back to an older token), so none can be forgotten.
 // Keys are interned (live). StreamRejectionStorm measures it: about 100-200 bytes per rejected
 // holding, capacity included.
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
