@@ -112,6 +112,68 @@ std::vector<Case> story_cases() {
   p.b.write("w2", EventKind::kWriteInvoke, 34, 1, 1);
   p.b.write("w2", EventKind::kWriteInfo, 34, 1, 1);
   out.push_back(story("unfenced-protocol-error", p.b.h, p.rb, unfenced));
+
+  // The catalogue's three rules the runs above never trip: a stale holder's side effect applied
+  // again, a shared counter's lost updates and a holder that retries a rejected token.
+  const auto job = [](const std::string& kind, const std::string& key) {
+    return ScenarioSource{ScenarioSource::Kind::kYamlText,
+                          "name: " + kind + "\nlease_ttl: 2s\nresource: {kind: store}\njob: {kind: " + kind +
+                              ", key: " + key + "}\nworkers: [{id: w1}, {id: w2}]\nexpect: {outcome: safe}\n"};
+  };
+  const auto write = [](fh::Builder& b, const std::string& w, EventKind kind, const std::string& key,
+                        std::int64_t token, std::optional<std::int64_t> segment, const std::string& detail,
+                        std::optional<std::int64_t> high_water) {
+    Event i = fh::Builder::ev(w, EventKind::kWriteInvoke);
+    i.key = key;
+    i.token = token;
+    i.segment = segment;
+    i.detail = detail;
+    b.add(i);
+    Event e = i;
+    e.kind = kind;
+    e.high_water = high_water;
+    b.add(e);
+  };
+  {
+    // w2 (token 34) pays out seg0 and seg1; w1, paused with token 33, pays out seg0 again.
+    fh::Builder b;
+    b.run_start();
+    b.acquire_ok("w1", fh::kKey1, 33, 7001);
+    b.acquire_ok("w2", fh::kKey2, 34, 7002);
+    write(b, "w2", EventKind::kWriteOk, "ledger.effect", 34, 0, "", 34);
+    write(b, "w2", EventKind::kWriteOk, "ledger.effect", 34, 1, "", 34);
+    write(b, "w1", EventKind::kWriteOk, "ledger.effect", 33, 0, "", 34);
+    ReadBack rb;
+    rb.effects = {EffectRecord{"ledger", "w2:seg0", 34, "w2", 5, true, "unfenced"},
+                  EffectRecord{"ledger", "w2:seg1", 34, "w2", 8, true, "unfenced"},
+                  EffectRecord{"ledger", "w1:seg0", 33, "w1", 9, true, "unfenced"}};
+    out.push_back(story("duplicate-effect", b.h, rb, job("side-effect", "ledger")));
+  }
+  {
+    // w1 read 0 and stopped; w2 incremented 0 -> 3; w1 wrote 0 -> 1, then 1 -> 2.
+    fh::Builder b;
+    b.run_start();
+    b.acquire_ok("w1", fh::kKey1, 33, 7001);
+    b.acquire_ok("w2", fh::kKey2, 34, 7002);
+    for (int v = 0; v < 3; ++v)
+      write(b, "w2", EventKind::kWriteOk, "hits", 34, std::nullopt,
+            "counter " + std::to_string(v) + " -> " + std::to_string(v + 1), std::nullopt);
+    write(b, "w1", EventKind::kWriteOk, "hits", 33, std::nullopt, "counter 0 -> 1", std::nullopt);
+    write(b, "w1", EventKind::kWriteOk, "hits", 33, std::nullopt, "counter 1 -> 2", std::nullopt);
+    ReadBack rb;
+    rb.counters = {{"hits", 2}};
+    for (std::int64_t v = 1; v <= 3; ++v) rb.log.push_back(AcceptedWrite{v, "hits", kNoSlot, kNoSlot, 34, "w2", WriteKind::kCounter, v});
+    for (std::int64_t v = 1; v <= 2; ++v) rb.log.push_back(AcceptedWrite{3 + v, "hits", kNoSlot, kNoSlot, 33, "w1", WriteKind::kCounter, v});
+    out.push_back(story("counter-drift", b.h, rb, job("counter", "hits")));
+  }
+  {
+    // w1's token 33 is fenced (the mark is w2's 34) and w1 retries it twice, on two segments.
+    fh::StoryRun r = fh::fenced_run();
+    for (std::int64_t segment : {0, 1, 1}) write(r.b, "w1", EventKind::kWriteFail, "ledger", 33, segment, "", 34);
+    r.rb.rejections.push_back(RejectedWrite{"ledger", 0, 0, 33, "w1", 34});
+    r.rb.rejections.push_back(RejectedWrite{"ledger", 1, 0, 33, "w1", 35});
+    out.push_back(story("rejection-storm", r.b.h, r.rb, fenced));
+  }
   return out;
 }
 

@@ -227,6 +227,198 @@ TEST(StreamTokenRegression, WithoutPrunedRaisesAnOldInvokeStillSeesItsTop) {
   }
 }
 
+/// The streamed rule `name`, begun with `rb` and `ctx` (which must outlive it).
+std::unique_ptr<fh::StreamRule> begun(std::string_view name, const ReadBack& rb, const fh::CheckContext& ctx) {
+  auto rule = fh::make_stream_rule(name);
+  if (rule) rule->begin(rb, ctx);
+  return rule;
+}
+
+/// A write.ok of `w` with `token` on `key` (no chunk unless given).
+Event write_ok_event(const std::string& w, std::int64_t token, const std::string& key,
+                     std::optional<std::int64_t> segment = std::nullopt, const std::string& detail = "") {
+  Event e = fh::Builder::ev(w, EventKind::kWriteOk);
+  e.key = key;
+  e.token = token;
+  e.segment = segment;
+  e.detail = detail;
+  return e;
+}
+
+TEST(StreamDuplicateEffect, StateStaysFlatOverALongRunAndALateWriteOkIsStillCited) {
+  // One effect applied twice (the second with a token not above the first), among many applied once.
+  ReadBack rb;
+  rb.effects.push_back({"ledger", "w1:seg2", 40, "w1", 1, true, "unfenced"});
+  rb.effects.push_back({"ledger", "w2:seg2", 39, "w2", 2, true, "unfenced"});
+  for (int k = 0; k < 50; ++k) rb.effects.push_back({"ledger", "seg" + std::to_string(100 + k), 41 + k, "w1", 3 + k, true, "unfenced"});
+  fh::CheckContext ctx;
+  ctx.job_kind = fh::JobKind::kSideEffect;
+  auto rule = begun("duplicate-effect", rb, ctx);
+  ASSERT_NE(rule, nullptr);
+  std::size_t index = 0;
+  const std::size_t first = index;
+  rule->observe(index++, write_ok_event("w1", 40, "ledger.effect", 2));
+  rule->observe(index++, write_ok_event("w1", 40, "ledger.effect", 3));  // another segment: not this effect
+  auto steady = [&](int rounds) {
+    for (int r = 0; r < rounds; ++r)
+      for (int w = 0; w < 4; ++w) {
+        rule->observe(index++, fh::Builder::ev("w" + std::to_string(w), EventKind::kWriteInvoke));
+        rule->observe(index++, write_ok_event("w" + std::to_string(w), 1000 + r, r % 2 ? "ledger.effect" : "ledger", r % 7));
+      }
+  };
+  steady(2'500);
+  const std::size_t early = rule->state_bytes();
+  steady(25'000);
+  const std::size_t later = rule->state_bytes();
+  EXPECT_EQ(later, early) << "state grew from " << early << " to " << later << " bytes";
+  const std::size_t late = index;
+  rule->observe(index++, write_ok_event("w2", 39, "ledger", 2));  // w2's write.ok, long after
+  const fh::CheckerResult r = rule->finish(fh::StreamEnd{index, {}});
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{first, late}));
+  EXPECT_EQ(r.anomalies[0].segment, 2);
+}
+
+TEST(StreamCounterDrift, KeepsAFewBytesPerIncrementAndCitesALateDuplicateWithItsFirstWriter) {
+  // Holders take turns on one counter, each incrementing it 10 times with its own token; one
+  // increment is lost (the counter is one short) and two holders wrote "-> 7".
+  constexpr int kIncrements = 120'000;
+  ReadBack rb;
+  rb.counters["hits"] = kIncrements - 1;
+  fh::CheckContext ctx;
+  ctx.job_kind = fh::JobKind::kCounter;
+  auto rule = begun("counter-drift", rb, ctx);
+  ASSERT_NE(rule, nullptr);
+  std::size_t index = 0;
+  std::vector<std::size_t> sevens;
+  std::size_t early = 0;
+  for (int k = 1; k < kIncrements; ++k) {
+    const std::string w = "w" + std::to_string((k / 10) % 4);
+    const std::int64_t token = 100 + k / 10;
+    Event inv = fh::Builder::ev(w, EventKind::kWriteInvoke);
+    inv.key = "hits";
+    inv.token = token;
+    rule->observe(index++, inv);
+    if (k == 7) sevens.push_back(index);
+    rule->observe(index++, write_ok_event(w, token, "hits", std::nullopt, "hits 6 -> " + std::to_string(k)));
+    if (k == 10'000) early = rule->state_bytes();
+  }
+  const std::size_t later = rule->state_bytes();
+  // The log of the increments is the rule's only growth: a few bytes per increment (2 here) and
+  // per holding (24 for each change of client and token), doubled at most by the vectors' spare
+  // capacity: less than one int64 per increment with 10 increments per holding.
+  const std::size_t increments = kIncrements - 10'000, holdings = increments / 10;
+  EXPECT_LE(later - early, 2 * (3 * increments + 24 * holdings)) << "from " << early << " to " << later << " bytes";
+  EXPECT_LE(later - early, 8 * increments);
+  std::cout << "counter-drift: " << early << " bytes after 10,000 increments, " << later << " after "
+            << kIncrements - 1 << "\n";
+  // A paused holder's increment, long after: it wrote 7 again.
+  sevens.push_back(index);
+  rule->observe(index++, write_ok_event("late", 5, "hits", std::nullopt, "hits 6 -> 7"));
+  const fh::CheckerResult r = rule->finish(fh::StreamEnd{index, {}});
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_EQ(r.anomalies[0].evidence, sevens);
+  EXPECT_EQ(r.anomalies[0].clients, (std::vector<std::string>{"late", "w0"}));
+  EXPECT_EQ(r.anomalies[0].tokens, (std::vector<std::int64_t>{5, 100}));
+  EXPECT_EQ(r.anomalies[0].description,
+            "counter hits is 119999 but 120000 increment(s) were acknowledged: 1 acknowledged increment(s) lost; "
+            "holders wrote the same new value twice (7): read-modify-write races");
+}
+
+TEST(StreamCounterDrift, WithoutADuplicateCitesEveryWriteOkOfTheKeyDecodedExactly) {
+  // Values that jump around (negative, huge, absent) and indices far apart: every write.ok is
+  // cited with its own client and token, through the compact log.
+  ReadBack rb;
+  rb.counters["hits"] = 100;
+  fh::CheckContext ctx;
+  ctx.job_kind = fh::JobKind::kCounter;
+  auto rule = begun("counter-drift", rb, ctx);
+  ASSERT_NE(rule, nullptr);
+  const std::vector<std::string> details = {"-> 5", "-> -3", "x", "-> 9223372036854775807", "-> -9223372036854775808", "-> 0", ""};
+  std::vector<std::size_t> cited;
+  std::size_t index = 3;
+  for (std::size_t k = 0; k < details.size(); ++k) {
+    Event ok = write_ok_event("w" + std::to_string(k % 3), 10 + static_cast<std::int64_t>(k / 2), "hits", std::nullopt, details[k]);
+    if (k == 4) ok.token.reset();
+    cited.push_back(index);
+    rule->observe(index, ok);
+    index += 1 + k * 1'000'003;
+    rule->observe(index++, write_ok_event("w9", 99, "other", std::nullopt, "-> 5"));
+  }
+  const fh::CheckerResult r = rule->finish(fh::StreamEnd{index, {}});
+  ASSERT_EQ(r.anomalies.size(), 2u);
+  EXPECT_EQ(r.anomalies[0].key, "hits");
+  EXPECT_EQ(r.anomalies[0].evidence, cited);
+  EXPECT_EQ(r.anomalies[0].clients, (std::vector<std::string>{"w0", "w1", "w2"}));
+  EXPECT_EQ(r.anomalies[0].tokens, (std::vector<std::int64_t>{10, 11, 12, 13}));
+  EXPECT_EQ(r.anomalies[1].key, "other");
+  EXPECT_EQ(r.anomalies[1].evidence.size(), details.size());
+}
+
+/// A fenced write.fail of `w` with `token` against `mark` on `key`.
+Event fenced_fail(const std::string& w, std::int64_t token, std::int64_t mark, const std::string& key = fh::kKey) {
+  Event e = fh::Builder::ev(w, EventKind::kWriteFail);
+  e.key = key;
+  e.token = token;
+  e.high_water = mark;
+  return e;
+}
+
+Event write_invoke(const std::string& w, std::int64_t token, const std::string& key = fh::kKey) {
+  Event e = fh::Builder::ev(w, EventKind::kWriteInvoke);
+  e.key = key;
+  e.token = token;
+  return e;
+}
+
+TEST(StreamRejectionStorm, StateGrowsOnlyAFewBytesPerHoldingAndAnOldTokenStillFindsItsInvoke) {
+  // Holders take turns: each holding writes 4 times with a new token and has one write fenced
+  // (then it re-acquires, as it must): no storm, but each holding leaves an entry (its counts, and
+  // its worker's latest invoke of that token), which a later fail of that token would need.
+  fh::CheckContext ctx;
+  const ReadBack rb;
+  auto rule = begun("rejection-storm", rb, ctx);
+  ASSERT_NE(rule, nullptr);
+  std::size_t index = 0;
+  const std::size_t old_invoke = index;
+  rule->observe(index++, write_invoke("w0", 7));
+  const std::size_t old_fail = index;
+  rule->observe(index++, fenced_fail("w0", 7, 8));
+  std::int64_t token = 100;
+  auto holdings = [&](int n) {
+    for (int h = 0; h < n; ++h) {
+      const std::string w = "w" + std::to_string(h % 4);
+      ++token;
+      for (int k = 0; k < 4; ++k) {
+        rule->observe(index++, write_invoke(w, token));
+        Event ok = write_ok_event(w, token, fh::kKey, 0);
+        rule->observe(index++, ok);
+      }
+      rule->observe(index++, write_invoke(w, token));
+      rule->observe(index++, fenced_fail(w, token, token + 1));
+    }
+  };
+  holdings(2'000);
+  const std::size_t early = rule->state_bytes();
+  holdings(10'000);
+  const std::size_t later = rule->state_bytes();
+  const std::size_t per_holding = (later - early) / 10'000;
+  std::cout << "rejection-storm: " << early << " bytes after 2,000 holdings, " << later << " after 12,000 ("
+            << per_holding << " bytes per holding, " << index << " events)\n";
+  EXPECT_LE(per_holding, 200u);  // 124 measured (a 40-byte fail, its counts, its invoke; capacity included)
+  // w0 goes back to token 7 (after 12,000 other tokens): its second fenced fail is a storm, and
+  // both fails cite the invoke of token 7.
+  const std::size_t again = index;
+  rule->observe(index++, fenced_fail("w0", 7, 9));
+  const fh::CheckerResult r = rule->finish(fh::StreamEnd{index, {}});
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{old_invoke, old_fail, again}));
+  EXPECT_EQ(r.anomalies[0].description,
+            "w0 had 2 writes rejected with the same token 7 (2 write.fail event(s), 0 rejection(s) recorded by the "
+            "resource; key ledger, high-water 8, 9): after a rejection a holder must stop and re-acquire, never retry "
+            "the same token");
+}
+
 }  // namespace
 
 namespace {

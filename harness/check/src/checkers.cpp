@@ -1,7 +1,6 @@
 #include "fencecheck/harness/checkers.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <iterator>
 #include <limits>
@@ -101,6 +100,7 @@ WriteIndex index_writes(const History& h, const HistoryIndex& index, EventKind k
 using detail::join;
 using detail::result_of;
 using detail::slot;
+using detail::unknown_result;
 
 }  // namespace
 
@@ -160,21 +160,43 @@ bool is_fenced_rejection(const Event& e) {
   return e.kind == EventKind::kWriteFail && e.token && e.high_water && *e.high_water > *e.token;
 }
 
+std::uint32_t RejectionTally::client_id(std::string_view client) {
+  if (const auto it = ids_.find(client); it != ids_.end()) return it->second;
+  const auto id = static_cast<std::uint32_t>(names_.size());
+  ids_.emplace(names_.emplace_back(client), id);
+  return id;
+}
+
+bool RejectionTally::observe(const Event& e) {
+  if (!is_fenced_rejection(e)) return false;
+  ++by_[{client_id(e.source), *e.token}].history;
+  return true;
+}
+
+void RejectionTally::add(const RejectedWrite& r) { ++by_[{client_id(r.client), r.token}].readback; }
+
+std::vector<TokenRejections> RejectionTally::counts() const {
+  std::vector<TokenRejections> out;
+  out.reserve(by_.size());
+  for (const auto& [id, c] : by_) out.push_back(TokenRejections{names_[id.first], id.second, c.history, c.readback});
+  std::sort(out.begin(), out.end(), [](const TokenRejections& a, const TokenRejections& b) {
+    return std::tie(a.client, a.token) < std::tie(b.client, b.token);
+  });
+  return out;
+}
+
+std::size_t RejectionTally::state_bytes() const {
+  std::size_t n = sizeof(*this) + by_.bucket_count() * (sizeof(decltype(by_)::value_type) + 1);
+  for (const auto& name : names_) n += sizeof(name) + name.capacity() + 48;
+  return n;
+}
+
 std::vector<TokenRejections> rejections_per_token(const History& history, const HistoryIndex& index,
                                                   const ReadBack& readback) {
-  std::map<std::pair<std::string, std::int64_t>, TokenRejections> by;
-  auto slot = [&](const std::string& client, std::int64_t token) -> TokenRejections& {
-    TokenRejections& r = by[{client, token}];
-    r.client = client;
-    r.token = token;
-    return r;
-  };
-  for (std::size_t i : index.of({EventKind::kWriteFail}))
-    if (is_fenced_rejection(history[i])) ++slot(history[i].source, *history[i].token).history;
-  for (const RejectedWrite& r : readback.rejections) ++slot(r.client, r.token).readback;
-  std::vector<TokenRejections> out;
-  for (auto& [id, r] : by) out.push_back(std::move(r));
-  return out;
+  RejectionTally tally;
+  for (std::size_t i : index.of({EventKind::kWriteFail})) tally.observe(history[i]);
+  for (const RejectedWrite& r : readback.rejections) tally.add(r);
+  return tally.counts();
 }
 
 std::string effect_identity(const EffectRecord& e) {
@@ -208,23 +230,42 @@ std::vector<EffectDuplicates> effect_duplicates(const ReadBack& readback) {
   return out;
 }
 
-std::vector<CounterFigure> counter_figures(const History& history, const HistoryIndex& index, const ReadBack& readback) {
-  std::map<std::string, CounterFigure> by;
-  auto slot = [&](const std::string& key) -> CounterFigure& {
-    CounterFigure& c = by[key];
-    c.key = key;
-    return c;
-  };
+CounterTally::CounterTally(const ReadBack& readback) {
   for (const auto& [key, value] : readback.counters) slot(key).actual = value;
-  for (std::size_t i : index.of({EventKind::kWriteOk, EventKind::kWriteInfo})) {
-    const Event& e = history[i];
-    if (e.chunk || e.key.empty() || is_effect_key(e.key)) continue;
-    if (e.kind == EventKind::kWriteOk) ++slot(e.key).acknowledged;
-    if (e.kind == EventKind::kWriteInfo) ++slot(e.key).unknown;
+}
+
+CounterFigure& CounterTally::slot(std::string_view key) {
+  auto it = by_.find(key);
+  if (it == by_.end()) {
+    it = by_.emplace(std::string(key), CounterFigure{}).first;
+    it->second.key = it->first;
   }
+  return it->second;
+}
+
+void CounterTally::observe(const Event& e) {
+  if (e.kind != EventKind::kWriteOk && e.kind != EventKind::kWriteInfo) return;
+  if (e.chunk || e.key.empty() || is_effect_key(e.key)) return;
+  if (e.kind == EventKind::kWriteOk) ++slot(e.key).acknowledged;
+  if (e.kind == EventKind::kWriteInfo) ++slot(e.key).unknown;
+}
+
+std::vector<CounterFigure> CounterTally::take() && {
   std::vector<CounterFigure> out;
-  for (auto& [key, c] : by) out.push_back(std::move(c));
+  for (auto& [key, c] : by_) out.push_back(std::move(c));
   return out;
+}
+
+std::size_t CounterTally::state_bytes() const {
+  std::size_t n = sizeof(*this);
+  for (const auto& [key, c] : by_) n += 32 + sizeof(key) + sizeof(c) + 2 * key.capacity();
+  return n;
+}
+
+std::vector<CounterFigure> counter_figures(const History& history, const HistoryIndex& index, const ReadBack& readback) {
+  CounterTally tally(readback);
+  for (std::size_t i : index.of({EventKind::kWriteOk, EventKind::kWriteInfo})) tally.observe(history[i]);
+  return std::move(tally).take();
 }
 
 std::optional<std::chrono::nanoseconds> lease_ttl_of(const History& history, const HistoryIndex& index,
@@ -281,14 +322,6 @@ std::string seconds_text(std::chrono::nanoseconds d) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.2f s", static_cast<double>(d.count()) / 1e9);
   return buf;
-}
-
-CheckerResult unknown_result(std::string_view name, std::string why) {
-  CheckerResult r;
-  r.name = std::string(name);
-  r.verdict = Verdict::kUnknown;
-  r.error = std::move(why);
-  return r;
 }
 
 }  // namespace
@@ -481,41 +514,9 @@ CheckerResult RejectionStormChecker::check(const History& history, const ReadBac
 
 CheckerResult RejectionStormChecker::check_with(const History& history, const ReadBack& readback,
                               const CheckContext& context) const {
-  const detail::IndexRef idx(history, context);
-  std::vector<Anomaly> anomalies;
-  const std::vector<std::size_t> fails = idx->of({EventKind::kWriteFail});
-  for (const TokenRejections& r : detail::rejections_per_token(history, *idx, readback)) {
-    if (r.count() <= 1) continue;
-    Anomaly a;
-    a.name = "rejection-storm";
-    a.tokens.push_back(r.token);
-    a.clients.push_back(r.client);
-    std::set<std::string> keys;
-    std::set<std::int64_t> marks;
-    for (std::size_t i : fails) {
-      const Event& e = history[i];
-      if (!detail::is_fenced_rejection(e) || e.source != r.client || *e.token != r.token) continue;
-      a.evidence.push_back(i);
-      if (auto inv = latest_before(history, *idx, i, e.source, EventKind::kWriteInvoke, r.token)) a.evidence.push_back(*inv);
-      keys.insert(e.key);
-      marks.insert(*e.high_water);
-    }
-    for (const RejectedWrite& w : readback.rejections)
-      if (w.client == r.client && w.token == r.token) {
-        keys.insert(w.key);
-        marks.insert(w.high_water);
-      }
-    if (keys.size() == 1) a.key = *keys.begin();
-    std::vector<std::int64_t> m(marks.begin(), marks.end());
-    std::vector<std::string> k(keys.begin(), keys.end());
-    a.description = r.client + " had " + std::to_string(r.count()) + " writes rejected with the same token " +
-                    std::to_string(r.token) + " (" + std::to_string(r.history) + " write.fail event(s), " +
-                    std::to_string(r.readback) + " rejection(s) recorded by the resource; key " + join(k) +
-                    ", high-water " + join(m) +
-                    "): after a rejection a holder must stop and re-acquire, never retry the same token";
-    anomalies.push_back(std::move(a));
-  }
-  return result_of(name(), std::move(anomalies));
+  // The streamed rule is the only implementation (stream_check.h).
+  const auto rule = detail::make_rejection_storm_rule();
+  return run_stream_rule(*rule, history, readback, context);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -809,54 +810,9 @@ CheckerResult DuplicateEffectChecker::check(const History& history, const ReadBa
 
 CheckerResult DuplicateEffectChecker::check_with(const History& history, const ReadBack& readback,
                                                  const CheckContext& context) const {
-  if (context.job_kind == JobKind::kSideEffect && readback.effects.empty()) {
-    const bool acknowledged = std::any_of(history.begin(), history.end(), [](const Event& e) {
-      return e.kind == EventKind::kWriteOk && detail::is_effect_key(e.key);
-    });
-    if (acknowledged)
-      return unknown_result(name(), "side effects were acknowledged but the resource's read-back lists no effects");
-  }
-  std::vector<Anomaly> anomalies;
-  for (const detail::EffectDuplicates& dup : detail::effect_duplicates(readback)) {
-    Anomaly a;
-    a.name = "duplicate-effect";
-    a.key = dup.key;
-    // A trailing number of the identity ("seg2") is the segment the effect is about.
-    std::optional<std::int64_t> segment;
-    {
-      std::size_t p = dup.identity.size();
-      while (p > 0 && dup.identity[p - 1] >= '0' && dup.identity[p - 1] <= '9') --p;
-      std::int64_t n = 0;
-      const char* first = dup.identity.data() + p;
-      const char* last = dup.identity.data() + dup.identity.size();
-      if (p < dup.identity.size() && std::from_chars(first, last, n).ec == std::errc()) segment = n;
-    }
-    a.segment = segment;
-    std::vector<std::string> parts;
-    for (const EffectRecord* e : dup.applications) {
-      a.tokens.push_back(e->token);
-      a.clients.push_back(e->client);
-      a.readback_seqs.push_back(e->seq);
-      const bool duplicate = std::find(dup.duplicates.begin(), dup.duplicates.end(), e) != dup.duplicates.end();
-      parts.push_back(std::string(duplicate ? "again by " : "by ") + e->client + " (token " + std::to_string(e->token) +
-                      ", seq " + std::to_string(e->seq) + ")");
-      for (std::size_t i = 0; i < history.size(); ++i) {
-        const Event& x = history[i];
-        if (x.kind != EventKind::kWriteOk || x.source != e->client || x.token != e->token) continue;
-        if (x.key != e->key && x.key != e->key + std::string(detail::kEffectSuffix)) continue;
-        if (!detail::is_effect_key(x.key) && x.chunk) continue;  // a chunk write to the key, not the effect
-        if (segment && x.segment && *x.segment != *segment) continue;
-        a.evidence.push_back(i);
-      }
-    }
-    a.description = "effect " + dup.identity + " on " + dup.key + " was applied " +
-                    std::to_string(dup.applications.size()) + " times: " + join(parts, ", ") + "; " +
-                    std::to_string(dup.duplicates.size()) +
-                    " application(s) came with a token not above one that had already applied it (a stale or "
-                    "repeated side effect)";
-    anomalies.push_back(std::move(a));
-  }
-  return result_of(name(), std::move(anomalies));
+  // The streamed rule is the only implementation (stream_check.h).
+  const auto rule = detail::make_duplicate_effect_rule();
+  return run_stream_rule(*rule, history, readback, context);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -867,70 +823,9 @@ CheckerResult CounterDriftChecker::check(const History& history, const ReadBack&
 
 CheckerResult CounterDriftChecker::check_with(const History& history, const ReadBack& readback,
                                               const CheckContext& context) const {
-  const detail::IndexRef idx(history, context);
-  const auto figures = detail::counter_figures(history, *idx, readback);
-  if (context.job_kind == JobKind::kCounter && readback.counters.empty()) {
-    const bool acknowledged =
-        std::any_of(figures.begin(), figures.end(), [](const CounterFigure& c) { return c.acknowledged > 0; });
-    if (acknowledged)
-      return unknown_result(name(), "increments were acknowledged but the resource's read-back lists no counters");
-  }
-  if (readback.counters.empty() && context.job_kind != JobKind::kCounter) return result_of(name(), {});
-  // A black-box worker's increments are applied but never acknowledged in the history: a counter
-  // above the acknowledged count proves nothing then (only one below it does: a silent worker's
-  // increments can only add). run_checkers() makes a valid result unknown, naming them.
-  const bool silent = !black_box_workers(history, context).empty();
-  std::vector<Anomaly> anomalies;
-  for (const CounterFigure& c : figures) {
-    const std::int64_t actual = c.actual.value_or(0);
-    if (actual >= c.acknowledged && (silent || actual <= c.acknowledged + c.unknown)) continue;
-    Anomaly a;
-    a.name = "counter-drift";
-    a.key = c.key;
-    // Lost updates: two acknowledged increments that wrote the same new value.
-    std::map<std::int64_t, std::vector<std::size_t>> by_value;
-    std::vector<std::size_t> all;
-    for (std::size_t i = 0; i < history.size(); ++i) {
-      const Event& e = history[i];
-      if (e.kind != EventKind::kWriteOk || e.key != c.key || e.chunk) continue;
-      all.push_back(i);
-      const auto arrow = e.detail.rfind("-> ");
-      std::int64_t value = 0;
-      if (arrow != std::string::npos) {
-        const char* first = e.detail.data() + arrow + 3;
-        const char* last = e.detail.data() + e.detail.size();
-        if (std::from_chars(first, last, value).ec == std::errc()) by_value[value].push_back(i);
-      }
-    }
-    std::vector<std::int64_t> twice;
-    for (const auto& [value, list] : by_value)
-      if (list.size() > 1) {
-        twice.push_back(value);
-        for (std::size_t i : list) {
-          a.evidence.push_back(i);
-          a.clients.push_back(history[i].source);
-          if (history[i].token) a.tokens.push_back(*history[i].token);
-        }
-        for (const AcceptedWrite& w : readback.log)
-          if (w.key == c.key && w.kind == WriteKind::kCounter && w.value == value) a.readback_seqs.push_back(w.seq);
-      }
-    if (a.evidence.empty())
-      for (std::size_t i : all) {
-        a.evidence.push_back(i);
-        a.clients.push_back(history[i].source);
-        if (history[i].token) a.tokens.push_back(*history[i].token);
-      }
-    std::ostringstream d;
-    d << "counter " << c.key << " is " << (c.actual ? std::to_string(actual) : std::string("absent (0)")) << " but "
-      << c.acknowledged << " increment(s) were acknowledged";
-    if (c.unknown > 0) d << " (and " << c.unknown << " had an unknown outcome)";
-    if (actual < c.acknowledged) d << ": " << (c.acknowledged - actual) << " acknowledged increment(s) lost";
-    else d << ": " << (actual - c.acknowledged - c.unknown) << " increment(s) more than were sent";
-    if (!twice.empty()) d << "; holders wrote the same new value twice (" << join(twice) << "): read-modify-write races";
-    a.description = d.str();
-    anomalies.push_back(std::move(a));
-  }
-  return result_of(name(), std::move(anomalies));
+  // The streamed rule is the only implementation (stream_check.h).
+  const auto rule = detail::make_counter_drift_rule();
+  return run_stream_rule(*rule, history, readback, context);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -82,6 +84,32 @@ inline std::int64_t happened_ns(const Event& e) { return e.src_ns > 0 && e.src_n
 /// Fenced rejections per (client, token), from the history and the read-back; sorted.
 [[nodiscard]] std::vector<TokenRejections> rejections_per_token(const History& history, const HistoryIndex& index,
                                                                 const ReadBack& readback);
+/// The same, one rejection at a time: rejections_per_token() is this over a history, and
+/// rejection-storm's streamed rule counts with it. State: 32 bytes or so per (client, token) with
+/// a rejection (grows with the holdings rejected), and the clients' names (live). Not thread-safe.
+class RejectionTally {
+ public:
+  /// Counts `e` when it is a fenced rejection (is_fenced_rejection), and says whether it was.
+  bool observe(const Event& e);
+  /// Counts one of the read-back's rejections.
+  void add(const RejectedWrite& r);
+  /// A client's small dense id, as the tally keys it (for a caller that keys by client too).
+  [[nodiscard]] std::uint32_t client_id(std::string_view client);
+  [[nodiscard]] const std::string& client_name(std::uint32_t id) const { return names_[id]; }
+  /// Every (client, token) counted so far, sorted by client, then token.
+  [[nodiscard]] std::vector<TokenRejections> counts() const;
+  [[nodiscard]] std::size_t state_bytes() const;
+
+ private:
+  struct Counts {
+    std::int64_t history = 0, readback = 0;
+  };
+  std::deque<std::string> names_;  // stable addresses for ids_'s views
+  ViewMap<std::uint32_t> ids_;
+  boost::unordered_flat_map<std::pair<std::uint32_t, std::int64_t>, Counts,
+                            boost::hash<std::pair<std::uint32_t, std::int64_t>>>
+      by_;
+};
 
 /// The identity of a side effect: its id without a leading "<client>:".
 [[nodiscard]] std::string effect_identity(const EffectRecord& e);
@@ -100,6 +128,23 @@ struct EffectDuplicates {
 /// unknown increment (write.ok / write.info without a chunk, not a side effect), sorted by key.
 [[nodiscard]] std::vector<CounterFigure> counter_figures(const History& history, const HistoryIndex& index,
                                                           const ReadBack& readback);
+/// The same, one event at a time: counter_figures() is this over a history, and counter-drift's
+/// streamed rule counts with it. State: one CounterFigure per key (live). Not thread-safe.
+class CounterTally {
+ public:
+  /// Starts with every key of the read-back's counters and its value.
+  explicit CounterTally(const ReadBack& readback);
+  /// Counts `e` when it is an increment: a write.ok (acknowledged) or write.info (unknown) without
+  /// a chunk, on a non-empty key that is not a side effect's.
+  void observe(const Event& e);
+  /// Every key's figure, sorted by key.
+  [[nodiscard]] std::vector<CounterFigure> take() &&;
+  [[nodiscard]] std::size_t state_bytes() const;
+
+ private:
+  CounterFigure& slot(std::string_view key);
+  std::map<std::string, CounterFigure, std::less<>> by_;
+};
 
 /// The lease TTL to judge liveness with: the context's, else the largest ttl_ms of the workers'
 /// acquire.ok / acquire.invoke events, else nullopt.
@@ -135,6 +180,15 @@ template <typename T>
   for (auto& a : anomalies) normalize(a);
   r.verdict = anomalies.empty() ? Verdict::kValid : Verdict::kInvalid;
   r.anomalies = std::move(anomalies);
+  return r;
+}
+
+/// A checker's unknown result: it could not judge, for the reason `why`.
+[[nodiscard]] inline CheckerResult unknown_result(std::string_view name, std::string why) {
+  CheckerResult r;
+  r.name = std::string(name);
+  r.verdict = Verdict::kUnknown;
+  r.error = std::move(why);
   return r;
 }
 

@@ -22,7 +22,10 @@ constexpr Entry kRules[] = {
     {"interleaved-segment", detail::make_interleaved_segment_rule},
     {"corrupt-chunk", detail::make_corrupt_chunk_rule},
     {"stale-write-accepted", detail::make_stale_write_accepted_rule},
+    {"rejection-storm", detail::make_rejection_storm_rule},
     {"token-regression", detail::make_token_regression_rule},
+    {"duplicate-effect", detail::make_duplicate_effect_rule},
+    {"counter-drift", detail::make_counter_drift_rule},
 };
 
 /// How often (in events) check_history_file() samples the rules' state.

@@ -15,7 +15,10 @@ namespace fencecheck::harness::detail {
 
 [[nodiscard]] std::unique_ptr<StreamRule> make_interleaved_segment_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_corrupt_chunk_rule();
+[[nodiscard]] std::unique_ptr<StreamRule> make_rejection_storm_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_token_regression_rule();
+[[nodiscard]] std::unique_ptr<StreamRule> make_duplicate_effect_rule();
+[[nodiscard]] std::unique_ptr<StreamRule> make_counter_drift_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_stale_write_accepted_rule();
 
 /// Small dense ids for the strings a rule meets (worker names, keys: a few hundred), owning a copy
