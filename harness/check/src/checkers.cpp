@@ -1081,76 +1081,10 @@ CheckerResult LostAcknowledgedWriteChecker::check(const History& history, const 
 }
 
 CheckerResult LostAcknowledgedWriteChecker::check_with(const History& history, const ReadBack& readback,
-                              const CheckContext& context) const {
-  const detail::IndexRef idx(history, context);
-  // A slot is a write id without its writer: (key, segment, chunk).
-  WriteMap<const StoredChunk*> slots;
-  slots.reserve(readback.chunks.size());
-  for (const StoredChunk& c : readback.chunks) slots[{{}, 0, c.key, c.segment, c.chunk}] = &c;
-  WriteMap<std::int64_t> logged;  // (client, token, key, segment, chunk) -> the latest seq
-  logged.reserve(readback.log.size());
-  for (const AcceptedWrite& w : readback.log) {
-    auto& seq = logged[{w.client, w.token, w.key, w.segment, w.chunk}];
-    seq = std::max(seq, w.seq);
-  }
-  auto oks = index_writes(history, *idx, EventKind::kWriteOk);
-  const bool has_log = !readback.log.empty();
-  // Writers whose acknowledgements the history cannot show (black boxes): without a log, a slot
-  // they hold may have superseded the write legitimately, so it is not judged lost.
-  const std::vector<std::string> silent = black_box_workers(history, context);
-
-  std::vector<Anomaly> anomalies;
-  for (std::size_t i : idx->of({EventKind::kWriteOk})) {
-    const Event& e = history[i];
-    if (!e.token || !e.segment || !e.chunk || detail::is_effect_key(e.key)) continue;
-    const auto* found = slots.find({{}, 0, e.key, *e.segment, *e.chunk});
-    const StoredChunk* c = found == nullptr ? nullptr : *found;
-    if (c && c->token == *e.token && c->client == e.source) continue;  // still there
-    // The write's invoke: needed to order it (no log) or as evidence, not for a superseded write.
-    auto invoke_of = [&] { return latest_before(history, *idx, i, e.source, EventKind::kWriteInvoke, *e.token); };
-    std::optional<std::int64_t> seq;
-    if (const auto* found_seq = logged.find({e.source, *e.token, e.key, *e.segment, *e.chunk})) seq = *found_seq;
-    std::string why;
-    if (has_log) {
-      if (!seq) why = "the resource's log has no record of it";
-      else if (!c) why = "its slot is empty";
-      else if (c->seq > *seq) continue;  // superseded by a later accepted write
-      else why = "its slot holds an earlier write (seq " + std::to_string(c->seq) + ")";
-    } else {
-      if (!c) {
-        why = "its slot is empty";
-      } else {
-        if (std::binary_search(silent.begin(), silent.end(), c->client)) continue;  // cannot order it
-        bool later = false;
-        const std::optional<std::size_t> invoke = invoke_of();
-        oks.for_each({c->client, c->token, e.key, *e.segment, *e.chunk}, [&](std::size_t j) {
-          if (j > invoke.value_or(i)) later = true;
-        });
-        if (later) continue;  // superseded by a write acknowledged after this one was sent
-        why = "its slot holds token " + std::to_string(c->token) + " by " + c->client +
-              ", which was not acknowledged after this write was sent";
-      }
-    }
-    Anomaly a;
-    a.name = "lost-acknowledged-write";
-    a.key = e.key;
-    a.segment = e.segment;
-    a.tokens.push_back(*e.token);
-    a.clients.push_back(e.source);
-    a.evidence.push_back(i);
-    if (const auto invoke = invoke_of()) a.evidence.push_back(*invoke);
-    if (seq) a.readback_seqs.push_back(*seq);
-    if (c) {
-      a.readback_seqs.push_back(c->seq);
-      a.tokens.push_back(c->token);
-      a.clients.push_back(c->client);
-    }
-    a.description = "the resource acknowledged " + slot(e.key, *e.segment, *e.chunk) + " from " + e.source +
-                    " (token " + std::to_string(*e.token) + ") but no longer shows it and nothing superseded it: " +
-                    why;
-    anomalies.push_back(std::move(a));
-  }
-  return result_of(name(), std::move(anomalies));
+                                                      const CheckContext& context) const {
+  // The streamed rule is the only implementation (stream_check.h).
+  const auto rule = detail::make_lost_acknowledged_write_rule();
+  return run_stream_rule(*rule, history, readback, context);
 }
 
 // ---------------------------------------------------------------------------------------------

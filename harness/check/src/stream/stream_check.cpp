@@ -22,6 +22,7 @@ constexpr Entry kRules[] = {
     {"interleaved-segment", detail::make_interleaved_segment_rule},
     {"corrupt-chunk", detail::make_corrupt_chunk_rule},
     {"token-regression", detail::make_token_regression_rule},
+    {"lost-acknowledged-write", detail::make_lost_acknowledged_write_rule},
 };
 
 /// How often (in events) check_history_file() samples the rules' state.

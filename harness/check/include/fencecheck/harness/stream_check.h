@@ -15,8 +15,8 @@
 // check_history_file() runs the streamed rules straight from history.jsonl(.zst) without holding
 // the history.
 //
-// Rules streamed so far: interleaved-segment, corrupt-chunk, token-regression
-// (stream_rule_names()). The read-back is still held in memory as a ReadBack (its size grows with
+// Rules streamed so far: interleaved-segment, corrupt-chunk, token-regression,
+// lost-acknowledged-write (stream_rule_names()). The read-back is still held in memory as a ReadBack (its size grows with
 // the accept log; streaming it is the next step of docs/streaming-plan.md).
 #pragma once
 
