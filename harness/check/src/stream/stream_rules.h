@@ -20,6 +20,7 @@ namespace fencecheck::harness::detail {
 [[nodiscard]] std::unique_ptr<StreamRule> make_interleaved_segment_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_corrupt_chunk_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_token_regression_rule();
+[[nodiscard]] std::unique_ptr<StreamRule> make_fenced_out_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_lost_acknowledged_write_rule();
 
 /// The write.ok events an anomaly cites as evidence, wanted by write id before the history is
