@@ -275,6 +275,22 @@ TEST(StreamLostAcknowledgedWrite, WithoutALogTheOccupantsLaterAcknowledgementSet
   EXPECT_EQ(r3.anomalies[0].evidence, (std::vector<std::size_t>{w4_ok - 2, w4_ok - 1}));
 }
 
+TEST(StreamLostAcknowledgedWrite, WithoutALogAnOccupantAcknowledgedWhileTheWriteWasInFlightSupersedesIt) {
+  fh::Builder b;
+  b.write("w1", EventKind::kWriteInvoke, 33, 0, 0);
+  write_pair(b, "w2", 34, 0, 0);                                  // the occupant, acknowledged after w1 sent its write
+  const std::size_t ok = b.write("w1", EventKind::kWriteOk, 33, 0, 0, 33);
+  ReadBack rb;
+  rb.chunks = {fh::stored("w2", 34, 0, 0, 1)};
+  EXPECT_EQ(fh::LostAcknowledgedWriteChecker{}.check_with(b.h, rb, fh::CheckContext{}).verdict, fh::Verdict::kValid);
+  // Without its invoke, the write is ordered by its write.ok: the occupant's came before it.
+  fh::History no_invoke;
+  for (std::size_t i = 1; i < b.h.size(); ++i) no_invoke.add(Event(b.h[i]));
+  const fh::CheckerResult r = fh::LostAcknowledgedWriteChecker{}.check_with(no_invoke, rb, fh::CheckContext{});
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{ok - 1}));
+}
+
 TEST(StreamLostAcknowledgedWrite, TheInvokeIsTheWorkersLatestWithTheTokenWhateverTheKey) {
   fh::Builder b;
   b.write("w1", EventKind::kWriteInvoke, 33, 0, 0);
