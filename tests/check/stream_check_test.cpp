@@ -419,6 +419,278 @@ TEST(StreamRejectionStorm, StateGrowsOnlyAFewBytesPerHoldingAndAnOldTokenStillFi
             "the same token");
 }
 
+// ---------------------------------------------------------------------------------------------
+// lost-acknowledged-write: what the one-pass rule decides out of order (a write.ok waiting for its
+// slot's occupant's acknowledgement, the invoke it answers) gives what the in-memory rule gave.
+
+/// A write.invoke and its write.ok; returns the ok's index.
+std::size_t write_pair(fh::Builder& b, const std::string& w, std::int64_t token, std::int64_t segment,
+                       std::int64_t chunk) {
+  return b.write_ok(w, token, segment, chunk, token);
+}
+
+TEST(StreamLostAcknowledgedWrite, WithoutALogTheOccupantsLaterAcknowledgementSettlesAWaitingWrite) {
+  fh::Builder b;
+  b.run_start();
+  const std::size_t w1_invoke = b.write("w1", EventKind::kWriteInvoke, 33, 0, 0);
+  b.write("w2", EventKind::kWriteInvoke, 34, 0, 1);
+  const std::size_t w2_ok_c1 = b.write("w2", EventKind::kWriteOk, 34, 0, 1, 34);  // occupant of chunk 1, before w3's invoke
+  const std::size_t w1_ok = b.write("w1", EventKind::kWriteOk, 33, 0, 0, 33);     // waits: chunk 0's occupant w2 not acknowledged yet
+  const std::size_t w3_ok = write_pair(b, "w3", 35, 0, 1);                        // lost: chunk 1's occupant acknowledged before w3's invoke
+  write_pair(b, "w2", 34, 0, 0);                                                  // chunk 0's occupant: w1's write superseded
+  const std::size_t w4_ok = write_pair(b, "w4", 36, 0, 2);                        // lost: chunk 2 is empty
+  ReadBack rb;
+  rb.chunks = {fh::stored("w2", 34, 0, 0, 1), fh::stored("w2", 34, 0, 1, 2)};
+  const fh::CheckerResult r = fh::LostAcknowledgedWriteChecker{}.check_with(b.h, rb, fh::CheckContext{});
+  ASSERT_EQ(r.anomalies.size(), 2u);
+  EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{w3_ok - 1, w3_ok}));
+  EXPECT_EQ(r.anomalies[0].description,
+            "the resource acknowledged ledger segment 0 chunk 1 from w3 (token 35) but no longer shows it and nothing "
+            "superseded it: its slot holds token 34 by w2, which was not acknowledged after this write was sent");
+  EXPECT_EQ(r.anomalies[1].evidence, (std::vector<std::size_t>{w4_ok - 1, w4_ok}));
+  EXPECT_NE(r.anomalies[1].description.find("its slot is empty"), std::string::npos);
+  (void)w1_invoke, (void)w2_ok_c1, (void)w1_ok;
+  // Without the occupant's late write.ok, w1's write is lost too, and comes first (write.ok order)
+  // although it is decided only at the end.
+  fh::History cut;
+  for (std::size_t i = 0; i < b.h.size(); ++i)
+    if (i != w3_ok + 2) cut.add(Event(b.h[i]));
+  const fh::CheckerResult r2 = fh::LostAcknowledgedWriteChecker{}.check_with(cut, rb, fh::CheckContext{});
+  ASSERT_EQ(r2.anomalies.size(), 3u);
+  EXPECT_EQ(r2.anomalies[0].evidence, (std::vector<std::size_t>{w1_invoke, w1_ok}));
+  EXPECT_EQ(r2.anomalies[1].evidence, (std::vector<std::size_t>{w3_ok - 1, w3_ok}));
+  EXPECT_EQ(r2.anomalies[2].evidence, (std::vector<std::size_t>{w4_ok - 2, w4_ok - 1}));
+  // The occupant's writer a black box: its acknowledgements are not in the history, its slot not judged.
+  fh::CheckContext silent;
+  silent.black_box = std::vector<std::string>{"w2"};
+  const fh::CheckerResult r3 = fh::LostAcknowledgedWriteChecker{}.check_with(cut, rb, silent);
+  ASSERT_EQ(r3.anomalies.size(), 1u);
+  EXPECT_EQ(r3.anomalies[0].evidence, (std::vector<std::size_t>{w4_ok - 2, w4_ok - 1}));
+}
+
+TEST(StreamLostAcknowledgedWrite, WithoutALogAnOccupantAcknowledgedWhileTheWriteWasInFlightSupersedesIt) {
+  fh::Builder b;
+  b.write("w1", EventKind::kWriteInvoke, 33, 0, 0);
+  write_pair(b, "w2", 34, 0, 0);                                  // the occupant, acknowledged after w1 sent its write
+  const std::size_t ok = b.write("w1", EventKind::kWriteOk, 33, 0, 0, 33);
+  ReadBack rb;
+  rb.chunks = {fh::stored("w2", 34, 0, 0, 1)};
+  EXPECT_EQ(fh::LostAcknowledgedWriteChecker{}.check_with(b.h, rb, fh::CheckContext{}).verdict, fh::Verdict::kValid);
+  // Without its invoke, the write is ordered by its write.ok: the occupant's came before it.
+  fh::History no_invoke;
+  for (std::size_t i = 1; i < b.h.size(); ++i) no_invoke.add(Event(b.h[i]));
+  const fh::CheckerResult r = fh::LostAcknowledgedWriteChecker{}.check_with(no_invoke, rb, fh::CheckContext{});
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{ok - 1}));
+}
+
+TEST(StreamLostAcknowledgedWrite, TheInvokeIsTheWorkersLatestWithTheTokenWhateverTheKey) {
+  fh::Builder b;
+  b.write("w1", EventKind::kWriteInvoke, 33, 0, 0);
+  b.write("w1", EventKind::kWriteInvoke, 34, 0, 0);                          // another token: not it
+  const std::size_t other_key = b.write("w1", EventKind::kWriteInvoke, 33, 5, 5, std::nullopt, "other");
+  b.write("w2", EventKind::kWriteInvoke, 33, 0, 0);                          // another worker: not it
+  const std::size_t ok = b.write("w1", EventKind::kWriteOk, 33, 0, 0, 33);
+  ReadBack rb;
+  rb.log = {fh::logged(1, "w1", 33, 0, 0), fh::logged(4, "w1", 33, 0, 0)};  // its latest seq: 4
+  rb.chunks = {fh::stored("w9", 30, 0, 0, 3)};                              // an earlier write holds the slot
+  const fh::CheckerResult r = fh::LostAcknowledgedWriteChecker{}.check_with(b.h, rb, fh::CheckContext{});
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{other_key, ok}));
+  EXPECT_EQ(r.anomalies[0].readback_seqs, (std::vector<std::int64_t>{3, 4}));
+  EXPECT_NE(r.anomalies[0].description.find("its slot holds an earlier write (seq 3)"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// fenced-out: what the one-pass rule learns only later (the TTL from the history, black boxes, the
+// next write.ok, the last heal) gives what the in-memory rule gave.
+
+std::size_t acquire(fh::Builder& b, const std::string& w, std::int64_t token, std::optional<std::int64_t> ttl_ms = std::nullopt) {
+  Event e = fh::Builder::ev(w, EventKind::kAcquireOk);
+  e.lock = fh::kLock;
+  e.lock_key = fh::kLock + "/" + w;
+  e.token = token;
+  e.ttl_ms = ttl_ms;
+  return b.add(e);
+}
+
+/// fenced-out with a 2 s lease TTL and those black-box workers.
+fh::CheckerResult fenced_out(const fh::History& h, const std::vector<std::string>& black_box = {}) {
+  fh::CheckContext ctx;
+  ctx.lease_ttl = std::chrono::seconds(2);
+  ctx.black_box = black_box;
+  return fh::FencedOutChecker{}.check_with(h, ReadBack{}, ctx);
+}
+
+TEST(StreamFencedOut, AStreakUnderAnEarlySmallTtlIsNoneWhenALaterAcquireAsksForMore) {
+  for (const bool longer : {false, true}) {
+    fh::Builder b;
+    acquire(b, "w1", 40, 1000);                          // window 1 s + 2 s
+    b.write("w1", EventKind::kWriteFail, 40, 0, 0, 48);  // fresh, rejected
+    b.t += 3'499'000'000;
+    b.write("w2", EventKind::kWriteOk, 48, 0, 0, 48);  // 3.5 s later
+    Event invoke = fh::Builder::ev("w3", EventKind::kAcquireInvoke);
+    invoke.ttl_ms = longer ? 5000 : 1000;                // window 7 s: the write.ok came in time
+    b.add(invoke);
+    const fh::CheckerResult r = fh::FencedOutChecker{}.check_with(b.h, ReadBack{}, fh::CheckContext{});
+    EXPECT_EQ(r.verdict, longer ? fh::Verdict::kValid : fh::Verdict::kInvalid) << longer;
+  }
+}
+
+TEST(StreamFencedOut, TheStreakStartsAtTheFirstFreshRejectionWhoseDeadlineTheNextWriteMisses) {
+  for (const bool silent : {false, true}) {
+    fh::Builder b;
+    acquire(b, "w1", 40);
+    const std::size_t own = b.write_ok("w1", 40, 0, 0, 40);
+    acquire(b, "w2", 41);
+    const std::size_t w3 = acquire(b, "w3", 42);
+    b.t = 10'000'000'000;
+    const std::size_t a = b.write("w2", EventKind::kWriteFail, 41, 0, 0, 48);  // fresh, t 10 s: deadline 14 s, met
+    const std::size_t hit1 = b.write("w1", EventKind::kWriteFail, 40, 0, 1, 40);  // self-fencing, before the streak: counts
+    b.t = 5'000'000'000;                                                       // received out of order
+    const std::size_t s = b.write("w3", EventKind::kWriteFail, 42, 0, 0, 48);  // fresh, t 5 s: deadline 9 s, missed
+    const std::size_t hit2 = b.write("w1", EventKind::kWriteFail, 40, 0, 2, 40);  // inside the streak: only with black boxes
+    const std::size_t w4 = acquire(b, "w4", 43);
+    b.t = 11'000'000'000;
+    const std::size_t next = b.write("w5", EventKind::kWriteOk, 50, 0, 0, 50);  // t 11 s
+    const fh::CheckerResult r = fenced_out(b.h, silent ? std::vector<std::string>{"w9"} : std::vector<std::string>{});
+    if (silent) {
+      ASSERT_EQ(r.anomalies.size(), 1u);
+      EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{own, hit1, hit2}));
+      continue;
+    }
+    ASSERT_EQ(r.anomalies.size(), 2u);
+    EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{own, hit1}));
+    EXPECT_EQ(r.anomalies[1].evidence, (std::vector<std::size_t>{w3, s, w4, next}));  // w3's acquire.ok, the rejection, w4's, the write
+    EXPECT_EQ(r.anomalies[1].tokens, (std::vector<std::int64_t>{42, 43}));
+    EXPECT_EQ(r.anomalies[1].description,
+              "from the start of the run, w3's write with the freshly acquired token 42 was rejected against the "
+              "high-water mark 48, and no write was accepted within 4.00 s (lease TTL 2.00 s + 2.00 s to acquire): 1 "
+              "rejection(s) over 0.00 s, until a write was accepted 6.00 s later: the holders are fenced out with "
+              "healthy services");
+    (void)a;
+  }
+}
+
+TEST(StreamFencedOut, SelfFencingCitesTheWorkersFirstAcceptedWriteWithTheToken) {
+  fh::Builder b;
+  acquire(b, "w1", 33);
+  const std::size_t first = b.write_ok("w1", 33, 0, 0, 33);
+  b.write_ok("w1", 33, 0, 1, 33);
+  const std::size_t refused = b.write("w1", EventKind::kWriteFail, 33, 0, 2, 33);
+  const fh::CheckerResult r = fenced_out(b.h);
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{first, refused}));
+}
+
+TEST(StreamFencedOut, AWriteAcceptedRightAtTheDeadlineIsInTime) {
+  for (const std::int64_t late : {0, 1}) {
+    fh::Builder b;
+    acquire(b, "w1", 40);
+    b.write("w1", EventKind::kWriteFail, 40, 0, 0, 48);  // fresh, rejected
+    b.t += 4'000'000'000 - 1'000'000 + late;             // the write.ok 4 s (+ late ns) after it
+    b.write("w2", EventKind::kWriteOk, 48, 0, 0, 48);
+    const fh::CheckerResult r = fenced_out(b.h);
+    EXPECT_EQ(r.verdict, late ? fh::Verdict::kInvalid : fh::Verdict::kValid) << late;
+  }
+}
+
+TEST(StreamFencedOut, OnlyWhatFollowsTheLastHealCountsButAReissuedTokensEarlierWriteStill) {
+  fh::Builder b;
+  acquire(b, "w1", 33);
+  const std::size_t own = b.write_ok("w1", 33, 0, 0, 33);
+  b.write("w1", EventKind::kWriteFail, 33, 0, 1, 33);  // self-fencing, but before the last heal
+  acquire(b, "w2", 40);
+  b.write("w2", EventKind::kWriteFail, 40, 0, 0, 48);  // fresh, and no write follows: before the last heal
+  b.fault_heal("w1", 1);
+  acquire(b, "w2", 41);                                // a heal, then more: the streak above is not judged
+  b.fault_heal("w1", 1);
+  acquire(b, "w1", 34);
+  acquire(b, "w1", 33);                                // the issuer hands 33 out again
+  const std::size_t hit = b.write("w1", EventKind::kWriteFail, 33, 0, 1, 33);
+  const fh::CheckerResult r = fenced_out(b.h);
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{own, hit}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bounded state on long steady runs.
+
+/// `rounds` holdings taking turns over `holders` workers, each acquiring the next token and
+/// writing `chunks` chunks of a fresh segment (invoke + ok); the previous holder's stale write is
+/// rejected against the new mark (a fresh rejection of its own latest token, answered in time by
+/// the next holder's write). Fills `rb` with what the store holds at the end. Returns the index.
+std::size_t steady_writes(fh::StreamRule* rule, ReadBack* rb, std::size_t index, std::int64_t& token, std::int64_t& t,
+                          int rounds, int holders, int chunks) {
+  auto feed = [&](Event e) {
+    t += 1'000'000;
+    e.t_ns = e.src_ns = t;
+    if (rule) rule->observe(index, e);
+    ++index;
+  };
+  for (int r = 0; r < rounds; ++r) {
+    const std::string w = "w" + std::to_string(r % holders);
+    const std::string before = "w" + std::to_string((r + holders - 1) % holders);
+    Event ok = fh::Builder::ev(w, EventKind::kAcquireOk);
+    ok.lock = fh::kLock;
+    ok.token = ++token;
+    ok.ttl_ms = 2000;
+    feed(ok);
+    for (int c = 0; c < chunks; ++c) {
+      Event inv = fh::Builder::ev(w, EventKind::kWriteInvoke);
+      inv.key = fh::kKey;
+      inv.token = token;
+      inv.segment = token;
+      inv.chunk = c;
+      feed(inv);
+      Event done = inv;
+      done.kind = EventKind::kWriteOk;
+      done.high_water = token;
+      feed(done);
+      if (rb) {
+        rb->chunks.push_back(fh::stored(w, token, token, c, static_cast<std::int64_t>(rb->chunks.size() + 1)));
+        rb->log.push_back(fh::logged(static_cast<std::int64_t>(rb->log.size() + 1), w, token, token, c));
+      }
+      if (c == 0) {
+        Event stale = fh::Builder::ev(before, EventKind::kWriteFail);
+        stale.key = fh::kKey;
+        stale.token = token - 1;
+        stale.segment = token - 1;
+        stale.chunk = chunks;
+        stale.high_water = token;
+        feed(stale);
+      }
+    }
+  }
+  return index;
+}
+
+TEST(StreamLostAcknowledgedWrite, StateGrowsOnlyByTheWorkersTokensOverALongSteadyRun) {
+  for (const bool with_log : {true, false}) {
+    // The read-back of the whole run first (the rule reads it before the history).
+    ReadBack rb;
+    std::int64_t token = 0, t = 0;
+    const std::size_t events = steady_writes(nullptr, &rb, 0, token, t, 25'000, 4, 2);
+    ASSERT_GT(events, 100'000u);
+    if (!with_log) rb.log.clear();
+    auto rule = fh::make_stream_rule("lost-acknowledged-write");
+    ASSERT_NE(rule, nullptr);
+    rule->begin(rb, fh::CheckContext{});
+    token = 0;
+    t = 0;
+    std::size_t index = steady_writes(rule.get(), nullptr, 0, token, t, 2'500, 4, 2);
+    const std::size_t early = rule->state_bytes();
+    index = steady_writes(rule.get(), nullptr, index, token, t, 22'500, 4, 2);
+    const std::size_t later = rule->state_bytes();
+    // One entry per (worker, token) written with: the invoke a late write.ok would cite.
+    EXPECT_LT(later, early + 22'500 * 48) << with_log << ": state grew from " << early << " to " << later << " bytes";
+    std::cout << "lost-acknowledged-write " << (with_log ? "with" : "without") << " a log: " << early << " -> " << later
+              << " bytes over " << index << " events, 22,500 holdings\n";
+    // The run is healthy: nothing is lost.
+    EXPECT_EQ(rule->finish(fh::StreamEnd{index, {}}).anomalies.size(), 0u);
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -530,6 +802,52 @@ TEST(StreamStaleWrite, StateGrowsOnlyWithTheTokensThatRaisedAKey) {
   EXPECT_LT(later - early, 10'000u * 64) << early << " -> " << later << " bytes";
   EXPECT_FALSE(rule->wants_another_pass());
   EXPECT_TRUE(rule->finish(fh::StreamEnd{index, {}}).anomalies.empty());
+}
+
+}  // namespace
+
+// fenced-out's rule is not in stream_rule_names() yet (stream_check.h says why): its factory.
+namespace fencecheck::harness::detail {
+[[nodiscard]] std::unique_ptr<StreamRule> make_fenced_out_rule();
+}  // namespace fencecheck::harness::detail
+
+namespace {
+
+TEST(StreamFencedOut, StateGrowsOnlyByTheAcceptedWritesOverALongSteadyRunYetFindsALateStreak) {
+  fh::CheckContext ctx;
+  ctx.lease_ttl = std::chrono::seconds(2);
+  for (const bool context_ttl : {true, false}) {
+    auto rule = fh::detail::make_fenced_out_rule();
+    ASSERT_NE(rule, nullptr);
+    rule->begin(ReadBack{}, context_ttl ? ctx : fh::CheckContext{});
+    std::int64_t token = 0, t = 0;
+    std::size_t index = steady_writes(rule.get(), nullptr, 0, token, t, 2'500, 4, 2);
+    const std::size_t early = rule->state_bytes();
+    index = steady_writes(rule.get(), nullptr, index, token, t, 22'500, 4, 2);
+    const std::size_t later = rule->state_bytes();
+    ASSERT_GT(index, 100'000u);
+    // One entry per (worker, key, token) with a write.ok (a re-issued token's earlier write makes
+    // its rejection self-fencing): 40 bytes in a hash table, with its slack.
+    EXPECT_LT(later, early + 22'500 * 64) << context_ttl << ": state grew from " << early << " to " << later << " bytes";
+    std::cout << "fenced-out (TTL from the " << (context_ttl ? "context" : "history") << "): " << early << " -> " << later
+              << " bytes over " << index << " events, 22,500 holdings\n";
+    // Then the holders are fenced out: a fresh token rejected and no write after it.
+    Event ok = fh::Builder::ev("w0", EventKind::kAcquireOk);
+    ok.token = ++token;
+    ok.t_ns = t += 1'000'000;
+    const std::size_t fresh = index;
+    rule->observe(index++, ok);
+    Event fail = fh::Builder::ev("w0", EventKind::kWriteFail);
+    fail.key = fh::kKey;
+    fail.token = token;
+    fail.high_water = token + 100;
+    fail.t_ns = t += 1'000'000;
+    const std::size_t rejected = index;
+    rule->observe(index++, fail);
+    const fh::CheckerResult r = rule->finish(fh::StreamEnd{index, {}});
+    ASSERT_EQ(r.anomalies.size(), 1u);
+    EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{fresh, rejected}));
+  }
 }
 
 }  // namespace

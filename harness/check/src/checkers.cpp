@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <charconv>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -270,12 +271,23 @@ std::vector<CounterFigure> counter_figures(const History& history, const History
 
 std::optional<std::chrono::nanoseconds> lease_ttl_of(const History& history, const HistoryIndex& index,
                                                      const CheckContext& context) {
+  HistoryTtl ttl;
+  if (!context.lease_ttl)
+    for (std::size_t i : index.of({EventKind::kAcquireOk, EventKind::kAcquireInvoke})) ttl.observe(history[i]);
+  return ttl.lease_ttl(context);
+}
+
+bool HistoryTtl::observe(const Event& e) {
+  if (e.kind != EventKind::kAcquireOk && e.kind != EventKind::kAcquireInvoke) return false;
+  if (!e.ttl_ms || *e.ttl_ms <= 0 || (ms_ && *ms_ >= *e.ttl_ms)) return false;
+  ms_ = *e.ttl_ms;
+  return true;
+}
+
+std::optional<std::chrono::nanoseconds> HistoryTtl::lease_ttl(const CheckContext& context) const {
   if (context.lease_ttl) return std::chrono::nanoseconds(*context.lease_ttl);
-  std::optional<std::int64_t> ms;
-  for (std::size_t i : index.of({EventKind::kAcquireOk, EventKind::kAcquireInvoke}))
-    if (const Event& e = history[i]; e.ttl_ms && *e.ttl_ms > 0) ms = std::max(ms.value_or(0), *e.ttl_ms);
-  if (!ms) return std::nullopt;
-  return std::chrono::milliseconds(*ms);
+  if (!ms_) return std::nullopt;
+  return std::chrono::milliseconds(*ms_);
 }
 
 std::string acquire_regression_text(const Event& e, const std::string& top_source, std::int64_t top_token) {
@@ -316,12 +328,6 @@ std::optional<std::size_t> latest_before(const History& h, const HistoryIndex& i
     if (e.source == source && (!token || e.token == token)) return i;
   }
   return std::nullopt;
-}
-
-std::string seconds_text(std::chrono::nanoseconds d) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f s", static_cast<double>(d.count()) / 1e9);
-  return buf;
 }
 
 }  // namespace
@@ -677,129 +683,9 @@ CheckerResult FencedOutChecker::check(const History& history, const ReadBack& re
 
 CheckerResult FencedOutChecker::check_with(const History& history, const ReadBack& readback,
                                            const CheckContext& context) const {
-  (void)readback;
-  const detail::IndexRef idx(history, context);
-  const std::optional<std::size_t> heal = detail::last_heal(*idx);
-  const std::size_t from = heal ? *heal + 1 : 0;
-  const auto ttl = detail::lease_ttl_of(history, *idx, context);
-  const bool silent = !black_box_workers(history, context).empty();
-
-  // Each worker's current holding (its latest acquire.ok) as we walk the history: only acquire.ok
-  // and write.fail events matter to the walk (the streak below looks at everything in between).
-  std::map<std::string, std::size_t> holding;
-  const std::vector<std::size_t> walk = idx->of({EventKind::kAcquireOk, EventKind::kWriteFail});
-  std::size_t w = 0;
-  for (; w < walk.size() && walk[w] < from; ++w)
-    if (history[walk[w]].kind == EventKind::kAcquireOk) holding[history[walk[w]].source] = walk[w];
-
-  std::vector<Anomaly> anomalies;
-  // Self-fencing: a write rejected against a mark equal to its own token, which the same holder's
-  // own accepted write set (a strict "mark < token" rule): a holder can never write twice under
-  // one token, so no job of more than one write completes whatever the timing. One anomaly per
-  // worker, counting its every such rejection.
-  std::map<std::string, std::size_t> self_fenced;  // worker -> its anomaly in `anomalies`
-  std::map<std::tuple<std::string, std::string, std::int64_t>, std::size_t> accepted;  // (worker, key, token) -> write.ok
-  for (std::size_t k : idx->of({EventKind::kWriteOk})) {
-    const Event& ok = history[k];
-    if (ok.token) accepted.emplace(std::make_tuple(ok.source, ok.key, *ok.token), k);
-  }
-  auto self_fence = [&](std::size_t i) {
-    const Event& e = history[i];
-    auto own = accepted.find(std::make_tuple(e.source, e.key, *e.token));
-    if (own == accepted.end() || own->second > i) return false;
-    auto [it, first] = self_fenced.emplace(e.source, anomalies.size());
-    if (first) {
-      Anomaly a;
-      a.name = "fenced-out";
-      a.key = e.key;
-      a.evidence = {own->second, i};
-      a.tokens = {*e.token};
-      a.clients = {e.source};
-      a.description = e.source + "'s write to " + e.key + " with token " + std::to_string(*e.token) +
-                      " was rejected against the high-water mark " + std::to_string(*e.high_water) +
-                      " that its own accepted write with the same token had set: the resource rejects a holder's "
-                      "second write under its token (a strict comparison where \"not below the mark\" is the rule), "
-                      "so no holder can finish a job of more than one write";
-      anomalies.push_back(std::move(a));
-    } else {
-      Anomaly& a = anomalies[it->second];
-      a.evidence.push_back(i);
-      a.tokens.push_back(*e.token);
-    }
-    return true;
-  };
-  for (; w < walk.size(); ++w) {
-    const std::size_t i = walk[w];
-    const Event& e = history[i];
-    if (e.kind == EventKind::kAcquireOk) holding[e.source] = i;
-    if (e.kind == EventKind::kWriteFail && e.token && e.high_water && *e.high_water == *e.token) {
-      auto h = holding.find(e.source);
-      if (h != holding.end() && history[h->second].token == e.token && self_fence(i)) continue;
-    }
-    if (!detail::is_fenced_rejection(e)) continue;
-    // The streak rule judges everyone's progress from the workers' write.ok events: a black-box
-    // worker's accepted writes are invisible, so a streak proves nothing then (run_checkers() says
-    // unknown for a valid result, naming the silent workers); self-fencing above still holds.
-    if (silent) continue;
-    auto h = holding.find(e.source);
-    if (h == holding.end() || h->second < from || history[h->second].token != e.token) continue;  // not fresh
-    const std::size_t fresh = h->second;
-    if (!ttl) return unknown_result(name(), "no lease TTL known (none in the context, no ttl_ms in the history)");
-    const std::chrono::nanoseconds window = *ttl + context.acquire_allowance;
-    const std::int64_t deadline = e.t_ns + window.count();
-    // The streak: from this rejection to the next accepted write (or the end of the history).
-    std::optional<std::size_t> next_ok;
-    for (std::size_t j = i + 1; j < history.size(); ++j)
-      if (idx->kind(j) == EventKind::kWriteOk) {
-        next_ok = j;
-        break;
-      }
-    if (next_ok && history[*next_ok].t_ns <= deadline) continue;  // progress in time
-    Anomaly a;
-    a.name = "fenced-out";
-    if (heal) a.evidence.push_back(*heal);
-    std::set<std::string> keys;
-    std::set<std::int64_t> marks;
-    std::int64_t rejections = 0;
-    const std::size_t end = next_ok ? *next_ok : history.size();
-    for (std::size_t j = i; j < end; ++j) {
-      const Event& x = history[j];
-      if (x.kind == EventKind::kAcquireOk) {
-        holding[x.source] = j;
-        a.evidence.push_back(j);
-        if (x.token) a.tokens.push_back(*x.token);
-      }
-      if (!detail::is_fenced_rejection(x)) continue;
-      ++rejections;
-      a.evidence.push_back(j);
-      a.tokens.push_back(*x.token);
-      a.clients.push_back(x.source);
-      keys.insert(x.key);
-      marks.insert(*x.high_water);
-    }
-    a.evidence.push_back(fresh);  // the fresh token's acquire.ok
-    if (next_ok) a.evidence.push_back(*next_ok);
-    if (keys.size() == 1) a.key = *keys.begin();
-    const std::int64_t last_t = history[end - 1].t_ns;
-    std::vector<std::int64_t> m(marks.begin(), marks.end());
-    std::ostringstream d;
-    d << (heal ? "after the last heal" : "from the start of the run") << ", " << e.source
-      << "'s write with the freshly acquired token " << *e.token << " was rejected against the high-water mark "
-      << join(m) << ", and no write was accepted within " << seconds_text(window) << " (lease TTL "
-      << seconds_text(*ttl) << " + " << seconds_text(context.acquire_allowance) << " to acquire): " << rejections
-      << " rejection(s) over " << seconds_text(std::chrono::nanoseconds(last_t - e.t_ns));
-    if (next_ok)
-      d << ", until a write was accepted " << seconds_text(std::chrono::nanoseconds(history[*next_ok].t_ns - e.t_ns))
-        << " later";
-    else
-      d << ", and none was accepted before the run ended";
-    d << ": the holders are fenced out with healthy services";
-    a.description = d.str();
-    anomalies.push_back(std::move(a));
-    // One anomaly per streak; the walk goes on at the accepted write that ended it.
-    while (w + 1 < walk.size() && walk[w + 1] < end) ++w;
-  }
-  return result_of(name(), std::move(anomalies));
+  // The streamed rule is the only implementation (stream_check.h).
+  const auto rule = detail::make_fenced_out_rule();
+  return run_stream_rule(*rule, history, readback, context);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -835,76 +721,10 @@ CheckerResult LostAcknowledgedWriteChecker::check(const History& history, const 
 }
 
 CheckerResult LostAcknowledgedWriteChecker::check_with(const History& history, const ReadBack& readback,
-                              const CheckContext& context) const {
-  const detail::IndexRef idx(history, context);
-  // A slot is a write id without its writer: (key, segment, chunk).
-  WriteMap<const StoredChunk*> slots;
-  slots.reserve(readback.chunks.size());
-  for (const StoredChunk& c : readback.chunks) slots[{{}, 0, c.key, c.segment, c.chunk}] = &c;
-  WriteMap<std::int64_t> logged;  // (client, token, key, segment, chunk) -> the latest seq
-  logged.reserve(readback.log.size());
-  for (const AcceptedWrite& w : readback.log) {
-    auto& seq = logged[{w.client, w.token, w.key, w.segment, w.chunk}];
-    seq = std::max(seq, w.seq);
-  }
-  auto oks = index_writes(history, *idx, EventKind::kWriteOk);
-  const bool has_log = !readback.log.empty();
-  // Writers whose acknowledgements the history cannot show (black boxes): without a log, a slot
-  // they hold may have superseded the write legitimately, so it is not judged lost.
-  const std::vector<std::string> silent = black_box_workers(history, context);
-
-  std::vector<Anomaly> anomalies;
-  for (std::size_t i : idx->of({EventKind::kWriteOk})) {
-    const Event& e = history[i];
-    if (!e.token || !e.segment || !e.chunk || detail::is_effect_key(e.key)) continue;
-    const auto* found = slots.find({{}, 0, e.key, *e.segment, *e.chunk});
-    const StoredChunk* c = found == nullptr ? nullptr : *found;
-    if (c && c->token == *e.token && c->client == e.source) continue;  // still there
-    // The write's invoke: needed to order it (no log) or as evidence, not for a superseded write.
-    auto invoke_of = [&] { return latest_before(history, *idx, i, e.source, EventKind::kWriteInvoke, *e.token); };
-    std::optional<std::int64_t> seq;
-    if (const auto* found_seq = logged.find({e.source, *e.token, e.key, *e.segment, *e.chunk})) seq = *found_seq;
-    std::string why;
-    if (has_log) {
-      if (!seq) why = "the resource's log has no record of it";
-      else if (!c) why = "its slot is empty";
-      else if (c->seq > *seq) continue;  // superseded by a later accepted write
-      else why = "its slot holds an earlier write (seq " + std::to_string(c->seq) + ")";
-    } else {
-      if (!c) {
-        why = "its slot is empty";
-      } else {
-        if (std::binary_search(silent.begin(), silent.end(), c->client)) continue;  // cannot order it
-        bool later = false;
-        const std::optional<std::size_t> invoke = invoke_of();
-        oks.for_each({c->client, c->token, e.key, *e.segment, *e.chunk}, [&](std::size_t j) {
-          if (j > invoke.value_or(i)) later = true;
-        });
-        if (later) continue;  // superseded by a write acknowledged after this one was sent
-        why = "its slot holds token " + std::to_string(c->token) + " by " + c->client +
-              ", which was not acknowledged after this write was sent";
-      }
-    }
-    Anomaly a;
-    a.name = "lost-acknowledged-write";
-    a.key = e.key;
-    a.segment = e.segment;
-    a.tokens.push_back(*e.token);
-    a.clients.push_back(e.source);
-    a.evidence.push_back(i);
-    if (const auto invoke = invoke_of()) a.evidence.push_back(*invoke);
-    if (seq) a.readback_seqs.push_back(*seq);
-    if (c) {
-      a.readback_seqs.push_back(c->seq);
-      a.tokens.push_back(c->token);
-      a.clients.push_back(c->client);
-    }
-    a.description = "the resource acknowledged " + slot(e.key, *e.segment, *e.chunk) + " from " + e.source +
-                    " (token " + std::to_string(*e.token) + ") but no longer shows it and nothing superseded it: " +
-                    why;
-    anomalies.push_back(std::move(a));
-  }
-  return result_of(name(), std::move(anomalies));
+                                                      const CheckContext& context) const {
+  // The streamed rule is the only implementation (stream_check.h).
+  const auto rule = detail::make_lost_acknowledged_write_rule();
+  return run_stream_rule(*rule, history, readback, context);
 }
 
 // ---------------------------------------------------------------------------------------------

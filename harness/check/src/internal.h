@@ -150,6 +150,18 @@ class CounterTally {
 /// acquire.ok / acquire.invoke events, else nullopt.
 [[nodiscard]] std::optional<std::chrono::nanoseconds> lease_ttl_of(const History& history, const HistoryIndex& index,
                                                                        const CheckContext& context);
+/// lease_ttl_of() one event at a time (the streamed fenced-out's TTL). Not thread-safe.
+class HistoryTtl {
+ public:
+  /// Counts e when it is an acquire.ok or acquire.invoke with a positive ttl_ms; true when the
+  /// largest ttl_ms grew.
+  bool observe(const Event& e);
+  /// The context's TTL when it has one, else the largest ttl_ms counted so far, else nullopt.
+  [[nodiscard]] std::optional<std::chrono::nanoseconds> lease_ttl(const CheckContext& context) const;
+
+ private:
+  std::optional<std::int64_t> ms_;
+};
 
 /// "w1", "w1 and w2", "w1, w2 and w3" (messages naming workers or checkers).
 [[nodiscard]] std::string and_list(const std::vector<std::string>& items);

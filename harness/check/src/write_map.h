@@ -85,6 +85,12 @@ class WriteMap {
     const auto it = map_.find(WriteKey{*source, *key, id.token, id.segment, id.chunk});
     return it == map_.end() ? nullptr : &it->second;
   }
+  [[nodiscard]] V* find(const WriteId& id) { return const_cast<V*>(std::as_const(*this).find(id)); }
+  /// Calls f(value) for each value, in no particular order.
+  template <typename F>
+  void for_each(F&& f) const {
+    for (const auto& [key, value] : map_) f(value);
+  }
 
  private:
   WriteKey key_of(const WriteId& id) { return {strings_.id(id.source), strings_.id(id.key), id.token, id.segment, id.chunk}; }

@@ -26,6 +26,7 @@ constexpr Entry kRules[] = {
     {"token-regression", detail::make_token_regression_rule},
     {"duplicate-effect", detail::make_duplicate_effect_rule},
     {"counter-drift", detail::make_counter_drift_rule},
+    {"lost-acknowledged-write", detail::make_lost_acknowledged_write_rule},
 };
 
 /// How often (in events) check_history_file() samples the rules' state.

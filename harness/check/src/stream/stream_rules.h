@@ -4,9 +4,13 @@
 
 #include <cstddef>
 #include <deque>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <boost/unordered/unordered_flat_map.hpp>
 
 #include "../write_map.h"
 #include "fencecheck/harness/stream_check.h"
@@ -17,6 +21,8 @@ namespace fencecheck::harness::detail {
 [[nodiscard]] std::unique_ptr<StreamRule> make_corrupt_chunk_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_rejection_storm_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_token_regression_rule();
+[[nodiscard]] std::unique_ptr<StreamRule> make_fenced_out_rule();
+[[nodiscard]] std::unique_ptr<StreamRule> make_lost_acknowledged_write_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_duplicate_effect_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_counter_drift_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_stale_write_accepted_rule();
@@ -71,6 +77,23 @@ class WriteCitations {
   std::deque<std::string> strings_;  // the wanted ids' strings (stable addresses for WriteMap's views)
   WriteMap<std::vector<std::size_t>> wanted_;
   std::size_t wants_ = 0;
+};
+
+/// Each worker's latest write.invoke with each token, as the history goes by: for a write.ok, the
+/// invoke it answers (its worker's latest write.invoke with its token before it, whatever the
+/// key). Memory: one entry per (worker, token) that sent a write (holdings), kept because a
+/// write.ok may come long after its invoke. Not thread-safe.
+class LatestWriteInvokes {
+ public:
+  /// Records e when it is a write.invoke with a token.
+  void observe(std::size_t index, const Event& e);
+  /// The latest write.invoke observed so far from e's worker with e's token, if any.
+  [[nodiscard]] std::optional<std::size_t> of(const Event& e) const;
+  [[nodiscard]] std::size_t state_bytes() const;
+
+ private:
+  using Tokens = boost::unordered_flat_map<std::int64_t, std::size_t>;
+  std::map<std::string, Tokens, std::less<>> by_worker_;
 };
 
 }  // namespace fencecheck::harness::detail

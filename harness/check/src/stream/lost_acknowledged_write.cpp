@@ -1,0 +1,187 @@
+// lost-acknowledged-write (checkers.h says what it finds), in one pass. Each write.ok of a chunk
+// (token, segment, chunk; not a side effect) is judged against its slot (key, segment, chunk) in
+// the read-back: still there, or else
+//   - with an accept log: lost when the log has no record of it, when its slot is empty, or when
+//     the slot's write is not later in the log (seq) than this write's latest record. All of that
+//     is known when the write.ok comes: decided at once.
+//   - without a log: lost when its slot is empty (decided at once), or when the slot's occupant
+//     (the read-back's last chunk of the slot) has no write.ok after this write's invoke (its
+//     worker's latest write.invoke with its token before it, else the write.ok itself) and the
+//     occupant's writer is not a black box. That looks forward: per slot the rule keeps the
+//     index of the occupant's latest write.ok so far; a write with an occupant write.ok after its
+//     invoke is settled at once, any other waits in its slot's pending list, and the next
+//     write.ok of the occupant settles the whole list (it comes after each pending write.ok, so
+//     after its invoke). What is still pending at the end is lost unless the occupant's writer is
+//     a black box (known only then).
+// Anomalies are in write.ok order, as the in-memory checker gave them: finish() sorts them.
+// State: per slot of the read-back its chunk and the occupant's latest write.ok (the read-back's
+// size, which is held in memory anyway); the log's write ids with their latest seq (the log's
+// size: the read-back is still held as a ReadBack; streaming it is a later step of
+// docs/streaming-plan.md); each worker's latest write.invoke per token (holdings: one entry per
+// token a worker wrote with, kept because a write.ok may come long after its invoke); the pending
+// writes (without a log: the write.oks of a slot since its occupant's latest write.ok, i.e. the
+// writes the stored chunk overwrote before its own acknowledgement: a few per slot in a healthy
+// run, but a slot rewritten n times before its occupant's write.ok keeps n entries until then);
+// the anomalies found.
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../internal.h"
+#include "stream_rules.h"
+
+namespace fencecheck::harness::detail {
+
+void LatestWriteInvokes::observe(std::size_t index, const Event& e) {
+  if (e.kind != EventKind::kWriteInvoke || !e.token) return;
+  auto worker = by_worker_.find(e.source);
+  if (worker == by_worker_.end()) worker = by_worker_.emplace(e.source, Tokens{}).first;
+  worker->second[*e.token] = index;
+}
+
+std::optional<std::size_t> LatestWriteInvokes::of(const Event& e) const {
+  if (!e.token) return std::nullopt;
+  const auto worker = by_worker_.find(e.source);
+  if (worker == by_worker_.end()) return std::nullopt;
+  const auto it = worker->second.find(*e.token);
+  if (it == worker->second.end()) return std::nullopt;
+  return it->second;
+}
+
+std::size_t LatestWriteInvokes::state_bytes() const {
+  std::size_t n = sizeof(*this);
+  for (const auto& [worker, tokens] : by_worker_)
+    n += sizeof(std::string) + worker.capacity() + sizeof(Tokens) + tokens.bucket_count() * (sizeof(std::int64_t) + sizeof(std::size_t));
+  return n;
+}
+
+namespace {
+
+class LostAcknowledgedWriteRule final : public StreamRule {
+ public:
+  std::string_view name() const override { return "lost-acknowledged-write"; }
+
+  void begin(const ReadBack& readback, const CheckContext&) override {
+    slots_.reserve(readback.chunks.size());
+    for (const StoredChunk& c : readback.chunks) slots_[{{}, 0, c.key, c.segment, c.chunk}].chunk = &c;  // the last one holds the slot
+    logged_.reserve(readback.log.size());
+    for (const AcceptedWrite& w : readback.log) {
+      auto& seq = logged_[{w.client, w.token, w.key, w.segment, w.chunk}];
+      seq = std::max(seq, w.seq);
+    }
+    has_log_ = !readback.log.empty();
+    slot_count_ = readback.chunks.size();
+    log_count_ = readback.log.size();
+  }
+
+  void observe(std::size_t i, const Event& e) override {
+    invokes_.observe(i, e);
+    if (e.kind != EventKind::kWriteOk || !e.token) return;
+    Slot* s = slots_.find({{}, 0, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)});
+    const StoredChunk* c = s == nullptr ? nullptr : s->chunk;
+    const bool occupant = c && c->token == *e.token && c->client == e.source;
+    if (occupant) {
+      // A write.ok of the slot's occupant: every write of the slot waiting for one was invoked before it.
+      s->occupant_ok = i;
+      pending_count_ -= s->pending.size();
+      s->pending.clear();
+    }
+    if (!e.segment || !e.chunk || is_effect_key(e.key)) return;
+    if (occupant) return;  // still there
+    const std::optional<std::size_t> invoke = invokes_.of(e);
+    std::optional<std::int64_t> seq;
+    if (const auto* found_seq = logged_.find({e.source, *e.token, e.key, *e.segment, *e.chunk})) seq = *found_seq;
+    std::string why;
+    if (has_log_) {
+      if (!seq) why = "the resource's log has no record of it";
+      else if (!c) why = "its slot is empty";
+      else if (c->seq > *seq) return;  // superseded by a later accepted write
+      else why = "its slot holds an earlier write (seq " + std::to_string(c->seq) + ")";
+    } else if (!c) {
+      why = "its slot is empty";
+    } else {
+      if (s->occupant_ok && *s->occupant_ok > invoke.value_or(i)) return;  // superseded by a write acknowledged after this one was sent
+      s->pending.push_back(Pending{i, invoke, *e.token, e.source});
+      ++pending_count_;
+      return;
+    }
+    found_.emplace_back(i, lost(e.key, *e.segment, *e.chunk, e.source, *e.token, i, invoke, seq, c, why));
+  }
+
+  CheckerResult finish(const StreamEnd& end) override {
+    // Still pending: no write.ok of the occupant came after the write's invoke. A black box's
+    // acknowledgements are not in the history, so its slot may have superseded the write legitimately.
+    slots_.for_each([&](const Slot& s) {
+      const StoredChunk* c = s.chunk;
+      if (s.pending.empty() || std::binary_search(end.black_box.begin(), end.black_box.end(), c->client)) return;
+      for (const Pending& p : s.pending)
+        found_.emplace_back(p.index, lost(c->key, c->segment, c->chunk, p.source, p.token, p.index, p.invoke, std::nullopt, c,
+                                          "its slot holds token " + std::to_string(c->token) + " by " + c->client +
+                                              ", which was not acknowledged after this write was sent"));
+    });
+    std::stable_sort(found_.begin(), found_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<Anomaly> anomalies;
+    anomalies.reserve(found_.size());
+    for (auto& [index, a] : found_) anomalies.push_back(std::move(a));
+    return result_of(name(), std::move(anomalies));
+  }
+
+  std::size_t state_bytes() const override {
+    std::size_t n = sizeof(*this) + invokes_.state_bytes() + slot_count_ * (sizeof(WriteKey) + sizeof(Slot)) +
+                    log_count_ * (sizeof(WriteKey) + sizeof(std::int64_t)) + pending_count_ * sizeof(Pending);
+    for (const auto& [index, a] : found_) n += sizeof(index) + sizeof(a) + a.description.capacity();
+    return n;
+  }
+
+ private:
+  /// A write.ok waiting for a later write.ok of its slot's occupant.
+  struct Pending {
+    std::size_t index = 0;
+    std::optional<std::size_t> invoke;
+    std::int64_t token = 0;
+    std::string source;
+  };
+  /// A slot of the read-back: its chunk, the occupant's latest write.ok so far, the writes waiting.
+  struct Slot {
+    const StoredChunk* chunk = nullptr;
+    std::optional<std::size_t> occupant_ok;
+    std::vector<Pending> pending;
+  };
+
+  static Anomaly lost(const std::string& key, std::int64_t segment, std::int64_t chunk, const std::string& source,
+                      std::int64_t token, std::size_t index, std::optional<std::size_t> invoke,
+                      std::optional<std::int64_t> seq, const StoredChunk* c, const std::string& why) {
+    Anomaly a;
+    a.name = "lost-acknowledged-write";
+    a.key = key;
+    a.segment = segment;
+    a.tokens.push_back(token);
+    a.clients.push_back(source);
+    a.evidence.push_back(index);
+    if (invoke) a.evidence.push_back(*invoke);
+    if (seq) a.readback_seqs.push_back(*seq);
+    if (c) {
+      a.readback_seqs.push_back(c->seq);
+      a.tokens.push_back(c->token);
+      a.clients.push_back(c->client);
+    }
+    a.description = "the resource acknowledged " + slot(key, segment, chunk) + " from " + source + " (token " +
+                    std::to_string(token) + ") but no longer shows it and nothing superseded it: " + why;
+    return a;
+  }
+
+  WriteMap<Slot> slots_;          // (key, segment, chunk) -> the slot (views into the read-back)
+  WriteMap<std::int64_t> logged_; // (client, token, key, segment, chunk) -> its latest seq in the log
+  bool has_log_ = false;
+  std::size_t slot_count_ = 0, log_count_ = 0, pending_count_ = 0;
+  LatestWriteInvokes invokes_;
+  std::vector<std::pair<std::size_t, Anomaly>> found_;  // (write.ok index, anomaly), decided out of order
+};
+
+}  // namespace
+
+std::unique_ptr<StreamRule> make_lost_acknowledged_write_rule() { return std::make_unique<LostAcknowledgedWriteRule>(); }
+
+}  // namespace fencecheck::harness::detail
