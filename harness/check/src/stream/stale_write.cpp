@@ -51,22 +51,6 @@ namespace {
 /// How many of a worker's latest write ids the fallback invoke lookup keeps.
 constexpr std::size_t kRecentInvokes = 64;
 
-/// A write's identity with interned strings (source and key ids).
-struct WriteKey {
-  std::uint32_t source = 0, key = 0;
-  std::int64_t token = 0, segment = -1, chunk = -1;
-  friend bool operator==(const WriteKey&, const WriteKey&) = default;
-};
-struct WriteKeyHash {
-  std::size_t operator()(const WriteKey& w) const noexcept {
-    std::size_t h = (static_cast<std::size_t>(w.source) << 32) | w.key;
-    boost::hash_combine(h, w.token);
-    boost::hash_combine(h, w.segment);
-    boost::hash_combine(h, w.chunk);
-    return h;
-  }
-};
-
 /// A position in real-time order: (happened_ns, history index).
 using When = std::pair<std::int64_t, std::size_t>;
 
