@@ -90,7 +90,7 @@ class DuplicateEffectRule final : public StreamRule {
 
  private:
   void cite(std::size_t index, const Event& x, std::string_view key) {
-    const auto it = wanted_.find(std::tuple<std::string_view, std::int64_t, std::string_view>(x.source, *x.token, key));
+    const auto it = wanted_.find(ApplicationView(x.source, *x.token, key));
     if (it == wanted_.end()) return;
     if (!is_effect_key(x.key) && x.chunk) return;  // a chunk write to the key, not the effect
     for (std::size_t at : it->second) {
@@ -104,7 +104,19 @@ class DuplicateEffectRule final : public StreamRule {
   bool acknowledged_ = false;
   std::vector<Anomaly> anomalies_;
   /// (client, token, key) of each application -> the anomalies citing it (once per application).
-  std::map<std::tuple<std::string, std::int64_t, std::string>, std::vector<std::size_t>, std::less<>> wanted_;
+  using Application = std::tuple<std::string, std::int64_t, std::string>;
+  using ApplicationView = std::tuple<std::string_view, std::int64_t, std::string_view>;
+  /// Orders applications and their views alike (a view of each side), so find() takes a view
+  /// without building strings. libstdc++ compares tuples of different element types only under
+  /// GCC, hence the comparator rather than std::less<>.
+  struct ApplicationLess {
+    using is_transparent = void;
+    static ApplicationView view(const Application& a) { return {std::get<0>(a), std::get<1>(a), std::get<2>(a)}; }
+    static const ApplicationView& view(const ApplicationView& a) { return a; }
+    template <class A, class B>
+    bool operator()(const A& a, const B& b) const { return view(a) < view(b); }
+  };
+  std::map<Application, std::vector<std::size_t>, ApplicationLess> wanted_;
 };
 
 }  // namespace
