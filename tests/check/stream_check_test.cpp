@@ -8,12 +8,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <map>
 #include <set>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "../harness/history_builder.h"
+#include "fencecheck/harness/analysis.h"
 #include "fencecheck/harness/checkers.h"
 #include "golden_cases.h"
 
@@ -856,3 +859,152 @@ TEST(StreamFencedOut, StateGrowsOnlyByTheAcceptedWritesOverALongSteadyRunYetFind
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// The figures in one pass (analysis.h: FigureStream; compute_figures() is it over a history, and
+// the golden record pins every figure).
+
+namespace {
+
+/// The matching the figures made before they were streamed: each inject, in order, takes the first
+/// later heal of its (fault, target) that no earlier inject took. Returns inject -> heal index.
+std::map<std::size_t, std::size_t> heal_of_each_inject(const fh::History& h) {
+  std::map<std::size_t, std::size_t> out;
+  std::set<std::size_t> used;
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    if (h[i].kind != EventKind::kFaultInject) continue;
+    for (std::size_t j = i + 1; j < h.size(); ++j)
+      if (h[j].kind == EventKind::kFaultHeal && h[j].fault == h[i].fault && h[j].target == h[i].target && !used.count(j)) {
+        used.insert(j);
+        out[i] = j;
+        break;
+      }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(FigureStream, EachHealGoesToTheEarliestOpenInjectAsTheFirstUnusedLaterHealRuleSaid) {
+  // Random interleavings of injects and heals over 2 faults x 3 targets, overlapping and unbalanced.
+  std::uint64_t seed = 0x9e3779b97f4a7c15ULL;
+  auto next = [&seed](std::uint64_t n) {
+    seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+    return seed % n;
+  };
+  std::size_t healed = 0, open = 0;
+  for (int round = 0; round < 2'000; ++round) {
+    fh::Builder b;
+    const int events = 1 + static_cast<int>(next(24));
+    for (int k = 0; k < events; ++k) {
+      Event e = fh::Builder::ev("harness", next(2) ? EventKind::kFaultInject : EventKind::kFaultHeal);
+      e.fault = next(2) ? "sigstop" : "partition";
+      e.target = "w" + std::to_string(next(3));
+      if (next(3) == 0) e.duration_ns = static_cast<std::int64_t>(next(1'000'000'000));
+      b.add(e, static_cast<std::int64_t>(1 + next(5'000'000)));
+    }
+    const std::map<std::size_t, std::size_t> want = heal_of_each_inject(b.h);
+    const fh::Figures f = fh::compute_figures(b.h, ReadBack{});
+    std::size_t injects = 0;
+    for (const Event& e : b.h) injects += e.kind == EventKind::kFaultInject;
+    ASSERT_EQ(f.faults.size(), injects);
+    for (const fh::FaultWindow& w : f.faults) {
+      const auto it = want.find(w.inject_index);
+      ASSERT_EQ(w.heal_index.has_value(), it != want.end()) << "round " << round << " inject " << w.inject_index;
+      if (!w.heal_index) {
+        ++open;
+        continue;
+      }
+      ++healed;
+      EXPECT_EQ(*w.heal_index, it->second) << "round " << round;
+      const Event& heal = b.h[it->second];
+      EXPECT_EQ(w.actual->count(), heal.duration_ns ? *heal.duration_ns : heal.t_ns - w.inject_t_ns);
+    }
+  }
+  // Both outcomes occur often, so the comparison is not vacuous.
+  EXPECT_GT(healed, 2'000u);
+  EXPECT_GT(open, 2'000u);
+}
+
+TEST(FigureStream, ExpiryStateGrowsByASmallEntryPerHoldingAndALateReleaseStillExplainsItsDelete) {
+  // Holders take turns on 10 lock keys of their own (etcd: a key per lease): acquire.ok, grant,
+  // a write, then the lock service's delete arrives BEFORE the holder's release.ok (watch order),
+  // which must still explain it; every 50th holding expires instead (no release).
+  const ReadBack rb;
+  const fh::CheckContext context;
+  fh::FigureStream figures(rb, context);
+  std::size_t index = 0;
+  std::int64_t t = 0;
+  auto feed = [&](Event e) {
+    t += 1'000'000;
+    e.t_ns = e.src_ns = t;
+    figures.observe(index++, e);
+  };
+  std::size_t expired = 0;
+  auto holdings = [&](int from, int to) {
+    for (int n = from; n < to; ++n) {
+      const std::int64_t token = 2 * n + 1;
+      const std::string w = "w" + std::to_string(n % 8);
+      const std::string key = fh::kLock + "/" + std::to_string(token);
+      Event grant = fh::Builder::ev("lock", EventKind::kLockGrant);
+      grant.lock_key = key, grant.token = token, grant.revision = token, grant.lease_id = token;
+      feed(grant);
+      Event ok = fh::Builder::ev(w, EventKind::kAcquireOk);
+      ok.lock = fh::kLock, ok.lock_key = key, ok.token = token, ok.revision = token, ok.lease_id = token;
+      feed(ok);
+      Event write = fh::Builder::ev(w, EventKind::kWriteOk);
+      write.key = fh::kKey, write.token = token, write.segment = n, write.chunk = 0, write.high_water = token;
+      feed(write);
+      Event del = fh::Builder::ev("lock", EventKind::kLockDelete);
+      del.lock_key = key, del.token = token, del.revision = token + 1;
+      feed(del);
+      if (n % 50 == 49) {
+        ++expired;
+        continue;
+      }
+      Event released = fh::Builder::ev(w, EventKind::kReleaseOk);
+      released.lock_key = key, released.token = token, released.revision = token + 1;
+      feed(released);
+    }
+  };
+  holdings(0, 10'000);
+  const std::size_t early = figures.state_bytes();
+  holdings(10'000, 30'000);
+  const std::size_t later = figures.state_bytes();
+  ASSERT_GT(index, 100'000u);
+  // Exact needs one small entry per holding (a delete may be explained by a release.ok seen later,
+  // a lock key may come back): measured 240 bytes per holding, its interned lock key included; the
+  // events themselves would be over 2,000. The released deletes are dropped (496 before that).
+  const double per_holding = static_cast<double>(later - early) / 20'000.0;
+  std::cout << "figures: " << per_holding << " bytes of state per holding (" << early << " -> " << later << ")\n";
+  EXPECT_LT(per_holding, 300.0) << early << " -> " << later;
+  EXPECT_GT(per_holding, 0.0);
+  const fh::Figures f = figures.finish();
+  ASSERT_EQ(f.expiries_during_work.size(), expired);
+  const fh::LeaseExpiry& x = f.expiries_during_work.front();
+  EXPECT_EQ(x.worker, "w1");  // holding 49
+  EXPECT_EQ(x.token, 99);
+  EXPECT_EQ(x.lock_key, fh::kLock + "/99");
+  EXPECT_EQ(x.lease_id, 99);
+  EXPECT_EQ(x.evidence.size(), 3u);  // grant, acquire.ok, delete
+}
+
+TEST(FigureStream, AnIssuerThatSaysExpiredIsBelievedEvenWhenAReleaseCarriedTheRevisionFirst) {
+  // w1's release.ok (no release.invoke reported) carries revision 9 before the lock service's
+  // delete at 9 arrives: settled as released, unless the issuer's word on the delete is "expired"
+  // (delete_is_expiry), which a one-pass reader must not drop early.
+  for (const std::string word : {"expired", "", "released"}) {
+    fh::Builder b;
+    b.acquire_ok("w1", fh::kKey1, 5, 7001);
+    b.release_ok("w1", fh::kKey1, 5, 9);
+    const std::size_t del = b.lock_delete(fh::kKey1, 5, 9, word);
+    const fh::Figures f = fh::compute_figures(b.h, ReadBack{});
+    if (word == "expired") {
+      ASSERT_EQ(f.expiries_during_work.size(), 1u);
+      EXPECT_EQ(f.expiries_during_work[0].evidence.back(), del);
+      EXPECT_EQ(f.expiries_during_work[0].worker, "w1");
+    } else {
+      EXPECT_TRUE(f.expiries_during_work.empty()) << "detail '" << word << "'";
+    }
+  }
+}

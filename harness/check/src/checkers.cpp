@@ -192,14 +192,6 @@ std::size_t RejectionTally::state_bytes() const {
   return n;
 }
 
-std::vector<TokenRejections> rejections_per_token(const History& history, const HistoryIndex& index,
-                                                  const ReadBack& readback) {
-  RejectionTally tally;
-  for (std::size_t i : index.of({EventKind::kWriteFail})) tally.observe(history[i]);
-  for (const RejectedWrite& r : readback.rejections) tally.add(r);
-  return tally.counts();
-}
-
 std::string effect_identity(const EffectRecord& e) {
   const std::string prefix = e.client + ":";
   if (!e.client.empty() && e.id.size() > prefix.size() && e.id.compare(0, prefix.size(), prefix) == 0)
@@ -263,20 +255,6 @@ std::size_t CounterTally::state_bytes() const {
   return n;
 }
 
-std::vector<CounterFigure> counter_figures(const History& history, const HistoryIndex& index, const ReadBack& readback) {
-  CounterTally tally(readback);
-  for (std::size_t i : index.of({EventKind::kWriteOk, EventKind::kWriteInfo})) tally.observe(history[i]);
-  return std::move(tally).take();
-}
-
-std::optional<std::chrono::nanoseconds> lease_ttl_of(const History& history, const HistoryIndex& index,
-                                                     const CheckContext& context) {
-  HistoryTtl ttl;
-  if (!context.lease_ttl)
-    for (std::size_t i : index.of({EventKind::kAcquireOk, EventKind::kAcquireInvoke})) ttl.observe(history[i]);
-  return ttl.lease_ttl(context);
-}
-
 bool HistoryTtl::observe(const Event& e) {
   if (e.kind != EventKind::kAcquireOk && e.kind != EventKind::kAcquireInvoke) return false;
   if (!e.ttl_ms || *e.ttl_ms <= 0 || (ms_ && *ms_ >= *e.ttl_ms)) return false;
@@ -305,11 +283,6 @@ std::string grant_regression_text(const Event& g, const std::string& top_key, st
          ": its token counter went backwards (a reset issuer, or a second issuer beside the first)";
 }
 
-std::optional<std::size_t> last_heal(const HistoryIndex& index) {
-  for (std::size_t i = index.size(); i-- > 0;)
-    if (index.kind(i) == EventKind::kFaultHeal) return i;
-  return std::nullopt;
-}
 
 }  // namespace detail
 

@@ -81,12 +81,10 @@ inline std::int64_t happened_ns(const Event& e) { return e.src_ns > 0 && e.src_n
 /// A write the fence refused: write.fail with a token and a high_water above it.
 [[nodiscard]] bool is_fenced_rejection(const Event& e);
 
-/// Fenced rejections per (client, token), from the history and the read-back; sorted.
-[[nodiscard]] std::vector<TokenRejections> rejections_per_token(const History& history, const HistoryIndex& index,
-                                                                const ReadBack& readback);
-/// The same, one rejection at a time: rejections_per_token() is this over a history, and
-/// rejection-storm's streamed rule counts with it. State: 32 bytes or so per (client, token) with
-/// a rejection (grows with the holdings rejected), and the clients' names (live). Not thread-safe.
+/// Fenced rejections per (client, token), from the history and the read-back, one rejection at a
+/// time: the figures (FigureStream's rejections_per_token) and rejection-storm's streamed rule count
+/// with it. State: 32 bytes or so per (client, token) with a rejection (grows with the holdings
+/// rejected), and the clients' names (live). Not thread-safe.
 class RejectionTally {
  public:
   /// Counts `e` when it is a fenced rejection (is_fenced_rejection), and says whether it was.
@@ -124,12 +122,10 @@ struct EffectDuplicates {
 /// Every side effect with at least one duplicate application, sorted by key, identity.
 [[nodiscard]] std::vector<EffectDuplicates> effect_duplicates(const ReadBack& readback);
 
-/// Counter figures: every key of the read-back's counters and every key with an acknowledged or
-/// unknown increment (write.ok / write.info without a chunk, not a side effect), sorted by key.
-[[nodiscard]] std::vector<CounterFigure> counter_figures(const History& history, const HistoryIndex& index,
-                                                          const ReadBack& readback);
-/// The same, one event at a time: counter_figures() is this over a history, and counter-drift's
-/// streamed rule counts with it. State: one CounterFigure per key (live). Not thread-safe.
+/// Counter figures, one event at a time: every key of the read-back's counters and every key with
+/// an acknowledged or unknown increment (write.ok / write.info without a chunk, not a side effect),
+/// sorted by key. The figures (FigureStream) and counter-drift's streamed rule count with it.
+/// State: one CounterFigure per key (live). Not thread-safe.
 class CounterTally {
  public:
   /// Starts with every key of the read-back's counters and its value.
@@ -146,11 +142,9 @@ class CounterTally {
   std::map<std::string, CounterFigure, std::less<>> by_;
 };
 
-/// The lease TTL to judge liveness with: the context's, else the largest ttl_ms of the workers'
-/// acquire.ok / acquire.invoke events, else nullopt.
-[[nodiscard]] std::optional<std::chrono::nanoseconds> lease_ttl_of(const History& history, const HistoryIndex& index,
-                                                                       const CheckContext& context);
-/// lease_ttl_of() one event at a time (the streamed fenced-out's TTL). Not thread-safe.
+/// The lease TTL to judge liveness with, one event at a time: the context's, else the largest
+/// ttl_ms of the workers' acquire.ok / acquire.invoke events, else nullopt (fenced-out's window and
+/// the progress-after-heal figure's). Not thread-safe.
 class HistoryTtl {
  public:
   /// Counts e when it is an acquire.ok or acquire.invoke with a positive ttl_ms; true when the
@@ -217,8 +211,5 @@ template <typename T>
 void settle_result(CheckerResult& r, const EvidenceUse& use, const CheckContext& context, bool worker_events);
 /// Orders a run's results worst first (stable) and combines their verdicts (none: unknown).
 void order_results(CheckRun& run);
-
-/// Index of the last fault.heal, if any.
-[[nodiscard]] std::optional<std::size_t> last_heal(const HistoryIndex& index);
 
 }  // namespace fencecheck::harness::detail

@@ -19,7 +19,7 @@
 //     Every fresh rejection of a gap ends at that same write.ok, so the streak starts at the first
 //     one whose deadline it misses, and the gap's hits before it count.
 //   - the TTL, when the context has none, is the largest ttl_ms of the acquire events of the whole
-//     history (lease_ttl_of): known at the end only. A larger TTL only makes a deadline later, so a
+//     history (HistoryTtl): known at the end only. A larger TTL only makes a deadline later, so a
 //     gap with no streak under the largest TTL so far has none under the final one: it is settled
 //     at once (only its hits are kept); any other gap is kept whole until the end (when the TTL
 //     grows, the kept gaps are tried again). With the context's TTL a gap's streak is final when
@@ -239,7 +239,7 @@ class FencedOutRule final : public StreamRule {
     return it->second;
   }
 
-  /// The context's TTL, else the history's so far (lease_ttl_of at the end).
+  /// The context's TTL, else the history's so far (HistoryTtl; final only at the end).
   std::optional<std::chrono::nanoseconds> lease_ttl() const { return ttl_.lease_ttl(*context_); }
 
   /// A heal: what came before it no longer counts (the holdings and accepted writes still do).

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -169,6 +170,32 @@ struct Figures {
                                       const CheckContext& context);
 /// The same with CheckContext{}.
 [[nodiscard]] Figures compute_figures(const History& history, const ReadBack& readback);
+
+/// compute_figures() one event at a time (issue 16: the figures in one pass over the history, for
+/// a history read from its file; compute_figures() is this over an in-memory history, so both give
+/// the same figures). Call observe() for each event in history order with indices 0, 1, 2, ...,
+/// then finish() once. `readback` and `context` must outlive finish(). State: what is live
+/// (workers, keys, open faults), the figures themselves, and for the lease expiries one small
+/// entry per holding (each lock.delete, its holder and release, kept until the end because a
+/// release.ok or holder seen later can still explain it; stream/figures.cpp). Not thread-safe;
+/// throws only std::bad_alloc.
+class FigureStream {
+ public:
+  FigureStream(const ReadBack& readback, const CheckContext& context);
+  ~FigureStream();
+  FigureStream(const FigureStream&) = delete;
+  FigureStream& operator=(const FigureStream&) = delete;
+  /// One event, at history index `index`.
+  void observe(std::size_t index, const Event& e);
+  /// The figures; the object is spent afterwards.
+  [[nodiscard]] Figures finish();
+  /// About how many bytes of state it holds now, figures included (for the bench and memory tests).
+  [[nodiscard]] std::size_t state_bytes() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 /// Whether a `lock.delete` can be a lease expiry (LeaseExpiry says the rest): the issuer's own word
 /// when it gives one (detail "expired": yes, whatever release was reported for that key later;

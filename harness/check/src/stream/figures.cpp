@@ -1,0 +1,452 @@
+// fencecheck — the figures (analysis.h: Figures) read off the history in one pass, one event at a
+// time (issue 16; docs/streaming-plan.md §2). compute_figures() is FigureStream over the in-memory
+// history, so the golden record (tests/check), which records every figure, pins this code.
+//
+// State, figure by figure (live = bounded by workers, keys, open faults; holdings = one small entry
+// per token issued; output = one entry per item reported):
+// - pauses (output) and the longest per worker (live);
+// - rejected writes per (key, client) (live) and rejections per (client, token) (RejectionTally:
+//   holdings rejected);
+// - faults: the windows in injection order (output) and per (fault, target) a FIFO of the injects
+//   not healed yet (live: open faults). A heal goes to the earliest open inject of its (fault,
+//   target): the same matching as taking, for each inject in order, the first later heal not
+//   taken (each heal taken by the earliest inject still open, by induction on the injects);
+// - progress after the last heal: reset at each heal (live); its window is the lease TTL, known
+//   at the end (HistoryTtl);
+// - counters (CounterTally: live, per key); effects: the read-back only;
+// - writes of unknown outcome: resolved against the read-back when the write.info is seen (the
+//   read-back is read first), the same rules as before (output);
+// - lease expiries during work: a lock.delete may be explained by a release.ok seen later (watch
+//   lag), its holder may be an acquire.ok seen later, its holder's release.invoke is compared by
+//   the sender's clock and may come later in history order. So each delete not settled yet is
+//   kept, with its holder if one was seen before it, and decided at the end from per-holding maps:
+//   the acquire.oks and first grant of each lock key (and token), the first job.done of each
+//   (worker, token), the earliest release.invoke of each (lock key, token), the release.oks'
+//   revisions and keys. A delete whose revision a release.ok carries is settled (not an expiry,
+//   whatever follows) and dropped at once, so the kept deletes are the expiries and those whose
+//   release.ok is still to come. The maps are holdings-sized: measured 240 bytes per holding,
+//   about 100 of them the interned lock key (etcd names a key per lease). Exact first
+//   (docs/streaming-plan.md, "Risks"): a lock key can come back (zookeeper), so nothing about a
+//   key is forgotten; at 10^8 events (6.7 M holdings) that is 1.6 GB, over issue 16's 1 GiB:
+//   hashing the keys instead of interning them, or a bound on how late a release may come, is the
+//   next step.
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+
+#include <boost/functional/hash.hpp>
+#include <boost/unordered/unordered_flat_map.hpp>
+#include <boost/unordered/unordered_flat_set.hpp>
+
+#include "../internal.h"
+#include "fencecheck/harness/analysis.h"
+#include "stream_rules.h"
+
+namespace fencecheck::harness {
+
+namespace {
+
+using R = UnknownOutcome::Resolution;
+
+/// What the read-back shows of write.info `e` (history index `i`): UnknownOutcome's rules.
+UnknownOutcome unknown_outcome(std::size_t i, const Event& e, const ReadBack& rb, const resources::Evidence& ev,
+                               bool has_log) {
+  UnknownOutcome u{i, e.source, e.key, e.segment, e.chunk, e.token, R::kUnresolved, std::nullopt, {}};
+  const std::string tok = e.token ? std::to_string(*e.token) : std::string("?");
+  if (detail::is_effect_key(e.key) && e.segment) {
+    // The worker's effect id is "seg<N>"; a client may prefix its name ("w1:seg2").
+    const std::string base = detail::effect_base(e.key);
+    const std::string id = "seg" + std::to_string(*e.segment);
+    const EffectRecord* found = nullptr;
+    for (const auto& r : rb.effects)
+      if (r.key == base && r.client == e.source && e.token && r.token == *e.token &&
+          (r.id == id || r.id == e.source + ":" + id))
+        found = &r;
+    if (found && found->applied) {
+      u.resolution = R::kApplied;
+      u.seq = found->seq;
+      u.note = "the resource applied effect " + id + " (seq " + std::to_string(found->seq) + ") although " + e.source +
+               " never learned it did";
+    } else if (found) {
+      u.resolution = R::kNotApplied;
+      u.note = "the resource recorded effect " + id + " but did not apply it (refused by the fence, or a duplicate)";
+    } else if (ev.effects && !rb.effects.empty()) {
+      u.resolution = R::kNotApplied;
+      u.note = "the resource has no record of effect " + id + " with token " + tok + ": the request never reached it";
+    } else {
+      u.note = "the read-back lists no side effects: cannot tell";
+    }
+  } else if (e.segment && e.chunk && *e.chunk >= 0 && e.token) {
+    auto same = [&](const auto& w) {
+      return w.client == e.source && w.key == e.key && w.segment == *e.segment && w.chunk == *e.chunk && w.token == *e.token;
+    };
+    const std::string what = "segment " + std::to_string(*e.segment) + " chunk " + std::to_string(*e.chunk) + " with token " + tok;
+    const AcceptedWrite* logged = nullptr;
+    for (const auto& w : rb.log)
+      if (same(w)) {
+        logged = &w;
+        break;
+      }
+    const StoredChunk* slot = nullptr;
+    for (const auto& c : rb.chunks)
+      if (same(c)) slot = &c;
+    const RejectedWrite* refused = nullptr;
+    for (const auto& r : rb.rejections)
+      if (same(r)) refused = &r;
+    if (logged || slot) {
+      u.resolution = R::kApplied;
+      u.seq = logged ? logged->seq : slot->seq;
+      u.note = "the resource accepted " + what + " (seq " + std::to_string(*u.seq) + ") although " + e.source +
+               " never learned it did";
+    } else if (refused) {
+      u.resolution = R::kRejected;
+      u.note = "the resource refused " + what + " (high-water mark " + std::to_string(refused->high_water) + ")";
+    } else if (has_log && ev.rejections) {
+      u.resolution = R::kNotApplied;
+      u.note = "the resource neither accepted nor refused " + what + ": the request never reached it";
+    } else {
+      u.note = "the resource keeps no accept log and the slot holds another write: cannot tell whether " + what +
+               " was applied";
+    }
+  } else {
+    u.note = e.key.empty() ? std::string("not a resource write: cannot tell")
+                           : "a counter increment: the counter's figure counts it as unknown";
+  }
+  return u;
+}
+
+}  // namespace
+
+struct FigureStream::State {
+  const ReadBack& readback;
+  const CheckContext& context;
+  Figures f;
+
+  // Rejected writes per (key, client); rejections per (client, token); counters; the TTL.
+  std::map<std::pair<std::string, std::string>, RejectedWriteCount> rejected;
+  detail::RejectionTally rejections;
+  detail::CounterTally counters;
+  detail::HistoryTtl ttl;
+
+  // Faults: per (fault, target), the positions in f.faults of the injects not healed yet, oldest first.
+  std::map<std::pair<std::string, std::string>, std::deque<std::size_t>> open_faults;
+
+  // Unknown outcomes: the evidence the resource keeps.
+  resources::Evidence evidence;
+  bool has_log = false;
+
+  // Lease expiries (see the file's comment). Names interned: lock keys, workers, lock names.
+  detail::StringIds names;
+  using KeyToken = std::pair<std::uint32_t, std::int64_t>;
+  using KeyTokenHash = boost::hash<KeyToken>;
+  /// An acquire.ok, as an expiry needs its holder (kept in `acquires`, referred to by position).
+  struct Acquire {
+    std::size_t index = 0;
+    std::uint32_t worker = 0, lock = 0;
+    std::optional<std::int64_t> token, lease_id;
+  };
+  enum class Word : std::uint8_t { kNone, kExpired, kReleased, kOther };  // the issuer's word on a delete
+  static constexpr std::uint32_t kNoAcquire = UINT32_MAX;
+  struct Delete {
+    std::size_t index = 0;
+    std::optional<std::int64_t> token, revision, lease_id;
+    std::int64_t t_ns = 0;
+    std::uint32_t lock_key = 0, lock = 0;
+    std::uint32_t before = kNoAcquire;  // the latest matching acquire.ok before the delete
+    Word word = Word::kNone;
+  };
+  /// The deletes not settled yet, in history order. A delete that a release.ok's revision explains
+  /// (before or after it) is dropped as soon as that is known: whatever comes later, it is not an
+  /// expiry (unless the issuer said "expired", then it is kept). In a healthy run what stays is the
+  /// expiries and the deletes whose release.ok has not arrived yet.
+  std::vector<std::optional<Delete>> deletes;
+  std::size_t deletes_kept = 0;
+  boost::unordered_flat_map<std::int64_t, std::vector<std::uint32_t>> unsettled_by_revision;  // revision -> positions
+  std::vector<Acquire> acquires;
+  boost::unordered_flat_map<std::uint32_t, std::uint32_t> latest_acquire, first_acquire;  // per lock key
+  boost::unordered_flat_map<KeyToken, std::uint32_t, KeyTokenHash> latest_acquire_token, first_acquire_token;
+  boost::unordered_flat_map<std::uint32_t, std::size_t> first_untokened_grant;  // per lock key
+  boost::unordered_flat_map<KeyToken, std::size_t, KeyTokenHash> first_grant;   // per (lock key, token)
+  boost::unordered_flat_map<KeyToken, std::size_t, KeyTokenHash> first_done;    // per (worker, token)
+  boost::unordered_flat_map<std::uint32_t, std::vector<std::size_t>> untokened_done;  // per worker, ascending
+  boost::unordered_flat_set<std::int64_t> release_revisions;
+  boost::unordered_flat_set<KeyToken, KeyTokenHash> released_keys;
+  struct Invoke {
+    std::size_t index = 0;
+    std::int64_t src_ns = 0;
+  };
+  boost::unordered_flat_map<KeyToken, Invoke, KeyTokenHash> release_invoked;  // the earliest per (lock key, token)
+
+  State(const ReadBack& rb, const CheckContext& ctx) : readback(rb), context(ctx), counters(rb) {
+    evidence = context.evidence.value_or(resources::Evidence{});
+    has_log = evidence.accept_log && (context.evidence || !readback.log.empty());
+  }
+
+  RejectedWriteCount& rejected_slot(const std::string& key, const std::string& client) {
+    RejectedWriteCount& r = rejected[{key, client}];
+    r.key = key;
+    r.client = client;
+    return r;
+  }
+
+  void observe(std::size_t i, const Event& e) {
+    ttl.observe(e);
+    counters.observe(e);
+    switch (e.kind) {
+      case EventKind::kPause: {
+        if (!e.duration_ns) break;
+        PauseObservation p{e.source, std::chrono::nanoseconds(*e.duration_ns), e.token, i, e.t_ns};
+        auto it = f.longest_pause.find(e.source);
+        if (it == f.longest_pause.end() || p.duration > it->second.duration) f.longest_pause[e.source] = p;
+        f.pauses.push_back(std::move(p));
+        break;
+      }
+      case EventKind::kWriteFail:
+        ++rejected_slot(e.key, e.source).history;
+        ++f.rejected_writes_history;
+        rejections.observe(e);
+        break;
+      case EventKind::kWriteInfo:
+        f.unknown_outcomes.push_back(unknown_outcome(i, e, readback, evidence, has_log));
+        break;
+      case EventKind::kFaultInject: {
+        FaultWindow w;
+        w.fault = e.fault;
+        w.target = e.target;
+        if (e.duration_ns) w.planned = std::chrono::nanoseconds(*e.duration_ns);
+        w.inject_index = i;
+        w.inject_t_ns = e.t_ns;
+        open_faults[{e.fault, e.target}].push_back(f.faults.size());
+        f.faults.push_back(std::move(w));
+        break;
+      }
+      case EventKind::kFaultHeal: {
+        if (const auto it = open_faults.find(std::pair<std::string, std::string>(e.fault, e.target));
+            it != open_faults.end() && !it->second.empty()) {
+          FaultWindow& w = f.faults[it->second.front()];
+          it->second.pop_front();
+          w.heal_index = i;
+          w.heal_t_ns = e.t_ns;
+          w.actual = std::chrono::nanoseconds(e.duration_ns ? *e.duration_ns : e.t_ns - w.inject_t_ns);
+        }
+        // Progress after heal: only the last heal counts, so each heal starts it again.
+        ProgressAfterHeal p;
+        p.heal_index = i;
+        p.heal_t_ns = e.t_ns;
+        f.progress_after_heal = p;
+        break;
+      }
+      default: break;
+    }
+    if (f.progress_after_heal && i > f.progress_after_heal->heal_index) {
+      ProgressAfterHeal& p = *f.progress_after_heal;
+      if (e.kind == EventKind::kWriteInvoke || e.kind == EventKind::kAcquireInvoke || e.kind == EventKind::kAcquireFail)
+        p.pending = true;
+      if (e.kind == EventKind::kWriteOk && !p.first_write_ok) {
+        p.first_write_ok = i;
+        p.delay = std::chrono::nanoseconds(e.t_ns - p.heal_t_ns);
+      }
+    }
+    observe_for_expiries(i, e);
+  }
+
+  void observe_for_expiries(std::size_t i, const Event& e) {
+    switch (e.kind) {
+      case EventKind::kAcquireOk: {
+        const std::uint32_t key = names.id(e.lock_key);
+        const auto a = static_cast<std::uint32_t>(acquires.size());
+        acquires.push_back(Acquire{i, names.id(e.source), names.id(e.lock), e.token, e.lease_id});
+        latest_acquire[key] = a;
+        first_acquire.try_emplace(key, a);
+        if (e.token) {
+          latest_acquire_token[{key, *e.token}] = a;
+          first_acquire_token.try_emplace(KeyToken{key, *e.token}, a);
+        }
+        break;
+      }
+      case EventKind::kLockGrant: {
+        const std::uint32_t key = names.id(e.lock_key);
+        if (e.token) first_grant.try_emplace(KeyToken{key, *e.token}, i);
+        else first_untokened_grant.try_emplace(key, i);
+        break;
+      }
+      case EventKind::kJobDone: {
+        const std::uint32_t worker = names.id(e.source);
+        if (e.token) first_done.try_emplace(KeyToken{worker, *e.token}, i);
+        else untokened_done[worker].push_back(i);
+        break;
+      }
+      case EventKind::kReleaseOk:
+        if (e.revision) {
+          release_revisions.insert(*e.revision);
+          if (const auto it = unsettled_by_revision.find(*e.revision); it != unsettled_by_revision.end()) {
+            for (std::uint32_t at : it->second) settle(at);
+            unsettled_by_revision.erase(it);
+          }
+        }
+        if (!e.lock_key.empty() && e.token) released_keys.insert({names.id(e.lock_key), *e.token});
+        break;
+      case EventKind::kReleaseInvoke:
+        if (!e.lock_key.empty() && e.token) release_invoked.try_emplace(KeyToken{names.id(e.lock_key), *e.token}, Invoke{i, e.src_ns});
+        break;
+      case EventKind::kLockDelete: {
+        if (e.lock_key.empty()) break;
+        Delete d;
+        d.index = i;
+        d.token = e.token, d.revision = e.revision, d.lease_id = e.lease_id, d.t_ns = e.t_ns;
+        d.word = e.detail.empty() ? Word::kNone
+                 : e.detail == "expired" ? Word::kExpired
+                 : e.detail == "released" ? Word::kReleased
+                                          : Word::kOther;
+        // Settled now: the issuer said released, or a release.ok already carried its revision.
+        if (d.word == Word::kReleased ||
+            (d.word != Word::kExpired && d.revision && release_revisions.count(*d.revision) > 0))
+          break;
+        d.lock_key = names.id(e.lock_key);
+        d.lock = names.id(e.lock);
+        if (d.token) {
+          if (const auto a = latest_acquire_token.find(KeyToken{d.lock_key, *d.token}); a != latest_acquire_token.end())
+            d.before = a->second;
+        } else if (const auto a = latest_acquire.find(d.lock_key); a != latest_acquire.end()) {
+          d.before = a->second;
+        }
+        if (d.word != Word::kExpired && d.revision)
+          unsettled_by_revision[*d.revision].push_back(static_cast<std::uint32_t>(deletes.size()));
+        deletes.emplace_back(d);
+        ++deletes_kept;
+        break;
+      }
+      default: break;
+    }
+  }
+
+  /// Drops the unsettled delete at `at`: a release.ok carried its revision.
+  void settle(std::uint32_t at) {
+    if (!deletes[at]) return;
+    deletes[at].reset();
+    --deletes_kept;
+    // The settled tail is dropped for good, so a run whose deletes are all released keeps none.
+    while (!deletes.empty() && !deletes.back()) deletes.pop_back();
+  }
+
+  /// Whether a release explains delete d (delete_is_expiry's `explained_by_release`).
+  bool released(const Delete& d) const {
+    if (d.revision) return release_revisions.count(*d.revision) > 0;
+    if (!d.token) return false;
+    const KeyToken k{d.lock_key, *d.token};
+    if (released_keys.count(k) == 0) return false;
+    // Without revisions (redis) a release.ok cannot say whether it deleted anything: it explains
+    // the delete only when it was asked for before the delete was seen (the sender's own stamp,
+    // the same CLOCK_MONOTONIC as the watch's t_ns; history order when it has none).
+    const auto r = release_invoked.find(k);
+    if (r == release_invoked.end()) return true;  // a worker that reports no release.invoke
+    return r->second.src_ns > 0 ? r->second.src_ns <= d.t_ns : r->second.index < d.index;
+  }
+
+  /// Delete d as a lease expiry during work, or nullopt (LeaseExpiry's rules).
+  std::optional<LeaseExpiry> expiry(const Delete& d) const {
+    Event word;  // delete_is_expiry reads only the issuer's word
+    word.detail = d.word == Word::kExpired ? "expired" : d.word == Word::kReleased ? "released" : "";
+    if (!delete_is_expiry(word, released(d))) return std::nullopt;
+    // The holder: the latest matching acquire.ok before the delete, else the first after it.
+    std::uint32_t at = d.before;
+    if (at == kNoAcquire && d.token) {
+      if (const auto it = first_acquire_token.find(KeyToken{d.lock_key, *d.token}); it != first_acquire_token.end()) at = it->second;
+    } else if (at == kNoAcquire) {
+      if (const auto it = first_acquire.find(d.lock_key); it != first_acquire.end()) at = it->second;
+    }
+    const Acquire* a = at == kNoAcquire ? nullptr : &acquires[at];
+    if (!a) return std::nullopt;  // nobody we know held it: cannot be attributed to a worker's work
+    const std::int64_t token = d.token ? *d.token : a->token.value_or(0);
+
+    // Done when the holder emitted job.done before the delete: for that token, or (a job.done
+    // without a token) after its acquire; or it had asked for the release before the delete was seen.
+    bool done = false;
+    if (const auto it = first_done.find(KeyToken{a->worker, token}); it != first_done.end()) done = it->second < d.index;
+    if (!done) {
+      if (const auto it = untokened_done.find(a->worker); it != untokened_done.end()) {
+        const auto after = std::upper_bound(it->second.begin(), it->second.end(), a->index);
+        done = after != it->second.end() && *after < d.index;
+      }
+    }
+    if (const auto r = release_invoked.find(KeyToken{d.lock_key, token}); r != release_invoked.end())
+      done = done || (r->second.src_ns > 0 ? r->second.src_ns <= d.t_ns : r->second.index < d.index);
+    if (done) return std::nullopt;
+
+    LeaseExpiry x;
+    x.worker = names.name(a->worker);
+    const std::string& lock = names.name(a->lock);
+    x.lock = !lock.empty() ? lock : names.name(d.lock);
+    x.lock_key = names.name(d.lock_key);
+    x.token = token;
+    x.lease_id = a->lease_id ? a->lease_id : d.lease_id;
+    x.revision = d.revision;
+    x.t_ns = d.t_ns;
+    x.evidence.push_back(a->index);
+    // The key's first grant without a token or with this one.
+    std::optional<std::size_t> grant;
+    if (const auto g = first_untokened_grant.find(d.lock_key); g != first_untokened_grant.end()) grant = g->second;
+    if (const auto g = first_grant.find(KeyToken{d.lock_key, token}); g != first_grant.end())
+      grant = grant ? std::min(*grant, g->second) : g->second;
+    if (grant) x.evidence.push_back(*grant);
+    x.evidence.push_back(d.index);
+    std::sort(x.evidence.begin(), x.evidence.end());
+    return x;
+  }
+
+  Figures finish() {
+    for (const auto& d : deletes)
+      if (d)
+        if (auto x = expiry(*d)) f.expiries_during_work.push_back(std::move(*x));
+
+    for (const RejectedWrite& r : readback.rejections) {
+      ++rejected_slot(r.key, r.client).readback;
+      ++f.rejected_writes_readback;
+      rejections.add(r);
+    }
+    for (auto& [id, r] : rejected) f.rejected_writes.push_back(std::move(r));
+
+    f.rejections_per_token = rejections.counts();
+    for (const auto& r : f.rejections_per_token) f.max_rejections_per_token = std::max(f.max_rejections_per_token, r.count());
+    for (const auto& e : readback.effects)
+      if (e.applied) ++f.effects_applied;
+    for (const auto& d : detail::effect_duplicates(readback)) {
+      f.duplicate_effects += static_cast<std::int64_t>(d.duplicates.size());
+      f.duplicate_effects_by_key[d.key] += static_cast<std::int64_t>(d.duplicates.size());
+    }
+    f.counters = std::move(counters).take();
+    // Chunk-less write.oks are counter increments only when the resource keeps counters (or the job
+    // is a counter job); otherwise they are not counters at all.
+    if (readback.counters.empty() && context.job_kind != JobKind::kCounter) f.counters.clear();
+    if (f.progress_after_heal)
+      f.progress_after_heal->window = ttl.lease_ttl(context).value_or(std::chrono::nanoseconds(0)) + context.acquire_allowance;
+    return std::move(f);
+  }
+
+  std::size_t state_bytes() const {
+    // Hash-table entries with their slack, the interned names, the kept deletes and the tallies;
+    // the figures themselves are output.
+    std::size_t n = sizeof(*this) + names.state_bytes() + rejections.state_bytes() + counters.state_bytes();
+    n += deletes.capacity() * sizeof(std::optional<Delete>) + acquires.capacity() * sizeof(Acquire);
+    for (const auto& [revision, at] : unsettled_by_revision) n += 40 + at.capacity() * sizeof(std::uint32_t);
+    n += (latest_acquire.size() + first_acquire.size()) * 12;
+    n += (latest_acquire_token.size() + first_acquire_token.size()) * 24;
+    n += (first_untokened_grant.size() + first_grant.size() + first_done.size()) * 24;
+    n += release_revisions.size() * 8 + released_keys.size() * 16 + release_invoked.size() * 32;
+    for (const auto& [w, v] : untokened_done) n += 32 + v.capacity() * sizeof(std::size_t);
+    n += rejected.size() * (sizeof(RejectedWriteCount) + 64) + open_faults.size() * 96;
+    return n;
+  }
+};
+
+FigureStream::FigureStream(const ReadBack& readback, const CheckContext& context)
+    : s_(std::make_unique<State>(readback, context)) {}
+FigureStream::~FigureStream() = default;
+void FigureStream::observe(std::size_t index, const Event& e) { s_->observe(index, e); }
+Figures FigureStream::finish() { return s_->finish(); }
+std::size_t FigureStream::state_bytes() const { return s_->state_bytes(); }
+
+}  // namespace fencecheck::harness
