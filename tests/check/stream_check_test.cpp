@@ -18,6 +18,8 @@
 #include "../harness/history_builder.h"
 #include "fencecheck/harness/analysis.h"
 #include "fencecheck/harness/checkers.h"
+#include "fencecheck/harness/expectation.h"
+#include "fencecheck/harness/verdict_json.h"
 #include "golden_cases.h"
 
 namespace fh = fencecheck::harness;
@@ -1006,5 +1008,50 @@ TEST(FigureStream, AnIssuerThatSaysExpiredIsBelievedEvenWhenAReleaseCarriedTheRe
     } else {
       EXPECT_TRUE(f.expiries_during_work.empty()) << "detail '" << word << "'";
     }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The whole analysis from the file (analyze_history_file): verdict.json equal to analyze()'s.
+
+TEST(AnalyzeHistoryFile, GivesAnalyzesVerdictJsonOnEveryGoldenCaseEvidenceCopiesIncluded) {
+  const fh::Checkers checkers = streamed_checkers();
+  const std::vector<std::string_view> names = fh::stream_rule_names();
+  std::size_t judged = 0, with_evidence = 0, evidence_events = 0, protocol_errors = 0;
+  for (const auto& c : fencecheck::golden::all_cases()) {
+    auto loaded = fencecheck::golden::load_case(c);
+    if (!std::holds_alternative<fencecheck::golden::LoadedCase>(loaded)) continue;
+    const auto& l = std::get<fencecheck::golden::LoadedCase>(loaded);
+    const fs::path file = write_file("history.jsonl", c.history);
+    const fh::Analysis memory = fh::analyze(l.history, l.readback, checkers, l.context);
+    const fh::HistoryFileAnalysis streamed = fh::analyze_history_file(file, l.readback, l.context, names);
+    ++judged;
+    EXPECT_EQ(streamed.events, l.history.size()) << c.name;
+    // verdict.json of both: verdict, every checker and anomaly (descriptions too), every figure,
+    // the black boxes, the protocol errors and the copied evidence events.
+    const fh::ExpectationResult expectation;
+    EXPECT_EQ(fh::to_json(streamed.analysis, expectation).dump(), fh::to_json(memory, expectation).dump()) << c.name;
+    EXPECT_EQ(streamed.analysis.evidence_events.size(), memory.evidence_events.size()) << c.name;
+    if (!memory.evidence_events.empty()) ++with_evidence;
+    evidence_events += memory.evidence_events.size();
+    protocol_errors += memory.protocol_errors.size();
+    EXPECT_EQ(streamed.passes, (streamed.analysis.evidence_events.empty() ? 1u : 2u)) << c.name;
+  }
+  std::cout << "analyze_history_file: " << judged << " golden cases, " << with_evidence << " with " << evidence_events
+            << " evidence events copied by the second pass, " << protocol_errors << " protocol errors\n";
+  EXPECT_GE(judged, 354u);
+  EXPECT_GT(with_evidence, 200u);
+  EXPECT_GT(protocol_errors, 0u);
+}
+
+TEST(AnalyzeHistoryFile, ACheckerWithoutAStreamedRuleIsNamed) {
+  fh::Builder b;
+  b.run_start();
+  const fs::path p = write_history("one.jsonl", b.h);
+  try {
+    (void)fh::analyze_history_file(p, ReadBack{}, fh::CheckContext{}, {"no-such-checker"});
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("no-such-checker"), std::string::npos) << e.what();
   }
 }

@@ -78,27 +78,35 @@ Analysis analyze(const History& history, const ReadBack& readback, const Checker
   a.protocol_errors = protocol_errors(history);
   if (!a.protocol_errors.empty()) a.verdict = combine(a.verdict, Verdict::kUnknown);
 
-  auto keep = [&](std::size_t i) {
+  for (std::size_t i : detail::evidence_indices(a))
     if (i < history.size()) a.evidence_events.emplace(i, history[i]);
-  };
-  for (const auto& r : a.checkers)
-    for (const auto& an : r.anomalies)
-      for (std::size_t i : an.evidence) keep(i);
-  for (const auto& x : a.figures.expiries_during_work)
-    for (std::size_t i : x.evidence) keep(i);
-  for (const auto& p : a.figures.pauses) keep(p.index);
-  for (const auto& u : a.figures.unknown_outcomes) keep(u.index);
-  for (const auto& w : a.figures.faults) {
-    keep(w.inject_index);
-    if (w.heal_index) keep(*w.heal_index);
-  }
-  if (const auto& p = a.figures.progress_after_heal) {
-    keep(p->heal_index);
-    if (p->first_write_ok) keep(*p->first_write_ok);
-  }
-  for (const auto& pe : a.protocol_errors) keep(pe.index);
   return a;
 }
+
+namespace detail {
+
+std::vector<std::size_t> evidence_indices(const Analysis& a) {
+  std::vector<std::size_t> out;
+  for (const auto& r : a.checkers)
+    for (const auto& an : r.anomalies) out.insert(out.end(), an.evidence.begin(), an.evidence.end());
+  for (const auto& x : a.figures.expiries_during_work) out.insert(out.end(), x.evidence.begin(), x.evidence.end());
+  for (const auto& p : a.figures.pauses) out.push_back(p.index);
+  for (const auto& u : a.figures.unknown_outcomes) out.push_back(u.index);
+  for (const auto& w : a.figures.faults) {
+    out.push_back(w.inject_index);
+    if (w.heal_index) out.push_back(*w.heal_index);
+  }
+  if (const auto& p = a.figures.progress_after_heal) {
+    out.push_back(p->heal_index);
+    if (p->first_write_ok) out.push_back(*p->first_write_ok);
+  }
+  for (const auto& pe : a.protocol_errors) out.push_back(pe.index);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+}  // namespace detail
 
 std::vector<ProtocolError> protocol_errors(const History& history) {
   std::vector<ProtocolError> out;

@@ -212,4 +212,9 @@ void settle_result(CheckerResult& r, const EvidenceUse& use, const CheckContext&
 /// Orders a run's results worst first (stable) and combines their verdicts (none: unknown).
 void order_results(CheckRun& run);
 
+/// The history indices whose events an Analysis copies into evidence_events: every anomaly's
+/// evidence, the expiries', pauses', unknown outcomes', faults' and progress figure's events and
+/// the protocol errors; sorted, unique. analyze() and analyze_history_file() both use it.
+[[nodiscard]] std::vector<std::size_t> evidence_indices(const Analysis& a);
+
 }  // namespace fencecheck::harness::detail

@@ -2,10 +2,16 @@
 // (stream_check.h).
 #include "fencecheck/harness/stream_check.h"
 
+#include <algorithm>
+#include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "../internal.h"
+#include "fencecheck/harness/analysis.h"
+#include "fencecheck/harness/checkers.h"
 #include "stream_rules.h"
 
 namespace fencecheck::harness {
@@ -58,8 +64,12 @@ CheckerResult run_stream_rule(StreamRule& rule, const History& history, const Re
   return rule.finish(StreamEnd{history.size(), black_box_workers(history, context)});
 }
 
-StreamCheckRun check_history_file(const std::filesystem::path& history, const ReadBack& readback,
-                                  const CheckContext& context, const std::vector<std::string_view>& names) {
+namespace {
+
+/// check_history_file(), calling also(index, event) for each event of the first pass as well.
+StreamCheckRun run_rules_over_file(const std::filesystem::path& history, const ReadBack& readback,
+                                   const CheckContext& context, const std::vector<std::string_view>& names,
+                                   const std::function<void(std::size_t, const Event&)>& also) {
   std::vector<std::unique_ptr<StreamRule>> rules;
   for (std::string_view name : names.empty() ? stream_rule_names() : names) {
     auto rule = make_stream_rule(name);
@@ -85,7 +95,10 @@ StreamCheckRun check_history_file(const std::filesystem::path& history, const Re
   for (unsigned pass = 1;; ++pass) {
     out.passes = pass;
     for_each_history_event(history, [&](std::size_t index, Event&& e) {
-      if (pass == 1) tracker.observe(e);
+      if (pass == 1) {
+        tracker.observe(e);
+        if (also) also(index, e);
+      }
       for (std::size_t k = 0; k < rules.size(); ++k)
         if (reading[k]) rules[k]->observe(index, e);
       if (pass == 1) out.events = index + 1;
@@ -116,6 +129,51 @@ StreamCheckRun check_history_file(const std::filesystem::path& history, const Re
     out.run.results.push_back(std::move(r));
   }
   detail::order_results(out.run);
+  return out;
+}
+
+}  // namespace
+
+StreamCheckRun check_history_file(const std::filesystem::path& history, const ReadBack& readback,
+                                  const CheckContext& context, const std::vector<std::string_view>& names) {
+  return run_rules_over_file(history, readback, context, names, nullptr);
+}
+
+HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, const ReadBack& readback,
+                                         const CheckContext& context, const std::vector<std::string_view>& names) {
+  std::vector<std::string_view> rules = names;
+  if (rules.empty())
+    for (const auto& c : default_checkers()) rules.push_back(c->name());
+  // The figures and the protocol errors ride along the rules' first pass.
+  FigureStream figures(readback, context);
+  std::vector<ProtocolError> protocol;
+  StreamCheckRun run = run_rules_over_file(history, readback, context, rules, [&](std::size_t index, const Event& e) {
+    figures.observe(index, e);
+    if (e.kind == EventKind::kProtocolError) protocol.push_back(ProtocolError{e.target, e.line_no, e.detail, e.line, index});
+  });
+  HistoryFileAnalysis out;
+  Analysis& a = out.analysis;
+  a.verdict = run.run.verdict;
+  a.checkers = std::move(run.run.results);
+  a.black_box_workers = std::move(run.run.black_box_workers);
+  out.peak_state_bytes = run.peak_state_bytes + figures.state_bytes();
+  a.figures = figures.finish();
+  a.protocol_errors = std::move(protocol);
+  if (!a.protocol_errors.empty()) a.verdict = combine(a.verdict, Verdict::kUnknown);
+  out.events = run.events;
+  out.passes = run.passes;
+  // The evidence events: one more pass, copying the wanted ones (a sorted list: output-sized).
+  const std::vector<std::size_t> wanted = detail::evidence_indices(a);
+  if (!wanted.empty()) {
+    auto next = wanted.begin();
+    for_each_history_event(history, [&](std::size_t index, Event&& e) {
+      if (next != wanted.end() && *next == index) {
+        a.evidence_events.emplace(index, std::move(e));
+        ++next;
+      }
+    });
+    ++out.passes;
+  }
   return out;
 }
 

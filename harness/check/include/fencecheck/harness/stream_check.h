@@ -29,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fencecheck/harness/analysis.h"
 #include "fencecheck/harness/checker.h"
 #include "fencecheck/harness/history.h"
 #include "fencecheck/proto/readback.h"
@@ -121,5 +122,25 @@ struct StreamCheckRun {
 [[nodiscard]] StreamCheckRun check_history_file(const std::filesystem::path& history, const ReadBack& readback,
                                                 const CheckContext& context,
                                                 const std::vector<std::string_view>& names = {});
+
+/// What analyze_history_file() found.
+struct HistoryFileAnalysis {
+  Analysis analysis;                  ///< as analyze() gives it for the same checkers
+  std::size_t events = 0;             ///< events read
+  std::size_t peak_state_bytes = 0;   ///< the rules' peak state (StreamCheckRun) plus the figures' at the end
+  unsigned passes = 0;                ///< reads of the file: 1, one more when a rule wanted one, one more for the evidence
+};
+
+/// analyze() of a history file without holding the history: the checkers named `names` (empty:
+/// every default checker; each must be streamed, else std::invalid_argument naming it), the
+/// figures (FigureStream) and the protocol errors in one pass (another for a rule that wants it),
+/// then one more pass copying the evidence events (only when some are wanted). The result equals
+/// analyze() of the same checkers on load_history_jsonl(history) with the same read-back and
+/// context (a test compares verdict.json of both on every case of the golden record). Memory: the
+/// rules' and figures' state (stream_check.h, analysis.h: FigureStream) plus the anomalies, figures
+/// and evidence copies (output), one event at a time. Throws what check_history_file() throws.
+[[nodiscard]] HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, const ReadBack& readback,
+                                                       const CheckContext& context,
+                                                       const std::vector<std::string_view>& names = {});
 
 }  // namespace fencecheck::harness
