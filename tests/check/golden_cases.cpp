@@ -174,6 +174,62 @@ std::vector<Case> story_cases() {
     r.rb.rejections.push_back(RejectedWrite{"ledger", 1, 0, 33, "w1", 35});
     out.push_back(story("rejection-storm", r.b.h, r.rb, fenced));
   }
+  {
+    // fenced-out: w1 wrote with 48, the lock service restarted empty, and every fresh token w2
+    // acquires after the heal (3, 5, 7, 9) is rejected against the mark 48.
+    fh::Builder b;
+    b.run_start();
+    b.acquire_ok("w1", fh::kKey1, 48, 7001);
+    b.write("w1", EventKind::kWriteInvoke, 48, 0, 0);
+    b.write("w1", EventKind::kWriteOk, 48, 0, 0, 48);
+    for (EventKind k : {EventKind::kFaultInject, EventKind::kFaultHeal}) {
+      Event f = fh::Builder::ev("harness", k);
+      f.fault = "lock-service-restart";
+      f.target = "lock-service";
+      b.add(f, k == EventKind::kFaultInject ? 1'000'000 : 1'000'000'000);
+    }
+    for (std::int64_t token = 3; token <= 9; token += 2) {
+      Event invoke = fh::Builder::ev("w2", EventKind::kAcquireInvoke);
+      invoke.lock = fh::kLock;
+      invoke.ttl_ms = 2000;
+      b.add(invoke, 200'000'000);
+      b.acquire_ok("w2", fh::kLock + "/694d8a1b2c3d01" + std::to_string(token), token, 7000 + token);
+      b.write("w2", EventKind::kWriteInvoke, token, 0, 0);
+      Event fail = b.h.events.back();
+      fail.kind = EventKind::kWriteFail;
+      fail.high_water = 48;
+      b.add(fail, 500'000'000);
+    }
+    ReadBack rb;
+    rb.high_water = {{fh::kKey, 48}};
+    rb.log = {fh::logged(1, "w1", 48, 0, 0)};
+    for (std::int64_t token = 3; token <= 9; token += 2) rb.rejections.push_back(RejectedWrite{fh::kKey, 0, 0, token, "w2", 48});
+    out.push_back(story("fenced-out", b.h, rb,
+                        ScenarioSource{ScenarioSource::Kind::kYamlText,
+                                       "name: fenced-out\nlease_ttl: 2s\nresource: {kind: store}\njob: {key: ledger}\n"
+                                       "workers: [{id: w1}, {id: w2}]\nexpect: {outcome: safe}\n"}));
+  }
+  {
+    // cross-key-rejection: a store with one global mark. w2's token 34 on ledger-b rejects w1's
+    // token 33 on ledger-a, a key that never reached 34.
+    fh::Builder b;
+    b.run_start();
+    const auto chunk_write = [&b](const std::string& w, EventKind kind, std::int64_t token, std::int64_t chunk,
+                                  std::int64_t high_water, const std::string& key) {
+      b.write(w, EventKind::kWriteInvoke, token, 0, chunk, std::nullopt, key);
+      b.write(w, kind, token, 0, chunk, high_water, key);
+    };
+    b.acquire_ok("w1", fh::kKey1, 33, 7001);
+    chunk_write("w1", EventKind::kWriteOk, 33, 0, 33, "ledger-a");
+    b.acquire_ok("w2", fh::kKey2, 34, 7002);
+    chunk_write("w2", EventKind::kWriteOk, 34, 0, 34, "ledger-b");
+    chunk_write("w1", EventKind::kWriteFail, 33, 1, 34, "ledger-a");
+    ReadBack rb;
+    rb.fencing = "global";
+    rb.log = {AcceptedWrite{1, "ledger-a", 0, 0, 33, "w1"}, AcceptedWrite{2, "ledger-b", 0, 0, 34, "w2"}};
+    rb.rejections = {RejectedWrite{"ledger-a", 0, 1, 33, "w1", 34}};
+    out.push_back(story("cross-key-rejection", b.h, rb, {}));
+  }
   return out;
 }
 

@@ -675,7 +675,8 @@ TEST(StreamLostAcknowledgedWrite, StateGrowsOnlyByTheWorkersTokensOverALongStead
     if (!with_log) rb.log.clear();
     auto rule = fh::make_stream_rule("lost-acknowledged-write");
     ASSERT_NE(rule, nullptr);
-    rule->begin(rb, fh::CheckContext{});
+    const fh::CheckContext context;  // outlives finish(), as StreamRule::begin asks
+    rule->begin(rb, context);
     token = 0;
     t = 0;
     std::size_t index = steady_writes(rule.get(), nullptr, 0, token, t, 2'500, 4, 2);
@@ -777,7 +778,8 @@ TEST(StreamStaleWrite, StateGrowsOnlyWithTheTokensThatRaisedAKey) {
   // 4 holders take turns on 2 keys, each holding writing 20 chunks: state per holding, not per event.
   auto rule = fh::make_stream_rule("stale-write-accepted");
   const ReadBack rb;
-  rule->begin(rb, fh::CheckContext{});
+  const fh::CheckContext context;  // outlives finish(), as StreamRule::begin asks
+  rule->begin(rb, context);
   std::size_t index = 0;
   std::int64_t t = 0;
   auto holdings = [&](int from, int to) {
@@ -819,7 +821,10 @@ TEST(StreamFencedOut, StateGrowsOnlyByTheAcceptedWritesOverALongSteadyRunYetFind
   for (const bool context_ttl : {true, false}) {
     auto rule = fh::detail::make_fenced_out_rule();
     ASSERT_NE(rule, nullptr);
-    rule->begin(ReadBack{}, context_ttl ? ctx : fh::CheckContext{});
+    // The read-back and the context must outlive finish() (StreamRule::begin).
+    const ReadBack readback;
+    const fh::CheckContext context = context_ttl ? ctx : fh::CheckContext{};
+    rule->begin(readback, context);
     std::int64_t token = 0, t = 0;
     std::size_t index = steady_writes(rule.get(), nullptr, 0, token, t, 2'500, 4, 2);
     const std::size_t early = rule->state_bytes();

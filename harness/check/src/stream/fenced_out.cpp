@@ -283,7 +283,10 @@ class FencedOutRule final : public StreamRule {
         h != holding_.end() && (!heal_ || h->second.index > *heal_) && h->second.token == e.token)
       r.fresh = h->second.index;
     if (gap_) gap_->items.push_back(r);
-    else if (r.fresh) gap_.emplace().items.push_back(r);
+    else if (r.fresh) {
+      gap_ = Gap{};  // not emplace(): clang 14 cannot default-construct a nested class with member initializers here
+      gap_->items.push_back(r);
+    }
   }
 
   /// Where g's streak starts under `window` (g.items.size(): no streak): at the first fresh

@@ -24,6 +24,7 @@ constexpr Entry kRules[] = {
     {"stale-write-accepted", detail::make_stale_write_accepted_rule},
     {"rejection-storm", detail::make_rejection_storm_rule},
     {"token-regression", detail::make_token_regression_rule},
+    {"fenced-out", detail::make_fenced_out_rule},
     {"duplicate-effect", detail::make_duplicate_effect_rule},
     {"counter-drift", detail::make_counter_drift_rule},
     {"lost-acknowledged-write", detail::make_lost_acknowledged_write_rule},
