@@ -963,4 +963,20 @@ TEST(StreamCrossKeyRejection, TheOtherKeyMayReachTheMarkOnlyAfterTheRejection) {
   EXPECT_EQ(fh::CrossKeyRejectionChecker{}.check(b.h, rb).verdict, fh::Verdict::kValid);
 }
 
+TEST(StreamCrossKeyRejection, AnAppliedEffectExplainsAWriteFailWhateverItsSeq) {
+  // An applied side effect has no history index: the in-memory rule counted it at any time, so
+  // ledger-a.effect's 34 (applied, seq 9, after everything) explains ledger-a's rejection at 34,
+  // which the one-pass rule settles at once; refused, it explains nothing and ledger-b's 34 is cited.
+  fh::Builder b;
+  const std::size_t other = b.write("w2", EventKind::kWriteOk, 34, 0, 0, 34, "ledger-b");
+  b.write("w1", EventKind::kWriteFail, 33, 0, 1, 34, "ledger-a");
+  ReadBack rb;
+  rb.effects = {fencecheck::EffectRecord{"ledger-a.effect", "seg0", 34, "w3", 9, true, "fenced"}};
+  EXPECT_EQ(fh::CrossKeyRejectionChecker{}.check(b.h, rb).verdict, fh::Verdict::kValid);
+  rb.effects[0].applied = false;
+  const fh::CheckerResult r = fh::CrossKeyRejectionChecker{}.check(b.h, rb);
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{other, other + 1}));
+}
+
 }  // namespace
