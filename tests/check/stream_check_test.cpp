@@ -860,6 +860,130 @@ TEST(StreamFencedOut, StateGrowsOnlyByTheAcceptedWritesOverALongSteadyRunYetFind
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// cross-key-rejection: holdings-sized state (each key's accepted tokens, each worker's invokes per
+// token), and what it decides only at the end (the other key's write.oks, read in a second pass).
+
+/// Drives `rule` over both passes of `feed` (which calls its argument with each event in order) as
+/// run_stream_rule does; `sample` is called once, after pass 1.
+template <typename Feed, typename Sample>
+fh::CheckerResult two_passes(fh::StreamRule& rule, Feed&& feed, Sample&& sample) {
+  std::size_t events = 0;
+  for (unsigned pass = 1;; ++pass) {
+    if (pass > 1) rule.begin_pass(pass);
+    std::size_t index = 0;
+    feed([&](const Event& e) { rule.observe(index++, e); });
+    events = index;
+    if (pass == 1) sample();
+    if (!rule.wants_another_pass()) break;
+  }
+  return rule.finish(fh::StreamEnd{events, {}});
+}
+
+TEST(StreamCrossKeyRejection, StateGrowsOnlyByTheKeysTokensAndAnOldWriteOkIsStillCited) {
+  // Per-key fencing: holders take turns on keys "a" and "b", each holding writes 10 chunks with a
+  // new token and the key's previous holder is then rejected by that key's own mark (settled at
+  // once). At the very end, "y" is rejected against mark 50, which only "x" reached, at the start.
+  fh::CheckContext ctx;
+  const ReadBack rb;
+  std::size_t early = 0, later = 0, fail_at = 0, invoke_at = 0;
+  auto feed = [&](auto&& observe, int holdings, bool tail) {
+    observe(write_invoke("w8", 50, "x"));
+    observe(write_ok_event("w8", 50, "x"));
+    std::int64_t previous[2] = {0, 0};
+    std::string holder[2];
+    for (int h = 0; h < holdings; ++h) {
+      const std::string w = "w" + std::to_string(h % 4);
+      const std::string key = h % 2 == 0 ? "a" : "b";
+      const std::int64_t token = 100 + h;
+      for (int c = 0; c < 10; ++c) {
+        observe(write_invoke(w, token, key));
+        observe(write_ok_event(w, token, key, c));
+      }
+      if (previous[h % 2] != 0) {
+        observe(write_invoke(holder[h % 2], previous[h % 2], key));
+        observe(fenced_fail(holder[h % 2], previous[h % 2], token, key));
+      }
+      previous[h % 2] = token;
+      holder[h % 2] = w;
+    }
+    if (!tail) return;
+    observe(write_invoke("w9", 1, "y"));
+    observe(fenced_fail("w9", 1, 50, "y"));
+  };
+  // The same history in two runs: the state after 500 holdings, then after 5,000.
+  {
+    auto rule = begun("cross-key-rejection", rb, ctx);
+    ASSERT_NE(rule, nullptr);
+    std::size_t index = 0;
+    feed([&](const Event& e) { rule->observe(index++, e); }, 500, false);
+    early = rule->state_bytes();
+  }
+  auto rule = begun("cross-key-rejection", rb, ctx);
+  std::size_t events = 0;
+  const fh::CheckerResult r = two_passes(
+      *rule,
+      [&](auto&& observe) {
+        std::size_t index = 0;
+        feed([&](const Event& e) {
+          if (e.kind == EventKind::kWriteInvoke && e.source == "w9") invoke_at = index;
+          if (e.kind == EventKind::kWriteFail && e.source == "w9") fail_at = index;
+          ++index;
+          observe(e);
+        }, 5'000, true);
+        events = index;
+      },
+      [&] { later = rule->state_bytes(); });
+  ASSERT_GT(events, 100'000u);
+  const std::size_t per_holding = (later - early) / 4'500;
+  std::cout << "cross-key-rejection: " << early << " bytes after 500 holdings, " << later << " after 5,000 ("
+            << per_holding << " bytes per holding, " << events << " events)\n";
+  EXPECT_LE(per_holding, 64u);
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  const fh::Anomaly& a = r.anomalies[0];
+  EXPECT_EQ(a.key, "y");
+  EXPECT_EQ(a.evidence, (std::vector<std::size_t>{1, invoke_at, fail_at}));
+  EXPECT_EQ(a.tokens, (std::vector<std::int64_t>{1, 50}));
+  EXPECT_EQ(a.clients, (std::vector<std::string>{"w8", "w9"}));
+  EXPECT_EQ(a.description,
+            "writes to y (token 1) were rejected against the high-water mark 50, which only key x reached; y had not "
+            "accepted a token >= 50: one mark fences several keys (1 write.fail event(s), 0 rejection(s) recorded by "
+            "the resource)");
+}
+
+TEST(StreamCrossKeyRejection, TheOtherKeyMayReachTheMarkOnlyAfterTheRejection) {
+  // The in-memory rule searched every key's accepted tokens over the whole run: ledger-b's 34,
+  // acknowledged after ledger-a's rejection, is the mark's owner, and its write.ok is cited; a
+  // rejection explained by nothing but a logged write with no write.ok waits for the end too.
+  fh::Builder b;
+  const std::size_t invoke = b.write("w1", EventKind::kWriteInvoke, 33, 0, 1, std::nullopt, "ledger-a");
+  const std::size_t fail = b.write("w1", EventKind::kWriteFail, 33, 0, 1, 34, "ledger-a");
+  const std::size_t late = b.write("w2", EventKind::kWriteOk, 34, 0, 0, 34, "ledger-b");
+  ReadBack rb;
+  const fh::CheckerResult r = fh::CrossKeyRejectionChecker{}.check(b.h, rb);
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{invoke, fail, late}));
+  EXPECT_EQ(r.anomalies[0].clients, (std::vector<std::string>{"w1", "w2"}));
+  rb.log = {fencecheck::AcceptedWrite{7, "ledger-a.effect", 0, 0, 34, "w3"}};
+  EXPECT_EQ(fh::CrossKeyRejectionChecker{}.check(b.h, rb).verdict, fh::Verdict::kValid);
+}
+
+TEST(StreamCrossKeyRejection, AnAppliedEffectExplainsAWriteFailWhateverItsSeq) {
+  // An applied side effect has no history index: the in-memory rule counted it at any time, so
+  // ledger-a.effect's 34 (applied, seq 9, after everything) explains ledger-a's rejection at 34,
+  // which the one-pass rule settles at once; refused, it explains nothing and ledger-b's 34 is cited.
+  fh::Builder b;
+  const std::size_t other = b.write("w2", EventKind::kWriteOk, 34, 0, 0, 34, "ledger-b");
+  b.write("w1", EventKind::kWriteFail, 33, 0, 1, 34, "ledger-a");
+  ReadBack rb;
+  rb.effects = {fencecheck::EffectRecord{"ledger-a.effect", "seg0", 34, "w3", 9, true, "fenced"}};
+  EXPECT_EQ(fh::CrossKeyRejectionChecker{}.check(b.h, rb).verdict, fh::Verdict::kValid);
+  rb.effects[0].applied = false;
+  const fh::CheckerResult r = fh::CrossKeyRejectionChecker{}.check(b.h, rb);
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{other, other + 1}));
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,5 @@
 // fencecheck — maps keyed by one write's identity (source, token, key, segment, chunk), shared by
-// the in-memory checkers (checkers.cpp) and the streamed rules (stream_rules.cpp). Private to the
-// library.
+// the streamed rules (stream/stream_rules.h). Private to the library.
 #pragma once
 
 #include <cstdint>

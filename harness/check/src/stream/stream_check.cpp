@@ -28,6 +28,7 @@ constexpr Entry kRules[] = {
     {"interleaved-segment", detail::make_interleaved_segment_rule},
     {"corrupt-chunk", detail::make_corrupt_chunk_rule},
     {"stale-write-accepted", detail::make_stale_write_accepted_rule},
+    {"cross-key-rejection", detail::make_cross_key_rejection_rule},
     {"rejection-storm", detail::make_rejection_storm_rule},
     {"token-regression", detail::make_token_regression_rule},
     {"fenced-out", detail::make_fenced_out_rule},

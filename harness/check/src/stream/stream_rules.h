@@ -26,6 +26,7 @@ namespace fencecheck::harness::detail {
 [[nodiscard]] std::unique_ptr<StreamRule> make_duplicate_effect_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_counter_drift_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_stale_write_accepted_rule();
+[[nodiscard]] std::unique_ptr<StreamRule> make_cross_key_rejection_rule();
 
 /// Small dense ids for the strings a rule meets (worker names, keys: a few hundred), owning a copy
 /// of each, since a streamed event's strings do not outlive observe(). Not thread-safe.
