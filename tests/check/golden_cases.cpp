@@ -183,10 +183,10 @@ std::vector<Case> story_cases() {
     b.write("w1", EventKind::kWriteInvoke, 48, 0, 0);
     b.write("w1", EventKind::kWriteOk, 48, 0, 0, 48);
     for (EventKind k : {EventKind::kFaultInject, EventKind::kFaultHeal}) {
-      Event f = fh::Builder::ev("harness", k);
-      f.fault = "lock-service-restart";
-      f.target = "lock-service";
-      b.add(f, k == EventKind::kFaultInject ? 1'000'000 : 1'000'000'000);
+      Event fault = fh::Builder::ev("harness", k);
+      fault.fault = "lock-service-restart";
+      fault.target = "lock-service";
+      b.add(fault, k == EventKind::kFaultInject ? 1'000'000 : 1'000'000'000);
     }
     for (std::int64_t token = 3; token <= 9; token += 2) {
       Event invoke = fh::Builder::ev("w2", EventKind::kAcquireInvoke);

@@ -1159,7 +1159,10 @@ TEST(AnalyzeHistoryFile, GivesAnalyzesVerdictJsonOnEveryGoldenCaseEvidenceCopies
     if (!memory.evidence_events.empty()) ++with_evidence;
     evidence_events += memory.evidence_events.size();
     protocol_errors += memory.protocol_errors.size();
-    EXPECT_EQ(streamed.passes, (streamed.analysis.evidence_events.empty() ? 1u : 2u)) << c.name;
+    // The rules' pass (two when a rule wanted another: stream_check_test above), plus one for the
+    // evidence when there is some to copy.
+    const unsigned rule_passes = streamed.passes - (streamed.analysis.evidence_events.empty() ? 0u : 1u);
+    EXPECT_TRUE(rule_passes == 1u || rule_passes == 2u) << c.name << ": " << streamed.passes;
   }
   std::cout << "analyze_history_file: " << judged << " golden cases, " << with_evidence << " with " << evidence_events
             << " evidence events copied by the second pass, " << protocol_errors << " protocol errors\n";

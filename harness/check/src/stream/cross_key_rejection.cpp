@@ -89,11 +89,10 @@ class CrossKeyRejectionRule final : public StreamRule {
     waiting_.push_back(Fail{index, invokes_.of(e), *e.token, *e.high_water, clients_.id(e.source), k});
   }
 
-  bool wants_another_pass() const override {
-    // The end of pass 1: the only moment between the passes the driver hands over (a const
-    // question), so the decision, taken once, is cached in mutable members.
+  bool wants_another_pass() override {
+    // The end of pass 1 (the driver asks once per pass): the decisions are taken here.
     if (pass_ != 1) return false;
-    const_cast<CrossKeyRejectionRule*>(this)->decide();
+    decide();
     return !groups_.empty();
   }
 

@@ -96,7 +96,7 @@ class StaleWriteAcceptedRule final : public StreamRule {
     }
   }
 
-  bool wants_another_pass() const override { return pass_ == 1 && again_; }
+  bool wants_another_pass() override { return pass_ == 1 && again_; }
 
   void begin_pass(unsigned pass) override {
     pass_ = pass;

@@ -63,9 +63,11 @@ class StreamRule {
   [[nodiscard]] virtual std::size_t state_bytes() const = 0;
   /// Whether the rule must see the history once more before finish(): its first pass found that a
   /// decision taken in one pass could differ from the exact one (stale-write-accepted: a write.ok
-  /// received after a write it should have been judged against). Asked after each pass; the
-  /// driver then calls begin_pass() and observe() for every event again, from index 0.
-  [[nodiscard]] virtual bool wants_another_pass() const { return false; }
+  /// received after a write it should have been judged against), or it wants events it can name
+  /// only now (cross-key-rejection: the other key's write.oks with the winning token). Called once
+  /// at the end of each pass, so a rule may take its end-of-pass decisions here; the driver then
+  /// calls begin_pass() and observe() for every event again, from index 0.
+  [[nodiscard]] virtual bool wants_another_pass() { return false; }
   /// Starts pass number `pass` (2, 3, ...), after wants_another_pass() said yes.
   virtual void begin_pass(unsigned pass) { (void)pass; }
 };
