@@ -23,6 +23,7 @@ constexpr Entry kRules[] = {
     {"corrupt-chunk", detail::make_corrupt_chunk_rule},
     {"stale-write-accepted", detail::make_stale_write_accepted_rule},
     {"rejection-storm", detail::make_rejection_storm_rule},
+    {"foreign-release", detail::make_foreign_release_rule},
     {"token-regression", detail::make_token_regression_rule},
     {"duplicate-effect", detail::make_duplicate_effect_rule},
     {"counter-drift", detail::make_counter_drift_rule},

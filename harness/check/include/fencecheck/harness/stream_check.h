@@ -16,11 +16,12 @@
 // the history.
 //
 // Rules streamed so far: interleaved-segment, corrupt-chunk, stale-write-accepted, rejection-storm,
-// token-regression, duplicate-effect, counter-drift, lost-acknowledged-write (stream_rule_names()).
+// foreign-release, token-regression, duplicate-effect, counter-drift, lost-acknowledged-write
+// (stream_rule_names()).
 // fenced-out's streamed rule (src/stream/fenced_out.cpp) is its Checker's only implementation too,
 // but is not in stream_rule_names() yet: no case of the golden record has a fenced-out anomaly, and
-// stream_check_test requires one of every rule listed there. Not streamed yet: cross-key-rejection,
-// foreign-release. The read-back is still held in memory as a ReadBack (its size grows with
+// stream_check_test requires one of every rule listed there. Not streamed yet: cross-key-rejection.
+// The read-back is still held in memory as a ReadBack (its size grows with
 // the accept log; streaming it is the next step of docs/streaming-plan.md).
 #pragma once
 
