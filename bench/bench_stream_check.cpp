@@ -24,7 +24,6 @@
 // issue 16: at least 2 M events per CPU second, and 10^8 events under 1 GiB.
 #include <time.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -116,7 +115,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string_view> names = fh::stream_rule_names();
   const double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
   const double w0 = clock_s(CLOCK_MONOTONIC);
-  const fh::HistoryFileAnalysis run = fh::analyze_history_file(zst, readback, context, names);
+  const fh::HistoryFileAnalysis run = fh::analyze_history_file(zst, readback, context);
   const double cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
   const double wall = clock_s(CLOCK_MONOTONIC) - w0;
   const double peak = fb::peak_rss_mib();
@@ -140,10 +139,7 @@ int main(int argc, char** argv) {
   if (compare) {
     const double l0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     const fh::History history = fh::load_history_jsonl(zst);
-    fh::Checkers checkers;  // the default checkers that are streamed, in the same order
-    for (auto& c : fh::default_checkers())
-      if (std::find(names.begin(), names.end(), c->name()) != names.end()) checkers.push_back(std::move(c));
-    const fh::Analysis mem = fh::analyze(history, readback, checkers, context);
+    const fh::Analysis mem = fh::analyze(history, readback, context);
     std::printf("in memory (load_history_jsonl + analyze): %.2f CPU s, peak RSS %.0f MiB\n",
                 clock_s(CLOCK_PROCESS_CPUTIME_ID) - l0, fb::peak_rss_mib());
     const fh::ExpectationResult none;

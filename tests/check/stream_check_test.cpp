@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -984,6 +985,155 @@ TEST(StreamCrossKeyRejection, AnAppliedEffectExplainsAWriteFailWhateverItsSeq) {
   EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{other, other + 1}));
 }
 
+// ---------------------------------------------------------------------------------------------
+// foreign-release: what arrives after a release (the lock.delete at its revision, the owner's own
+// acquire.ok, the next holder) gives what the in-memory checker gave.
+
+/// foreign-release's result on the whole of `h`, through the in-memory adapter.
+fh::CheckerResult foreign_release(const fh::History& h) {
+  const auto rule = fh::make_stream_rule("foreign-release");
+  return fh::run_stream_rule(*rule, h, ReadBack{}, fh::CheckContext{});
+}
+
+std::size_t release_invoke(fh::Builder& b, const std::string& w, const std::string& lock_key, std::int64_t token,
+                           std::int64_t lease) {
+  Event e = fh::Builder::ev(w, EventKind::kReleaseInvoke);
+  e.lock_key = lock_key;
+  e.token = token;
+  e.lease_id = lease;
+  return b.add(e);
+}
+
+TEST(StreamForeignRelease, TheThirdHolderIsTheFirstAcquireAfterTheReleaseByNotTheOwnerUnlessTheOwnerFinishedFirst) {
+  // w2 releases at revision 9, which deleted w1's key a, its own key b and a key z nobody held;
+  // the deletes arrive after the next two acquire.oks (the watch lags). The first acquire.ok after
+  // the release is w1's own (not a third holder), the second is w3's: the third holder, unless w1
+  // finished its holding (a job.done of its token, or without one) before it.
+  const std::string a = "fencecheck/test/a", bkey = "fencecheck/test/b", z = "fencecheck/test/z";
+  for (const std::optional<std::int64_t> done : {std::optional<std::int64_t>(), std::optional<std::int64_t>(7),
+                                                 std::optional<std::int64_t>(5), std::optional<std::int64_t>(-1)}) {
+    // done: none; a job.done of another token (still mid-job); of token 5; without a token (-1)
+    fh::Builder b;
+    const std::size_t grant = b.lock_grant(a, 5, 100);
+    const std::size_t acquire = b.acquire_ok("w1", a, 5, 100);
+    b.acquire_ok("w2", bkey, 6, 200);
+    const std::size_t release = b.release_ok("w2", bkey, 6, 9);
+    b.acquire_ok("w1", "fencecheck/test/d", 8, 100);
+    if (done) b.job_done("w1", *done >= 0 ? done : std::nullopt);
+    const std::size_t third = b.acquire_ok("w3", "fencecheck/test/e", 9, 300);
+    const std::size_t delete_z = b.lock_delete(z, 2, 9);
+    const std::size_t delete_a = b.lock_delete(a, 5, 9);
+    b.lock_delete(bkey, 6, 9);
+    const fh::CheckerResult r = foreign_release(b.h);
+    ASSERT_EQ(r.anomalies.size(), 2u);  // a, then z (by name); b is w2's own
+    const bool mid_job = !done || *done == 7;
+    const std::string head = "w2 released the lock by deleting " + a +
+                             " (token 5, created by w1) at revision 9: a release without an owner check";
+    EXPECT_EQ(r.anomalies[0].description,
+              mid_job ? head + "; w3 then acquired the lock (token 9) while w1 was still mid-job" : head);
+    EXPECT_EQ(r.anomalies[0].evidence, mid_job ? (std::vector<std::size_t>{grant, acquire, release, third, delete_a})
+                                               : (std::vector<std::size_t>{grant, acquire, release, delete_a}));
+    EXPECT_EQ(r.anomalies[0].clients, mid_job ? (std::vector<std::string>{"w1", "w2", "w3"})
+                                              : (std::vector<std::string>{"w1", "w2"}));
+    EXPECT_EQ(r.anomalies[1].description, "w2 released the lock by deleting " + z +
+                                              " (token 2, created by another holder) at revision 9: a release "
+                                              "without an owner check");
+    EXPECT_EQ(r.anomalies[1].tokens, (std::vector<std::int64_t>{2, 6}));  // the key's, the releaser's own
+    EXPECT_EQ(r.anomalies[1].evidence, (std::vector<std::size_t>{release, delete_z}));
+  }
+}
+
+TEST(StreamForeignRelease, AnOwnerWhoseAcquireIsReportedAfterTheReleaseIsJudgedInASecondPass) {
+  // w2 releases w1's key a by name before w1's acquire.ok of it is reported; w3 acquires between
+  // the two. The old checker scanned forward from the release: w3 is the third holder, unless w1
+  // finished token 5 after the release, even before its acquire.ok was reported.
+  const std::string a = "fencecheck/test/a";
+  for (const bool done : {false, true}) {
+    fh::Builder b;
+    const std::size_t grant = b.lock_grant(a, 5, 100);
+    const std::size_t release = b.release_ok("w2", a, 5, 9);
+    if (done) release_invoke(b, "w1", a, 5, 100);
+    const std::size_t third = b.acquire_ok("w3", "fencecheck/test/c", 7, 300);
+    const std::size_t acquire = b.acquire_ok("w1", a, 5, 100);
+    const std::size_t del = b.lock_delete(a, 5, 9);
+    const fh::CheckerResult r = foreign_release(b.h);
+    ASSERT_EQ(r.anomalies.size(), 1u);
+    const std::string head = "w2 released the lock by deleting " + a +
+                             " (token 5, created by w1) at revision 9: a release without an owner check";
+    EXPECT_EQ(r.anomalies[0].description,
+              done ? head : head + "; w3 then acquired the lock (token 7) while w1 was still mid-job");
+    EXPECT_EQ(r.anomalies[0].evidence, done ? (std::vector<std::size_t>{grant, release, acquire, del})
+                                            : (std::vector<std::size_t>{grant, release, third, acquire, del}));
+    EXPECT_EQ(r.anomalies[0].tokens, done ? (std::vector<std::int64_t>{5}) : (std::vector<std::int64_t>{5, 7}));
+    // Read from a file, the rule asks for the second pass.
+    const fs::path file = write_history("foreign-release-late-owner.jsonl", b.h);
+    const fh::StreamCheckRun run = fh::check_history_file(file, ReadBack{}, fh::CheckContext{}, {"foreign-release"});
+    EXPECT_EQ(run.passes, 2u);
+    ASSERT_EQ(run.run.results.size(), 1u);
+    EXPECT_EQ(run.run.results[0].anomalies.size(), 1u);
+    EXPECT_EQ(run.run.results[0].anomalies[0].description, r.anomalies[0].description);
+  }
+}
+
+TEST(StreamForeignRelease, StateGrowsOnlyAFewHundredBytesPerHoldingAndTheFirstHoldingIsStillItsKeysOwner) {
+  // Holders take turns, etcd-style (a fresh key per lease): grant, acquire.ok, 10 writes, job.done,
+  // release.invoke, release.ok at a revision, the lock.delete at it. Each holding leaves its small
+  // entries (its key, first acquire, first grant, lease, delete, release): whose key a later
+  // release deletes can be any holding's, and a zookeeper key name comes back, so none is pruned.
+  // Writes leave nothing.
+  const fh::CheckContext ctx;
+  const ReadBack rb;
+  auto rule = begun("foreign-release", rb, ctx);
+  ASSERT_NE(rule, nullptr);
+  fh::Builder b;
+  std::size_t fed = 0;
+  auto feed = [&] {
+    for (; fed < b.h.size(); ++fed) rule->observe(fed, b.h[fed]);
+  };
+  auto key_of = [](int h) {
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016x", 0x694d0000 + h);
+    return "fencecheck/test/" + std::string(buf);
+  };
+  int holding = 0;
+  auto holdings = [&](int n) {
+    for (int k = 0; k < n; ++k, ++holding) {
+      const std::string w = "w" + std::to_string(holding % 4), key = key_of(holding);
+      const std::int64_t token = 100 + holding, lease = 1000 + holding;
+      b.lock_grant(key, token, lease);
+      b.acquire_ok(w, key, token, lease);
+      for (int c = 0; c < 10; ++c) b.write_ok(w, token, 0, c, token);
+      b.job_done(w, token);
+      release_invoke(b, w, key, token, lease);
+      b.release_ok(w, key, token, 1'000'000 + holding);
+      b.lock_delete(key, token, 1'000'000 + holding);
+      feed();
+    }
+  };
+  holdings(2'000);
+  const std::size_t early = rule->state_bytes();
+  holdings(6'000);
+  const std::size_t later = rule->state_bytes();
+  const std::size_t per_holding = (later - early) / 6'000;
+  for (int c = 0; c < 50'000; ++c) b.write_ok("w1", 99, 1, c, 99);
+  feed();
+  EXPECT_EQ(rule->state_bytes(), later);  // 100,000 writes: nothing
+  std::cout << "foreign-release: " << early << " bytes after 2,000 holdings, " << later << " after 8,000 ("
+            << per_holding << " bytes per holding, " << b.h.size() << " events)\n";
+  EXPECT_LE(per_holding, 600u);
+  EXPECT_GT(b.h.size(), 200'000u);
+  // w9 deletes the first holding's key by name at a new revision: its owner is w0's first acquire.
+  const std::size_t release = b.release_ok("w9", key_of(0), 100, 5'000'000);
+  const std::size_t del = b.lock_delete(key_of(0), 100, 5'000'000);
+  feed();
+  const fh::CheckerResult r = rule->finish(fh::StreamEnd{b.h.size(), {}});
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_EQ(r.anomalies[0].description, "w9 released the lock by deleting " + key_of(0) +
+                                            " (token 100, created by w0) at revision 5000000: a release without "
+                                            "an owner check");
+  EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{0, 1, release, del}));
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -1139,16 +1289,16 @@ TEST(FigureStream, AnIssuerThatSaysExpiredIsBelievedEvenWhenAReleaseCarriedTheRe
 // The whole analysis from the file (analyze_history_file): verdict.json equal to analyze()'s.
 
 TEST(AnalyzeHistoryFile, GivesAnalyzesVerdictJsonOnEveryGoldenCaseEvidenceCopiesIncluded) {
-  const fh::Checkers checkers = streamed_checkers();
-  const std::vector<std::string_view> names = fh::stream_rule_names();
+  // Every default checker is streamed, so the file's analysis is the whole of analyze().
+  ASSERT_EQ(fh::stream_rule_names().size(), fh::default_checkers().size());
   std::size_t judged = 0, with_evidence = 0, evidence_events = 0, protocol_errors = 0;
   for (const auto& c : fencecheck::golden::all_cases()) {
     auto loaded = fencecheck::golden::load_case(c);
     if (!std::holds_alternative<fencecheck::golden::LoadedCase>(loaded)) continue;
     const auto& l = std::get<fencecheck::golden::LoadedCase>(loaded);
     const fs::path file = write_file("history.jsonl", c.history);
-    const fh::Analysis memory = fh::analyze(l.history, l.readback, checkers, l.context);
-    const fh::HistoryFileAnalysis streamed = fh::analyze_history_file(file, l.readback, l.context, names);
+    const fh::Analysis memory = fh::analyze(l.history, l.readback, l.context);
+    const fh::HistoryFileAnalysis streamed = fh::analyze_history_file(file, l.readback, l.context);
     ++judged;
     EXPECT_EQ(streamed.events, l.history.size()) << c.name;
     // verdict.json of both: verdict, every checker and anomaly (descriptions too), every figure,

@@ -17,24 +17,6 @@ namespace fencecheck::harness {
 
 namespace {
 
-/// For each event of kind `at`: the latest event of kind `from` by the same worker before it (one
-/// pass over both kinds). E.g. (write.invoke, write.ok): each write.ok's worker's latest invoke.
-/// Events of kind `at` whose worker had none are absent.
-boost::unordered_flat_map<std::size_t, std::size_t> latest_per_source(const History& h, const HistoryIndex& index,
-                                                                      EventKind from, EventKind at) {
-  boost::unordered_flat_map<std::size_t, std::size_t> out;
-  detail::ViewMap<std::size_t> latest;  // worker -> its latest `from` so far
-  for (std::size_t i : index.of({from, at})) {
-    const Event& e = h[i];
-    if (e.kind == from) {
-      latest[e.source] = i;
-    } else if (auto l = latest.find(e.source); l != latest.end()) {
-      out.emplace(i, l->second);
-    }
-  }
-  return out;
-}
-
 using detail::join;
 using detail::result_of;
 using detail::slot;
@@ -220,14 +202,7 @@ std::string grant_regression_text(const Event& g, const std::string& top_key, st
          ": its token counter went backwards (a reset issuer, or a second issuer beside the first)";
 }
 
-
 }  // namespace detail
-
-namespace {
-
-bool is_worker(const Event& e) { return e.source != "harness" && e.source != "lock" && e.source != "resource"; }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 
@@ -263,133 +238,9 @@ CheckerResult ForeignReleaseChecker::check(const History& history, const ReadBac
 
 CheckerResult ForeignReleaseChecker::check_with(const History& history, const ReadBack& readback,
                               const CheckContext& context) const {
-  const detail::IndexRef idx(history, context);
-  (void)readback;
-  struct Owner {
-    std::string worker;
-    std::optional<std::size_t> acquire;  // the acquire.ok
-    std::optional<std::int64_t> token;
-  };
-  // Hash maps over views into the history (lock keys are long and share a prefix: an ordered map
-  // of them was most of this checker's time on long histories).
-  // lock key -> its acquire.oks, in history order: a key's name can come back (zookeeper's sequence
-  // numbers start again on a server restarted on empty data), so an owner is found by (key, token).
-  detail::ViewMap<std::vector<Owner>> by_key;
-  boost::unordered_flat_map<std::int64_t, std::string_view> lease_owner;  // lease id -> the worker whose events carry it
-  detail::ViewMap<std::vector<std::size_t>> grants_of;  // lock key -> its lock.grant events
-  boost::unordered_flat_map<std::int64_t, std::vector<std::size_t>> deletes_at;  // revision -> lock.delete indices
-  for (std::size_t i :
-       idx->of({EventKind::kAcquireOk, EventKind::kAcquireFail, EventKind::kKeepaliveFail, EventKind::kLeaseLost,
-                EventKind::kReleaseInvoke, EventKind::kLockGrant, EventKind::kLockDelete})) {
-    const Event& e = history[i];
-    if (e.kind == EventKind::kAcquireOk && !e.lock_key.empty()) by_key[e.lock_key].push_back(Owner{e.source, i, e.token});
-    // Only events about the worker's own lease (a release by name reports the leases of the keys
-    // it deleted, which are not its own).
-    const bool own_lease = e.kind == EventKind::kAcquireOk || e.kind == EventKind::kAcquireFail ||
-                           e.kind == EventKind::kKeepaliveFail || e.kind == EventKind::kLeaseLost ||
-                           e.kind == EventKind::kReleaseInvoke;
-    if (own_lease && is_worker(e) && e.lease_id) lease_owner.try_emplace(*e.lease_id, e.source);
-    if (e.kind == EventKind::kLockGrant && !e.lock_key.empty()) grants_of[e.lock_key].push_back(i);
-    if (e.kind == EventKind::kLockDelete && e.revision) deletes_at[*e.revision].push_back(i);
-  }
-  // The grant of `key` with `token` (any token when unknown): its first such lock.grant.
-  auto grant_of = [&](const std::string& key, std::optional<std::int64_t> token) -> std::optional<std::size_t> {
-    if (auto g = grants_of.find(key); g != grants_of.end())
-      for (std::size_t i : g->second)
-        if (!token || history[i].token == token) return i;
-    return std::nullopt;
-  };
-  // Whose key `key` with `token` was: the acquire.ok of that key and token, else the grant's lease's
-  // worker, else (token unknown or seen nowhere) the key's first acquire.ok.
-  auto owner_of = [&](const std::string& key, std::optional<std::int64_t> token) -> std::optional<Owner> {
-    const auto it = by_key.find(key);
-    if (it != by_key.end())
-      for (const Owner& o : it->second)
-        if (!token || o.token == token) return o;
-    if (const auto g = grant_of(key, token)) {
-      const Event& grant = history[*g];
-      if (grant.lease_id)
-        if (auto l = lease_owner.find(*grant.lease_id); l != lease_owner.end())
-          return Owner{std::string(l->second), std::nullopt, grant.token};
-      return Owner{"", std::nullopt, grant.token};  // a key that existed, holder unknown
-    }
-    if (it != by_key.end()) return it->second.front();
-    return std::nullopt;
-  };
-
-  // release.ok -> the releaser's latest acquire.ok before it (a release by name reports the
-  // deleted key's token, not its own)
-  const auto releaser_acquire = latest_per_source(history, *idx, EventKind::kAcquireOk, EventKind::kReleaseOk);
-  std::vector<Anomaly> anomalies;
-  std::set<std::tuple<std::string, std::int64_t, std::string>> reported;  // (releaser, revision, key)
-  for (std::size_t r : idx->of({EventKind::kReleaseOk})) {
-    const Event& rel = history[r];
-    if (!rel.revision) continue;  // no revision: nothing was deleted
-    // The releaser's own token: its latest acquire.ok (a release by name reports the deleted key's).
-    std::optional<std::int64_t> own_token;
-    if (auto a = releaser_acquire.find(r); a != releaser_acquire.end()) own_token = history[a->second].token;
-    std::map<std::string, std::optional<std::int64_t>> keys;  // each key deleted, with its token when told
-    std::map<std::string, std::vector<std::size_t>> deletes;
-    if (!rel.lock_key.empty()) keys.emplace(rel.lock_key, rel.token);
-    if (auto it = deletes_at.find(*rel.revision); it != deletes_at.end())
-      for (std::size_t d : it->second) {
-        keys.emplace(history[d].lock_key, history[d].token);
-        deletes[history[d].lock_key].push_back(d);
-      }
-    for (const auto& [key, key_token] : keys) {
-      std::optional<Owner> owner = owner_of(key, key_token);
-      if (!owner) {
-        // Neither acquired, granted nor deleted as far as the history shows (e.g. the lock NAME
-        // itself, whose keys are named by their own lock.delete events): nothing to attribute.
-        if (!deletes.count(key)) continue;
-        owner = Owner{"", std::nullopt, history[deletes[key].front()].token};
-      }
-      if (owner->worker == rel.source) continue;  // its own key
-      if (!reported.insert({rel.source, *rel.revision, key}).second) continue;  // one delete, one anomaly
-      Anomaly a;
-      a.name = "foreign-release";
-      a.clients.push_back(rel.source);
-      if (!owner->worker.empty()) a.clients.push_back(owner->worker);
-      if (own_token) a.tokens.push_back(*own_token);
-      if (owner->token) a.tokens.push_back(*owner->token);
-      a.evidence.push_back(r);
-      if (owner->acquire) a.evidence.push_back(*owner->acquire);
-      if (const auto g = grant_of(key, owner->token)) a.evidence.push_back(*g);
-      for (std::size_t d : deletes[key]) a.evidence.push_back(d);
-      std::ostringstream d;
-      d << rel.source << " released the lock by deleting " << key << " (token "
-        << (owner->token ? std::to_string(*owner->token) : std::string("?")) << ", created by "
-        << (owner->worker.empty() ? std::string("another holder") : owner->worker) << ") at revision " << *rel.revision
-        << ": a release without an owner check";
-      // The third holder: the first acquire.ok by someone else after the release, while the owner
-      // was still mid-job (no job.done / release.invoke of its token yet).
-      if (!owner->worker.empty() && owner->acquire) {
-        const std::int64_t token = owner->token.value_or(0);
-        auto finished = [&](const Event& e) {
-          return e.source == owner->worker && (e.kind == EventKind::kJobDone || e.kind == EventKind::kReleaseInvoke) &&
-                 (!e.token || *e.token == token);
-        };
-        bool mid_job = true;  // at the release: no job.done / release.invoke of that holding yet
-        for (std::size_t i = *owner->acquire + 1; i < r && mid_job; ++i) mid_job = !finished(history[i]);
-        for (std::size_t i = r + 1; mid_job && i < history.size(); ++i) {
-          const Event& e = history[i];
-          if (finished(e)) break;  // the owner was done with that holding
-          if (e.kind == EventKind::kAcquireOk && e.source != owner->worker) {
-            a.evidence.push_back(i);
-            a.clients.push_back(e.source);
-            if (e.token) a.tokens.push_back(*e.token);
-            d << "; " << e.source << " then acquired the lock"
-              << (e.token ? " (token " + std::to_string(*e.token) + ")" : std::string()) << " while " << owner->worker
-              << " was still mid-job";
-            break;
-          }
-        }
-      }
-      a.description = d.str();
-      anomalies.push_back(std::move(a));
-    }
-  }
-  return result_of(name(), std::move(anomalies));
+  // The streamed rule is the only implementation (stream_check.h).
+  const auto rule = detail::make_foreign_release_rule();
+  return run_stream_rule(*rule, history, readback, context);
 }
 
 // ---------------------------------------------------------------------------------------------

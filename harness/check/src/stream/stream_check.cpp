@@ -30,6 +30,7 @@ constexpr Entry kRules[] = {
     {"stale-write-accepted", detail::make_stale_write_accepted_rule},
     {"cross-key-rejection", detail::make_cross_key_rejection_rule},
     {"rejection-storm", detail::make_rejection_storm_rule},
+    {"foreign-release", detail::make_foreign_release_rule},
     {"token-regression", detail::make_token_regression_rule},
     {"fenced-out", detail::make_fenced_out_rule},
     {"duplicate-effect", detail::make_duplicate_effect_rule},

@@ -20,6 +20,7 @@ namespace fencecheck::harness::detail {
 [[nodiscard]] std::unique_ptr<StreamRule> make_interleaved_segment_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_corrupt_chunk_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_rejection_storm_rule();
+[[nodiscard]] std::unique_ptr<StreamRule> make_foreign_release_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_token_regression_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_fenced_out_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_lost_acknowledged_write_rule();

@@ -15,11 +15,10 @@
 // check_history_file() runs the streamed rules straight from history.jsonl(.zst) without holding
 // the history.
 //
-// Rules streamed so far: interleaved-segment, corrupt-chunk, stale-write-accepted,
-// cross-key-rejection, rejection-storm, token-regression, fenced-out, duplicate-effect,
-// counter-drift, lost-acknowledged-write (stream_rule_names()). Not streamed yet: foreign-release. The read-back is
-// still held in memory as a ReadBack (its size grows with the accept log; streaming it is the next
-// step of docs/streaming-plan.md).
+// Every checker's rule is streamed (stream_rule_names() lists all eleven, in default_checkers()
+// order), and the figures too (analysis.h: FigureStream); analyze_history_file() is analyze() from
+// the file. The read-back is still held in memory as a ReadBack (its size grows with the accept
+// log; streaming it is the next step of docs/streaming-plan.md).
 #pragma once
 
 #include <cstddef>
