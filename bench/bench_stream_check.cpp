@@ -131,6 +131,11 @@ int main(int argc, char** argv) {
   for (const fh::CheckerResult& r : a.checkers)
     std::printf("  %-26s %s, %zu anomalies\n", r.name.c_str(), std::string(fh::verdict_name(r.verdict)).c_str(),
                 r.anomalies.size());
+  std::printf("  state by part (peak MiB, bytes/event):");
+  for (const auto& [part, bytes] : run.peak_state_by_rule)
+    std::printf(" %s %.1f (%.1f)", part.c_str(), static_cast<double>(bytes) / 1048576.0,
+                static_cast<double>(bytes) / static_cast<double>(run.events));
+  std::printf("\n");
   std::printf("  figures: %zu expiries during work, %zu pauses, %lld rejected writes, %zu evidence events\n",
               a.figures.expiries_during_work.size(), a.figures.pauses.size(),
               static_cast<long long>(a.figures.rejected_writes_total()), a.evidence_events.size());

@@ -1301,6 +1301,14 @@ TEST(AnalyzeHistoryFile, GivesAnalyzesVerdictJsonOnEveryGoldenCaseEvidenceCopies
     const fh::HistoryFileAnalysis streamed = fh::analyze_history_file(file, l.readback, l.context);
     ++judged;
     EXPECT_EQ(streamed.events, l.history.size()) << c.name;
+    // Where the state goes: each rule's own peak, then the figures'; their sum bounds the total's peak.
+    ASSERT_EQ(streamed.peak_state_by_rule.size(), fh::default_checkers().size() + 1) << c.name;
+    EXPECT_EQ(streamed.peak_state_by_rule.front().first, "interleaved-segment");
+    EXPECT_EQ(streamed.peak_state_by_rule.back().first, "figures");
+    std::size_t sum = 0;
+    for (const auto& [part, bytes] : streamed.peak_state_by_rule) sum += bytes;
+    EXPECT_GE(sum, streamed.peak_state_bytes) << c.name;
+    EXPECT_GT(streamed.peak_state_bytes, 0u) << c.name;
     // verdict.json of both: verdict, every checker and anomaly (descriptions too), every figure,
     // the black boxes, the protocol errors and the copied evidence events.
     const fh::ExpectationResult expectation;

@@ -79,9 +79,14 @@ StreamCheckRun run_rules_over_file(const std::filesystem::path& history, const R
     rules.push_back(std::move(rule));
   }
   StreamCheckRun out;
+  for (const auto& r : rules) out.peak_state_by_rule.emplace_back(std::string(r->name()), 0);
   auto sample = [&] {
     std::size_t bytes = 0;
-    for (const auto& r : rules) bytes += r->state_bytes();
+    for (std::size_t k = 0; k < rules.size(); ++k) {
+      const std::size_t b = rules[k]->state_bytes();
+      bytes += b;
+      out.peak_state_by_rule[k].second = std::max(out.peak_state_by_rule[k].second, b);
+    }
     out.peak_state_bytes = std::max(out.peak_state_bytes, bytes);
   };
   // Rules whose required sources the resource cannot give are not run (run_checkers()'s rule).
@@ -159,6 +164,8 @@ HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, c
   a.checkers = std::move(run.run.results);
   a.black_box_workers = std::move(run.run.black_box_workers);
   out.peak_state_bytes = run.peak_state_bytes + figures.state_bytes();
+  out.peak_state_by_rule = std::move(run.peak_state_by_rule);
+  out.peak_state_by_rule.emplace_back("figures", figures.state_bytes());
   a.figures = figures.finish();
   a.protocol_errors = std::move(protocol);
   if (!a.protocol_errors.empty()) a.verdict = combine(a.verdict, Verdict::kUnknown);

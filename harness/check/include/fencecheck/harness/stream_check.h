@@ -26,6 +26,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fencecheck/harness/analysis.h"
@@ -108,6 +109,8 @@ struct StreamCheckRun {
   CheckRun run;                       ///< as run_checkers() gives it for the same checkers
   std::size_t events = 0;             ///< events read
   std::size_t peak_state_bytes = 0;   ///< the rules' largest total state_bytes(), sampled every 65,536 events and at the end
+  /// Each rule's own largest state_bytes() (sampled as above), in the rules' order: where the state goes.
+  std::vector<std::pair<std::string, std::size_t>> peak_state_by_rule;
   unsigned passes = 0;                ///< how many times the file was read (1, or more when a rule wanted another pass)
 };
 
@@ -129,6 +132,8 @@ struct HistoryFileAnalysis {
   Analysis analysis;                  ///< as analyze() gives it for the same checkers
   std::size_t events = 0;             ///< events read
   std::size_t peak_state_bytes = 0;   ///< the rules' peak state (StreamCheckRun) plus the figures' at the end
+  /// StreamCheckRun::peak_state_by_rule, then ("figures", the figures' state at the end).
+  std::vector<std::pair<std::string, std::size_t>> peak_state_by_rule;
   unsigned passes = 0;                ///< reads of the file: 1, one more when a rule wanted one, one more for the evidence
 };
 
