@@ -14,6 +14,7 @@ add_library(fencecheck_harness
   src/live_metrics.cpp
   src/orchestrator.cpp
   src/junit.cpp
+  src/history_tally.cpp
   src/report.cpp
   src/report_html.cpp
   src/report_retention.cpp

@@ -51,7 +51,7 @@ std::string_view to_string(MetricsSource source) {
   return "file";
 }
 
-RunFigures run_figures(const Scenario& sc, const std::string& lock, const History& history, const ReadBack& rb,
+RunFigures run_figures(const Scenario& sc, const std::string& lock, const HistoryTally& tally, const ReadBack& rb,
                        const Analysis& a, bool passed, double duration_s, double timestamp_s) {
   RunFigures f;
   f.scenario = sc.name();
@@ -65,12 +65,8 @@ RunFigures run_figures(const Scenario& sc, const std::string& lock, const Histor
   for (const auto& p : a.figures.pauses) f.pauses_s.emplace_back(p.worker, std::chrono::duration<double>(p.duration).count());
   for (const auto& w : a.figures.faults) ++f.faults_injected[w.fault];
   f.high_water = rb.high_water;
-  std::int64_t issued = 0;
-  for (const auto& e : history) {
-    if ((e.kind == EventKind::kLockGrant || e.kind == EventKind::kAcquireOk) && e.token) issued = std::max(issued, *e.token);
-    if (e.kind == EventKind::kWriteInvoke && e.token) f.token_staleness.push_back(std::max<std::int64_t>(0, issued - *e.token));
-  }
-  f.issuer_token = issued;
+  f.token_staleness = tally.token_staleness();
+  f.issuer_token = tally.issuer_token();
   f.duplicate_effects = a.figures.duplicate_effects_by_key;
   for (const auto& c : a.checkers)
     for (const auto& an : c.anomalies) ++f.anomalies[an.name];
@@ -79,6 +75,13 @@ RunFigures run_figures(const Scenario& sc, const std::string& lock, const Histor
   f.duration_s = duration_s;
   f.timestamp_s = timestamp_s;
   return f;
+}
+
+RunFigures run_figures(const Scenario& sc, const std::string& lock, const History& history, const ReadBack& rb,
+                       const Analysis& a, bool passed, double duration_s, double timestamp_s) {
+  HistoryTally tally;
+  for (const Event& e : history) tally.observe(e);
+  return run_figures(sc, lock, tally, rb, a, passed, duration_s, timestamp_s);
 }
 
 const std::vector<double>& pause_buckets() {
@@ -220,7 +223,8 @@ std::shared_ptr<prometheus::Registry> build_registry(const RunFigures& f, Metric
   for (const auto& [key, t] : f.high_water) m.high_water(sc, f.resource, key).Set(d(t));
   m.issuer_token(sc, f.lock).Set(d(f.issuer_token));
   auto& stale = m.token_staleness(sc);
-  for (auto s : f.token_staleness) stale.Observe(d(s));
+  for (const auto& [s, n] : f.token_staleness)
+    for (std::uint64_t k = 0; k < n; ++k) stale.Observe(d(s));
   for (const auto& [key, t] : f.high_water) m.duplicate_effects(sc, f.resource, key);  // 0 until reported
   for (const auto& [key, n] : f.duplicate_effects) m.duplicate_effects(sc, f.resource, key).Increment(d(n));
   for (const auto& [name, n] : f.anomalies) m.anomalies(sc, name).Increment(d(n));

@@ -31,6 +31,8 @@
 #include "fencecheck/harness/schedule.h"
 #include "fencecheck/harness/services.h"
 #include "fencecheck/harness/history.h"
+#include "fencecheck/harness/history_tally.h"
+#include "fencecheck/harness/stream_check.h"
 #include "fencecheck/harness/analysis.h"
 #include "fencecheck/harness/expectation.h"
 #include "fencecheck/harness/verdict_json.h"
@@ -197,7 +199,10 @@ class Run {
   /// One anomaly found while the run goes: its line in anomalies.live.jsonl (flushed), a warning,
   /// RunObserver::on_anomaly.
   void found_live(const LiveAnomaly& a);
-  History history_;
+  /// What the judgement needs from the history besides the checkers (history_tally.h). The run
+  /// does not hold its history: the checkers read history.jsonl back (analyze_history_file), so
+  /// the harness's memory does not grow with the events of a long run.
+  HistoryTally tally_;
   Inbox inbox_;
   std::map<std::string, WorkerState> workers_;
   std::map<std::pair<std::string, EventKind>, std::int64_t> counts_;
@@ -259,8 +264,8 @@ void Run::record(Event e) {
   ++events_;
   if (e.kind == EventKind::kWriteFail) ++rejected_;
   notify(opt_, [&](RunObserver& o) { o.on_event(sc_, e); });
-  for (const LiveAnomaly& a : live_checker_.observe(history_.size(), e)) found_live(a);
-  history_.push_back(std::move(e));
+  for (const LiveAnomaly& a : live_checker_.observe(static_cast<std::size_t>(events_ - 1), e)) found_live(a);
+  tally_.observe(e);
 }
 
 void Run::found_live(const LiveAnomaly& a) {
@@ -1024,17 +1029,26 @@ ScenarioResult Run::execute() {
   services.stop();
 
   notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "checking"); });
-  Analysis analysis = analyze(history_, rb, CheckContext::of(sc_));  // as `fencecheck report` judges it again
+  // The checkers and figures read history.jsonl back in bounded memory, as `fencecheck report`
+  // judges it again (the file is flushed after every event).
+  history_out_.flush();
+  Analysis analysis;
+  try {
+    analysis = analyze_history_file(dir_.path() / kHistoryFile, rb, CheckContext::of(sc_)).analysis;
+  } catch (const HistoryError& err) {
+    throw std::runtime_error("the run's own " + (dir_.path() / kHistoryFile).string() + " could not be read back" +
+                             (err.line() ? " at line " + std::to_string(err.line()) : std::string()) + ": " + err.message());
+  }
   ExpectationResult er = evaluate(sc_.expect(), analysis, sc_);
   if (timed_out_) er.reasons.insert(er.reasons.begin(), "the run hit its timeout of " + format_duration(sc_.timeout()));
   if (interrupted_) er.reasons.insert(er.reasons.begin(), "the run was interrupted");
-  const auto not_taken = run_shortfalls(sc_, history_);
+  const auto not_taken = tally_.shortfalls(sc_, analysis.black_box_workers);
   er.reasons.insert(er.reasons.begin(), not_taken.begin(), not_taken.end());
   er.reasons.insert(er.reasons.end(), early_exits_.begin(), early_exits_.end());
   const bool met = er.met && !timed_out_ && !interrupted_ && not_taken.empty() && early_exits_.empty();
   er.met = met;  // verdict.json's expectation says the same as the table and the exit code
   r.duration_s = std::chrono::duration<double>(Clock::now() - wall_start).count();
-  dir_.write_json("verdict.json", verdict_to_json(analysis, er, history_));
+  dir_.write_json("verdict.json", verdict_to_json(analysis, er, tally_.lock()));
   summarize_analysis(r, analysis);
   r.met = met;
   r.reasons = er.reasons;
@@ -1049,7 +1063,7 @@ ScenarioResult Run::execute() {
     spdlog::warn("{}: the schedule did not exercise {}: unavailable on this machine ({})", sc_.name(), to_string(kind), why);
   name_unhealed(r);
   const RunFigures figures =
-      run_figures(sc_, lock_name_, history_, rb, analysis, r.met, r.duration_s, static_cast<double>(std::time(nullptr)));
+      run_figures(sc_, lock_name_, tally_, rb, analysis, r.met, r.duration_s, static_cast<double>(std::time(nullptr)));
   write_metrics_file(dir_.path() / "metrics.prom", figures);
   notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "done"); });
   notify(opt_, [&](RunObserver& o) { o.on_finish(sc_, r, analysis, figures); });

@@ -14,7 +14,9 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "fencecheck/harness/history_tally.h"
 #include "fencecheck/harness/report_html.h"
+#include "fencecheck/harness/stream_check.h"
 #include "fencecheck/harness/verdict_json.h"
 #include "report_text.h"
 
@@ -61,6 +63,14 @@ nlohmann::json loader_form(const nlohmann::json& j) {
   return j;
 }
 
+/// The lock name of the history's first run.start that names one (the lock the run used), or "".
+/// The run.start is among a history's first events, so a long run's page history has it.
+std::string run_lock(const History& h) {
+  for (const Event& e : h)
+    if (e.kind == EventKind::kRunStart && !e.lock.empty()) return e.lock;
+  return {};
+}
+
 std::int64_t run_start_ns(const History& h) {
   for (const Event& e : h)
     if (e.kind == EventKind::kRunStart) return e.t_ns;
@@ -90,93 +100,15 @@ std::string common_suite_name(const std::vector<std::string>& names) {
 
 }  // namespace
 
-/// (report.h) One reason per planned fault the history shows never took effect: a scenario whose
-/// planned fault did not happen proved nothing about it, whatever its verdict. The n-th fault.inject of a (kind, target) is
-/// taken as the n-th planned fault of that kind on that target; a harness log event "<kind> on
-/// <target> not injected: <why>" says why one could not be injected.
+/// (report.h) run_shortfalls: the tally's reasons (history_tally.h), with the black-box workers
+/// decided by the one rule for "said nothing" (checker.h).
 std::vector<std::string> run_shortfalls(const Scenario& sc, const History& h) {
-  std::map<std::pair<std::string, std::string>, std::int64_t> injected;
-  std::map<std::pair<std::string, std::string>, std::vector<std::string>> failed;
-  for (const Event& e : h) {
-    if (e.source != "harness" || e.fault.empty()) continue;
-    if (e.kind == EventKind::kFaultInject) ++injected[{e.fault, e.target}];
-    const std::string prefix = e.fault + " on " + e.target + " not injected: ";
-    if (e.kind == EventKind::kLog && e.detail.rfind(prefix, 0) == 0)
-      failed[{e.fault, e.target}].push_back(e.detail.substr(prefix.size()));
-  }
-  std::vector<std::string> out;
-  const auto& planned = sc.faults();
-  for (std::size_t i = 0; i < planned.size(); ++i) {
-    const std::pair<std::string, std::string> id{std::string(to_string(planned[i].kind)), planned[i].target};
-    if (auto& n = injected[id]; n > 0) {
-      --n;
-      continue;
-    }
-    const std::string name = "faults[" + std::to_string(i) + "] (" + id.first + " on " + id.second + ")";
-    if (auto& why = failed[id]; !why.empty()) {
-      out.push_back(name + " could not be injected: " + why.front());
-      why.erase(why.begin());
-    } else {
-      out.push_back(name + " never fired: its trigger did not happen before the run ended");
-    }
-  }
-  // A worker that failed (exit status other than 0, done, and 1, gave up: fenced out for good,
-  // which the checkers judge; or killed by a signal) did not do what the scenario planned.
-  for (const Event& e : h) {
-    if (e.source != "harness" || e.kind != EventKind::kWorkerExit || e.detail.rfind("exit ", 0) != 0) continue;
-    const std::string code = e.detail.substr(5);
-    if (code == "0" || code == "1") continue;
-    int status = -1;
-    std::from_chars(code.data(), code.data() + code.size(), status);
-    std::string why = "worker " + e.target + " failed: exit " + code +
-                      (status > 128 ? " (killed by signal " + std::to_string(status - 128) + ")" : "") + "; see logs/" +
-                      e.target + ".log";
-    if (!e.line.empty()) why += "; its last stderr lines:\n" + e.line;
-    out.push_back(std::move(why));
-  }
-  // A fault whose heal did not take effect (the harness's "<kind> on <target> not healed: <why>"
-  // log event) and that no later fault.heal of the same kind and target healed: still in effect
-  // when the run ended, so the run did not have the shape its plan gave (and the machine is left
-  // changed: the ledger holds it outstanding).
-  std::map<std::pair<std::string, std::string>, std::string> unhealed;
-  for (const Event& e : h) {
-    if (e.source != "harness" || e.fault.empty()) continue;
-    const std::string prefix = e.fault + " on " + e.target + " not healed: ";
-    if (e.kind == EventKind::kLog && e.detail.rfind(prefix, 0) == 0) unhealed[{e.fault, e.target}] = e.detail.substr(prefix.size());
-    if (e.kind == EventKind::kFaultHeal) unhealed.erase({e.fault, e.target});
-  }
-  for (const auto& [id, why] : unhealed)
-    out.push_back("fault not healed, still in effect when the run ended: " + id.first + " on " + id.second + ": " + why);
-  // A command worker that exited while processes it started were still at work (holding its
-  // event channel): the harness cut them short, so the worker did not do what it said it did.
-  for (const Event& e : h)
-    if (e.source == "harness" && e.kind == EventKind::kLog && e.detail.find("still held its event channel") != std::string::npos)
-      out.push_back(e.detail + "; a worker's exit means its work is done (docs/worker-protocol.md)");
-  // A worker that spoke the protocol and never acquired the lock did nothing the scenario planned
-  // (a command worker always; fencecheck-worker when the run timed out, stuck in acquire). A
-  // worker that sent no events at all is a black box: the checkers judge it from the lock
-  // service and the resource, and this rule cannot see it.
-  bool timed_out = false;
-  std::set<std::string> started, acquired;
-  for (const Event& e : h) {
-    if (e.kind == EventKind::kRunEnd && e.detail == "timeout") timed_out = true;
-    if (e.source == "harness" && e.kind == EventKind::kLog && e.detail.rfind("started worker ", 0) == 0) started.insert(e.target);
-    if (e.kind == EventKind::kAcquireOk) acquired.insert(e.source);
-  }
+  HistoryTally tally;
+  for (const Event& e : h) tally.observe(e);
   std::vector<std::string> ids;
   for (const auto& w : sc.workers()) ids.push_back(w.id);
-  const std::vector<std::string> silent = black_box_workers(h, ids, nullptr);  // the one rule for "said nothing"
-  for (const auto& w : sc.workers()) {
-    const bool spoke = !std::binary_search(silent.begin(), silent.end(), w.id);
-    if (!started.count(w.id) || !spoke || acquired.count(w.id)) continue;
-    if (!w.command && !timed_out) continue;
-    out.push_back("worker " + w.id + " never acquired the lock " + sc.lock_service().lock +
-                  (timed_out ? " within the run's timeout of " + format_duration(sc.timeout()) : std::string()) +
-                  " (no acquire.ok)");
-  }
-  return out;
+  return tally.shortfalls(sc, black_box_workers(h, ids, nullptr));
 }
-
 
 StoredRun load_run_directory(const fs::path& dir) {
   std::error_code ec;
@@ -200,7 +132,9 @@ StoredRun load_run_directory(const fs::path& dir) {
   const fs::path hist = history_file(dir);  // history.jsonl, or history.jsonl.zst once compressed
   if (!fs::exists(hist, ec)) throw RunFileError(hist, "missing");
   try {
-    run.history = load_history_jsonl(hist);
+    ReportHistory h = load_report_history(hist);  // every line checked; the first events kept for the page
+    run.history = std::move(h.first);
+    run.history_events = h.events;
   } catch (const HistoryError& e) {
     throw RunFileError(hist, (e.line() ? "line " + std::to_string(e.line()) + ": " : std::string()) + e.message());
   }
@@ -220,14 +154,20 @@ StoredRun load_run_directory(const fs::path& dir) {
 Judgement judge_stored_run(const StoredRun& run) {
   const Scenario& sc = *run.scenario;
   Judgement j;
-  j.analysis = analyze(run.history, run.readback, CheckContext::of(sc));  // the scenario's TTL, lock, job kind
-  j.expectation = evaluate(sc.expect(), j.analysis, sc);
-  std::optional<std::int64_t> start, end;
-  std::string end_detail;
-  for (const Event& e : run.history) {
-    if (e.kind == EventKind::kRunStart && !start) start = e.t_ns;
-    if (e.kind == EventKind::kRunEnd) end = e.t_ns, end_detail = e.detail;
+  // The checkers, figures and tally read the history file as a stream (the scenario's TTL, lock,
+  // job kind): the same judgement as the live run's.
+  HistoryTally tally;
+  const fs::path hist = history_file(run.dir);
+  try {
+    j.analysis = analyze_history_file(hist, run.readback, CheckContext::of(sc), {},
+                                      [&](std::size_t, const Event& e) { tally.observe(e); })
+                     .analysis;
+  } catch (const HistoryError& e) {
+    throw RunFileError(hist, (e.line() ? "line " + std::to_string(e.line()) + ": " : std::string()) + e.message());
   }
+  j.expectation = evaluate(sc.expect(), j.analysis, sc);
+  const std::optional<std::int64_t> start = tally.run_start_ns(), end = tally.run_end_ns();
+  const std::string& end_detail = tally.run_end_detail();
   bool finished = true;
   if (!end) {
     finished = false;
@@ -239,7 +179,7 @@ Judgement judge_stored_run(const StoredRun& run) {
     finished = false;
     j.expectation.reasons.insert(j.expectation.reasons.begin(), "the run was interrupted");
   }
-  const auto not_taken = run_shortfalls(sc, run.history);
+  const auto not_taken = tally.shortfalls(sc, j.analysis.black_box_workers);
   j.expectation.reasons.insert(j.expectation.reasons.begin(), not_taken.begin(), not_taken.end());
   j.expectation.met = j.expectation.met && finished && not_taken.empty();
 
@@ -342,7 +282,7 @@ void write_run_reports(const StoredRun& run, const Judgement& j, bool rewrite_ve
   if (rewrite_verdict)
     try {
       rt::write_file_atomically(run.dir / "verdict.json",
-                                verdict_to_json(j.analysis, j.expectation, run.history).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+                                verdict_to_json(j.analysis, j.expectation, run_lock(run.history)).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     } catch (const std::exception& e) {
       throw RunFileError(run.dir / "verdict.json", e.what());
     }
@@ -357,7 +297,7 @@ void write_run_reports(const StoredRun& run, const Judgement& j, bool rewrite_ve
   } catch (const std::exception& e) {
     throw RunFileError(run.dir / "junit.xml", e.what());
   }
-  ReportData data{&*run.scenario, run.history, run.readback, j.analysis, j.result, generator};
+  ReportData data{&*run.scenario, run.history, run.readback, j.analysis, j.result, generator, run.history_events};
   try {
     write_report_html(run.dir / "report.html", data);
   } catch (const std::exception& e) {
@@ -378,10 +318,12 @@ void ReportObserver::on_finish(const Scenario& scenario, const ScenarioResult& r
   try {
     // The files the orchestrator just wrote: the page is drawn from exactly what
     // `fencecheck report` would read.
-    const History history = load_history_jsonl(history_file(result.run_dir));
+    // A long run's page draws its first events only (kReportHistoryEvents): the harness's memory
+    // stays bounded however long the run was.
+    const ReportHistory history = load_report_history(history_file(result.run_dir));
     const ReadBack rb = readback_from_json(read_json(result.run_dir / "readback.json"));
-    c = junit_case(result, &analysis, run_start_ns(history), suite);
-    ReportData data{&scenario, history, rb, analysis, result, "fencecheck run"};
+    c = junit_case(result, &analysis, run_start_ns(history.first), suite);
+    ReportData data{&scenario, history.first, rb, analysis, result, "fencecheck run", history.events};
     write_report_html(result.run_dir / "report.html", data);
   } catch (const std::exception& e) {
     problems_.push_back("report.html for " + result.run_dir.string() + ": " + e.what());
@@ -412,11 +354,11 @@ void ReportObserver::add_result(const Scenario& scenario, const ScenarioResult& 
     try {
       write_junit(result.run_dir / "junit.xml",
                   JUnitSuite{suite, junit_timestamp(scenario_started_ ? scenario_started_ : std::time(nullptr)), hostname(), {c}});
-      History history;
-      if (const auto h = history_file(result.run_dir); fs::exists(h, ec)) history = load_history_jsonl(h);
+      ReportHistory history;
+      if (const auto h = history_file(result.run_dir); fs::exists(h, ec)) history = load_report_history(h);
       const ReadBack rb;
       const Analysis analysis;  // nothing was judged: verdict unknown
-      ReportData data{&scenario, history, rb, analysis, result, "fencecheck run"};
+      ReportData data{&scenario, history.first, rb, analysis, result, "fencecheck run", history.events};
       write_report_html(result.run_dir / "report.html", data);
     } catch (const std::exception& e) {
       problems_.push_back(e.what());

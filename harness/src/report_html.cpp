@@ -1166,7 +1166,7 @@ std::string story(const Model& m) {
 
 std::string verdict_class(std::string_view v) { return v == "valid" ? "valid" : v == "invalid" ? "invalid" : "unknown"; }
 
-std::string event_table(const Model& m) {
+std::string event_table(const Model& m, std::size_t history_events) {
   const History& h = m.h;
   std::ostringstream s;
   std::set<std::size_t> keep;  // with a huge history: the cited and drawn events only
@@ -1176,16 +1176,21 @@ std::string event_table(const Model& m) {
     for (const auto& [i, e] : m.a.evidence_events) keep.insert(i);
     keep.insert(m.drawn.begin(), m.drawn.end());
   }
+  // A long run's page holds only the history's first events (ReportData::history_events): the
+  // events the anomalies and figures cite beyond them come from the analysis's copies.
+  std::vector<std::pair<std::size_t, const Event*>> beyond;
+  if (history_events > h.size())
+    for (const auto& [i, e] : m.a.evidence_events)
+      if (i >= h.size()) beyond.emplace_back(i, &e);
   if (!all)
-    s << "<p class=\"note\">The history has " << h.size() << " events; this table lists the " << keep.size()
-      << " that are drawn or cited. history.jsonl has them all (line = index + 1).</p>\n";
+    s << "<p class=\"note\">The history has " << std::max(history_events, h.size()) << " events; this table lists the "
+      << keep.size() << " that are drawn or cited. history.jsonl has them all (line = index + 1).</p>\n";
+  if (!beyond.empty())
+    s << "<p class=\"note\">After the first " << h.size() << " events, the table lists the " << beyond.size()
+      << " that the anomalies and figures cite.</p>\n";
   s << "<table class=\"events\"><thead><tr><th>#</th><th>time</th><th>source</th><th>kind</th><th>token</th><th>key / segment / "
        "chunk</th><th>high-water</th><th>other</th></tr></thead><tbody>\n";
-  std::size_t rows = 0;
-  for (std::size_t i = 0; i < h.size(); ++i) {
-    if (!all && !keep.count(i)) continue;
-    if (++rows > kMaxTableEvents) break;
-    const Event& e = h[i];
+  auto row = [&](std::size_t i, const Event& e) {
     std::string cls = "k-" + std::string(kind_name(e.kind));
     std::replace(cls.begin(), cls.end(), '.', '-');
     if (m.evidence.count(i)) cls += " evidence";
@@ -1206,6 +1211,16 @@ std::string event_table(const Model& m) {
     if (!e.target.empty()) add("target " + e.target);
     if (!e.detail.empty()) add(e.detail);
     s << html(other) << "</td></tr>\n";
+  };
+  std::size_t rows = 0;
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    if (!all && !keep.count(i)) continue;
+    if (++rows > kMaxTableEvents) break;
+    row(i, h[i]);
+  }
+  for (const auto& [i, e] : beyond) {
+    if (++rows > kMaxTableEvents + beyond.size()) break;
+    row(i, *e);
   }
   s << "</tbody></table>\n";
   return s.str();
@@ -1384,6 +1399,13 @@ std::string render_report_html(const ReportData& d) {
         << "</td></tr>\n";
     o << "</tbody></table>\n</section>\n";
   }
+  if (d.history_events > d.history.size())
+    // A long run: the story, timeline and events are drawn from its first events only; the verdict,
+    // anomalies and figures below are the whole run's (judged from history.jsonl as a stream).
+    o << "<p class=\"note partial-history\" id=\"partial-history\">A long run: the history has " << d.history_events
+      << " events, and this page draws its first " << d.history.size()
+      << " (what happened, timeline, events). The verdict, the anomalies and the figures are the whole run's; "
+         "history.jsonl has every event (line = index + 1).</p>\n";
   o << "<section id=\"story\"><h2>What happened</h2>\n" << story(m) << "</section>\n";
   o << "<section id=\"timeline-section\"><h2>Timeline</h2>\n<p class=\"note\">Hover a mark for its details; click it for its "
        "event. A worker's bar is the lock held with its fencing token; hatched red: the lock service had already deleted its "
@@ -1488,9 +1510,18 @@ std::string render_report_html(const ReportData& d) {
 
   o << "<section id=\"events\"><h2>Events</h2>\n<p class=\"note\">Every event of history.jsonl (line = index + 1), in the order the "
        "orchestrator received it. Highlighted: cited by an anomaly.</p>\n"
-    << event_table(m) << "</section>\n";
+    << event_table(m, d.history_events) << "</section>\n";
   o << "<script>" << kScript << "</script>\n</body>\n</html>\n";
   return o.str();
+}
+
+ReportHistory load_report_history(const fs::path& path, std::size_t limit) {
+  ReportHistory out;
+  for_each_history_event(path, [&](std::size_t index, Event&& e) {
+    if (index < limit) out.first.push_back(std::move(e));
+    out.events = index + 1;
+  });
+  return out;
 }
 
 void write_report_html(const fs::path& path, const ReportData& data) {

@@ -290,7 +290,9 @@ TEST(CommandWorker, ASilentWorkerIsJudgedAsABlackBoxFromTheLockServiceAndTheReso
       EXPECT_NE(c.at("evidence").dump().find("resource.accept-log"), std::string::npos) << c.dump();
     }
     // A checker that needs the workers' own events cannot call a silent run valid.
-    if (c.at("name") == "fenced-out" || c.at("name") == "foreign-release") EXPECT_EQ(c.at("verdict"), "unknown") << c.dump();
+    if (c.at("name") == "fenced-out" || c.at("name") == "foreign-release") {
+      EXPECT_EQ(c.at("verdict"), "unknown") << c.dump();
+    }
   }
   for (const auto& e : r.history) EXPECT_NE(e.value("source", ""), "w1") << "w1 said something: " << e.dump();
   EXPECT_NE(r.result.out.find("black box: judged from the lock service and the resource"), std::string::npos) << r.result.out;

@@ -39,6 +39,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Pair;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -138,7 +139,7 @@ RunFigures known_figures() {
   f.faults_injected["sigstop"] = 1;
   f.high_water["ledger"] = 41;
   f.issuer_token = 42;
-  f.token_staleness = {0, 0, 1, 3, 150};
+  f.token_staleness = {{0, 2}, {1, 1}, {3, 1}, {150, 1}};  // value -> writes: 0, 0, 1, 3, 150
   f.anomalies["interleaved-segment"] = 2;
   f.expects_safe = false;  // a control scenario: it must show its anomaly
   f.passed = true;
@@ -405,7 +406,7 @@ TEST(RunFigures, TakesEachFigureFromTheRunsEvidence) {
   EXPECT_EQ(f.resource, "store");
   EXPECT_EQ(f.lease_ttl_s, 2);
   EXPECT_EQ(f.issuer_token, 7);
-  EXPECT_THAT(f.token_staleness, ElementsAre(0, 0, 2));
+  EXPECT_THAT(f.token_staleness, ElementsAre(Pair(0, 2u), Pair(2, 1u)));  // three writes: staleness 0, 0, 2
   EXPECT_EQ(f.rejected_writes, (std::map<std::pair<std::string, std::string>, std::int64_t>{{{"ledger", "w1"}, 1}}));
   EXPECT_EQ(f.high_water, rb.high_water);
   EXPECT_EQ(f.duplicate_effects, (std::map<std::string, std::int64_t>{{"ledger", 1}}));

@@ -33,6 +33,7 @@
 #include "fencecheck/harness/report_html.h"
 #include "fencecheck/harness/run_dir.h"
 #include "fencecheck/harness/scenario.h"
+#include "fencecheck/harness/verdict_json.h"
 #include "fencecheck/proto/chunk.h"
 #include "dom_util.h"
 
@@ -608,6 +609,63 @@ TEST_F(ReportHtml, HeadlinesEverySuccessorBeforeTheOldTokensWrite) {
                               "took token 4</a>"));
 }
 
+// A long run's page (ReportData::history_events): drawn from the history's first events, with a
+// note saying so; the events the analysis cites beyond them are still listed, from its copies.
+TEST_F(ReportHtml, ALongRunsPageDrawsItsFirstEventsAndListsTheCitedOnesBeyond) {
+  ASSERT_GT(s.h.size(), 16u);
+  Analysis with = a;
+  Anomaly an;
+  an.name = "interleaved-segment";
+  an.description = "ledger segment 0 holds chunks written under 2 fencing tokens";
+  an.evidence = {9, 14};
+  with.checkers.front().anomalies.push_back(an);
+  with.evidence_events.emplace(14, s.h[14]);  // analyze_history_file's copy of the cited event
+  History first;
+  for (std::size_t i = 0; i < 10; ++i) first.add(s.h[i]);
+  const ScenarioResult r = result_for(with, false);
+  const std::string html = render_report_html(ReportData{&sc, first, s.rb, with, r, "unit test", s.h.size()});
+  EXPECT_THAT(html, HasSubstr("id=\"partial-history\">A long run: the history has " + std::to_string(s.h.size()) +
+                              " events, and this page draws its first 10"));
+  // Beyond the first 10: the events the anomaly and the figures (pauses, expiries, faults) cite.
+  std::size_t cited = 0;
+  for (const auto& [i, e] : with.evidence_events) cited += i >= 10 ? 1 : 0;
+  ASSERT_GE(cited, 1u);
+  ASSERT_LT(cited, s.h.size() - 10);  // some events beyond are not cited: they must be left out
+  EXPECT_THAT(html, HasSubstr("After the first 10 events, the table lists the " + std::to_string(cited) +
+                              " that the anomalies and figures cite."));
+  for (std::size_t i = 0; i < s.h.size(); ++i) {
+    const bool listed = i < 10 || with.evidence_events.count(i) > 0;
+    EXPECT_EQ(html.find("<tr id=\"ev-" + std::to_string(i) + "\"") != std::string::npos, listed) << "event " << i;
+  }
+  EXPECT_THAT(html, HasSubstr("<tr id=\"ev-14\" class=\"k-"));  // the anomaly's evidence beyond the first 10
+  // The whole history's page has no such note (history_events 0: whole).
+  EXPECT_THAT(page(with, false), Not(HasSubstr("partial-history")));
+}
+
+// load_report_history: the first `limit` events and the count of all, every line parsed.
+TEST(ReportHistory, KeepsTheFirstEventsCountsAllAndFindsABadLineBeyondThem) {
+  Story st;
+  const fs::path d = fresh_dir("report-history");
+  {
+    std::ofstream out(d / "history.jsonl");
+    for (const Event& e : st.h) out << to_json_line(e) << "\n";
+  }
+  const ReportHistory five = load_report_history(d / "history.jsonl", 5);
+  ASSERT_EQ(five.first.size(), 5u);
+  EXPECT_EQ(five.events, st.h.size());
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(to_json_line(five.first[i]), to_json_line(st.h[i])) << i;
+  const ReportHistory all = load_report_history(d / "history.jsonl");
+  EXPECT_EQ(all.first.size(), st.h.size());
+  EXPECT_EQ(all.events, st.h.size());
+  std::ofstream(d / "history.jsonl", std::ios::app) << "{\"kind\":\"no.such.kind\",\"source\":\"w1\",\"t_ns\":1}\n";
+  try {
+    (void)load_report_history(d / "history.jsonl", 5);
+    FAIL() << "a bad last line was not found";
+  } catch (const HistoryError& e) {
+    EXPECT_EQ(e.line(), st.h.size() + 1);
+  }
+}
+
 TEST_F(ReportHtml, NoLeaseExpiredNoHeadline) {
   History h;
   for (std::size_t i = 0; i < s.h.size(); ++i)
@@ -725,6 +783,22 @@ TEST(StoredRun, LoadsAFixtureAndJudgesItAsTheLiveRunDid) {
   EXPECT_TRUE(u.result.met);  // the control group must show the anomaly
   EXPECT_THAT(u.result.anomalies, ::testing::Contains("interleaved-segment"));
   EXPECT_EQ(u.result.expectation, "anomaly: interleaved-segment");
+}
+
+// The judgement reads history.jsonl as a stream, not the events StoredRun keeps for the page: a
+// run whose page history holds only its first events is judged on all of them.
+TEST(StoredRun, IsJudgedFromItsWholeHistoryFileNotThePagesFirstEvents) {
+  StoredRun run = load_run_directory(kFixtures / "sigstop-past-lease-unfenced");
+  EXPECT_EQ(run.history_events, run.history.size());
+  const Judgement whole = judge_stored_run(run);
+  ASSERT_EQ(whole.result.verdict, "invalid");
+  run.history.events.resize(5);  // as a long run's page history would be cut
+  const Judgement j = judge_stored_run(run);
+  EXPECT_EQ(j.result.verdict, "invalid");
+  EXPECT_EQ(j.result.anomalies, whole.result.anomalies);
+  EXPECT_EQ(j.result.rejected_writes, whole.result.rejected_writes);
+  EXPECT_EQ(j.result.duration_s, whole.result.duration_s);
+  EXPECT_EQ(to_json(j.analysis, j.expectation).dump(), to_json(whole.analysis, whole.expectation).dump());
 }
 
 TEST(StoredRun, ATimedOutHistoryDoesNotMeetItsExpectation) {

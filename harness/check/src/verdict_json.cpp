@@ -145,6 +145,12 @@ nlohmann::json verdict_to_json(const Analysis& analysis, const ExpectationResult
   return j;
 }
 
+nlohmann::json verdict_to_json(const Analysis& analysis, const ExpectationResult& expectation, std::string_view lock) {
+  nlohmann::json j = to_json(analysis, expectation);
+  if (!lock.empty()) j["lock"] = std::string(lock);
+  return j;
+}
+
 nlohmann::json to_json(const Analysis& a, const ExpectationResult& e) {
   nlohmann::json j;
   j["schema_version"] = kVerdictSchemaVersion;

@@ -147,7 +147,8 @@ StreamCheckRun check_history_file(const std::filesystem::path& history, const Re
 }
 
 HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, const ReadBack& readback,
-                                         const CheckContext& context, const std::vector<std::string_view>& names) {
+                                         const CheckContext& context, const std::vector<std::string_view>& names,
+                                         const std::function<void(std::size_t, const Event&)>& also) {
   std::vector<std::string_view> rules = names;
   if (rules.empty())
     for (const auto& c : default_checkers()) rules.push_back(c->name());
@@ -157,6 +158,7 @@ HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, c
   StreamCheckRun run = run_rules_over_file(history, readback, context, rules, [&](std::size_t index, const Event& e) {
     figures.observe(index, e);
     if (e.kind == EventKind::kProtocolError) protocol.push_back(ProtocolError{e.target, e.line_no, e.detail, e.line, index});
+    if (also) also(index, e);
   });
   HistoryFileAnalysis out;
   Analysis& a = out.analysis;

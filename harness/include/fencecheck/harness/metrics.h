@@ -52,6 +52,7 @@
 
 #include "fencecheck/harness/analysis.h"
 #include "fencecheck/harness/history.h"
+#include "fencecheck/harness/history_tally.h"
 #include "fencecheck/harness/scenario.h"
 #include "fencecheck/proto/readback.h"
 
@@ -80,7 +81,9 @@ struct RunFigures {
   std::map<std::string, std::int64_t> faults_injected;                              ///< kind -> n
   std::map<std::string, std::int64_t> high_water;                                   ///< key -> token
   std::int64_t issuer_token = 0;
-  std::vector<std::int64_t> token_staleness;  ///< per write: highest token issued so far minus the token presented
+  /// Per write.invoke: highest token issued so far minus the token presented (whole tokens), as
+  /// value -> how many writes had it (bounded by distinct values, not by writes).
+  std::map<std::int64_t, std::uint64_t> token_staleness;
   /// job (the resource key it writes) -> duplicate effects found (the duplicate-effect rule's
   /// count). Every key in high_water is exported too, with 0 when it has none.
   std::map<std::string, std::int64_t> duplicate_effects;
@@ -101,6 +104,12 @@ struct RunFigures {
 /// acquire.ok events in order. `duration_s` is the run's wall time in seconds, `timestamp_s` the
 /// Unix time it ended. Pure; thread-safe.
 [[nodiscard]] RunFigures run_figures(const Scenario& scenario, const std::string& lock, const History& history,
+                                     const ReadBack& readback, const Analysis& analysis, bool passed,
+                                     double duration_s, double timestamp_s);
+/// The same from a HistoryTally of the run's events (history_tally.h: the issuer's token and the
+/// staleness), so the caller need not hold the history. run_figures(…, history, …) is this with
+/// a tally of `history`. Pure; thread-safe.
+[[nodiscard]] RunFigures run_figures(const Scenario& scenario, const std::string& lock, const HistoryTally& tally,
                                      const ReadBack& readback, const Analysis& analysis, bool passed,
                                      double duration_s, double timestamp_s);
 

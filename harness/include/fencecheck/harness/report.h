@@ -52,7 +52,11 @@ struct StoredRun {
   std::filesystem::path dir;
   std::optional<Scenario> scenario;  ///< always set by load_run_directory
   std::string source;                ///< the scenario file the run was planned from (scenario.json "source")
+  /// The history's first kReportHistoryEvents events (report_html.h; every event of a run of
+  /// normal length): what report.html draws. The judgement reads history.jsonl itself, as a
+  /// stream, so a long run is never held whole.
   History history;
+  std::size_t history_events = 0;  ///< every event of history.jsonl (history.size() unless a long run)
   ReadBack readback;
 };
 
@@ -69,9 +73,11 @@ struct Judgement {
 };
 
 /// Runs the default checkers with the scenario's context (CheckContext::of) and its expectation
-/// over the stored history and read-back. A history whose run.end says "timeout" or
+/// over the stored history (read from the run directory's history file as a stream:
+/// analyze_history_file, so in memory bounded by what is live, not by events) and read-back. A history whose run.end says "timeout" or
 /// "interrupted", or that has no run.end, does not meet its expectation (with that reason), as in
-/// the live run. Pure.
+/// the live run. Throws RunFileError when the history file cannot be read again (changed since
+/// load_run_directory).
 [[nodiscard]] Judgement judge_stored_run(const StoredRun& run);
 
 /// The results table printed at the end of `run` and `report`: one row per scenario (scenario,

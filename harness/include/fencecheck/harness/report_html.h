@@ -53,7 +53,24 @@ struct ReportData {
   const Analysis& analysis;            ///< checkers and figures
   const ScenarioResult& result;        ///< expectation text, met, reasons, figures, duration
   std::string generator = "fencecheck run";  ///< what wrote the page ("fencecheck report" when re-rendered)
+  /// Events in the whole history when `history` holds only its first ones (a long run's page is
+  /// drawn from its first kReportHistoryEvents, load_report_history); 0 or history.size(): whole.
+  std::size_t history_events = 0;
 };
+
+/// How many of a history's first events a page draws (timeline, story, event table): a long run's
+/// page stays a few MB however many events it has. The verdict, anomalies and figures are the
+/// whole run's; the events they cite beyond this many are listed from the analysis's copies.
+inline constexpr std::size_t kReportHistoryEvents = 100'000;
+
+/// A history file's first `limit` events (History indices as in the file) and how many events it
+/// has in all, reading it once in bounded memory (for_each_history_event). Throws HistoryError as
+/// load_history_jsonl does, for a bad line anywhere in the file.
+struct ReportHistory {
+  History first;            ///< the first min(limit, events) events
+  std::size_t events = 0;   ///< every event of the file
+};
+[[nodiscard]] ReportHistory load_report_history(const std::filesystem::path& path, std::size_t limit = kReportHistoryEvents);
 
 /// The whole page, UTF-8. Never throws for odd histories (events missing fields are drawn where
 /// they can be, or only listed in the event table).

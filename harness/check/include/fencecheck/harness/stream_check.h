@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -144,9 +145,13 @@ struct HistoryFileAnalysis {
 /// analyze() of the same checkers on load_history_jsonl(history) with the same read-back and
 /// context (a test compares verdict.json of both on every case of the golden record). Memory: the
 /// rules' and figures' state (stream_check.h, analysis.h: FigureStream) plus the anomalies, figures
-/// and evidence copies (output), one event at a time. Throws what check_history_file() throws.
-[[nodiscard]] HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, const ReadBack& readback,
-                                                       const CheckContext& context,
-                                                       const std::vector<std::string_view>& names = {});
+/// and evidence copies (output), one event at a time. `also`, when given, is called with every
+/// event of the first pass (index, event), in history order, so a caller's own tally (e.g. the
+/// harness's HistoryTally) rides along the same read; exceptions from it pass through. Throws
+/// what check_history_file() throws.
+[[nodiscard]] HistoryFileAnalysis analyze_history_file(
+    const std::filesystem::path& history, const ReadBack& readback, const CheckContext& context,
+    const std::vector<std::string_view>& names = {},
+    const std::function<void(std::size_t index, const Event& event)>& also = {});
 
 }  // namespace fencecheck::harness

@@ -40,6 +40,8 @@
 // }
 #pragma once
 
+#include <string_view>
+
 #include <nlohmann/json.hpp>
 
 #include "fencecheck/harness/analysis.h"
@@ -56,6 +58,12 @@ inline constexpr int kVerdictSchemaVersion = 1;
 /// from the history's run.start (absent when it has none).
 [[nodiscard]] nlohmann::json verdict_to_json(const Analysis& analysis, const ExpectationResult& expectation,
                                              const History& history);
+/// The same document for an Analysis that already holds its evidence copies (analyze() and
+/// analyze_history_file() make them), plus "lock" when `lock` is not empty (the run's lock name,
+/// e.g. HistoryTally::lock()): what the orchestrator and `fencecheck report` write without holding
+/// the history.
+[[nodiscard]] nlohmann::json verdict_to_json(const Analysis& analysis, const ExpectationResult& expectation,
+                                             std::string_view lock);
 /// Pieces, for reports that embed them. `events` supplies the evidence copies (may be empty).
 [[nodiscard]] nlohmann::json to_json(const Anomaly& anomaly, const std::map<std::size_t, Event>& events);
 [[nodiscard]] nlohmann::json to_json(const Figures& figures);
