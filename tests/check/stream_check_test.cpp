@@ -11,6 +11,9 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
+#include <random>
+#include <tuple>
 #include <set>
 #include <string>
 #include <variant>
@@ -22,6 +25,8 @@
 #include "fencecheck/harness/expectation.h"
 #include "fencecheck/harness/verdict_json.h"
 #include "golden_cases.h"
+// LogPositions is the rules' internal index of the read-back's accept log.
+#include "../../harness/check/src/write_map.h"
 
 namespace fh = fencecheck::harness;
 namespace fs = std::filesystem;
@@ -1339,4 +1344,74 @@ TEST(AnalyzeHistoryFile, ACheckerWithoutAStreamedRuleIsNamed) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("no-such-checker"), std::string::npos) << e.what();
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// LogPositions (write_map.h): the accept log by write id, 4-byte positions looking into the log.
+
+namespace {
+
+fencecheck::AcceptedWrite logged(std::int64_t seq, std::string client, std::int64_t token, std::string key,
+                                 std::int64_t segment, std::int64_t chunk) {
+  fencecheck::AcceptedWrite w;
+  w.seq = seq;
+  w.client = std::move(client);
+  w.token = token;
+  w.key = std::move(key);
+  w.segment = segment;
+  w.chunk = chunk;
+  return w;
+}
+
+}  // namespace
+
+TEST(LogPositions, FindsEachWriteIdByEveryFieldAndKeepsTheFirstOrTheLatestSeq) {
+  using fencecheck::harness::detail::LogPositions;
+  using fencecheck::harness::detail::WriteId;
+  const std::vector<fencecheck::AcceptedWrite> log = {
+      logged(1, "w1", 3, "ledger", 0, 0), logged(2, "w2", 4, "ledger", 0, 0), logged(5, "w1", 3, "ledger", 0, 0),
+      logged(3, "w1", 3, "ledger", 0, 0), logged(4, "w1", 3, "ledger", 0, 1)};
+  const LogPositions first(log, LogPositions::Keep::kFirst), latest(log, LogPositions::Keep::kLatestSeq);
+  EXPECT_EQ(first.size(), 3u);
+  EXPECT_EQ(first.find({"w1", 3, "ledger", 0, 0}), std::optional<std::uint32_t>(0));
+  EXPECT_EQ(latest.find({"w1", 3, "ledger", 0, 0}), std::optional<std::uint32_t>(2));  // seq 5
+  EXPECT_EQ(latest.at(2).seq, 5);
+  EXPECT_EQ(first.find({"w2", 4, "ledger", 0, 0}), std::optional<std::uint32_t>(1));
+  EXPECT_EQ(first.find({"w1", 3, "ledger", 0, 1}), std::optional<std::uint32_t>(4));
+  // One field off, each in turn: not in the log.
+  for (const WriteId& id : {WriteId{"w3", 3, "ledger", 0, 0}, WriteId{"w1", 4, "ledger", 0, 0}, WriteId{"w1", 3, "ledgers", 0, 0},
+                            WriteId{"w1", 3, "ledger", 1, 0}, WriteId{"w1", 3, "ledger", 0, 2}, WriteId{"", 3, "ledger", 0, 0}})
+    EXPECT_FALSE(first.find(id)) << id.source << " " << id.token << " " << id.key << " " << id.segment << " " << id.chunk;
+  EXPECT_FALSE(LogPositions({}, LogPositions::Keep::kFirst).find({"w1", 3, "ledger", 0, 0}));
+}
+
+TEST(LogPositions, AgreesWithAMapOnALongLogWithRepeatedIds) {
+  using fencecheck::harness::detail::LogPositions;
+  std::vector<fencecheck::AcceptedWrite> log;
+  std::mt19937_64 rng(16);
+  for (int i = 0; i < 200'000; ++i)
+    log.push_back(logged(static_cast<std::int64_t>(rng() % 1000), "w" + std::to_string(rng() % 7), static_cast<std::int64_t>(rng() % 50),
+                         "k" + std::to_string(rng() % 13), static_cast<std::int64_t>(rng() % 4), static_cast<std::int64_t>(rng() % 9)));
+  using Id = std::tuple<std::string, std::int64_t, std::string, std::int64_t, std::int64_t>;
+  std::map<Id, std::uint32_t> first_of, latest_of;
+  for (std::uint32_t p = 0; p < log.size(); ++p) {
+    const auto& w = log[p];
+    const Id id{w.client, w.token, w.key, w.segment, w.chunk};
+    first_of.try_emplace(id, p);
+    auto [it, fresh] = latest_of.try_emplace(id, p);
+    if (!fresh && w.seq > log[it->second].seq) it->second = p;
+  }
+  ASSERT_LT(first_of.size(), log.size());  // ids do repeat
+  const LogPositions first(log, LogPositions::Keep::kFirst), latest(log, LogPositions::Keep::kLatestSeq);
+  EXPECT_EQ(first.size(), first_of.size());
+  EXPECT_EQ(latest.size(), latest_of.size());
+  for (const auto& [id, p] : first_of) {
+    const auto& [client, token, key, segment, chunk] = id;
+    EXPECT_EQ(first.find({client, token, key, segment, chunk}), std::optional<std::uint32_t>(p));
+    const auto l = latest.find({client, token, key, segment, chunk});
+    ASSERT_TRUE(l);
+    EXPECT_EQ(log[*l].seq, log[latest_of.at(id)].seq);  // the largest seq (which of equal ones does not matter)
+  }
+  EXPECT_FALSE(first.find({"w7", 0, "k0", 0, 0}));
+  EXPECT_LT(first.state_bytes(), first_of.size() * 12 + 4096);  // about 5 bytes a position, not a WriteMap's 40
 }

@@ -57,8 +57,8 @@ class CrossKeyRejectionRule final : public StreamRule {
 
   void begin(const ReadBack& readback, const CheckContext&) override {
     readback_ = &readback;
-    for (const AcceptedWrite& w : readback.log) acked_[{w.client, w.token, w.key, w.segment, w.chunk}] = false;
-    log_count_ = readback.log.size();
+    logged_.emplace(readback.log, LogPositions::Keep::kFirst);
+    acked_.assign(readback.log.size(), false);
     for (const EffectRecord& e : readback.effects) {
       if (!e.applied) continue;
       const std::uint32_t k = key(e.key);
@@ -73,8 +73,8 @@ class CrossKeyRejectionRule final : public StreamRule {
     }
     invokes_.observe(index, e);
     if (e.kind == EventKind::kWriteOk && e.token) {
-      if (bool* acked = acked_.find({e.source, *e.token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}))
-        *acked = true;
+      if (const auto p = logged_->find({e.source, *e.token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}))
+        acked_[*p] = true;
       if (!e.key.empty()) {
         const std::uint32_t k = key(e.key);
         accept(k, *e.token, base_of(k).history_max);
@@ -138,7 +138,7 @@ class CrossKeyRejectionRule final : public StreamRule {
   std::size_t state_bytes() const override {
     std::size_t n = sizeof(*this) + keys_.state_bytes() + clients_.state_bytes() + bases_.state_bytes() +
                     invokes_.state_bytes() + keyed_.capacity() * sizeof(Key) + based_.capacity() * sizeof(Base) +
-                    log_count_ * (sizeof(WriteKey) + 1) + waiting_.capacity() * sizeof(Fail) +
+                    (logged_ ? logged_->state_bytes() : 0) + acked_.capacity() / 8 + waiting_.capacity() * sizeof(Fail) +
                     cited_.bucket_count() * (sizeof(decltype(cited_)::value_type) + 1);
     for (const Key& k : keyed_) n += k.tokens.capacity() * sizeof(std::int64_t);
     for (const auto& [id, g] : groups_)
@@ -215,12 +215,12 @@ class CrossKeyRejectionRule final : public StreamRule {
     if (decided_) return;
     decided_ = true;
     for (const AcceptedWrite& w : readback_->log)
-      if (const bool* acked = acked_.find({w.client, w.token, w.key, w.segment, w.chunk}); acked && !*acked) {
+      if (const auto p = logged_->find({w.client, w.token, w.key, w.segment, w.chunk}); p && !acked_[*p]) {
         const std::uint32_t k = key(w.key);
         accept(k, w.token, base_of(k).log_max);
       }
+    logged_.reset();
     acked_ = {};
-    log_count_ = 0;
     for (const Fail& f : waiting_)
       consider(f.key, f.token, f.mark, clients_.name(f.client), &f);
     for (const RejectedWrite& r : readback_->rejections) consider(key(r.key), r.token, r.high_water, r.client, nullptr);
@@ -289,8 +289,8 @@ class CrossKeyRejectionRule final : public StreamRule {
   StringIds keys_, clients_, bases_;
   std::vector<Key> keyed_;   // by key id
   std::vector<Base> based_;  // by base id
-  WriteMap<bool> acked_;     // logged write id -> whether a write.ok of it was seen (views into the read-back)
-  std::size_t log_count_ = 0;
+  std::optional<LogPositions> logged_;  // logged write id -> its first log position (looks into the read-back)
+  std::vector<bool> acked_;             // per log position given by logged_: a write.ok of its id was seen
   LatestWriteInvokes invokes_;
   std::vector<Fail> waiting_;
   bool decided_ = false;

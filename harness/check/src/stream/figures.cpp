@@ -52,8 +52,10 @@ namespace {
 using R = UnknownOutcome::Resolution;
 
 /// What the read-back shows of write.info `e` (history index `i`): UnknownOutcome's rules.
+/// `log` indexes rb.log (the first entry per write id), so each write.info costs one lookup, not a
+/// scan of the log.
 UnknownOutcome unknown_outcome(std::size_t i, const Event& e, const ReadBack& rb, const resources::Evidence& ev,
-                               bool has_log) {
+                               bool has_log, const detail::LogPositions& log) {
   UnknownOutcome u{i, e.source, e.key, e.segment, e.chunk, e.token, R::kUnresolved, std::nullopt, {}};
   const std::string tok = e.token ? std::to_string(*e.token) : std::string("?");
   if (detail::is_effect_key(e.key) && e.segment) {
@@ -85,11 +87,7 @@ UnknownOutcome unknown_outcome(std::size_t i, const Event& e, const ReadBack& rb
     };
     const std::string what = "segment " + std::to_string(*e.segment) + " chunk " + std::to_string(*e.chunk) + " with token " + tok;
     const AcceptedWrite* logged = nullptr;
-    for (const auto& w : rb.log)
-      if (same(w)) {
-        logged = &w;
-        break;
-      }
+    if (const auto p = log.find({e.source, *e.token, e.key, *e.segment, *e.chunk})) logged = &log.at(*p);
     const StoredChunk* slot = nullptr;
     for (const auto& c : rb.chunks)
       if (same(c)) slot = &c;
@@ -137,6 +135,7 @@ struct FigureStream::State {
   // Unknown outcomes: the evidence the resource keeps.
   resources::Evidence evidence;
   bool has_log = false;
+  std::optional<detail::LogPositions> log_positions;  // the read-back's log by write id, built at the first write.info
 
   // Lease expiries (see the file's comment). Names interned: lock keys, workers, lock names.
   detail::StringIds names;
@@ -210,7 +209,8 @@ struct FigureStream::State {
         rejections.observe(e);
         break;
       case EventKind::kWriteInfo:
-        f.unknown_outcomes.push_back(unknown_outcome(i, e, readback, evidence, has_log));
+        if (!log_positions) log_positions.emplace(readback.log, detail::LogPositions::Keep::kFirst);  // at the first write.info
+        f.unknown_outcomes.push_back(unknown_outcome(i, e, readback, evidence, has_log, *log_positions));
         break;
       case EventKind::kFaultInject: {
         FaultWindow w;
@@ -429,7 +429,8 @@ struct FigureStream::State {
   std::size_t state_bytes() const {
     // Hash-table entries with their slack, the interned names, the kept deletes and the tallies;
     // the figures themselves are output.
-    std::size_t n = sizeof(*this) + names.state_bytes() + rejections.state_bytes() + counters.state_bytes();
+    std::size_t n = sizeof(*this) + names.state_bytes() + rejections.state_bytes() + counters.state_bytes() +
+                    (log_positions ? log_positions->state_bytes() : 0);
     n += deletes.capacity() * sizeof(std::optional<Delete>) + acquires.capacity() * sizeof(Acquire);
     for (const auto& [revision, at] : unsettled_by_revision) n += 40 + at.capacity() * sizeof(std::uint32_t);
     n += (latest_acquire.size() + first_acquire.size()) * 12;

@@ -15,8 +15,8 @@
 //     a black box (known only then).
 // Anomalies are in write.ok order, as the in-memory checker gave them: finish() sorts them.
 // State: per slot of the read-back its chunk and the occupant's latest write.ok (the read-back's
-// size, which is held in memory anyway); the log's write ids with their latest seq (the log's
-// size: the read-back is still held as a ReadBack; streaming it is a later step of
+// size, which is held in memory anyway); per logged write id the position of its latest-seq log
+// entry (LogPositions: about 5 bytes a log entry, looking into the read-back; the log's size: the read-back is still held as a ReadBack; streaming it is a later step of
 // docs/streaming-plan.md); each worker's latest write.invoke per token (holdings: one entry per
 // token a worker wrote with, kept because a write.ok may come long after its invoke); the pending
 // writes (without a log: the write.oks of a slot since its occupant's latest write.ok, i.e. the
@@ -66,14 +66,9 @@ class LostAcknowledgedWriteRule final : public StreamRule {
   void begin(const ReadBack& readback, const CheckContext&) override {
     slots_.reserve(readback.chunks.size());
     for (const StoredChunk& c : readback.chunks) slots_[{{}, 0, c.key, c.segment, c.chunk}].chunk = &c;  // the last one holds the slot
-    logged_.reserve(readback.log.size());
-    for (const AcceptedWrite& w : readback.log) {
-      auto& seq = logged_[{w.client, w.token, w.key, w.segment, w.chunk}];
-      seq = std::max(seq, w.seq);
-    }
+    logged_.emplace(readback.log, LogPositions::Keep::kLatestSeq);
     has_log_ = !readback.log.empty();
     slot_count_ = readback.chunks.size();
-    log_count_ = readback.log.size();
   }
 
   void observe(std::size_t i, const Event& e) override {
@@ -92,7 +87,7 @@ class LostAcknowledgedWriteRule final : public StreamRule {
     if (occupant) return;  // still there
     const std::optional<std::size_t> invoke = invokes_.of(e);
     std::optional<std::int64_t> seq;
-    if (const auto* found_seq = logged_.find({e.source, *e.token, e.key, *e.segment, *e.chunk})) seq = *found_seq;
+    if (const auto p = logged_->find({e.source, *e.token, e.key, *e.segment, *e.chunk})) seq = logged_->at(*p).seq;
     std::string why;
     if (has_log_) {
       if (!seq) why = "the resource's log has no record of it";
@@ -130,7 +125,7 @@ class LostAcknowledgedWriteRule final : public StreamRule {
 
   std::size_t state_bytes() const override {
     std::size_t n = sizeof(*this) + invokes_.state_bytes() + slot_count_ * (sizeof(WriteKey) + sizeof(Slot)) +
-                    log_count_ * (sizeof(WriteKey) + sizeof(std::int64_t)) + pending_count_ * sizeof(Pending);
+                    (logged_ ? logged_->state_bytes() : 0) + pending_count_ * sizeof(Pending);
     for (const auto& [index, a] : found_) n += sizeof(index) + sizeof(a) + a.description.capacity();
     return n;
   }
@@ -173,9 +168,9 @@ class LostAcknowledgedWriteRule final : public StreamRule {
   }
 
   WriteMap<Slot> slots_;          // (key, segment, chunk) -> the slot (views into the read-back)
-  WriteMap<std::int64_t> logged_; // (client, token, key, segment, chunk) -> its latest seq in the log
+  std::optional<LogPositions> logged_;  // (client, token, key, segment, chunk) -> its latest-seq log entry
   bool has_log_ = false;
-  std::size_t slot_count_ = 0, log_count_ = 0, pending_count_ = 0;
+  std::size_t slot_count_ = 0, pending_count_ = 0;
   LatestWriteInvokes invokes_;
   std::vector<std::pair<std::size_t, Anomaly>> found_;  // (write.ok index, anomaly), decided out of order
 };
