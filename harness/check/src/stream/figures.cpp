@@ -16,20 +16,21 @@
 // - counters (CounterTally: live, per key); effects: the read-back only;
 // - writes of unknown outcome: resolved against the read-back when the write.info is seen (the
 //   read-back is read first), the same rules as before (output);
-// - lease expiries during work: a lock.delete may be explained by a release.ok seen later (watch
-//   lag), its holder may be an acquire.ok seen later, its holder's release.invoke is compared by
-//   the sender's clock and may come later in history order. So each delete not settled yet is
-//   kept, with its holder if one was seen before it, and decided at the end from per-holding maps:
-//   the acquire.oks and first grant of each lock key (and token), the first job.done of each
-//   (worker, token), the earliest release.invoke of each (lock key, token), the release.oks'
-//   revisions and keys. A delete whose revision a release.ok carries is settled (not an expiry,
-//   whatever follows) and dropped at once, so the kept deletes are the expiries and those whose
-//   release.ok is still to come. The maps are holdings-sized: measured 240 bytes per holding,
-//   about 100 of them the interned lock key (etcd names a key per lease). Exact first
-//   (docs/streaming-plan.md, "Risks"): a lock key can come back (zookeeper), so nothing about a
-//   key is forgotten; at 10^8 events (6.7 M holdings) that is 1.6 GB, over issue 16's 1 GiB:
-//   hashing the keys instead of interning them, or a bound on how late a release may come, is the
-//   next step.
+// - lease expiries during work, in two passes. A lock.delete may be explained by a release.ok
+//   seen later (watch lag), its holder may be an acquire.ok seen later, its holder's
+//   release.invoke is compared by the sender's clock and may come later in history order. The
+//   first pass keeps only what is not settled: each delete until a release.ok carries its
+//   revision (before or after it: then it is not an expiry, whatever follows, unless the issuer
+//   said "expired"), and each release.ok revision until its delete comes. What is left at the end
+//   are the candidates: the expiries, deletes without a revision (redis), and a second delete of
+//   a revision whose release the first one took. Only when there are candidates, a second pass
+//   gathers for their lock keys, tokens and revisions alone what the decision needs: the
+//   acquire.oks and first grant of each key (and token), the first job.done of each (worker,
+//   token), the earliest release.invoke of each (key, token), and the release.oks' revisions and
+//   keys (the second pass sees every release.ok, so the candidates are decided exactly as a
+//   single pass with every holding's records did; 80,000 random histories gave the same figures
+//   as that version). State: the deletes in flight and the expiries, not the holdings (measured
+//   5.7 bytes per holding with one expiry in 50 holdings; it was 240 with every holding kept).
 #include <algorithm>
 #include <deque>
 #include <map>
@@ -137,33 +138,47 @@ struct FigureStream::State {
   bool has_log = false;
   std::optional<detail::LogPositions> log_positions;  // the read-back's log by write id, built at the first write.info
 
-  // Lease expiries (see the file's comment). Names interned: lock keys, workers, lock names.
-  detail::StringIds names;
-  using KeyToken = std::pair<std::uint32_t, std::int64_t>;
-  using KeyTokenHash = boost::hash<KeyToken>;
-  /// An acquire.ok, as an expiry needs its holder (kept in `acquires`, referred to by position).
-  struct Acquire {
-    std::size_t index = 0;
-    std::uint32_t worker = 0, lock = 0;
-    std::optional<std::int64_t> token, lease_id;
-  };
+  // Lease expiries (see the file's comment), in two passes. The first keeps only the deletes not
+  // settled yet and the release.ok revisions still waiting for their delete; the second (only when
+  // some delete is still unsettled: a candidate expiry) gathers, for the candidates' lock keys,
+  // tokens and revisions only, what the decision needs.
   enum class Word : std::uint8_t { kNone, kExpired, kReleased, kOther };  // the issuer's word on a delete
   static constexpr std::uint32_t kNoAcquire = UINT32_MAX;
   struct Delete {
     std::size_t index = 0;
     std::optional<std::int64_t> token, revision, lease_id;
     std::int64_t t_ns = 0;
-    std::uint32_t lock_key = 0, lock = 0;
-    std::uint32_t before = kNoAcquire;  // the latest matching acquire.ok before the delete
+    std::string lock_key_name, lock_name;  // owned: most deletes are dropped before the second pass
+    std::uint32_t lock_key = 0, lock = 0;  // interned at the second pass
+    std::uint32_t before = kNoAcquire;     // the latest matching acquire.ok before the delete (second pass)
     Word word = Word::kNone;
   };
-  /// The deletes not settled yet, in history order. A delete that a release.ok's revision explains
+  unsigned pass = 1;
+  /// The deletes not settled, by history index. A delete that a release.ok's revision explains
   /// (before or after it) is dropped as soon as that is known: whatever comes later, it is not an
   /// expiry (unless the issuer said "expired", then it is kept). In a healthy run what stays is the
   /// expiries and the deletes whose release.ok has not arrived yet.
-  std::vector<std::optional<Delete>> deletes;
-  std::size_t deletes_kept = 0;
-  boost::unordered_flat_map<std::int64_t, std::vector<std::uint32_t>> unsettled_by_revision;  // revision -> positions
+  std::map<std::size_t, Delete> unsettled;
+  boost::unordered_flat_map<std::int64_t, std::vector<std::size_t>> unsettled_by_revision;  // revision -> indices
+  /// Revisions of release.oks whose delete has not come yet. The first delete with the revision
+  /// takes it out: another delete with the same revision then stays unsettled, and the second
+  /// pass, which sees every release.ok, settles it.
+  boost::unordered_flat_set<std::int64_t> open_releases;
+
+  // Second pass: names interned (lock keys, workers, lock names), and per candidate lock key,
+  // token and revision what the old single pass kept for every holding.
+  detail::StringIds names;
+  using KeyToken = std::pair<std::uint32_t, std::int64_t>;
+  using KeyTokenHash = boost::hash<KeyToken>;
+  boost::unordered_flat_set<std::string_view> candidate_keys;  // views into the unsettled deletes
+  boost::unordered_flat_set<std::int64_t> candidate_tokens, candidate_revisions;
+  bool every_token = false;  // a candidate without a token: its holder's token is known only later
+  /// An acquire.ok, as an expiry needs its holder (kept in `acquires`, referred to by position).
+  struct Acquire {
+    std::size_t index = 0;
+    std::uint32_t worker = 0, lock = 0;
+    std::optional<std::int64_t> token, lease_id;
+  };
   std::vector<Acquire> acquires;
   boost::unordered_flat_map<std::uint32_t, std::uint32_t> latest_acquire, first_acquire;  // per lock key
   boost::unordered_flat_map<KeyToken, std::uint32_t, KeyTokenHash> latest_acquire_token, first_acquire_token;
@@ -178,7 +193,6 @@ struct FigureStream::State {
     std::int64_t src_ns = 0;
   };
   boost::unordered_flat_map<KeyToken, Invoke, KeyTokenHash> release_invoked;  // the earliest per (lock key, token)
-
   State(const ReadBack& rb, const CheckContext& ctx) : readback(rb), context(ctx), counters(rb) {
     evidence = context.evidence.value_or(resources::Evidence{});
     has_log = evidence.accept_log && (context.evidence || !readback.log.empty());
@@ -192,6 +206,7 @@ struct FigureStream::State {
   }
 
   void observe(std::size_t i, const Event& e) {
+    if (pass == 2) return gather_for_candidates(i, e);
     ttl.observe(e);
     counters.observe(e);
     switch (e.kind) {
@@ -254,8 +269,57 @@ struct FigureStream::State {
   }
 
   void observe_for_expiries(std::size_t i, const Event& e) {
+    if (e.kind == EventKind::kReleaseOk && e.revision) {
+      if (const auto it = unsettled_by_revision.find(*e.revision); it != unsettled_by_revision.end()) {
+        for (std::size_t at : it->second) unsettled.erase(at);  // settled: not an expiry, whatever follows
+        unsettled_by_revision.erase(it);
+      } else {
+        open_releases.insert(*e.revision);
+      }
+      return;
+    }
+    if (e.kind != EventKind::kLockDelete || e.lock_key.empty()) return;
+    const Word word = e.detail.empty()           ? Word::kNone
+                      : e.detail == "expired"    ? Word::kExpired
+                      : e.detail == "released"   ? Word::kReleased
+                                                 : Word::kOther;
+    // Settled now: the issuer said released, or a release.ok already carried its revision.
+    if (word == Word::kReleased) return;
+    if (word != Word::kExpired && e.revision && open_releases.erase(*e.revision) > 0) return;
+    Delete d;
+    d.index = i;
+    d.token = e.token, d.revision = e.revision, d.lease_id = e.lease_id, d.t_ns = e.t_ns;
+    d.lock_key_name = e.lock_key;
+    d.lock_name = e.lock;
+    d.word = word;
+    if (word != Word::kExpired && d.revision) unsettled_by_revision[*d.revision].push_back(i);
+    unsettled.emplace(i, std::move(d));
+  }
+
+  /// After the first pass: whether a delete is still unsettled (a candidate expiry), so that the
+  /// second pass must gather its holder, grant, job.done and releases.
+  [[nodiscard]] bool wants_second_pass() const { return pass == 1 && !unsettled.empty(); }
+
+  void begin_second_pass() {
+    pass = 2;
+    open_releases = {};
+    unsettled_by_revision = {};
+    for (auto& [i, d] : unsettled) {
+      candidate_keys.insert(d.lock_key_name);
+      d.lock_key = names.id(d.lock_key_name);
+      d.lock = names.id(d.lock_name);
+      if (d.token) candidate_tokens.insert(*d.token);
+      else every_token = true;
+      if (d.revision) candidate_revisions.insert(*d.revision);
+    }
+  }
+
+  /// The second pass: the old single pass's per-holding records, for the candidates' lock keys,
+  /// tokens and revisions only (expiry() looks up nothing else).
+  void gather_for_candidates(std::size_t i, const Event& e) {
     switch (e.kind) {
       case EventKind::kAcquireOk: {
+        if (!candidate_keys.contains(std::string_view(e.lock_key))) break;
         const std::uint32_t key = names.id(e.lock_key);
         const auto a = static_cast<std::uint32_t>(acquires.size());
         acquires.push_back(Acquire{i, names.id(e.source), names.id(e.lock), e.token, e.lease_id});
@@ -268,68 +332,43 @@ struct FigureStream::State {
         break;
       }
       case EventKind::kLockGrant: {
+        if (!candidate_keys.contains(std::string_view(e.lock_key))) break;
         const std::uint32_t key = names.id(e.lock_key);
         if (e.token) first_grant.try_emplace(KeyToken{key, *e.token}, i);
         else first_untokened_grant.try_emplace(key, i);
         break;
       }
       case EventKind::kJobDone: {
-        const std::uint32_t worker = names.id(e.source);
-        if (e.token) first_done.try_emplace(KeyToken{worker, *e.token}, i);
-        else untokened_done[worker].push_back(i);
+        if (e.token) {
+          if (every_token || candidate_tokens.contains(*e.token)) first_done.try_emplace(KeyToken{names.id(e.source), *e.token}, i);
+        } else {
+          untokened_done[names.id(e.source)].push_back(i);
+        }
         break;
       }
       case EventKind::kReleaseOk:
-        if (e.revision) {
-          release_revisions.insert(*e.revision);
-          if (const auto it = unsettled_by_revision.find(*e.revision); it != unsettled_by_revision.end()) {
-            for (std::uint32_t at : it->second) settle(at);
-            unsettled_by_revision.erase(it);
-          }
-        }
-        if (!e.lock_key.empty() && e.token) released_keys.insert({names.id(e.lock_key), *e.token});
+        if (e.revision && candidate_revisions.contains(*e.revision)) release_revisions.insert(*e.revision);
+        if (!e.lock_key.empty() && e.token && candidate_keys.contains(std::string_view(e.lock_key)))
+          released_keys.insert({names.id(e.lock_key), *e.token});
         break;
       case EventKind::kReleaseInvoke:
-        if (!e.lock_key.empty() && e.token) release_invoked.try_emplace(KeyToken{names.id(e.lock_key), *e.token}, Invoke{i, e.src_ns});
+        if (!e.lock_key.empty() && e.token && candidate_keys.contains(std::string_view(e.lock_key)))
+          release_invoked.try_emplace(KeyToken{names.id(e.lock_key), *e.token}, Invoke{i, e.src_ns});
         break;
       case EventKind::kLockDelete: {
-        if (e.lock_key.empty()) break;
-        Delete d;
-        d.index = i;
-        d.token = e.token, d.revision = e.revision, d.lease_id = e.lease_id, d.t_ns = e.t_ns;
-        d.word = e.detail.empty() ? Word::kNone
-                 : e.detail == "expired" ? Word::kExpired
-                 : e.detail == "released" ? Word::kReleased
-                                          : Word::kOther;
-        // Settled now: the issuer said released, or a release.ok already carried its revision.
-        if (d.word == Word::kReleased ||
-            (d.word != Word::kExpired && d.revision && release_revisions.count(*d.revision) > 0))
-          break;
-        d.lock_key = names.id(e.lock_key);
-        d.lock = names.id(e.lock);
+        const auto it = unsettled.find(i);
+        if (it == unsettled.end()) break;
+        Delete& d = it->second;
         if (d.token) {
           if (const auto a = latest_acquire_token.find(KeyToken{d.lock_key, *d.token}); a != latest_acquire_token.end())
             d.before = a->second;
         } else if (const auto a = latest_acquire.find(d.lock_key); a != latest_acquire.end()) {
           d.before = a->second;
         }
-        if (d.word != Word::kExpired && d.revision)
-          unsettled_by_revision[*d.revision].push_back(static_cast<std::uint32_t>(deletes.size()));
-        deletes.emplace_back(d);
-        ++deletes_kept;
         break;
       }
       default: break;
     }
-  }
-
-  /// Drops the unsettled delete at `at`: a release.ok carried its revision.
-  void settle(std::uint32_t at) {
-    if (!deletes[at]) return;
-    deletes[at].reset();
-    --deletes_kept;
-    // The settled tail is dropped for good, so a run whose deletes are all released keeps none.
-    while (!deletes.empty() && !deletes.back()) deletes.pop_back();
   }
 
   /// Whether a release explains delete d (delete_is_expiry's `explained_by_release`).
@@ -398,9 +437,8 @@ struct FigureStream::State {
   }
 
   Figures finish() {
-    for (const auto& d : deletes)
-      if (d)
-        if (auto x = expiry(*d)) f.expiries_during_work.push_back(std::move(*x));
+    for (const auto& [i, d] : unsettled)  // in history order; decided with the second pass's records
+      if (auto x = expiry(d)) f.expiries_during_work.push_back(std::move(*x));
 
     for (const RejectedWrite& r : readback.rejections) {
       ++rejected_slot(r.key, r.client).readback;
@@ -431,8 +469,10 @@ struct FigureStream::State {
     // the figures themselves are output.
     std::size_t n = sizeof(*this) + names.state_bytes() + rejections.state_bytes() + counters.state_bytes() +
                     (log_positions ? log_positions->state_bytes() : 0);
-    n += deletes.capacity() * sizeof(std::optional<Delete>) + acquires.capacity() * sizeof(Acquire);
-    for (const auto& [revision, at] : unsettled_by_revision) n += 40 + at.capacity() * sizeof(std::uint32_t);
+    for (const auto& [i, d] : unsettled) n += 48 + sizeof(d) + d.lock_key_name.capacity() + d.lock_name.capacity();
+    n += acquires.capacity() * sizeof(Acquire) + open_releases.size() * 9;
+    for (const auto& [revision, at] : unsettled_by_revision) n += 40 + at.capacity() * sizeof(std::size_t);
+    n += (candidate_keys.size() + candidate_tokens.size() + candidate_revisions.size()) * 17;
     n += (latest_acquire.size() + first_acquire.size()) * 12;
     n += (latest_acquire_token.size() + first_acquire_token.size()) * 24;
     n += (first_untokened_grant.size() + first_grant.size() + first_done.size()) * 24;
@@ -447,6 +487,8 @@ FigureStream::FigureStream(const ReadBack& readback, const CheckContext& context
     : s_(std::make_unique<State>(readback, context)) {}
 FigureStream::~FigureStream() = default;
 void FigureStream::observe(std::size_t index, const Event& e) { s_->observe(index, e); }
+bool FigureStream::wants_second_pass() const { return s_->wants_second_pass(); }
+void FigureStream::begin_second_pass() { s_->begin_second_pass(); }
 Figures FigureStream::finish() { return s_->finish(); }
 std::size_t FigureStream::state_bytes() const { return s_->state_bytes(); }
 

@@ -154,20 +154,34 @@ HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, c
     for (const auto& c : default_checkers()) rules.push_back(c->name());
   // The figures and the protocol errors ride along the rules' first pass.
   FigureStream figures(readback, context);
+  std::size_t figure_bytes = 0;  // the figures' peak state, sampled as the rules' is
   std::vector<ProtocolError> protocol;
   StreamCheckRun run = run_rules_over_file(history, readback, context, rules, [&](std::size_t index, const Event& e) {
     figures.observe(index, e);
     if (e.kind == EventKind::kProtocolError) protocol.push_back(ProtocolError{e.target, e.line_no, e.detail, e.line, index});
     if (also) also(index, e);
+    if ((index + 1) % 65'536 == 0) figure_bytes = std::max(figure_bytes, figures.state_bytes());
   });
   HistoryFileAnalysis out;
   Analysis& a = out.analysis;
   a.verdict = run.run.verdict;
   a.checkers = std::move(run.run.results);
   a.black_box_workers = std::move(run.run.black_box_workers);
-  out.peak_state_bytes = run.peak_state_bytes + figures.state_bytes();
+  // The figures' second pass, for the lease expiries' candidates (FigureStream).
+  if (figures.wants_second_pass()) {
+    figures.begin_second_pass();
+    std::size_t seen = 0;
+    for_each_history_event(history, [&](std::size_t index, Event&& e) {
+      figures.observe(index, e);
+      if (++seen % 65'536 == 0) figure_bytes = std::max(figure_bytes, figures.state_bytes());
+    });
+    ++run.passes;
+    out.figures_second_pass = true;
+  }
+  figure_bytes = std::max(figure_bytes, figures.state_bytes());
+  out.peak_state_bytes = run.peak_state_bytes + figure_bytes;
   out.peak_state_by_rule = std::move(run.peak_state_by_rule);
-  out.peak_state_by_rule.emplace_back("figures", figures.state_bytes());
+  out.peak_state_by_rule.emplace_back("figures", figure_bytes);
   a.figures = figures.finish();
   a.protocol_errors = std::move(protocol);
   if (!a.protocol_errors.empty()) a.verdict = combine(a.verdict, Verdict::kUnknown);

@@ -171,14 +171,17 @@ struct Figures {
 /// The same with CheckContext{}.
 [[nodiscard]] Figures compute_figures(const History& history, const ReadBack& readback);
 
-/// compute_figures() one event at a time (issue 16: the figures in one pass over the history, for
-/// a history read from its file; compute_figures() is this over an in-memory history, so both give
-/// the same figures). Call observe() for each event in history order with indices 0, 1, 2, ...,
-/// then finish() once. `readback` and `context` must outlive finish(). State: what is live
-/// (workers, keys, open faults), the figures themselves, and for the lease expiries one small
-/// entry per holding (each lock.delete, its holder and release, kept until the end because a
-/// release.ok or holder seen later can still explain it; stream/figures.cpp). Not thread-safe;
-/// throws only std::bad_alloc.
+/// compute_figures() one event at a time (issue 16: the figures streamed over the history, for a
+/// history read from its file; compute_figures() is this over an in-memory history, so both give
+/// the same figures). Call observe() for each event in history order with indices 0, 1, 2, ...;
+/// then, when wants_second_pass(), begin_second_pass() and observe() every event again with the
+/// same indices; then finish() once. `readback` and `context` must outlive finish(). State: what is
+/// live (workers, keys, open faults), the figures themselves, and for the lease expiries the
+/// lock.deletes not yet explained by a release.ok (a release.ok may come after its delete) and
+/// the release.ok revisions still waiting for their delete. Only when some delete is never
+/// explained (a candidate expiry) is the second pass needed: it gathers the holder, grant,
+/// job.done and releases of those candidates' lock keys alone (stream/figures.cpp). Not
+/// thread-safe; throws only std::bad_alloc.
 class FigureStream {
  public:
   FigureStream(const ReadBack& readback, const CheckContext& context);
@@ -187,6 +190,11 @@ class FigureStream {
   FigureStream& operator=(const FigureStream&) = delete;
   /// One event, at history index `index`.
   void observe(std::size_t index, const Event& e);
+  /// After the first pass: whether finish() needs the history once more (some lock.delete is a
+  /// candidate lease expiry). False during or after the second pass.
+  [[nodiscard]] bool wants_second_pass() const;
+  /// Starts the second pass: observe() then takes every event again, from index 0.
+  void begin_second_pass();
   /// The figures; the object is spent afterwards.
   [[nodiscard]] Figures finish();
   /// About how many bytes of state it holds now, figures included (for the bench and memory tests).
