@@ -1030,8 +1030,7 @@ ScenarioResult Run::execute() {
 
   notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "checking"); });
   // The checkers and figures read history.jsonl back in bounded memory, as `fencecheck report`
-  // judges it again (the file is flushed after every event).
-  history_out_.flush();
+  // judges it again (record() flushes the file after every event).
   Analysis analysis;
   try {
     analysis = analyze_history_file(dir_.path() / kHistoryFile, rb, CheckContext::of(sc_)).analysis;

@@ -63,14 +63,6 @@ nlohmann::json loader_form(const nlohmann::json& j) {
   return j;
 }
 
-/// The lock name of the history's first run.start that names one (the lock the run used), or "".
-/// The run.start is among a history's first events, so a long run's page history has it.
-std::string run_lock(const History& h) {
-  for (const Event& e : h)
-    if (e.kind == EventKind::kRunStart && !e.lock.empty()) return e.lock;
-  return {};
-}
-
 std::int64_t run_start_ns(const History& h) {
   for (const Event& e : h)
     if (e.kind == EventKind::kRunStart) return e.t_ns;
@@ -166,6 +158,7 @@ Judgement judge_stored_run(const StoredRun& run) {
     throw RunFileError(hist, (e.line() ? "line " + std::to_string(e.line()) + ": " : std::string()) + e.message());
   }
   j.expectation = evaluate(sc.expect(), j.analysis, sc);
+  j.lock = tally.lock();
   const std::optional<std::int64_t> start = tally.run_start_ns(), end = tally.run_end_ns();
   const std::string& end_detail = tally.run_end_detail();
   bool finished = true;
@@ -282,7 +275,7 @@ void write_run_reports(const StoredRun& run, const Judgement& j, bool rewrite_ve
   if (rewrite_verdict)
     try {
       rt::write_file_atomically(run.dir / "verdict.json",
-                                verdict_to_json(j.analysis, j.expectation, run_lock(run.history)).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+                                verdict_to_json(j.analysis, j.expectation, j.lock).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     } catch (const std::exception& e) {
       throw RunFileError(run.dir / "verdict.json", e.what());
     }

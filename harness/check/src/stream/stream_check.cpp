@@ -160,7 +160,7 @@ HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, c
     figures.observe(index, e);
     if (e.kind == EventKind::kProtocolError) protocol.push_back(ProtocolError{e.target, e.line_no, e.detail, e.line, index});
     if (also) also(index, e);
-    if ((index + 1) % 65'536 == 0) figure_bytes = std::max(figure_bytes, figures.state_bytes());
+    if ((index + 1) % kStateSample == 0) figure_bytes = std::max(figure_bytes, figures.state_bytes());
   });
   HistoryFileAnalysis out;
   Analysis& a = out.analysis;
@@ -173,7 +173,7 @@ HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, c
     std::size_t seen = 0;
     for_each_history_event(history, [&](std::size_t index, Event&& e) {
       figures.observe(index, e);
-      if (++seen % 65'536 == 0) figure_bytes = std::max(figure_bytes, figures.state_bytes());
+      if (++seen % kStateSample == 0) figure_bytes = std::max(figure_bytes, figures.state_bytes());
     });
     ++run.passes;
     out.figures_second_pass = true;

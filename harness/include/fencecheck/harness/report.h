@@ -70,6 +70,7 @@ struct Judgement {
   Analysis analysis;
   ExpectationResult expectation;
   ScenarioResult result;  ///< as run_scenario would report it; duration_s = run.start .. run.end
+  std::string lock;       ///< the lock name the run used (its first run.start naming one), or ""
 };
 
 /// Runs the default checkers with the scenario's context (CheckContext::of) and its expectation
