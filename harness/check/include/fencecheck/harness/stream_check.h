@@ -44,10 +44,12 @@ struct StreamEnd {
 };
 
 /// One checker's rule in one-pass form. Call order: begin() once, observe() for each event in
-/// history order with indices 0, 1, 2, ..., finish() once; then the object is spent. The
-/// read-back and context given to begin() must outlive finish(). Not thread-safe (one object per
-/// pass; different objects may run concurrently). Exceptions: std::bad_alloc; a rule that cannot
-/// decide reports unknown in its result rather than throwing.
+/// history order with indices 0, 1, 2, ..., then wants_another_pass() (and, while it says yes,
+/// begin_pass() and every event again), finish() once; then the object is spent. The read-back and
+/// context given to begin() must outlive finish(). Not thread-safe (one object per pass; different
+/// objects may run concurrently). Exceptions: std::bad_alloc; std::logic_error from finish() when a
+/// pass the rule asked for was skipped (foreign-release, whose later passes decide its suspects);
+/// a rule that cannot decide reports unknown in its result rather than throwing.
 class StreamRule {
  public:
   virtual ~StreamRule() = default;
@@ -65,7 +67,9 @@ class StreamRule {
   /// Whether the rule must see the history once more before finish(): its first pass found that a
   /// decision taken in one pass could differ from the exact one (stale-write-accepted: a write.ok
   /// received after a write it should have been judged against), or it wants events it can name
-  /// only now (cross-key-rejection: the other key's write.oks with the winning token). Called once
+  /// only now (cross-key-rejection: the other key's write.oks with the winning token), or it kept
+/// too little to decide some things exactly (foreign-release: up to four more passes, only for
+/// revisions its first pass could not prove clean). Called once
   /// at the end of each pass, so a rule may take its end-of-pass decisions here; the driver then
   /// calls begin_pass() and observe() for every event again, from index 0.
   [[nodiscard]] virtual bool wants_another_pass() { return false; }
