@@ -256,6 +256,53 @@ Event write_ok_event(const std::string& w, std::int64_t token, const std::string
   return e;
 }
 
+TEST(StreamTokenRegression, GrantsCostAFingerprintEachAndAReplayIsJudgedExactlyInASecondPass) {
+  // 20,000 grants, etcd-style (a fresh key per lease, tokens rising): each keeps an 8-byte
+  // fingerprint, not its key. Then the watch replays grant 10 (not a grant, not a regression) and
+  // a reset issuer grants token 3 on a new key (a regression). The replay makes the rule judge the
+  // grants again in a second pass, with the exact (key, token) of the fingerprints seen twice.
+  fh::CheckContext ctx;
+  ctx.lock = fh::kLock;
+  const ReadBack rb;
+  auto key_of = [](int g) { return std::string(fh::kLock) + "/694d8a17f2e" + std::to_string(100000 + g); };
+  fh::Builder b;
+  for (int g = 1; g <= 2'000; ++g) b.lock_grant(key_of(g), g, 1000 + g);
+  auto rule = begun("token-regression", rb, ctx);
+  std::size_t fed = 0;
+  auto feed = [&] {
+    for (; fed < b.h.size(); ++fed) rule->observe(fed, b.h[fed]);
+  };
+  feed();
+  const std::size_t early = rule->state_bytes();
+  for (int g = 2'001; g <= 20'000; ++g) b.lock_grant(key_of(g), g, 1000 + g);
+  feed();
+  const std::size_t per_grant = (rule->state_bytes() - early) / 18'000;
+  std::cout << "token-regression: " << per_grant << " bytes per grant\n";
+  EXPECT_LE(per_grant, 24u);  // was about 100 with the keys' strings
+  const std::size_t top = b.h.size() - 1;
+  b.lock_grant(key_of(10), 10, 1010);  // the replay
+  const std::size_t reset = b.lock_grant(key_of(0), 3, 999);
+  feed();
+  ASSERT_TRUE(rule->wants_another_pass());
+  rule->begin_pass(2);
+  for (std::size_t i = 0; i < b.h.size(); ++i) rule->observe(i, b.h[i]);
+  EXPECT_FALSE(rule->wants_another_pass());
+  const fh::CheckerResult r = rule->finish(fh::StreamEnd{b.h.size(), {}});
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{top, reset}));
+  EXPECT_EQ(r.anomalies[0].tokens, (std::vector<std::int64_t>{3, 20'000}));
+  // Without the replay, one pass, the same anomaly.
+  fh::Builder c;
+  for (int g = 1; g <= 20'000; ++g) c.lock_grant(key_of(g), g, 1000 + g);
+  c.lock_grant(key_of(0), 3, 999);
+  auto once = begun("token-regression", rb, ctx);
+  for (std::size_t i = 0; i < c.h.size(); ++i) once->observe(i, c.h[i]);
+  EXPECT_FALSE(once->wants_another_pass());
+  const fh::CheckerResult r1 = once->finish(fh::StreamEnd{c.h.size(), {}});
+  ASSERT_EQ(r1.anomalies.size(), 1u);
+  EXPECT_EQ(r1.anomalies[0].description, r.anomalies[0].description);
+}
+
 TEST(StreamDuplicateEffect, StateStaysFlatOverALongRunAndALateWriteOkIsStillCited) {
   // One effect applied twice (the second with a token not above the first), among many applied once.
   ReadBack rb;

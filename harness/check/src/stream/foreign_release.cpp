@@ -61,7 +61,6 @@
 // the same for the streamed and in-memory drivers.
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <stdexcept>
 #include <map>
 #include <optional>
@@ -83,20 +82,6 @@ namespace fencecheck::harness::detail {
 namespace {
 
 bool is_worker(const Event& e) { return e.source != "harness" && e.source != "lock" && e.source != "resource"; }
-
-/// splitmix64's finalizer: every input bit reaches every output bit.
-std::uint64_t mix(std::uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-std::uint64_t key_hash(std::string_view key) { return mix(std::hash<std::string_view>{}(key)); }
-/// The fingerprint of a (key, token): the key's hash and the token, mixed.
-std::uint64_t mark_of(std::uint64_t key, std::int64_t token) {
-  return mix(key ^ mix(static_cast<std::uint64_t>(token) + 0x9e3779b97f4a7c15ULL));
-}
 
 class ForeignReleaseRule final : public StreamRule {
  public:

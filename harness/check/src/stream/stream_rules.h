@@ -3,11 +3,14 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <boost/unordered/unordered_flat_map.hpp>
@@ -28,6 +31,24 @@ namespace fencecheck::harness::detail {
 [[nodiscard]] std::unique_ptr<StreamRule> make_counter_drift_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_stale_write_accepted_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_cross_key_rejection_rule();
+
+/// splitmix64's finalizer (Steele, Lea, Flood: "Fast splittable pseudorandom number generators",
+/// OOPSLA 2014): every input bit reaches every output bit.
+[[nodiscard]] inline std::uint64_t mix64(std::uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+/// A 64-bit hash of a key (a lock key, a resource key), for rules that keep a key's fingerprint
+/// instead of its string.
+[[nodiscard]] inline std::uint64_t key_hash(std::string_view key) { return mix64(std::hash<std::string_view>{}(key)); }
+/// The 64-bit fingerprint of a (key, token) from the key's key_hash(). Two different pairs share
+/// one with probability about 2^-64; a rule that keeps n of them says what a collision would do.
+[[nodiscard]] inline std::uint64_t mark_of(std::uint64_t key, std::int64_t token) {
+  return mix64(key ^ mix64(static_cast<std::uint64_t>(token) + 0x9e3779b97f4a7c15ULL));
+}
 
 /// Small dense ids for the strings a rule meets (worker names, keys: a few hundred), owning a copy
 /// of each, since a streamed event's strings do not outlive observe(). Not thread-safe.

@@ -4,9 +4,15 @@
 //   2. each lock.grant (not a replay) against the largest grant before it;
 //   3. at the end, the read-back's high-water marks against the issuer's latest token.
 // State: per worker its latest acquire.invoke; per lock the acquire.oks that raised its token that
-// a later acquire.ok can still look up (at most one per worker, plus the last: live); every (lock key, token) granted, to tell a replay from a grant (holdings: one
-// entry per grant, kept because forgetting one would call its replay a regression); per key of
-// the read-back's high-water marks, the first write.ok with the mark.
+// a later acquire.ok can still look up (at most one per worker, plus the last: live); per key of
+// the read-back's high-water marks, the first write.ok with the mark; and every (lock key, token)
+// granted, to tell a replay from a grant (holdings: forgetting one would call its replay a
+// regression). The last is a 64-bit fingerprint per grant (mark_of), 8 bytes instead of the key's
+// string. A grant whose fingerprint was seen before is taken for a replay; when any was, the
+// grants are judged again in a second pass (wants_another_pass), from scratch, with the exact
+// (lock key, token) of the fingerprints seen twice: a fingerprint seen once was a first grant, so
+// the second pass is exact whatever collided. A history without a replayed grant needs one pass.
+
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -39,6 +45,10 @@ class TokenRegressionRule final : public StreamRule {
   }
 
   void observe(std::size_t index, const Event& e) override {
+    if (pass_ > 1) {  // the grants again, exactly
+      if (e.kind == EventKind::kLockGrant) grant(index, e);
+      return;
+    }
     switch (e.kind) {
       case EventKind::kAcquireInvoke: latest_invoke_[e.source] = index; break;
       case EventKind::kAcquireOk: acquire(index, e); break;
@@ -53,6 +63,17 @@ class TokenRegressionRule final : public StreamRule {
       default: break;
     }
   }
+
+  /// Another pass when a grant's fingerprint was seen twice (a replay, or two grants colliding).
+  bool wants_another_pass() override {
+    if (pass_ > 1 || twice_.empty()) return false;
+    granted_marks_ = {};
+    grants_found_.clear();
+    top_grant_.reset();
+    last_grant_.reset();
+    return true;
+  }
+  void begin_pass(unsigned pass) override { pass_ = pass; }
 
   CheckerResult finish(const StreamEnd& end) override {
     std::vector<Anomaly> anomalies = std::move(acquires_found_);
@@ -97,6 +118,7 @@ class TokenRegressionRule final : public StreamRule {
     std::size_t n = sizeof(*this) + latest_invoke_.size() * (sizeof(std::string) + 16) +
                     first_ok_.size() * (sizeof(std::string) + sizeof(MarkWrite));
     for (const auto& [lock, raises] : raises_) n += lock.capacity() + raises.list.capacity() * sizeof(Raise);
+    n += granted_marks_.size() * (sizeof(std::uint64_t) + 1) + twice_.size() * (sizeof(std::uint64_t) + 1);
     for (const auto& g : granted_) n += sizeof(g) + g.first.capacity();
     for (const auto& a : acquires_found_) n += sizeof(a) + a.description.capacity();
     for (const auto& a : grants_found_) n += sizeof(a) + a.description.capacity();
@@ -182,7 +204,15 @@ class TokenRegressionRule final : public StreamRule {
     if (!g.token) return;
     // This lock's keys: "<lock>/..." (etcd, zookeeper) or the lock name itself (redis).
     if (!lock_.empty() && !g.lock_key.empty() && g.lock_key != lock_ && g.lock_key.rfind(lock_ + "/", 0) != 0) return;
-    if (!granted_.emplace(g.lock_key, *g.token).second) return;  // a replay, not a grant
+    const std::uint64_t mark = mark_of(key_hash(g.lock_key), *g.token);
+    if (pass_ == 1) {
+      if (!granted_marks_.insert(mark).second) {  // a replay, not a grant (or a collision: pass 2)
+        twice_.insert(mark);
+        return;
+      }
+    } else if (twice_.contains(mark) && !granted_.emplace(g.lock_key, *g.token).second) {
+      return;  // a replay, not a grant
+    }
     last_grant_ = Seen{i, *g.token, g.kind, g.source, g.lock_key};
     // Another key with the same token is the same token granted twice: a reset issuer.
     if (top_grant_ &&
@@ -201,6 +231,10 @@ class TokenRegressionRule final : public StreamRule {
   std::map<std::string, std::size_t, std::less<>> latest_invoke_;
   std::map<std::string, Raises, std::less<>> raises_;
   std::optional<Seen> last_acquire_;
+  unsigned pass_ = 1;
+  boost::unordered_flat_set<std::uint64_t> granted_marks_;  // pass 1: every grant's mark_of(key, token)
+  boost::unordered_flat_set<std::uint64_t> twice_;          // pass 1: the marks seen more than once
+  // pass 2: the (lock key, token)s granted whose mark is in twice_
   boost::unordered_flat_set<std::pair<std::string, std::int64_t>, PairHash> granted_;
   std::optional<Seen> top_grant_, last_grant_;
   std::map<std::string, MarkWrite, std::less<>> first_ok_;
