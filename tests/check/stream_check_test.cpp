@@ -639,6 +639,14 @@ TEST(StreamFencedOut, SelfFencingCitesTheWorkersFirstAcceptedWriteWithTheToken) 
   const fh::CheckerResult r = fenced_out(b.h);
   ASSERT_EQ(r.anomalies.size(), 1u);
   EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{first, refused}));
+  // From a file: the rejection is a candidate in the first pass (its triple's fingerprint was
+  // accepted before), and the second finds that first write.ok.
+  const fh::StreamCheckRun run = fh::check_history_file(write_history("fenced-out-self.jsonl", b.h), ReadBack{},
+                                                        fh::CheckContext{}, {"fenced-out"});
+  EXPECT_EQ(run.passes, 2u);
+  ASSERT_EQ(run.run.results.size(), 1u);
+  ASSERT_EQ(run.run.results[0].anomalies.size(), 1u);
+  EXPECT_EQ(run.run.results[0].anomalies[0].evidence, (std::vector<std::size_t>{first, refused}));
 }
 
 TEST(StreamFencedOut, AWriteAcceptedRightAtTheDeadlineIsInTime) {
@@ -890,8 +898,9 @@ TEST(StreamFencedOut, StateGrowsOnlyByTheAcceptedWritesOverALongSteadyRunYetFind
     const std::size_t later = rule->state_bytes();
     ASSERT_GT(index, 100'000u);
     // One entry per (worker, key, token) with a write.ok (a re-issued token's earlier write makes
-    // its rejection self-fencing): 40 bytes in a hash table, with its slack.
-    EXPECT_LT(later, early + 22'500 * 64) << context_ttl << ": state grew from " << early << " to " << later << " bytes";
+    // its rejection self-fencing): an 8-byte fingerprint in a hash set, with its slack (it was a
+    // 40-byte key and an index).
+    EXPECT_LT(later, early + 22'500 * 16) << context_ttl << ": state grew from " << early << " to " << later << " bytes";
     std::cout << "fenced-out (TTL from the " << (context_ttl ? "context" : "history") << "): " << early << " -> " << later
               << " bytes over " << index << " events, 22,500 holdings\n";
     // Then the holders are fenced out: a fresh token rejected and no write after it.

@@ -24,9 +24,12 @@
 //     at once (only its hits are kept); any other gap is kept whole until the end (when the TTL
 //     grows, the kept gaps are tried again). With the context's TTL a gap's streak is final when
 //     its write.ok comes, and what is before it, but its hits, is dropped.
-// State: each worker's holding (live); every (worker, key, token) with a write.ok and its first
-// write.ok (holdings x the keys a holding writes: a worker may hold a token again, a re-issued
-// one, and its earlier write then makes its rejection self-fencing; one small entry each); the
+// State: each worker's holding (live); every (worker, key, token) with a write.ok (holdings x the
+// keys a holding writes: a worker may hold a token again, a re-issued one, and its earlier write
+// then makes its rejection self-fencing), as a 64-bit fingerprint of the interned triple, 8 bytes
+// each. A rejection whose triple's fingerprint is there is a candidate hit; when there is any, a
+// second pass (wants_another_pass) finds each candidate's first write.ok exactly, and a candidate
+// without one before it (a fingerprint collision) is no hit. Without candidates, one pass. The
 // journal since the last heal: the hits (each is evidence with black boxes: output), the open gap
 // (the events since a fresh rejection without a write.ok: live, or evidence of the streak it
 // becomes) and the gaps that are streaks under the TTL so far (evidence: output).
@@ -36,12 +39,14 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include <boost/unordered/unordered_flat_map.hpp>
+#include <boost/unordered/unordered_flat_set.hpp>
 
 #include "../internal.h"
 #include "stream_rules.h"
@@ -66,6 +71,12 @@ class FencedOutRule final : public StreamRule {
   }
 
   void observe(std::size_t i, const Event& e) override {
+    if (pass_ > 1) {  // each candidate hit's first write.ok of its (worker, key, token)
+      if (e.kind == EventKind::kWriteOk && e.token)
+        if (const auto it = candidates_.find(accepted_key(e)); it != candidates_.end() && it->second == kNone)
+          it->second = i;
+      return;
+    }
     if (ttl_.observe(e) && !context_ttl_) settle_kept();
     switch (e.kind) {
       case EventKind::kFaultHeal: start_over(i); break;
@@ -79,7 +90,7 @@ class FencedOutRule final : public StreamRule {
         }
         break;
       case EventKind::kWriteOk:
-        if (e.token) accepted_.try_emplace(accepted_key(e), i);
+        if (e.token) accepted_.insert(accepted_mark(accepted_key(e)));
         if (gap_) close_gap(GapEnd{i, e.t_ns}, last_t_);
         break;
       case EventKind::kWriteFail: write_fail(i, e); break;
@@ -88,7 +99,17 @@ class FencedOutRule final : public StreamRule {
     last_t_ = e.t_ns;
   }
 
+  /// A second pass when some rejection is a candidate hit: its first write.ok, exactly.
+  bool wants_another_pass() override {
+    if (pass_ > 1 || candidates_.empty()) return false;
+    accepted_ = {};
+    return true;
+  }
+  void begin_pass(unsigned pass) override { pass_ = pass; }
+
   CheckerResult finish(const StreamEnd& end) override {
+    if (pass_ == 1 && !candidates_.empty())
+      throw std::logic_error("fenced-out: finish() before the pass that finds the candidate hits' write.oks");
     if (gap_) close_gap(std::nullopt, last_t_);
     const bool silent = !end.black_box.empty();
     const std::optional<std::chrono::nanoseconds> ttl = lease_ttl();
@@ -116,7 +137,8 @@ class FencedOutRule final : public StreamRule {
 
   std::size_t state_bytes() const override {
     std::size_t n = sizeof(*this) + holding_.size() * (sizeof(std::string) + 16 + sizeof(Holding)) +
-                    accepted_.bucket_count() * (sizeof(WriteKey) + sizeof(std::size_t)) +
+                    accepted_.size() * (sizeof(std::uint64_t) + 1) +
+                    candidates_.size() * (sizeof(Triple) + sizeof(std::size_t) + 1) +
                     journal_.capacity() * sizeof(Entry);
     for (const auto& [s, id] : ids_) n += sizeof(std::string) + s.capacity() + 16 + sizeof(id);
     for (const Entry& entry : journal_)
@@ -132,7 +154,8 @@ class FencedOutRule final : public StreamRule {
   };
   /// An event the rule keeps: an acquire.ok or a fenced rejection (a fresh one starts a streak) of
   /// a gap, or a hit (a self-fencing rejection: write.fail `index` of (worker, key) with `token`
-  /// equal to its mark, after that worker's write.ok `own` of the key with the same token).
+  /// equal to its mark, after that worker's write.ok of the key with the same token: a candidate
+  /// until the second pass finds that write.ok).
   struct Item {
     enum Kind : std::uint8_t { kAcquire, kRejection, kHit };
     Kind kind = kAcquire;
@@ -143,8 +166,19 @@ class FencedOutRule final : public StreamRule {
     std::int64_t t_ns = 0;      // rejection: when it was received
     std::uint32_t worker = 0, key = 0;  // rejection, hit
     std::optional<std::size_t> fresh;   // a fresh rejection: its worker's holding (acquire.ok)
-    std::size_t own = 0;        // hit: the worker's first write.ok of that key and token
   };
+  /// (worker, key, token), the strings interned.
+  struct Triple {
+    std::uint32_t worker = 0, key = 0;
+    std::int64_t token = 0;
+    bool operator==(const Triple&) const = default;
+  };
+  struct TripleHash {
+    std::size_t operator()(const Triple& t) const noexcept {
+      return mix64((std::uint64_t{t.worker} << 32 | t.key) ^ mix64(static_cast<std::uint64_t>(t.token)));
+    }
+  };
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
   /// The write.ok that ended a gap.
   struct GapEnd {
     std::size_t index = 0;
@@ -165,6 +199,11 @@ class FencedOutRule final : public StreamRule {
     std::map<std::uint32_t, std::size_t> self_fenced;  // worker -> its anomaly
 
     void apply(const Item& h) {
+      // The worker's first write.ok of the key with that token, found by the second pass; none
+      // before the rejection: its fingerprint collided, and it is no hit.
+      const auto c = rule.candidates_.find(Triple{h.worker, h.key, h.token});
+      if (c == rule.candidates_.end() || c->second == kNone || c->second > h.index) return;
+      const std::size_t own = c->second;
       auto [it, first] = self_fenced.emplace(h.worker, anomalies.size());
       if (!first) {
         Anomaly& a = anomalies[it->second];
@@ -177,7 +216,7 @@ class FencedOutRule final : public StreamRule {
       Anomaly& a = anomalies.emplace_back();
       a.name = "fenced-out";
       a.key = key;
-      a.evidence = {h.own, h.index};
+      a.evidence = {own, h.index};
       a.tokens = {h.token};
       a.clients = {source};
       a.description = source + "'s write to " + key + " with token " + std::to_string(h.token) +
@@ -231,7 +270,9 @@ class FencedOutRule final : public StreamRule {
   };
 
   /// (worker, key, token) of e, strings interned (no segment, no chunk).
-  WriteKey accepted_key(const Event& e) { return WriteKey{id(e.source), id(e.key), *e.token, -1, -1}; }
+  Triple accepted_key(const Event& e) { return Triple{id(e.source), id(e.key), *e.token}; }
+  /// Its 64-bit fingerprint, as accepted_ keeps it.
+  static std::uint64_t accepted_mark(const Triple& t) { return mix64(TripleHash{}(t) + 0x9e3779b97f4a7c15ULL); }
 
   std::uint32_t id(const std::string& s) {
     auto [it, fresh] = ids_.try_emplace(s, static_cast<std::uint32_t>(names_.size()));
@@ -255,15 +296,15 @@ class FencedOutRule final : public StreamRule {
     if (e.token && e.high_water && *e.high_water == *e.token) {
       const auto h = holding_.find(e.source);
       if (h == holding_.end() || h->second.token != e.token) return;
-      const auto own = accepted_.find(accepted_key(e));
-      if (own == accepted_.end()) return;
+      const Triple t = accepted_key(e);
+      if (!accepted_.contains(accepted_mark(t))) return;
+      candidates_.try_emplace(t, kNone);
       Item hit;
       hit.kind = Item::kHit;
       hit.index = i;
       hit.token = *e.token;
-      hit.worker = id(e.source);
-      hit.key = id(e.key);
-      hit.own = own->second;
+      hit.worker = t.worker;
+      hit.key = t.key;
       if (gap_) gap_->items.push_back(hit);
       else journal_.emplace_back(hit);
       return;
@@ -347,7 +388,9 @@ class FencedOutRule final : public StreamRule {
   HistoryTtl ttl_;
   std::optional<std::size_t> heal_;  // the latest fault.heal so far
   std::map<std::string, Holding, std::less<>> holding_;  // worker -> its latest acquire.ok
-  boost::unordered_flat_map<WriteKey, std::size_t, WriteKeyHash> accepted_;  // (worker, key, token) -> its first write.ok
+  unsigned pass_ = 1;
+  boost::unordered_flat_set<std::uint64_t> accepted_;  // pass 1: accepted_mark() of each (worker, key, token) with a write.ok
+  boost::unordered_flat_map<Triple, std::size_t, TripleHash> candidates_;  // a candidate hit's triple -> its first write.ok (pass 2)
   std::map<std::string, std::uint32_t, std::less<>> ids_;  // interned workers and keys
   std::vector<std::string> names_;
   std::vector<Entry> journal_;   // since the last heal: hits outside gaps, and closed gaps
