@@ -48,7 +48,8 @@ struct StreamEnd {
 /// begin_pass() and every event again), finish() once; then the object is spent. The read-back and
 /// context given to begin() must outlive finish(). Not thread-safe (one object per pass; different
 /// objects may run concurrently). Exceptions: std::bad_alloc; std::logic_error from finish() when a
-/// pass the rule asked for was skipped (foreign-release, whose later passes decide its suspects);
+/// pass the rule asked for was skipped (foreign-release, whose later passes decide its suspects;
+/// fenced-out, whose second pass confirms its candidate self-fencing rejections);
 /// a rule that cannot decide reports unknown in its result rather than throwing.
 class StreamRule {
  public:
