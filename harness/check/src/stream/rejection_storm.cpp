@@ -1,18 +1,20 @@
-// rejection-storm (checkers.h says what it finds), in one pass: the read-back's rejections are
-// counted first, per (client, token); each fenced write.fail is counted as the history goes by
-// (RejectionTally, which the figures share) and remembered with its worker's latest write.invoke
-// of the same token; at the end every (client, token) rejected more than once is a storm.
+// rejection-storm (checkers.h says what it finds), in one pass and, only when there is a storm, a
+// second: the read-back's rejections are counted first, per (client, token); each fenced
+// write.fail is counted as the history goes by (RejectionTally, which the figures share) and
+// remembered; at the end every (client, token) rejected more than once is a storm. A storm's
+// evidence also cites, for each of its write.fails, its worker's latest write.invoke of the same
+// token before it: the second pass finds those, for the storms' (client, token)s alone.
 // State, all of it per holding (grows with the tokens issued, not with a correct holding's events)
 // or a storm's own evidence:
 //   - per (client, token) with a rejection, its counts (RejectionTally), and each fenced
 //     write.fail's index, latest same-token invoke, key and mark (40 bytes): whether a (client,
 //     token) storms is known only at the end, when its last write.fail has come, and then all its
 //     fails are the storm's evidence and description (a correct holder has at most one);
-//   - per worker, its latest write.invoke of each token it wrote with (24 bytes): a write.fail
-//     cites the latest invoke of its own token, which need not be the worker's latest invoke (a
-//     worker may go back to an older token), so none can be forgotten.
-// Keys are interned (live). StreamRejectionStorm measures it: about 100-200 bytes per rejected
-// holding, capacity included.
+//   - in the second pass, per storm (client, token), its latest write.invoke (output-sized).
+// A write.fail cites the latest invoke of its own token, which need not be the worker's latest
+// invoke (a worker may go back to an older token); kept for every (worker, token), that was 24
+// bytes per holding, the most of this rule's state. Keys are interned (live).
+// StreamRejectionStorm measures it.
 #include <cstdint>
 #include <map>
 #include <set>
@@ -38,13 +40,9 @@ class RejectionStormRule final : public StreamRule {
   }
 
   void observe(std::size_t index, const Event& e) override {
-    if (e.kind == EventKind::kWriteInvoke) {
-      if (e.token) invokes_[{tally_.client_id(e.source), *e.token}] = index;
-      return;
-    }
+    if (pass_ > 1) return invoke_of_storm(index, e);
     if (!tally_.observe(e)) return;
     Fail f{index, kNone, *e.token, *e.high_water, tally_.client_id(e.source), 0};
-    if (const auto inv = invokes_.find({f.client, f.token}); inv != invokes_.end()) f.invoke = inv->second;
     auto key = key_ids_.find(e.key);
     if (key == key_ids_.end()) {
       key = key_ids_.emplace(e.key, static_cast<std::uint32_t>(keys_.size())).first;
@@ -52,6 +50,18 @@ class RejectionStormRule final : public StreamRule {
     }
     f.key = key->second;
     fails_.push_back(f);
+  }
+
+  /// A second pass when some (client, token) with a write.fail storms: its fails' invokes.
+  bool wants_another_pass() override {
+    if (pass_ > 1) return false;
+    for (const TokenRejections& r : tally_.counts())
+      if (r.count() > 1 && r.history > 0) invokes_.try_emplace({r.client, r.token}, kNone);
+    return !invokes_.empty();
+  }
+  void begin_pass(unsigned pass) override {
+    pass_ = pass;
+    next_fail_ = 0;
   }
 
   CheckerResult finish(const StreamEnd&) override {
@@ -102,7 +112,7 @@ class RejectionStormRule final : public StreamRule {
 
   std::size_t state_bytes() const override {
     std::size_t n = sizeof(*this) + tally_.state_bytes() + fails_.capacity() * sizeof(Fail) +
-                    invokes_.bucket_count() * (sizeof(decltype(invokes_)::value_type) + 1) +
+                    invokes_.size() * (sizeof(decltype(invokes_)::value_type) + 1) +
                     keys_.capacity() * sizeof(std::string);
     for (const auto& k : keys_) n += 48 + sizeof(k) + 4 + 2 * k.capacity();
     return n;
@@ -121,12 +131,25 @@ class RejectionStormRule final : public StreamRule {
     std::uint32_t key = 0;
   };
 
+  /// Pass 2: a storm's write.invoke is its latest so far; a storm's write.fail (the next of fails_)
+  /// takes it.
+  void invoke_of_storm(std::size_t index, const Event& e) {
+    if (e.kind == EventKind::kWriteInvoke && e.token) {
+      if (const auto it = invokes_.find({e.source, *e.token}); it != invokes_.end()) it->second = index;
+      return;
+    }
+    if (next_fail_ >= fails_.size() || fails_[next_fail_].index != index) return;
+    Fail& f = fails_[next_fail_++];
+    if (const auto it = invokes_.find({e.source, f.token}); it != invokes_.end()) f.invoke = it->second;
+  }
+
   const ReadBack* readback_ = nullptr;
   RejectionTally tally_;
-  /// (client id, token) -> the client's latest write.invoke with that token.
-  boost::unordered_flat_map<std::pair<std::uint32_t, std::int64_t>, std::size_t,
-                            boost::hash<std::pair<std::uint32_t, std::int64_t>>>
-      invokes_;
+  unsigned pass_ = 1;
+  std::size_t next_fail_ = 0;  // pass 2: the next of fails_
+  /// Pass 2: (client, token) of each storm with a write.fail -> the client's latest write.invoke
+  /// with that token so far (kNone: none yet).
+  boost::unordered_flat_map<std::pair<std::string, std::int64_t>, std::size_t, PairHash> invokes_;
   std::vector<Fail> fails_;
   std::vector<std::string> keys_;
   std::map<std::string, std::uint32_t, std::less<>> key_ids_;

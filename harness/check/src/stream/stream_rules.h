@@ -11,10 +11,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <boost/unordered/unordered_flat_map.hpp>
 
+#include "../internal.h"
 #include "../write_map.h"
 #include "fencecheck/harness/stream_check.h"
 
@@ -49,6 +51,13 @@ namespace fencecheck::harness::detail {
 [[nodiscard]] inline std::uint64_t mark_of(std::uint64_t key, std::int64_t token) {
   return mix64(key ^ mix64(static_cast<std::uint64_t>(token) + 0x9e3779b97f4a7c15ULL));
 }
+
+/// Hash of a (string, token) pair, for hash containers keyed by one.
+struct PairHash {
+  std::size_t operator()(const std::pair<std::string, std::int64_t>& p) const noexcept {
+    return ViewTokenHash{}({p.first, p.second});
+  }
+};
 
 /// Small dense ids for the strings a rule meets (worker names, keys: a few hundred), owning a copy
 /// of each, since a streamed event's strings do not outlive observe(). Not thread-safe.

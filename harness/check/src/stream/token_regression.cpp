@@ -28,12 +28,6 @@
 namespace fencecheck::harness::detail {
 namespace {
 
-struct PairHash {
-  std::size_t operator()(const std::pair<std::string, std::int64_t>& p) const noexcept {
-    return ViewTokenHash{}({p.first, p.second});
-  }
-};
-
 class TokenRegressionRule final : public StreamRule {
  public:
   std::string_view name() const override { return "token-regression"; }
