@@ -17,8 +17,10 @@
 // State: per slot of the read-back its chunk and the occupant's latest write.ok (the read-back's
 // size, which is held in memory anyway); per logged write id the position of its latest-seq log
 // entry (LogPositions: about 5 bytes a log entry, looking into the read-back; the log's size: the read-back is still held as a ReadBack; streaming it is a later step of
-// docs/streaming-plan.md); each worker's latest write.invoke per token (holdings: one entry per
-// token a worker wrote with, kept because a write.ok may come long after its invoke); the pending
+// docs/streaming-plan.md); without a log, each worker's latest write.invoke per token (holdings:
+// one entry per token a worker wrote with, kept because a write.ok may come long after its invoke
+// and the decision needs it); with a log the invoke is only an anomaly's evidence, so none is kept
+// and a second pass (only when there is an anomaly) finds each lost write's invoke; the pending
 // writes (without a log: the write.oks of a slot since its occupant's latest write.ok, i.e. the
 // writes the stored chunk overwrote before its own acknowledgement: a few per slot in a healthy
 // run, but a slot rewritten n times before its occupant's write.ok keeps n entries until then);
@@ -28,6 +30,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <boost/unordered/unordered_flat_map.hpp>
 
 #include "../internal.h"
 #include "stream_rules.h"
@@ -72,7 +76,8 @@ class LostAcknowledgedWriteRule final : public StreamRule {
   }
 
   void observe(std::size_t i, const Event& e) override {
-    invokes_.observe(i, e);
+    if (pass_ > 1) return invoke_of_lost(i, e);
+    if (!has_log_) invokes_.observe(i, e);
     if (e.kind != EventKind::kWriteOk || !e.token) return;
     Slot* s = slots_.find({{}, 0, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)});
     const StoredChunk* c = s == nullptr ? nullptr : s->chunk;
@@ -85,7 +90,7 @@ class LostAcknowledgedWriteRule final : public StreamRule {
     }
     if (!e.segment || !e.chunk || is_effect_key(e.key)) return;
     if (occupant) return;  // still there
-    const std::optional<std::size_t> invoke = invokes_.of(e);
+    const std::optional<std::size_t> invoke = has_log_ ? std::nullopt : invokes_.of(e);  // with a log: pass 2
     std::optional<std::int64_t> seq;
     if (const auto p = logged_->find({e.source, *e.token, e.key, *e.segment, *e.chunk})) seq = logged_->at(*p).seq;
     std::string why;
@@ -103,6 +108,17 @@ class LostAcknowledgedWriteRule final : public StreamRule {
       return;
     }
     found_.emplace_back(i, lost(e.key, *e.segment, *e.chunk, e.source, *e.token, i, invoke, seq, c, why));
+  }
+
+  /// With a log, a second pass when a write was lost: the invoke each lost write answers.
+  bool wants_another_pass() override {
+    if (pass_ > 1 || !has_log_ || found_.empty()) return false;
+    for (const auto& [index, a] : found_) wanted_.try_emplace({a.clients.front(), a.tokens.front()}, kNone);
+    return true;
+  }
+  void begin_pass(unsigned pass) override {
+    pass_ = pass;
+    next_found_ = 0;
   }
 
   CheckerResult finish(const StreamEnd& end) override {
@@ -124,7 +140,8 @@ class LostAcknowledgedWriteRule final : public StreamRule {
   }
 
   std::size_t state_bytes() const override {
-    std::size_t n = sizeof(*this) + invokes_.state_bytes() + slot_count_ * (sizeof(WriteKey) + sizeof(Slot)) +
+    std::size_t n = sizeof(*this) + invokes_.state_bytes() + wanted_.size() * (sizeof(decltype(wanted_)::value_type) + 1) +
+                    slot_count_ * (sizeof(WriteKey) + sizeof(Slot)) +
                     (logged_ ? logged_->state_bytes() : 0) + pending_count_ * sizeof(Pending);
     for (const auto& [index, a] : found_) n += sizeof(index) + sizeof(a) + a.description.capacity();
     return n;
@@ -167,6 +184,23 @@ class LostAcknowledgedWriteRule final : public StreamRule {
     return a;
   }
 
+  /// Pass 2 (with a log): the latest write.invoke of each lost write's (worker, token) so far; a
+  /// lost write's write.ok (the next of found_, which pass 1 filled in history order) takes it.
+  void invoke_of_lost(std::size_t i, const Event& e) {
+    if (e.kind == EventKind::kWriteInvoke && e.token) {
+      if (const auto it = wanted_.find({e.source, *e.token}); it != wanted_.end()) it->second = i;
+      return;
+    }
+    if (next_found_ >= found_.size() || found_[next_found_].first != i) return;
+    Anomaly& a = found_[next_found_++].second;
+    if (const auto it = wanted_.find({a.clients.front(), a.tokens.front()}); it != wanted_.end() && it->second != kNone)
+      a.evidence.push_back(it->second);
+  }
+
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  unsigned pass_ = 1;
+  std::size_t next_found_ = 0;
+  boost::unordered_flat_map<std::pair<std::string, std::int64_t>, std::size_t, PairHash> wanted_;
   WriteMap<Slot> slots_;          // (key, segment, chunk) -> the slot (views into the read-back)
   std::optional<LogPositions> logged_;  // (client, token, key, segment, chunk) -> its latest-seq log entry
   bool has_log_ = false;
