@@ -1025,7 +1025,9 @@ TEST(StreamCrossKeyRejection, StateGrowsOnlyByTheKeysTokensAndAnOldWriteOkIsStil
   const std::size_t per_holding = (later - early) / 4'500;
   std::cout << "cross-key-rejection: " << early << " bytes after 500 holdings, " << later << " after 5,000 ("
             << per_holding << " bytes per holding, " << events << " events)\n";
-  EXPECT_LE(per_holding, 64u);
+  // The key's accepted token (8 bytes) and its slack; the workers' invokes are no longer kept (a
+  // group's write.fail finds its invoke in the second pass): 13 measured, 40 or so with them.
+  EXPECT_LE(per_holding, 24u);
   ASSERT_EQ(r.anomalies.size(), 1u);
   const fh::Anomaly& a = r.anomalies[0];
   EXPECT_EQ(a.key, "y");

@@ -14,15 +14,17 @@
 // writes without a write.ok, and every key's accepted tokens over the whole run, which the search
 // for the other key reads). When the driver asks wants_another_pass() (the end of pass 1), the
 // rule decides: the groups (X, H), each with its other key K and token T. A group cites every
-// write.ok of K with token T, at any index: pass 2 (only when a group was found) collects them.
+// write.ok of K with token T, at any index, and each of its write.fails cites its worker's latest
+// write.invoke with its token before it: pass 2 (only when a group was found) collects both.
 // The log's and the effects' part of the evidence (K's lowest seq with T, its clients) is read
 // from the read-back at the end.
 // State:
 //   - per key, its distinct accepted tokens (holdings: 8 bytes per token a key accepted, kept
 //     because a later rejection's mark may be any of them; never capped), per base three maxima
 //     (live);
-//   - each worker's latest write.invoke per token (LatestWriteInvokes, holdings): a write.fail
-//     cites it, and a worker may go back to an older token;
+//   - in pass 2, the latest write.invoke of each (worker, token) a group's write.fail has (output):
+//     a worker may go back to an older token, so pass 1 would have had to keep every worker's
+//     latest invoke per token (holdings: 24 bytes or more each, most of this rule's state);
 //   - per logged write id, whether the history acknowledged it (the log's size: the read-back is
 //     still held in memory as a ReadBack; streaming it is a later step of docs/streaming-plan.md);
 //   - the write.fails not explained at once (in a healthy per-key run, only a rejection whose
@@ -69,9 +71,15 @@ class CrossKeyRejectionRule final : public StreamRule {
   void observe(std::size_t index, const Event& e) override {
     if (pass_ == 2) {
       if (e.kind == EventKind::kWriteOk && e.token && !e.key.empty()) cite(index, e);
+      else if (e.kind == EventKind::kWriteInvoke && e.token) {
+        if (const auto it = invokes_.find({e.source, *e.token}); it != invokes_.end()) it->second = index;
+      } else if (next_cite_ < fail_cites_.size() && fail_cites_[next_cite_].index == index) {
+        const FailCite& f = fail_cites_[next_cite_++];
+        if (const auto it = invokes_.find({clients_.name(f.client), f.token}); it != invokes_.end() && it->second != kNone)
+          f.group->a.evidence.push_back(it->second);
+      }
       return;
     }
-    invokes_.observe(index, e);
     if (e.kind == EventKind::kWriteOk && e.token) {
       if (const auto p = logged_->find({e.source, *e.token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}))
         acked_[*p] = true;
@@ -86,7 +94,7 @@ class CrossKeyRejectionRule final : public StreamRule {
     const Base& b = base_of(k);
     // Explained by the key's own base now: its write.oks so far, or an effect applied at any time.
     if (reaches(b.history_max, *e.high_water) || reaches(b.effects_max, *e.high_water)) return;
-    waiting_.push_back(Fail{index, invokes_.of(e), *e.token, *e.high_water, clients_.id(e.source), k});
+    waiting_.push_back(Fail{index, *e.token, *e.high_water, clients_.id(e.source), k});
   }
 
   bool wants_another_pass() override {
@@ -98,7 +106,6 @@ class CrossKeyRejectionRule final : public StreamRule {
 
   void begin_pass(unsigned pass) override {
     pass_ = pass;
-    invokes_ = LatestWriteInvokes{};
     waiting_ = {};
   }
 
@@ -137,7 +144,8 @@ class CrossKeyRejectionRule final : public StreamRule {
 
   std::size_t state_bytes() const override {
     std::size_t n = sizeof(*this) + keys_.state_bytes() + clients_.state_bytes() + bases_.state_bytes() +
-                    invokes_.state_bytes() + keyed_.capacity() * sizeof(Key) + based_.capacity() * sizeof(Base) +
+                    invokes_.size() * (sizeof(decltype(invokes_)::value_type) + 1) + fail_cites_.capacity() * sizeof(FailCite) +
+                    keyed_.capacity() * sizeof(Key) + based_.capacity() * sizeof(Base) +
                     (logged_ ? logged_->state_bytes() : 0) + acked_.capacity() / 8 + waiting_.capacity() * sizeof(Fail) +
                     cited_.bucket_count() * (sizeof(decltype(cited_)::value_type) + 1);
     for (const Key& k : keyed_) n += k.tokens.capacity() * sizeof(std::int64_t);
@@ -162,7 +170,6 @@ class CrossKeyRejectionRule final : public StreamRule {
   /// A write.fail not explained at once.
   struct Fail {
     std::size_t index = 0;
-    std::optional<std::size_t> invoke;  // its worker's latest write.invoke with its token
     std::int64_t token = 0, mark = 0;
     std::uint32_t client = 0, key = 0;
   };
@@ -174,6 +181,13 @@ class CrossKeyRejectionRule final : public StreamRule {
     std::uint32_t other = 0;  // the key that reached the mark (keys_), with token best
     std::int64_t best = 0;
     std::optional<std::int64_t> other_seq;
+  };
+  /// A group's write.fail, whose invoke pass 2 finds.
+  struct FailCite {
+    std::size_t index = 0;
+    std::int64_t token = 0;
+    std::uint32_t client = 0;
+    Group* group = nullptr;
   };
 
   std::uint32_t key(std::string_view name) {
@@ -278,7 +292,8 @@ class CrossKeyRejectionRule final : public StreamRule {
     if (fail) {
       ++g.history;
       g.a.evidence.push_back(fail->index);
-      if (fail->invoke) g.a.evidence.push_back(*fail->invoke);
+      fail_cites_.push_back(FailCite{fail->index, fail->token, fail->client, &g});
+      invokes_.try_emplace({client, fail->token}, kNone);
     } else {
       ++g.resource;
     }
@@ -291,8 +306,12 @@ class CrossKeyRejectionRule final : public StreamRule {
   std::vector<Base> based_;  // by base id
   std::optional<LogPositions> logged_;  // logged write id -> its first log position (looks into the read-back)
   std::vector<bool> acked_;             // per log position given by logged_: a write.ok of its id was seen
-  LatestWriteInvokes invokes_;
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
   std::vector<Fail> waiting_;
+  std::vector<FailCite> fail_cites_;  // the groups' write.fails, in history order (pass 2)
+  std::size_t next_cite_ = 0;
+  /// Pass 2: (worker, token) of a group's write.fail -> its latest write.invoke so far.
+  boost::unordered_flat_map<std::pair<std::string, std::int64_t>, std::size_t, PairHash> invokes_;
   bool decided_ = false;
   std::map<std::string_view, std::uint32_t> ordered_;  // key name -> id, for the search in key order
   std::map<std::pair<std::string, std::int64_t>, Group> groups_;  // (key X, mark H)
