@@ -196,3 +196,62 @@ TEST(CompressedHistory, AnEmptyHistoryAndAMissingFile) {
   EXPECT_FALSE(fs::exists(dir / "nothing.jsonl.zst.tmp"));
   EXPECT_EQ(history_file(dir / "no-such-run"), dir / "no-such-run" / kHistoryFile);
 }
+
+TEST(ForEachHistoryEventIf, ParsesOnlyTheWantedLinesAtTheirOwnIndicesBlankLinesAndCompressionAlike) {
+  // A soak-like history with blank lines, plain and compressed: the wanted lines are parsed and
+  // given at the index for_each_history_event gives them; an unwanted bad line is never parsed.
+  const fs::path dir = fresh_dir("if");
+  const History h = soak_like(2'000);
+  std::string text;
+  for (std::size_t i = 0; i < h.size(); ++i) text += to_json_line(h[i]) + (i % 97 == 0 ? "\n\n" : "\n");
+  spill(dir / kHistoryFile, text);
+  const fs::path zst = dir / "copy.jsonl.zst";
+  spill(dir / "copy.jsonl", text);
+  compress_history(dir / "copy.jsonl");
+  for (const fs::path& file : {dir / kHistoryFile, zst}) {
+    std::vector<std::size_t> acquires;
+    for_each_history_event_if(
+        file, [](std::size_t, std::string_view line) { return line_may_be_kind(line, std::vector{EventKind::kAcquireOk}); },
+        [&](std::size_t index, Event&& e) {
+          EXPECT_EQ(e.kind, EventKind::kAcquireOk) << index;  // the write lines are not parsed
+          EXPECT_EQ(to_json_line(e), to_json_line(h[index])) << index;
+          acquires.push_back(index);
+        });
+    std::vector<std::size_t> expected;
+    for (std::size_t i = 0; i < h.size(); ++i)
+      if (h[i].kind == EventKind::kAcquireOk) expected.push_back(i);
+    EXPECT_EQ(acquires, expected) << file;
+    EXPECT_EQ(acquires.size(), 400u);
+  }
+  // A bad line that is not wanted is skipped; wanted, it is named with its file and line.
+  spill(dir / "bad.jsonl", to_json_line(h[0]) + "\n{not json\n" + to_json_line(h[1]) + "\n");
+  std::size_t parsed = 0;
+  for_each_history_event_if(
+      dir / "bad.jsonl", [](std::size_t index, std::string_view) { return index != 1; },
+      [&](std::size_t, Event&&) { ++parsed; });
+  EXPECT_EQ(parsed, 2u);
+  try {
+    for_each_history_event_if(
+        dir / "bad.jsonl", [](std::size_t, std::string_view) { return true; }, [](std::size_t, Event&&) {});
+    ADD_FAILURE() << "no error for a bad wanted line";
+  } catch (const HistoryError& err) {
+    EXPECT_THAT(err.what(), HasSubstr("bad.jsonl:2"));
+  }
+}
+
+TEST(LineMayBeKind, FalseOnlyWhenNoWantedKindNameNorAnEscapeIsInTheLine) {
+  Event e;
+  e.kind = EventKind::kWriteOk;
+  e.source = "w1";
+  e.key = "ledger";
+  const std::string ok = to_json_line(e);
+  EXPECT_TRUE(line_may_be_kind(ok, std::vector{EventKind::kWriteOk}));
+  EXPECT_FALSE(line_may_be_kind(ok, std::vector{EventKind::kAcquireOk, EventKind::kLockDelete}));
+  EXPECT_TRUE(line_may_be_kind(ok, std::vector{EventKind::kAcquireOk, EventKind::kWriteOk}));
+  const std::vector acquire{EventKind::kAcquireOk};
+  // A kind spelled with a JSON escape is still a candidate (parsed, then judged by its kind).
+  EXPECT_TRUE(line_may_be_kind(R"({"kind":"acquire\u002eok","source":"w1"})", acquire));
+  EXPECT_TRUE(line_may_be_kind(R"({"kind":"write.ok","detail":"a\"b"})", acquire));
+  // A kind's name inside another field makes a candidate too: never wrong the other way.
+  EXPECT_TRUE(line_may_be_kind(R"({"kind":"write.ok","detail":"after acquire.ok"})", acquire));
+}

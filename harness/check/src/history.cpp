@@ -185,20 +185,35 @@ void for_each_history_line(const std::filesystem::path& given,
   lines.finish();
 }
 
-void for_each_history_event(const std::filesystem::path& path,
-                            const std::function<void(std::size_t index, Event&& event)>& fn) {
+void for_each_history_event_if(const std::filesystem::path& path,
+                               const std::function<bool(std::size_t index, std::string_view line)>& wanted,
+                               const std::function<void(std::size_t index, Event&& event)>& fn) {
   const std::string file = path.string();
   std::size_t index = 0;
   for_each_history_line(path, [&](std::string_view line, std::size_t number) {
     if (line.find_first_not_of(" \t") == std::string_view::npos) return;
+    const std::size_t at = index++;
+    if (!wanted(at, line)) return;
     Event e;
     try {
       e = event_from_json_line(line);
     } catch (const std::exception& err) {
       throw HistoryError(file, number, err.what());
     }
-    fn(index++, std::move(e));
+    fn(at, std::move(e));
   });
+}
+
+bool line_may_be_kind(std::string_view line, std::span<const EventKind> kinds) {
+  if (line.find('\\') != std::string_view::npos) return true;
+  for (const EventKind k : kinds)
+    if (line.find(kind_name(k)) != std::string_view::npos) return true;
+  return false;
+}
+
+void for_each_history_event(const std::filesystem::path& path,
+                            const std::function<void(std::size_t index, Event&& event)>& fn) {
+  for_each_history_event_if(path, [](std::size_t, std::string_view) { return true; }, fn);
 }
 
 History load_history_jsonl(const std::filesystem::path& path) {

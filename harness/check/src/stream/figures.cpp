@@ -315,7 +315,8 @@ struct FigureStream::State {
   }
 
   /// The second pass: the old single pass's per-holding records, for the candidates' lock keys,
-  /// tokens and revisions only (expiry() looks up nothing else).
+  /// tokens and revisions only (expiry() looks up nothing else). Only FigureStream::kSecondPassKinds
+  /// reach it from analyze_history_file(), which skips the other lines unparsed: keep both in step.
   void gather_for_candidates(std::size_t i, const Event& e) {
     switch (e.kind) {
       case EventKind::kAcquireOk: {

@@ -170,11 +170,17 @@ HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, c
   // The figures' second pass, for the lease expiries' candidates (FigureStream).
   if (figures.wants_second_pass()) {
     figures.begin_second_pass();
+    // Only the holdings' events matter to it: the write lines (most of a run) are not parsed.
     std::size_t seen = 0;
-    for_each_history_event(history, [&](std::size_t index, Event&& e) {
-      figures.observe(index, e);
-      if (++seen % kStateSample == 0) figure_bytes = std::max(figure_bytes, figures.state_bytes());
-    });
+    for_each_history_event_if(
+        history,
+        [](std::size_t, std::string_view line) {
+          return line_may_be_kind(line, FigureStream::kSecondPassKinds);
+        },
+        [&](std::size_t index, Event&& e) {
+          figures.observe(index, e);
+          if (++seen % kStateSample == 0) figure_bytes = std::max(figure_bytes, figures.state_bytes());
+        });
     ++run.passes;
     out.figures_second_pass = true;
   }
@@ -191,12 +197,12 @@ HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, c
   const std::vector<std::size_t> wanted = detail::evidence_indices(a);
   if (!wanted.empty()) {
     auto next = wanted.begin();
-    for_each_history_event(history, [&](std::size_t index, Event&& e) {
-      if (next != wanted.end() && *next == index) {
-        a.evidence_events.emplace(index, std::move(e));
-        ++next;
-      }
-    });
+    for_each_history_event_if(
+        history, [&](std::size_t index, std::string_view) { return next != wanted.end() && *next == index; },
+        [&](std::size_t index, Event&& e) {
+          a.evidence_events.emplace(index, std::move(e));
+          ++next;
+        });
     ++out.passes;
   }
   return out;

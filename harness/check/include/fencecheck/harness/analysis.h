@@ -193,8 +193,13 @@ class FigureStream {
   /// After the first pass: whether finish() needs the history once more (some lock.delete is a
   /// candidate lease expiry). False during or after the second pass.
   [[nodiscard]] bool wants_second_pass() const;
-  /// Starts the second pass: observe() then takes every event again, from index 0.
+  /// Starts the second pass: observe() then takes every event again, from index 0 (only events
+  /// of kSecondPassKinds matter to it: a driver may skip the rest unparsed, at their indices).
   void begin_second_pass();
+  /// The only kinds the second pass looks at: the holdings' own events.
+  static constexpr EventKind kSecondPassKinds[] = {EventKind::kAcquireOk,     EventKind::kLockGrant,
+                                                   EventKind::kJobDone,       EventKind::kReleaseOk,
+                                                   EventKind::kReleaseInvoke, EventKind::kLockDelete};
   /// The figures; the object is spent afterwards.
   [[nodiscard]] Figures finish();
   /// About how many bytes of state it holds now, figures included (for the bench and memory tests).

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <filesystem>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -78,6 +79,19 @@ void for_each_history_line(const std::filesystem::path& path,
 /// load_history_jsonl does; exceptions from `fn` pass through.
 void for_each_history_event(const std::filesystem::path& path,
                             const std::function<void(std::size_t index, Event&& event)>& fn);
+
+/// As for_each_history_event, but parses only the lines `wanted(index, line)` accepts; the others
+/// are counted (their indices stay) and skipped unparsed. For reading again a file already read
+/// whole once (its bad lines found then), when only some events matter: parsing is most of the
+/// cost of a pass (docs/performance.md). Throws as for_each_history_event, for the lines parsed.
+void for_each_history_event_if(const std::filesystem::path& path,
+                               const std::function<bool(std::size_t index, std::string_view line)>& wanted,
+                               const std::function<void(std::size_t index, Event&& event)>& fn);
+
+/// Whether a history line may be an event of one of `kinds`: false only when none of their wire
+/// names (kind_name) is anywhere in it, and it has no JSON escape ('\') that could spell one.
+/// A cheap test before parsing, never wrong the other way. Pure.
+[[nodiscard]] bool line_may_be_kind(std::string_view line, std::span<const EventKind> kinds);
 
 /// Reads a JSON-lines history, plain or zstd-compressed (as for_each_history_line): one event per
 /// line, blank lines skipped (they do not shift the indices of later events). Throws HistoryError
