@@ -865,8 +865,10 @@ TEST(StreamStaleWrite, AWorkerWithManyWritesInFlightFindsEachInvokeInASecondPass
   EXPECT_NE(a.description.find("70 write.ok event(s) in the history"), std::string::npos) << a.description;
 }
 
-TEST(StreamStaleWrite, StateGrowsOnlyWithTheTokensThatRaisedAKey) {
-  // 4 holders take turns on 2 keys, each holding writing 20 chunks: state per holding, not per event.
+TEST(StreamStaleWrite, TheStaircaseIsPrunedBelowTheWritesInFlightSoStateStaysFlat) {
+  // 4 holders take turns on 2 keys, each holding writing 5 chunks, one write in flight at a time:
+  // below the earliest write in flight only one point per key is still needed, so the staircase
+  // is pruned and the state does not grow with the tokens (it did: a 32-byte point per token).
   auto rule = fh::make_stream_rule("stale-write-accepted");
   const ReadBack rb;
   const fh::CheckContext context;  // outlives finish(), as StreamRule::begin asks
@@ -876,7 +878,7 @@ TEST(StreamStaleWrite, StateGrowsOnlyWithTheTokensThatRaisedAKey) {
   auto holdings = [&](int from, int to) {
     for (int token = from; token < to; ++token) {
       const std::string w = "w" + std::to_string(token % 4);
-      for (int c = 0; c < 20; ++c) {
+      for (int c = 0; c < 5; ++c) {
         t += 1;
         Event inv = write_at(w, EventKind::kWriteInvoke, token, c, t, t);
         inv.key = token % 2 ? "ledger" : "ledger2";
@@ -888,13 +890,64 @@ TEST(StreamStaleWrite, StateGrowsOnlyWithTheTokensThatRaisedAKey) {
       }
     }
   };
-  holdings(1, 1'001);
+  holdings(1, 10'001);
   const std::size_t early = rule->state_bytes();
-  holdings(1'001, 11'001);  // 400,000 more events, 10,000 more tokens
+  holdings(10'001, 50'001);  // 400,000 more events, 40,000 more tokens
   const std::size_t later = rule->state_bytes();
-  EXPECT_LT(later - early, 10'000u * 64) << early << " -> " << later << " bytes";
+  std::cout << "stale-write-accepted: " << early << " -> " << later << " bytes over 40,000 more tokens\n";
+  EXPECT_LT(later, early + 200'000) << "the points of 40,000 tokens would take 1.3 MB or more";
   EXPECT_FALSE(rule->wants_another_pass());
   EXPECT_TRUE(rule->finish(fh::StreamEnd{index, {}}).anomalies.empty());
+}
+
+TEST(StreamStaleWrite, ALookupBelowWhatWasPrunedIsJudgedAgainstTheWholeStaircase) {
+  // w9 invokes a write with token 50 after token 100's write.oks (stale), then exits: the
+  // watermark passes its invoke and the staircase is pruned below it. Its write.ok comes at the
+  // end (it happened long ago): its lookup needs a dropped point, so the rule builds the whole
+  // staircase again and judges every write against it: the same anomaly as when w9 stays (its
+  // write in flight holds the pruning back, one pass).
+  for (const bool exits : {true, false}) {
+    std::vector<Event> h;
+    std::int64_t t = 0;
+    std::size_t top = 0, invoke = 0;
+    for (int token = 1; token < 20'001; ++token) {
+      const std::string w = "w" + std::to_string(token % 4);
+      for (int c = 0; c < 5; ++c) {
+        t += 1;
+        h.push_back(write_at(w, EventKind::kWriteInvoke, token, c, t, t));
+        t += 1;
+        if (token == 100 && c == 0) top = h.size();
+        h.push_back(write_at(w, EventKind::kWriteOk, token, c, t, t));
+      }
+      if (token == 100) {
+        t += 1;
+        invoke = h.size();
+        h.push_back(write_at("w9", EventKind::kWriteInvoke, 50, 99, t, t));
+        if (exits) {
+          Event bye = fh::Builder::ev("harness", EventKind::kWorkerExit);
+          bye.target = "w9";
+          h.push_back(bye);
+        }
+      }
+    }
+    const std::size_t late = h.size();
+    h.push_back(write_at("w9", EventKind::kWriteOk, 50, 99, t - 199'000 + 1, t + 1));  // happened long ago
+    auto rule = fh::make_stream_rule("stale-write-accepted");
+    const ReadBack rb;
+    const fh::CheckContext context;
+    rule->begin(rb, context);
+    unsigned passes = 1;
+    for (std::size_t i = 0; i < h.size(); ++i) rule->observe(i, h[i]);
+    for (; rule->wants_another_pass(); ++passes) {
+      rule->begin_pass(passes + 1);
+      for (std::size_t i = 0; i < h.size(); ++i) rule->observe(i, h[i]);
+    }
+    EXPECT_EQ(passes, exits ? 3u : 1u);
+    const fh::CheckerResult r = rule->finish(fh::StreamEnd{h.size(), {}});
+    ASSERT_EQ(r.anomalies.size(), 1u) << exits;
+    EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{top, invoke, late})) << exits;
+    EXPECT_EQ(r.anomalies[0].tokens, (std::vector<std::int64_t>{50, 100})) << exits;
+  }
 }
 
 }  // namespace

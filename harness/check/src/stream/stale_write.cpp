@@ -12,9 +12,16 @@
 // write.oks in real-time order: the points where the highest token so far rises (ties: the
 // earliest). A lookup ("the highest-token write.ok completed before this invoke") is the last
 // point before the invoke. The staircase has one point per token that raised the key's mark, so
-// it grows with holdings (tokens), not with events; the points below every lookup still to come
-// cannot be told apart from the rest (a late write.ok may happen arbitrarily early), so none is
-// dropped.
+// it would grow with holdings (tokens). It is pruned: a lookup still to come is for a write in
+// flight (a write.invoke with no write.ok, write.fail or write.info yet) or for a write not yet
+// invoked, which happens after its worker's latest event so far (per worker, events come in
+// order). So below the watermark W (the earliest of: each worker's oldest write in flight, else
+// its latest event; a worker.exit takes a worker out) only the last point is still needed, and the
+// earlier ones are dropped (every kPruneEvery points). That rests on the workers' order, which a
+// history need not keep: a lookup that reaches below what was dropped (its invoke at or before the
+// key's first kept point) makes the one-pass results unsure, and the rule reads the history twice
+// more: once to build the whole staircase again, unpruned, and once to judge every B against it.
+// A healthy run keeps its writes in flight and the raises since W.
 //
 // B is judged when it arrives, against the staircase so far. That is the exact judgement unless
 // a write.ok received later becomes a point of the staircase before an invoke already looked up
@@ -50,6 +57,8 @@ namespace {
 
 /// How many of a worker's latest write ids the fallback invoke lookup keeps.
 constexpr std::size_t kRecentInvokes = 64;
+/// How many points are added to the staircases (all keys) between two prunings.
+constexpr std::size_t kPruneEvery = 4096;
 
 /// A position in real-time order: (happened_ns, history index).
 using When = std::pair<std::int64_t, std::size_t>;
@@ -89,16 +98,44 @@ class StaleWriteAcceptedRule final : public StreamRule {
 
   void observe(std::size_t index, const Event& e) override {
     if (pass_ == 1) citations_.observe(index, e, [&](std::size_t slot, std::size_t at) { cited_[slot]->log.evidence.push_back(at); });
+    if (rebuilding_) {  // the whole staircase again, nothing judged
+      if (e.kind == EventKind::kWriteOk && e.token && !is_effect_key(e.key)) {
+        const std::uint32_t key = strings_.id(e.key);
+        if (staircase_.size() <= key) staircase_.resize(key + 1);
+        add_point(staircase_[key], When{std::numeric_limits<std::int64_t>::min(), 0},
+                  Point{When{happened_ns(e), index}, *e.token, strings_.id(e.source)});
+      }
+      return;
+    }
     if (e.kind == EventKind::kWriteInvoke) {
       invoked(index, e);
     } else if (e.kind == EventKind::kWriteOk && e.token && !is_effect_key(e.key)) {
       acknowledged(index, e);
     }
+    if (pass_ == 1) in_flight(e);  // after B's own lookup: its write is in flight until then
   }
 
-  bool wants_another_pass() override { return pass_ == 1 && again_; }
+  /// Another pass when a one-pass judgement may be wrong; two (rebuild, then judge) when the
+  /// staircase was pruned.
+  bool wants_another_pass() override {
+    if (pass_ == 1) {
+      if (!again_) return false;
+      rebuild_next_ = pruned_;
+      return true;
+    }
+    return rebuilding_;  // after the rebuild, the judging pass
+  }
 
   void begin_pass(unsigned pass) override {
+    if (rebuild_next_) {
+      rebuild_next_ = false;
+      rebuilding_ = true;
+      pass_ = pass;
+      staircase_.clear();
+      writers_.clear();
+      return;
+    }
+    rebuilding_ = false;
     pass_ = pass;
     // The history's part is judged again from scratch; the log's part stays.
     for (auto it = groups_.begin(); it != groups_.end();) {
@@ -151,6 +188,8 @@ class StaleWriteAcceptedRule final : public StreamRule {
                     latest_invoke_.size() * sizeof(Invoke) + horizon_.size() * sizeof(When) +
                     exact_ids_.size() * sizeof(WriteKey) + exact_.size() * (sizeof(WriteKey) + sizeof(When));
     for (const auto& s : staircase_) n += sizeof(s) + s.capacity() * sizeof(Point);
+    n += floor_.capacity() * sizeof(When);
+    for (const auto& w : writers_) n += sizeof(w) + w.open.capacity() * sizeof(w.open[0]);
     for (const auto& r : recent_) n += sizeof(r) + r.order.size() * sizeof(WriteKey) + r.last.size() * (sizeof(WriteKey) + sizeof(When));
     for (const auto& [id, g] : groups_)
       n += 256 + (g.log.evidence.size() + g.history.evidence.size() + g.history.history_oks.size() * 4) * sizeof(std::size_t);
@@ -183,6 +222,13 @@ class StaleWriteAcceptedRule final : public StreamRule {
     std::deque<WriteKey> order;
     boost::unordered_flat_map<WriteKey, When, WriteKeyHash> last;
     bool forgot = false;  // some id was dropped to keep kRecentInvokes
+  };
+  /// A worker's writes in flight (id, when invoked) and the time of its latest write event.
+  struct Writer {
+    std::vector<std::pair<WriteKey, std::int64_t>> open;
+    std::int64_t last = std::numeric_limits<std::int64_t>::min();
+    bool gone = false;  // a worker.exit came
+    bool seen = false;  // a writer (an entry of writers_ may be a key's id)
   };
   /// A point of a key's staircase: a write.ok whose token is above every earlier one's.
   struct Point {
@@ -257,7 +303,10 @@ class StaleWriteAcceptedRule final : public StreamRule {
     if (pass_ == 1) add_point(stairs, horizon_[key], Point{When{happened_ns(e), b}, token, source});
     // 2. B's invoke against the highest-token write.ok of the key completed before it.
     if (const auto invoke = invoke_of(source, key, e)) {
-      if (pass_ == 1) horizon_[key] = std::max(horizon_[key], *invoke);
+      if (pass_ == 1) {
+        horizon_[key] = std::max(horizon_[key], *invoke);
+        if (key < floor_.size() && !(floor_[key] < *invoke)) again_ = true;  // it needs a dropped point
+      }
       const auto after = std::lower_bound(stairs.begin(), stairs.end(), *invoke,
                                           [](const Point& p, const When& w) { return p.when < w; });
       if (after != stairs.begin() && std::prev(after)->token > token) {
@@ -292,6 +341,60 @@ class StaleWriteAcceptedRule final : public StreamRule {
     auto end = std::next(at);
     while (end != stairs.end() && end->token <= c.token) ++end;
     stairs.erase(std::next(at), end);
+    if (pass_ == 1 && ++added_ % kPruneEvery == 0) prune();
+  }
+
+  /// Pass 1: each worker's writes in flight and its latest write event (the watermark's inputs).
+  void in_flight(const Event& e) {
+    if (e.kind == EventKind::kWorkerExit) {
+      if (const auto it = exits_.find(e.target); it != exits_.end()) writers_[it->second].gone = true;
+      return;
+    }
+    const bool write = e.kind == EventKind::kWriteInvoke || e.kind == EventKind::kWriteOk ||
+                       e.kind == EventKind::kWriteFail || e.kind == EventKind::kWriteInfo;
+    if (!write) return;
+    const std::uint32_t source = strings_.id(e.source);
+    if (writers_.size() <= source) writers_.resize(source + 1);
+    Writer& w = writers_[source];
+    exits_.try_emplace(e.source, source);
+    w.seen = true;
+    w.last = std::max(w.last, happened_ns(e));
+    if (!e.token) return;
+    const WriteKey id{source, strings_.id(e.key), *e.token, e.segment.value_or(-1), e.chunk.value_or(-1)};
+    if (e.kind == EventKind::kWriteInvoke) {
+      w.open.emplace_back(id, happened_ns(e));
+      return;
+    }
+    for (std::size_t k = 0; k < w.open.size(); ++k)
+      if (w.open[k].first == id) {
+        w.open[k] = w.open.back();
+        w.open.pop_back();
+        break;
+      }
+  }
+
+  /// Drops, per key, the points below the watermark but the last (see the file's comment).
+  void prune() {
+    std::int64_t water = std::numeric_limits<std::int64_t>::max();
+    for (const Writer& w : writers_) {
+      if (w.gone || !w.seen) continue;  // (writers_ is by string id: keys have entries too)
+      std::int64_t at = w.last;
+      for (const auto& [id, when] : w.open) at = std::min(at, when);
+      water = std::min(water, at);
+    }
+    if (water == std::numeric_limits<std::int64_t>::max()) return;
+    const When below{water, 0};
+    if (floor_.size() < staircase_.size()) floor_.resize(staircase_.size(), When{std::numeric_limits<std::int64_t>::min(), 0});
+    for (std::size_t k = 0; k < staircase_.size(); ++k) {
+      std::vector<Point>& stairs = staircase_[k];
+      const auto first_above = std::lower_bound(stairs.begin(), stairs.end(), below,
+                                                [](const Point& p, const When& w) { return p.when < w; });
+      if (first_above - stairs.begin() < 2) continue;  // at most one point below: nothing to drop
+      stairs.erase(stairs.begin(), std::prev(first_above));
+      floor_[k] = stairs.front().when;
+      pruned_ = true;
+      if (stairs.capacity() > 4 * stairs.size() + 16) stairs.shrink_to_fit();
+    }
   }
 
   unsigned pass_ = 1;
@@ -304,6 +407,11 @@ class StaleWriteAcceptedRule final : public StreamRule {
   std::vector<Recent> recent_;              // by source id
   std::vector<std::vector<Point>> staircase_;  // by key id
   std::vector<When> horizon_;               // by key id: the latest invoke looked up in pass 1
+  std::vector<When> floor_;                 // by key id: its first point kept after a pruning
+  std::vector<Writer> writers_;             // by source id (pass 1)
+  std::map<std::string, std::uint32_t, std::less<>> exits_;  // a writer's name -> its source id
+  std::size_t added_ = 0;                   // points added in pass 1
+  bool pruned_ = false, rebuild_next_ = false, rebuilding_ = false;
   boost::unordered_flat_set<WriteKey, WriteKeyHash> exact_ids_;  // ids pass 2 keeps exactly
   boost::unordered_flat_map<WriteKey, When, WriteKeyHash> exact_;
 };
