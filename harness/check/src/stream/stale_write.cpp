@@ -356,7 +356,7 @@ class StaleWriteAcceptedRule final : public StreamRule {
     const std::uint32_t source = strings_.id(e.source);
     if (writers_.size() <= source) writers_.resize(source + 1);
     Writer& w = writers_[source];
-    exits_.try_emplace(e.source, source);
+    if (!w.seen) exits_.try_emplace(e.source, source);
     w.seen = true;
     w.last = std::max(w.last, happened_ns(e));
     if (!e.token) return;
