@@ -71,12 +71,11 @@ class CrossKeyRejectionRule final : public StreamRule {
   void observe(std::size_t index, const Event& e) override {
     if (pass_ == 2) {
       if (e.kind == EventKind::kWriteOk && e.token && !e.key.empty()) cite(index, e);
-      else if (e.kind == EventKind::kWriteInvoke && e.token) {
-        if (const auto it = invokes_.find({e.source, *e.token}); it != invokes_.end()) it->second = index;
+      else if (e.kind == EventKind::kWriteInvoke) {
+        invokes_.observe(index, e);
       } else if (next_cite_ < fail_cites_.size() && fail_cites_[next_cite_].index == index) {
         const FailCite& f = fail_cites_[next_cite_++];
-        if (const auto it = invokes_.find({clients_.name(f.client), f.token}); it != invokes_.end() && it->second != kNone)
-          f.group->a.evidence.push_back(it->second);
+        if (const auto invoke = invokes_.of(clients_.name(f.client), f.token)) f.group->a.evidence.push_back(*invoke);
       }
       return;
     }
@@ -144,7 +143,7 @@ class CrossKeyRejectionRule final : public StreamRule {
 
   std::size_t state_bytes() const override {
     std::size_t n = sizeof(*this) + keys_.state_bytes() + clients_.state_bytes() + bases_.state_bytes() +
-                    invokes_.size() * (sizeof(decltype(invokes_)::value_type) + 1) + fail_cites_.capacity() * sizeof(FailCite) +
+                    invokes_.state_bytes() + fail_cites_.capacity() * sizeof(FailCite) +
                     keyed_.capacity() * sizeof(Key) + based_.capacity() * sizeof(Base) +
                     (logged_ ? logged_->state_bytes() : 0) + acked_.capacity() / 8 + waiting_.capacity() * sizeof(Fail) +
                     cited_.bucket_count() * (sizeof(decltype(cited_)::value_type) + 1);
@@ -293,7 +292,7 @@ class CrossKeyRejectionRule final : public StreamRule {
       ++g.history;
       g.a.evidence.push_back(fail->index);
       fail_cites_.push_back(FailCite{fail->index, fail->token, fail->client, &g});
-      invokes_.try_emplace({client, fail->token}, kNone);
+      invokes_.want(client, fail->token);
     } else {
       ++g.resource;
     }
@@ -306,12 +305,11 @@ class CrossKeyRejectionRule final : public StreamRule {
   std::vector<Base> based_;  // by base id
   std::optional<LogPositions> logged_;  // logged write id -> its first log position (looks into the read-back)
   std::vector<bool> acked_;             // per log position given by logged_: a write.ok of its id was seen
-  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
   std::vector<Fail> waiting_;
   std::vector<FailCite> fail_cites_;  // the groups' write.fails, in history order (pass 2)
   std::size_t next_cite_ = 0;
-  /// Pass 2: (worker, token) of a group's write.fail -> its latest write.invoke so far.
-  boost::unordered_flat_map<std::pair<std::string, std::int64_t>, std::size_t, PairHash> invokes_;
+  /// Pass 2: each group write.fail's (worker, token) -> its latest write.invoke so far.
+  LatestWriteInvokes invokes_;
   bool decided_ = false;
   std::map<std::string_view, std::uint32_t> ordered_;  // key name -> id, for the search in key order
   std::map<std::pair<std::string, std::int64_t>, Group> groups_;  // (key X, mark H)

@@ -174,11 +174,13 @@ class FencedOutRule final : public StreamRule {
     bool operator==(const Triple&) const = default;
   };
   struct TripleHash {
-    std::size_t operator()(const Triple& t) const noexcept {
-      return mix64((std::uint64_t{t.worker} << 32 | t.key) ^ mix64(static_cast<std::uint64_t>(t.token)));
-    }
+    std::size_t operator()(const Triple& t) const noexcept { return accepted_mark(t); }
   };
   static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  /// A triple's 64-bit fingerprint (mark_of), as accepted_ keeps it.
+  static std::uint64_t accepted_mark(const Triple& t) {
+    return mark_of(mix64(std::uint64_t{t.worker} << 32 | t.key), t.token);
+  }
   /// The write.ok that ended a gap.
   struct GapEnd {
     std::size_t index = 0;
@@ -271,8 +273,7 @@ class FencedOutRule final : public StreamRule {
 
   /// (worker, key, token) of e, strings interned (no segment, no chunk).
   Triple accepted_key(const Event& e) { return Triple{id(e.source), id(e.key), *e.token}; }
-  /// Its 64-bit fingerprint, as accepted_ keeps it.
-  static std::uint64_t accepted_mark(const Triple& t) { return mix64(TripleHash{}(t) + 0x9e3779b97f4a7c15ULL); }
+
 
   std::uint32_t id(const std::string& s) {
     auto [it, fresh] = ids_.try_emplace(s, static_cast<std::uint32_t>(names_.size()));

@@ -31,26 +31,35 @@
 #include <utility>
 #include <vector>
 
-#include <boost/unordered/unordered_flat_map.hpp>
-
 #include "../internal.h"
 #include "stream_rules.h"
 
 namespace fencecheck::harness::detail {
 
+void LatestWriteInvokes::want(std::string_view worker, std::int64_t token) {
+  wanted_only_ = true;
+  auto w = by_worker_.find(worker);
+  if (w == by_worker_.end()) w = by_worker_.emplace(std::string(worker), Tokens{}).first;
+  w->second.try_emplace(token, kNone);
+}
+
 void LatestWriteInvokes::observe(std::size_t index, const Event& e) {
   if (e.kind != EventKind::kWriteInvoke || !e.token) return;
   auto worker = by_worker_.find(e.source);
+  if (wanted_only_) {
+    if (worker == by_worker_.end()) return;
+    if (const auto it = worker->second.find(*e.token); it != worker->second.end()) it->second = index;
+    return;
+  }
   if (worker == by_worker_.end()) worker = by_worker_.emplace(e.source, Tokens{}).first;
   worker->second[*e.token] = index;
 }
 
-std::optional<std::size_t> LatestWriteInvokes::of(const Event& e) const {
-  if (!e.token) return std::nullopt;
-  const auto worker = by_worker_.find(e.source);
-  if (worker == by_worker_.end()) return std::nullopt;
-  const auto it = worker->second.find(*e.token);
-  if (it == worker->second.end()) return std::nullopt;
+std::optional<std::size_t> LatestWriteInvokes::of(std::string_view worker, std::int64_t token) const {
+  const auto w = by_worker_.find(worker);
+  if (w == by_worker_.end()) return std::nullopt;
+  const auto it = w->second.find(token);
+  if (it == w->second.end() || it->second == kNone) return std::nullopt;
   return it->second;
 }
 
@@ -113,7 +122,8 @@ class LostAcknowledgedWriteRule final : public StreamRule {
   /// With a log, a second pass when a write was lost: the invoke each lost write answers.
   bool wants_another_pass() override {
     if (pass_ > 1 || !has_log_ || found_.empty()) return false;
-    for (const auto& [index, a] : found_) wanted_.try_emplace({a.clients.front(), a.tokens.front()}, kNone);
+    invokes_ = {};
+    for (const auto& [index, a] : found_) invokes_.want(a.clients.front(), a.tokens.front());
     return true;
   }
   void begin_pass(unsigned pass) override {
@@ -140,8 +150,7 @@ class LostAcknowledgedWriteRule final : public StreamRule {
   }
 
   std::size_t state_bytes() const override {
-    std::size_t n = sizeof(*this) + invokes_.state_bytes() + wanted_.size() * (sizeof(decltype(wanted_)::value_type) + 1) +
-                    slot_count_ * (sizeof(WriteKey) + sizeof(Slot)) +
+    std::size_t n = sizeof(*this) + invokes_.state_bytes() + slot_count_ * (sizeof(WriteKey) + sizeof(Slot)) +
                     (logged_ ? logged_->state_bytes() : 0) + pending_count_ * sizeof(Pending);
     for (const auto& [index, a] : found_) n += sizeof(index) + sizeof(a) + a.description.capacity();
     return n;
@@ -187,25 +196,19 @@ class LostAcknowledgedWriteRule final : public StreamRule {
   /// Pass 2 (with a log): the latest write.invoke of each lost write's (worker, token) so far; a
   /// lost write's write.ok (the next of found_, which pass 1 filled in history order) takes it.
   void invoke_of_lost(std::size_t i, const Event& e) {
-    if (e.kind == EventKind::kWriteInvoke && e.token) {
-      if (const auto it = wanted_.find({e.source, *e.token}); it != wanted_.end()) it->second = i;
-      return;
-    }
+    invokes_.observe(i, e);
     if (next_found_ >= found_.size() || found_[next_found_].first != i) return;
     Anomaly& a = found_[next_found_++].second;
-    if (const auto it = wanted_.find({a.clients.front(), a.tokens.front()}); it != wanted_.end() && it->second != kNone)
-      a.evidence.push_back(it->second);
+    if (const auto invoke = invokes_.of(a.clients.front(), a.tokens.front())) a.evidence.push_back(*invoke);
   }
 
-  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
   unsigned pass_ = 1;
   std::size_t next_found_ = 0;
-  boost::unordered_flat_map<std::pair<std::string, std::int64_t>, std::size_t, PairHash> wanted_;
   WriteMap<Slot> slots_;          // (key, segment, chunk) -> the slot (views into the read-back)
   std::optional<LogPositions> logged_;  // (client, token, key, segment, chunk) -> its latest-seq log entry
   bool has_log_ = false;
   std::size_t slot_count_ = 0, pending_count_ = 0;
-  LatestWriteInvokes invokes_;
+  LatestWriteInvokes invokes_;  // without a log: every worker's; with one, pass 2: the lost writes' pairs
   std::vector<std::pair<std::size_t, Anomaly>> found_;  // (write.ok index, anomaly), decided out of order
 };
 

@@ -56,8 +56,8 @@ class RejectionStormRule final : public StreamRule {
   bool wants_another_pass() override {
     if (pass_ > 1) return false;
     for (const TokenRejections& r : tally_.counts())
-      if (r.count() > 1 && r.history > 0) invokes_.try_emplace({r.client, r.token}, kNone);
-    return !invokes_.empty();
+      if (r.count() > 1 && r.history > 0) invokes_.want(r.client, r.token);
+    return invokes_.wants_some();
   }
   void begin_pass(unsigned pass) override {
     pass_ = pass;
@@ -112,7 +112,7 @@ class RejectionStormRule final : public StreamRule {
 
   std::size_t state_bytes() const override {
     std::size_t n = sizeof(*this) + tally_.state_bytes() + fails_.capacity() * sizeof(Fail) +
-                    invokes_.size() * (sizeof(decltype(invokes_)::value_type) + 1) +
+                    invokes_.state_bytes() +
                     keys_.capacity() * sizeof(std::string);
     for (const auto& k : keys_) n += 48 + sizeof(k) + 4 + 2 * k.capacity();
     return n;
@@ -134,22 +134,18 @@ class RejectionStormRule final : public StreamRule {
   /// Pass 2: a storm's write.invoke is its latest so far; a storm's write.fail (the next of fails_)
   /// takes it.
   void invoke_of_storm(std::size_t index, const Event& e) {
-    if (e.kind == EventKind::kWriteInvoke && e.token) {
-      if (const auto it = invokes_.find({e.source, *e.token}); it != invokes_.end()) it->second = index;
-      return;
-    }
+    invokes_.observe(index, e);
     if (next_fail_ >= fails_.size() || fails_[next_fail_].index != index) return;
     Fail& f = fails_[next_fail_++];
-    if (const auto it = invokes_.find({e.source, f.token}); it != invokes_.end()) f.invoke = it->second;
+    if (const auto invoke = invokes_.of(e.source, f.token)) f.invoke = *invoke;
   }
 
   const ReadBack* readback_ = nullptr;
   RejectionTally tally_;
   unsigned pass_ = 1;
   std::size_t next_fail_ = 0;  // pass 2: the next of fails_
-  /// Pass 2: (client, token) of each storm with a write.fail -> the client's latest write.invoke
-  /// with that token so far (kNone: none yet).
-  boost::unordered_flat_map<std::pair<std::string, std::int64_t>, std::size_t, PairHash> invokes_;
+  /// Pass 2: each storm's (client, token) with a write.fail -> its latest write.invoke so far.
+  LatestWriteInvokes invokes_;
   std::vector<Fail> fails_;
   std::vector<std::string> keys_;
   std::map<std::string, std::uint32_t, std::less<>> key_ids_;

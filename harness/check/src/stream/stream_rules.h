@@ -114,18 +114,29 @@ class WriteCitations {
 /// Each worker's latest write.invoke with each token, as the history goes by: for a write.ok, the
 /// invoke it answers (its worker's latest write.invoke with its token before it, whatever the
 /// key). Memory: one entry per (worker, token) that sent a write (holdings), kept because a
-/// write.ok may come long after its invoke. Not thread-safe.
+/// write.ok may come long after its invoke; or, once want() was called, only the pairs wanted (a
+/// second pass finding the invokes a few anomalies cite). Not thread-safe.
 class LatestWriteInvokes {
  public:
-  /// Records e when it is a write.invoke with a token.
+  /// From now on only the (worker, token) pairs given here are recorded.
+  void want(std::string_view worker, std::int64_t token);
+  /// Whether want() was called.
+  [[nodiscard]] bool wants_some() const { return wanted_only_; }
+  /// Records e when it is a write.invoke with a token (of a wanted pair, once want() was called).
   void observe(std::size_t index, const Event& e);
   /// The latest write.invoke observed so far from e's worker with e's token, if any.
-  [[nodiscard]] std::optional<std::size_t> of(const Event& e) const;
+  [[nodiscard]] std::optional<std::size_t> of(const Event& e) const {
+    return e.token ? of(e.source, *e.token) : std::nullopt;
+  }
+  /// The latest write.invoke observed so far from `worker` with `token`, if any.
+  [[nodiscard]] std::optional<std::size_t> of(std::string_view worker, std::int64_t token) const;
   [[nodiscard]] std::size_t state_bytes() const;
 
  private:
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);  // wanted, not seen yet
   using Tokens = boost::unordered_flat_map<std::int64_t, std::size_t>;
   std::map<std::string, Tokens, std::less<>> by_worker_;
+  bool wanted_only_ = false;
 };
 
 }  // namespace fencecheck::harness::detail
