@@ -347,7 +347,7 @@ class StaleWriteAcceptedRule final : public StreamRule {
   /// Pass 1: each worker's writes in flight and its latest write event (the watermark's inputs).
   void in_flight(const Event& e) {
     if (e.kind == EventKind::kWorkerExit) {
-      if (const auto it = exits_.find(e.target); it != exits_.end()) writers_[it->second].gone = true;
+      if (const std::uint32_t id = strings_.id(e.target); id < writers_.size() && writers_[id].seen) writers_[id].gone = true;
       return;
     }
     const bool write = e.kind == EventKind::kWriteInvoke || e.kind == EventKind::kWriteOk ||
@@ -356,7 +356,6 @@ class StaleWriteAcceptedRule final : public StreamRule {
     const std::uint32_t source = strings_.id(e.source);
     if (writers_.size() <= source) writers_.resize(source + 1);
     Writer& w = writers_[source];
-    if (!w.seen) exits_.try_emplace(e.source, source);
     w.seen = true;
     w.last = std::max(w.last, happened_ns(e));
     if (!e.token) return;
@@ -409,7 +408,6 @@ class StaleWriteAcceptedRule final : public StreamRule {
   std::vector<When> horizon_;               // by key id: the latest invoke looked up in pass 1
   std::vector<When> floor_;                 // by key id: its first point kept after a pruning
   std::vector<Writer> writers_;             // by source id (pass 1)
-  std::map<std::string, std::uint32_t, std::less<>> exits_;  // a writer's name -> its source id
   std::size_t added_ = 0;                   // points added in pass 1
   bool pruned_ = false, rebuild_next_ = false, rebuilding_ = false;
   boost::unordered_flat_set<WriteKey, WriteKeyHash> exact_ids_;  // ids pass 2 keeps exactly
