@@ -62,15 +62,11 @@ namespace fb = fencecheck::bench;
 namespace fh = fencecheck::harness;
 using fencecheck::Event;
 
+using fb::clock_s;
+
 namespace {
 
 // ---- Timing ------------------------------------------------------------------------------------
-
-double clock_s(clockid_t clock) {
-  timespec ts{};
-  ::clock_gettime(clock, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
 
 /// One pass's runs.
 struct Pass {

@@ -18,16 +18,13 @@
 #include <cstdlib>
 #include <string>
 
+#include "bench_util.h"
 #include "fencecheck/harness/live_checker.h"
 #include "synthetic_history.h"
 
 namespace {
 
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
+double cpu_seconds() { return fencecheck::bench::clock_s(CLOCK_PROCESS_CPUTIME_ID); }
 
 }  // namespace
 

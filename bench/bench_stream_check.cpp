@@ -44,13 +44,9 @@ namespace fb = fencecheck::bench;
 namespace fh = fencecheck::harness;
 namespace fs = std::filesystem;
 
-namespace {
+using fb::clock_s;
 
-double clock_s(clockid_t id) {
-  timespec ts{};
-  ::clock_gettime(id, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
+namespace {
 
 int usage() {
   std::fprintf(stderr, "usage: bench_stream_check [events] [--dir DIR] [--compare]\n");

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +24,14 @@
 #include <benchmark/benchmark.h>
 
 namespace fencecheck::bench {
+
+/// The clock's time in seconds (clock_gettime(2)): CLOCK_PROCESS_CPUTIME_ID for CPU seconds,
+/// CLOCK_MONOTONIC for wall time. Thread-safe.
+inline double clock_s(clockid_t clock) {
+  timespec ts{};
+  ::clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
 
 /// The q-quantile (0..1) of `samples` by nearest rank; 0 for an empty set. Sorts its copy.
 inline double quantile(std::vector<double> samples, double q) {

@@ -1025,7 +1025,9 @@ ScenarioResult Run::execute() {
     finish_history();
     return r;
   }
-  dir_.write_json("readback.json", fencecheck::to_json(rb));
+  // Element by element: a long run's read-back has tens of millions of log entries, and its DOM
+  // would take several times the read-back's own memory (fencecheck/proto/readback.h).
+  dir_.write_with("readback.json", [&](std::ostream& out) { fencecheck::write_readback_json(out, rb); });
   services.stop();
 
   notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "checking"); });

@@ -134,9 +134,9 @@ StoredRun load_run_directory(const fs::path& dir) {
   const fs::path rb = dir / "readback.json";
   if (!fs::exists(rb, ec)) throw RunFileError(rb, "missing: the run never read the resource back (it did not finish)");
   try {
-    run.readback = readback_from_json(read_json(rb));
-  } catch (const RunFileError&) {
-    throw;
+    run.readback = read_readback_file(rb);  // element by element, no DOM (readback.h)
+  } catch (const ReadBackSyntaxError& e) {
+    throw RunFileError(rb, std::string("not valid JSON: ") + e.what());
   } catch (const std::exception& e) {
     throw RunFileError(rb, std::string("not a read-back: ") + e.what());
   }
@@ -314,7 +314,7 @@ void ReportObserver::on_finish(const Scenario& scenario, const ScenarioResult& r
     // A long run's page draws its first events only (kReportHistoryEvents): the harness's memory
     // stays bounded however long the run was.
     const ReportHistory history = load_report_history(history_file(result.run_dir));
-    const ReadBack rb = readback_from_json(read_json(result.run_dir / "readback.json"));
+    const ReadBack rb = read_readback_file(result.run_dir / "readback.json");
     c = junit_case(result, &analysis, run_start_ns(history.first), suite);
     ReportData data{&scenario, history.first, rb, analysis, result, "fencecheck run", history.events};
     write_report_html(result.run_dir / "report.html", data);

@@ -74,6 +74,24 @@ void RunDirectory::write_json(const std::string& name, const nlohmann::json& doc
   fs::rename(tmp, target);
 }
 
+void RunDirectory::write_with(const std::string& name, const std::function<void(std::ostream&)>& write) const {
+  const fs::path target = path_ / name;
+  const fs::path tmp = path_ / ("." + name + ".tmp");
+  try {
+    std::ofstream out(tmp);
+    if (!out) throw std::runtime_error("cannot write " + tmp.string());
+    write(out);
+    out << '\n';
+    out.flush();
+    if (!out) throw std::runtime_error("cannot write " + tmp.string());
+  } catch (...) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw;
+  }
+  fs::rename(tmp, target);
+}
+
 std::shared_ptr<void> RunDirectory::attach_log() const {
   auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>((path_ / "harness.log").string(), true);
   auto logger = spdlog::default_logger();

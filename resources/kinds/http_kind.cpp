@@ -157,18 +157,23 @@ ReadBackResult fetch_readback(const HttpContract& c, const std::string& path) {
     const P p = res.status == 404 || res.status == 405 ? P::kNoSuchPath : P::kUnavailable;
     return problem(p, status_text(res));
   }
-  const nlohmann::json body = nlohmann::json::parse(res.body, nullptr, /*allow_exceptions=*/false);
-  if (!body.is_object()) return problem(P::kShape, "the reply is not a JSON object: " + status_text(res));
-  // Every member is required: an empty array claims there were none, and the checkers take the
-  // claim (Evidence says this kind has them). A member left out would read as "none".
-  for (const char* member : {"chunks", "log", "rejections", "high_water"}) {
-    if (!body.contains(member))
-      return problem(P::kShape, std::string("the read-back lacks \"") + member +
-                                    "\" (docs/resource-http.md: every member is required; an empty one says there "
-                                    "were none; a service that cannot tell sets read_back: none)");
-  }
+  const std::string not_object = "the reply is not a JSON object: " + status_text(res);
   try {
-    out.readback = readback_from_json(body);
+    // Element by element (no DOM of a long run's log); the members are checked on the document
+    // the parser keeps (its arrays emptied) before the read-back's own checks, as before.
+    out.readback = readback_from_json_text(res.body, [&](const nlohmann::json& body) {
+      if (!body.is_object()) throw std::invalid_argument(not_object);
+      // Every member is required: an empty array claims there were none, and the checkers take the
+      // claim (Evidence says this kind has them). A member left out would read as "none".
+      for (const char* member : {"chunks", "log", "rejections", "high_water"}) {
+        if (!body.contains(member))
+          throw std::invalid_argument(std::string("the read-back lacks \"") + member +
+                                      "\" (docs/resource-http.md: every member is required; an empty one says "
+                                      "there were none; a service that cannot tell sets read_back: none)");
+      }
+    });
+  } catch (const ReadBackSyntaxError&) {
+    return problem(P::kShape, not_object);
   } catch (const std::invalid_argument& e) {
     return problem(P::kShape, e.what());
   }

@@ -774,7 +774,9 @@ TEST(StreamLostAcknowledgedWrite, StateGrowsOnlyByTheWorkersTokensOverALongStead
     // Without a log, one entry per (worker, token) written with: the invoke a late write.ok is
     // judged by. With a log the invoke is only a lost write's evidence, found by a second pass:
     // nothing per holding.
-    if (with_log) EXPECT_EQ(later, early) << "state grew from " << early << " to " << later << " bytes";
+    if (with_log) {
+      EXPECT_EQ(later, early) << "state grew from " << early << " to " << later << " bytes";
+    }
     EXPECT_LT(later, early + 22'500 * 48) << with_log << ": state grew from " << early << " to " << later << " bytes";
     std::cout << "lost-acknowledged-write " << (with_log ? "with" : "without") << " a log: " << early << " -> " << later
               << " bytes over " << index << " events, 22,500 holdings\n";

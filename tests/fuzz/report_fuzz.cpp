@@ -10,10 +10,13 @@
 //   - a bad history is a HistoryError (report turns it into "history.jsonl: line N: ..."); any
 //     other exception escaping load_history_jsonl is a crash here;
 //   - a bad read-back is a JSON parse error or std::invalid_argument naming the field;
+//   - the streamed read (readback_from_json_text, what report.cpp uses) gives exactly the
+//     whole document's read-back or error, and write_readback_json is the document's dump;
 //   - whatever loads is judged without any exception, and its verdict.json serialises.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -41,6 +44,24 @@ const fh::Scenario& scenario() {
   return s;
 }
 
+std::string dump_of(const fencecheck::ReadBack& rb) {
+  return fencecheck::to_json(rb).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// A read's outcome, comparable across the two paths: "ok <read-back>", or the error's class and text.
+template <typename Read>
+std::string outcome_of(Read&& read) {
+  try {
+    return "ok " + dump_of(read());
+  } catch (const fencecheck::ReadBackSyntaxError& e) {
+    return std::string("syntax: ") + e.what();
+  } catch (const nlohmann::json::exception& e) {
+    return std::string("json: ") + e.what();
+  } catch (const std::invalid_argument& e) {
+    return std::string("invalid: ") + e.what();
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -62,17 +83,31 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   fencecheck::ReadBack readback;
   if (readback_text) {
+    // report.cpp reads readback.json element by element (read_readback_file); it must give what
+    // the whole document gives: the same read-back, or the same error (the differential oracle).
+    const std::string streamed = outcome_of([&] { return fencecheck::readback_from_json_text(*readback_text); });
+    std::string document;
     try {
       readback = fencecheck::readback_from_json(nlohmann::json::parse(*readback_text));
-    } catch (const nlohmann::json::exception&) {
+      document = "ok " + dump_of(readback);
+    } catch (const nlohmann::json::exception& e) {
       // "readback.json: not valid JSON: ..." (report.cpp's read_json catches every
       // json::exception: a syntax error, and also a number beyond double such as 1e400, which
-      // nlohmann reports as out_of_range 406; found by this target, 2026-12-02).
-      return 0;
+      // nlohmann reports as out_of_range 406; found by this target, 2026-12-02). A mistyped
+      // "resource" is a type_error from readback_from_json() itself, not a parse error.
+      document = (dynamic_cast<const nlohmann::json::type_error*>(&e) != nullptr ? "json: " : "syntax: ") +
+                 std::string(e.what());
     } catch (const std::invalid_argument& e) {
       if (std::string_view(e.what()).empty()) fuzz_fail("a read-back refused without a message");
-      return 0;  // "readback.json: not a read-back: ..."
+      document = std::string("invalid: ") + e.what();  // "readback.json: not a read-back: ..."
     }
+    if (streamed != document) fuzz_fail("the streamed read-back differs from the document's");
+    if (document.rfind("ok ", 0) != 0) return 0;
+    // The element-by-element writer is the document's dump, byte for byte.
+    std::ostringstream written;
+    fencecheck::write_readback_json(written, readback);
+    if (written.str() != fencecheck::to_json(readback).dump(2, ' ', false, nlohmann::json::error_handler_t::replace))
+      fuzz_fail("write_readback_json differs from the document's dump");
   }
 
   const fh::Scenario& sc = scenario();

@@ -1,6 +1,14 @@
 // The read-back's JSON (fencecheck/proto/readback.h): counter writes have fields of their own
 // (issue 14), chunk writes are unchanged, and read-backs kept from older runs still read.
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
 #include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -96,4 +104,167 @@ TEST(ReadBackJson, ABadKindOrACounterWithoutValueIsNamed) {
   // is taken for a counter).
   const ReadBack rb = readback_from_json(with_log(R"({"seq":1,"key":"k","kind":"chunk","segment":0,"chunk":-1,"token":1,"client":"w"})"));
   EXPECT_EQ(rb.log.at(0).kind, WriteKind::kChunk);
+}
+
+// ---- the streamed read and write (a long run's read-back without its DOM) -----------------------
+
+namespace {
+
+// What a read of `text` gives: the read-back's JSON, or the error's class and message.
+std::string outcome_of(const std::function<ReadBack()>& read) {
+  try {
+    return "ok " + to_json(read()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } catch (const ReadBackSyntaxError& e) {
+    return std::string("syntax: ") + e.what();
+  } catch (const nlohmann::json::exception& e) {
+    return std::string("json: ") + e.what();
+  } catch (const std::invalid_argument& e) {
+    return std::string("invalid: ") + e.what();
+  }
+}
+
+// Whatever json::parse() throws (a syntax error, also a number beyond double: out_of_range 406)
+// is "not valid JSON" to the callers, and ReadBackSyntaxError from the streamed read.
+std::string document_outcome(const std::string& text) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return std::string("syntax: ") + e.what();
+  }
+  return outcome_of([&] { return readback_from_json(doc); });
+}
+
+std::string streamed_outcome(const std::string& text) {
+  return outcome_of([&] { return readback_from_json_text(text); });
+}
+
+ReadBack everything() {
+  ReadBack rb = one_of_each();
+  rb.chunks.push_back(StoredChunk{"ledger", 0, 2, 7, "w2", 1, std::string("\x00\xff\n\"", 4)});
+  rb.chunks.push_back(StoredChunk{"a\"b\\c\n", 1, 0, 9, "w\t3", 4, "plain"});
+  rb.effects.push_back(EffectRecord{"ledger", "seg1", 7, "w2", 3, true, "fenced"});
+  rb.effects.push_back(EffectRecord{"ledger", "seg1", 6, "w1", 4, false, ""});
+  rb.counters = {{"hits", 5}, {"z", -3}};
+  rb.high_water["\xc3\xa9t\xc3\xa9"] = 11;
+  rb.log.push_back(AcceptedWrite{3, "bad\xff utf8", 2, 0, 8, "w\xfe"});
+  return rb;
+}
+
+}  // namespace
+
+// write_readback_json() is the document's dump(2), byte for byte: with and without the optional
+// members, empty arrays and maps, bytes that need escaping and bytes that are not UTF-8 (replaced,
+// as RunDirectory::write_json does).
+TEST(ReadBackJsonStreamed, TheWriterIsByteForByteTheDocumentsDump) {
+  ReadBack empty;
+  ReadBack only_scalars;
+  only_scalars.resource = "postgres";
+  only_scalars.fencing = "none";
+  ReadBack no_optional = everything();
+  no_optional.effects.clear();
+  no_optional.counters.clear();
+  for (const ReadBack& rb : {empty, only_scalars, one_of_each(), no_optional, everything()}) {
+    std::ostringstream out;
+    write_readback_json(out, rb);
+    EXPECT_EQ(out.str(), to_json(rb).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+  std::ostringstream out;
+  write_readback_json(out, everything());
+  EXPECT_NE(out.str().find("\"a\\\"b\\\\c\\n\""), std::string::npos);  // escaped, not raw
+  EXPECT_NE(out.str().find("\"effects\": [\n    {\n      \"applied\": true,"), std::string::npos);
+}
+
+// readback_from_json_text() gives what the whole document gives: the same read-back, or the same
+// error, the first one in readback_from_json()'s order even where the text has another earlier.
+TEST(ReadBackJsonStreamed, TheStreamedReadGivesTheDocumentsResultAndItsFirstError) {
+  std::ostringstream written;
+  write_readback_json(written, everything());
+  const std::string log_ok = R"({"seq":1,"key":"k","segment":0,"chunk":1,"token":2,"client":"w"})";
+  const std::vector<std::string> texts = {
+      written.str(),
+      to_json(one_of_each()).dump(),
+      "{}",
+      R"({"resource":"store","log":[]})",
+      // an error in each array, and in two at once: the document checks chunks, log, rejections,
+      // high_water, effects, counters in that order, whatever order the text has
+      R"({"log":[)" + log_ok + R"(,{"seq":2}]})",
+      R"({"log":[{"seq":"x"}],"chunks":[{"key":"k"}]})",
+      R"({"rejections":[{"key":1}],"log":[{"seq":2}]})",
+      R"({"effects":[{"key":"k"}],"high_water":{"k":"x"}})",
+      R"({"counters":{"k":1.5},"effects":[7]})",
+      R"({"effects":[{"key":"k","id":"i","token":1,"client":"c","seq":1,"applied":"yes"}]})",
+      R"({"chunks":[{"key":"k","segment":0,"chunk":0,"token":1,"client":"c","seq":1,"data_b64":"@@"}]})",
+      // elements that are not objects, arrays that are not arrays, nesting that is not an element
+      R"({"log":[1,"x",null,[{"seq":1}]]})",
+      R"({"log":{"a":[{"seq":1}]}})",
+      R"({"log":7,"chunks":"x"})",
+      R"({"high_water":{"k":[{"seq":1}]}})",
+      R"({"other":[{"seq":1}],"log":[)" + log_ok + "]}",
+      // a repeated member: the document keeps the last one
+      R"({"log":[{"seq":"bad"}],"log":[)" + log_ok + "]}",
+      R"({"log":[)" + log_ok + R"(],"log":[]})",
+      R"({"log":[)" + log_ok + R"(],"log":5})",
+      // not an object, not JSON, a mistyped scalar
+      R"([{"log":[{"seq":1}]}])",
+      "7",
+      R"({"log":[)",
+      R"({"log":[1e400]})",
+      R"({"resource":5})",
+      R"({"log":[{"seq":18446744073709551615,"key":"k","segment":0,"chunk":1,"token":2,"client":"w"}]})",
+  };
+  for (const std::string& text : texts) EXPECT_EQ(streamed_outcome(text), document_outcome(text)) << text;
+  EXPECT_EQ(streamed_outcome(texts[6]), "invalid: log entry: missing field 'key'");  // log before rejections
+  EXPECT_EQ(streamed_outcome(texts[16]), document_outcome(texts[16]));
+  EXPECT_EQ(readback_from_json_text(texts[16]).log.size(), 1u);
+  EXPECT_TRUE(streamed_outcome("{\"log\":[").starts_with("syntax: "));
+}
+
+// The document the parser keeps has the arrays empty: their elements were converted and dropped
+// as they came (what keeps a long run's read-back at its own size). `inspect` sees that document
+// before anything is checked, and what it throws is what the read throws.
+TEST(ReadBackJsonStreamed, ElementsAreNotKeptInTheDocumentAndInspectSeesItFirst) {
+  std::ostringstream written;
+  write_readback_json(written, everything());
+  nlohmann::json seen;
+  const ReadBack rb = readback_from_json_text(written.str(), [&](const nlohmann::json& top) { seen = top; });
+  EXPECT_EQ(rb.log.size(), 3u);
+  EXPECT_EQ(rb.chunks.size(), 2u);
+  EXPECT_EQ(seen.at("log"), nlohmann::json::array());
+  EXPECT_EQ(seen.at("chunks"), nlohmann::json::array());
+  EXPECT_EQ(seen.at("effects"), nlohmann::json::array());
+  EXPECT_EQ(seen.at("rejections"), nlohmann::json::array());
+  EXPECT_EQ(seen.at("high_water").size(), 3u);
+  EXPECT_EQ(seen.at("resource"), "store");
+  EXPECT_THROW((void)readback_from_json_text(R"({"log":[{"seq":"x"}]})",
+                                             [](const nlohmann::json&) { throw std::invalid_argument("mine"); }),
+               std::invalid_argument);
+  try {
+    (void)readback_from_json_text(R"({"log":[{"seq":"x"}]})",
+                                  [](const nlohmann::json&) { throw std::invalid_argument("mine"); });
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "mine");
+  }
+}
+
+// read_readback_file() reads what write_readback_json() wrote (a run's readback.json), and names
+// a path it cannot open.
+TEST(ReadBackJsonStreamed, AFileWrittenElementByElementReadsBackTheSame) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("fencecheck-readback-test-" + std::to_string(::getpid()) + ".json");
+  {
+    std::ofstream out(path);
+    write_readback_json(out, everything());
+    out << '\n';
+  }
+  EXPECT_EQ(to_json(read_readback_file(path)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+            to_json(readback_from_json(nlohmann::json::parse(std::ifstream(path)))).dump(
+                -1, ' ', false, nlohmann::json::error_handler_t::replace));
+  std::filesystem::remove(path);
+  try {
+    (void)read_readback_file(path);
+    ADD_FAILURE() << "no error for a missing file";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
+  }
 }

@@ -1,8 +1,17 @@
 #include "fencecheck/proto/readback.h"
 
+#include <array>
+#include <cerrno>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <ostream>
 #include <stdexcept>
+#include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -72,6 +81,218 @@ void get_target(const nlohmann::json& j, W& w, const char* where) {
   }
 }
 
+
+// One element of each array, as to_json() writes it and readback_from_json() reads it: the one
+// place each shape is spelled, shared by the whole-document and the streamed paths.
+nlohmann::json chunk_json(const StoredChunk& c) {
+  return {{"key", c.key},       {"segment", c.segment}, {"chunk", c.chunk},
+          {"token", c.token},   {"client", c.client},   {"seq", c.seq},
+          {"data_b64", base64_encode(c.data)}};
+}
+
+nlohmann::json log_json(const AcceptedWrite& w) {
+  nlohmann::json e{{"seq", w.seq}, {"key", w.key}};
+  put_target(e, w);
+  e["token"] = w.token;
+  e["client"] = w.client;
+  return e;
+}
+
+nlohmann::json rejection_json(const RejectedWrite& r) {
+  nlohmann::json e{{"key", r.key}};
+  put_target(e, r);
+  e["token"] = r.token;
+  e["client"] = r.client;
+  e["high_water"] = r.high_water;
+  return e;
+}
+
+nlohmann::json effect_json(const EffectRecord& e) {
+  nlohmann::json ej{{"key", e.key},       {"id", e.id},   {"token", e.token},
+                    {"client", e.client}, {"seq", e.seq}, {"applied", e.applied}};
+  if (!e.mode.empty()) ej["mode"] = e.mode;
+  return ej;
+}
+
+StoredChunk chunk_from(const nlohmann::json& c) {
+  return {field<std::string>(c, "key", "chunk"),    field<std::int64_t>(c, "segment", "chunk"),
+          field<std::int64_t>(c, "chunk", "chunk"), field<std::int64_t>(c, "token", "chunk"),
+          field<std::string>(c, "client", "chunk"), field<std::int64_t>(c, "seq", "chunk"),
+          base64_decode(field<std::string>(c, "data_b64", "chunk"))};
+}
+
+AcceptedWrite log_entry_from(const nlohmann::json& w) {
+  AcceptedWrite a;
+  a.seq = field<std::int64_t>(w, "seq", "log entry");
+  a.key = field<std::string>(w, "key", "log entry");
+  get_target(w, a, "log entry");
+  a.token = field<std::int64_t>(w, "token", "log entry");
+  a.client = field<std::string>(w, "client", "log entry");
+  return a;
+}
+
+RejectedWrite rejection_from(const nlohmann::json& r) {
+  RejectedWrite x;
+  x.key = field<std::string>(r, "key", "rejection");
+  get_target(r, x, "rejection");
+  x.token = field<std::int64_t>(r, "token", "rejection");
+  x.client = field<std::string>(r, "client", "rejection");
+  x.high_water = field<std::int64_t>(r, "high_water", "rejection");
+  return x;
+}
+
+EffectRecord effect_from(const nlohmann::json& e) {
+  EffectRecord r{field<std::string>(e, "key", "effect"),    field<std::string>(e, "id", "effect"),
+                 field<std::int64_t>(e, "token", "effect"), field<std::string>(e, "client", "effect"),
+                 field<std::int64_t>(e, "seq", "effect"),   field<bool>(e, "applied", "effect"),
+                 {}};
+  if (e.contains("mode")) r.mode = field<std::string>(e, "mode", "effect");
+  return r;
+}
+
+// The arrays, in the order readback_from_json() converts (and so refuses) them.
+enum class Array : std::uint8_t { kChunks, kLog, kRejections, kEffects, kNone };
+
+Array array_named(std::string_view name) {
+  if (name == "chunks") return Array::kChunks;
+  if (name == "log") return Array::kLog;
+  if (name == "rejections") return Array::kRejections;
+  if (name == "effects") return Array::kEffects;
+  return Array::kNone;
+}
+
+const char* name_of(Array a) {
+  switch (a) {
+    case Array::kChunks: return "chunks";
+    case Array::kLog: return "log";
+    case Array::kRejections: return "rejections";
+    case Array::kEffects: return "effects";
+    case Array::kNone: break;
+  }
+  return "";
+}
+
+// Converts one array element into rb (or keeps the first error of its array, for later).
+struct ElementSink {
+  ReadBack rb;
+  std::array<std::exception_ptr, 4> first_error{};
+
+  void clear(Array a) {
+    switch (a) {
+      case Array::kChunks: rb.chunks.clear(); break;
+      case Array::kLog: rb.log.clear(); break;
+      case Array::kRejections: rb.rejections.clear(); break;
+      case Array::kEffects: rb.effects.clear(); break;
+      case Array::kNone: return;
+    }
+    first_error[static_cast<std::size_t>(a)] = nullptr;
+  }
+
+  void add(Array a, const nlohmann::json& element) {
+    std::exception_ptr& error = first_error[static_cast<std::size_t>(a)];
+    if (error) return;  // the whole-document path stops at an array's first bad element
+    try {
+      switch (a) {
+        case Array::kChunks: rb.chunks.push_back(chunk_from(element)); break;
+        case Array::kLog: rb.log.push_back(log_entry_from(element)); break;
+        case Array::kRejections: rb.rejections.push_back(rejection_from(element)); break;
+        case Array::kEffects: rb.effects.push_back(effect_from(element)); break;
+        case Array::kNone: break;
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+
+  void rethrow(Array a) const {
+    if (const std::exception_ptr& e = first_error[static_cast<std::size_t>(a)]) std::rethrow_exception(e);
+  }
+};
+
+// The members that are not arrays of elements, and the arrays' own type, in readback_from_json()'s
+// order; `sink` holds the arrays' elements (empty in `j`) and their first errors.
+ReadBack finish(const nlohmann::json& j, ElementSink& sink) {
+  if (!j.is_object()) throw std::invalid_argument("read-back is not a JSON object");
+  ReadBack& rb = sink.rb;
+  rb.resource = j.value("resource", "");
+  rb.fencing = j.value("fencing", "");
+  for (Array a : {Array::kChunks, Array::kLog, Array::kRejections}) {
+    (void)array_field(j, name_of(a));
+    sink.rethrow(a);
+  }
+  if (auto it = j.find("high_water"); it != j.end()) {
+    if (!it->is_object()) throw std::invalid_argument("read-back: 'high_water' must be an object of key -> token");
+    for (auto& [k, v] : it->items()) {
+      if (!v.is_number_integer()) throw std::invalid_argument("read-back: high_water['" + k + "'] must be an integer");
+      rb.high_water[k] = v.get<std::int64_t>();
+    }
+  }
+  (void)array_field(j, name_of(Array::kEffects));
+  sink.rethrow(Array::kEffects);
+  if (auto it = j.find("counters"); it != j.end()) {
+    if (!it->is_object()) throw std::invalid_argument("read-back: 'counters' must be an object of key -> value");
+    for (auto& [k, v] : it->items()) {
+      if (!v.is_number_integer()) throw std::invalid_argument("read-back: counters['" + k + "'] must be an integer");
+      rb.counters[k] = v.get<std::int64_t>();
+    }
+  }
+  return std::move(rb);
+}
+
+// The document without its arrays' elements: each element is converted as soon as it is parsed
+// and dropped (nlohmann's parser callback), so the memory is the read-back's, not a DOM's.
+template <typename Input>
+ReadBack parse_streamed(Input&& input, const std::function<void(const nlohmann::json&)>& inspect) {
+  using Event = nlohmann::json::parse_event_t;
+  ElementSink sink;
+  Array current = Array::kNone;  // the array-valued top-level member being read, if any
+  bool in_array = false;         // its value is an array (its elements are at depth 2)
+  nlohmann::json top;
+  try {
+    top = nlohmann::json::parse(
+        std::forward<Input>(input), [&](int depth, Event event, nlohmann::json& parsed) {
+          if (depth == 1) {
+            if (event == Event::key) {  // a top-level member; a repeated one replaces the first (as in a DOM)
+              current = Array::kNone;
+              const Array a = array_named(parsed.get_ref<const std::string&>());
+              sink.clear(a);
+              if (a != Array::kNone) current = a;
+              in_array = false;
+            } else if (event == Event::array_start) {
+              in_array = current != Array::kNone;
+            } else if (event == Event::array_end || event == Event::object_start || event == Event::value) {
+              in_array = false;
+            }
+            return true;
+          }
+          if (depth == 2 && in_array &&
+              (event == Event::object_end || event == Event::array_end || event == Event::value)) {
+            sink.add(current, parsed);
+            return false;  // converted: not kept in the document
+          }
+          return true;
+        });
+  } catch (const nlohmann::json::exception& e) {
+    throw ReadBackSyntaxError(e.what());
+  }
+  if (inspect) inspect(top);
+  return finish(top, sink);
+}
+
+// "  " * levels after each line break of a dump(2): an element dumped alone, placed at `levels`.
+void put_indented(std::ostream& out, const std::string& dumped, std::size_t levels) {
+  const std::string pad(2 * levels, ' ');
+  std::size_t from = 0;
+  for (std::size_t nl = dumped.find('\n'); nl != std::string::npos; nl = dumped.find('\n', from)) {
+    out.write(dumped.data() + from, static_cast<std::streamsize>(nl + 1 - from));
+    out << pad;
+    from = nl + 1;
+  }
+  out.write(dumped.data() + from, static_cast<std::streamsize>(dumped.size() - from));
+}
+
+std::string dump2(const nlohmann::json& j) { return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace); }
+
 }  // namespace
 
 nlohmann::json to_json(const ReadBack& rb) {
@@ -79,36 +300,16 @@ nlohmann::json to_json(const ReadBack& rb) {
   j["resource"] = rb.resource;
   j["fencing"] = rb.fencing;
   auto& chunks = j["chunks"] = nlohmann::json::array();
-  for (const auto& c : rb.chunks)
-    chunks.push_back({{"key", c.key}, {"segment", c.segment}, {"chunk", c.chunk}, {"token", c.token},
-                      {"client", c.client}, {"seq", c.seq}, {"data_b64", base64_encode(c.data)}});
+  for (const auto& c : rb.chunks) chunks.push_back(chunk_json(c));
   auto& log = j["log"] = nlohmann::json::array();
-  for (const auto& w : rb.log) {
-    nlohmann::json e{{"seq", w.seq}, {"key", w.key}};
-    put_target(e, w);
-    e["token"] = w.token;
-    e["client"] = w.client;
-    log.push_back(std::move(e));
-  }
+  for (const auto& w : rb.log) log.push_back(log_json(w));
   auto& rej = j["rejections"] = nlohmann::json::array();
-  for (const auto& r : rb.rejections) {
-    nlohmann::json e{{"key", r.key}};
-    put_target(e, r);
-    e["token"] = r.token;
-    e["client"] = r.client;
-    e["high_water"] = r.high_water;
-    rej.push_back(std::move(e));
-  }
+  for (const auto& r : rb.rejections) rej.push_back(rejection_json(r));
   j["high_water"] = rb.high_water;
   // Optional additions: omitted when empty so older consumers see the shape they know.
   if (!rb.effects.empty()) {
     auto& effects = j["effects"] = nlohmann::json::array();
-    for (const auto& e : rb.effects) {
-      nlohmann::json ej{{"key", e.key},       {"id", e.id},   {"token", e.token},
-                        {"client", e.client}, {"seq", e.seq}, {"applied", e.applied}};
-      if (!e.mode.empty()) ej["mode"] = e.mode;
-      effects.push_back(std::move(ej));
-    }
+    for (const auto& e : rb.effects) effects.push_back(effect_json(e));
   }
   if (!rb.counters.empty()) j["counters"] = rb.counters;
   return j;
@@ -119,29 +320,9 @@ ReadBack readback_from_json(const nlohmann::json& j) {
   ReadBack rb;
   rb.resource = j.value("resource", "");
   rb.fencing = j.value("fencing", "");
-  for (const auto& c : array_field(j, "chunks"))
-    rb.chunks.push_back({field<std::string>(c, "key", "chunk"), field<std::int64_t>(c, "segment", "chunk"),
-                         field<std::int64_t>(c, "chunk", "chunk"), field<std::int64_t>(c, "token", "chunk"),
-                         field<std::string>(c, "client", "chunk"), field<std::int64_t>(c, "seq", "chunk"),
-                         base64_decode(field<std::string>(c, "data_b64", "chunk"))});
-  for (const auto& w : array_field(j, "log")) {
-    AcceptedWrite a;
-    a.seq = field<std::int64_t>(w, "seq", "log entry");
-    a.key = field<std::string>(w, "key", "log entry");
-    get_target(w, a, "log entry");
-    a.token = field<std::int64_t>(w, "token", "log entry");
-    a.client = field<std::string>(w, "client", "log entry");
-    rb.log.push_back(std::move(a));
-  }
-  for (const auto& r : array_field(j, "rejections")) {
-    RejectedWrite x;
-    x.key = field<std::string>(r, "key", "rejection");
-    get_target(r, x, "rejection");
-    x.token = field<std::int64_t>(r, "token", "rejection");
-    x.client = field<std::string>(r, "client", "rejection");
-    x.high_water = field<std::int64_t>(r, "high_water", "rejection");
-    rb.rejections.push_back(std::move(x));
-  }
+  for (const auto& c : array_field(j, "chunks")) rb.chunks.push_back(chunk_from(c));
+  for (const auto& w : array_field(j, "log")) rb.log.push_back(log_entry_from(w));
+  for (const auto& r : array_field(j, "rejections")) rb.rejections.push_back(rejection_from(r));
   if (auto it = j.find("high_water"); it != j.end()) {
     if (!it->is_object()) throw std::invalid_argument("read-back: 'high_water' must be an object of key -> token");
     for (auto& [k, v] : it->items()) {
@@ -149,14 +330,7 @@ ReadBack readback_from_json(const nlohmann::json& j) {
       rb.high_water[k] = v.get<std::int64_t>();
     }
   }
-  for (const auto& e : array_field(j, "effects")) {
-    EffectRecord r{field<std::string>(e, "key", "effect"),    field<std::string>(e, "id", "effect"),
-                   field<std::int64_t>(e, "token", "effect"), field<std::string>(e, "client", "effect"),
-                   field<std::int64_t>(e, "seq", "effect"),   field<bool>(e, "applied", "effect"),
-                   {}};
-    if (e.contains("mode")) r.mode = field<std::string>(e, "mode", "effect");
-    rb.effects.push_back(std::move(r));
-  }
+  for (const auto& e : array_field(j, "effects")) rb.effects.push_back(effect_from(e));
   if (auto it = j.find("counters"); it != j.end()) {
     if (!it->is_object()) throw std::invalid_argument("read-back: 'counters' must be an object of key -> value");
     for (auto& [k, v] : it->items()) {
@@ -165,6 +339,53 @@ ReadBack readback_from_json(const nlohmann::json& j) {
     }
   }
   return rb;
+}
+
+ReadBack readback_from_json_text(std::string_view text, const std::function<void(const nlohmann::json&)>& inspect) {
+  return parse_streamed(text, inspect);
+}
+
+ReadBack read_readback_file(const std::filesystem::path& path) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) throw std::runtime_error("cannot open " + path.string() + ": " + std::strerror(errno));
+  return parse_streamed(f.get(), {});
+}
+
+void write_readback_json(std::ostream& out, const ReadBack& rb) {
+  // dump(2) of the whole document, member by member in its (sorted) key order, element by element.
+  bool first = true;
+  auto member = [&](const char* name) {
+    out << (first ? "{\n  \"" : ",\n  \"") << name << "\": ";
+    first = false;
+  };
+  auto array = [&](const char* name, const auto& items, auto&& element_json) {
+    member(name);
+    if (items.empty()) {
+      out << "[]";
+      return;
+    }
+    out << "[\n    ";
+    bool first_item = true;
+    for (const auto& item : items) {
+      if (!first_item) out << ",\n    ";
+      first_item = false;
+      put_indented(out, dump2(element_json(item)), 2);
+    }
+    out << "\n  ]";
+  };
+  auto value = [&](const char* name, const nlohmann::json& v) {
+    member(name);
+    put_indented(out, dump2(v), 1);
+  };
+  array("chunks", rb.chunks, chunk_json);
+  if (!rb.counters.empty()) value("counters", rb.counters);
+  if (!rb.effects.empty()) array("effects", rb.effects, effect_json);
+  value("fencing", rb.fencing);
+  value("high_water", rb.high_water);
+  array("log", rb.log, log_json);
+  array("rejections", rb.rejections, rejection_json);
+  value("resource", rb.resource);
+  out << "\n}";
 }
 
 }  // namespace fencecheck

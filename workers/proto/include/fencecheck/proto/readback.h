@@ -22,8 +22,13 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <iosfwd>
 #include <map>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -102,5 +107,37 @@ struct ReadBack {
 /// (or an unknown "kind"). Pure; thread-safe.
 [[nodiscard]] nlohmann::json to_json(const ReadBack& rb);
 [[nodiscard]] ReadBack readback_from_json(const nlohmann::json& j);
+
+/// The text is not JSON at all (nlohmann's parse error, its message kept): a read-back's callers
+/// name it "not valid JSON", unlike a JSON document that is not a read-back (std::invalid_argument).
+struct ReadBackSyntaxError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+/// A read-back from its JSON text, in the read-back's memory rather than a whole document's: each
+/// element of "chunks", "log", "rejections" and "effects" is converted as soon as the parser has
+/// it and then dropped (nlohmann's parser callback). A long run's read-back holds tens of millions
+/// of log entries; as a DOM each costs several hundred bytes, as an AcceptedWrite 112.
+/// The result, and the error for a text that is not a read-back, are exactly
+/// readback_from_json(nlohmann::json::parse(text))'s (tests/proto/readback_test.cpp checks both
+/// on every case, tests/fuzz/report_fuzz.cpp on whatever it finds): the first problem in the
+/// order that function checks, not the first in the text.
+/// `inspect`, when set, sees the top-level document with those four arrays emptied (a member
+/// present as [] says it was there) before anything else is checked; it may throw.
+/// Throws ReadBackSyntaxError for a text that is not JSON, std::invalid_argument (or
+/// nlohmann::json::type_error for a non-string "resource") as readback_from_json() does.
+/// Pure; thread-safe.
+[[nodiscard]] ReadBack readback_from_json_text(std::string_view text,
+                                               const std::function<void(const nlohmann::json&)>& inspect = {});
+
+/// readback_from_json_text() over a file (readback.json of a run directory), read as it is parsed:
+/// neither the text nor a DOM of it is held. Throws std::runtime_error naming the path when it
+/// cannot be opened, and what readback_from_json_text() throws. Thread-safe.
+[[nodiscard]] ReadBack read_readback_file(const std::filesystem::path& path);
+
+/// Writes exactly to_json(rb).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) (no
+/// final newline), one element at a time: a long run's readback.json without its DOM in memory.
+/// Stream errors are the stream's (check `out` after). Thread-safe for distinct streams.
+void write_readback_json(std::ostream& out, const ReadBack& rb);
 
 }  // namespace fencecheck
