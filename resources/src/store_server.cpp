@@ -17,6 +17,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string_view>
 #include <thread>
@@ -579,16 +580,18 @@ void StoreServer::Impl::handle_effect(const httplib::Request& req, httplib::Resp
 }
 
 void StoreServer::Impl::handle_readback(httplib::Response& res) {
-  const StoreSnapshot snap = store.snapshot();
-  nlohmann::json j = to_json(snap.readback);
-  // docs/catalogue-plan.md: "effects":[{"key","id","token","client","seq","applied"}], "counters":{"key":N}.
-  auto& effects_json = j["effects"] = nlohmann::json::array();
-  for (const auto& e : snap.effects)
-    effects_json.push_back({{"key", e.key}, {"id", e.id}, {"token", e.token}, {"client", e.client}, {"seq", e.seq},
-                            {"applied", e.applied}});
-  auto& counters_json = j["counters"] = nlohmann::json::object();
-  for (const auto& [key, value] : snap.counters) counters_json[key] = value;
-  reply_json(res, 200, j);
+  StoreSnapshot snap = store.snapshot();
+  ReadBack& rb = snap.readback;
+  // docs/catalogue-plan.md: "effects":[{"key","id","token","client","seq","applied"}], "counters":{"key":N},
+  // both always present. Written element by element: a soak's log has millions of entries, and a
+  // DOM of it would cost several hundred bytes each (fencecheck/proto/readback.h).
+  rb.effects.reserve(snap.effects.size());
+  for (const auto& e : snap.effects) rb.effects.push_back(EffectRecord{e.key, e.id, e.token, e.client, e.seq, e.applied, {}});
+  rb.counters = std::move(snap.counters);
+  std::ostringstream out;
+  write_readback_json(out, rb, ReadBackJsonStyle{-1, /*always_effects_and_counters=*/true});
+  res.status = 200;
+  res.set_content(std::move(out).str(), "application/json");
 }
 
 void StoreServer::Impl::handle_metrics(httplib::Response& res) {

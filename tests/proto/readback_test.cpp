@@ -168,6 +168,20 @@ TEST(ReadBackJsonStreamed, TheWriterIsByteForByteTheDocumentsDump) {
     std::ostringstream out;
     write_readback_json(out, rb);
     EXPECT_EQ(out.str(), to_json(rb).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    // Every indent (compact for an HTTP reply), and the store's form with both optional members.
+    for (int indent : {-1, 0, 1, 4}) {
+      for (bool always : {false, true}) {
+        nlohmann::json doc = to_json(rb);
+        if (always) {
+          if (!doc.contains("effects")) doc["effects"] = nlohmann::json::array();
+          if (!doc.contains("counters")) doc["counters"] = nlohmann::json::object();
+        }
+        std::ostringstream styled;
+        write_readback_json(styled, rb, ReadBackJsonStyle{indent, always});
+        EXPECT_EQ(styled.str(), doc.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace))
+            << "indent " << indent << (always ? ", always" : "");
+      }
+    }
   }
   std::ostringstream out;
   write_readback_json(out, everything());

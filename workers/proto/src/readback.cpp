@@ -279,9 +279,9 @@ ReadBack parse_streamed(Input&& input, const std::function<void(const nlohmann::
   return finish(top, sink);
 }
 
-// "  " * levels after each line break of a dump(2): an element dumped alone, placed at `levels`.
-void put_indented(std::ostream& out, const std::string& dumped, std::size_t levels) {
-  const std::string pad(2 * levels, ' ');
+// `spaces` more after each line break of a dump(indent): a value dumped alone, placed deeper.
+void put_indented(std::ostream& out, const std::string& dumped, std::size_t spaces) {
+  const std::string pad(spaces, ' ');
   std::size_t from = 0;
   for (std::size_t nl = dumped.find('\n'); nl != std::string::npos; nl = dumped.find('\n', from)) {
     out.write(dumped.data() + from, static_cast<std::streamsize>(nl + 1 - from));
@@ -290,8 +290,6 @@ void put_indented(std::ostream& out, const std::string& dumped, std::size_t leve
   }
   out.write(dumped.data() + from, static_cast<std::streamsize>(dumped.size() - from));
 }
-
-std::string dump2(const nlohmann::json& j) { return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace); }
 
 }  // namespace
 
@@ -351,11 +349,19 @@ ReadBack read_readback_file(const std::filesystem::path& path) {
   return parse_streamed(f.get(), {});
 }
 
-void write_readback_json(std::ostream& out, const ReadBack& rb) {
-  // dump(2) of the whole document, member by member in its (sorted) key order, element by element.
+void write_readback_json(std::ostream& out, const ReadBack& rb, const ReadBackJsonStyle& style) {
+  // dump(indent) of the whole document, member by member in its (sorted) key order, element by
+  // element, each element dumped alone and indented to its place.
+  const int indent = style.indent;
+  const bool pretty = indent >= 0;
+  const std::string step(pretty ? static_cast<std::size_t>(indent) : 0, ' ');
+  const std::string open_item = pretty ? "\n" + step + step : std::string();  // before an array element
+  auto dump = [&](const nlohmann::json& j) { return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace); };
   bool first = true;
   auto member = [&](const char* name) {
-    out << (first ? "{\n  \"" : ",\n  \"") << name << "\": ";
+    out << (first ? "{" : ",");
+    if (pretty) out << '\n' << step;
+    out << '"' << name << (pretty ? "\": " : "\":");
     first = false;
   };
   auto array = [&](const char* name, const auto& items, auto&& element_json) {
@@ -364,28 +370,31 @@ void write_readback_json(std::ostream& out, const ReadBack& rb) {
       out << "[]";
       return;
     }
-    out << "[\n    ";
+    out << '[';
     bool first_item = true;
     for (const auto& item : items) {
-      if (!first_item) out << ",\n    ";
+      if (!first_item) out << ',';
       first_item = false;
-      put_indented(out, dump2(element_json(item)), 2);
+      out << open_item;
+      put_indented(out, dump(element_json(item)), step.size() * 2);
     }
-    out << "\n  ]";
+    if (pretty) out << '\n' << step;
+    out << ']';
   };
   auto value = [&](const char* name, const nlohmann::json& v) {
     member(name);
-    put_indented(out, dump2(v), 1);
+    put_indented(out, dump(v), step.size());
   };
   array("chunks", rb.chunks, chunk_json);
-  if (!rb.counters.empty()) value("counters", rb.counters);
-  if (!rb.effects.empty()) array("effects", rb.effects, effect_json);
+  if (!rb.counters.empty() || style.always_effects_and_counters) value("counters", rb.counters);
+  if (!rb.effects.empty() || style.always_effects_and_counters) array("effects", rb.effects, effect_json);
   value("fencing", rb.fencing);
   value("high_water", rb.high_water);
   array("log", rb.log, log_json);
   array("rejections", rb.rejections, rejection_json);
   value("resource", rb.resource);
-  out << "\n}";
+  if (pretty) out << '\n';
+  out << '}';
 }
 
 }  // namespace fencecheck

@@ -135,9 +135,18 @@ struct ReadBackSyntaxError : std::invalid_argument {
 /// cannot be opened, and what readback_from_json_text() throws. Thread-safe.
 [[nodiscard]] ReadBack read_readback_file(const std::filesystem::path& path);
 
-/// Writes exactly to_json(rb).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) (no
-/// final newline), one element at a time: a long run's readback.json without its DOM in memory.
-/// Stream errors are the stream's (check `out` after). Thread-safe for distinct streams.
-void write_readback_json(std::ostream& out, const ReadBack& rb);
+/// How write_readback_json() spells the document.
+struct ReadBackJsonStyle {
+  int indent = 2;  ///< as nlohmann's dump(indent): -1 compact (an HTTP reply), 2 readback.json
+  /// Write "counters":{} and "effects":[] even when empty (fencecheck-store's GET /v1/readback
+  /// always has them, docs/catalogue-plan.md); to_json() leaves them out then.
+  bool always_effects_and_counters = false;
+};
+
+/// Writes exactly to_json(rb).dump(style.indent, ' ', false, nlohmann::json::error_handler_t::replace)
+/// (no final newline; with always_effects_and_counters, that document with both members set), one
+/// element at a time: a long run's read-back without its DOM in memory (several hundred bytes per
+/// log entry). Stream errors are the stream's (check `out` after). Thread-safe for distinct streams.
+void write_readback_json(std::ostream& out, const ReadBack& rb, const ReadBackJsonStyle& style = {});
 
 }  // namespace fencecheck
