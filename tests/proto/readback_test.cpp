@@ -282,3 +282,28 @@ TEST(ReadBackJsonStreamed, AFileWrittenElementByElementReadsBackTheSame) {
     EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
   }
 }
+
+// The streamed read gathers each array in blocks of 32,768 elements and moves them into one vector
+// at the end: more than two blocks' worth reads back in order, and a repeated member drops the
+// blocks of the first one.
+TEST(ReadBackJsonStreamed, ALogOfSeveralBlocksReadsBackInOrder) {
+  ReadBack rb;
+  for (std::int64_t i = 1; i <= 70'001; ++i)
+    rb.log.push_back(AcceptedWrite{i, "k" + std::to_string(i % 7), i % 3, i % 5, i, "w" + std::to_string(i % 11)});
+  std::ostringstream out;
+  write_readback_json(out, rb, ReadBackJsonStyle{-1, false});
+  const ReadBack back = readback_from_json_text(out.str());
+  ASSERT_EQ(back.log.size(), 70'001u);
+  EXPECT_EQ(back.log[32'767].seq, 32'768);
+  EXPECT_EQ(back.log[32'768].seq, 32'769);
+  EXPECT_EQ(back.log.back().seq, 70'001);
+  EXPECT_EQ(back.log[65'536].key, "k" + std::to_string(65'537 % 7));
+  EXPECT_EQ(to_json(back), to_json(rb));
+  // {"log":[70,001 entries],"log":[one]}: the document keeps the last member, and so does the read.
+  std::string twice = out.str();
+  twice.pop_back();
+  twice += R"(,"log":[{"seq":9,"key":"x","segment":0,"chunk":0,"token":1,"client":"w"}]})";
+  const ReadBack last = readback_from_json_text(twice);
+  ASSERT_EQ(last.log.size(), 1u);
+  EXPECT_EQ(last.log[0].seq, 9);
+}

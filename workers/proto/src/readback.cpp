@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <iterator>
 #include <memory>
 #include <ostream>
 #include <stdexcept>
@@ -172,17 +173,55 @@ const char* name_of(Array a) {
   return "";
 }
 
-// Converts one array element into rb (or keeps the first error of its array, for later).
+// A growing array in blocks of fixed size, moved into one exactly sized std::vector at the end.
+// Growing a std::vector copies it each time it doubles, so its peak is up to three times what it
+// ends with; here the peak is the elements once plus one block (each block is freed as soon as it
+// has been moved, and the final vector's pages become resident only as they are filled).
+template <typename T>
+class Blocks {
+ public:
+  static constexpr std::size_t kBlock = 1 << 15;  // elements per block (about 3.5 MiB of AcceptedWrite)
+
+  void push_back(T&& value) {
+    if (blocks_.empty() || blocks_.back().size() == kBlock) {
+      blocks_.emplace_back();
+      blocks_.back().reserve(kBlock);
+    }
+    blocks_.back().push_back(std::move(value));
+  }
+
+  void clear() { blocks_.clear(); }
+
+  void move_into(std::vector<T>& out) {
+    std::size_t n = 0;
+    for (const auto& b : blocks_) n += b.size();
+    out.clear();
+    out.reserve(n);
+    for (auto& b : blocks_) {
+      std::move(b.begin(), b.end(), std::back_inserter(out));
+      std::vector<T>().swap(b);
+    }
+    blocks_.clear();
+  }
+
+ private:
+  std::vector<std::vector<T>> blocks_;
+};
+
+// Converts one array element (or keeps the first error of its array, for later).
 struct ElementSink {
-  ReadBack rb;
+  Blocks<StoredChunk> chunks;
+  Blocks<AcceptedWrite> log;
+  Blocks<RejectedWrite> rejections;
+  Blocks<EffectRecord> effects;
   std::array<std::exception_ptr, 4> first_error{};
 
   void clear(Array a) {
     switch (a) {
-      case Array::kChunks: rb.chunks.clear(); break;
-      case Array::kLog: rb.log.clear(); break;
-      case Array::kRejections: rb.rejections.clear(); break;
-      case Array::kEffects: rb.effects.clear(); break;
+      case Array::kChunks: chunks.clear(); break;
+      case Array::kLog: log.clear(); break;
+      case Array::kRejections: rejections.clear(); break;
+      case Array::kEffects: effects.clear(); break;
       case Array::kNone: return;
     }
     first_error[static_cast<std::size_t>(a)] = nullptr;
@@ -193,10 +232,10 @@ struct ElementSink {
     if (error) return;  // the whole-document path stops at an array's first bad element
     try {
       switch (a) {
-        case Array::kChunks: rb.chunks.push_back(chunk_from(element)); break;
-        case Array::kLog: rb.log.push_back(log_entry_from(element)); break;
-        case Array::kRejections: rb.rejections.push_back(rejection_from(element)); break;
-        case Array::kEffects: rb.effects.push_back(effect_from(element)); break;
+        case Array::kChunks: chunks.push_back(chunk_from(element)); break;
+        case Array::kLog: log.push_back(log_entry_from(element)); break;
+        case Array::kRejections: rejections.push_back(rejection_from(element)); break;
+        case Array::kEffects: effects.push_back(effect_from(element)); break;
         case Array::kNone: break;
       }
     } catch (...) {
@@ -207,13 +246,20 @@ struct ElementSink {
   void rethrow(Array a) const {
     if (const std::exception_ptr& e = first_error[static_cast<std::size_t>(a)]) std::rethrow_exception(e);
   }
+
+  void move_into(ReadBack& rb) {
+    chunks.move_into(rb.chunks);
+    log.move_into(rb.log);
+    rejections.move_into(rb.rejections);
+    effects.move_into(rb.effects);
+  }
 };
 
 // The members that are not arrays of elements, and the arrays' own type, in readback_from_json()'s
 // order; `sink` holds the arrays' elements (empty in `j`) and their first errors.
 ReadBack finish(const nlohmann::json& j, ElementSink& sink) {
   if (!j.is_object()) throw std::invalid_argument("read-back is not a JSON object");
-  ReadBack& rb = sink.rb;
+  ReadBack rb;
   rb.resource = j.value("resource", "");
   rb.fencing = j.value("fencing", "");
   for (Array a : {Array::kChunks, Array::kLog, Array::kRejections}) {
@@ -236,7 +282,8 @@ ReadBack finish(const nlohmann::json& j, ElementSink& sink) {
       rb.counters[k] = v.get<std::int64_t>();
     }
   }
-  return std::move(rb);
+  sink.move_into(rb);
+  return rb;
 }
 
 // The document without its arrays' elements: each element is converted as soon as it is parsed

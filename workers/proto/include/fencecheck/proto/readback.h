@@ -117,7 +117,9 @@ struct ReadBackSyntaxError : std::invalid_argument {
 /// A read-back from its JSON text, in the read-back's memory rather than a whole document's: each
 /// element of "chunks", "log", "rejections" and "effects" is converted as soon as the parser has
 /// it and then dropped (nlohmann's parser callback). A long run's read-back holds tens of millions
-/// of log entries; as a DOM each costs several hundred bytes, as an AcceptedWrite 112.
+/// of log entries; as a DOM each costs about 1 KB, as an AcceptedWrite 112. Each array is gathered
+/// in blocks and moved into one exactly sized vector at the end, so the peak is the read-back plus
+/// one block (32,768 elements), not a growing vector's up to threefold (bench/bench_readback_io).
 /// The result, and the error for a text that is not a read-back, are exactly
 /// readback_from_json(nlohmann::json::parse(text))'s (tests/proto/readback_test.cpp checks both
 /// on every case, tests/fuzz/report_fuzz.cpp on whatever it finds): the first problem in the
