@@ -107,12 +107,22 @@ class StaleWriteAcceptedRule final : public StreamRule {
       }
       return;
     }
-    if (e.kind == EventKind::kWriteInvoke) {
-      invoked(index, e);
-    } else if (e.kind == EventKind::kWriteOk && e.token && !is_effect_key(e.key)) {
-      acknowledged(index, e);
+    const bool write = e.kind == EventKind::kWriteInvoke || e.kind == EventKind::kWriteOk ||
+                       e.kind == EventKind::kWriteFail || e.kind == EventKind::kWriteInfo;
+    if (!write) {
+      if (pass_ == 1 && e.kind == EventKind::kWorkerExit) exited(e);
+      return;
     }
-    if (pass_ == 1) in_flight(e);  // after B's own lookup: its write is in flight until then
+    // The writer's and the key's ids, looked up once for the three uses below (in the order
+    // they were interned before: source, then the key of an invoke or of a write with a token).
+    const std::uint32_t source = strings_.id(e.source);
+    const std::uint32_t key = e.kind == EventKind::kWriteInvoke || e.token ? strings_.id(e.key) : 0;
+    if (e.kind == EventKind::kWriteInvoke) {
+      invoked(index, e, source, key);
+    } else if (e.kind == EventKind::kWriteOk && e.token && !is_effect_key(e.key)) {
+      acknowledged(index, e, source, key);
+    }
+    if (pass_ == 1) in_flight(e, source, key);  // after B's own lookup: its write is in flight until then
   }
 
   /// Another pass when a one-pass judgement may be wrong; two (rebuild, then judge) when the
@@ -241,11 +251,11 @@ class StaleWriteAcceptedRule final : public StreamRule {
     return groups_[{key, client, token}];
   }
 
-  void invoked(std::size_t index, const Event& e) {
-    const std::uint32_t source = strings_.id(e.source);
+  /// A write.invoke of writer `source` on `key` (string ids).
+  void invoked(std::size_t index, const Event& e, std::uint32_t source, std::uint32_t key) {
     if (latest_invoke_.size() <= source) latest_invoke_.resize(source + 1);
     Invoke& inv = latest_invoke_[source];
-    inv = Invoke{index, true, e.token, strings_.id(e.key), e.segment.value_or(-1), e.chunk.value_or(-1), happened_ns(e)};
+    inv = Invoke{index, true, e.token, key, e.segment.value_or(-1), e.chunk.value_or(-1), happened_ns(e)};
     if (!e.token) return;
     const WriteKey id{source, inv.key, *e.token, inv.segment, inv.chunk};
     const When when{inv.happened, index};
@@ -291,9 +301,8 @@ class StaleWriteAcceptedRule final : public StreamRule {
     return at;
   }
 
-  void acknowledged(std::size_t b, const Event& e) {
-    const std::uint32_t source = strings_.id(e.source);
-    const std::uint32_t key = strings_.id(e.key);
+  /// A write.ok with a token of writer `source` on `key` (string ids), not an effect's.
+  void acknowledged(std::size_t b, const Event& e, std::uint32_t source, std::uint32_t key) {
     const std::int64_t token = *e.token;
     if (staircase_.size() <= key) {
       staircase_.resize(key + 1);
@@ -344,22 +353,20 @@ class StaleWriteAcceptedRule final : public StreamRule {
     if (pass_ == 1 && ++added_ % kPruneEvery == 0) prune();
   }
 
-  /// Pass 1: each worker's writes in flight and its latest write event (the watermark's inputs).
-  void in_flight(const Event& e) {
-    if (e.kind == EventKind::kWorkerExit) {
-      if (const std::uint32_t id = strings_.id(e.target); id < writers_.size() && writers_[id].seen) writers_[id].gone = true;
-      return;
-    }
-    const bool write = e.kind == EventKind::kWriteInvoke || e.kind == EventKind::kWriteOk ||
-                       e.kind == EventKind::kWriteFail || e.kind == EventKind::kWriteInfo;
-    if (!write) return;
-    const std::uint32_t source = strings_.id(e.source);
+  /// Pass 1: a worker.exit takes its writer out of the watermark.
+  void exited(const Event& e) {
+    if (const std::uint32_t id = strings_.id(e.target); id < writers_.size() && writers_[id].seen) writers_[id].gone = true;
+  }
+
+  /// Pass 1: each worker's writes in flight and its latest write event (the watermark's inputs);
+  /// `e` is a write event of writer `source` on `key` (string ids; `key` is set when e has a token).
+  void in_flight(const Event& e, std::uint32_t source, std::uint32_t key) {
     if (writers_.size() <= source) writers_.resize(source + 1);
     Writer& w = writers_[source];
     w.seen = true;
     w.last = std::max(w.last, happened_ns(e));
     if (!e.token) return;
-    const WriteKey id{source, strings_.id(e.key), *e.token, e.segment.value_or(-1), e.chunk.value_or(-1)};
+    const WriteKey id{source, key, *e.token, e.segment.value_or(-1), e.chunk.value_or(-1)};
     if (e.kind == EventKind::kWriteInvoke) {
       w.open.emplace_back(id, happened_ns(e));
       return;
