@@ -10,6 +10,7 @@
 #include <ostream>
 #include <set>
 #include <sstream>
+#include <system_error>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -137,6 +138,8 @@ StoredRun load_run_directory(const fs::path& dir) {
     run.readback = read_readback_file(rb);  // element by element, no DOM (readback.h)
   } catch (const ReadBackSyntaxError& e) {
     throw RunFileError(rb, std::string("not valid JSON: ") + e.what());
+  } catch (const std::system_error& e) {
+    throw RunFileError(rb, "cannot be read: " + e.code().message());
   } catch (const std::exception& e) {
     throw RunFileError(rb, std::string("not a read-back: ") + e.what());
   }

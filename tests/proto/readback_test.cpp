@@ -6,6 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <unistd.h>
@@ -278,9 +279,20 @@ TEST(ReadBackJsonStreamed, AFileWrittenElementByElementReadsBackTheSame) {
   try {
     (void)read_readback_file(path);
     ADD_FAILURE() << "no error for a missing file";
-  } catch (const std::runtime_error& e) {
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), std::errc::no_such_file_or_directory);
     EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
   }
+  // A directory opens; its reads fail: named as a read error, not as a text that ended early.
+  std::filesystem::create_directory(path);
+  try {
+    (void)read_readback_file(path);
+    ADD_FAILURE() << "no error for a directory";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), std::errc::is_a_directory);
+    EXPECT_NE(std::string(e.what()).find("cannot read " + path.string()), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
 }
 
 // The streamed read gathers each array in blocks of 32,768 elements and moves them into one vector

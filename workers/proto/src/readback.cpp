@@ -11,6 +11,7 @@
 #include <ostream>
 #include <stdexcept>
 #include <string_view>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 
@@ -392,8 +393,22 @@ ReadBack readback_from_json_text(std::string_view text, const std::function<void
 
 ReadBack read_readback_file(const std::filesystem::path& path) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) throw std::runtime_error("cannot open " + path.string() + ": " + std::strerror(errno));
-  return parse_streamed(f.get(), {});
+  if (!f) throw std::system_error(errno, std::generic_category(), "cannot open " + path.string());
+  // A read error (a directory opens, then reads fail with EISDIR) looks like the end of the text
+  // to the parser: it is named as what it is, not as a syntax error.
+  auto read_error = [&] {
+    if (std::ferror(f.get()) != 0) throw std::system_error(errno, std::generic_category(), "cannot read " + path.string());
+  };
+  try {
+    ReadBack rb = parse_streamed(f.get(), {});
+    read_error();
+    return rb;
+  } catch (const std::system_error&) {
+    throw;
+  } catch (...) {
+    read_error();
+    throw;
+  }
 }
 
 void write_readback_json(std::ostream& out, const ReadBack& rb, const ReadBackJsonStyle& style) {

@@ -133,8 +133,9 @@ struct ReadBackSyntaxError : std::invalid_argument {
                                                const std::function<void(const nlohmann::json&)>& inspect = {});
 
 /// readback_from_json_text() over a file (readback.json of a run directory), read as it is parsed:
-/// neither the text nor a DOM of it is held. Throws std::runtime_error naming the path when it
-/// cannot be opened, and what readback_from_json_text() throws. Thread-safe.
+/// neither the text nor a DOM of it is held. Throws std::system_error (errno's code, its what()
+/// naming the path) when the file cannot be opened or read (a directory: EISDIR), and otherwise
+/// what readback_from_json_text() throws. Thread-safe.
 [[nodiscard]] ReadBack read_readback_file(const std::filesystem::path& path);
 
 /// How write_readback_json() spells the document.
