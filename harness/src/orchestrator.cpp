@@ -1066,6 +1066,9 @@ ScenarioResult Run::execute() {
   const RunFigures figures =
       run_figures(sc_, lock_name_, tally_, rb, analysis, r.met, r.duration_s, static_cast<double>(std::time(nullptr)));
   write_metrics_file(dir_.path() / "metrics.prom", figures);
+  // Nothing below needs the read-back, and the report observer reads readback.json again (what
+  // `fencecheck report` would read): freed here, a long run's read-back is not held twice.
+  rb = ReadBack{};
   notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "done"); });
   notify(opt_, [&](RunObserver& o) { o.on_finish(sc_, r, analysis, figures); });
   finish_history();
