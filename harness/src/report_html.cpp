@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -677,17 +678,24 @@ void high_water_lane(Model& m, const std::string& key, const ReadBack& rb, Lane&
     lane.label_top = 30;
     return;
   }
-  const double pad = std::max(0.5, static_cast<double>(hi - lo) * 0.08);
+  // The span in unsigned arithmetic: a resource may report any int64 (INT64_MIN..INT64_MAX spans
+  // 2^64 - 1), where hi - lo would overflow and the tick loops below never end.
+  const std::uint64_t span = static_cast<std::uint64_t>(hi) - static_cast<std::uint64_t>(lo);
+  auto at = [&](std::uint64_t offset) { return static_cast<std::int64_t>(static_cast<std::uint64_t>(lo) + offset); };
+  const double pad = std::max(0.5, static_cast<double>(span) * 0.08);
   const double ylo = static_cast<double>(lo) - pad, yhi = static_cast<double>(hi) + pad;
   auto y = [&](double token) { return kBottom - (token - ylo) / (yhi - ylo) * (kBottom - kTop); };
 
   // Axis: token values (every one when few, else about five).
   std::set<std::int64_t> ticks;
-  if (hi - lo <= 8) {
-    for (std::int64_t v = lo; v <= hi; ++v) ticks.insert(v);
+  if (span <= 8) {
+    for (std::uint64_t off = 0; off <= span; ++off) ticks.insert(at(off));
   } else {
-    const std::int64_t step = std::max<std::int64_t>(1, (hi - lo) / 5);
-    for (std::int64_t v = lo; v <= hi; v += step) ticks.insert(v);
+    const std::uint64_t step = span / 5;  // >= 1 here
+    for (std::uint64_t off = 0;; off += step) {  // every multiple of step up to span, as before
+      ticks.insert(at(off));
+      if (span - off < step) break;
+    }
     ticks.insert(hi);
   }
   lane.body << "<line class=\"axis\" x1=\"" << num(kPlotX0) << "\" y1=\"" << num(kTop) << "\" x2=\"" << num(kPlotX0) << "\" y2=\""

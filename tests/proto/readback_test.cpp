@@ -5,6 +5,7 @@
 #include <functional>
 #include <sstream>
 #include <stdexcept>
+#include <limits>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -226,6 +227,10 @@ TEST(ReadBackJsonStreamed, TheStreamedReadGivesTheDocumentsResultAndItsFirstErro
       R"({"log":[)",
       R"({"log":[1e400]})",
       R"({"resource":5})",
+      // a high-water mark or a counter beyond int64 is refused, not wrapped around
+      R"({"high_water":{"k":18446744073709551615}})",
+      R"({"counters":{"k":9223372036854775808}})",
+      R"({"high_water":{"k":-9223372036854775808},"counters":{"k":9223372036854775807}})",
       R"({"log":[{"seq":18446744073709551615,"key":"k","segment":0,"chunk":1,"token":2,"client":"w"}]})",
   };
   for (const std::string& text : texts) EXPECT_EQ(streamed_outcome(text), document_outcome(text)) << text;
@@ -233,6 +238,12 @@ TEST(ReadBackJsonStreamed, TheStreamedReadGivesTheDocumentsResultAndItsFirstErro
   EXPECT_EQ(streamed_outcome(texts[16]), document_outcome(texts[16]));
   EXPECT_EQ(readback_from_json_text(texts[16]).log.size(), 1u);
   EXPECT_TRUE(streamed_outcome("{\"log\":[").starts_with("syntax: "));
+  EXPECT_EQ(streamed_outcome(R"({"high_water":{"k":18446744073709551615}})"),
+            "invalid: read-back: high_water['k'] must be an integer in -2^63..2^63-1");
+  EXPECT_EQ(streamed_outcome(R"({"counters":{"k":9223372036854775808}})"),
+            "invalid: read-back: counters['k'] must be an integer in -2^63..2^63-1");
+  EXPECT_EQ(readback_from_json_text(R"({"high_water":{"k":-9223372036854775808}})").high_water.at("k"),
+            std::numeric_limits<std::int64_t>::min());
 }
 
 // The document the parser keeps has the arrays empty: their elements were converted and dropped

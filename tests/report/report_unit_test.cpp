@@ -17,6 +17,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <limits>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -381,6 +382,29 @@ TEST_F(ReportHtml, DrawsALanePerWorkerAndForLockFaultsAndHighWater) {
     if (has_class(t, "lane")) lanes.push_back(t["data-lane"] + (t.count("data-worker") ? ":" + t["data-worker"] : "") +
                                               (t.count("data-key") ? ":" + t["data-key"] : ""));
   EXPECT_THAT(lanes, ::testing::ElementsAre("faults", "lock", "worker:w1", "worker:w2", "high-water:ledger"));
+}
+
+// A resource may report any int64 as a key's high-water mark: the lane's axis spans INT64_MIN to
+// INT64_MAX (2^64 - 1, beyond int64) without overflowing, and draws about five ticks, not 2^63
+// (found by a breaking session: the page never finished and its memory grew without end).
+TEST_F(ReportHtml, AHighWaterMarkAtEitherEndOfInt64DrawsAFewTicks) {
+  for (const std::int64_t mark : {std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max(),
+                                  std::numeric_limits<std::int64_t>::min() + 3}) {
+    ReadBack rb = s.rb;
+    rb.high_water["ledger"] = mark;
+    const ScenarioResult r = result_for(a, true);
+    const std::string html = render_report_html(ReportData{&sc, s.h, rb, a, r, "unit test"});
+    // The lane's own ticks: from its start tag to the next lane's, or the page's end.
+    const std::size_t from = html.find("data-lane=\"high-water\"");
+    ASSERT_NE(from, std::string::npos);
+    const std::string lane = html.substr(from, html.find("data-lane=", from + 1) - from);
+    std::size_t ticks = 0;
+    for (auto& t : start_tags(lane, "text"))
+      if (has_class(t, "tick")) ++ticks;
+    EXPECT_GE(ticks, 2u) << mark;
+    EXPECT_LE(ticks, 8u) << mark;
+    EXPECT_NE(html.find(">" + std::to_string(mark) + "</text>"), std::string::npos) << mark;
+  }
 }
 
 TEST_F(ReportHtml, NamesTheLockServiceAndWhatItsTokenIs) {

@@ -40,6 +40,21 @@ T field(const nlohmann::json& j, const char* name, const char* where) {
   }
 }
 
+// An optional member that maps keys to integers ("high_water", "counters"), each in int64's range:
+// a value above 2^63-1 is refused as the arrays' fields are, not wrapped around by get<int64_t>().
+void integer_map(const nlohmann::json& j, const char* name, const char* what, std::map<std::string, std::int64_t>& out) {
+  auto it = j.find(name);
+  if (it == j.end()) return;
+  if (!it->is_object())
+    throw std::invalid_argument(std::string("read-back: '") + name + "' must be an object of key -> " + what);
+  for (auto& [k, v] : it->items()) {
+    if (!v.is_number_integer()) throw std::invalid_argument(std::string("read-back: ") + name + "['" + k + "'] must be an integer");
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > INT64_MAX)
+      throw std::invalid_argument(std::string("read-back: ") + name + "['" + k + "'] must be an integer in -2^63..2^63-1");
+    out[k] = v.get<std::int64_t>();
+  }
+}
+
 const nlohmann::json& array_field(const nlohmann::json& j, const char* name) {
   static const nlohmann::json empty = nlohmann::json::array();
   auto it = j.find(name);
@@ -267,22 +282,10 @@ ReadBack finish(const nlohmann::json& j, ElementSink& sink) {
     (void)array_field(j, name_of(a));
     sink.rethrow(a);
   }
-  if (auto it = j.find("high_water"); it != j.end()) {
-    if (!it->is_object()) throw std::invalid_argument("read-back: 'high_water' must be an object of key -> token");
-    for (auto& [k, v] : it->items()) {
-      if (!v.is_number_integer()) throw std::invalid_argument("read-back: high_water['" + k + "'] must be an integer");
-      rb.high_water[k] = v.get<std::int64_t>();
-    }
-  }
+  integer_map(j, "high_water", "token", rb.high_water);
   (void)array_field(j, name_of(Array::kEffects));
   sink.rethrow(Array::kEffects);
-  if (auto it = j.find("counters"); it != j.end()) {
-    if (!it->is_object()) throw std::invalid_argument("read-back: 'counters' must be an object of key -> value");
-    for (auto& [k, v] : it->items()) {
-      if (!v.is_number_integer()) throw std::invalid_argument("read-back: counters['" + k + "'] must be an integer");
-      rb.counters[k] = v.get<std::int64_t>();
-    }
-  }
+  integer_map(j, "counters", "value", rb.counters);
   sink.move_into(rb);
   return rb;
 }
@@ -369,21 +372,9 @@ ReadBack readback_from_json(const nlohmann::json& j) {
   for (const auto& c : array_field(j, "chunks")) rb.chunks.push_back(chunk_from(c));
   for (const auto& w : array_field(j, "log")) rb.log.push_back(log_entry_from(w));
   for (const auto& r : array_field(j, "rejections")) rb.rejections.push_back(rejection_from(r));
-  if (auto it = j.find("high_water"); it != j.end()) {
-    if (!it->is_object()) throw std::invalid_argument("read-back: 'high_water' must be an object of key -> token");
-    for (auto& [k, v] : it->items()) {
-      if (!v.is_number_integer()) throw std::invalid_argument("read-back: high_water['" + k + "'] must be an integer");
-      rb.high_water[k] = v.get<std::int64_t>();
-    }
-  }
+  integer_map(j, "high_water", "token", rb.high_water);
   for (const auto& e : array_field(j, "effects")) rb.effects.push_back(effect_from(e));
-  if (auto it = j.find("counters"); it != j.end()) {
-    if (!it->is_object()) throw std::invalid_argument("read-back: 'counters' must be an object of key -> value");
-    for (auto& [k, v] : it->items()) {
-      if (!v.is_number_integer()) throw std::invalid_argument("read-back: counters['" + k + "'] must be an integer");
-      rb.counters[k] = v.get<std::int64_t>();
-    }
-  }
+  integer_map(j, "counters", "value", rb.counters);
   return rb;
 }
 
