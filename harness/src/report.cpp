@@ -133,7 +133,11 @@ StoredRun load_run_directory(const fs::path& dir) {
   }
 
   const fs::path rb = dir / "readback.json";
-  if (!fs::exists(rb, ec)) throw RunFileError(rb, "missing: the run never read the resource back (it did not finish)");
+  if (!fs::exists(rb, ec)) {
+    // Not there at all, or not reachable (a symlink loop, a directory without search permission).
+    if (ec && ec != std::errc::no_such_file_or_directory) throw RunFileError(rb, "cannot be read: " + ec.message());
+    throw RunFileError(rb, "missing: the run never read the resource back (it did not finish)");
+  }
   try {
     run.readback = read_readback_file(rb);  // element by element, no DOM (readback.h)
   } catch (const ReadBackSyntaxError& e) {

@@ -242,6 +242,9 @@ TEST(ReadBackJsonStreamed, TheStreamedReadGivesTheDocumentsResultAndItsFirstErro
             "invalid: read-back: high_water['k'] must be an integer in -2^63..2^63-1");
   EXPECT_EQ(streamed_outcome(R"({"counters":{"k":9223372036854775808}})"),
             "invalid: read-back: counters['k'] must be an integer in -2^63..2^63-1");
+  EXPECT_EQ(streamed_outcome(R"({"resource":5})"), "invalid: read-back: field 'resource' must be a string");
+  EXPECT_EQ(streamed_outcome(R"({"fencing":[]})"), "invalid: read-back: field 'fencing' must be a string");
+  EXPECT_EQ(streamed_outcome(texts[10]), "invalid: chunk: field 'data_b64' is not base64: base64 text length 2 is not a multiple of 4");
   EXPECT_EQ(readback_from_json_text(R"({"high_water":{"k":-9223372036854775808}})").high_water.at("k"),
             std::numeric_limits<std::int64_t>::min());
 }

@@ -55,6 +55,14 @@ void integer_map(const nlohmann::json& j, const char* name, const char* what, st
   }
 }
 
+// "resource" and "fencing": a string when present, "" when not.
+std::string optional_string(const nlohmann::json& j, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end()) return {};
+  if (!it->is_string()) throw std::invalid_argument(std::string("read-back: field '") + name + "' must be a string");
+  return it->get<std::string>();
+}
+
 const nlohmann::json& array_field(const nlohmann::json& j, const char* name) {
   static const nlohmann::json empty = nlohmann::json::array();
   auto it = j.find(name);
@@ -131,11 +139,21 @@ nlohmann::json effect_json(const EffectRecord& e) {
   return ej;
 }
 
+// A chunk's bytes; bad base64 is named with its field.
+std::string data_of(const nlohmann::json& c) {
+  const std::string text = field<std::string>(c, "data_b64", "chunk");
+  try {
+    return base64_decode(text);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("chunk: field 'data_b64' is not base64: ") + e.what());
+  }
+}
+
 StoredChunk chunk_from(const nlohmann::json& c) {
   return {field<std::string>(c, "key", "chunk"),    field<std::int64_t>(c, "segment", "chunk"),
           field<std::int64_t>(c, "chunk", "chunk"), field<std::int64_t>(c, "token", "chunk"),
           field<std::string>(c, "client", "chunk"), field<std::int64_t>(c, "seq", "chunk"),
-          base64_decode(field<std::string>(c, "data_b64", "chunk"))};
+          data_of(c)};
 }
 
 AcceptedWrite log_entry_from(const nlohmann::json& w) {
@@ -276,8 +294,8 @@ struct ElementSink {
 ReadBack finish(const nlohmann::json& j, ElementSink& sink) {
   if (!j.is_object()) throw std::invalid_argument("read-back is not a JSON object");
   ReadBack rb;
-  rb.resource = j.value("resource", "");
-  rb.fencing = j.value("fencing", "");
+  rb.resource = optional_string(j, "resource");
+  rb.fencing = optional_string(j, "fencing");
   for (Array a : {Array::kChunks, Array::kLog, Array::kRejections}) {
     (void)array_field(j, name_of(a));
     sink.rethrow(a);
@@ -367,8 +385,8 @@ nlohmann::json to_json(const ReadBack& rb) {
 ReadBack readback_from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw std::invalid_argument("read-back is not a JSON object");
   ReadBack rb;
-  rb.resource = j.value("resource", "");
-  rb.fencing = j.value("fencing", "");
+  rb.resource = optional_string(j, "resource");
+  rb.fencing = optional_string(j, "fencing");
   for (const auto& c : array_field(j, "chunks")) rb.chunks.push_back(chunk_from(c));
   for (const auto& w : array_field(j, "log")) rb.log.push_back(log_entry_from(w));
   for (const auto& r : array_field(j, "rejections")) rb.rejections.push_back(rejection_from(r));

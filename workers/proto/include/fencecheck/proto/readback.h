@@ -126,8 +126,8 @@ struct ReadBackSyntaxError : std::invalid_argument {
 /// order that function checks, not the first in the text.
 /// `inspect`, when set, sees the top-level document with those four arrays emptied (a member
 /// present as [] says it was there) before anything else is checked; it may throw.
-/// Throws ReadBackSyntaxError for a text that is not JSON, std::invalid_argument (or
-/// nlohmann::json::type_error for a non-string "resource") as readback_from_json() does.
+/// Throws ReadBackSyntaxError for a text that is not JSON, std::invalid_argument as
+/// readback_from_json() does.
 /// Pure; thread-safe.
 [[nodiscard]] ReadBack readback_from_json_text(std::string_view text,
                                                const std::function<void(const nlohmann::json&)>& inspect = {});
