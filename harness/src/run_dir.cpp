@@ -63,15 +63,7 @@ bool RunDirectory::in_use(const fs::path& path) noexcept {
 fs::path RunDirectory::log_path(const std::string& name) const { return path_ / "logs" / (name + ".log"); }
 
 void RunDirectory::write_json(const std::string& name, const nlohmann::json& doc) const {
-  const fs::path target = path_ / name;
-  const fs::path tmp = path_ / ("." + name + ".tmp");
-  {
-    std::ofstream out(tmp);
-    if (!out) throw std::runtime_error("cannot write " + tmp.string());
-    out << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
-    if (!out) throw std::runtime_error("cannot write " + tmp.string());
-  }
-  fs::rename(tmp, target);
+  write_with(name, [&](std::ostream& out) { out << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace); });
 }
 
 void RunDirectory::write_with(const std::string& name, const std::function<void(std::ostream&)>& write) const {

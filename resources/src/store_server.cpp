@@ -585,6 +585,7 @@ void StoreServer::Impl::handle_readback(httplib::Response& res) {
   // docs/catalogue-plan.md: "effects":[{"key","id","token","client","seq","applied"}], "counters":{"key":N},
   // both always present. Written element by element: a soak's log has millions of entries, and a
   // DOM of it would cost several hundred bytes each (fencecheck/proto/readback.h).
+  rb.effects.clear();
   rb.effects.reserve(snap.effects.size());
   for (const auto& e : snap.effects) rb.effects.push_back(EffectRecord{e.key, e.id, e.token, e.client, e.seq, e.applied, {}});
   rb.counters = std::move(snap.counters);

@@ -322,10 +322,8 @@ ReadBack parse_streamed(Input&& input, const std::function<void(const nlohmann::
         std::forward<Input>(input), [&](int depth, Event event, nlohmann::json& parsed) {
           if (depth == 1) {
             if (event == Event::key) {  // a top-level member; a repeated one replaces the first (as in a DOM)
-              current = Array::kNone;
-              const Array a = array_named(parsed.get_ref<const std::string&>());
-              sink.clear(a);
-              if (a != Array::kNone) current = a;
+              current = array_named(parsed.get_ref<const std::string&>());
+              sink.clear(current);
               in_array = false;
             } else if (event == Event::array_start) {
               in_array = current != Array::kNone;

@@ -39,10 +39,11 @@ class RunDirectory {
   [[nodiscard]] std::filesystem::path log_path(const std::string& name) const;
   /// Writes name (pretty JSON) atomically: a temporary file renamed into place.
   void write_json(const std::string& name, const nlohmann::json& doc) const;
-  /// Writes name atomically as write_json() does, its content written by `write` straight to the
-  /// file (a document too large to build in memory first, e.g. write_readback_json()); a newline
-  /// is added after it. Throws std::runtime_error naming the file when it cannot be written, and
-  /// whatever `write` throws (the temporary file is then removed and `name` is left as it was).
+  /// Writes name atomically (a temporary file renamed into place), its content written by `write`
+  /// straight to the file (a document too large to build in memory first, e.g.
+  /// write_readback_json()); a newline is added after it. Throws std::runtime_error naming the
+  /// file when it cannot be written, and whatever `write` throws; either way the temporary file is
+  /// removed and `name` is left as it was. write_json() is this with the document's dump.
   void write_with(const std::string& name, const std::function<void(std::ostream&)>& write) const;
 
   /// True when a live RunDirectory (of this or another process) holds the run directory at path.
