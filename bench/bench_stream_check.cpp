@@ -14,8 +14,8 @@
 // The history is the checker benchmark's synthetic valid run (synthetic_history.h: holders taking
 // turns on 50 keys, 4 writes per holding, every 64th holding paused past its lease and fenced),
 // written event by event (never held whole), then compressed as a run's history is (level 1).
-// The read-back is built in memory alongside (its accept log grows with the run: streaming it is
-// still to do, docs/streaming-plan.md), and its resident size is reported apart.
+// The read-back is built alongside, its accept log packed as it goes (PackedLog, packed_log.h: what
+// `fencecheck report` and the end of a run hand the checkers), and its resident size is reported.
 //
 // Figures, one thread: CPU seconds of analyze_history_file (the streamed rules, the figures and the
 // evidence pass; CLOCK_PROCESS_CPUTIME_ID), events per CPU second, passes over the file, the peak
@@ -78,7 +78,8 @@ int main(int argc, char** argv) {
   zst += ".zst";
 
   // The read-back is needed either way; the file is written only when not kept from before.
-  fencecheck::ReadBack readback;
+  fencecheck::ReadBack readback;  // its log stays empty: the entries go to `log`
+  fh::PackedLog log;
   const double rss_start = fb::current_rss_mib();
   const bool write = !fs::exists(zst);
   std::int64_t events = 0;
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
           ++events;
           if (write) out << to_json_line(e) << '\n';
         },
-        &readback);
+        &readback, [&](const fencecheck::AcceptedWrite& w) { log.push_back(w); });
     if (write) {
       out.close();
       fh::compress_history(plain);
@@ -100,18 +101,21 @@ int main(int argc, char** argv) {
     }
   }
   const double rss_readback = fb::current_rss_mib();
-  std::printf("history: %lld events, %.1f MB .zst (%.1f bytes/event); read-back: %zu log entries, %zu chunks, "
-              "%zu rejections, %.0f MiB resident\n",
+  const std::size_t packed_bytes = log.memory_bytes();
+  std::printf("history: %lld events, %.1f MB .zst (%.1f bytes/event); read-back: %zu log entries (packed: %.1f MiB, "
+              "%.1f bytes/entry; as AcceptedWrites: %.0f MiB), %zu chunks, %zu rejections, %.0f MiB resident\n",
               static_cast<long long>(events), static_cast<double>(fs::file_size(zst)) / 1e6,
-              static_cast<double>(fs::file_size(zst)) / static_cast<double>(events), readback.log.size(),
-              readback.chunks.size(), readback.rejections.size(), rss_readback - rss_start);
+              static_cast<double>(fs::file_size(zst)) / static_cast<double>(events), log.size(),
+              static_cast<double>(packed_bytes) / 1048576.0, static_cast<double>(packed_bytes) / static_cast<double>(log.size()),
+              static_cast<double>(log.size() * sizeof(fencecheck::AcceptedWrite)) / 1048576.0, readback.chunks.size(),
+              readback.rejections.size(), rss_readback - rss_start);
 
   fh::CheckContext context;
   context.lease_ttl = std::chrono::seconds(2);
   const std::vector<std::string_view> names = fh::stream_rule_names();
   const double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
   const double w0 = clock_s(CLOCK_MONOTONIC);
-  const fh::HistoryFileAnalysis run = fh::analyze_history_file(zst, readback, context);
+  const fh::HistoryFileAnalysis run = fh::analyze_history_file(zst, readback, log, context);
   const double cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
   const double wall = clock_s(CLOCK_MONOTONIC) - w0;
   const double peak = fb::peak_rss_mib();
@@ -124,6 +128,7 @@ int main(int argc, char** argv) {
               run.events, run.passes, cpu, static_cast<double>(run.events) / cpu / 1e6, wall,
               std::string(fh::verdict_name(a.verdict)).c_str(), static_cast<double>(run.peak_state_bytes) / 1048576.0,
               static_cast<double>(run.peak_state_bytes) / static_cast<double>(run.events), peak, peak - rss_readback);
+  std::printf("  the packed log after the check, its index included: %.1f MiB\n", static_cast<double>(log.memory_bytes()) / 1048576.0);
   for (const fh::CheckerResult& r : a.checkers)
     std::printf("  %-26s %s, %zu anomalies\n", r.name.c_str(), std::string(fh::verdict_name(r.verdict)).c_str(),
                 r.anomalies.size());
@@ -140,6 +145,7 @@ int main(int argc, char** argv) {
   if (compare) {
     const double l0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     const fh::History history = fh::load_history_jsonl(zst);
+    for (const fh::LoggedWrite w : log) readback.log.push_back(w.to_accepted_write());
     const fh::Analysis mem = fh::analyze(history, readback, context);
     std::printf("in memory (load_history_jsonl + analyze): %.2f CPU s, peak RSS %.0f MiB\n",
                 clock_s(CLOCK_PROCESS_CPUTIME_ID) - l0, fb::peak_rss_mib());

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -32,9 +33,12 @@ struct Synthetic {
 /// Generates the valid history of make_history() event by event: calls sink(const Event&) for each
 /// of at least `target` events (fewer than 20 more), in history order, and fills `*readback` to
 /// match when it is not null. Memory without a read-back: a few small maps (the paused holder
-/// per key), whatever the target; with one, the read-back's size. Deterministic.
+/// per key), whatever the target; with one, the read-back's size. `log`, when given, takes each
+/// accept-log entry in order instead of readback->log (a bench packing the log as it goes never
+/// holds it as AcceptedWrites). Deterministic.
 template <typename Sink>
-void generate_history(std::int64_t target, Sink&& sink, ReadBack* readback) {
+void generate_history(std::int64_t target, Sink&& sink, ReadBack* readback,
+                      const std::function<void(const AcceptedWrite&)>& log = {}) {
   std::int64_t events = 0;
   struct Out {
     Sink& sink;
@@ -91,7 +95,8 @@ void generate_history(std::int64_t target, Sink&& sink, ReadBack* readback) {
       out.add(e);
       ++seq;
       if (readback) {
-        readback->log.push_back({seq, key, segment, c, token, worker});
+        if (log) log(AcceptedWrite{seq, key, segment, c, token, worker});
+        else readback->log.push_back({seq, key, segment, c, token, worker});
         auto& slot = slots[{key, segment, c}];
         slot = {key, segment, c, token, worker, seq, encode_chunk({worker, token, key, segment, c}, 64)};
       }

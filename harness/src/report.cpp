@@ -139,7 +139,8 @@ StoredRun load_run_directory(const fs::path& dir) {
     throw RunFileError(rb, "missing: the run never read the resource back (it did not finish)");
   }
   try {
-    run.readback = read_readback_file(rb);  // element by element, no DOM (readback.h)
+    // Element by element, no DOM (readback.h); the log straight into its packed form.
+    run.readback = read_readback_file(rb, run.log.sink());
   } catch (const ReadBackSyntaxError& e) {
     throw RunFileError(rb, std::string("not valid JSON: ") + e.what());
   } catch (const std::system_error& e) {
@@ -158,7 +159,7 @@ Judgement judge_stored_run(const StoredRun& run) {
   HistoryTally tally;
   const fs::path hist = history_file(run.dir);
   try {
-    j.analysis = analyze_history_file(hist, run.readback, CheckContext::of(sc), {},
+    j.analysis = analyze_history_file(hist, run.readback, run.log, CheckContext::of(sc), {},
                                       [&](std::size_t, const Event& e) { tally.observe(e); })
                      .analysis;
   } catch (const HistoryError& e) {
@@ -297,7 +298,7 @@ void write_run_reports(const StoredRun& run, const Judgement& j, bool rewrite_ve
   } catch (const std::exception& e) {
     throw RunFileError(run.dir / "junit.xml", e.what());
   }
-  ReportData data{&*run.scenario, run.history, run.readback, j.analysis, j.result, generator, run.history_events};
+  ReportData data{&*run.scenario, run.history, run.readback, j.analysis, j.result, generator, run.history_events, &run.log};
   try {
     write_report_html(run.dir / "report.html", data);
   } catch (const std::exception& e) {
@@ -321,9 +322,10 @@ void ReportObserver::on_finish(const Scenario& scenario, const ScenarioResult& r
     // A long run's page draws its first events only (kReportHistoryEvents): the harness's memory
     // stays bounded however long the run was.
     const ReportHistory history = load_report_history(history_file(result.run_dir));
-    const ReadBack rb = read_readback_file(result.run_dir / "readback.json");
+    PackedLog log;
+    const ReadBack rb = read_readback_file(result.run_dir / "readback.json", log.sink());
     c = junit_case(result, &analysis, run_start_ns(history.first), suite);
-    ReportData data{&scenario, history.first, rb, analysis, result, "fencecheck run", history.events};
+    ReportData data{&scenario, history.first, rb, analysis, result, "fencecheck run", history.events, &log};
     write_report_html(result.run_dir / "report.html", data);
   } catch (const std::exception& e) {
     problems_.push_back("report.html for " + result.run_dir.string() + ": " + e.what());

@@ -12,8 +12,6 @@
 #include <iostream>
 #include <map>
 #include <optional>
-#include <random>
-#include <tuple>
 #include <set>
 #include <string>
 #include <variant>
@@ -25,8 +23,6 @@
 #include "fencecheck/harness/expectation.h"
 #include "fencecheck/harness/verdict_json.h"
 #include "golden_cases.h"
-// LogPositions is the rules' internal index of the read-back's accept log.
-#include "../../harness/check/src/write_map.h"
 
 namespace fh = fencecheck::harness;
 namespace fs = std::filesystem;
@@ -181,7 +177,8 @@ TEST(StreamTokenRegression, StateStaysFlatOverALongSteadyRunYetKeepsAnOldInvoke)
   ctx.lock = fh::kLock;
   auto rule = fh::make_stream_rule("token-regression");
   ASSERT_NE(rule, nullptr);
-  rule->begin(rb, ctx);
+  const fh::PackedLog log;
+  rule->begin(rb, log, ctx);
   std::size_t index = 0;
   std::int64_t token = 0;
   // w9 takes token 1000, then "late" asks while w9's token is the top...
@@ -238,11 +235,20 @@ TEST(StreamTokenRegression, WithoutPrunedRaisesAnOldInvokeStillSeesItsTop) {
   }
 }
 
-/// The streamed rule `name`, begun with `rb` and `ctx` (which must outlive it).
-std::unique_ptr<fh::StreamRule> begun(std::string_view name, const ReadBack& rb, const fh::CheckContext& ctx) {
-  auto rule = fh::make_stream_rule(name);
-  if (rule) rule->begin(rb, ctx);
-  return rule;
+/// A streamed rule with the packed log it was begun with (which must outlive it).
+struct BegunRule {
+  std::unique_ptr<fh::PackedLog> log;
+  std::unique_ptr<fh::StreamRule> rule;
+  fh::StreamRule* operator->() const { return rule.get(); }
+  fh::StreamRule& operator*() const { return *rule; }
+  friend bool operator==(const BegunRule& b, std::nullptr_t) { return b.rule == nullptr; }
+};
+
+/// The streamed rule `name`, begun with `rb` (its log packed) and `ctx` (which must outlive it).
+BegunRule begun(std::string_view name, const ReadBack& rb, const fh::CheckContext& ctx) {
+  BegunRule out{std::make_unique<fh::PackedLog>(rb.log), fh::make_stream_rule(name)};
+  if (out.rule) out.rule->begin(rb, *out.log, ctx);
+  return out;
 }
 
 /// A write.ok of `w` with `token` on `key` (no chunk unless given).
@@ -764,7 +770,8 @@ TEST(StreamLostAcknowledgedWrite, StateGrowsOnlyByTheWorkersTokensOverALongStead
     auto rule = fh::make_stream_rule("lost-acknowledged-write");
     ASSERT_NE(rule, nullptr);
     const fh::CheckContext context;  // outlives finish(), as StreamRule::begin asks
-    rule->begin(rb, context);
+    const fh::PackedLog log(rb.log);
+    rule->begin(rb, log, context);
     token = 0;
     t = 0;
     std::size_t index = steady_writes(rule.get(), nullptr, 0, token, t, 2'500, 4, 2);
@@ -873,8 +880,9 @@ TEST(StreamStaleWrite, TheStaircaseIsPrunedBelowTheWritesInFlightSoStateStaysFla
   // is pruned and the state does not grow with the tokens (it did: a 32-byte point per token).
   auto rule = fh::make_stream_rule("stale-write-accepted");
   const ReadBack rb;
+  const fh::PackedLog log;
   const fh::CheckContext context;  // outlives finish(), as StreamRule::begin asks
-  rule->begin(rb, context);
+  rule->begin(rb, log, context);
   std::size_t index = 0;
   std::int64_t t = 0;
   auto holdings = [&](int from, int to) {
@@ -936,8 +944,9 @@ TEST(StreamStaleWrite, ALookupBelowWhatWasPrunedIsJudgedAgainstTheWholeStaircase
     h.push_back(write_at("w9", EventKind::kWriteOk, 50, 99, t - 199'000 + 1, t + 1));  // happened long ago
     auto rule = fh::make_stream_rule("stale-write-accepted");
     const ReadBack rb;
+    const fh::PackedLog log;
     const fh::CheckContext context;
-    rule->begin(rb, context);
+    rule->begin(rb, log, context);
     unsigned passes = 1;
     for (std::size_t i = 0; i < h.size(); ++i) rule->observe(i, h[i]);
     for (; rule->wants_another_pass(); ++passes) {
@@ -969,8 +978,9 @@ TEST(StreamFencedOut, StateGrowsOnlyByTheAcceptedWritesOverALongSteadyRunYetFind
     ASSERT_NE(rule, nullptr);
     // The read-back and the context must outlive finish() (StreamRule::begin).
     const ReadBack readback;
+    const fh::PackedLog log;
     const fh::CheckContext context = context_ttl ? ctx : fh::CheckContext{};
-    rule->begin(readback, context);
+    rule->begin(readback, log, context);
     std::int64_t token = 0, t = 0;
     std::size_t index = steady_writes(rule.get(), nullptr, 0, token, t, 2'500, 4, 2);
     const std::size_t early = rule->state_bytes();
@@ -1366,7 +1376,8 @@ TEST(FigureStream, ExpiryStateGrowsWithExpiriesNotHoldingsAndALateReleaseStillEx
   // which must still explain it; every 50th holding expires instead (no release).
   const ReadBack rb;
   const fh::CheckContext context;
-  fh::FigureStream figures(rb, context);
+  const fh::PackedLog log(rb.log);
+  fh::FigureStream figures(rb, log, context);
   std::size_t index = 0;
   std::int64_t t = 0;
   std::vector<Event> history;  // for the second pass
@@ -1514,74 +1525,4 @@ TEST(AnalyzeHistoryFile, ACheckerWithoutAStreamedRuleIsNamed) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("no-such-checker"), std::string::npos) << e.what();
   }
-}
-
-// ---------------------------------------------------------------------------------------------
-// LogPositions (write_map.h): the accept log by write id, 4-byte positions looking into the log.
-
-namespace {
-
-fencecheck::AcceptedWrite logged(std::int64_t seq, std::string client, std::int64_t token, std::string key,
-                                 std::int64_t segment, std::int64_t chunk) {
-  fencecheck::AcceptedWrite w;
-  w.seq = seq;
-  w.client = std::move(client);
-  w.token = token;
-  w.key = std::move(key);
-  w.segment = segment;
-  w.chunk = chunk;
-  return w;
-}
-
-}  // namespace
-
-TEST(LogPositions, FindsEachWriteIdByEveryFieldAndKeepsTheFirstOrTheLatestSeq) {
-  using fencecheck::harness::detail::LogPositions;
-  using fencecheck::harness::detail::WriteId;
-  const std::vector<fencecheck::AcceptedWrite> log = {
-      logged(1, "w1", 3, "ledger", 0, 0), logged(2, "w2", 4, "ledger", 0, 0), logged(5, "w1", 3, "ledger", 0, 0),
-      logged(3, "w1", 3, "ledger", 0, 0), logged(4, "w1", 3, "ledger", 0, 1)};
-  const LogPositions first(log, LogPositions::Keep::kFirst), latest(log, LogPositions::Keep::kLatestSeq);
-  EXPECT_EQ(first.size(), 3u);
-  EXPECT_EQ(first.find({"w1", 3, "ledger", 0, 0}), std::optional<std::uint32_t>(0));
-  EXPECT_EQ(latest.find({"w1", 3, "ledger", 0, 0}), std::optional<std::uint32_t>(2));  // seq 5
-  EXPECT_EQ(latest.at(2).seq, 5);
-  EXPECT_EQ(first.find({"w2", 4, "ledger", 0, 0}), std::optional<std::uint32_t>(1));
-  EXPECT_EQ(first.find({"w1", 3, "ledger", 0, 1}), std::optional<std::uint32_t>(4));
-  // One field off, each in turn: not in the log.
-  for (const WriteId& id : {WriteId{"w3", 3, "ledger", 0, 0}, WriteId{"w1", 4, "ledger", 0, 0}, WriteId{"w1", 3, "ledgers", 0, 0},
-                            WriteId{"w1", 3, "ledger", 1, 0}, WriteId{"w1", 3, "ledger", 0, 2}, WriteId{"", 3, "ledger", 0, 0}})
-    EXPECT_FALSE(first.find(id)) << id.source << " " << id.token << " " << id.key << " " << id.segment << " " << id.chunk;
-  EXPECT_FALSE(LogPositions({}, LogPositions::Keep::kFirst).find({"w1", 3, "ledger", 0, 0}));
-}
-
-TEST(LogPositions, AgreesWithAMapOnALongLogWithRepeatedIds) {
-  using fencecheck::harness::detail::LogPositions;
-  std::vector<fencecheck::AcceptedWrite> log;
-  std::mt19937_64 rng(16);
-  for (int i = 0; i < 200'000; ++i)
-    log.push_back(logged(static_cast<std::int64_t>(rng() % 1000), "w" + std::to_string(rng() % 7), static_cast<std::int64_t>(rng() % 50),
-                         "k" + std::to_string(rng() % 13), static_cast<std::int64_t>(rng() % 4), static_cast<std::int64_t>(rng() % 9)));
-  using Id = std::tuple<std::string, std::int64_t, std::string, std::int64_t, std::int64_t>;
-  std::map<Id, std::uint32_t> first_of, latest_of;
-  for (std::uint32_t p = 0; p < log.size(); ++p) {
-    const auto& w = log[p];
-    const Id id{w.client, w.token, w.key, w.segment, w.chunk};
-    first_of.try_emplace(id, p);
-    auto [it, fresh] = latest_of.try_emplace(id, p);
-    if (!fresh && w.seq > log[it->second].seq) it->second = p;
-  }
-  ASSERT_LT(first_of.size(), log.size());  // ids do repeat
-  const LogPositions first(log, LogPositions::Keep::kFirst), latest(log, LogPositions::Keep::kLatestSeq);
-  EXPECT_EQ(first.size(), first_of.size());
-  EXPECT_EQ(latest.size(), latest_of.size());
-  for (const auto& [id, p] : first_of) {
-    const auto& [client, token, key, segment, chunk] = id;
-    EXPECT_EQ(first.find({client, token, key, segment, chunk}), std::optional<std::uint32_t>(p));
-    const auto l = latest.find({client, token, key, segment, chunk});
-    ASSERT_TRUE(l);
-    EXPECT_EQ(log[*l].seq, log[latest_of.at(id)].seq);  // the largest seq (which of equal ones does not matter)
-  }
-  EXPECT_FALSE(first.find({"w7", 0, "k0", 0, 0}));
-  EXPECT_LT(first.state_bytes(), first_of.size() * 12 + 4096);  // about 5 bytes a position, not a WriteMap's 40
 }

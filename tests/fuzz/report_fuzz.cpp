@@ -27,6 +27,7 @@
 #include "fencecheck/harness/checker.h"
 #include "fencecheck/harness/expectation.h"
 #include "fencecheck/harness/history.h"
+#include "fencecheck/harness/packed_log.h"
 #include "fencecheck/harness/scenario.h"
 #include "fencecheck/harness/verdict_json.h"
 #include "fencecheck/proto/readback.h"
@@ -111,6 +112,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fencecheck::write_readback_json(written, readback);
     if (written.str() != fencecheck::to_json(readback).dump(2, ' ', false, nlohmann::json::error_handler_t::replace))
       fuzz_fail("write_readback_json differs from the document's dump");
+    // The checkers read the log packed (packed_log.h): every entry must come back exactly, and
+    // each write id be found at its first entry.
+    const fh::PackedLog packed(readback.log);
+    if (packed.size() != readback.log.size()) fuzz_fail("the packed log's size differs");
+    for (std::size_t i = 0; i < readback.log.size(); ++i) {
+      const fencecheck::AcceptedWrite& w = readback.log[i];
+      const fh::LoggedWrite p = packed[i];
+      if (p.seq != w.seq || p.key != w.key || p.segment != w.segment || p.chunk != w.chunk || p.token != w.token ||
+          p.client != w.client || p.kind != w.kind || p.value != w.value)
+        fuzz_fail("a packed log entry reads back differently");
+      const auto found = packed.find(w.client, w.token, w.key, w.segment, w.chunk);
+      if (!found || found->first > i || found->latest >= readback.log.size())
+        fuzz_fail("a logged write is not found at or before its position");
+    }
   }
 
   const fh::Scenario& sc = scenario();

@@ -141,6 +141,24 @@ std::string streamed_outcome(const std::string& text) {
   return outcome_of([&] { return readback_from_json_text(text); });
 }
 
+/// read_readback_file() of `text` with its log handed to a sink (a vector, which a repeated "log"
+/// member clears), the sink's entries then put back as the read-back's log.
+std::string sink_outcome(const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("fencecheck-readback-sink-" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path, std::ios::binary) << text;
+  std::vector<AcceptedWrite> log;
+  const ReadBackLogSink sink{[&](AcceptedWrite&& w) { log.push_back(std::move(w)); }, [&] { log.clear(); }};
+  std::string out = outcome_of([&] {
+    ReadBack rb = read_readback_file(path, sink);
+    EXPECT_TRUE(rb.log.empty()) << text;
+    rb.log = log;
+    return rb;
+  });
+  std::filesystem::remove(path);
+  return out;
+}
+
 ReadBack everything() {
   ReadBack rb = one_of_each();
   rb.chunks.push_back(StoredChunk{"ledger", 0, 2, 7, "w2", 1, std::string("\x00\xff\n\"", 4)});
@@ -193,11 +211,13 @@ TEST(ReadBackJsonStreamed, TheWriterIsByteForByteTheDocumentsDump) {
 
 // readback_from_json_text() gives what the whole document gives: the same read-back, or the same
 // error, the first one in readback_from_json()'s order even where the text has another earlier.
-TEST(ReadBackJsonStreamed, TheStreamedReadGivesTheDocumentsResultAndItsFirstError) {
+// Read-back texts for comparing the ways of reading one: every kind of error, in each array and
+// in two at once, repeated members, values beyond int64.
+std::vector<std::string> streamed_cases() {
   std::ostringstream written;
   write_readback_json(written, everything());
   const std::string log_ok = R"({"seq":1,"key":"k","segment":0,"chunk":1,"token":2,"client":"w"})";
-  const std::vector<std::string> texts = {
+  return {
       written.str(),
       to_json(one_of_each()).dump(),
       "{}",
@@ -233,6 +253,10 @@ TEST(ReadBackJsonStreamed, TheStreamedReadGivesTheDocumentsResultAndItsFirstErro
       R"({"high_water":{"k":-9223372036854775808},"counters":{"k":9223372036854775807}})",
       R"({"log":[{"seq":18446744073709551615,"key":"k","segment":0,"chunk":1,"token":2,"client":"w"}]})",
   };
+}
+
+TEST(ReadBackJsonStreamed, TheStreamedReadGivesTheDocumentsResultAndItsFirstError) {
+  const std::vector<std::string> texts = streamed_cases();
   for (const std::string& text : texts) EXPECT_EQ(streamed_outcome(text), document_outcome(text)) << text;
   EXPECT_EQ(streamed_outcome(texts[6]), "invalid: log entry: missing field 'key'");  // log before rejections
   EXPECT_EQ(streamed_outcome(texts[16]), document_outcome(texts[16]));
@@ -307,6 +331,22 @@ TEST(ReadBackJsonStreamed, AFileWrittenElementByElementReadsBackTheSame) {
     EXPECT_NE(std::string(e.what()).find("cannot read " + path.string()), std::string::npos) << e.what();
   }
   std::filesystem::remove(path);
+}
+
+// With a log sink, the entries go to the sink (a repeated "log" member clears it) and the rest is
+// read as before: the same read-back once the sink's entries are put back, or the same error.
+TEST(ReadBackJsonStreamed, WithALogSinkTheLogGoesThereAndTheResultIsTheSame) {
+  for (const std::string& text : streamed_cases()) EXPECT_EQ(sink_outcome(text), document_outcome(text)) << text;
+  std::ostringstream written;
+  write_readback_json(written, everything());
+  EXPECT_EQ(sink_outcome(written.str()), document_outcome(written.str()));
+  EXPECT_TRUE(sink_outcome(written.str()).starts_with("ok"));
+  try {
+    (void)read_readback_file("/nonexistent", ReadBackLogSink{[](AcceptedWrite&&) {}, {}});
+    ADD_FAILURE() << "no error for a sink without clear";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("add and clear"), std::string::npos) << e.what();
+  }
 }
 
 // The streamed read gathers each array in blocks of 32,768 elements and moves them into one vector

@@ -25,7 +25,8 @@ Figures compute_figures(const History& history, const ReadBack& readback) {
 Figures compute_figures(const History& history, const ReadBack& readback, const CheckContext& context) {
   // As a history read from its file is judged (stream/figures.cpp): a second pass only for the
   // lease expiries' candidates.
-  FigureStream figures(readback, context);
+  const PackedLog log(readback.log);
+  FigureStream figures(readback, log, context);
   for (std::size_t i = 0; i < history.size(); ++i) figures.observe(i, history[i]);
   if (figures.wants_second_pass()) {
     figures.begin_second_pass();

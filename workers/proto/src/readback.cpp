@@ -248,11 +248,15 @@ struct ElementSink {
   Blocks<RejectedWrite> rejections;
   Blocks<EffectRecord> effects;
   std::array<std::exception_ptr, 4> first_error{};
+  const ReadBackLogSink* log_sink = nullptr;  // when set, the log's entries go there, not to `log`
 
   void clear(Array a) {
     switch (a) {
       case Array::kChunks: chunks.clear(); break;
-      case Array::kLog: log.clear(); break;
+      case Array::kLog:
+        if (log_sink) log_sink->clear();
+        else log.clear();
+        break;
       case Array::kRejections: rejections.clear(); break;
       case Array::kEffects: effects.clear(); break;
       case Array::kNone: return;
@@ -266,7 +270,10 @@ struct ElementSink {
     try {
       switch (a) {
         case Array::kChunks: chunks.push_back(chunk_from(element)); break;
-        case Array::kLog: log.push_back(log_entry_from(element)); break;
+        case Array::kLog:
+          if (log_sink) log_sink->add(log_entry_from(element));
+          else log.push_back(log_entry_from(element));
+          break;
         case Array::kRejections: rejections.push_back(rejection_from(element)); break;
         case Array::kEffects: effects.push_back(effect_from(element)); break;
         case Array::kNone: break;
@@ -310,9 +317,11 @@ ReadBack finish(const nlohmann::json& j, ElementSink& sink) {
 // The document without its arrays' elements: each element is converted as soon as it is parsed
 // and dropped (nlohmann's parser callback), so the memory is the read-back's, not a DOM's.
 template <typename Input>
-ReadBack parse_streamed(Input&& input, const std::function<void(const nlohmann::json&)>& inspect) {
+ReadBack parse_streamed(Input&& input, const std::function<void(const nlohmann::json&)>& inspect,
+                        const ReadBackLogSink* log_sink = nullptr) {
   using Event = nlohmann::json::parse_event_t;
   ElementSink sink;
+  sink.log_sink = log_sink;
   Array current = Array::kNone;  // the array-valued top-level member being read, if any
   bool in_array = false;         // its value is an array (its elements are at depth 2)
   nlohmann::json top;
@@ -397,7 +406,9 @@ ReadBack readback_from_json_text(std::string_view text, const std::function<void
   return parse_streamed(text, inspect);
 }
 
-ReadBack read_readback_file(const std::filesystem::path& path) {
+namespace {
+
+ReadBack read_file(const std::filesystem::path& path, const ReadBackLogSink* log_sink) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) throw std::system_error(errno, std::generic_category(), "cannot open " + path.string());
   // A read error (a directory opens, then reads fail with EISDIR) looks like the end of the text
@@ -406,7 +417,7 @@ ReadBack read_readback_file(const std::filesystem::path& path) {
     if (std::ferror(f.get()) != 0) throw std::system_error(errno, std::generic_category(), "cannot read " + path.string());
   };
   try {
-    ReadBack rb = parse_streamed(f.get(), {});
+    ReadBack rb = parse_streamed(f.get(), {}, log_sink);
     read_error();
     return rb;
   } catch (const std::system_error&) {
@@ -415,6 +426,15 @@ ReadBack read_readback_file(const std::filesystem::path& path) {
     read_error();
     throw;
   }
+}
+
+}  // namespace
+
+ReadBack read_readback_file(const std::filesystem::path& path) { return read_file(path, nullptr); }
+
+ReadBack read_readback_file(const std::filesystem::path& path, const ReadBackLogSink& log) {
+  if (!log.add || !log.clear) throw std::invalid_argument("read_readback_file: a log sink needs both add and clear");
+  return read_file(path, &log);
 }
 
 void write_readback_json(std::ostream& out, const ReadBack& rb, const ReadBackJsonStyle& style) {

@@ -48,7 +48,7 @@ class InterleavedSegmentRule final : public ReadBackRule {
  public:
   std::string_view name() const override { return "interleaved-segment"; }
 
-  void begin(const ReadBack& readback, const CheckContext&) override {
+  void begin(const ReadBack& readback, const PackedLog&, const CheckContext&) override {
     struct Provenance {
       const StoredChunk* chunk;
       std::int64_t token;
@@ -117,7 +117,7 @@ class CorruptChunkRule final : public ReadBackRule {
  public:
   std::string_view name() const override { return "corrupt-chunk"; }
 
-  void begin(const ReadBack& readback, const CheckContext&) override {
+  void begin(const ReadBack& readback, const PackedLog&, const CheckContext&) override {
     for (const StoredChunk& c : readback.chunks) {
       ChunkDecode d = decode_chunk(c.data);
       Anomaly a;

@@ -124,8 +124,9 @@ class CounterDriftRule final : public StreamRule {
  public:
   std::string_view name() const override { return "counter-drift"; }
 
-  void begin(const ReadBack& readback, const CheckContext& context) override {
+  void begin(const ReadBack& readback, const PackedLog& log, const CheckContext& context) override {
     readback_ = &readback;
+    log_ = &log;
     job_kind_ = context.job_kind;
     tally_.emplace(readback);
   }
@@ -189,7 +190,7 @@ class CounterDriftRule final : public StreamRule {
         if (list.size() > 1) {
           twice.push_back(value);
           for (const auto* entry : list) cite(*entry);
-          for (const AcceptedWrite& w : readback.log)
+          for (const LoggedWrite w : *log_)
             if (w.key == c.key && w.kind == WriteKind::kCounter && w.value == value) a.readback_seqs.push_back(w.seq);
         }
       if (a.evidence.empty())
@@ -217,6 +218,7 @@ class CounterDriftRule final : public StreamRule {
 
  private:
   const ReadBack* readback_ = nullptr;
+  const PackedLog* log_ = nullptr;
   std::optional<JobKind> job_kind_;
   std::optional<CounterTally> tally_;
   std::map<std::string, IncrementLog, std::less<>> logs_;

@@ -57,10 +57,10 @@ class CrossKeyRejectionRule final : public StreamRule {
  public:
   std::string_view name() const override { return "cross-key-rejection"; }
 
-  void begin(const ReadBack& readback, const CheckContext&) override {
+  void begin(const ReadBack& readback, const PackedLog& log, const CheckContext&) override {
     readback_ = &readback;
-    logged_.emplace(readback.log, LogPositions::Keep::kFirst);
-    acked_.assign(readback.log.size(), false);
+    log_ = &log;
+    acked_.assign(log.size(), false);
     for (const EffectRecord& e : readback.effects) {
       if (!e.applied) continue;
       const std::uint32_t k = key(e.key);
@@ -80,8 +80,8 @@ class CrossKeyRejectionRule final : public StreamRule {
       return;
     }
     if (e.kind == EventKind::kWriteOk && e.token) {
-      if (const auto p = logged_->find({e.source, *e.token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)}))
-        acked_[*p] = true;
+      if (const auto p = log_->find(e.source, *e.token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)))
+        acked_[p->first] = true;
       if (!e.key.empty()) {
         const std::uint32_t k = key(e.key);
         accept(k, *e.token, base_of(k).history_max);
@@ -114,14 +114,14 @@ class CrossKeyRejectionRule final : public StreamRule {
     // clients of the logged writes at that seq.
     for (auto& [id, g] : groups_) {
       const std::string& other = keys_.name(g.other);
-      for (const AcceptedWrite& w : readback_->log)
+      for (const LoggedWrite w : *log_)
         if (w.key == other && w.token == g.best && (!g.other_seq || w.seq < *g.other_seq)) g.other_seq = w.seq;
       for (const EffectRecord& e : readback_->effects)
         if (e.applied && e.key == other && e.token == g.best && (!g.other_seq || e.seq < *g.other_seq))
           g.other_seq = e.seq;
       if (!g.other_seq) continue;
-      for (const AcceptedWrite& w : readback_->log)
-        if (w.key == other && w.token == g.best && w.seq == *g.other_seq) g.a.clients.push_back(w.client);
+      for (const LoggedWrite w : *log_)
+        if (w.key == other && w.token == g.best && w.seq == *g.other_seq) g.a.clients.emplace_back(w.client);
       g.a.readback_seqs.push_back(*g.other_seq);
     }
     std::vector<Anomaly> anomalies;
@@ -145,7 +145,7 @@ class CrossKeyRejectionRule final : public StreamRule {
     std::size_t n = sizeof(*this) + keys_.state_bytes() + clients_.state_bytes() + bases_.state_bytes() +
                     invokes_.state_bytes() + fail_cites_.capacity() * sizeof(FailCite) +
                     keyed_.capacity() * sizeof(Key) + based_.capacity() * sizeof(Base) +
-                    (logged_ ? logged_->state_bytes() : 0) + acked_.capacity() / 8 + waiting_.capacity() * sizeof(Fail) +
+                    acked_.capacity() / 8 + waiting_.capacity() * sizeof(Fail) +
                     cited_.bucket_count() * (sizeof(decltype(cited_)::value_type) + 1);
     for (const Key& k : keyed_) n += k.tokens.capacity() * sizeof(std::int64_t);
     for (const auto& [id, g] : groups_)
@@ -227,12 +227,12 @@ class CrossKeyRejectionRule final : public StreamRule {
   void decide() {
     if (decided_) return;
     decided_ = true;
-    for (const AcceptedWrite& w : readback_->log)
-      if (const auto p = logged_->find({w.client, w.token, w.key, w.segment, w.chunk}); p && !acked_[*p]) {
+    // A write logged more than once counts as acknowledged when its first entry's id was.
+    for (const LoggedWrite w : *log_)
+      if (const auto p = log_->find(w.client, w.token, w.key, w.segment, w.chunk); p && !acked_[p->first]) {
         const std::uint32_t k = key(w.key);
         accept(k, w.token, base_of(k).log_max);
       }
-    logged_.reset();
     acked_ = {};
     for (const Fail& f : waiting_)
       consider(f.key, f.token, f.mark, clients_.name(f.client), &f);
@@ -303,8 +303,8 @@ class CrossKeyRejectionRule final : public StreamRule {
   StringIds keys_, clients_, bases_;
   std::vector<Key> keyed_;   // by key id
   std::vector<Base> based_;  // by base id
-  std::optional<LogPositions> logged_;  // logged write id -> its first log position (looks into the read-back)
-  std::vector<bool> acked_;             // per log position given by logged_: a write.ok of its id was seen
+  const PackedLog* log_ = nullptr;
+  std::vector<bool> acked_;  // per log position (the first entry of its write id): a write.ok of its id was seen
   std::vector<Fail> waiting_;
   std::vector<FailCite> fail_cites_;  // the groups' write.fails, in history order (pass 2)
   std::size_t next_cite_ = 0;

@@ -23,7 +23,7 @@ class DuplicateEffectRule final : public StreamRule {
  public:
   std::string_view name() const override { return "duplicate-effect"; }
 
-  void begin(const ReadBack& readback, const CheckContext& context) override {
+  void begin(const ReadBack& readback, const PackedLog&, const CheckContext& context) override {
     watch_acknowledged_ = context.job_kind == JobKind::kSideEffect && readback.effects.empty();
     for (const EffectDuplicates& dup : effect_duplicates(readback)) {
       const std::size_t at = anomalies_.size();

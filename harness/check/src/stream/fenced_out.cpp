@@ -64,7 +64,7 @@ class FencedOutRule final : public StreamRule {
  public:
   std::string_view name() const override { return "fenced-out"; }
 
-  void begin(const ReadBack&, const CheckContext& context) override {
+  void begin(const ReadBack&, const PackedLog&, const CheckContext& context) override {
     context_ = &context;
     context_ttl_ = context.lease_ttl.has_value();
     allowance_ = context.acquire_allowance;

@@ -53,10 +53,10 @@ namespace {
 using R = UnknownOutcome::Resolution;
 
 /// What the read-back shows of write.info `e` (history index `i`): UnknownOutcome's rules.
-/// `log` indexes rb.log (the first entry per write id), so each write.info costs one lookup, not a
-/// scan of the log.
+/// `log` is rb's accept log, looked up by write id (its first entry), so each write.info costs one
+/// lookup, not a scan of the log.
 UnknownOutcome unknown_outcome(std::size_t i, const Event& e, const ReadBack& rb, const resources::Evidence& ev,
-                               bool has_log, const detail::LogPositions& log) {
+                               bool has_log, const PackedLog& log) {
   UnknownOutcome u{i, e.source, e.key, e.segment, e.chunk, e.token, R::kUnresolved, std::nullopt, {}};
   const std::string tok = e.token ? std::to_string(*e.token) : std::string("?");
   if (detail::is_effect_key(e.key) && e.segment) {
@@ -87,8 +87,8 @@ UnknownOutcome unknown_outcome(std::size_t i, const Event& e, const ReadBack& rb
       return w.client == e.source && w.key == e.key && w.segment == *e.segment && w.chunk == *e.chunk && w.token == *e.token;
     };
     const std::string what = "segment " + std::to_string(*e.segment) + " chunk " + std::to_string(*e.chunk) + " with token " + tok;
-    const AcceptedWrite* logged = nullptr;
-    if (const auto p = log.find({e.source, *e.token, e.key, *e.segment, *e.chunk})) logged = &log.at(*p);
+    std::optional<LoggedWrite> logged;
+    if (const auto p = log.find(e.source, *e.token, e.key, *e.segment, *e.chunk)) logged = log[p->first];
     const StoredChunk* slot = nullptr;
     for (const auto& c : rb.chunks)
       if (same(c)) slot = &c;
@@ -136,7 +136,7 @@ struct FigureStream::State {
   // Unknown outcomes: the evidence the resource keeps.
   resources::Evidence evidence;
   bool has_log = false;
-  std::optional<detail::LogPositions> log_positions;  // the read-back's log by write id, built at the first write.info
+  const PackedLog& log;
 
   // Lease expiries (see the file's comment), in two passes. The first keeps only the deletes not
   // settled yet and the release.ok revisions still waiting for their delete; the second (only when
@@ -193,9 +193,10 @@ struct FigureStream::State {
     std::int64_t src_ns = 0;
   };
   boost::unordered_flat_map<KeyToken, Invoke, KeyTokenHash> release_invoked;  // the earliest per (lock key, token)
-  State(const ReadBack& rb, const CheckContext& ctx) : readback(rb), context(ctx), counters(rb) {
+  State(const ReadBack& rb, const PackedLog& packed, const CheckContext& ctx)
+      : readback(rb), context(ctx), counters(rb), log(packed) {
     evidence = context.evidence.value_or(resources::Evidence{});
-    has_log = evidence.accept_log && (context.evidence || !readback.log.empty());
+    has_log = evidence.accept_log && (context.evidence || !log.empty());
   }
 
   RejectedWriteCount& rejected_slot(const std::string& key, const std::string& client) {
@@ -224,8 +225,7 @@ struct FigureStream::State {
         rejections.observe(e);
         break;
       case EventKind::kWriteInfo:
-        if (!log_positions) log_positions.emplace(readback.log, detail::LogPositions::Keep::kFirst);  // at the first write.info
-        f.unknown_outcomes.push_back(unknown_outcome(i, e, readback, evidence, has_log, *log_positions));
+        f.unknown_outcomes.push_back(unknown_outcome(i, e, readback, evidence, has_log, log));
         break;
       case EventKind::kFaultInject: {
         FaultWindow w;
@@ -468,8 +468,7 @@ struct FigureStream::State {
   std::size_t state_bytes() const {
     // Hash-table entries with their slack, the interned names, the kept deletes and the tallies;
     // the figures themselves are output.
-    std::size_t n = sizeof(*this) + names.state_bytes() + rejections.state_bytes() + counters.state_bytes() +
-                    (log_positions ? log_positions->state_bytes() : 0);
+    std::size_t n = sizeof(*this) + names.state_bytes() + rejections.state_bytes() + counters.state_bytes();
     for (const auto& [i, d] : unsettled) n += 48 + sizeof(d) + d.lock_key_name.capacity() + d.lock_name.capacity();
     n += acquires.capacity() * sizeof(Acquire) + open_releases.size() * 9;
     for (const auto& [revision, at] : unsettled_by_revision) n += 40 + at.capacity() * sizeof(std::size_t);
@@ -484,8 +483,8 @@ struct FigureStream::State {
   }
 };
 
-FigureStream::FigureStream(const ReadBack& readback, const CheckContext& context)
-    : s_(std::make_unique<State>(readback, context)) {}
+FigureStream::FigureStream(const ReadBack& readback, const PackedLog& log, const CheckContext& context)
+    : s_(std::make_unique<State>(readback, log, context)) {}
 FigureStream::~FigureStream() = default;
 void FigureStream::observe(std::size_t index, const Event& e) { s_->observe(index, e); }
 bool FigureStream::wants_second_pass() const { return s_->wants_second_pass(); }

@@ -87,7 +87,7 @@ class ForeignReleaseRule final : public StreamRule {
  public:
   std::string_view name() const override { return "foreign-release"; }
 
-  void begin(const ReadBack&, const CheckContext&) override {}  // no read-back
+  void begin(const ReadBack&, const PackedLog&, const CheckContext&) override {}  // no read-back
 
   void observe(std::size_t index, const Event& e) override {
     switch (phase_) {

@@ -16,8 +16,7 @@
 // Anomalies are in write.ok order, as the in-memory checker gave them: finish() sorts them.
 // State: per slot of the read-back its chunk and the occupant's latest write.ok (the read-back's
 // size, which is held in memory anyway); per logged write id the position of its latest-seq log
-// entry (LogPositions: about 5 bytes a log entry, looking into the read-back; the log's size: the read-back is still held as a ReadBack; streaming it is a later step of
-// docs/streaming-plan.md); without a log, each worker's latest write.invoke per token (holdings:
+// entry is PackedLog::find()'s (the log's own index, shared with the other rules); without a log, each worker's latest write.invoke per token (holdings:
 // one entry per token a worker wrote with, kept because a write.ok may come long after its invoke
 // and the decision needs it); with a log the invoke is only an anomaly's evidence, so none is kept
 // and a second pass (only when there is an anomaly) finds each lost write's invoke; the pending
@@ -76,11 +75,11 @@ class LostAcknowledgedWriteRule final : public StreamRule {
  public:
   std::string_view name() const override { return "lost-acknowledged-write"; }
 
-  void begin(const ReadBack& readback, const CheckContext&) override {
+  void begin(const ReadBack& readback, const PackedLog& log, const CheckContext&) override {
     slots_.reserve(readback.chunks.size());
     for (const StoredChunk& c : readback.chunks) slots_[{{}, 0, c.key, c.segment, c.chunk}].chunk = &c;  // the last one holds the slot
-    logged_.emplace(readback.log, LogPositions::Keep::kLatestSeq);
-    has_log_ = !readback.log.empty();
+    log_ = &log;
+    has_log_ = !log.empty();
     slot_count_ = readback.chunks.size();
   }
 
@@ -101,7 +100,7 @@ class LostAcknowledgedWriteRule final : public StreamRule {
     if (occupant) return;  // still there
     const std::optional<std::size_t> invoke = has_log_ ? std::nullopt : invokes_.of(e);  // with a log: pass 2
     std::optional<std::int64_t> seq;
-    if (const auto p = logged_->find({e.source, *e.token, e.key, *e.segment, *e.chunk})) seq = logged_->at(*p).seq;
+    if (const auto p = log_->find(e.source, *e.token, e.key, *e.segment, *e.chunk)) seq = (*log_)[p->latest].seq;
     std::string why;
     if (has_log_) {
       if (!seq) why = "the resource's log has no record of it";
@@ -151,7 +150,7 @@ class LostAcknowledgedWriteRule final : public StreamRule {
 
   std::size_t state_bytes() const override {
     std::size_t n = sizeof(*this) + invokes_.state_bytes() + slot_count_ * (sizeof(WriteKey) + sizeof(Slot)) +
-                    (logged_ ? logged_->state_bytes() : 0) + pending_count_ * sizeof(Pending);
+                    pending_count_ * sizeof(Pending);
     for (const auto& [index, a] : found_) n += sizeof(index) + sizeof(a) + a.description.capacity();
     return n;
   }
@@ -205,7 +204,7 @@ class LostAcknowledgedWriteRule final : public StreamRule {
   unsigned pass_ = 1;
   std::size_t next_found_ = 0;
   WriteMap<Slot> slots_;          // (key, segment, chunk) -> the slot (views into the read-back)
-  std::optional<LogPositions> logged_;  // (client, token, key, segment, chunk) -> its latest-seq log entry
+  const PackedLog* log_ = nullptr;  // find(): a write's latest-seq entry
   bool has_log_ = false;
   std::size_t slot_count_ = 0, pending_count_ = 0;
   LatestWriteInvokes invokes_;  // without a log: every worker's; with one, pass 2: the lost writes' pairs

@@ -34,7 +34,7 @@ class RejectionStormRule final : public StreamRule {
  public:
   std::string_view name() const override { return "rejection-storm"; }
 
-  void begin(const ReadBack& readback, const CheckContext&) override {
+  void begin(const ReadBack& readback, const PackedLog&, const CheckContext&) override {
     readback_ = &readback;
     for (const RejectedWrite& r : readback.rejections) tally_.add(r);
   }

@@ -57,7 +57,8 @@ std::vector<std::string_view> stream_rule_names() {
 
 CheckerResult run_stream_rule(StreamRule& rule, const History& history, const ReadBack& readback,
                               const CheckContext& context) {
-  rule.begin(readback, context);
+  const PackedLog log(readback.log);
+  rule.begin(readback, log, context);
   for (unsigned pass = 1;; ++pass) {
     if (pass > 1) rule.begin_pass(pass);
     for (std::size_t i = 0; i < history.size(); ++i) rule.observe(i, history[i]);
@@ -70,7 +71,8 @@ namespace {
 
 /// check_history_file(), calling also(index, event) for each event of the first pass as well.
 StreamCheckRun run_rules_over_file(const std::filesystem::path& history, const ReadBack& readback,
-                                   const CheckContext& context, const std::vector<std::string_view>& names,
+                                   const PackedLog& log, const CheckContext& context,
+                                   const std::vector<std::string_view>& names,
                                    const std::function<void(std::size_t, const Event&)>& also) {
   std::vector<std::unique_ptr<StreamRule>> rules;
   for (std::string_view name : names.empty() ? stream_rule_names() : names) {
@@ -93,7 +95,7 @@ StreamCheckRun run_rules_over_file(const std::filesystem::path& history, const R
   std::vector<std::optional<CheckerResult>> not_run;
   for (const auto& r : rules) {
     not_run.push_back(detail::unavailable_required(r->name(), detail::evidence_use_of(r->name()), context));
-    if (!not_run.back()) r->begin(readback, context);
+    if (!not_run.back()) r->begin(readback, log, context);
   }
   BlackBoxTracker tracker(context.workers);
   // The rules each pass feeds: all of them first, then those that want another pass.
@@ -143,20 +145,32 @@ StreamCheckRun run_rules_over_file(const std::filesystem::path& history, const R
 
 StreamCheckRun check_history_file(const std::filesystem::path& history, const ReadBack& readback,
                                   const CheckContext& context, const std::vector<std::string_view>& names) {
-  return run_rules_over_file(history, readback, context, names, nullptr);
+  return check_history_file(history, readback, PackedLog(readback.log), context, names);
+}
+
+StreamCheckRun check_history_file(const std::filesystem::path& history, const ReadBack& readback, const PackedLog& log,
+                                  const CheckContext& context, const std::vector<std::string_view>& names) {
+  return run_rules_over_file(history, readback, log, context, names, nullptr);
 }
 
 HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, const ReadBack& readback,
                                          const CheckContext& context, const std::vector<std::string_view>& names,
                                          const std::function<void(std::size_t, const Event&)>& also) {
+  return analyze_history_file(history, readback, PackedLog(readback.log), context, names, also);
+}
+
+HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, const ReadBack& readback,
+                                         const PackedLog& log, const CheckContext& context,
+                                         const std::vector<std::string_view>& names,
+                                         const std::function<void(std::size_t, const Event&)>& also) {
   std::vector<std::string_view> rules = names;
   if (rules.empty())
     for (const auto& c : default_checkers()) rules.push_back(c->name());
   // The figures and the protocol errors ride along the rules' first pass.
-  FigureStream figures(readback, context);
+  FigureStream figures(readback, log, context);
   std::size_t figure_bytes = 0;  // the figures' peak state, sampled as the rules' is
   std::vector<ProtocolError> protocol;
-  StreamCheckRun run = run_rules_over_file(history, readback, context, rules, [&](std::size_t index, const Event& e) {
+  StreamCheckRun run = run_rules_over_file(history, readback, log, context, rules, [&](std::size_t index, const Event& e) {
     figures.observe(index, e);
     if (e.kind == EventKind::kProtocolError) protocol.push_back(ProtocolError{e.target, e.line_no, e.detail, e.line, index});
     if (also) also(index, e);

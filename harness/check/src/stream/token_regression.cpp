@@ -32,8 +32,9 @@ class TokenRegressionRule final : public StreamRule {
  public:
   std::string_view name() const override { return "token-regression"; }
 
-  void begin(const ReadBack& readback, const CheckContext& context) override {
+  void begin(const ReadBack& readback, const PackedLog& log, const CheckContext& context) override {
     readback_ = &readback;
+    log_ = &log;
     lock_ = context.lock;
     for (const auto& [key, mark] : readback.high_water) first_ok_.try_emplace(key, MarkWrite{mark, std::nullopt});
   }
@@ -92,10 +93,10 @@ class TokenRegressionRule final : public StreamRule {
           a.evidence.push_back(ok->index);
           a.clients.push_back(ok->source);
         }
-        for (const AcceptedWrite& w : readback_->log)
+        for (const LoggedWrite w : *log_)
           if (w.key == key && w.token == mark) {
             a.readback_seqs.push_back(w.seq);
-            a.clients.push_back(w.client);
+            a.clients.emplace_back(w.client);
             break;
           }
         a.description = "the resource's high-water mark for " + key + " is " + std::to_string(mark) +
@@ -221,6 +222,7 @@ class TokenRegressionRule final : public StreamRule {
   }
 
   const ReadBack* readback_ = nullptr;
+  const PackedLog* log_ = nullptr;
   std::string lock_;
   std::map<std::string, std::size_t, std::less<>> latest_invoke_;
   std::map<std::string, Raises, std::less<>> raises_;

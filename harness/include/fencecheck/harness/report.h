@@ -57,7 +57,10 @@ struct StoredRun {
   /// stream, so a long run is never held whole.
   History history;
   std::size_t history_events = 0;  ///< every event of history.jsonl (history.size() unless a long run)
+  /// readback.json without its accept log, which is in `log`: read straight into a PackedLog
+  /// (packed_log.h), never held as AcceptedWrites (112 bytes each; a long run has tens of millions).
   ReadBack readback;
+  PackedLog log;  ///< readback.json's accept log
 };
 
 /// Reads scenario.json (through parse_scenario: the plan is validated again), history.jsonl and

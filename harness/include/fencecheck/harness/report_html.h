@@ -56,6 +56,9 @@ struct ReportData {
   /// Events in the whole history when `history` holds only its first ones (a long run's page is
   /// drawn from its first kReportHistoryEvents, load_report_history); 0 or history.size(): whole.
   std::size_t history_events = 0;
+  /// The accept log when the caller read it packed (read_readback_file with a ReadBackLogSink:
+  /// readback.log is then empty); null: readback.log is the log.
+  const PackedLog* log = nullptr;
 };
 
 /// How many of a history's first events a page draws (timeline, story, event table): a long run's

@@ -16,6 +16,7 @@
 
 #include "fencecheck/harness/checker.h"
 #include "fencecheck/harness/history.h"
+#include "fencecheck/harness/packed_log.h"
 #include "fencecheck/proto/readback.h"
 
 namespace fencecheck::harness {
@@ -184,7 +185,8 @@ struct Figures {
 /// thread-safe; throws only std::bad_alloc.
 class FigureStream {
  public:
-  FigureStream(const ReadBack& readback, const CheckContext& context);
+  /// `log` stands for readback.log (not read). Both, and `context`, must outlive the object.
+  FigureStream(const ReadBack& readback, const PackedLog& log, const CheckContext& context);
   ~FigureStream();
   FigureStream(const FigureStream&) = delete;
   FigureStream& operator=(const FigureStream&) = delete;

@@ -17,8 +17,9 @@
 //
 // Every checker's rule is streamed (stream_rule_names() lists all eleven, in default_checkers()
 // order), and the figures too (analysis.h: FigureStream); analyze_history_file() is analyze() from
-// the file. The read-back is still held in memory as a ReadBack (its size grows with the accept
-// log; streaming it is the next step of docs/streaming-plan.md).
+// the file. The rules read the resource's accept log packed (packed_log.h: about a tenth of a
+// ReadBack's log), so a caller that reads readback.json with its log handed to a PackedLog
+// (read_readback_file with a ReadBackLogSink) never holds the log as AcceptedWrites.
 #pragma once
 
 #include <cstddef>
@@ -33,6 +34,7 @@
 #include "fencecheck/harness/analysis.h"
 #include "fencecheck/harness/checker.h"
 #include "fencecheck/harness/history.h"
+#include "fencecheck/harness/packed_log.h"
 #include "fencecheck/proto/readback.h"
 
 namespace fencecheck::harness {
@@ -45,8 +47,8 @@ struct StreamEnd {
 
 /// One checker's rule in one-pass form. Call order: begin() once, observe() for each event in
 /// history order with indices 0, 1, 2, ..., then wants_another_pass() (and, while it says yes,
-/// begin_pass() and every event again), finish() once; then the object is spent. The read-back and
-/// context given to begin() must outlive finish(). Not thread-safe (one object per pass; different
+/// begin_pass() and every event again), finish() once; then the object is spent. The read-back,
+/// log and context given to begin() must outlive finish(). Not thread-safe (one object per pass; different
 /// objects may run concurrently). Exceptions: std::bad_alloc; std::logic_error from finish() when a
 /// pass the rule asked for was skipped (foreign-release, whose later passes decide its suspects;
 /// fenced-out, whose second pass confirms its candidate self-fencing rejections);
@@ -57,8 +59,9 @@ class StreamRule {
   /// The checker's name (checkers.h), e.g. "token-regression".
   [[nodiscard]] virtual std::string_view name() const = 0;
   /// Reads what it needs of the read-back before the history (its per-key parts, the anomalies
-  /// the read-back alone proves) and the context.
-  virtual void begin(const ReadBack& readback, const CheckContext& context) = 0;
+  /// the read-back alone proves) and the context. The accept log is `log`, never readback.log
+  /// (which the caller may have left empty: read_readback_file with a ReadBackLogSink).
+  virtual void begin(const ReadBack& readback, const PackedLog& log, const CheckContext& context) = 0;
   /// One event, at history index `index`.
   virtual void observe(std::size_t index, const Event& e) = 0;
   /// The result, anomalies normalize()d, in the order the in-memory checker gave them.
@@ -103,7 +106,7 @@ class BlackBoxTracker {
   bool worker_events_ = false;
 };
 
-/// Feeds `rule` the in-memory history: begin(readback, context), observe() each event
+/// Feeds `rule` the in-memory history: begin(readback, PackedLog(readback.log), context), observe() each event
 /// (another pass while it wants_another_pass()), finish() with the context's black-box workers
 /// (black_box_workers(history, context)). The
 /// in-memory checkers of streamed rules are this. Pure apart from the rule's own state.
@@ -132,6 +135,11 @@ struct StreamCheckRun {
 [[nodiscard]] StreamCheckRun check_history_file(const std::filesystem::path& history, const ReadBack& readback,
                                                 const CheckContext& context,
                                                 const std::vector<std::string_view>& names = {});
+/// check_history_file() with the accept log given packed: readback.log is not read (leave it
+/// empty), `log` stands for it. The overload above packs readback.log and calls this one.
+[[nodiscard]] StreamCheckRun check_history_file(const std::filesystem::path& history, const ReadBack& readback,
+                                                const PackedLog& log, const CheckContext& context,
+                                                const std::vector<std::string_view>& names = {});
 
 /// What analyze_history_file() found.
 struct HistoryFileAnalysis {
@@ -158,6 +166,14 @@ struct HistoryFileAnalysis {
 /// what check_history_file() throws.
 [[nodiscard]] HistoryFileAnalysis analyze_history_file(
     const std::filesystem::path& history, const ReadBack& readback, const CheckContext& context,
+    const std::vector<std::string_view>& names = {},
+    const std::function<void(std::size_t index, const Event& event)>& also = {});
+/// analyze_history_file() with the accept log given packed: readback.log is not read (leave it
+/// empty, as read_readback_file with a ReadBackLogSink does), `log` stands for it. The overload
+/// above packs readback.log and calls this one. Memory adds `log` (PackedLog::memory_bytes(), its
+/// index included: built by the first rule that looks a write up) to what is said above.
+[[nodiscard]] HistoryFileAnalysis analyze_history_file(
+    const std::filesystem::path& history, const ReadBack& readback, const PackedLog& log, const CheckContext& context,
     const std::vector<std::string_view>& names = {},
     const std::function<void(std::size_t index, const Event& event)>& also = {});
 

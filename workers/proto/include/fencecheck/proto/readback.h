@@ -138,6 +138,22 @@ struct ReadBackSyntaxError : std::invalid_argument {
 /// what readback_from_json_text() throws. Thread-safe.
 [[nodiscard]] ReadBack read_readback_file(const std::filesystem::path& path);
 
+/// Where read_readback_file() hands the accept log's entries instead of keeping them in
+/// ReadBack::log: a checker that packs the log (harness/check's PackedLog) never holds it as
+/// AcceptedWrites (112 bytes each; issue 16).
+struct ReadBackLogSink {
+  /// Each entry of "log", in the file's order, as soon as it is read and converted.
+  std::function<void(AcceptedWrite&&)> add;
+  /// "log" appears again: drop every entry add() got so far (the last member wins, as in a DOM).
+  std::function<void()> clear;
+};
+
+/// read_readback_file(), with the log's entries handed to `log` (the ReadBack's log stays empty).
+/// The same errors, in the same order: an entry that is not a log entry is thrown after the whole
+/// file is read, as before; the entries before it have been handed over by then. Throws
+/// std::invalid_argument when `log` lacks add or clear. Thread-safe if `log`'s functions are.
+[[nodiscard]] ReadBack read_readback_file(const std::filesystem::path& path, const ReadBackLogSink& log);
+
 /// How write_readback_json() spells the document.
 struct ReadBackJsonStyle {
   int indent = 2;  ///< as nlohmann's dump(indent): -1 compact (an HTTP reply), 2 readback.json

@@ -1,0 +1,289 @@
+// PackedLog (packed_log.h): an accept log packed by frame of reference, block by block.
+#include "fencecheck/harness/packed_log.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include <boost/unordered/unordered_flat_map.hpp>
+#include <boost/unordered/unordered_flat_set.hpp>
+
+namespace fencecheck::harness {
+
+static_assert(std::endian::native == std::endian::little, "PackedLog reads its fields as little-endian words");
+
+namespace {
+
+constexpr std::uint64_t kLowBytes[9] = {0,
+                                        0xffULL,
+                                        0xffffULL,
+                                        0xffffffULL,
+                                        0xffffffffULL,
+                                        0xffffffffffULL,
+                                        0xffffffffffffULL,
+                                        0xffffffffffffffULL,
+                                        ~0ULL};
+
+// Whole bytes needed for a distance (0 for none).
+std::uint8_t bytes_for(std::uint64_t range) {
+  return static_cast<std::uint8_t>((std::bit_width(range) + 7) / 8);
+}
+
+std::uint64_t word(std::int64_t v) { return static_cast<std::uint64_t>(v); }
+std::int64_t value(std::uint64_t w) { return static_cast<std::int64_t>(w); }
+
+// splitmix64's finalizer (stream_rules.h's mix64, repeated here: that header is the rules').
+std::uint64_t mix(std::uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+AcceptedWrite LoggedWrite::to_accepted_write() const {
+  return AcceptedWrite{seq, std::string(key), segment, chunk, token, std::string(client), kind, value};
+}
+
+std::uint32_t PackedLog::Dictionary::id(std::string_view name) {
+  if (const auto it = ids.find(name); it != ids.end()) return it->second;
+  if (names.size() >= std::numeric_limits<std::uint32_t>::max())
+    throw std::length_error("an accept log naming more than 2^32 - 1 distinct keys or clients");
+  const auto next = static_cast<std::uint32_t>(names.size());
+  ids.emplace(names.emplace_back(name), next);
+  return next;
+}
+
+std::size_t PackedLog::Dictionary::memory_bytes() const {
+  std::size_t n = ids.bucket_count() * sizeof(void*) + ids.size() * (sizeof(std::string_view) + 32);
+  for (const auto& s : names) n += sizeof(s) + (s.capacity() > 15 ? s.capacity() + 1 : 0);
+  return n;
+}
+
+// The index by write id: a hash set of positions (4 bytes and one byte of metadata per slot),
+// hashed and compared by the entries' integer fields (no string is touched), plus the few writes
+// logged more than once whose largest seq is not their first entry's.
+class PackedLog::Index {
+ public:
+  explicit Index(const PackedLog& log) : set_(0, Hash{&log}, Equal{&log}) {
+    set_.reserve(log.size());
+    for (std::uint32_t p = 0; p < log.size(); ++p) {
+      const auto [it, fresh] = set_.insert(p);
+      if (fresh) continue;
+      const std::uint32_t first = *it;
+      auto [l, none] = latest_.try_emplace(first, first);
+      if (log[p].seq > log[l->second].seq) l->second = p;
+    }
+  }
+  [[nodiscard]] std::optional<Found> find(const Key& k) const {
+    const auto it = set_.find(k);
+    if (it == set_.end()) return std::nullopt;
+    const auto l = latest_.find(*it);
+    return Found{*it, l == latest_.end() ? *it : l->second};
+  }
+  [[nodiscard]] std::size_t memory_bytes() const {
+    return sizeof(*this) + set_.bucket_count() * (sizeof(std::uint32_t) + 1) +
+           latest_.bucket_count() * (2 * sizeof(std::uint32_t) + 1);
+  }
+
+ private:
+  static std::size_t hash_of(const Key& k) {
+    std::uint64_t h = mix((std::uint64_t{k.client} << 32) | k.key);
+    h = mix(h ^ k.token);
+    h = mix(h ^ k.segment);
+    return mix(h ^ (k.chunk + 0x9e3779b97f4a7c15ULL));
+  }
+  static Key key_at(const PackedLog& log, std::uint32_t p) {
+    const Words w = log.words_at(p);
+    return Key{static_cast<std::uint32_t>(w[kClient]), static_cast<std::uint32_t>(w[kKey]), w[kToken], w[kSegment],
+               w[kChunk]};
+  }
+  struct Hash {
+    using is_transparent = void;
+    const PackedLog* log;
+    std::size_t operator()(std::uint32_t p) const { return hash_of(key_at(*log, p)); }
+    std::size_t operator()(const Key& k) const { return hash_of(k); }
+  };
+  struct Equal {
+    using is_transparent = void;
+    const PackedLog* log;
+    bool operator()(std::uint32_t a, std::uint32_t b) const { return a == b || key_at(*log, a) == key_at(*log, b); }
+    bool operator()(std::uint32_t p, const Key& k) const { return key_at(*log, p) == k; }
+    bool operator()(const Key& k, std::uint32_t p) const { return key_at(*log, p) == k; }
+  };
+  boost::unordered_flat_set<std::uint32_t, Hash, Equal> set_;
+  boost::unordered_flat_map<std::uint32_t, std::uint32_t> latest_;  // first position -> latest, when they differ
+};
+
+PackedLog::PackedLog() : index_once_(std::make_unique<std::once_flag>()) {}
+PackedLog::PackedLog(const std::vector<AcceptedWrite>& log) : PackedLog() {
+  for (const AcceptedWrite& w : log) push_back(w);
+}
+PackedLog::~PackedLog() = default;
+// A move leaves the index behind (its hash functions point at the object it was built for): the
+// new owner builds its own on its first find(). The moved-from log is empty and usable.
+PackedLog::PackedLog(PackedLog&& o)
+    : blocks_(std::move(o.blocks_)),
+      packed_(std::exchange(o.packed_, 0)),
+      staged_(std::move(o.staged_)),
+      keys_(std::move(o.keys_)),
+      clients_(std::move(o.clients_)),
+      index_once_(std::make_unique<std::once_flag>()) {
+  o.clear();
+}
+
+PackedLog& PackedLog::operator=(PackedLog&& o) {
+  if (this == &o) return *this;
+  index_.reset();
+  index_once_ = std::make_unique<std::once_flag>();
+  blocks_ = std::move(o.blocks_);
+  packed_ = std::exchange(o.packed_, 0);
+  staged_ = std::move(o.staged_);
+  keys_ = std::move(o.keys_);
+  clients_ = std::move(o.clients_);
+  o.clear();
+  return *this;
+}
+
+PackedLog::Words PackedLog::words_of(const AcceptedWrite& w, std::size_t position) {
+  Words out{};
+  out[kSeq] = word(w.seq) - position;  // modulo 2^64: seq - position, read back exactly
+  out[kSegment] = word(w.segment);
+  out[kChunk] = word(w.chunk);
+  out[kToken] = word(w.token);
+  out[kValue] = word(w.value);
+  out[kKey] = keys_.id(w.key);
+  out[kClient] = clients_.id(w.client);
+  out[kKind] = static_cast<std::uint64_t>(w.kind);
+  return out;
+}
+
+void PackedLog::push_back(const AcceptedWrite& w) {
+  if (size() >= std::numeric_limits<std::uint32_t>::max() - 1)
+    throw std::length_error("an accept log of more than 2^32 - 2 entries: positions are 4 bytes");
+  staged_.push_back(words_of(w, size()));
+  if (staged_.size() == kBlock) pack_staged();
+  if (index_) {
+    index_.reset();
+    index_once_ = std::make_unique<std::once_flag>();
+  }
+}
+
+void PackedLog::pack_staged() {
+  Block b;
+  Words high{};
+  b.base.fill(std::numeric_limits<std::uint64_t>::max());
+  // The frame: each field's minimum and range, compared as the signed values they stand for (the
+  // seq's stored form too: seq - position is a signed distance). The distances are unsigned.
+  for (std::size_t f = 0; f < kFields; ++f) {
+    std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
+    for (const Words& e : staged_) {
+      lo = std::min(lo, value(e[f]));
+      hi = std::max(hi, value(e[f]));
+    }
+    b.base[f] = word(lo);
+    high[f] = word(hi) - word(lo);
+  }
+  std::uint8_t at = 0;
+  for (std::size_t f = 0; f < kFields; ++f) {
+    b.width[f] = bytes_for(high[f]);
+    b.offset[f] = at;
+    at = static_cast<std::uint8_t>(at + b.width[f]);
+  }
+  b.stride = at;
+  const std::size_t bytes = std::size_t{b.stride} * staged_.size() + 8;  // 8: a full word can be read at the last field
+  b.bytes = std::make_unique<std::uint8_t[]>(bytes);
+  for (std::size_t i = 0; i < staged_.size(); ++i) {
+    std::uint8_t* entry = b.bytes.get() + i * b.stride;
+    for (std::size_t f = 0; f < kFields; ++f) {
+      const std::uint64_t d = staged_[i][f] - b.base[f];
+      std::memcpy(entry + b.offset[f], &d, b.width[f]);
+    }
+  }
+  blocks_.push_back(std::move(b));
+  packed_ += staged_.size();
+  staged_.clear();
+}
+
+PackedLog::Words PackedLog::words_at(std::size_t position) const {
+  if (position >= packed_) return staged_[position - packed_];
+  const Block& b = blocks_[position / kBlock];
+  const std::uint8_t* entry = b.bytes.get() + (position % kBlock) * b.stride;
+  Words out;
+  for (std::size_t f = 0; f < kFields; ++f) {
+    std::uint64_t d = 0;
+    std::memcpy(&d, entry + b.offset[f], sizeof d);
+    out[f] = b.base[f] + (d & kLowBytes[b.width[f]]);
+  }
+  return out;
+}
+
+LoggedWrite PackedLog::operator[](std::size_t position) const {
+  const Words w = words_at(position);
+  LoggedWrite out;
+  out.seq = value(w[kSeq] + position);
+  out.segment = value(w[kSegment]);
+  out.chunk = value(w[kChunk]);
+  out.token = value(w[kToken]);
+  out.value = value(w[kValue]);
+  out.key_id = static_cast<std::uint32_t>(w[kKey]);
+  out.client_id = static_cast<std::uint32_t>(w[kClient]);
+  out.key = keys_.names[out.key_id];
+  out.client = clients_.names[out.client_id];
+  out.kind = static_cast<WriteKind>(w[kKind]);
+  return out;
+}
+
+ReadBackLogSink PackedLog::sink() {
+  return ReadBackLogSink{[this](AcceptedWrite&& w) { push_back(w); }, [this] { clear(); }};
+}
+
+void PackedLog::clear() {
+  blocks_.clear();
+  packed_ = 0;
+  staged_.clear();
+  index_.reset();
+  index_once_ = std::make_unique<std::once_flag>();
+}
+
+std::optional<std::uint32_t> PackedLog::key_id(std::string_view key) const {
+  const auto it = keys_.ids.find(key);
+  if (it == keys_.ids.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::uint32_t> PackedLog::client_id(std::string_view client) const {
+  const auto it = clients_.ids.find(client);
+  if (it == clients_.ids.end()) return std::nullopt;
+  return it->second;
+}
+
+const PackedLog::Index& PackedLog::index() const {
+  std::call_once(*index_once_, [this] { index_ = std::make_unique<Index>(*this); });
+  return *index_;
+}
+
+std::optional<PackedLog::Found> PackedLog::find(std::string_view client, std::int64_t token, std::string_view key,
+                                                std::int64_t segment, std::int64_t chunk) const {
+  if (empty()) return std::nullopt;
+  const auto c = client_id(client);
+  const auto k = key_id(key);
+  if (!c || !k) return std::nullopt;
+  return index().find(Key{*c, *k, word(token), word(segment), word(chunk)});
+}
+
+std::size_t PackedLog::memory_bytes() const {
+  std::size_t n = sizeof(*this) + blocks_.capacity() * sizeof(Block) + staged_.capacity() * sizeof(Words) +
+                  keys_.memory_bytes() + clients_.memory_bytes();
+  for (const Block& b : blocks_) n += std::size_t{b.stride} * kBlock + 8;
+  if (index_) n += index_->memory_bytes();
+  return n;
+}
+
+}  // namespace fencecheck::harness
