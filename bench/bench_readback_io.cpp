@@ -1,7 +1,8 @@
 // fencecheck bench — a long run's readback.json, written and read back (issue 16): element by
 // element (write_readback_json, read_readback_file: what the orchestrator and `fencecheck report`
 // use) against the whole document (to_json(rb).dump(2), readback_from_json(json::parse(text)):
-// what they used before).
+// what they used before), and read with the log handed to a PackedLog (packed_log.h: what
+// `fencecheck report` does now).
 //
 // Usage: bench_readback_io [events] [--dir DIR]
 //   events  the synthetic run's size (synthetic_history.h, as bench_stream_check; default 10^6):
@@ -27,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_util.h"
+#include "fencecheck/harness/packed_log.h"
 #include "fencecheck/proto/readback.h"
 #include "synthetic_history.h"
 
@@ -62,8 +64,11 @@ int read_child(std::string_view how, const fs::path& file) {
   const double before = fb::current_rss_mib();
   const double c0 = cpu_s();
   fencecheck::ReadBack rb;
+  fencecheck::harness::PackedLog log;
   if (how == "streamed") {
     rb = fencecheck::read_readback_file(file);
+  } else if (how == "packed") {  // `fencecheck report`'s read: the log straight into a PackedLog
+    rb = fencecheck::read_readback_file(file, log.sink());
   } else {
     std::ifstream in(file, std::ios::binary);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -73,7 +78,7 @@ int read_child(std::string_view how, const fs::path& file) {
   const double peak = vm_hwm_mib();
   std::printf("  read %-9s %zu log entries, %zu chunks: %.2f CPU s, peak RSS %.0f MiB (%.0f MiB above its start), "
               "resident after it %.0f MiB above its start\n",
-              std::string(how).c_str(), rb.log.size(), rb.chunks.size(), cpu, peak, peak - before,
+              std::string(how).c_str(), rb.log.size() + log.size(), rb.chunks.size(), cpu, peak, peak - before,
               fb::current_rss_mib() - before);
   return 0;
 }
@@ -138,7 +143,8 @@ int main(int argc, char** argv) {
               doc_peak, before_doc, same ? "yes" : "NO");
   fs::remove(file.string() + ".doc");
   rb = {};
-  int rc = spawn_read(argv[0], "streamed", file);
+  int rc = spawn_read(argv[0], "packed", file);
+  rc |= spawn_read(argv[0], "streamed", file);
   rc |= spawn_read(argv[0], "document", file);
   fs::remove_all(dir);
   return same ? rc : 1;

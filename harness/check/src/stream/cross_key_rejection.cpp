@@ -25,8 +25,9 @@
 //   - in pass 2, the latest write.invoke of each (worker, token) a group's write.fail has (output):
 //     a worker may go back to an older token, so pass 1 would have had to keep every worker's
 //     latest invoke per token (holdings: 24 bytes or more each, most of this rule's state);
-//   - per logged write id, whether the history acknowledged it (the log's size: the read-back is
-//     still held in memory as a ReadBack; streaming it is a later step of docs/streaming-plan.md);
+//   - per log entry, one bit: whether the history acknowledged its write id (the log's size, an
+//     eighth of a byte an entry; the write ids are looked up in the packed log's shared index,
+//     PackedLog::find, until the end of pass 1);
 //   - the write.fails not explained at once (in a healthy per-key run, only a rejection whose
 //     raising write.ok the history received after it, or whose raising write's ack was lost), and
 //     the groups found with their evidence (output).
