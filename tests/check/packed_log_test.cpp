@@ -238,3 +238,27 @@ TEST(PackedLog, AMovedLogFindsWithItsOwnIndexAndTheMovedFromOneIsEmpty) {
   b.push_back(logged(7, "w9", 1, "k", 0, 0));
   ASSERT_TRUE(b.find("w9", 1, "k", 0, 0));
 }
+
+TEST(PackedLog, AWriteRetriedWithItsLargestSeqFirstCostsTheIndexNothingMore) {
+  // 50,000 writes each logged twice. In `first_largest` the first entry has the larger seq (the
+  // latest-seq entry is the first: nothing to keep beyond the positions); in `second_largest` the
+  // second has (one more position kept per write).
+  std::vector<AcceptedWrite> first_largest, second_largest;
+  for (std::int64_t i = 0; i < 50'000; ++i) {
+    first_largest.push_back(logged(2 * i + 2, "w1", i, "k", 0, 0));
+    first_largest.push_back(logged(2 * i + 1, "w1", i, "k", 0, 0));
+    second_largest.push_back(logged(2 * i + 1, "w1", i, "k", 0, 0));
+    second_largest.push_back(logged(2 * i + 2, "w1", i, "k", 0, 0));
+  }
+  const fh::PackedLog a(first_largest), b(second_largest);
+  const std::size_t a_packed = a.memory_bytes(), b_packed = b.memory_bytes();
+  const auto fa = a.find("w1", 7, "k", 0, 0), fb = b.find("w1", 7, "k", 0, 0);
+  ASSERT_TRUE(fa);
+  ASSERT_TRUE(fb);
+  EXPECT_EQ(fa->first, 14u);
+  EXPECT_EQ(fa->latest, 14u);
+  EXPECT_EQ(fb->first, 14u);
+  EXPECT_EQ(fb->latest, 15u);
+  // The indexes: the same table of 50,000 positions; b's also keeps 50,000 (first, latest) pairs.
+  EXPECT_LT((a.memory_bytes() - a_packed) + 50'000 * 8, b.memory_bytes() - b_packed);
+}

@@ -1526,3 +1526,31 @@ TEST(AnalyzeHistoryFile, ACheckerWithoutAStreamedRuleIsNamed) {
     EXPECT_NE(std::string(e.what()).find("no-such-checker"), std::string::npos) << e.what();
   }
 }
+
+// stale-write-accepted reads the log per key in seq order: a log given out of seq order (a
+// resource may list it so) finds the same stale write as the same log in order, with the same seqs.
+TEST(StreamStaleWrite, ALogOutOfSeqOrderIsJudgedInSeqOrder) {
+  auto entry = [](std::int64_t seq, std::int64_t token, std::string client) {
+    return fencecheck::AcceptedWrite{seq, "ledger", 0, seq % 4, token, std::move(client)};
+  };
+  // In seq order: token 7 is accepted after token 9 on the same key (seq 3 after seq 2).
+  ReadBack ordered;
+  ordered.log = {entry(1, 5, "w1"), entry(2, 9, "w2"), entry(3, 7, "w1"), entry(4, 9, "w2")};
+  ReadBack shuffled;
+  shuffled.log = {entry(4, 9, "w2"), entry(3, 7, "w1"), entry(1, 5, "w1"), entry(2, 9, "w2")};
+  const fh::History none;
+  auto result = [&](const ReadBack& rb) {
+    auto rule = fh::make_stream_rule("stale-write-accepted");
+    return fh::run_stream_rule(*rule, none, rb, fh::CheckContext{});
+  };
+  const fh::CheckerResult a = result(ordered), b = result(shuffled);
+  ASSERT_EQ(a.anomalies.size(), 1u);
+  EXPECT_EQ(a.anomalies[0].tokens, (std::vector<std::int64_t>{7, 9}));
+  EXPECT_EQ(a.anomalies[0].readback_seqs, (std::vector<std::int64_t>{2, 3}));
+  ASSERT_EQ(b.anomalies.size(), 1u);
+  EXPECT_EQ(b.anomalies[0].tokens, a.anomalies[0].tokens);
+  EXPECT_EQ(b.anomalies[0].readback_seqs, a.anomalies[0].readback_seqs);
+  EXPECT_EQ(b.anomalies[0].description, a.anomalies[0].description);
+  // In the order given, the first entry (token 9, seq 4) would make token 7 (seq 3) stale against
+  // seq 4, and token 5 (seq 1) stale too: reading in seq order is what keeps it to one.
+}

@@ -77,8 +77,11 @@ class PackedLog::Index {
       const auto [it, fresh] = set_.insert(p);
       if (fresh) continue;
       const std::uint32_t first = *it;
-      auto [l, none] = latest_.try_emplace(first, first);
-      if (log[p].seq > log[l->second].seq) l->second = p;
+      const auto l = latest_.find(first);
+      const std::uint32_t latest = l == latest_.end() ? first : l->second;
+      if (log[p].seq <= log[latest].seq) continue;  // the first of the largest seqs stays
+      if (l == latest_.end()) latest_.emplace(first, p);
+      else l->second = p;
     }
   }
   [[nodiscard]] std::optional<Found> find(const Key& k) const {
@@ -140,8 +143,7 @@ PackedLog::PackedLog(PackedLog&& o)
 
 PackedLog& PackedLog::operator=(PackedLog&& o) {
   if (this == &o) return *this;
-  index_.reset();
-  index_once_ = std::make_unique<std::once_flag>();
+  drop_index();
   blocks_ = std::move(o.blocks_);
   packed_ = std::exchange(o.packed_, 0);
   staged_ = std::move(o.staged_);
@@ -164,14 +166,24 @@ PackedLog::Words PackedLog::words_of(const AcceptedWrite& w, std::size_t positio
   return out;
 }
 
+void PackedLog::drop_index() {
+  auto fresh = std::make_unique<std::once_flag>();  // first: a failed allocation leaves everything as it was
+  index_.reset();
+  index_once_ = std::move(fresh);
+}
+
 void PackedLog::push_back(const AcceptedWrite& w) {
   if (size() >= std::numeric_limits<std::uint32_t>::max() - 1)
     throw std::length_error("an accept log of more than 2^32 - 2 entries: positions are 4 bytes");
+  if (index_) drop_index();
   staged_.push_back(words_of(w, size()));
-  if (staged_.size() == kBlock) pack_staged();
-  if (index_) {
-    index_.reset();
-    index_once_ = std::make_unique<std::once_flag>();
+  if (staged_.size() == kBlock) {
+    try {
+      pack_staged();
+    } catch (...) {
+      staged_.pop_back();  // the log is as it was before the call
+      throw;
+    }
   }
 }
 
@@ -245,11 +257,10 @@ ReadBackLogSink PackedLog::sink() {
 }
 
 void PackedLog::clear() {
+  drop_index();
   blocks_.clear();
   packed_ = 0;
   staged_.clear();
-  index_.reset();
-  index_once_ = std::make_unique<std::once_flag>();
 }
 
 std::optional<std::uint32_t> PackedLog::key_id(std::string_view key) const {

@@ -406,18 +406,16 @@ ReadBack readback_from_json_text(std::string_view text, const std::function<void
   return parse_streamed(text, inspect);
 }
 
-namespace {
-
-ReadBack read_file(const std::filesystem::path& path, const ReadBackLogSink* log_sink) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) throw std::system_error(errno, std::generic_category(), "cannot open " + path.string());
+ReadBack read_readback_stream(std::FILE* in, const std::string& name,
+                              const std::function<void(const nlohmann::json&)>& inspect, const ReadBackLogSink* log) {
+  if (log && (!log->add || !log->clear)) throw std::invalid_argument("read-back: a log sink needs both add and clear");
   // A read error (a directory opens, then reads fail with EISDIR) looks like the end of the text
   // to the parser: it is named as what it is, not as a syntax error.
   auto read_error = [&] {
-    if (std::ferror(f.get()) != 0) throw std::system_error(errno, std::generic_category(), "cannot read " + path.string());
+    if (std::ferror(in) != 0) throw std::system_error(errno, std::generic_category(), "cannot read " + name);
   };
   try {
-    ReadBack rb = parse_streamed(f.get(), {}, log_sink);
+    ReadBack rb = parse_streamed(in, inspect, log);
     read_error();
     return rb;
   } catch (const std::system_error&) {
@@ -426,6 +424,14 @@ ReadBack read_file(const std::filesystem::path& path, const ReadBackLogSink* log
     read_error();
     throw;
   }
+}
+
+namespace {
+
+ReadBack read_file(const std::filesystem::path& path, const ReadBackLogSink* log_sink) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) throw std::system_error(errno, std::generic_category(), "cannot open " + path.string());
+  return read_readback_stream(f.get(), path.string(), {}, log_sink);
 }
 
 }  // namespace
@@ -437,7 +443,9 @@ ReadBack read_readback_file(const std::filesystem::path& path, const ReadBackLog
   return read_file(path, &log);
 }
 
-void write_readback_json(std::ostream& out, const ReadBack& rb, const ReadBackJsonStyle& style) {
+namespace {
+
+void write_json(std::ostream& out, const ReadBack& rb, const ReadBackJsonStyle& style, const LogEntries* log_entries) {
   // dump(indent) of the whole document, member by member in its (sorted) key order, element by
   // element, each element dumped alone and indented to its place.
   const int indent = style.indent;
@@ -473,16 +481,44 @@ void write_readback_json(std::ostream& out, const ReadBack& rb, const ReadBackJs
     member(name);
     put_indented(out, dump(v), step.size());
   };
+  // The log from `log_entries` when given (one entry at a time, from wherever the caller keeps
+  // them), else rb.log: the same bytes either way.
+  auto log_array = [&] {
+    if (!log_entries) return array("log", rb.log, log_json);
+    member("log");
+    bool any = false;
+    (*log_entries)([&](const AcceptedWrite& w) {
+      out << (any ? "," : "[") << open_item;
+      any = true;
+      put_indented(out, dump(log_json(w)), step.size() * 2);
+    });
+    if (!any) {
+      out << "[]";
+      return;
+    }
+    if (pretty) out << '\n' << step;
+    out << ']';
+  };
   array("chunks", rb.chunks, chunk_json);
   if (!rb.counters.empty() || style.always_effects_and_counters) value("counters", rb.counters);
   if (!rb.effects.empty() || style.always_effects_and_counters) array("effects", rb.effects, effect_json);
   value("fencing", rb.fencing);
   value("high_water", rb.high_water);
-  array("log", rb.log, log_json);
+  log_array();
   array("rejections", rb.rejections, rejection_json);
   value("resource", rb.resource);
   if (pretty) out << '\n';
   out << '}';
+}
+
+}  // namespace
+
+void write_readback_json(std::ostream& out, const ReadBack& rb, const ReadBackJsonStyle& style) {
+  write_json(out, rb, style, nullptr);
+}
+
+void write_readback_json(std::ostream& out, const ReadBack& rb, const ReadBackJsonStyle& style, const LogEntries& log) {
+  write_json(out, rb, style, &log);
 }
 
 }  // namespace fencecheck

@@ -47,6 +47,7 @@ class ReadBackRule : public StreamRule {
 class InterleavedSegmentRule final : public ReadBackRule {
  public:
   std::string_view name() const override { return "interleaved-segment"; }
+  bool reads_log() const override { return false; }
 
   void begin(const ReadBack& readback, const PackedLog&, const CheckContext&) override {
     struct Provenance {
@@ -116,6 +117,7 @@ class InterleavedSegmentRule final : public ReadBackRule {
 class CorruptChunkRule final : public ReadBackRule {
  public:
   std::string_view name() const override { return "corrupt-chunk"; }
+  bool reads_log() const override { return false; }
 
   void begin(const ReadBack& readback, const PackedLog&, const CheckContext&) override {
     for (const StoredChunk& c : readback.chunks) {

@@ -22,6 +22,7 @@ namespace {
 class DuplicateEffectRule final : public StreamRule {
  public:
   std::string_view name() const override { return "duplicate-effect"; }
+  bool reads_log() const override { return false; }
 
   void begin(const ReadBack& readback, const PackedLog&, const CheckContext& context) override {
     watch_acknowledged_ = context.job_kind == JobKind::kSideEffect && readback.effects.empty();

@@ -63,6 +63,7 @@ std::string seconds_text(std::chrono::nanoseconds d) {
 class FencedOutRule final : public StreamRule {
  public:
   std::string_view name() const override { return "fenced-out"; }
+  bool reads_log() const override { return false; }
 
   void begin(const ReadBack&, const PackedLog&, const CheckContext& context) override {
     context_ = &context;

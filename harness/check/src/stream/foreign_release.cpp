@@ -86,6 +86,7 @@ bool is_worker(const Event& e) { return e.source != "harness" && e.source != "lo
 class ForeignReleaseRule final : public StreamRule {
  public:
   std::string_view name() const override { return "foreign-release"; }
+  bool reads_log() const override { return false; }
 
   void begin(const ReadBack&, const PackedLog&, const CheckContext&) override {}  // no read-back
 

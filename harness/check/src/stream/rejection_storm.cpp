@@ -33,6 +33,7 @@ namespace {
 class RejectionStormRule final : public StreamRule {
  public:
   std::string_view name() const override { return "rejection-storm"; }
+  bool reads_log() const override { return false; }
 
   void begin(const ReadBack& readback, const PackedLog&, const CheckContext&) override {
     readback_ = &readback;

@@ -1,6 +1,6 @@
 // stale-write-accepted (checkers.h says what it finds), streamed. Three sources, merged per
 // (key, client, stale token):
-//   1. the read-back's accept log, per key in seq order (begin(); the log is in memory as ReadBack),
+//   1. the read-back's accept log, per key in seq order (begin(); the log is the caller's PackedLog),
 //      citing every write.ok of the stale write and of the higher one (collected as events pass);
 //   2. the history in real-time order: a write.ok B whose write.invoke happened after a write.ok
 //      of the same key with a higher token had completed;
@@ -70,13 +70,16 @@ class StaleWriteAcceptedRule final : public StreamRule {
   void begin(const ReadBack&, const PackedLog& log, const CheckContext&) override {
     // 1. The store's own log, per key in acceptance order: the log's own order when it is in seq
     // order already (a resource's log is: the check costs one read), else positions sorted by seq
-    // (4 bytes an entry, only for as long as this loop).
+    // (16 bytes an entry while sorting, 4 after, only for as long as this loop).
     std::vector<std::uint32_t> order;
     for (std::size_t p = 1; p < log.size(); ++p)
       if (log[p].seq < log[p - 1].seq) {
-        order.resize(log.size());
-        for (std::uint32_t q = 0; q < order.size(); ++q) order[q] = q;
-        std::stable_sort(order.begin(), order.end(), [&](std::uint32_t x, std::uint32_t y) { return log[x].seq < log[y].seq; });
+        // Each entry's seq decoded once: (seq, position) sorted is the stable sort by seq.
+        std::vector<std::pair<std::int64_t, std::uint32_t>> by_seq(log.size());
+        for (std::uint32_t q = 0; q < by_seq.size(); ++q) by_seq[q] = {log[q].seq, q};
+        std::sort(by_seq.begin(), by_seq.end());
+        order.resize(by_seq.size());
+        for (std::size_t q = 0; q < by_seq.size(); ++q) order[q] = by_seq[q].second;
         break;
       }
     boost::unordered_flat_map<std::uint32_t, LoggedWrite> max_by_key;  // by the log's key id

@@ -57,7 +57,7 @@ std::vector<std::string_view> stream_rule_names() {
 
 CheckerResult run_stream_rule(StreamRule& rule, const History& history, const ReadBack& readback,
                               const CheckContext& context) {
-  const PackedLog log(readback.log);
+  const PackedLog log = rule.reads_log() ? PackedLog(readback.log) : PackedLog();
   rule.begin(readback, log, context);
   for (unsigned pass = 1;; ++pass) {
     if (pass > 1) rule.begin_pass(pass);

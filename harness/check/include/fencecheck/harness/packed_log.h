@@ -36,8 +36,10 @@
 namespace fencecheck::harness {
 
 /// One accept-log entry as PackedLog gives it back: AcceptedWrite's fields, with the key and the
-/// client as views into the log's dictionaries (valid as long as the PackedLog lives, whatever is
-/// pushed later), and their ids in those dictionaries.
+/// client as views into the log's dictionaries, and their ids in those dictionaries. The views
+/// stay valid whatever is pushed or cleared later, for as long as the dictionaries live: those of
+/// the PackedLog that gave them, or of the one it was moved into (a log moved-assigned over drops
+/// its own, and the views it gave).
 struct LoggedWrite {
   std::int64_t seq = 0;
   std::string_view key;
@@ -57,13 +59,16 @@ struct LoggedWrite {
 /// An accept log, packed (see the top of this file), read in log order or at any position, with an
 /// index by write id built on first use.
 ///
-/// Memory: about 8-16 bytes per entry (bench/bench_stream_check prints it), plus the dictionaries;
-/// the index adds 5 bytes per slot of its hash table (about 6 per entry) once find() is called.
+/// Memory: a run's log takes about 6-8 bytes an entry (6.0 at 10^8 events in
+/// bench/bench_stream_check, which prints it; a field whose values spread widely within 4,096
+/// entries takes up to 8 bytes), plus the dictionaries; the index adds 5 bytes per slot of its hash
+/// table (about 6 per entry) once find() is called.
 /// Thread-safety: push_back() and clear() need exclusive access; the readers may be called from
 /// several threads at once (find() builds the index once, under std::call_once), except that
 /// memory_bytes() must not run while another thread's find() may be building the index.
 /// Errors: push_back() throws std::length_error past 2^32 - 2 entries (positions are 4 bytes) or
-/// 2^32 distinct keys or clients; std::bad_alloc.
+/// 2^32 - 1 distinct keys or clients; std::bad_alloc. A push_back() that throws leaves the log as
+/// it was.
 class PackedLog {
  public:
   /// Entries per block (the unit of packing): large enough that a block's own header is
@@ -86,8 +91,9 @@ class PackedLog {
   /// Removes every entry and the index (the dictionaries are kept: views given out stay valid).
   void clear();
   /// A sink for read_readback_file (readback.h) that packs the file's accept log into this one
-  /// (push_back each entry, clear() on a repeated "log" member): the log is never held as
-  /// AcceptedWrites. This PackedLog must outlive the read.
+  /// (push_back each entry; clear() at each "log" member, the first too, so a repeated member
+  /// keeps only the last one's entries): the log is never held as AcceptedWrites. This PackedLog
+  /// must outlive the read.
   [[nodiscard]] ReadBackLogSink sink();
 
   [[nodiscard]] std::size_t size() const { return packed_ + staged_.size(); }
@@ -172,6 +178,7 @@ class PackedLog {
   };
   class Index;
 
+  void drop_index();
   Words words_of(const AcceptedWrite& w, std::size_t position);
   [[nodiscard]] Words words_at(std::size_t position) const;
   void pack_staged();

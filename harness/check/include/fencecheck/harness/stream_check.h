@@ -77,6 +77,9 @@ class StreamRule {
   /// at the end of each pass, so a rule may take its end-of-pass decisions here; the driver then
   /// calls begin_pass() and observe() for every event again, from index 0.
   [[nodiscard]] virtual bool wants_another_pass() { return false; }
+  /// Whether begin() reads the accept log: run_stream_rule() packs readback.log only for a rule
+  /// that does (the in-memory checkers would otherwise pack it once per rule).
+  [[nodiscard]] virtual bool reads_log() const { return true; }
   /// Starts pass number `pass` (2, 3, ...), after wants_another_pass() said yes.
   virtual void begin_pass(unsigned pass) { (void)pass; }
 };
@@ -117,7 +120,11 @@ class BlackBoxTracker {
 struct StreamCheckRun {
   CheckRun run;                       ///< as run_checkers() gives it for the same checkers
   std::size_t events = 0;             ///< events read
-  std::size_t peak_state_bytes = 0;   ///< the rules' largest total state_bytes(), sampled every 65,536 events and at the end
+  /// The rules' largest total state_bytes(), sampled every 65,536 events and at the end. Not the
+  /// packed log nor its index (PackedLog::memory_bytes(), the caller's): before the log was packed
+  /// (59a29f5) two rules counted their own index of it here, so figures from before and after
+  /// that commit differ by it.
+  std::size_t peak_state_bytes = 0;
   /// Each rule's own largest state_bytes() (sampled as above), in the rules' order: where the state goes.
   std::vector<std::pair<std::string, std::size_t>> peak_state_by_rule;
   unsigned passes = 0;                ///< how many times the file was read (1, or more when a rule wanted another pass)

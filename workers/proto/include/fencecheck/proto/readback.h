@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <iosfwd>
@@ -154,6 +155,16 @@ struct ReadBackLogSink {
 /// std::invalid_argument when `log` lacks add or clear. Thread-safe if `log`'s functions are.
 [[nodiscard]] ReadBack read_readback_file(const std::filesystem::path& path, const ReadBackLogSink& log);
 
+/// readback_from_json_text() over an open stdio stream, read from where it is to its end (not
+/// closed): a reply spilled to a temporary file as it arrived. `name` names the stream in errors.
+/// The log's entries go to `log` when it is given (as read_readback_file with a sink does), else
+/// to ReadBack::log; `inspect` as for readback_from_json_text(). Throws std::system_error for a
+/// read error, std::invalid_argument for a sink without add or clear, and otherwise what
+/// readback_from_json_text() throws. Thread-safe for distinct streams.
+[[nodiscard]] ReadBack read_readback_stream(std::FILE* in, const std::string& name,
+                                           const std::function<void(const nlohmann::json&)>& inspect = {},
+                                           const ReadBackLogSink* log = nullptr);
+
 /// How write_readback_json() spells the document.
 struct ReadBackJsonStyle {
   int indent = 2;  ///< as nlohmann's dump(indent): -1 compact (an HTTP reply), 2 readback.json
@@ -167,5 +178,14 @@ struct ReadBackJsonStyle {
 /// element at a time: a long run's read-back without its DOM in memory (several hundred bytes per
 /// log entry). Stream errors are the stream's (check `out` after). Thread-safe for distinct streams.
 void write_readback_json(std::ostream& out, const ReadBack& rb, const ReadBackJsonStyle& style = {});
+
+/// The accept log's entries from wherever a caller keeps them: called once with `each`, it calls
+/// each(entry) for every entry, in log order.
+using LogEntries = std::function<void(const std::function<void(const AcceptedWrite&)>& each)>;
+
+/// write_readback_json() with the log's entries taken from `log` instead of rb.log (which is not
+/// read): the same bytes as that function given a read-back whose log holds those entries. For a
+/// caller that keeps the log packed (harness/check's PackedLog), never as AcceptedWrites.
+void write_readback_json(std::ostream& out, const ReadBack& rb, const ReadBackJsonStyle& style, const LogEntries& log);
 
 }  // namespace fencecheck
