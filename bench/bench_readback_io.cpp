@@ -2,7 +2,10 @@
 // element (write_readback_json, read_readback_file: what the orchestrator and `fencecheck report`
 // use) against the whole document (to_json(rb).dump(2), readback_from_json(json::parse(text)):
 // what they used before), and read with the log handed to a PackedLog (packed_log.h: what
-// `fencecheck report` does now).
+// `fencecheck report` does now). Then the same file served as GET /v1/readback and fetched as the
+// end of a run fetches the store's: StoreClient::readback() (the body and the AcceptedWrites
+// held) against readback_into() a PackedLog (the reply spilled to a temporary file and read from
+// there).
 //
 // Usage: bench_readback_io [events] [--dir DIR]
 //   events  the synthetic run's size (synthetic_history.h, as bench_stream_check; default 10^6):
@@ -22,13 +25,19 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
+#include <httplib.h>
+
+#include <thread>
+
 #include "bench_util.h"
 #include "fencecheck/harness/packed_log.h"
+#include "fencecheck/resources/store_client.h"
 #include "fencecheck/proto/readback.h"
 #include "synthetic_history.h"
 
@@ -69,6 +78,10 @@ int read_child(std::string_view how, const fs::path& file) {
     rb = fencecheck::read_readback_file(file);
   } else if (how == "packed") {  // `fencecheck report`'s read: the log straight into a PackedLog
     rb = fencecheck::read_readback_file(file, log.sink());
+  } else if (how == "fetch-whole") {  // `file` is the URL: the store client as it was
+    rb = fencecheck::StoreClient(file.string(), std::chrono::seconds(60)).readback();
+  } else if (how == "fetch-packed") {  // the end of a run now
+    rb = fencecheck::StoreClient(file.string(), std::chrono::seconds(60)).readback_into(log.sink());
   } else {
     std::ifstream in(file, std::ios::binary);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -83,7 +96,7 @@ int read_child(std::string_view how, const fs::path& file) {
   return 0;
 }
 
-int spawn_read(const char* self, const char* how, const fs::path& file) {
+int spawn_read(const char* self, const char* how, const fs::path& file) {  // or a URL, for the fetches
   std::fflush(stdout);
   const std::string path = file.string();
   char* argv[] = {const_cast<char*>(self), const_cast<char*>("--read"), const_cast<char*>(how),
@@ -146,6 +159,25 @@ int main(int argc, char** argv) {
   int rc = spawn_read(argv[0], "packed", file);
   rc |= spawn_read(argv[0], "streamed", file);
   rc |= spawn_read(argv[0], "document", file);
+  {
+    // The file served compactly, as fencecheck-store's reply is, from this process.
+    std::string reply;
+    {
+      std::ostringstream out;
+      fencecheck::write_readback_json(out, fencecheck::read_readback_file(file), fencecheck::ReadBackJsonStyle{-1, true});
+      reply = out.str();
+    }
+    httplib::Server server;
+    server.Get("/v1/readback", [&](const httplib::Request&, httplib::Response& res) { res.set_content(reply, "application/json"); });
+    const int port = server.bind_to_any_port("127.0.0.1");
+    std::thread serving([&] { server.listen_after_bind(); });  // bound and listening: requests queue until it accepts
+    std::printf("  GET /v1/readback: a %.1f MB reply\n", static_cast<double>(reply.size()) / 1e6);
+    const std::string url = "http://127.0.0.1:" + std::to_string(port);
+    rc |= spawn_read(argv[0], "fetch-packed", url);
+    rc |= spawn_read(argv[0], "fetch-whole", url);
+    server.stop();
+    serving.join();
+  }
   fs::remove_all(dir);
   return same ? rc : 1;
 }

@@ -1005,8 +1005,11 @@ ScenarioResult Run::execute() {
   // 5. Read back, check, judge, export.
   notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "reading back"); });
   ReadBack rb;
+  // The accept log straight into its packed form (packed_log.h): a kind that reads its reply as it
+  // arrives (the store) never holds it as AcceptedWrites (112 bytes each).
+  PackedLog log;
   try {
-    rb = services.resource().readback();
+    rb = services.resource().readback_into(log.sink());
   } catch (const std::exception& err) {
     // The resource did not answer (stalled, dead): nothing can be checked. Not an internal error
     // of the harness: the verdict is unknown, the expectation not met, and the reasons say why.
@@ -1027,16 +1030,16 @@ ScenarioResult Run::execute() {
   }
   // Element by element: a long run's read-back has tens of millions of log entries, and its DOM
   // would take several times the read-back's own memory (fencecheck/proto/readback.h).
-  dir_.write_with("readback.json", [&](std::ostream& out) { fencecheck::write_readback_json(out, rb); });
+  dir_.write_with("readback.json", [&](std::ostream& out) {
+    fencecheck::write_readback_json(out, rb, {}, [&](const std::function<void(const AcceptedWrite&)>& each) {
+      for (const LoggedWrite w : log) each(w.to_accepted_write());
+    });
+  });
   services.stop();
 
   notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "checking"); });
   // The checkers and figures read history.jsonl back in bounded memory, as `fencecheck report`
   // judges it again (record() flushes the file after every event).
-  // The checkers read the accept log packed (about a tenth of its AcceptedWrites): packed here and
-  // the vector freed, so the check's own state never adds to the log's full size.
-  PackedLog log(rb.log);
-  std::vector<AcceptedWrite>().swap(rb.log);
   Analysis analysis;
   try {
     analysis = analyze_history_file(dir_.path() / kHistoryFile, rb, log, CheckContext::of(sc_)).analysis;

@@ -45,6 +45,7 @@ class StoreInstance final : public ResourceInstance {
   }
   bool healthy() override { return StoreClient(url_, std::chrono::milliseconds(2000)).healthy(); }
   ReadBack readback() override { return StoreClient(url_).readback(); }
+  ReadBack readback_into(const ReadBackLogSink& log) override { return StoreClient(url_).readback_into(log); }
   void stop() override {
     if (!proc_) return;
     proc_->terminate();

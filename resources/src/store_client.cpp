@@ -1,7 +1,13 @@
 #include "fencecheck/resources/store_client.h"
 
+#include <unistd.h>
+
 #include <charconv>
+#include <cerrno>
 #include <cstdio>
+#include <filesystem>
+#include <string>
+#include <system_error>
 #include <optional>
 #include <stdexcept>
 #include <utility>
@@ -238,14 +244,68 @@ EffectReply StoreClient::post_effect(std::string_view key, std::string_view effe
   return reply;
 }
 
+namespace {
+
+// A temporary file for a reply spilled as it arrives: made in temp_directory_path() ($TMPDIR, else
+// /tmp) and unlinked at once, so it is gone with the process whatever happens.
+class SpillFile {
+ public:
+  SpillFile() {
+    std::string name = (std::filesystem::temp_directory_path() / "fencecheck-readback-XXXXXX").string();
+    const int fd = ::mkstemp(name.data());
+    if (fd < 0) throw std::system_error(errno, std::generic_category(), "cannot make a temporary file " + name);
+    ::unlink(name.c_str());
+    file_ = ::fdopen(fd, "w+b");
+    if (file_ == nullptr) {
+      const int err = errno;
+      ::close(fd);
+      throw std::system_error(err, std::generic_category(), "cannot open a temporary file");
+    }
+  }
+  ~SpillFile() { std::fclose(file_); }
+  SpillFile(const SpillFile&) = delete;
+  SpillFile& operator=(const SpillFile&) = delete;
+  [[nodiscard]] std::FILE* get() const { return file_; }
+
+ private:
+  std::FILE* file_ = nullptr;
+};
+
+}  // namespace
+
 ReadBack StoreClient::readback() {
-  auto res = impl_->send("GET", "/v1/readback");
+  std::vector<AcceptedWrite> log;
+  ReadBack rb = readback_into(ReadBackLogSink{[&](AcceptedWrite&& w) { log.push_back(std::move(w)); }, [&] { log.clear(); }});
+  rb.log = std::move(log);
+  return rb;
+}
+
+ReadBack StoreClient::readback_into(const ReadBackLogSink& log) {
   const std::string url = base_url_ + "/v1/readback";
+  // The reply goes to a temporary file as it arrives and is read from there element by element:
+  // neither the body (about 100 bytes a log entry) nor a DOM of it is held.
+  SpillFile spill;
+  std::string refusal;  // a reply other than 200: its first bytes, for the error
+  http::Request req;
+  req.method = "GET";
+  req.target = "/v1/readback";
+  const http::Reply res = http::exchange(
+      impl_->endpoint, req, http::Timeouts{impl_->timeout, impl_->timeout, impl_->timeout}, {},
+      [&](int status, std::string_view piece) {
+        if (status != 200) {
+          if (refusal.size() < 500) refusal.append(piece.substr(0, 500 - refusal.size()));
+          return true;
+        }
+        if (std::fwrite(piece.data(), 1, piece.size(), spill.get()) != piece.size())
+          throw std::system_error(errno, std::generic_category(), "GET " + url + ": cannot spill the reply to a temporary file");
+        return true;
+      });
   if (!res.complete()) throw std::runtime_error("GET " + url + ": " + res.error_text());
-  if (res.status != 200)
-    throw std::runtime_error("GET " + url + ": HTTP " + std::to_string(res.status) + ": " + res.body.substr(0, 500));
+  if (res.status != 200) throw std::runtime_error("GET " + url + ": HTTP " + std::to_string(res.status) + ": " + refusal);
+  if (std::fflush(spill.get()) != 0 || std::fseek(spill.get(), 0, SEEK_SET) != 0)
+    throw std::system_error(errno, std::generic_category(), "GET " + url + ": cannot read back the spilled reply");
   try {
-    return readback_from_json_text(res.body);  // element by element: no DOM of a long run's log
+    return read_readback_stream(spill.get(), url, {}, &log);
   } catch (const ReadBackSyntaxError&) {
     throw std::runtime_error("GET " + url + ": reply is not JSON");
   } catch (const std::invalid_argument& e) {

@@ -611,5 +611,31 @@ TEST(ProbeCommand, JsonOnStdoutReplacesTheTable) {
   EXPECT_EQ(j["summary"]["holds"], 6);
 }
 
+// ResourceInstance::readback_into's default (every kind that does not stream its reply: http,
+// postgres, this fake): readback(), its log handed to the sink after one clear(), none kept.
+TEST(ResourceInstanceDefaults, ReadBackIntoHandsTheLogOverAfterClearingTheSink) {
+  FakeResource r;
+  FakeInstance inst(r);
+  ASSERT_EQ(r.write("k", 0, 0, 5, "w1", "a").outcome, fencecheck::WriteOutcome::kAccepted);
+  ASSERT_EQ(r.write("k", 0, 1, 6, "w2", "b").outcome, fencecheck::WriteOutcome::kAccepted);
+  const ReadBack whole = inst.readback();
+  ASSERT_EQ(whole.log.size(), 2u);
+  std::vector<fencecheck::AcceptedWrite> got = {fencecheck::AcceptedWrite{1, "stale", 0, 0, 1, "x"}};
+  int clears = 0;
+  const ReadBack rb = inst.readback_into(fencecheck::ReadBackLogSink{
+      [&](fencecheck::AcceptedWrite&& w) { got.push_back(std::move(w)); }, [&] {
+        got.clear();
+        ++clears;
+      }});
+  EXPECT_TRUE(rb.log.empty());
+  EXPECT_EQ(clears, 1);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].token, 5);
+  EXPECT_EQ(got[1].client, "w2");
+  EXPECT_EQ(got[1].chunk, 1);
+  EXPECT_EQ(rb.high_water, whole.high_water);
+  EXPECT_EQ(rb.resource, "fake");
+}
+
 }  // namespace
 }  // namespace fencecheck::harness

@@ -1,11 +1,13 @@
 // The read-back's JSON (fencecheck/proto/readback.h): counter writes have fields of their own
 // (issue 14), chunk writes are unchanged, and read-backs kept from older runs still read.
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
 #include <stdexcept>
 #include <limits>
+#include <memory>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -331,6 +333,55 @@ TEST(ReadBackJsonStreamed, AFileWrittenElementByElementReadsBackTheSame) {
     EXPECT_NE(std::string(e.what()).find("cannot read " + path.string()), std::string::npos) << e.what();
   }
   std::filesystem::remove(path);
+}
+
+// The writer with the log's entries from elsewhere (LogEntries: what the orchestrator does with a
+// packed log) writes the same bytes as with them in rb.log, at any indent, empty log included.
+TEST(ReadBackJsonStreamed, TheWriterWithTheLogFromElsewhereWritesTheSameBytes) {
+  ReadBack many = everything();
+  for (std::int64_t i = 0; i < 100; ++i) many.log.push_back(AcceptedWrite{i + 10, "k", i, i % 4, i, "w"});
+  for (const ReadBack& rb : {everything(), one_of_each(), ReadBack{}, many}) {
+    ReadBack without = rb;
+    without.log.clear();
+    const LogEntries entries = [&](const std::function<void(const AcceptedWrite&)>& each) {
+      for (const AcceptedWrite& w : rb.log) each(w);
+    };
+    for (int indent : {-1, 0, 2, 4})
+      for (bool always : {false, true}) {
+        std::ostringstream want, got;
+        write_readback_json(want, rb, ReadBackJsonStyle{indent, always});
+        write_readback_json(got, without, ReadBackJsonStyle{indent, always}, entries);
+        EXPECT_EQ(got.str(), want.str()) << "indent " << indent << ", log of " << rb.log.size();
+      }
+  }
+}
+
+// read_readback_stream reads an open stream from where it stands (a reply spilled to a file), and
+// names the stream in a read error.
+TEST(ReadBackJsonStreamed, AStreamIsReadFromWhereItStands) {
+  std::ostringstream written;
+  write_readback_json(written, everything());
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::tmpfile(), &std::fclose);
+  ASSERT_TRUE(f);
+  const std::string text = "prefix that is not JSON" + written.str();
+  ASSERT_EQ(std::fwrite(text.data(), 1, text.size(), f.get()), text.size());
+  ASSERT_EQ(std::fseek(f.get(), 23, SEEK_SET), 0);
+  std::vector<AcceptedWrite> log;
+  const ReadBackLogSink sink{[&](AcceptedWrite&& w) { log.push_back(std::move(w)); }, [&] { log.clear(); }};
+  ReadBack rb = read_readback_stream(f.get(), "the spilled reply", {}, &sink);
+  EXPECT_TRUE(rb.log.empty());
+  rb.log = log;
+  auto text_of = [](const ReadBack& r) { return to_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); };
+  EXPECT_EQ(text_of(rb), text_of(everything()));
+  // A stream opened for writing only: its reads fail, named as a read error of `name`.
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> w(std::fopen("/dev/null", "wb"), &std::fclose);
+  ASSERT_TRUE(w);
+  try {
+    (void)read_readback_stream(w.get(), "the spilled reply");
+    ADD_FAILURE() << "no error for a stream that cannot be read";
+  } catch (const std::system_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot read the spilled reply"), std::string::npos) << e.what();
+  }
 }
 
 // With a log sink, the entries go to the sink (a repeated "log" member clears it) and the rest is

@@ -1,5 +1,7 @@
 // HTTP tests: StoreServer in-process on 127.0.0.1:0 over a FencedStore in a temp dir, driven by
 // StoreClient and by a raw httplib client for requests StoreClient would never send.
+#include <cstdlib>
+#include <filesystem>
 #include <latch>
 #include <map>
 #include <string>
@@ -141,6 +143,31 @@ TEST_F(StoreHttp, ReadBackRoundTripsBinaryChunks) {
   EXPECT_EQ(rb.rejections[0].client, "w0");
   EXPECT_EQ(rb.rejections[0].high_water, 5);
   EXPECT_EQ(rb.high_water.at("k.1_-"), 5);
+}
+
+// readback_into() spills the reply to an unlinked temporary file and hands the log to a sink: the
+// same read-back as readback(), nothing left in $TMPDIR, and a repeated call starts the sink over.
+TEST_F(StoreHttp, ReadBackIntoASinkIsTheSameReadBackAndLeavesNoFileBehind) {
+  for (int i = 0; i < 300; ++i)
+    ASSERT_EQ(client_->write("k" + std::to_string(i % 7), i, i % 4, FencingToken(10 + i), "w" + std::to_string(i % 5), "x")
+                  .outcome,
+              WriteOutcome::kAccepted);
+  ASSERT_EQ(client_->write("k0", 0, 0, FencingToken(3), "w9", "old").outcome, WriteOutcome::kRejected);
+  const ReadBack whole = client_->readback();
+  ASSERT_EQ(whole.log.size(), 300u);
+  TempDir tmp;
+  const char* was = std::getenv("TMPDIR");
+  const std::string saved = was ? was : "";
+  ::setenv("TMPDIR", tmp.path().c_str(), 1);
+  std::vector<AcceptedWrite> log = {AcceptedWrite{99, "stale", 0, 0, 1, "old"}};  // cleared by the read
+  ReadBack streamed = client_->readback_into(
+      ReadBackLogSink{[&](AcceptedWrite&& w) { log.push_back(std::move(w)); }, [&] { log.clear(); }});
+  if (was) ::setenv("TMPDIR", saved.c_str(), 1);
+  else ::unsetenv("TMPDIR");
+  EXPECT_TRUE(streamed.log.empty());
+  EXPECT_TRUE(std::filesystem::is_empty(tmp.path()));  // the spill file was unlinked at once
+  streamed.log = log;
+  EXPECT_EQ(to_json(streamed), to_json(whole));
 }
 
 TEST_F(StoreHttp, NoneModeAcceptsTheStaleWriteOverHttp) {
@@ -660,6 +687,35 @@ TEST(StoreClientTest, NoReplyIsUnknownAndReadBackThrowsNamingTheUrl) {
     FAIL();
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find(url + "/v1/readback"), std::string::npos) << e.what();
+  }
+}
+
+// A read-back reply that is refused, not JSON, or not a read-back is named with the URL, as
+// readback() named it when it held the whole body.
+TEST(StoreClientTest, ARefusedOrBadReadBackReplyIsNamedWithItsUrl) {
+  using fencecheck::testing::RawHttpServer;
+  auto reply_of = [](const std::string& status, const std::string& body) {
+    return "HTTP/1.1 " + status + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {reply_of("503 Service Unavailable", R"({"error":"fsync"})"), R"(HTTP 503: {"error":"fsync"})"},
+      {reply_of("200 OK", "not json"), "reply is not JSON"},
+      {reply_of("200 OK", R"({"log":[{"seq":1}]})"), "log entry: missing field"},
+  };
+  for (const auto& [reply, want] : cases) {
+    RawHttpServer server([&](int fd, const std::string&, RawHttpServer&) { RawHttpServer::send_all(fd, reply); });
+    StoreClient c(server.url(), std::chrono::milliseconds(2000));
+    for (bool into : {false, true}) {
+      try {
+        if (into) (void)c.readback_into(ReadBackLogSink{[](AcceptedWrite&&) {}, [] {}});
+        else (void)c.readback();
+        ADD_FAILURE() << "no error for " << reply;
+      } catch (const std::runtime_error& e) {
+        const std::string what = e.what();
+        EXPECT_EQ(what.rfind("GET " + server.url() + "/v1/readback: ", 0), 0u) << what;
+        EXPECT_NE(what.find(want), std::string::npos) << what;
+      }
+    }
   }
 }
 

@@ -136,6 +136,18 @@ class ResourceInstance {
   /// Everything the checkers read. Throws std::runtime_error naming the resource when it does not
   /// answer or answers in the wrong shape.
   [[nodiscard]] virtual ReadBack readback() = 0;
+  /// readback(), with the accept log's entries handed to `log` one at a time, in log order
+  /// (ReadBack::log is then empty): a kind that reads its reply as it arrives (the store kind)
+  /// never holds a long run's log as AcceptedWrites (112 bytes each). The default calls readback()
+  /// and hands its log over, so its peak is readback()'s. Throws what readback() throws, and what
+  /// `log` throws.
+  [[nodiscard]] virtual ReadBack readback_into(const ReadBackLogSink& log) {
+    ReadBack rb = readback();
+    log.clear();
+    for (AcceptedWrite& w : rb.log) log.add(std::move(w));
+    std::vector<AcceptedWrite>().swap(rb.log);
+    return rb;
+  }
   /// Stops an embedded instance (no-op for the user's). Idempotent; never throws.
   virtual void stop() = 0;
   /// Stops and starts an embedded instance again on the same data and address (the probe's

@@ -65,8 +65,15 @@ class StoreClient final : public ResourceWriter {
   EffectReply post_effect(std::string_view key, std::string_view effect_id, FencingToken token,
                           std::string_view client) override;
 
-  /// Reads everything back. Throws std::runtime_error naming the URL on a transport or HTTP error.
+  /// Reads everything back. Throws std::runtime_error naming the URL on a transport or HTTP error
+  /// or a reply that is not a read-back, std::system_error when the temporary file (below) fails.
   ReadBack readback();
+  /// readback(), with the accept log's entries handed to `log` as they are read (ReadBack::log is
+  /// then empty). The reply is spilled to an unlinked temporary file in $TMPDIR (or /tmp) as it
+  /// arrives and read from there element by element, so neither the body nor the log as
+  /// AcceptedWrites is held (a long run's log has tens of millions of entries). Errors as
+  /// readback(), and what `log` throws.
+  ReadBack readback_into(const ReadBackLogSink& log);
 
   /// True when GET /healthz answered 200 within the timeout.
   bool healthy();
