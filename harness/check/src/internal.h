@@ -30,6 +30,16 @@ namespace fencecheck::harness::detail {
 template <typename V>
 using ViewMap = boost::unordered_flat_map<std::string_view, V, boost::hash<std::string_view>>;
 
+/// splitmix64's finalizer (Steele, Lea, Flood: "Fast splittable pseudorandom number generators",
+/// OOPSLA 2014): every input bit reaches every output bit.
+[[nodiscard]] inline std::uint64_t mix64(std::uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
 /// Hash of (view, integer), e.g. (lock key, token).
 struct ViewTokenHash {
   std::size_t operator()(const std::pair<std::string_view, std::int64_t>& p) const noexcept {

@@ -12,6 +12,8 @@
 #include <boost/unordered/unordered_flat_map.hpp>
 #include <boost/unordered/unordered_flat_set.hpp>
 
+#include "internal.h"
+
 namespace fencecheck::harness {
 
 static_assert(std::endian::native == std::endian::little, "PackedLog reads its fields as little-endian words");
@@ -35,15 +37,6 @@ std::uint8_t bytes_for(std::uint64_t range) {
 
 std::uint64_t word(std::int64_t v) { return static_cast<std::uint64_t>(v); }
 std::int64_t value(std::uint64_t w) { return static_cast<std::int64_t>(w); }
-
-// splitmix64's finalizer (stream_rules.h's mix64, repeated here: that header is the rules').
-std::uint64_t mix(std::uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 }  // namespace
 
@@ -97,10 +90,11 @@ class PackedLog::Index {
 
  private:
   static std::size_t hash_of(const Key& k) {
-    std::uint64_t h = mix((std::uint64_t{k.client} << 32) | k.key);
-    h = mix(h ^ k.token);
-    h = mix(h ^ k.segment);
-    return mix(h ^ (k.chunk + 0x9e3779b97f4a7c15ULL));
+    using detail::mix64;
+    std::uint64_t h = mix64((std::uint64_t{k.client} << 32) | k.key);
+    h = mix64(h ^ k.token);
+    h = mix64(h ^ k.segment);
+    return mix64(h ^ (k.chunk + 0x9e3779b97f4a7c15ULL));
   }
   static Key key_at(const PackedLog& log, std::uint32_t p) {
     const Words w = log.words_at(p);

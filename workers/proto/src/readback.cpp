@@ -406,9 +406,17 @@ ReadBack readback_from_json_text(std::string_view text, const std::function<void
   return parse_streamed(text, inspect);
 }
 
+namespace {
+
+void check_sink(const ReadBackLogSink* log) {
+  if (log && (!log->add || !log->clear)) throw std::invalid_argument("read-back: a log sink needs both add and clear");
+}
+
+}  // namespace
+
 ReadBack read_readback_stream(std::FILE* in, const std::string& name,
                               const std::function<void(const nlohmann::json&)>& inspect, const ReadBackLogSink* log) {
-  if (log && (!log->add || !log->clear)) throw std::invalid_argument("read-back: a log sink needs both add and clear");
+  check_sink(log);
   // A read error (a directory opens, then reads fail with EISDIR) looks like the end of the text
   // to the parser: it is named as what it is, not as a syntax error.
   auto read_error = [&] {
@@ -439,7 +447,7 @@ ReadBack read_file(const std::filesystem::path& path, const ReadBackLogSink* log
 ReadBack read_readback_file(const std::filesystem::path& path) { return read_file(path, nullptr); }
 
 ReadBack read_readback_file(const std::filesystem::path& path, const ReadBackLogSink& log) {
-  if (!log.add || !log.clear) throw std::invalid_argument("read_readback_file: a log sink needs both add and clear");
+  check_sink(&log);  // before the file is opened: a bad sink is named whatever the file
   return read_file(path, &log);
 }
 

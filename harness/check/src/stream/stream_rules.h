@@ -34,15 +34,6 @@ namespace fencecheck::harness::detail {
 [[nodiscard]] std::unique_ptr<StreamRule> make_stale_write_accepted_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_cross_key_rejection_rule();
 
-/// splitmix64's finalizer (Steele, Lea, Flood: "Fast splittable pseudorandom number generators",
-/// OOPSLA 2014): every input bit reaches every output bit.
-[[nodiscard]] inline std::uint64_t mix64(std::uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 /// A 64-bit hash of a key (a lock key, a resource key), for rules that keep a key's fingerprint
 /// instead of its string.
 [[nodiscard]] inline std::uint64_t key_hash(std::string_view key) { return mix64(std::hash<std::string_view>{}(key)); }
