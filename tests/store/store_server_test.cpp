@@ -702,7 +702,9 @@ TEST(StoreClientTest, ARefusedOrBadReadBackReplyIsNamedWithItsUrl) {
       {reply_of("200 OK", "not json"), "reply is not JSON"},
       {reply_of("200 OK", R"({"log":[{"seq":1}]})"), "log entry: missing field"},
   };
-  for (const auto& [reply, want] : cases) {
+  for (const auto& one : cases) {
+    const std::string& reply = one.first;  // not a structured binding: clang 14 cannot capture one
+    const std::string& want = one.second;
     RawHttpServer server([&](int fd, const std::string&, RawHttpServer&) { RawHttpServer::send_all(fd, reply); });
     StoreClient c(server.url(), std::chrono::milliseconds(2000));
     for (bool into : {false, true}) {
