@@ -453,7 +453,7 @@ ReadBack read_readback_file(const std::filesystem::path& path, const ReadBackLog
 
 namespace {
 
-void write_json(std::ostream& out, const ReadBack& rb, const ReadBackJsonStyle& style, const LogEntries* log_entries) {
+void write_json(std::ostream& out, const ReadBack& rb, const ReadBackJsonStyle& style, const LogEntries& log_entries) {
   // dump(indent) of the whole document, member by member in its (sorted) key order, element by
   // element, each element dumped alone and indented to its place.
   const int indent = style.indent;
@@ -489,13 +489,11 @@ void write_json(std::ostream& out, const ReadBack& rb, const ReadBackJsonStyle& 
     member(name);
     put_indented(out, dump(v), step.size());
   };
-  // The log from `log_entries` when given (one entry at a time, from wherever the caller keeps
-  // them), else rb.log: the same bytes either way.
+  // The log from `log_entries`, one entry at a time (rb.log's, or wherever the caller keeps them).
   auto log_array = [&] {
-    if (!log_entries) return array("log", rb.log, log_json);
     member("log");
     bool any = false;
-    (*log_entries)([&](const AcceptedWrite& w) {
+    log_entries([&](const AcceptedWrite& w) {
       out << (any ? "," : "[") << open_item;
       any = true;
       put_indented(out, dump(log_json(w)), step.size() * 2);
@@ -522,11 +520,13 @@ void write_json(std::ostream& out, const ReadBack& rb, const ReadBackJsonStyle& 
 }  // namespace
 
 void write_readback_json(std::ostream& out, const ReadBack& rb, const ReadBackJsonStyle& style) {
-  write_json(out, rb, style, nullptr);
+  write_json(out, rb, style, [&](const std::function<void(const AcceptedWrite&)>& each) {
+    for (const AcceptedWrite& w : rb.log) each(w);
+  });
 }
 
 void write_readback_json(std::ostream& out, const ReadBack& rb, const ReadBackJsonStyle& style, const LogEntries& log) {
-  write_json(out, rb, style, &log);
+  write_json(out, rb, style, log);
 }
 
 }  // namespace fencecheck
