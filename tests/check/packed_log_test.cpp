@@ -262,3 +262,40 @@ TEST(PackedLog, AWriteRetriedWithItsLargestSeqFirstCostsTheIndexNothingMore) {
   // The indexes: the same table of 50,000 positions; b's also keeps 50,000 (first, latest) pairs.
   EXPECT_LT((a.memory_bytes() - a_packed) + 50'000 * 8, b.memory_bytes() - b_packed);
 }
+
+TEST(PackedLog, AskingTheSameWriteTwiceGivesTheAnswerOfTheLogAsItIsNow) {
+  // find() remembers its last answer (per thread) for the rules that ask one after the other:
+  // every change of the log, and another log, must make it ask the index again.
+  fh::PackedLog a(std::vector<AcceptedWrite>{logged(1, "w1", 3, "ledger", 0, 0)});
+  ASSERT_TRUE(a.find("w1", 3, "ledger", 0, 0));
+  EXPECT_EQ(a.find("w1", 3, "ledger", 0, 0)->first, 0u);
+  EXPECT_FALSE(a.find("w1", 3, "ledger", 0, 1));  // another chunk: not the remembered write
+  EXPECT_FALSE(a.find("w2", 3, "ledger", 0, 0));  // another client
+  // A later entry of the same write with a larger seq: the latest entry moves.
+  a.push_back(logged(5, "w1", 3, "ledger", 0, 0));
+  ASSERT_TRUE(a.find("w1", 3, "ledger", 0, 0));
+  EXPECT_EQ(a.find("w1", 3, "ledger", 0, 0)->latest, 1u);
+  // Cleared and filled again, the write is at another position.
+  a.clear();
+  EXPECT_FALSE(a.find("w1", 3, "ledger", 0, 0));
+  a.push_back(logged(1, "w0", 1, "other", 0, 0));
+  a.push_back(logged(2, "w1", 3, "ledger", 0, 0));
+  ASSERT_TRUE(a.find("w1", 3, "ledger", 0, 0));
+  EXPECT_EQ(a.find("w1", 3, "ledger", 0, 0)->first, 1u);
+  // Asked of a client the log did not know yet (no index built), then logged: found.
+  EXPECT_FALSE(a.find("w7", 9, "k", 0, 0));
+  a.push_back(logged(3, "w7", 9, "k", 0, 0));
+  ASSERT_TRUE(a.find("w7", 9, "k", 0, 0));
+  EXPECT_EQ(a.find("w7", 9, "k", 0, 0)->first, 2u);
+  // Another log, with the same write elsewhere, answers for itself.
+  fh::PackedLog b(std::vector<AcceptedWrite>{logged(1, "w0", 1, "other", 0, 0), logged(2, "w0", 2, "other", 0, 0),
+                                             logged(3, "w1", 3, "ledger", 0, 0)});
+  ASSERT_TRUE(b.find("w1", 3, "ledger", 0, 0));
+  EXPECT_EQ(b.find("w1", 3, "ledger", 0, 0)->first, 2u);
+  EXPECT_EQ(a.find("w1", 3, "ledger", 0, 0)->first, 1u);
+  // A moved log: the new owner answers with its own positions, the moved-from one with none.
+  fh::PackedLog c(std::move(b));
+  EXPECT_FALSE(b.find("w1", 3, "ledger", 0, 0));  // NOLINT(bugprone-use-after-move): specified as empty
+  ASSERT_TRUE(c.find("w1", 3, "ledger", 0, 0));
+  EXPECT_EQ(c.find("w1", 3, "ledger", 0, 0)->first, 2u);
+}

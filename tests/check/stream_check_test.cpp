@@ -12,6 +12,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <variant>
@@ -1513,6 +1514,60 @@ TEST(AnalyzeHistoryFile, GivesAnalyzesVerdictJsonOnEveryGoldenCaseEvidenceCopies
   EXPECT_GE(judged, 354u);
   EXPECT_GT(with_evidence, 200u);
   EXPECT_GT(protocol_errors, 0u);
+}
+
+TEST(AnalyzeHistoryFile, TheFiguresSecondPassSkipsOnlyLinesThatCannotMatterOnRandomHoldings) {
+  // The second pass parses only the lines FigureStream::second_pass_may_want keeps (their kind,
+  // lock key, token or revision against the candidate expiries'). On random holdings (keys
+  // shared and reused, tokens repeated, releases before and after their deletes, deletes without
+  // a revision, job.dones with and without a token, the issuer's word), the figures and the
+  // evidence from the file must be compute_figures()'s over the whole history.
+  std::mt19937_64 rng(20261203);
+  std::size_t with_expiries = 0, second_passes = 0;
+  for (int round = 0; round < 300; ++round) {
+    fh::Builder b;
+    b.run_start();
+    const auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<std::uint64_t>(n)); };
+    const int holdings = 3 + pick(25);
+    for (int k = 0; k < holdings; ++k) {
+      const std::string w = "w" + std::to_string(pick(4));
+      const std::string key = fh::kLock + "/" + std::to_string(pick(3) == 0 ? 1 : 100 + pick(12));
+      const std::int64_t token = 10 + pick(30);
+      const std::int64_t revision = 500 + k * 3 + pick(2);
+      if (pick(4) != 0) b.lock_grant(key, token, token);
+      b.acquire_ok(w, key, token, token);
+      if (pick(3) == 0) b.write_ok(w, token, 0, pick(3), token);
+      const int end = pick(6);
+      if (end == 0) {
+        b.job_done(w, pick(2) == 0 ? std::optional<std::int64_t>(token) : std::nullopt);
+      }
+      const std::optional<std::int64_t> rev = pick(5) == 0 ? std::nullopt : std::optional<std::int64_t>(revision);
+      const std::string word = pick(5) == 0 ? "expired" : pick(6) == 0 ? "released" : "";
+      if (end <= 2) {  // released: the release.ok before or after its delete
+        if (pick(2) == 0) {
+          b.release_ok(w, key, token, rev);
+          b.lock_delete(key, token, rev, word);
+        } else {
+          b.lock_delete(key, token, rev, word);
+          b.release_ok(w, key, token, rev);
+        }
+      } else if (end == 3) {
+        b.lock_delete(key, token, rev, word);  // expired under its holder
+      }
+      if (pick(8) == 0) b.job_done(w, std::nullopt);
+    }
+    const fs::path file = write_history("random-holdings.jsonl", b.h);
+    const fh::Analysis memory = fh::analyze(b.h, ReadBack{}, fh::CheckContext{});
+    const fh::HistoryFileAnalysis streamed = fh::analyze_history_file(file, ReadBack{}, fh::CheckContext{});
+    const fh::ExpectationResult expectation;
+    ASSERT_EQ(fh::to_json(streamed.analysis, expectation).dump(), fh::to_json(memory, expectation).dump())
+        << "round " << round;
+    if (!memory.figures.expiries_during_work.empty()) ++with_expiries;
+    if (streamed.figures_second_pass) ++second_passes;
+  }
+  // The rounds reach what the test is about: many with expiries, so with a second pass.
+  EXPECT_GT(with_expiries, 100u);
+  EXPECT_GE(second_passes, with_expiries);
 }
 
 TEST(AnalyzeHistoryFile, ACheckerWithoutAStreamedRuleIsNamed) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "../support/event_parsers.h"
 #include "fencecheck/proto/event.h"
@@ -93,6 +94,24 @@ TEST(EventParse, WriterLinesOfEveryKindTakeTheFastPathAndRoundTrip) {
     EXPECT_TRUE(fast == e);
     EXPECT_TRUE(event_from_json_line(line) == e);
     EXPECT_EQ(compare_event_parsers(line).difference, "");
+  }
+  // event_from_padded_line's reused Event (tests/support/event_parsers.h) sets every field, so a
+  // field it fails to reset shows: 21 keys in its JSON, none of them at its default.
+  EXPECT_EQ(fencecheck::to_json(fencecheck::testing::padded_parse_reused_event()).size(), 21u);
+  // A reused Event takes each line's fields and only those, line after line.
+  Event reused = fencecheck::testing::padded_parse_reused_event();
+  for (int k = 0; k <= static_cast<int>(EventKind::kProtocolError); ++k) {
+    const Event e = full_event(static_cast<EventKind>(k));
+    std::string buffer = fencecheck::to_json_line(e);
+    const std::size_t n = buffer.size();
+    buffer.append(fencecheck::kLinePadding, '9');
+    event_from_padded_line(std::string_view(buffer.data(), n), reused);
+    EXPECT_TRUE(reused == e) << buffer.substr(0, n);
+    std::string run_end = R"({"kind":"run.end"})";
+    const std::size_t m = run_end.size();
+    run_end.append(fencecheck::kLinePadding, '"');
+    event_from_padded_line(std::string_view(run_end.data(), m), reused);
+    EXPECT_TRUE(reused == Event{.kind = EventKind::kRunEnd});
   }
   // Absent fields stay absent; t_ns and src_ns default to 0.
   const Event minimal = event_from_json_line(R"({"kind":"run.end"})");

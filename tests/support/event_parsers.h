@@ -120,7 +120,20 @@ struct ParserComparison {
   bool fast = false;
 };
 
-/// Runs event_from_json_line (production), detail::event_from_json_line_fast and
+/// An Event with every field set (none at its default), for event_from_padded_line to reuse: a
+/// field it forgets to reset shows as a difference.
+inline Event padded_parse_reused_event() {
+  Event e;
+  e.t_ns = 11, e.src_ns = 12, e.source = "stale-source", e.kind = EventKind::kProtocolError;
+  e.token = 1, e.high_water = 2, e.lease_id = 3, e.revision = 4, e.segment = 5, e.chunk = 6;
+  e.duration_ns = 7, e.ttl_ms = 8, e.protocol = 9, e.line_no = 10;
+  e.lock = "stale-lock", e.lock_key = "stale-lock-key", e.key = "stale-key", e.fault = "stale-fault";
+  e.target = "stale-target", e.detail = "a stale detail longer than the small-string buffer", e.line = "stale line";
+  return e;
+}
+
+/// Runs event_from_json_line (production), detail::event_from_json_line_fast,
+/// event_from_padded_line (padded with more JSON, into a reused Event) and
 /// detail::event_from_json_line_nlohmann (reference) on `line` and compares them. Thread-safe as
 /// the parsers are.
 inline ParserComparison compare_event_parsers(std::string_view line) {
@@ -134,11 +147,23 @@ inline ParserComparison compare_event_parsers(std::string_view line) {
   c.fast = detail::event_from_json_line_fast(line, fast_event);
   const ParseOutcome production = parse_outcome([&] { return event_from_json_line(line); });
   const ParseOutcome reference = parse_outcome([&] { return detail::event_from_json_line_nlohmann(line); });
-  if (production.other || reference.other) {
+  // event_from_padded_line, as the history reader calls it: the line in a buffer whose padding
+  // holds what a reader's buffer holds after a line (more JSON: quotes, digits, a closing brace),
+  // into an Event reused from a line with every field set.
+  const ParseOutcome padded = parse_outcome([&] {
+    std::string buffer(line);
+    while (buffer.size() < line.size() + kLinePadding) buffer += R"(7","token":12345}{"kind":"write.ok"} )";
+    Event reused = padded_parse_reused_event();
+    event_from_padded_line(std::string_view(buffer.data(), line.size()), reused);
+    return reused;
+  });
+  if (production.other || reference.other || padded.other) {
     c.difference = "an exception other than std::invalid_argument: production " + show(production) + "; reference " +
-                   show(reference);
+                   show(reference) + "; padded " + show(padded);
   } else if (production.event != reference.event || production.invalid_argument != reference.invalid_argument) {
     c.difference = "production " + show(production) + "; reference " + show(reference);
+  } else if (padded.event != reference.event || padded.invalid_argument != reference.invalid_argument) {
+    c.difference = "event_from_padded_line " + show(padded) + "; reference " + show(reference);
   } else if (c.fast && (!production.event || fast_event != *production.event)) {
     c.difference = "the fast path accepted the line as Event " + to_json_line(fast_event) + "; production " +
                    show(production);

@@ -83,7 +83,9 @@ bool write_all(int fd, const char* p, std::size_t n) {
 
 constexpr std::size_t kBuffer = 128 * 1024;
 
-/// Splits bytes into lines, handing each complete one to fn.
+/// Splits bytes into lines, handing each complete one to fn. Every line handed over is followed
+/// by kLinePadding readable bytes (event_from_padded_line's need): the bytes fed must be, and a line
+/// carried over from one piece to the next is padded with spaces in its own string.
 class LineSplitter {
  public:
   explicit LineSplitter(const std::function<void(std::string_view, std::size_t)>& fn) : fn_(fn) {}
@@ -112,6 +114,12 @@ class LineSplitter {
   [[nodiscard]] std::size_t lines() const { return number_; }
 
  private:
+  /// A carried-over line: padded with spaces in place (the caller clears it afterwards).
+  void emit(std::string& line) {
+    const std::size_t n = line.size();
+    line.append(kLinePadding, ' ');
+    emit(std::string_view(line.data(), n));
+  }
   void emit(std::string_view line) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     fn_(line, ++number_);
@@ -139,11 +147,12 @@ void for_each_history_line(const std::filesystem::path& given,
   Fd fd(path, O_RDONLY);
   if (!fd.ok()) throw HistoryError(file, 0, std::string("cannot open the history: ") + std::strerror(errno));
   LineSplitter lines(fn);
-  std::vector<char> in(kBuffer);
+  // Both buffers have kLinePadding bytes past what is read into them (LineSplitter's promise).
+  std::vector<char> in(kBuffer + kLinePadding, ' ');
   // Hands each piece read from the file to `consume`, to the end.
   const auto read_all = [&](const std::function<void(std::string_view)>& consume) {
     while (true) {
-      const ssize_t n = read_some(fd.get(), in.data(), in.size());
+      const ssize_t n = read_some(fd.get(), in.data(), kBuffer);
       if (n < 0) throw HistoryError(file, lines.lines(), std::string("read error: ") + std::strerror(errno));
       if (n == 0) return;
       consume(std::string_view(in.data(), static_cast<std::size_t>(n)));
@@ -156,14 +165,15 @@ void for_each_history_line(const std::filesystem::path& given,
   }
   std::unique_ptr<ZSTD_DStream, DStreamFree> ds(ZSTD_createDStream());
   if (!ds) throw HistoryError(file, 0, "zstd: out of memory");
-  std::vector<char> out(ZSTD_DStreamOutSize());
+  const std::size_t out_size = ZSTD_DStreamOutSize();
+  std::vector<char> out(out_size + kLinePadding, ' ');
   std::size_t last = 0;  // ZSTD_decompressStream's last hint: 0 once a frame is complete
   bool any = false;
   read_all([&](std::string_view piece) {
     any = true;
     ZSTD_inBuffer ib{piece.data(), piece.size(), 0};
     while (ib.pos < ib.size) {
-      ZSTD_outBuffer ob{out.data(), out.size(), 0};
+      ZSTD_outBuffer ob{out.data(), out_size, 0};
       last = ZSTD_decompressStream(ds.get(), &ob, &ib);
       if (ZSTD_isError(last))
         throw HistoryError(file, lines.lines(),
@@ -174,7 +184,7 @@ void for_each_history_line(const std::filesystem::path& given,
   // The input is consumed; the decoder may still hold output of the last frame.
   while (any && last != 0) {
     ZSTD_inBuffer ib{nullptr, 0, 0};
-    ZSTD_outBuffer ob{out.data(), out.size(), 0};
+    ZSTD_outBuffer ob{out.data(), out_size, 0};
     last = ZSTD_decompressStream(ds.get(), &ob, &ib);
     if (ZSTD_isError(last))
       throw HistoryError(file, lines.lines(), std::string("the compressed history is damaged: ") + ZSTD_getErrorName(last));
@@ -190,13 +200,15 @@ void for_each_history_event_if(const std::filesystem::path& path,
                                const std::function<void(std::size_t index, Event&& event)>& fn) {
   const std::string file = path.string();
   std::size_t index = 0;
+  Event e;  // one Event for every line: its strings keep their capacity
   for_each_history_line(path, [&](std::string_view line, std::size_t number) {
-    if (line.find_first_not_of(" \t") == std::string_view::npos) return;
+    // Blank: nothing but spaces and tabs (a writer's line starts with '{').
+    if (line.empty() || ((line[0] == ' ' || line[0] == '\t') && line.find_first_not_of(" \t") == std::string_view::npos))
+      return;
     const std::size_t at = index++;
     if (!wanted(at, line)) return;
-    Event e;
     try {
-      e = event_from_json_line(line);
+      event_from_padded_line(line, e);  // for_each_history_line's lines are padded (LineSplitter)
     } catch (const std::exception& err) {
       throw HistoryError(file, number, err.what());
     }
@@ -204,10 +216,53 @@ void for_each_history_event_if(const std::filesystem::path& path,
   });
 }
 
+namespace {
+bool json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+}  // namespace
+
+LineField scan_line_field(std::string_view line, std::string_view name) {
+  LineField out;
+  if (line.find('\\') != std::string_view::npos) return out;  // an escape could spell anything
+  // Without a backslash every '"' opens or closes a string, so "<name>" followed by ':' is the key
+  // itself, wherever it is (a value "<name>" is followed by ',' or '}' or ']').
+  std::string key;
+  key.reserve(name.size() + 2);
+  key.append(1, '"').append(name).append(1, '"');
+  bool found = false;
+  for (std::size_t at = 0;;) {
+    const void* hit = ::memmem(line.data() + at, line.size() - at, key.data(), key.size());
+    if (hit == nullptr) break;
+    std::size_t p = static_cast<std::size_t>(static_cast<const char*>(hit) - line.data()) + key.size();
+    at = p;
+    while (p < line.size() && json_space(line[p])) ++p;
+    if (p == line.size() || line[p] != ':') continue;  // a value, not the key
+    if (found) return LineField{};                        // a repeated key (or a nested one): unsure
+    found = true;
+    ++p;
+    while (p < line.size() && json_space(line[p])) ++p;
+    if (p == line.size()) return LineField{};
+    if (line[p] == '"') {
+      const std::size_t end = line.find('"', p + 1);
+      if (end == std::string_view::npos) return LineField{};
+      out = LineField{LineField::kString, line.substr(p + 1, end - p - 1)};
+      at = end + 1;
+    } else if (line[p] == '-' || (line[p] >= '0' && line[p] <= '9')) {
+      std::size_t end = p + 1;
+      while (end < line.size() && line[end] >= '0' && line[end] <= '9') ++end;
+      out = LineField{LineField::kInteger, line.substr(p, end - p)};
+      at = end;
+    } else {
+      return LineField{};  // null, an object, an array, true, false: the parser says what it means
+    }
+  }
+  return found ? out : LineField{LineField::kAbsent, {}};
+}
+
 bool line_may_be_kind(std::string_view line, std::span<const EventKind> kinds) {
-  if (line.find('\\') != std::string_view::npos) return true;
+  const LineField kind = scan_line_field(line, "kind");
+  if (kind.what != LineField::kString) return true;  // unsure, or no kind: the parser must say
   for (const EventKind k : kinds)
-    if (line.find(kind_name(k)) != std::string_view::npos) return true;
+    if (kind.text == kind_name(k)) return true;
   return false;
 }
 

@@ -2,6 +2,7 @@
 #include "fencecheck/harness/packed_log.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
 #include <limits>
@@ -118,7 +119,7 @@ class PackedLog::Index {
   boost::unordered_flat_map<std::uint32_t, std::uint32_t> latest_;  // first position -> latest, when they differ
 };
 
-PackedLog::PackedLog() : index_once_(std::make_unique<std::once_flag>()) {}
+PackedLog::PackedLog() : index_once_(std::make_unique<std::once_flag>()) { new_generation(); }
 PackedLog::PackedLog(const std::vector<AcceptedWrite>& log) : PackedLog() {
   for (const AcceptedWrite& w : log) push_back(w);
 }
@@ -132,6 +133,7 @@ PackedLog::PackedLog(PackedLog&& o)
       keys_(std::move(o.keys_)),
       clients_(std::move(o.clients_)),
       index_once_(std::make_unique<std::once_flag>()) {
+  new_generation();
   o.clear();
 }
 
@@ -164,6 +166,7 @@ void PackedLog::drop_index() {
   auto fresh = std::make_unique<std::once_flag>();  // first: a failed allocation leaves everything as it was
   index_.reset();
   index_once_ = std::move(fresh);
+  new_generation();  // every change of the entries comes here (push_back once indexed, clear, a move)
 }
 
 void PackedLog::push_back(const AcceptedWrite& w) {
@@ -274,13 +277,43 @@ const PackedLog::Index& PackedLog::index() const {
   return *index_;
 }
 
+namespace {
+/// Every PackedLog state a find() may have answered for has its own number (generation_).
+std::atomic<std::uint64_t> next_generation{1};
+
+/// This thread's last find(): the rules that look a write.ok up (cross-key-rejection,
+/// lost-acknowledged-write) ask for the same write one after the other, so the second asks are
+/// answered here, without the two dictionary lookups and the index's probe.
+struct FindMemo {
+  std::uint64_t generation = 0;  // 0: empty
+  std::int64_t token = 0, segment = 0, chunk = 0;
+  std::string client, key;
+  std::optional<PackedLog::Found> found;
+};
+thread_local FindMemo find_memo;
+}  // namespace
+
+void PackedLog::new_generation() { generation_ = next_generation.fetch_add(1, std::memory_order_relaxed); }
+
 std::optional<PackedLog::Found> PackedLog::find(std::string_view client, std::int64_t token, std::string_view key,
                                                 std::int64_t segment, std::int64_t chunk) const {
   if (empty()) return std::nullopt;
+  FindMemo& m = find_memo;
+  if (m.generation == generation_ && m.token == token && m.segment == segment && m.chunk == chunk && m.client == client &&
+      m.key == key)
+    return m.found;
   const auto c = client_id(client);
   const auto k = key_id(key);
+  // Not remembered: a push_back before the index exists does not start a new generation.
   if (!c || !k) return std::nullopt;
-  return index().find(Key{*c, *k, word(token), word(segment), word(chunk)});
+  const std::optional<Found> found = index().find(Key{*c, *k, word(token), word(segment), word(chunk)});
+  m.generation = 0;  // while it is being filled (an assignment may throw)
+  m.token = token, m.segment = segment, m.chunk = chunk;
+  m.client = client;
+  m.key = key;
+  m.found = found;
+  m.generation = generation_;
+  return found;
 }
 
 std::size_t PackedLog::memory_bytes() const {

@@ -25,6 +25,13 @@ constexpr std::array<std::pair<EventKind, std::string_view>, 24> kNames{{
     {EventKind::kRunEnd, "run.end"},               {EventKind::kLog, "log"},
     {EventKind::kHello, "hello"},                  {EventKind::kProtocolError, "protocol.error"},
 }};
+// kNames is in enumerator order, so kind_name() is one index (it runs for every event a checker reads).
+constexpr bool kNamesInOrder = [] {
+  for (std::size_t i = 0; i < kNames.size(); ++i)
+    if (static_cast<std::size_t>(kNames[i].first) != i) return false;
+  return true;
+}();
+static_assert(kNamesInOrder && kNames.size() == static_cast<std::size_t>(EventKind::kProtocolError) + 1);
 
 void put_opt(nlohmann::json& j, const char* name, const std::optional<std::int64_t>& v) {
   if (v) j[name] = *v;
@@ -48,9 +55,8 @@ void get_str(const nlohmann::json& j, const char* name, std::string& out) {
 }  // namespace
 
 std::string_view kind_name(EventKind kind) {
-  for (const auto& [k, n] : kNames)
-    if (k == kind) return n;
-  return "log";
+  const auto i = static_cast<std::size_t>(kind);
+  return i < kNames.size() ? kNames[i].second : "log";
 }
 
 std::optional<EventKind> kind_from_name(std::string_view name) {

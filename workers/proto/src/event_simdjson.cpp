@@ -9,6 +9,7 @@
 // std::invalid_argument. So results and messages are the reference's by construction, and only
 // the fast path needs proving: tests/proto/event_parse_test.cpp runs both on unusual, corpus and
 // mutated lines; tests/fuzz/worker_line_fuzz.cpp on whatever the fuzzer makes.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -84,15 +85,54 @@ int position(const std::array<std::string_view, N>& names, std::string_view text
   return -1;
 }
 
+/// The longest field name ("duration_ns").
+constexpr std::size_t kLongestName = [] {
+  std::size_t n = 0;
+  for (std::string_view name : kFieldNames) n = std::max(n, name.size());
+  return n;
+}();
+
+/// The field number of the key whose raw JSON text starts at `raw` (just after its opening
+/// quote); -1 for any other key, or a key with an escape (the reference then decides: "t\u005fns"
+/// is t_ns). Reads at most kLongestName + 1 bytes, all inside the key or its padded document.
+/// Comparing the raw text, where unescaped_key() copied every key into simdjson's string buffer
+/// first, was about a tenth of the parse (perf, bench_stream_check).
+int field_number(const char* raw) {
+  std::size_t n = 0;
+  while (n <= kLongestName && raw[n] != '"') {
+    if (raw[n] == '\\') return -1;
+    ++n;
+  }
+  if (n > kLongestName || n == 0) return -1;
+  return position(kFieldNames, std::string_view(raw, n));
+}
+
+/// A string value's text when its raw token needs no unescaping: no backslash and no control
+/// character between its quotes (get_string() would return these same bytes); nullopt otherwise,
+/// for get_string() to decide. simdjson's stage 1 has checked the document's UTF-8 already.
+std::optional<std::string_view> plain_string(std::string_view token) {
+  while (!token.empty() && (token.back() == ' ' || token.back() == '\t' || token.back() == '\n' || token.back() == '\r'))
+    token.remove_suffix(1);
+  if (token.size() < 2 || token.front() != '"' || token.back() != '"') return std::nullopt;
+  token = token.substr(1, token.size() - 2);
+  for (const char c : token)
+    if (c == '\\' || static_cast<unsigned char>(c) < 0x20) return std::nullopt;
+  return token;
+}
+
 /// One thread's parser and padded copy of the line (simdjson reads up to SIMDJSON_PADDING bytes
 /// past a document's end). Both keep the size of the longest line they have seen.
 struct LineParser {
   simdjson::ondemand::parser parser;
   std::string padded;
 };
+LineParser& line_parser() {
+  thread_local LineParser p;
+  return p;
+}
 
 /// True with `e` filled when `line` (followed by readable bytes up to line.data() + capacity) is
-/// on the fast path; false, `e` partly filled, otherwise.
+/// on the fast path; false, `e` partly filled, otherwise. `e` must be as reset_event() leaves it.
 bool parse_fast(simdjson::ondemand::parser& parser, std::string_view line, std::size_t capacity, Event& e) {
   namespace od = simdjson::ondemand;
   od::document doc;
@@ -102,10 +142,8 @@ bool parse_fast(simdjson::ondemand::parser& parser, std::string_view line, std::
   std::uint32_t seen = 0;
   for (auto item : object) {
     od::field field;
-    std::string_view key;
-    if (std::move(item).get(field) != simdjson::SUCCESS || field.unescaped_key().get(key) != simdjson::SUCCESS)
-      return false;
-    const int n = position(kFieldNames, key);
+    if (std::move(item).get(field) != simdjson::SUCCESS) return false;
+    const int n = field_number(field.key().raw());
     if (n < 0 || (seen & (1U << n)) != 0) return false;  // unknown (ignored, but its value must be JSON) or repeated
     seen |= 1U << n;
     od::value value = field.value();
@@ -121,8 +159,16 @@ bool parse_fast(simdjson::ondemand::parser& parser, std::string_view line, std::
         e.*(f->integer) = v;
       continue;
     }
+    // The raw token only peeks; the value must still be consumed: a value left unconsumed is
+    // skipped leniently, and "{"a":"b":"c"}" would pass (EventParse.MutatedLines found it).
     std::string_view text;
-    if (value.get_string().get(text) != simdjson::SUCCESS) return false;
+    if (const auto plain = plain_string(value.raw_json_token())) {
+      simdjson::ondemand::raw_json_string consumed;
+      if (value.get_raw_json_string().get(consumed) != simdjson::SUCCESS) return false;
+      text = *plain;
+    } else if (value.get_string().get(text) != simdjson::SUCCESS) {
+      return false;
+    }
     if (n == kKind) {
       const int kind = position(kind_names(), text);
       if (kind < 0) return false;
@@ -140,15 +186,26 @@ bool parse_fast(simdjson::ondemand::parser& parser, std::string_view line, std::
   return whole.data() + whole.size() == line.data() + line.size();
 }
 
+/// `e` as a default-constructed Event, its strings keeping their capacity.
+void reset_event(Event& e) {
+  e.t_ns = 0;
+  e.src_ns = 0;
+  e.kind = EventKind::kLog;
+  for (const Field& f : kFields) {
+    if (f.integer != nullptr) (e.*(f.integer)).reset();
+    if (f.text != nullptr) (e.*(f.text)).clear();
+  }
+}
+
 }  // namespace
 
 namespace detail {
 
 bool event_from_json_line_fast(std::string_view line, Event& out) {
-  thread_local LineParser p;
+  LineParser& p = line_parser();
   p.padded.assign(line.data(), line.size());
   p.padded.resize(line.size() + simdjson::SIMDJSON_PADDING, ' ');
-  out = Event{};
+  reset_event(out);
   return parse_fast(p.parser, std::string_view(p.padded.data(), line.size()), p.padded.size(), out);
 }
 
@@ -158,6 +215,14 @@ Event event_from_json_line(std::string_view line) {
   Event e;
   if (detail::event_from_json_line_fast(line, e)) return e;
   return detail::event_from_json_line_nlohmann(line);
+}
+
+static_assert(kLinePadding >= simdjson::SIMDJSON_PADDING, "event_from_padded_line promises simdjson its padding");
+
+void event_from_padded_line(std::string_view line, Event& out) {
+  reset_event(out);
+  if (parse_fast(line_parser().parser, line, line.size() + kLinePadding, out)) return;
+  out = detail::event_from_json_line_nlohmann(line);
 }
 
 }  // namespace fencecheck

@@ -32,6 +32,7 @@
 //   as that version). State: the deletes in flight and the expiries, not the holdings (measured
 //   5.7 bytes per holding with one expiry in 50 holdings; it was 240 with every holding kept).
 #include <algorithm>
+#include <charconv>
 #include <deque>
 #include <map>
 #include <set>
@@ -314,6 +315,36 @@ struct FigureStream::State {
     }
   }
 
+  /// FigureStream::second_pass_may_want: gather_for_candidates() below, read off the line. Keep
+  /// the two in step.
+  bool may_want(std::size_t i, std::string_view line) const {
+    const LineField kind = scan_line_field(line, "kind");
+    if (kind.what != LineField::kString) return true;
+    const auto key_is_candidate = [&] {
+      const LineField key = scan_line_field(line, "lock_key");
+      if (key.what == LineField::kAbsent) return false;  // an empty lock_key is never a candidate's
+      return key.what != LineField::kString || candidate_keys.contains(key.text);
+    };
+    // An integer field's value is one of `set` (absent: `if_absent`).
+    const auto number_in = [&](std::string_view name, const boost::unordered_flat_set<std::int64_t>& set, bool if_absent) {
+      const LineField field = scan_line_field(line, name);
+      if (field.what == LineField::kAbsent) return if_absent;
+      if (field.what != LineField::kInteger) return true;
+      const std::string_view t = field.text;
+      std::int64_t v = 0;
+      const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+      return ec != std::errc() || end != t.data() + t.size() || set.contains(v);
+    };
+    const std::string_view k = kind.text;
+    if (k == kind_name(EventKind::kLockDelete)) return unsettled.contains(i);
+    if (k == kind_name(EventKind::kAcquireOk) || k == kind_name(EventKind::kLockGrant) ||
+        k == kind_name(EventKind::kReleaseInvoke))
+      return key_is_candidate();
+    if (k == kind_name(EventKind::kReleaseOk)) return key_is_candidate() || number_in("revision", candidate_revisions, false);
+    if (k == kind_name(EventKind::kJobDone)) return every_token || number_in("token", candidate_tokens, true);
+    return false;  // any other kind: gather_for_candidates() looks at none
+  }
+
   /// The second pass: the old single pass's per-holding records, for the candidates' lock keys,
   /// tokens and revisions only (expiry() looks up nothing else). Only FigureStream::kSecondPassKinds
   /// reach it from analyze_history_file(), which skips the other lines unparsed: keep both in step.
@@ -489,6 +520,9 @@ FigureStream::~FigureStream() = default;
 void FigureStream::observe(std::size_t index, const Event& e) { s_->observe(index, e); }
 bool FigureStream::wants_second_pass() const { return s_->wants_second_pass(); }
 void FigureStream::begin_second_pass() { s_->begin_second_pass(); }
+bool FigureStream::second_pass_may_want(std::size_t index, std::string_view line) const {
+  return s_->may_want(index, line);
+}
 Figures FigureStream::finish() { return s_->finish(); }
 std::size_t FigureStream::state_bytes() const { return s_->state_bytes(); }
 

@@ -184,13 +184,12 @@ HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, c
   // The figures' second pass, for the lease expiries' candidates (FigureStream).
   if (figures.wants_second_pass()) {
     figures.begin_second_pass();
-    // Only the holdings' events matter to it: the write lines (most of a run) are not parsed.
+    // Only the candidates' holdings' lines matter to it: the others (the write lines, most of a
+    // run, and in a run with few expiries most holdings' lines too) are not parsed.
     std::size_t seen = 0;
     for_each_history_event_if(
         history,
-        [](std::size_t, std::string_view line) {
-          return line_may_be_kind(line, FigureStream::kSecondPassKinds);
-        },
+        [&](std::size_t index, std::string_view line) { return figures.second_pass_may_want(index, line); },
         [&](std::size_t index, Event&& e) {
           figures.observe(index, e);
           if (++seen % kStateSample == 0) figure_bytes = std::max(figure_bytes, figures.state_bytes());

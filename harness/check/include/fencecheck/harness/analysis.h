@@ -198,6 +198,12 @@ class FigureStream {
   /// Starts the second pass: observe() then takes every event again, from index 0 (only events
   /// of kSecondPassKinds matter to it: a driver may skip the rest unparsed, at their indices).
   void begin_second_pass();
+  /// During the second pass, whether the history line at `index` may matter to it; a driver may
+  /// skip the lines it calls false unparsed (analyze_history_file does). Looks at the line's kind,
+  /// and at its lock_key, token or revision against the candidate expiries' (scan_line_field,
+  /// history.h): in a run with few expiries, most holdings' lines are skipped too. Never false
+  /// for a line that matters. Pure.
+  [[nodiscard]] bool second_pass_may_want(std::size_t index, std::string_view line) const;
   /// The only kinds the second pass looks at: the holdings' own events.
   static constexpr EventKind kSecondPassKinds[] = {EventKind::kAcquireOk,     EventKind::kLockGrant,
                                                    EventKind::kJobDone,       EventKind::kReleaseOk,

@@ -66,7 +66,9 @@ inline constexpr const char* kCompressedHistoryFile = "history.jsonl.zst";
 /// Calls `fn(line, number)` for each line of a history file, in order, without its '\n' (or
 /// "\r\n"); `number` is 1-based. The file is read as zstd (one or more frames, RFC 8878) when its
 /// name ends in ".zst", else as plain text; a plain path that does not exist is read from its
-/// ".zst" sibling when that exists. Memory: one line and one 128 KiB buffer, whatever the size.
+/// ".zst" sibling when that exists. Each line handed to `fn` is followed by kLinePadding readable
+/// bytes (event.h), so event_from_padded_line can parse it where it lies. Memory: one line and
+/// one 128 KiB buffer, whatever the size.
 /// Throws HistoryError: cannot open or read ("file: ..."), not zstd or corrupt ("file:line: the
 /// compressed history is damaged: <zstd's reason>", line = the lines read before), truncated
 /// mid-frame. Exceptions from `fn` pass through.
@@ -88,9 +90,29 @@ void for_each_history_event_if(const std::filesystem::path& path,
                                const std::function<bool(std::size_t index, std::string_view line)>& wanted,
                                const std::function<void(std::size_t index, Event&& event)>& fn);
 
-/// Whether a history line may be an event of one of `kinds`: false only when none of their wire
-/// names (kind_name) is anywhere in it, and it has no JSON escape ('\') that could spell one.
-/// A cheap test before parsing, never wrong the other way. Pure.
+/// What a quick look (no parse) at a history line says of one of its top-level fields, for
+/// skipping lines unparsed on a pass that wants only some: kUnsure whenever the look cannot be
+/// sure, never a wrong answer otherwise (on a line that is a valid event).
+struct LineField {
+  enum What {
+    kUnsure,   ///< parse the line to know: it has an escape ('\'), the key twice (or nested), a
+               ///< value that is not a plain string or integer (null, an object, ...), or is cut short
+    kAbsent,   ///< the key is not in the line
+    kString,   ///< its value is the string `text` (between the quotes, no escapes)
+    kInteger,  ///< its value is the number `text` ('-' and digits; from_chars reads it)
+  };
+  What what = kUnsure;
+  std::string_view text;  ///< a view into the line
+};
+/// Looks for the key `name` (a field name of event.h) in `line`: one memmem per occurrence of
+/// "<name>" (without a backslash in the line every '"' delimits a string, so "<name>" followed by
+/// ':' is the key). Pure; `text` views `line`.
+[[nodiscard]] LineField scan_line_field(std::string_view line, std::string_view name);
+
+/// Whether a history line may be an event of one of `kinds`: false only when scan_line_field is
+/// sure its "kind" is a string naming none of them (kind_name). One search for "kind", not one
+/// per kind. A cheap test before parsing, never wrong the other way: a line it calls false is not
+/// of those kinds, or is not a valid event at all. Pure.
 [[nodiscard]] bool line_may_be_kind(std::string_view line, std::span<const EventKind> kinds);
 
 /// Reads a JSON-lines history, plain or zstd-compressed (as for_each_history_line): one event per

@@ -179,6 +179,7 @@ class PackedLog {
   class Index;
 
   void drop_index();
+  void new_generation();
   Words words_of(const AcceptedWrite& w, std::size_t position);
   [[nodiscard]] Words words_at(std::size_t position) const;
   void pack_staged();
@@ -190,6 +191,9 @@ class PackedLog {
   Dictionary keys_, clients_;
   mutable std::unique_ptr<Index> index_;
   mutable std::unique_ptr<std::once_flag> index_once_;
+  // Which state of the entries this is, unique across every PackedLog of the process: find()'s
+  // one-entry memo (per thread) is valid only for the generation it was filled at.
+  std::uint64_t generation_ = 0;
 };
 
 }  // namespace fencecheck::harness
