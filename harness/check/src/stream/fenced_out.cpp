@@ -82,7 +82,7 @@ class FencedOutRule final : public StreamRule {
     switch (e.kind) {
       case EventKind::kFaultHeal: start_over(i); break;
       case EventKind::kAcquireOk:
-        holding_[e.source] = Holding{i, e.token};
+        holding_[id(e.source)] = Holding{i, e.token};
         if (gap_) {
           Item& x = gap_->items.emplace_back();
           x.index = i;
@@ -137,11 +137,11 @@ class FencedOutRule final : public StreamRule {
   }
 
   std::size_t state_bytes() const override {
-    std::size_t n = sizeof(*this) + holding_.size() * (sizeof(std::string) + 16 + sizeof(Holding)) +
+    std::size_t n = sizeof(*this) + holding_.size() * (sizeof(std::uint32_t) + sizeof(Holding) + 1) +
                     accepted_.size() * (sizeof(std::uint64_t) + 1) +
                     candidates_.size() * (sizeof(Triple) + sizeof(std::size_t) + 1) +
                     journal_.capacity() * sizeof(Entry);
-    for (const auto& [s, id] : ids_) n += sizeof(std::string) + s.capacity() + 16 + sizeof(id);
+    n += names_.state_bytes();
     for (const Entry& entry : journal_)
       if (const auto* g = std::get_if<Gap>(&entry)) n += g->items.capacity() * sizeof(Item);
     if (gap_) n += gap_->items.capacity() * sizeof(Item);
@@ -214,8 +214,8 @@ class FencedOutRule final : public StreamRule {
         a.tokens.push_back(h.token);
         return;
       }
-      const std::string& source = rule.names_[h.worker];
-      const std::string& key = rule.names_[h.key];
+      const std::string& source = rule.names_.name(h.worker);
+      const std::string& key = rule.names_.name(h.key);
       Anomaly& a = anomalies.emplace_back();
       a.name = "fenced-out";
       a.key = key;
@@ -248,8 +248,8 @@ class FencedOutRule final : public StreamRule {
         ++rejections;
         a.evidence.push_back(x.index);
         a.tokens.push_back(x.token);
-        a.clients.push_back(rule.names_[x.worker]);
-        keys.insert(rule.names_[x.key]);
+        a.clients.push_back(rule.names_.name(x.worker));
+        keys.insert(rule.names_.name(x.key));
         marks.insert(x.mark);
       }
       a.evidence.push_back(*e.fresh);  // the fresh token's acquire.ok
@@ -257,7 +257,7 @@ class FencedOutRule final : public StreamRule {
       if (keys.size() == 1) a.key = *keys.begin();
       std::vector<std::int64_t> m(marks.begin(), marks.end());
       std::ostringstream d;
-      d << (rule.heal_ ? "after the last heal" : "from the start of the run") << ", " << rule.names_[e.worker]
+      d << (rule.heal_ ? "after the last heal" : "from the start of the run") << ", " << rule.names_.name(e.worker)
         << "'s write with the freshly acquired token " << e.token << " was rejected against the high-water mark "
         << join(m) << ", and no write was accepted within " << seconds_text(window) << " (lease TTL "
         << seconds_text(ttl) << " + " << seconds_text(rule.allowance_) << " to acquire): " << rejections
@@ -276,11 +276,7 @@ class FencedOutRule final : public StreamRule {
   Triple accepted_key(const Event& e) { return Triple{id(e.source), id(e.key), *e.token}; }
 
 
-  std::uint32_t id(const std::string& s) {
-    auto [it, fresh] = ids_.try_emplace(s, static_cast<std::uint32_t>(names_.size()));
-    if (fresh) names_.push_back(s);
-    return it->second;
-  }
+  std::uint32_t id(std::string_view s) { return names_.id(s); }
 
   /// The context's TTL, else the history's so far (HistoryTtl; final only at the end).
   std::optional<std::chrono::nanoseconds> lease_ttl() const { return ttl_.lease_ttl(*context_); }
@@ -296,7 +292,7 @@ class FencedOutRule final : public StreamRule {
 
   void write_fail(std::size_t i, const Event& e) {
     if (e.token && e.high_water && *e.high_water == *e.token) {
-      const auto h = holding_.find(e.source);
+      const auto h = holding_.find(id(e.source));
       if (h == holding_.end() || h->second.token != e.token) return;
       const Triple t = accepted_key(e);
       if (!accepted_.contains(accepted_mark(t))) return;
@@ -322,7 +318,7 @@ class FencedOutRule final : public StreamRule {
     r.worker = id(e.source);
     r.key = id(e.key);
     // Fresh: the worker's holding has this token and was acquired after the last heal.
-    if (const auto h = holding_.find(e.source);
+    if (const auto h = holding_.find(id(e.source));
         h != holding_.end() && (!heal_ || h->second.index > *heal_) && h->second.token == e.token)
       r.fresh = h->second.index;
     if (gap_) gap_->items.push_back(r);
@@ -389,12 +385,11 @@ class FencedOutRule final : public StreamRule {
   std::chrono::nanoseconds allowance_{0};
   HistoryTtl ttl_;
   std::optional<std::size_t> heal_;  // the latest fault.heal so far
-  std::map<std::string, Holding, std::less<>> holding_;  // worker -> its latest acquire.ok
+  boost::unordered_flat_map<std::uint32_t, Holding> holding_;  // worker (id) -> its latest acquire.ok
   unsigned pass_ = 1;
   boost::unordered_flat_set<std::uint64_t> accepted_;  // pass 1: accepted_mark() of each (worker, key, token) with a write.ok
   boost::unordered_flat_map<Triple, std::size_t, TripleHash> candidates_;  // a candidate hit's triple -> its first write.ok (pass 2)
-  std::map<std::string, std::uint32_t, std::less<>> ids_;  // interned workers and keys
-  std::vector<std::string> names_;
+  detail::StringIds names_;  // interned workers and keys
   std::vector<Entry> journal_;   // since the last heal: hits outside gaps, and closed gaps
   std::optional<Gap> gap_;       // open: a fresh rejection and no write.ok since
   std::size_t gaps_ = 0;         // gaps since the last heal
