@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -141,6 +142,82 @@ StreamCheckRun run_rules_over_file(const std::filesystem::path& history, const R
   return out;
 }
 
+/// The events analyze_history_file() will copy as evidence, caught as the passes go by, so that
+/// copying them takes no pass of its own when every one is caught (a clean run's always are):
+/// - on the first pass, what the figures cite that the first pass already settles: every pause
+///   with a duration, write.info, fault.inject and fault.heal, protocol.error, and the first
+///   write.ok after the latest heal (detail::evidence_indices);
+/// - on the figures' second pass, the lock.deletes, acquire.oks and lock.grants it parses (the
+///   candidates' own: an expiry cites one of each).
+/// The first pass's kinds are output-sized (each is a figure's item). The second pass's are at
+/// most a few per candidate; past kBudget bytes, no more are caught, and the evidence pass copies
+/// the rest. A rule's anomalies cite any event: those are copied by that pass. Not thread-safe.
+class EvidenceCatch {
+ public:
+  /// Past this many bytes (state_bytes()) the second pass catches nothing more.
+  static constexpr std::size_t kBudget = 64u << 20;
+
+  void first_pass(std::size_t index, const Event& e) {
+    switch (e.kind) {
+      case EventKind::kPause:
+        if (e.duration_ns) keep(index, e);
+        break;
+      case EventKind::kWriteInfo:
+      case EventKind::kFaultInject:
+      case EventKind::kProtocolError: keep(index, e); break;
+      case EventKind::kFaultHeal:
+        keep(index, e);
+        if (first_ok_after_heal_) drop(*first_ok_after_heal_);
+        first_ok_after_heal_.reset();
+        after_heal_ = true;
+        break;
+      case EventKind::kWriteOk:
+        if (after_heal_ && !first_ok_after_heal_) {
+          keep(index, e);
+          first_ok_after_heal_ = index;
+        }
+        break;
+      default: break;
+    }
+  }
+  void second_pass(std::size_t index, const Event& e) {
+    if (bytes_ >= kBudget || events_.contains(index)) return;
+    if (e.kind == EventKind::kLockDelete || e.kind == EventKind::kAcquireOk || e.kind == EventKind::kLockGrant)
+      keep(index, e);
+  }
+  /// The event caught at `index`, moved out; nullopt when none was.
+  std::optional<Event> take(std::size_t index) {
+    const auto it = events_.find(index);
+    if (it == events_.end()) return std::nullopt;
+    Event e = std::move(it->second);
+    events_.erase(it);
+    return e;
+  }
+  [[nodiscard]] std::size_t state_bytes() const { return sizeof(*this) + bytes_; }
+
+ private:
+  static std::size_t bytes_of(const Event& e) {
+    std::size_t n = sizeof(Event) + 48;  // the map's node
+    for (const std::string* s : {&e.source, &e.lock, &e.lock_key, &e.key, &e.fault, &e.target, &e.detail, &e.line})
+      if (s->capacity() > 15) n += s->capacity() + 1;
+    return n;
+  }
+  void keep(std::size_t index, const Event& e) {
+    const auto [it, fresh] = events_.try_emplace(index, e);
+    if (fresh) bytes_ += bytes_of(it->second);
+  }
+  void drop(std::size_t index) {
+    if (const auto it = events_.find(index); it != events_.end()) {
+      bytes_ -= bytes_of(it->second);
+      events_.erase(it);
+    }
+  }
+  std::map<std::size_t, Event> events_;
+  std::size_t bytes_ = 0;
+  bool after_heal_ = false;
+  std::optional<std::size_t> first_ok_after_heal_;
+};
+
 }  // namespace
 
 StreamCheckRun check_history_file(const std::filesystem::path& history, const ReadBack& readback,
@@ -170,11 +247,15 @@ HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, c
   FigureStream figures(readback, log, context);
   std::size_t figure_bytes = 0;  // the figures' peak state, sampled as the rules' is
   std::vector<ProtocolError> protocol;
+  // Evidence kept as it goes by, so that no pass is needed only to copy it (EvidenceCatch).
+  EvidenceCatch caught;
   StreamCheckRun run = run_rules_over_file(history, readback, log, context, rules, [&](std::size_t index, const Event& e) {
     figures.observe(index, e);
+    caught.first_pass(index, e);
     if (e.kind == EventKind::kProtocolError) protocol.push_back(ProtocolError{e.target, e.line_no, e.detail, e.line, index});
     if (also) also(index, e);
-    if ((index + 1) % kStateSample == 0) figure_bytes = std::max(figure_bytes, figures.state_bytes());
+    if ((index + 1) % kStateSample == 0)
+      figure_bytes = std::max(figure_bytes, figures.state_bytes() + caught.state_bytes());
   });
   HistoryFileAnalysis out;
   Analysis& a = out.analysis;
@@ -192,12 +273,14 @@ HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, c
         [&](std::size_t index, std::string_view line) { return figures.second_pass_may_want(index, line); },
         [&](std::size_t index, Event&& e) {
           figures.observe(index, e);
-          if (++seen % kStateSample == 0) figure_bytes = std::max(figure_bytes, figures.state_bytes());
+          caught.second_pass(index, e);
+          if (++seen % kStateSample == 0)
+            figure_bytes = std::max(figure_bytes, figures.state_bytes() + caught.state_bytes());
         });
     ++run.passes;
     out.figures_second_pass = true;
   }
-  figure_bytes = std::max(figure_bytes, figures.state_bytes());
+  figure_bytes = std::max(figure_bytes, figures.state_bytes() + caught.state_bytes());
   out.peak_state_bytes = run.peak_state_bytes + figure_bytes;
   out.peak_state_by_rule = std::move(run.peak_state_by_rule);
   out.peak_state_by_rule.emplace_back("figures", figure_bytes);
@@ -206,17 +289,24 @@ HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, c
   if (!a.protocol_errors.empty()) a.verdict = combine(a.verdict, Verdict::kUnknown);
   out.events = run.events;
   out.passes = run.passes;
-  // The evidence events: one more pass, copying the wanted ones (a sorted list: output-sized).
-  const std::vector<std::size_t> wanted = detail::evidence_indices(a);
-  if (!wanted.empty()) {
-    auto next = wanted.begin();
+  // The evidence events: those caught on the way, then one more pass for the others (a sorted
+  // list: output-sized), only when there are some.
+  std::vector<std::size_t> missing;
+  for (const std::size_t index : detail::evidence_indices(a)) {
+    if (auto e = caught.take(index)) a.evidence_events.emplace(index, std::move(*e));
+    else missing.push_back(index);
+  }
+  caught = EvidenceCatch();
+  if (!missing.empty()) {
+    auto next = missing.begin();
     for_each_history_event_if(
-        history, [&](std::size_t index, std::string_view) { return next != wanted.end() && *next == index; },
+        history, [&](std::size_t index, std::string_view) { return next != missing.end() && *next == index; },
         [&](std::size_t index, Event&& e) {
           a.evidence_events.emplace(index, std::move(e));
           ++next;
         });
     ++out.passes;
+    out.evidence_pass = true;
   }
   return out;
 }

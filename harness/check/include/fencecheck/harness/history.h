@@ -104,7 +104,7 @@ struct LineField {
   What what = kUnsure;
   std::string_view text;  ///< a view into the line
 };
-/// Looks for the key `name` (a field name of event.h) in `line`: one memmem per occurrence of
+/// Looks for the key `name` (a field name of event.h) in `line`: one search per occurrence of
 /// "<name>" (without a backslash in the line every '"' delimits a string, so "<name>" followed by
 /// ':' is the key). Pure; `text` views `line`.
 [[nodiscard]] LineField scan_line_field(std::string_view line, std::string_view name);

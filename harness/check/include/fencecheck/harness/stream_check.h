@@ -155,19 +155,23 @@ struct HistoryFileAnalysis {
   std::size_t peak_state_bytes = 0;   ///< the rules' peak state (StreamCheckRun) plus the figures' at the end
   /// StreamCheckRun::peak_state_by_rule, then ("figures", the figures' state at the end).
   std::vector<std::pair<std::string, std::size_t>> peak_state_by_rule;
-  unsigned passes = 0;                ///< reads of the file: 1, one more when a rule wanted one, one more for the figures' second pass, one more for the evidence
+  unsigned passes = 0;                ///< reads of the file: 1, one more when a rule wanted one, one more for the figures' second pass, one more for the evidence not caught on the way
   bool figures_second_pass = false;   ///< whether the figures wanted their second pass (FigureStream: a candidate lease expiry)
+  bool evidence_pass = false;         ///< whether some evidence event was not caught by the passes before and took a pass of its own
 };
 
 /// analyze() of a history file without holding the history: the checkers named `names` (empty:
 /// every default checker; each must be streamed, else std::invalid_argument naming it), the
 /// figures (FigureStream) and the protocol errors in one pass (another for a rule that wants it,
 /// another for the figures' lease-expiry candidates when there are some), then one more pass
-/// copying the evidence events (only when some are wanted). The result equals
+/// copying the evidence events that those passes did not catch on the way (the figures' evidence
+/// is caught, within a budget of 64 MiB for the expiries'; a rule's anomalies' is not), only when
+/// there are some. The result equals
 /// analyze() of the same checkers on load_history_jsonl(history) with the same read-back and
 /// context (a test compares verdict.json of both on every case of the golden record). Memory: the
 /// rules' and figures' state (stream_check.h, analysis.h: FigureStream) plus the anomalies, figures
-/// and evidence copies (output), one event at a time. `also`, when given, is called with every
+/// and evidence copies (output, caught as the passes go: counted in the "figures" part of
+/// peak_state_by_rule), one event at a time. `also`, when given, is called with every
 /// event of the first pass (index, event), in history order, so a caller's own tally (e.g. the
 /// harness's HistoryTally) rides along the same read; exceptions from it pass through. Throws
 /// what check_history_file() throws.
