@@ -55,7 +55,7 @@ std::uint32_t PackedLog::Dictionary::id(std::string_view name) {
 }
 
 std::size_t PackedLog::Dictionary::memory_bytes() const {
-  std::size_t n = ids.bucket_count() * sizeof(void*) + ids.size() * (sizeof(std::string_view) + 32);
+  std::size_t n = ids.bucket_count() * (sizeof(std::string_view) + sizeof(std::uint32_t) + 1);
   for (const auto& s : names) n += sizeof(s) + (s.capacity() > 15 ? s.capacity() + 1 : 0);
   return n;
 }

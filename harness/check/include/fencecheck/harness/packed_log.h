@@ -28,8 +28,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
+
+#include <boost/container_hash/hash.hpp>
+#include <boost/unordered/unordered_flat_map.hpp>
 
 #include "fencecheck/proto/readback.h"
 
@@ -163,7 +165,7 @@ class PackedLog {
   };
   struct Dictionary {
     std::deque<std::string> names;  // stable addresses: the map's keys and LoggedWrite view them
-    std::unordered_map<std::string_view, std::uint32_t> ids;
+    boost::unordered_flat_map<std::string_view, std::uint32_t, boost::hash<std::string_view>> ids;
     std::uint32_t id(std::string_view name);
     [[nodiscard]] std::size_t memory_bytes() const;
   };
