@@ -1568,7 +1568,23 @@ TEST(AnalyzeHistoryFile, TheFiguresSecondPassSkipsOnlyLinesThatCannotMatterOnRan
       }
       if (pick(8) == 0) b.job_done(w, std::nullopt);
     }
-    const fs::path file = write_history("random-holdings.jsonl", b.h);
+    fs::path file = write_history("random-holdings.jsonl", b.h);
+    if (round % 3 == 0) {
+      // One holdings line written with its "kind" twice, "log" first (the last one wins): a line
+      // the fast path refuses, so the second pass must not stop at a key's first occurrence.
+      std::vector<std::size_t> holdings_lines;
+      for (std::size_t i = 0; i < b.h.size(); ++i)
+        if (b.h[i].kind == EventKind::kAcquireOk || b.h[i].kind == EventKind::kLockGrant ||
+            b.h[i].kind == EventKind::kJobDone || b.h[i].kind == EventKind::kReleaseOk)
+          holdings_lines.push_back(i);
+      const std::size_t odd = holdings_lines[static_cast<std::size_t>(pick(static_cast<int>(holdings_lines.size())))];
+      std::string text;
+      for (std::size_t i = 0; i < b.h.size(); ++i) {
+        const std::string line = fencecheck::to_json_line(b.h[i]);
+        text += (i == odd ? R"({"kind":"log",)" + line.substr(1) : line) + "\n";
+      }
+      file = write_file("random-holdings.jsonl", text);
+    }
     const fh::Analysis memory = fh::analyze(b.h, ReadBack{}, fh::CheckContext{});
     const fh::HistoryFileAnalysis streamed = fh::analyze_history_file(file, ReadBack{}, fh::CheckContext{});
     const fh::ExpectationResult expectation;
@@ -1580,6 +1596,32 @@ TEST(AnalyzeHistoryFile, TheFiguresSecondPassSkipsOnlyLinesThatCannotMatterOnRan
   // The rounds reach what the test is about: many with expiries, so with a second pass.
   EXPECT_GT(with_expiries, 100u);
   EXPECT_GE(second_passes, with_expiries);
+}
+
+TEST(AnalyzeHistoryFile, AKeyInsideANestedValueDoesNotHideALineFromTheSecondPass) {
+  // A review's case: the job.done has no token of its own (its "token" is inside an unknown
+  // key's object), so it counts for the holder's work whatever its token; the second pass's
+  // filter read the nested "token" as the line's and skipped it, and a lease expiry appeared.
+  const std::string text =
+      R"({"t_ns":1,"source":"lock","kind":"lock.grant","lock_key":"L/1","token":10,"revision":10})"
+      "\n"
+      R"({"t_ns":2,"source":"w1","kind":"acquire.ok","lock_key":"L/1","token":10})"
+      "\n"
+      R"({"t_ns":3,"source":"w1","kind":"job.done","x":{"token":99}})"
+      "\n"
+      R"({"t_ns":4,"source":"lock","kind":"lock.delete","lock_key":"L/1","token":10,"revision":20})"
+      "\n";
+  for (const std::string nested : {R"({"token":99})", R"([{"token":99}])"}) {
+    std::string t = text;
+    t.replace(t.find(R"({"token":99})"), std::string(R"({"token":99})").size(), nested);
+    const fs::path file = write_file("nested-token.jsonl", t);
+    const fh::Analysis memory = fh::analyze(fh::load_history_jsonl(file), ReadBack{}, fh::CheckContext{});
+    const fh::HistoryFileAnalysis streamed = fh::analyze_history_file(file, ReadBack{}, fh::CheckContext{});
+    EXPECT_TRUE(memory.figures.expiries_during_work.empty()) << nested;
+    const fh::ExpectationResult expectation;
+    EXPECT_EQ(fh::to_json(streamed.analysis, expectation).dump(), fh::to_json(memory, expectation).dump()) << nested;
+    EXPECT_TRUE(streamed.figures_second_pass) << nested;
+  }
 }
 
 TEST(AnalyzeHistoryFile, ACheckerWithoutAStreamedRuleIsNamed) {

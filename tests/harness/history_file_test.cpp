@@ -300,6 +300,16 @@ TEST(ScanLineField, ReadsAPlainStringOrIntegerAndIsUnsureOfAnythingElse) {
   EXPECT_EQ(scan_line_field(R"({"token":{"a":1}})", "token").what, W::kUnsure);
   EXPECT_EQ(scan_line_field(R"({"token":)", "token").what, W::kUnsure);
   EXPECT_EQ(scan_line_field(R"({"lock_key":"cut)", "lock_key").what, W::kUnsure);
+  // A key only inside a nested value is not the line's (the reviewer's case: a job.done whose
+  // token is nested has no token), so anything nested makes the look unsure.
+  EXPECT_EQ(scan_line_field(R"({"kind":"job.done","x":{"token":99}})", "token").what, W::kUnsure);
+  EXPECT_EQ(scan_line_field(R"({"kind":"job.done","x":[{"token":99}]})", "token").what, W::kUnsure);
+  EXPECT_EQ(scan_line_field(R"({"kind":"job.done","x":[1]})", "kind").what, W::kUnsure);
+  // first_only trusts the caller that no key is there twice (a line the fast path parsed before).
+  EXPECT_EQ(scan_line_field(R"({"lock_key":"a","lock_key":"b"})", "lock_key", true).text, "a");
+  EXPECT_EQ(scan_line_field(R"({"lock_key":"a","detail":"x"})", "lock_key", true).text, "a");
+  EXPECT_EQ(scan_line_field(R"({"lock_key":"a\"b"})", "lock_key", true).what, W::kUnsure);  // escapes still looked for
+  EXPECT_EQ(scan_line_field(R"({"detail":"x"})", "lock_key", true).what, W::kAbsent);
   // Whatever it says of a field, the parser agrees on every line of a soak-like history.
   const History h = soak_like(500);
   for (const Event& e : h) {

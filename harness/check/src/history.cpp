@@ -195,11 +195,11 @@ void for_each_history_line(const std::filesystem::path& given,
   lines.finish();
 }
 
-void for_each_history_event_if(const std::filesystem::path& path,
-                               const std::function<bool(std::size_t index, std::string_view line)>& wanted,
-                               const std::function<void(std::size_t index, Event&& event)>& fn) {
+std::size_t for_each_history_event_if(const std::filesystem::path& path,
+                                      const std::function<bool(std::size_t index, std::string_view line)>& wanted,
+                                      const std::function<void(std::size_t index, Event&& event)>& fn) {
   const std::string file = path.string();
-  std::size_t index = 0;
+  std::size_t index = 0, not_plain = 0;
   Event e;  // one Event for every line: its strings keep their capacity
   for_each_history_line(path, [&](std::string_view line, std::size_t number) {
     // Blank: nothing but spaces and tabs (a writer's line starts with '{').
@@ -208,12 +208,13 @@ void for_each_history_event_if(const std::filesystem::path& path,
     const std::size_t at = index++;
     if (!wanted(at, line)) return;
     try {
-      event_from_padded_line(line, e);  // for_each_history_line's lines are padded (LineSplitter)
+      if (!event_from_padded_line(line, e)) ++not_plain;  // for_each_history_line's lines are padded (LineSplitter)
     } catch (const std::exception& err) {
       throw HistoryError(file, number, err.what());
     }
     fn(at, std::move(e));
   });
+  return not_plain;
 }
 
 namespace {
@@ -235,9 +236,18 @@ std::size_t find_quoted(std::string_view line, std::size_t from, std::string_vie
 }
 }  // namespace
 
-LineField scan_line_field(std::string_view line, std::string_view name) {
+LineField scan_line_field(std::string_view line, std::string_view name, bool first_only) {
   LineField out;
   if (line.find('\\') != std::string_view::npos) return out;  // an escape could spell anything
+  // A nested object or array could hold the key where the top level has none: unsure (a '{' or
+  // '[' inside a string makes it unsure too, which is never wrong). A line the fast path parsed
+  // has nothing nested (first_only's promise).
+  if (!first_only) {
+    const std::size_t open = line.find('{');
+    if (line.find('[') != std::string_view::npos ||
+        (open != std::string_view::npos && line.find('{', open + 1) != std::string_view::npos))
+      return out;
+  }
   // Without a backslash every '"' opens or closes a string, so "<name>" followed by ':' is the key
   // itself, wherever it is (a value "<name>" is followed by ',' or '}' or ']').
   std::string key;
@@ -260,11 +270,13 @@ LineField scan_line_field(std::string_view line, std::string_view name) {
       const std::size_t end = line.find('"', p + 1);
       if (end == std::string_view::npos) return LineField{};
       out = LineField{LineField::kString, line.substr(p + 1, end - p - 1)};
+      if (first_only) return out;
       at = end + 1;
     } else if (line[p] == '-' || (line[p] >= '0' && line[p] <= '9')) {
       std::size_t end = p + 1;
       while (end < line.size() && line[end] >= '0' && line[end] <= '9') ++end;
       out = LineField{LineField::kInteger, line.substr(p, end - p)};
+      if (first_only) return out;
       at = end;
     } else {
       return LineField{};  // null, an object, an array, true, false: the parser says what it means
@@ -281,9 +293,9 @@ bool line_may_be_kind(std::string_view line, std::span<const EventKind> kinds) {
   return false;
 }
 
-void for_each_history_event(const std::filesystem::path& path,
-                            const std::function<void(std::size_t index, Event&& event)>& fn) {
-  for_each_history_event_if(path, [](std::size_t, std::string_view) { return true; }, fn);
+std::size_t for_each_history_event(const std::filesystem::path& path,
+                                   const std::function<void(std::size_t index, Event&& event)>& fn) {
+  return for_each_history_event_if(path, [](std::size_t, std::string_view) { return true; }, fn);
 }
 
 History load_history_jsonl(const std::filesystem::path& path) {

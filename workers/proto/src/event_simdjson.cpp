@@ -93,11 +93,6 @@ constexpr std::size_t kLongestName = [] {
   return n;
 }();
 
-/// The field number of the key whose raw JSON text starts at `raw` (just after its opening
-/// quote); -1 for any other key, or a key with an escape (the reference then decides: "t\u005fns"
-/// is t_ns). Reads at most kLongestName + 1 bytes, all inside the key or its padded document.
-/// Comparing the raw text, where unescaped_key() copied every key into simdjson's string buffer
-/// first, was about a tenth of the parse (perf, bench_stream_check).
 /// The first `n` (0-8) bytes at p as a little-endian word, the rest zero.
 std::uint64_t word_of(const char* p, std::size_t n) {
   std::uint64_t w = 0;
@@ -124,6 +119,11 @@ const std::array<NameWords, kFieldNames.size()>& name_words() {
   return words;
 }
 
+/// The field number of the key whose raw JSON text starts at `raw` (just after its opening
+/// quote); -1 for any other key, or a key with an escape (the reference then decides: "t\u005fns"
+/// is t_ns). Reads up to 16 bytes from `raw`, all inside the key or its padded document.
+/// Comparing the raw text, where unescaped_key() copied every key into simdjson's string buffer
+/// first, was about a tenth of the parse (perf, bench_stream_check).
 int field_number(const char* raw) {
   std::size_t n = 0;
   while (n <= kLongestName && raw[n] != '"') {
@@ -253,10 +253,11 @@ Event event_from_json_line(std::string_view line) {
 
 static_assert(kLinePadding >= simdjson::SIMDJSON_PADDING, "event_from_padded_line promises simdjson its padding");
 
-void event_from_padded_line(std::string_view line, Event& out) {
+bool event_from_padded_line(std::string_view line, Event& out) {
   reset_event(out);
-  if (parse_fast(line_parser().parser, line, line.size() + kLinePadding, out)) return;
+  if (parse_fast(line_parser().parser, line, line.size() + kLinePadding, out)) return true;
   out = detail::event_from_json_line_nlohmann(line);
+  return false;
 }
 
 }  // namespace fencecheck

@@ -27,7 +27,8 @@
 //   gathers for their lock keys, tokens and revisions alone what the decision needs: the
 //   acquire.oks and first grant of each key (and token), the first job.done of each (worker,
 //   token), the earliest release.invoke of each (key, token), and the release.oks' revisions and
-//   keys (the second pass sees every release.ok, so the candidates are decided exactly as a
+//   keys (the second pass sees every release.ok whose revision or lock key is a candidate's,
+//   which is every one the decision looks at, so the candidates are decided exactly as a
 //   single pass with every holding's records did; 80,000 random histories gave the same figures
 //   as that version). State: the deletes in flight and the expiries, not the holdings (measured
 //   5.7 bytes per holding with one expiry in 50 holdings; it was 240 with every holding kept).
@@ -155,6 +156,7 @@ struct FigureStream::State {
     Word word = Word::kNone;
   };
   unsigned pass = 1;
+  bool plain_lines = false;  // FigureStream::begin_second_pass's every_line_plain
   /// The deletes not settled, by history index. A delete that a release.ok's revision explains
   /// (before or after it) is dropped as soon as that is known: whatever comes later, it is not an
   /// expiry (unless the issuer said "expired", then it is kept). In a healthy run what stays is the
@@ -169,7 +171,7 @@ struct FigureStream::State {
   boost::unordered_flat_map<std::int64_t, std::vector<std::size_t>> unsettled_by_revision;  // revision -> indices
   /// Revisions of release.oks whose delete has not come yet. The first delete with the revision
   /// takes it out: another delete with the same revision then stays unsettled, and the second
-  /// pass, which sees every release.ok, settles it.
+  /// pass, which sees every release.ok with a candidate's revision, settles it.
   boost::unordered_flat_set<std::int64_t> open_releases;
 
   // Second pass: names interned (lock keys, workers, lock names), and per candidate lock key,
@@ -329,16 +331,16 @@ struct FigureStream::State {
   /// FigureStream::second_pass_may_want: gather_for_candidates() below, read off the line. Keep
   /// the two in step.
   bool may_want(std::size_t i, std::string_view line) const {
-    const LineField kind = scan_line_field(line, "kind");
+    const LineField kind = scan_line_field(line, "kind", plain_lines);
     if (kind.what != LineField::kString) return true;
     const auto key_is_candidate = [&] {
-      const LineField key = scan_line_field(line, "lock_key");
+      const LineField key = scan_line_field(line, "lock_key", plain_lines);
       if (key.what == LineField::kAbsent) return false;  // an empty lock_key is never a candidate's
       return key.what != LineField::kString || candidate_keys.contains(key.text);
     };
     // An integer field's value is one of `set` (absent: `if_absent`).
     const auto number_in = [&](std::string_view name, const boost::unordered_flat_set<std::int64_t>& set, bool if_absent) {
-      const LineField field = scan_line_field(line, name);
+      const LineField field = scan_line_field(line, name, plain_lines);
       if (field.what == LineField::kAbsent) return if_absent;
       if (field.what != LineField::kInteger) return true;
       const std::string_view t = field.text;
@@ -357,8 +359,8 @@ struct FigureStream::State {
   }
 
   /// The second pass: the old single pass's per-holding records, for the candidates' lock keys,
-  /// tokens and revisions only (expiry() looks up nothing else). Only FigureStream::kSecondPassKinds
-  /// reach it from analyze_history_file(), which skips the other lines unparsed: keep both in step.
+  /// tokens and revisions only (expiry() looks up nothing else). Only the lines may_want() keeps
+  /// reach it from analyze_history_file(), which skips the others unparsed: keep both in step.
   void gather_for_candidates(std::size_t i, const Event& e) {
     switch (e.kind) {
       case EventKind::kAcquireOk: {
@@ -531,7 +533,10 @@ FigureStream::FigureStream(const ReadBack& readback, const PackedLog& log, const
 FigureStream::~FigureStream() = default;
 void FigureStream::observe(std::size_t index, const Event& e) { s_->observe(index, e); }
 bool FigureStream::wants_second_pass() const { return s_->wants_second_pass(); }
-void FigureStream::begin_second_pass() { s_->begin_second_pass(); }
+void FigureStream::begin_second_pass(bool every_line_plain) {
+  s_->begin_second_pass();
+  s_->plain_lines = every_line_plain;
+}
 bool FigureStream::second_pass_may_want(std::size_t index, std::string_view line) const {
   return s_->may_want(index, line);
 }

@@ -71,10 +71,12 @@ CheckerResult run_stream_rule(StreamRule& rule, const History& history, const Re
 namespace {
 
 /// check_history_file(), calling also(index, event) for each event of the first pass as well.
+/// `not_plain`, when given, gets how many lines of the first pass the simdjson fast path did not take.
 StreamCheckRun run_rules_over_file(const std::filesystem::path& history, const ReadBack& readback,
                                    const PackedLog& log, const CheckContext& context,
                                    const std::vector<std::string_view>& names,
-                                   const std::function<void(std::size_t, const Event&)>& also) {
+                                   const std::function<void(std::size_t, const Event&)>& also,
+                                   std::size_t* not_plain = nullptr) {
   std::vector<std::unique_ptr<StreamRule>> rules;
   for (std::string_view name : names.empty() ? stream_rule_names() : names) {
     auto rule = make_stream_rule(name);
@@ -104,7 +106,7 @@ StreamCheckRun run_rules_over_file(const std::filesystem::path& history, const R
   for (std::size_t k = 0; k < rules.size(); ++k) reading[k] = !not_run[k];
   for (unsigned pass = 1;; ++pass) {
     out.passes = pass;
-    for_each_history_event(history, [&](std::size_t index, Event&& e) {
+    const std::size_t off_fast_path = for_each_history_event(history, [&](std::size_t index, Event&& e) {
       if (pass == 1) {
         tracker.observe(e);
         if (also) also(index, e);
@@ -114,6 +116,7 @@ StreamCheckRun run_rules_over_file(const std::filesystem::path& history, const R
       if (pass == 1) out.events = index + 1;
       if ((index + 1) % kStateSample == 0) sample();
     });
+    if (pass == 1 && not_plain != nullptr) *not_plain = off_fast_path;
     sample();
     bool again = false;
     for (std::size_t k = 0; k < rules.size(); ++k) {
@@ -149,10 +152,12 @@ StreamCheckRun run_rules_over_file(const std::filesystem::path& history, const R
 ///   write.ok after the latest heal (detail::evidence_indices);
 /// - on the figures' second pass, the lock.deletes, acquire.oks and lock.grants it parses (the
 ///   candidates' own: an expiry cites one of each).
-/// All of them are cited (output), but held from when they go by, beside the rules' state: past
-/// kBudget bytes (about 140,000 events) no more are caught, and the evidence pass copies the rest
-/// (a 10^8-event bench run: 416,663 evidence events). A rule's anomalies cite any event: those are
-/// copied by that pass. Not thread-safe.
+/// Most of them are cited (output), but they are held from when they go by, beside the rules'
+/// state, and some are not cited at all (a candidate key's acquires and grants that no expiry
+/// names, a candidate delete that is no expiry, a heal that matches no inject). One budget for
+/// both passes: past kBudget bytes (about 140,000 events) no more are caught, and the evidence
+/// pass copies the rest (a 10^8-event bench run: 416,663 evidence events). A rule's anomalies cite
+/// any event: those are copied by that pass. Not thread-safe.
 class EvidenceCatch {
  public:
   /// Past this many bytes (state_bytes()) nothing more is caught.
@@ -252,6 +257,7 @@ HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, c
   std::vector<ProtocolError> protocol;
   // Evidence kept as it goes by, so that no pass is needed only to copy it (EvidenceCatch).
   EvidenceCatch caught;
+  std::size_t not_plain = 0;
   StreamCheckRun run = run_rules_over_file(history, readback, log, context, rules, [&](std::size_t index, const Event& e) {
     figures.observe(index, e);
     caught.first_pass(index, e);
@@ -259,7 +265,7 @@ HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, c
     if (also) also(index, e);
     if ((index + 1) % kStateSample == 0)
       figure_bytes = std::max(figure_bytes, figures.state_bytes() + caught.state_bytes());
-  });
+  }, &not_plain);
   HistoryFileAnalysis out;
   Analysis& a = out.analysis;
   a.verdict = run.run.verdict;
@@ -267,7 +273,7 @@ HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, c
   a.black_box_workers = std::move(run.run.black_box_workers);
   // The figures' second pass, for the lease expiries' candidates (FigureStream).
   if (figures.wants_second_pass()) {
-    figures.begin_second_pass();
+    figures.begin_second_pass(not_plain == 0);
     // Only the candidates' holdings' lines matter to it: the others (the write lines, most of a
     // run, and in a run with few expiries most holdings' lines too) are not parsed.
     std::size_t seen = 0;

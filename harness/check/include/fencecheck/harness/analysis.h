@@ -197,7 +197,10 @@ class FigureStream {
   [[nodiscard]] bool wants_second_pass() const;
   /// Starts the second pass: observe() then takes every event again, from index 0 (only events
   /// of kSecondPassKinds matter to it: a driver may skip the rest unparsed, at their indices).
-  void begin_second_pass();
+  /// `every_line_plain`: the first pass's reader parsed every line on the simdjson fast path
+  /// (for_each_history_event returned 0), so second_pass_may_want() may stop at a key's first
+  /// occurrence (scan_line_field's first_only).
+  void begin_second_pass(bool every_line_plain = false);
   /// During the second pass, whether the history line at `index` may matter to it; a driver may
   /// skip the lines it calls false unparsed (analyze_history_file does). Looks at the line's kind,
   /// and at its lock_key, token or revision against the candidate expiries' (scan_line_field,

@@ -77,37 +77,43 @@ void for_each_history_line(const std::filesystem::path& path,
 
 /// Calls `fn(index, event)` for each event of a history file, in order, holding one at a time:
 /// lines read as for_each_history_line reads them, blank lines skipped (they do not shift the
-/// indices: `index` is the event's History index, 0-based). Throws HistoryError as
-/// load_history_jsonl does; exceptions from `fn` pass through.
-void for_each_history_event(const std::filesystem::path& path,
-                            const std::function<void(std::size_t index, Event&& event)>& fn);
+/// indices: `index` is the event's History index, 0-based). Returns how many lines the simdjson
+/// fast path did not take (event_from_padded_line returned false: 0 for a file fencecheck wrote).
+/// Throws HistoryError as load_history_jsonl does; exceptions from `fn` pass through.
+std::size_t for_each_history_event(const std::filesystem::path& path,
+                                   const std::function<void(std::size_t index, Event&& event)>& fn);
 
 /// As for_each_history_event, but parses only the lines `wanted(index, line)` accepts; the others
 /// are counted (their indices stay) and skipped unparsed. For reading again a file already read
 /// whole once (its bad lines found then), when only some events matter: parsing is most of the
 /// cost of a pass (docs/performance.md). Throws as for_each_history_event, for the lines parsed.
-void for_each_history_event_if(const std::filesystem::path& path,
-                               const std::function<bool(std::size_t index, std::string_view line)>& wanted,
-                               const std::function<void(std::size_t index, Event&& event)>& fn);
+std::size_t for_each_history_event_if(const std::filesystem::path& path,
+                                      const std::function<bool(std::size_t index, std::string_view line)>& wanted,
+                                      const std::function<void(std::size_t index, Event&& event)>& fn);
 
 /// What a quick look (no parse) at a history line says of one of its top-level fields, for
 /// skipping lines unparsed on a pass that wants only some: kUnsure whenever the look cannot be
 /// sure, never a wrong answer otherwise (on a line that is a valid event).
 struct LineField {
   enum What {
-    kUnsure,   ///< parse the line to know: it has an escape ('\'), the key twice (or nested), a
-               ///< value that is not a plain string or integer (null, an object, ...), or is cut short
+    kUnsure,   ///< parse the line to know: it has an escape ('\'), the key twice, anything nested
+               ///< (a second '{', any '['; not looked for with first_only), a value that is not a
+               ///< plain string or integer (null, ...), or it is cut short
     kAbsent,   ///< the key is not in the line
     kString,   ///< its value is the string `text` (between the quotes, no escapes)
-    kInteger,  ///< its value is the number `text` ('-' and digits; from_chars reads it)
+    kInteger,  ///< its value is the number `text` ('-' and digits; std::from_chars reads it when it
+               ///< fits int64_t, and a caller must treat any other as unsure: the parser wraps
+               ///< values up to UINT64_MAX)
   };
   What what = kUnsure;
   std::string_view text;  ///< a view into the line
 };
 /// Looks for the key `name` (a field name of event.h) in `line`: one search per occurrence of
 /// "<name>" (without a backslash in the line every '"' delimits a string, so "<name>" followed by
-/// ':' is the key). Pure; `text` views `line`.
-[[nodiscard]] LineField scan_line_field(std::string_view line, std::string_view name);
+/// ':' is the key). With `first_only`, for a line the fast path parsed before (every key at the
+/// top level, at most once: for_each_history_event's count of the others is 0), the look stops at
+/// the key's first occurrence instead of making sure there is no other. Pure; `text` views `line`.
+[[nodiscard]] LineField scan_line_field(std::string_view line, std::string_view name, bool first_only = false);
 
 /// Whether a history line may be an event of one of `kinds`: false only when scan_line_field is
 /// sure its "kind" is a string naming none of them (kind_name). One search for "kind", not one

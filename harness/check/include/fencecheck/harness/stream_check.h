@@ -165,7 +165,7 @@ struct HistoryFileAnalysis {
 /// figures (FigureStream) and the protocol errors in one pass (another for a rule that wants it,
 /// another for the figures' lease-expiry candidates when there are some), then one more pass
 /// copying the evidence events that those passes did not catch on the way (the figures' evidence
-/// is caught, within a budget of 64 MiB for the expiries'; a rule's anomalies' is not), only when
+/// is caught, within one budget of 64 MiB for both passes; a rule's anomalies' is not), only when
 /// there are some. The result equals
 /// analyze() of the same checkers on load_history_jsonl(history) with the same read-back and
 /// context (a test compares verdict.json of both on every case of the golden record). Memory: the

@@ -120,8 +120,10 @@ inline constexpr std::size_t kLinePadding = 64;
 /// affect the parse (simdjson's padding rule; its maintainers, simdjson issue 1965). On a throw
 /// `out` holds unspecified field values. About 1.17x faster than event_from_json_line on a
 /// history's lines read from .zst (bench_history_parse at 10^6: 5.35 M against 4.58 M lines per
-/// CPU second). Thread-safe as event_from_json_line.
-void event_from_padded_line(std::string_view line, Event& out);
+/// CPU second). Returns true when the simdjson fast path took the line (see event_from_json_line:
+/// then every key in it is an Event field, at the top level, at most once), false when the
+/// reference parsed it. Thread-safe as event_from_json_line.
+bool event_from_padded_line(std::string_view line, Event& out);
 /// Reads an Event from a parsed JSON value, by the rules of event_from_json_line; throws
 /// std::invalid_argument as it does (all but the "not a JSON event" message). Thread-safe (pure).
 [[nodiscard]] Event event_from_json(const nlohmann::json& j);
