@@ -146,7 +146,8 @@ StreamCheckRun run_rules_over_file(const std::filesystem::path& history, const R
 }
 
 /// The events analyze_history_file() will copy as evidence, caught as the passes go by, so that
-/// copying them takes no pass of its own when every one is caught (a clean run's always are):
+/// copying them takes no pass of its own when every one is caught (a run without a rule's anomaly,
+/// while they fit in kBudget):
 /// - on the first pass, what the figures cite that the first pass already settles: every pause
 ///   with a duration, write.info, fault.inject and fault.heal, protocol.error, and the first
 ///   write.ok after the latest heal (detail::evidence_indices);
