@@ -167,6 +167,48 @@ TEST(PackedLog, AgreesWithAMapOnALongLogWithRepeatedIds) {
   EXPECT_FALSE(packed.find("w0", 50, "k0", 0, 0));
 }
 
+TEST(PackedLog, AskedInLogOrderItAnswersAsTheIndexDoesAtEveryRepeatedEntry) {
+  // find() first looks at the entry after the last one it found (a history acknowledges writes in
+  // about log order), and must still answer with a write's first entry when the entry there is a
+  // second or later one of a write logged more than once, or another write.
+  std::vector<AcceptedWrite> log;
+  std::mt19937_64 rng(61);
+  for (int i = 0; i < 50'000; ++i) {
+    if (i > 0 && rng() % 5 == 0) {  // a retry: a write logged before, again (with a larger seq half the time)
+      AcceptedWrite again = log[log.size() - 1 - rng() % std::min<std::size_t>(log.size(), 40)];
+      again.seq = (rng() % 2 == 0) ? i : again.seq;
+      log.push_back(again);
+      continue;
+    }
+    log.push_back(logged(i, "w" + std::to_string(rng() % 5), static_cast<std::int64_t>(rng() % 30),
+                         "k" + std::to_string(rng() % 7), static_cast<std::int64_t>(rng() % 3),
+                         static_cast<std::int64_t>(rng() % 6)));
+  }
+  using Id = std::tuple<std::string, std::int64_t, std::string, std::int64_t, std::int64_t>;
+  std::map<Id, std::uint32_t> first_of, latest_of;
+  for (std::uint32_t p = 0; p < log.size(); ++p) {
+    const auto& w = log[p];
+    const Id id{w.client, w.token, w.key, w.segment, w.chunk};
+    first_of.try_emplace(id, p);
+    auto [it, fresh] = latest_of.try_emplace(id, p);
+    if (!fresh && w.seq > log[it->second].seq) it->second = p;
+  }
+  const fh::PackedLog packed(log);
+  std::size_t repeated = 0;
+  for (std::uint32_t p = 0; p < log.size(); ++p) {
+    const auto& w = log[p];
+    const Id id{w.client, w.token, w.key, w.segment, w.chunk};
+    if (first_of.at(id) != p) ++repeated;
+    const auto f = packed.find(w.client, w.token, w.key, w.segment, w.chunk);
+    ASSERT_TRUE(f) << "entry " << p;
+    EXPECT_EQ(f->first, first_of.at(id)) << "entry " << p;
+    EXPECT_EQ(f->latest, latest_of.at(id)) << "entry " << p;
+    // A write never logged, asked between two logged ones, is not found.
+    if (p % 97 == 0) EXPECT_FALSE(packed.find(w.client, w.token + 1000, w.key, w.segment, w.chunk));
+  }
+  EXPECT_GT(repeated, 5'000u);  // the repeated entries were asked for, not only first ones
+}
+
 TEST(PackedLog, ALogInSeqOrderTakesUnderATenthOfItsAcceptedWrites) {
   // The shape of a run's log (bench/synthetic_history.h): holders taking turns on 50 keys, four
   // chunk writes a holding, seqs in order with gaps for the rejections.
