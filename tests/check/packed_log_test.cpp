@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace fh = fencecheck::harness;
@@ -45,6 +46,21 @@ void expect_same(const Got& got, const AcceptedWrite& want, std::size_t at) {
   EXPECT_EQ(got.client, want.client) << "entry " << at;
   EXPECT_EQ(got.kind, want.kind) << "entry " << at;
   EXPECT_EQ(got.value, want.value) << "entry " << at;
+}
+
+using Id = std::tuple<std::string, std::int64_t, std::string, std::int64_t, std::int64_t>;
+
+/// Each write id's first position in `log` and the first of its largest seqs: what find() answers.
+std::pair<std::map<Id, std::uint32_t>, std::map<Id, std::uint32_t>> first_and_latest(const std::vector<AcceptedWrite>& log) {
+  std::map<Id, std::uint32_t> first_of, latest_of;
+  for (std::uint32_t p = 0; p < log.size(); ++p) {
+    const auto& w = log[p];
+    const Id id{w.client, w.token, w.key, w.segment, w.chunk};
+    first_of.try_emplace(id, p);
+    auto [it, fresh] = latest_of.try_emplace(id, p);
+    if (!fresh && w.seq > log[it->second].seq) it->second = p;
+  }
+  return {first_of, latest_of};
 }
 
 }  // namespace
@@ -145,15 +161,7 @@ TEST(PackedLog, AgreesWithAMapOnALongLogWithRepeatedIds) {
     log.push_back(logged(static_cast<std::int64_t>(rng() % 1000), "w" + std::to_string(rng() % 7),
                          static_cast<std::int64_t>(rng() % 50), "k" + std::to_string(rng() % 13),
                          static_cast<std::int64_t>(rng() % 4), static_cast<std::int64_t>(rng() % 9)));
-  using Id = std::tuple<std::string, std::int64_t, std::string, std::int64_t, std::int64_t>;
-  std::map<Id, std::uint32_t> first_of, latest_of;
-  for (std::uint32_t p = 0; p < log.size(); ++p) {
-    const auto& w = log[p];
-    const Id id{w.client, w.token, w.key, w.segment, w.chunk};
-    first_of.try_emplace(id, p);
-    auto [it, fresh] = latest_of.try_emplace(id, p);
-    if (!fresh && w.seq > log[it->second].seq) it->second = p;
-  }
+  const auto [first_of, latest_of] = first_and_latest(log);
   ASSERT_LT(first_of.size(), log.size());  // ids do repeat
   const fh::PackedLog packed(log);
   for (const auto& [id, p] : first_of) {
@@ -184,15 +192,7 @@ TEST(PackedLog, AskedInLogOrderItAnswersAsTheIndexDoesAtEveryRepeatedEntry) {
                          "k" + std::to_string(rng() % 7), static_cast<std::int64_t>(rng() % 3),
                          static_cast<std::int64_t>(rng() % 6)));
   }
-  using Id = std::tuple<std::string, std::int64_t, std::string, std::int64_t, std::int64_t>;
-  std::map<Id, std::uint32_t> first_of, latest_of;
-  for (std::uint32_t p = 0; p < log.size(); ++p) {
-    const auto& w = log[p];
-    const Id id{w.client, w.token, w.key, w.segment, w.chunk};
-    first_of.try_emplace(id, p);
-    auto [it, fresh] = latest_of.try_emplace(id, p);
-    if (!fresh && w.seq > log[it->second].seq) it->second = p;
-  }
+  const auto [first_of, latest_of] = first_and_latest(log);
   const fh::PackedLog packed(log);
   std::size_t repeated = 0;
   for (std::uint32_t p = 0; p < log.size(); ++p) {
