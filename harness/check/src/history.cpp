@@ -8,7 +8,10 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 
 namespace fencecheck::harness {
@@ -369,6 +372,108 @@ void save_history_jsonl(const std::filesystem::path& path, const History& histor
   for (const Event& e : history) out << to_json_line(e) << '\n';
   out.flush();
   if (!out) throw HistoryError(file, 0, "write error");
+}
+
+namespace {
+
+// pack_event's fields, in their order. Adding a field to Event means adding it here (the round
+// trip test in history_file_test.cpp fills every field and would fail).
+constexpr std::optional<std::int64_t> Event::*kPackedNumbers[] = {
+    &Event::token,    &Event::high_water, &Event::lease_id, &Event::revision, &Event::segment,
+    &Event::chunk,    &Event::duration_ns, &Event::ttl_ms,  &Event::protocol, &Event::line_no};
+constexpr std::string Event::*kPackedStrings[] = {&Event::source, &Event::lock,   &Event::lock_key, &Event::key,
+                                                  &Event::fault,  &Event::target, &Event::detail,   &Event::line};
+static_assert(std::size(kPackedNumbers) <= 16 && std::size(kPackedStrings) <= 16);
+constexpr EventKind kLastKind = EventKind::kProtocolError;  // event.h's last enumerator
+
+void put_varint(std::uint64_t v, std::string& out) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+void put_signed(std::int64_t v, std::string& out) {  // zigzag: small magnitudes, few bytes
+  put_varint((static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63), out);
+}
+void put_bits(std::uint16_t bits, std::string& out) {
+  out.push_back(static_cast<char>(bits & 0xff));
+  out.push_back(static_cast<char>(bits >> 8));
+}
+
+/// Reads unpack_event's input in order; every read checks the bytes left.
+struct PackedReader {
+  std::string_view in;
+  std::size_t at = 0;
+  [[noreturn]] static void cut() { throw std::invalid_argument("unpack_event: a packed event cut short"); }
+  std::uint8_t byte() {
+    if (at >= in.size()) cut();
+    return static_cast<std::uint8_t>(in[at++]);
+  }
+  std::uint16_t bits() {
+    const std::uint16_t lo = byte();
+    return static_cast<std::uint16_t>(lo | (std::uint16_t{byte()} << 8));
+  }
+  std::uint64_t varint() {
+    std::uint64_t v = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+      const std::uint8_t b = byte();
+      v |= std::uint64_t{b & 0x7fu} << shift;
+      if ((b & 0x80) == 0) return v;
+    }
+    throw std::invalid_argument("unpack_event: a varint longer than 64 bits");
+  }
+  std::int64_t signed_number() {
+    const std::uint64_t z = varint();
+    return static_cast<std::int64_t>((z >> 1) ^ (~(z & 1) + 1));
+  }
+  std::string_view bytes(std::uint64_t n) {
+    if (n > in.size() - at) cut();
+    const std::string_view s = in.substr(at, n);
+    at += n;
+    return s;
+  }
+};
+
+}  // namespace
+
+std::size_t pack_event(const Event& e, std::string& out) {
+  const std::size_t before = out.size();
+  out.push_back(static_cast<char>(e.kind));
+  std::uint16_t numbers = 0, strings = 0;
+  for (std::size_t f = 0; f < std::size(kPackedNumbers); ++f)
+    if ((e.*kPackedNumbers[f]).has_value()) numbers = static_cast<std::uint16_t>(numbers | (1u << f));
+  for (std::size_t f = 0; f < std::size(kPackedStrings); ++f)
+    if (!(e.*kPackedStrings[f]).empty()) strings = static_cast<std::uint16_t>(strings | (1u << f));
+  put_bits(numbers, out);
+  put_bits(strings, out);
+  put_signed(e.t_ns, out);
+  put_signed(e.src_ns, out);
+  for (std::size_t f = 0; f < std::size(kPackedNumbers); ++f)
+    if ((numbers >> f) & 1u) put_signed(*(e.*kPackedNumbers[f]), out);
+  for (std::size_t f = 0; f < std::size(kPackedStrings); ++f) {
+    if (((strings >> f) & 1u) == 0) continue;
+    const std::string& s = e.*kPackedStrings[f];
+    put_varint(s.size(), out);
+    out.append(s);
+  }
+  return out.size() - before;
+}
+
+Event unpack_event(std::string_view bytes) {
+  PackedReader r{bytes};
+  Event e;
+  const std::uint8_t kind = r.byte();
+  if (kind > static_cast<std::uint8_t>(kLastKind)) throw std::invalid_argument("unpack_event: no event kind " + std::to_string(kind));
+  e.kind = static_cast<EventKind>(kind);
+  const std::uint16_t numbers = r.bits(), strings = r.bits();
+  e.t_ns = r.signed_number();
+  e.src_ns = r.signed_number();
+  for (std::size_t f = 0; f < std::size(kPackedNumbers); ++f)
+    if ((numbers >> f) & 1u) e.*kPackedNumbers[f] = r.signed_number();
+  for (std::size_t f = 0; f < std::size(kPackedStrings); ++f)
+    if ((strings >> f) & 1u) e.*kPackedStrings[f] = std::string(r.bytes(r.varint()));
+  return e;
 }
 
 }  // namespace fencecheck::harness

@@ -121,6 +121,19 @@ struct LineField {
 /// of those kinds, or is not a valid event at all. Pure.
 [[nodiscard]] bool line_may_be_kind(std::string_view line, std::span<const EventKind> kinds);
 
+/// Appends `e` to `out` in a compact binary form, for holding many events in little memory
+/// (analyze_history_file's evidence caught on the way). Every field is kept exactly: its kind (one
+/// byte), which optionals are present and which strings are not empty (two bytes each), then the
+/// integers as zigzag LEB128 varints and the strings as a varint length and their bytes (any
+/// bytes). A lock.grant of a bench history takes about 50 bytes, against about 140 for its JSON
+/// line and about 450 for the Event. Returns the bytes appended. std::bad_alloc. Pure apart from
+/// `out`.
+std::size_t pack_event(const Event& e, std::string& out);
+/// The Event that pack_event() appended at the start of `bytes` (bytes after it are ignored).
+/// Throws std::invalid_argument when `bytes` is cut short or holds no packed event (a caller's bug: only
+/// pack_event's output is read). Pure.
+[[nodiscard]] Event unpack_event(std::string_view bytes);
+
 /// Reads a JSON-lines history, plain or zstd-compressed (as for_each_history_line): one event per
 /// line, blank lines skipped (they do not shift the indices of later events). Throws HistoryError
 /// naming the file and 1-based line of the first bad line, and why (not JSON, unknown kind, a
