@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "fencecheck/harness/history.h"
 
 using namespace fencecheck;
@@ -386,4 +388,43 @@ TEST(PackedEvent, EveryFieldRoundTripsExactlyWhateverItsValueAndEventsFollowOneA
   for (std::size_t n = 0; n < one.size(); ++n)
     EXPECT_THROW((void)unpack_event(std::string_view(one).substr(0, n)), std::invalid_argument) << n << " bytes";
   EXPECT_THROW((void)unpack_event(std::string("\xff\0\0\0\0\0\0", 7)), std::invalid_argument);
+}
+
+TEST(LineLook, AgreesWithAJsonParserOnRandomFlatLinesWhoseNamesAndValuesShareLetters) {
+  // LineLook looks for a name's least common letter (kind's 'd', lock_key's 'y'), so names and
+  // values built of the same letters, before and after the key, at the very start and end of the
+  // line, must not fool it. One look answers for every field, as scan_line_field does alone.
+  const std::vector<std::string> names = {"kind", "dkind", "kindd", "kin", "lock_key", "key", "lock", "token",
+                                          "revision", "d", "y", "kk"};
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 3000; ++round) {
+    nlohmann::json j = nlohmann::json::object();
+    const std::size_t fields = rng() % 6;
+    for (std::size_t f = 0; f < fields; ++f) {
+      const std::string& name = names[rng() % names.size()];
+      if (rng() % 2 == 0) j[name] = static_cast<std::int64_t>(rng() % 2000) - 1000;
+      else j[name] = names[rng() % names.size()] + (rng() % 2 == 0 ? "" : ":" + names[rng() % names.size()]);
+    }
+    const std::string line = j.dump();  // flat, no escapes, each key once
+    const LineLook look(line), first(line, true);
+    for (const std::string& name : names) {
+      const LineField got = look.field(name);
+      EXPECT_EQ(first.field(name).what, got.what) << line << " " << name;
+      EXPECT_EQ(scan_line_field(line, name).what, got.what) << line << " " << name;
+      if (!j.contains(name)) {
+        EXPECT_EQ(got.what, LineField::kAbsent) << line << " " << name;
+      } else if (j[name].is_string()) {
+        EXPECT_EQ(got.what, LineField::kString) << line << " " << name;
+        EXPECT_EQ(got.text, j[name].get<std::string>()) << line << " " << name;
+      } else {
+        EXPECT_EQ(got.what, LineField::kInteger) << line << " " << name;
+        EXPECT_EQ(got.text, std::to_string(j[name].get<std::int64_t>())) << line << " " << name;
+      }
+    }
+  }
+  // The key at the very start of the text, and cut short right after it.
+  EXPECT_EQ(LineLook(R"("kind":"x")").field("kind").text, "x");
+  EXPECT_EQ(LineLook(R"({"kind":)").field("kind").what, LineField::kUnsure);  // a key without its value
+  EXPECT_EQ(LineLook(R"({"kind")").field("kind").what, LineField::kAbsent);   // a string that is no key: not a valid line
+  EXPECT_EQ(LineLook(R"({"kin)").field("kind").what, LineField::kAbsent);
 }

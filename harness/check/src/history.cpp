@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -223,42 +224,73 @@ std::size_t for_each_history_event_if(const std::filesystem::path& path,
 namespace {
 bool json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-/// Where `quoted` ('"', a name, '"') starts in `line` at or after `from`; npos when it does not.
-/// memchr for the name's first letter, then a compare: a few letters a line, where glibc's memmem
-/// (not vectorised) was 6 % of a history read (perf, bench_stream_check).
-std::size_t find_quoted(std::string_view line, std::size_t from, std::string_view quoted) {
-  const char letter = quoted[1];
-  while (from + quoted.size() <= line.size()) {
-    const void* hit = std::memchr(line.data() + from + 1, letter, line.size() - from - 1);
+/// The letters of history lines, most common first (a bench history's keys and values):
+/// find_quoted looks for a name's least common letter, which in most lines occurs once or twice.
+constexpr std::string_view kCommonLetters = "kensoctri_luwdhgyamvqjbfp";
+/// Each byte's place in kCommonLetters (a letter not in it: kCommonLetters.size(), the rarest).
+constexpr auto kLetterRank = [] {
+  std::array<std::uint8_t, 256> rank{};
+  rank.fill(static_cast<std::uint8_t>(kCommonLetters.size()));
+  for (std::size_t i = 0; i < kCommonLetters.size(); ++i) rank[static_cast<unsigned char>(kCommonLetters[i])] = static_cast<std::uint8_t>(i);
+  return rank;
+}();
+
+/// The position in `quoted` ('"', a name, '"') of the name's least common letter.
+std::size_t rare_letter(std::string_view quoted) {
+  std::size_t best = 1;
+  for (std::size_t j = 2; j + 1 < quoted.size(); ++j)
+    if (kLetterRank[static_cast<unsigned char>(quoted[j])] > kLetterRank[static_cast<unsigned char>(quoted[best])]) best = j;
+  return best;
+}
+
+/// Where `quoted` starts in `line` at or after `from`; npos when it does not. memchr for the
+/// name's least common letter (`letter_at`, from rare_letter), then a compare: once or twice a
+/// line for "kind" (its 'd'), where memchr for its first letter stopped at every 'k' of "chunk",
+/// "key" and "lock-k0", and glibc's memmem (not vectorised) was 6 % of a history read (perf,
+/// bench_stream_check).
+std::size_t find_quoted(std::string_view line, std::size_t from, std::string_view quoted, std::size_t letter_at) {
+  const char letter = quoted[letter_at];
+  std::size_t look = from + letter_at;  // where the letter would be if quoted started at `from`
+  while (look + (quoted.size() - letter_at) <= line.size()) {
+    const void* hit = std::memchr(line.data() + look, letter, line.size() - look);
     if (hit == nullptr) return std::string_view::npos;
-    const auto p = static_cast<std::size_t>(static_cast<const char*>(hit) - line.data()) - 1;  // where '"' would be
+    const auto at = static_cast<std::size_t>(static_cast<const char*>(hit) - line.data());
+    const std::size_t p = at - letter_at;  // where '"' would be: at >= look >= letter_at
     if (line.compare(p, quoted.size(), quoted) == 0) return p;
-    from = p + 1;
+    look = at + 1;
   }
   return std::string_view::npos;
 }
 }  // namespace
 
-LineField scan_line_field(std::string_view line, std::string_view name, bool first_only) {
-  LineField out;
-  if (line.find('\\') != std::string_view::npos) return out;  // an escape could spell anything
+LineLook::LineLook(std::string_view line, bool first_only) : line_(line), first_only_(first_only) {
+  unsure_ = line.find('\\') != std::string_view::npos;  // an escape could spell anything
   // A nested object or array could hold the key where the top level has none: unsure (a '{' or
   // '[' inside a string makes it unsure too, which is never wrong). A line the fast path parsed
   // has nothing nested (first_only's promise).
-  if (!first_only) {
+  if (!unsure_ && !first_only) {
     const std::size_t open = line.find('{');
-    if (line.find('[') != std::string_view::npos ||
-        (open != std::string_view::npos && line.find('{', open + 1) != std::string_view::npos))
-      return out;
+    unsure_ = line.find('[') != std::string_view::npos ||
+              (open != std::string_view::npos && line.find('{', open + 1) != std::string_view::npos);
   }
+}
+
+LineField LineLook::field(std::string_view name) const {
+  LineField out;
+  if (unsure_) return out;
+  const std::string_view line = line_;
   // Without a backslash every '"' opens or closes a string, so "<name>" followed by ':' is the key
   // itself, wherever it is (a value "<name>" is followed by ',' or '}' or ']').
-  std::string key;
-  key.reserve(name.size() + 2);
-  key.append(1, '"').append(name).append(1, '"');
+  char buffer[64];
+  if (name.empty() || name.size() + 2 > sizeof buffer) return out;  // no field has such a name
+  buffer[0] = '"';
+  std::memcpy(buffer + 1, name.data(), name.size());
+  buffer[name.size() + 1] = '"';
+  const std::string_view key(buffer, name.size() + 2);
+  const std::size_t letter_at = rare_letter(key);
   bool found = false;
   for (std::size_t at = 0;;) {
-    const std::size_t hit = find_quoted(line, at, key);
+    const std::size_t hit = find_quoted(line, at, key, letter_at);
     if (hit == std::string_view::npos) break;
     std::size_t p = hit + key.size();
     at = p;
@@ -273,19 +305,23 @@ LineField scan_line_field(std::string_view line, std::string_view name, bool fir
       const std::size_t end = line.find('"', p + 1);
       if (end == std::string_view::npos) return LineField{};
       out = LineField{LineField::kString, line.substr(p + 1, end - p - 1)};
-      if (first_only) return out;
+      if (first_only_) return out;
       at = end + 1;
     } else if (line[p] == '-' || (line[p] >= '0' && line[p] <= '9')) {
       std::size_t end = p + 1;
       while (end < line.size() && line[end] >= '0' && line[end] <= '9') ++end;
       out = LineField{LineField::kInteger, line.substr(p, end - p)};
-      if (first_only) return out;
+      if (first_only_) return out;
       at = end;
     } else {
       return LineField{};  // null, an object, an array, true, false: the parser says what it means
     }
   }
   return found ? out : LineField{LineField::kAbsent, {}};
+}
+
+LineField scan_line_field(std::string_view line, std::string_view name, bool first_only) {
+  return LineLook(line, first_only).field(name);
 }
 
 bool line_may_be_kind(std::string_view line, std::span<const EventKind> kinds) {

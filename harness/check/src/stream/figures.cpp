@@ -331,16 +331,17 @@ struct FigureStream::State {
   /// FigureStream::second_pass_may_want: gather_for_candidates() below, read off the line. Keep
   /// the two in step.
   bool may_want(std::size_t i, std::string_view line) const {
-    const LineField kind = scan_line_field(line, "kind", plain_lines);
+    const LineLook look(line, plain_lines);
+    const LineField kind = look.field("kind");
     if (kind.what != LineField::kString) return true;
     const auto key_is_candidate = [&] {
-      const LineField key = scan_line_field(line, "lock_key", plain_lines);
+      const LineField key = look.field("lock_key");
       if (key.what == LineField::kAbsent) return false;  // an empty lock_key is never a candidate's
       return key.what != LineField::kString || candidate_keys.contains(key.text);
     };
     // An integer field's value is one of `set` (absent: `if_absent`).
     const auto number_in = [&](std::string_view name, const boost::unordered_flat_set<std::int64_t>& set, bool if_absent) {
-      const LineField field = scan_line_field(line, name, plain_lines);
+      const LineField field = look.field(name);
       if (field.what == LineField::kAbsent) return if_absent;
       if (field.what != LineField::kInteger) return true;
       const std::string_view t = field.text;

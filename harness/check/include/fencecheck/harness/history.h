@@ -115,6 +115,24 @@ struct LineField {
 /// the key's first occurrence instead of making sure there is no other. Pure; `text` views `line`.
 [[nodiscard]] LineField scan_line_field(std::string_view line, std::string_view name, bool first_only = false);
 
+/// One line looked at for several fields (scan_line_field's rules, the same answers): the checks
+/// that concern the whole line (a backslash; without first_only, anything nested) are made once,
+/// when it is constructed, not once per field. The figures' second pass looks at up to three
+/// fields of most holdings lines. Views `line`, which must outlive it. Thread-compatible (const
+/// after construction).
+class LineLook {
+ public:
+  explicit LineLook(std::string_view line, bool first_only = false);
+  /// scan_line_field(line, name, first_only). A name of more than 62 bytes (no field of event.h)
+  /// is kUnsure.
+  [[nodiscard]] LineField field(std::string_view name) const;
+
+ private:
+  std::string_view line_;
+  bool first_only_ = false;
+  bool unsure_ = false;  // a backslash, or something nested: every field is kUnsure
+};
+
 /// Whether a history line may be an event of one of `kinds`: false only when scan_line_field is
 /// sure its "kind" is a string naming none of them (kind_name). One search for "kind", not one
 /// per kind. A cheap test before parsing, never wrong the other way: a line it calls false is not
