@@ -209,6 +209,34 @@ TEST(PackedLog, AskedInLogOrderItAnswersAsTheIndexDoesAtEveryRepeatedEntry) {
   EXPECT_GT(repeated, 5'000u);  // the repeated entries were asked for, not only first ones
 }
 
+TEST(PackedLog, SmallLogsWhoseRepeatFilterIsCrowdedStillFindEachWritesFirstAndLatestEntries) {
+  // The repeats of a log are found through a Bloom filter of 16 bits an entry (one 512-bit block
+  // for the smallest logs), whose false alarms are looked at again exactly: a crowded filter, with
+  // many false alarms, must give the same answers as a map, asked in log order (the entry after the
+  // last write found is looked at first) and in reverse (the index).
+  std::mt19937_64 rng(512);
+  for (int round = 0; round < 400; ++round) {
+    std::vector<AcceptedWrite> log;
+    const std::size_t n = 2 + rng() % 60;
+    for (std::size_t i = 0; i < n; ++i)
+      log.push_back(logged(static_cast<std::int64_t>(rng() % 50), "w" + std::to_string(rng() % 3),
+                           static_cast<std::int64_t>(rng() % 4), "k" + std::to_string(rng() % 2), 0,
+                           static_cast<std::int64_t>(rng() % 5)));
+    const auto [first_of, latest_of] = first_and_latest(log);
+    const fh::PackedLog packed(log);
+    for (int order = 0; order < 2; ++order) {
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto& w = log[order == 0 ? i : n - 1 - i];
+        const Id id{w.client, w.token, w.key, w.segment, w.chunk};
+        const auto f = packed.find(w.client, w.token, w.key, w.segment, w.chunk);
+        ASSERT_TRUE(f) << "round " << round;
+        EXPECT_EQ(f->first, first_of.at(id)) << "round " << round << " entry " << i;
+        EXPECT_EQ(f->latest, latest_of.at(id)) << "round " << round << " entry " << i;
+      }
+    }
+  }
+}
+
 TEST(PackedLog, ALogInSeqOrderTakesUnderATenthOfItsAcceptedWrites) {
   // The shape of a run's log (bench/synthetic_history.h): holders taking turns on 50 keys, four
   // chunk writes a holding, seqs in order with gaps for the rejections.

@@ -2,6 +2,7 @@
 #include "fencecheck/harness/packed_log.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <boost/unordered/unordered_flat_map.hpp>
 #include <boost/unordered/unordered_flat_set.hpp>
@@ -60,79 +62,155 @@ std::size_t PackedLog::Dictionary::memory_bytes() const {
   return n;
 }
 
+// A write's id as hashed by the index and the repeats scan: the entries' integer fields only (no
+// string is touched).
+namespace {
+std::uint64_t hash_of_key(std::uint32_t client, std::uint32_t key, std::uint64_t token, std::uint64_t segment,
+                          std::uint64_t chunk) {
+  using detail::mix64;
+  std::uint64_t h = mix64((std::uint64_t{client} << 32) | key);
+  h = mix64(h ^ token);
+  h = mix64(h ^ segment);
+  return mix64(h ^ (chunk + 0x9e3779b97f4a7c15ULL));
+}
+}  // namespace
+
+PackedLog::Key PackedLog::key_at(std::size_t position) const {
+  const Words w = words_at(position);
+  return Key{static_cast<std::uint32_t>(w[kClient]), static_cast<std::uint32_t>(w[kKey]), w[kToken], w[kSegment],
+             w[kChunk]};
+}
+
+std::uint64_t PackedLog::hash_of(const Key& k) { return hash_of_key(k.client, k.key, k.token, k.segment, k.chunk); }
+
 // The index by write id: a hash set of positions (4 bytes and one byte of metadata per slot),
-// hashed and compared by the entries' integer fields (no string is touched), plus the few writes
-// logged more than once whose largest seq is not their first entry's.
+// hashed and compared by the entries' integer fields. Built on the first find() that the entry
+// after the last write found does not answer (Repeats says which entries are a write's first).
 class PackedLog::Index {
  public:
   explicit Index(const PackedLog& log) : set_(0, Hash{&log}, Equal{&log}) {
     set_.reserve(log.size());
-    for (std::uint32_t p = 0; p < log.size(); ++p) {
-      const auto [it, fresh] = set_.insert(p);
-      if (fresh) continue;
-      const std::uint32_t first = *it;
-      later_.insert(p);
-      const auto l = latest_.find(first);
-      const std::uint32_t latest = l == latest_.end() ? first : l->second;
-      if (log[p].seq <= log[latest].seq) continue;  // the first of the largest seqs stays
-      if (l == latest_.end()) latest_.emplace(first, p);
-      else l->second = p;
-    }
+    for (std::uint32_t p = 0; p < log.size(); ++p) set_.insert(p);  // a repeated id keeps its first position
   }
-  [[nodiscard]] std::optional<Found> find(const Key& k) const {
+  /// The position of k's first entry, or nullopt.
+  [[nodiscard]] std::optional<std::uint32_t> find(const Key& k) const {
     const auto it = set_.find(k);
     if (it == set_.end()) return std::nullopt;
-    return found(*it);
-  }
-  /// find(k) when the entry at `p` is k's first: without a probe of the hash table. Nullopt when
-  /// it is not (another write, a later entry of a write logged more than once, or past the end).
-  [[nodiscard]] std::optional<Found> find_at(const PackedLog& log, std::uint32_t p, const Key& k) const {
-    if (p >= log.size() || !(key_at(log, p) == k)) return std::nullopt;
-    if (!later_.empty() && later_.contains(p)) return std::nullopt;
-    return found(p);
+    return *it;
   }
   [[nodiscard]] std::size_t memory_bytes() const {
-    return sizeof(*this) + set_.bucket_count() * (sizeof(std::uint32_t) + 1) +
-           latest_.bucket_count() * (2 * sizeof(std::uint32_t) + 1) + later_.bucket_count() * (sizeof(std::uint32_t) + 1);
+    return sizeof(*this) + set_.bucket_count() * (sizeof(std::uint32_t) + 1);
   }
 
  private:
-  static std::size_t hash_of(const Key& k) {
-    using detail::mix64;
-    std::uint64_t h = mix64((std::uint64_t{k.client} << 32) | k.key);
-    h = mix64(h ^ k.token);
-    h = mix64(h ^ k.segment);
-    return mix64(h ^ (k.chunk + 0x9e3779b97f4a7c15ULL));
-  }
-  static Key key_at(const PackedLog& log, std::uint32_t p) {
-    const Words w = log.words_at(p);
-    return Key{static_cast<std::uint32_t>(w[kClient]), static_cast<std::uint32_t>(w[kKey]), w[kToken], w[kSegment],
-               w[kChunk]};
-  }
   struct Hash {
     using is_transparent = void;
     const PackedLog* log;
-    std::size_t operator()(std::uint32_t p) const { return hash_of(key_at(*log, p)); }
+    std::size_t operator()(std::uint32_t p) const { return hash_of(log->key_at(p)); }
     std::size_t operator()(const Key& k) const { return hash_of(k); }
   };
   struct Equal {
     using is_transparent = void;
     const PackedLog* log;
-    bool operator()(std::uint32_t a, std::uint32_t b) const { return a == b || key_at(*log, a) == key_at(*log, b); }
-    bool operator()(std::uint32_t p, const Key& k) const { return key_at(*log, p) == k; }
-    bool operator()(const Key& k, std::uint32_t p) const { return key_at(*log, p) == k; }
+    bool operator()(std::uint32_t a, std::uint32_t b) const { return a == b || log->key_at(a) == log->key_at(b); }
+    bool operator()(std::uint32_t p, const Key& k) const { return log->key_at(p) == k; }
+    bool operator()(const Key& k, std::uint32_t p) const { return log->key_at(p) == k; }
   };
   boost::unordered_flat_set<std::uint32_t, Hash, Equal> set_;
+};
+
+// The writes logged more than once: which positions are a write's second or later entries, and
+// for a first entry the first of its largest seqs when that is another. Found without a hash table
+// of every entry: one read of the log through a blocked Bloom filter (Putze, Sanders, Singler:
+// "Cache-, hash- and space-efficient Bloom filters", 2007: each entry's bits in one 64-byte block,
+// so one cache miss an entry, and the block of the entry eight ahead is prefetched), 16 bits an
+// entry, freed at the end of the build. An entry whose bits were all set already may repeat an
+// earlier one (every repeat does: the filter has no false negatives; others, about 1 in 1,000, by
+// chance); only those hashes are looked at again, exactly, in a second read. A log without repeats
+// (a fenced resource's, where retries are refused or carry a new id) keeps nothing.
+class PackedLog::Repeats {
+ public:
+  explicit Repeats(const PackedLog& log) {
+    const std::size_t n = log.size();
+    if (n < 2) return;
+    // Blocks of 512 bits, a power of two of them, at least 16 bits an entry.
+    std::size_t blocks = 1;
+    while (blocks * 512 < n * 16) blocks *= 2;
+    const unsigned shift = 64 - static_cast<unsigned>(std::countr_zero(blocks));
+    std::vector<std::array<std::uint64_t, 8>> filter(blocks);
+    const auto block_of = [&](std::uint64_t h) -> std::size_t { return blocks == 1 ? 0 : h >> shift; };
+    constexpr std::size_t kAhead = 8;
+    std::array<std::uint64_t, kAhead> ahead{};
+    for (std::size_t p = 0; p < std::min(n, kAhead); ++p) {
+      ahead[p] = hash_of(log.key_at(p));
+      __builtin_prefetch(&filter[block_of(ahead[p])]);
+    }
+    std::vector<std::uint64_t> maybe;  // hashes of entries that may repeat an earlier one
+    for (std::size_t p = 0; p < n; ++p) {
+      const std::uint64_t h = ahead[p % kAhead];
+      if (p + kAhead < n) {
+        const std::uint64_t next = hash_of(log.key_at(p + kAhead));
+        ahead[p % kAhead] = next;
+        __builtin_prefetch(&filter[block_of(next)]);
+      }
+      auto& block = filter[block_of(h)];
+      // Eight bits in the block, one in each of its words, from the hash's other bits.
+      std::uint64_t bits = detail::mix64(h);
+      bool all = true;
+      for (std::size_t w = 0; w < 8; ++w, bits >>= 6) {
+        const std::uint64_t bit = std::uint64_t{1} << (bits & 63);
+        all = all && (block[w] & bit) != 0;
+        block[w] |= bit;
+      }
+      if (all) maybe.push_back(h);
+    }
+    filter = {};
+    if (maybe.empty()) return;
+    const boost::unordered_flat_set<std::uint64_t> suspects(maybe.begin(), maybe.end());
+    maybe = {};
+    // Every entry with a suspect hash (the first of a repeated write too), grouped by hash, in log order.
+    boost::unordered_flat_map<std::uint64_t, std::vector<std::uint32_t>> groups;
+    for (std::uint32_t p = 0; p < n; ++p)
+      if (const std::uint64_t h = hash_of(log.key_at(p)); suspects.contains(h)) groups[h].push_back(p);
+    for (auto& [h, positions] : groups) {
+      // Within a hash, each entry against the earlier entries of the group: the same id or not.
+      for (std::size_t i = 0; i < positions.size(); ++i) {
+        const std::uint32_t p = positions[i];
+        const Key k = log.key_at(p);
+        for (std::size_t j = 0; j < i; ++j) {
+          const std::uint32_t first = positions[j];
+          if (later_.contains(first) || !(log.key_at(first) == k)) continue;
+          later_.insert(p);  // p repeats `first`, the id's first entry
+          const auto l = latest_.find(first);
+          const std::uint32_t latest = l == latest_.end() ? first : l->second;
+          if (log[p].seq > log[latest].seq) latest_[first] = p;  // the first of the largest seqs stays
+          break;
+        }
+      }
+    }
+  }
+  /// Whether the entry at `p` repeats an earlier one (the same write id).
+  [[nodiscard]] bool later(std::uint32_t p) const { return !later_.empty() && later_.contains(p); }
+  /// The Found of a write whose first entry is at `first`.
   [[nodiscard]] Found found(std::uint32_t first) const {
     if (latest_.empty()) return Found{first, first};
     const auto l = latest_.find(first);
     return Found{first, l == latest_.end() ? first : l->second};
   }
+  [[nodiscard]] std::size_t memory_bytes() const {
+    return sizeof(*this) + latest_.bucket_count() * (2 * sizeof(std::uint32_t) + 1) +
+           later_.bucket_count() * (sizeof(std::uint32_t) + 1);
+  }
+
+ private:
   boost::unordered_flat_map<std::uint32_t, std::uint32_t> latest_;  // first position -> latest, when they differ
   boost::unordered_flat_set<std::uint32_t> later_;  // the positions of a write's second and later entries
 };
 
-PackedLog::PackedLog() : index_once_(std::make_unique<std::once_flag>()) { new_generation(); }
+PackedLog::PackedLog()
+    : index_once_(std::make_unique<std::once_flag>()), repeats_once_(std::make_unique<std::once_flag>()) {
+  new_generation();
+}
 PackedLog::PackedLog(const std::vector<AcceptedWrite>& log) : PackedLog() {
   for (const AcceptedWrite& w : log) push_back(w);
 }
@@ -145,7 +223,8 @@ PackedLog::PackedLog(PackedLog&& o)
       staged_(std::move(o.staged_)),
       keys_(std::move(o.keys_)),
       clients_(std::move(o.clients_)),
-      index_once_(std::make_unique<std::once_flag>()) {
+      index_once_(std::make_unique<std::once_flag>()),
+      repeats_once_(std::make_unique<std::once_flag>()) {
   new_generation();
   o.clear();
 }
@@ -177,15 +256,18 @@ PackedLog::Words PackedLog::words_of(const AcceptedWrite& w, std::size_t positio
 
 void PackedLog::drop_index() {
   auto fresh = std::make_unique<std::once_flag>();  // first: a failed allocation leaves everything as it was
+  auto fresh_repeats = std::make_unique<std::once_flag>();
   index_.reset();
   index_once_ = std::move(fresh);
+  repeats_.reset();
+  repeats_once_ = std::move(fresh_repeats);
   new_generation();  // every change of the entries comes here (push_back once indexed, clear, a move)
 }
 
 void PackedLog::push_back(const AcceptedWrite& w) {
   if (size() >= std::numeric_limits<std::uint32_t>::max() - 1)
     throw std::length_error("an accept log of more than 2^32 - 2 entries: positions are 4 bytes");
-  if (index_) drop_index();
+  if (index_ || repeats_) drop_index();
   staged_.push_back(words_of(w, size()));
   if (staged_.size() == kBlock) {
     try {
@@ -290,6 +372,11 @@ const PackedLog::Index& PackedLog::index() const {
   return *index_;
 }
 
+const PackedLog::Repeats& PackedLog::repeats() const {
+  std::call_once(*repeats_once_, [this] { repeats_ = std::make_unique<Repeats>(*this); });
+  return *repeats_;
+}
+
 namespace {
 /// Every PackedLog state a find() may have answered for has its own number (generation_).
 std::atomic<std::uint64_t> next_generation{1};
@@ -302,7 +389,8 @@ std::atomic<std::uint64_t> next_generation{1};
 /// A history acknowledges writes in about the order the resource logged them (the synthetic
 /// history of bench_stream_check exactly so), and an entry next to the last one is in the cache,
 /// where a probe of the index's table misses it twice at 10^8 events (the table, then the entry it
-/// points at, to compare).
+/// points at, to compare). When every write is found there, the index is never built: at 10^8
+/// events that saves its 150 MiB and the 4 % of the check that building it took.
 struct FindMemo {
   std::uint64_t generation = 0;  // 0: empty
   std::int64_t token = 0, segment = 0, chunk = 0;
@@ -328,10 +416,15 @@ std::optional<PackedLog::Found> PackedLog::find(std::string_view client, std::in
   // Not remembered: a push_back before the index exists does not start a new generation.
   if (!c || !k) return std::nullopt;
   const Key key_words{*c, *k, word(token), word(segment), word(chunk)};
-  const Index& ix = index();
+  const Repeats& repeats = this->repeats();
   std::optional<Found> found;
-  if (m.next_generation == generation_) found = ix.find_at(*this, m.next, key_words);
-  if (!found) found = ix.find(key_words);
+  // The entry after the last write found (the log's first before any), when it is this write's
+  // first: no index needed.
+  const std::size_t next = m.next_generation == generation_ ? m.next : 0;
+  if (next < size() && key_at(next) == key_words && !repeats.later(static_cast<std::uint32_t>(next)))
+    found = repeats.found(static_cast<std::uint32_t>(next));
+  if (!found)
+    if (const auto first = index().find(key_words)) found = repeats.found(*first);
   if (found) {
     m.next_generation = generation_;
     m.next = found->first + 1;
@@ -350,6 +443,7 @@ std::size_t PackedLog::memory_bytes() const {
                   keys_.memory_bytes() + clients_.memory_bytes();
   for (const Block& b : blocks_) n += std::size_t{b.stride} * kBlock + 8;
   if (index_) n += index_->memory_bytes();
+  if (repeats_) n += repeats_->memory_bytes();
   return n;
 }
 

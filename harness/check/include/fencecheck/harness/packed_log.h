@@ -58,16 +58,24 @@ struct LoggedWrite {
   [[nodiscard]] AcceptedWrite to_accepted_write() const;
 };
 
-/// An accept log, packed (see the top of this file), read in log order or at any position, with an
-/// index by write id built on first use.
+/// An accept log, packed (see the top of this file), read in log order or at any position, found
+/// by write id (find()).
+///
+/// find() looks first at the entry after the last write it found (per thread): a history
+/// acknowledges writes in about the order the resource logged them. For that it needs to know
+/// which entries repeat an earlier one (a write logged twice), found on the first find() with one
+/// read of the log through a Bloom filter (2 bytes an entry while it runs, then freed; packed_log.cpp
+/// says how). Only a find() that the next entry does not answer builds the index by write id, a
+/// hash table of positions.
 ///
 /// Memory: a run's log takes about 6-8 bytes an entry (6.0 at 10^8 events in
 /// bench/bench_stream_check, which prints it; a field whose values spread widely within 4,096
-/// entries takes up to 8 bytes), plus the dictionaries; the index adds 5 bytes per slot of its hash
-/// table (about 6 per entry) once find() is called.
+/// entries takes up to 8 bytes), plus the dictionaries, plus the repeats found (a few bytes each);
+/// the index, when built, adds 5 bytes per slot of its hash table (about 6 per entry).
 /// Thread-safety: push_back() and clear() need exclusive access; the readers may be called from
-/// several threads at once (find() builds the index once, under std::call_once), except that
-/// memory_bytes() must not run while another thread's find() may be building the index.
+/// several threads at once (find() builds the repeats and the index once each, under
+/// std::call_once), except that memory_bytes() must not run while another thread's find() may be
+/// building them.
 /// Errors: push_back() throws std::length_error past 2^32 - 2 entries (positions are 4 bytes) or
 /// 2^32 - 1 distinct keys or clients; std::bad_alloc. A push_back() that throws leaves the log as
 /// it was.
@@ -179,6 +187,7 @@ class PackedLog {
     friend bool operator==(const Key&, const Key&) = default;
   };
   class Index;
+  class Repeats;
 
   void drop_index();
   void new_generation();
@@ -186,6 +195,9 @@ class PackedLog {
   [[nodiscard]] Words words_at(std::size_t position) const;
   void pack_staged();
   const Index& index() const;
+  const Repeats& repeats() const;
+  [[nodiscard]] Key key_at(std::size_t position) const;
+  [[nodiscard]] static std::uint64_t hash_of(const Key& k);
 
   std::vector<Block> blocks_;
   std::size_t packed_ = 0;    // entries in blocks_ (a multiple of kBlock)
@@ -193,6 +205,8 @@ class PackedLog {
   Dictionary keys_, clients_;
   mutable std::unique_ptr<Index> index_;
   mutable std::unique_ptr<std::once_flag> index_once_;
+  mutable std::unique_ptr<Repeats> repeats_;
+  mutable std::unique_ptr<std::once_flag> repeats_once_;
   // Which state of the entries this is, unique across every PackedLog of the process: find()'s
   // one-entry memo (per thread) is valid only for the generation it was filled at.
   std::uint64_t generation_ = 0;
