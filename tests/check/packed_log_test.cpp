@@ -147,7 +147,6 @@ TEST(PackedLog, FindsEachWriteIdByEveryFieldWithItsFirstAndLatestSeqEntries) {
   ASSERT_TRUE(log.find("w1", 3, "ledger", 0, 1));
   EXPECT_EQ(log.find("w1", 3, "ledger", 0, 1)->first, 4u);
   // One field off, each in turn: not in the log.
-  using Id = std::tuple<std::string, std::int64_t, std::string, std::int64_t, std::int64_t>;
   for (const auto& [client, token, key, segment, chunk] :
        {Id{"w3", 3, "ledger", 0, 0}, Id{"w1", 4, "ledger", 0, 0}, Id{"w1", 3, "ledgers", 0, 0}, Id{"w1", 3, "ledger", 1, 0},
         Id{"w1", 3, "ledger", 0, 2}, Id{"", 3, "ledger", 0, 0}, Id{"w2", 3, "ledger", 0, 0}})
