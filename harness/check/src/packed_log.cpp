@@ -411,20 +411,26 @@ std::optional<PackedLog::Found> PackedLog::find(std::string_view client, std::in
   if (m.generation == generation_ && m.token == token && m.segment == segment && m.chunk == chunk && m.client == client &&
       m.key == key)
     return m.found;
-  const auto c = client_id(client);
-  const auto k = key_id(key);
-  // Not remembered: a push_back before the index exists does not start a new generation.
-  if (!c || !k) return std::nullopt;
-  const Key key_words{*c, *k, word(token), word(segment), word(chunk)};
   const Repeats& repeats = this->repeats();
   std::optional<Found> found;
   // The entry after the last write found (the log's first before any), when it is this write's
-  // first: no index needed.
-  const std::size_t next = m.next_generation == generation_ ? m.next : 0;
-  if (next < size() && key_at(next) == key_words && !repeats.later(static_cast<std::uint32_t>(next)))
-    found = repeats.found(static_cast<std::uint32_t>(next));
-  if (!found)
-    if (const auto first = index().find(key_words)) found = repeats.found(*first);
+  // first: no index needed, and its names compared as they are, without the dictionaries' hashes.
+  if (const std::size_t next = m.next_generation == generation_ ? m.next : 0; next < size()) {
+    const Words w = words_at(next);
+    if (w[kToken] == word(token) && w[kSegment] == word(segment) && w[kChunk] == word(chunk) &&
+        clients_.names[w[kClient]] == client && keys_.names[w[kKey]] == key &&
+        !repeats.later(static_cast<std::uint32_t>(next)))
+      found = repeats.found(static_cast<std::uint32_t>(next));
+  }
+  if (!found) {
+    const auto c = client_id(client);
+    const auto k = key_id(key);
+    // Not remembered: a push_back before the repeats and the index exist does not start a new
+    // generation.
+    if (!c || !k) return std::nullopt;
+    if (const auto first = index().find(Key{*c, *k, word(token), word(segment), word(chunk)}))
+      found = repeats.found(*first);
+  }
   if (found) {
     m.next_generation = generation_;
     m.next = found->first + 1;

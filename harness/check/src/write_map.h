@@ -31,16 +31,22 @@ struct WriteId {
 class Interner {
  public:
   std::uint32_t id(std::string_view s) {
-    return ids_.try_emplace(s, static_cast<std::uint32_t>(ids_.size())).first->second;
+    if (const auto known = recent_.find(s)) return *known;
+    const auto it = ids_.try_emplace(s, static_cast<std::uint32_t>(ids_.size())).first;
+    recent_.remember(it->first, it->second);
+    return it->second;
   }
   [[nodiscard]] std::optional<std::uint32_t> find(std::string_view s) const {
+    if (const auto known = recent_.find(s)) return known;
     const auto it = ids_.find(s);
     if (it == ids_.end()) return std::nullopt;
+    recent_.remember(it->first, it->second);
     return it->second;
   }
 
  private:
   detail::ViewMap<std::uint32_t> ids_;
+  mutable RecentIds recent_;  // views of ids_'s keys (the caller's strings, which outlive it)
 };
 
 /// A WriteId with its strings interned: 32 bytes of integers, compared and hashed without

@@ -56,9 +56,15 @@ class StringIds {
  public:
   /// The id of `s`, given on first sight: 0, 1, 2, ...
   std::uint32_t id(std::string_view s) {
-    if (const auto it = ids_.find(s); it != ids_.end()) return it->second;
+    if (const auto known = recent_.find(s)) return *known;
+    if (const auto it = ids_.find(s); it != ids_.end()) {
+      recent_.remember(it->first, it->second);
+      return it->second;
+    }
     const auto next = static_cast<std::uint32_t>(strings_.size());
-    ids_.emplace(strings_.emplace_back(s), next);
+    const std::string& kept = strings_.emplace_back(s);
+    ids_.emplace(kept, next);
+    recent_.remember(kept, next);
     return next;
   }
   /// The string of an id given by id().
@@ -73,6 +79,7 @@ class StringIds {
  private:
   std::deque<std::string> strings_;
   ViewMap<std::uint32_t> ids_;
+  RecentIds recent_;  // views into strings_
 };
 
 /// The write.ok events an anomaly cites as evidence, wanted by write id before the history is
