@@ -1473,6 +1473,7 @@ TEST(AnalyzeHistoryFile, GivesAnalyzesVerdictJsonOnEveryGoldenCaseEvidenceCopies
   // Every default checker is streamed, so the file's analysis is the whole of analyze().
   ASSERT_EQ(fh::stream_rule_names().size(), fh::default_checkers().size());
   std::size_t judged = 0, with_evidence = 0, evidence_events = 0, protocol_errors = 0, evidence_passes = 0, caught_all = 0;
+  std::size_t second_pass_kept = 0, second_pass_read = 0;
   for (const auto& c : fencecheck::golden::all_cases()) {
     auto loaded = fencecheck::golden::load_case(c);
     if (!std::holds_alternative<fencecheck::golden::LoadedCase>(loaded)) continue;
@@ -1512,16 +1513,29 @@ TEST(AnalyzeHistoryFile, GivesAnalyzesVerdictJsonOnEveryGoldenCaseEvidenceCopies
     }
     if (streamed.evidence_pass) ++evidence_passes;
     if (!memory.evidence_events.empty() && !streamed.evidence_pass) ++caught_all;
-    // The figures' second pass comes exactly when some lease expiry is a candidate: every expiry is one.
+    // The figures' second pass comes exactly when some lease expiry is a candidate: every expiry
+    // is one. It runs on the holdings' events kept on the first pass when those hold all it uses,
+    // else it reads the file; either way the same figures (and without the keep too).
+    EXPECT_FALSE(streamed.figures_second_pass && streamed.figures_second_pass_kept) << c.name;
     if (!memory.figures.expiries_during_work.empty()) {
-      EXPECT_TRUE(streamed.figures_second_pass) << c.name;
+      EXPECT_TRUE(streamed.figures_second_pass || streamed.figures_second_pass_kept) << c.name;
+    }
+    if (streamed.figures_second_pass_kept) ++second_pass_kept;
+    if (streamed.figures_second_pass) ++second_pass_read;
+    if (streamed.figures_second_pass || streamed.figures_second_pass_kept) {
+      const fh::HistoryFileAnalysis read = fh::analyze_history_file(file, l.readback, l.context, {}, {}, /*keep_holdings=*/false);
+      EXPECT_FALSE(read.figures_second_pass_kept) << c.name;
+      EXPECT_TRUE(read.figures_second_pass) << c.name;
+      EXPECT_EQ(fh::to_json(read.analysis, expectation).dump(), fh::to_json(memory, expectation).dump()) << c.name;
     }
     EXPECT_TRUE(rule_passes >= 1u && rule_passes <= 5u) << c.name << ": " << streamed.passes;
   }
   std::cout << "analyze_history_file: " << judged << " golden cases, " << with_evidence << " with " << evidence_events
             << " evidence events copied, " << protocol_errors << " protocol errors; " << caught_all
-            << " cases with evidence needed no pass to copy it, " << evidence_passes << " did\n";
+            << " cases with evidence needed no pass to copy it, " << evidence_passes << " did; the figures' second pass ran on "
+            << "the kept events in " << second_pass_kept << ", read the file in " << second_pass_read << "\n";
   EXPECT_GE(judged, 354u);
+  EXPECT_GT(second_pass_kept, 20u);
   EXPECT_GT(caught_all, 50u);
   EXPECT_GT(evidence_passes, 50u);
   EXPECT_GT(with_evidence, 200u);
@@ -1535,7 +1549,7 @@ TEST(AnalyzeHistoryFile, TheFiguresSecondPassSkipsOnlyLinesThatCannotMatterOnRan
   // a revision, job.dones with and without a token, the issuer's word), the figures and the
   // evidence from the file must be compute_figures()'s over the whole history.
   std::mt19937_64 rng(20261203);
-  std::size_t with_expiries = 0, second_passes = 0;
+  std::size_t with_expiries = 0, second_passes = 0, from_kept = 0, kept_fell_back = 0;
   for (int round = 0; round < 300; ++round) {
     fh::Builder b;
     b.run_start();
@@ -1586,16 +1600,28 @@ TEST(AnalyzeHistoryFile, TheFiguresSecondPassSkipsOnlyLinesThatCannotMatterOnRan
       file = write_file("random-holdings.jsonl", text);
     }
     const fh::Analysis memory = fh::analyze(b.h, ReadBack{}, fh::CheckContext{});
-    const fh::HistoryFileAnalysis streamed = fh::analyze_history_file(file, ReadBack{}, fh::CheckContext{});
+    // The second pass on the file (keep_holdings off), and as a run has it: on the holdings'
+    // events kept on the first pass when those hold all it uses (HoldingsKeep), else on the file.
+    const fh::HistoryFileAnalysis streamed =
+        fh::analyze_history_file(file, ReadBack{}, fh::CheckContext{}, {}, {}, /*keep_holdings=*/false);
+    const fh::HistoryFileAnalysis kept = fh::analyze_history_file(file, ReadBack{}, fh::CheckContext{});
     const fh::ExpectationResult expectation;
     ASSERT_EQ(fh::to_json(streamed.analysis, expectation).dump(), fh::to_json(memory, expectation).dump())
         << "round " << round;
+    ASSERT_EQ(fh::to_json(kept.analysis, expectation).dump(), fh::to_json(memory, expectation).dump())
+        << "round " << round << " (kept events)";
     if (!memory.figures.expiries_during_work.empty()) ++with_expiries;
     if (streamed.figures_second_pass) ++second_passes;
+    if (kept.figures_second_pass_kept) ++from_kept;
+    if (kept.figures_second_pass) ++kept_fell_back;
   }
-  // The rounds reach what the test is about: many with expiries, so with a second pass.
+  // The rounds reach what the test is about: many with expiries, so with a second pass; and the
+  // kept events both served (a holding dropped once over) and did not (a key, token or revision
+  // of a candidate among the dropped ones: reused keys, repeated tokens).
   EXPECT_GT(with_expiries, 100u);
   EXPECT_GE(second_passes, with_expiries);
+  EXPECT_GT(from_kept, 30u);
+  EXPECT_GT(kept_fell_back, 30u);
 }
 
 TEST(AnalyzeHistoryFile, AKeyInsideANestedValueDoesNotHideALineFromTheSecondPass) {
@@ -1616,11 +1642,88 @@ TEST(AnalyzeHistoryFile, AKeyInsideANestedValueDoesNotHideALineFromTheSecondPass
     t.replace(t.find(R"({"token":99})"), std::string(R"({"token":99})").size(), nested);
     const fs::path file = write_file("nested-token.jsonl", t);
     const fh::Analysis memory = fh::analyze(fh::load_history_jsonl(file), ReadBack{}, fh::CheckContext{});
-    const fh::HistoryFileAnalysis streamed = fh::analyze_history_file(file, ReadBack{}, fh::CheckContext{});
+    const fh::HistoryFileAnalysis streamed =
+        fh::analyze_history_file(file, ReadBack{}, fh::CheckContext{}, {}, {}, /*keep_holdings=*/false);
     EXPECT_TRUE(memory.figures.expiries_during_work.empty()) << nested;
     const fh::ExpectationResult expectation;
     EXPECT_EQ(fh::to_json(streamed.analysis, expectation).dump(), fh::to_json(memory, expectation).dump()) << nested;
     EXPECT_TRUE(streamed.figures_second_pass) << nested;
+    const fh::HistoryFileAnalysis kept = fh::analyze_history_file(file, ReadBack{}, fh::CheckContext{});
+    EXPECT_EQ(fh::to_json(kept.analysis, expectation).dump(), fh::to_json(memory, expectation).dump()) << nested;
+    EXPECT_TRUE(kept.figures_second_pass_kept) << nested;
+  }
+}
+
+namespace {
+
+/// analyze_history_file() of `h` with the holdings' events kept (as a run has it): the analysis
+/// must be analyze()'s, and `read_file` says whether the figures' second pass must have read the
+/// file (the kept events could not serve) or run on the kept ones.
+void expect_kept_or_read(const fh::History& h, bool read_file, const std::string& what) {
+  const fs::path file = write_history("kept.jsonl", h);
+  const fh::Analysis memory = fh::analyze(h, ReadBack{}, fh::CheckContext{});
+  const fh::HistoryFileAnalysis streamed = fh::analyze_history_file(file, ReadBack{}, fh::CheckContext{});
+  const fh::ExpectationResult expectation;
+  EXPECT_EQ(fh::to_json(streamed.analysis, expectation).dump(), fh::to_json(memory, expectation).dump()) << what;
+  EXPECT_EQ(streamed.figures_second_pass, read_file) << what;
+  EXPECT_EQ(streamed.figures_second_pass_kept, !read_file) << what;
+}
+
+/// A holding of `key` with `token` released at once (its delete settled by its release.ok's
+/// revision): the keep drops its events.
+void released_holding(fh::Builder& b, const std::string& w, const std::string& key, std::int64_t token,
+                      std::int64_t revision, bool done) {
+  b.acquire_ok(w, key, token, token);
+  if (done) b.job_done(w, token);
+  b.lock_delete(key, token, revision);
+  b.release_ok(w, key, token, revision);
+}
+
+}  // namespace
+
+TEST(AnalyzeHistoryFile, EachThingTheKeptHoldingsDroppedMakesTheSecondPassReadTheFileWhenACandidateNeedsIt) {
+  // HoldingsKeep drops a holding's events once its delete is settled and writes down what it
+  // dropped; a candidate expiry that needs any of it must send the second pass to the file. Each
+  // history below is caught by one of those notes alone (without it the figures would differ: an
+  // expiry found or lost), and beside each a control where nothing dropped is needed.
+  const std::string k1 = fh::kLock + "/1", k2 = fh::kLock + "/2";
+  {  // The lock key: an untokened delete of a key whose earlier holding was dropped (its holder).
+    for (const bool conflict : {true, false}) {
+      fh::Builder b;
+      b.run_start();
+      released_holding(b, "w1", conflict ? k1 : k2, 10, 100, false);
+      const std::size_t d = b.lock_delete(k1, 0, std::nullopt);
+      b.h.events[d].token.reset();
+      expect_kept_or_read(b.h, conflict, conflict ? "key: reused" : "key: control");
+    }
+  }
+  {  // The revision: a second delete with the revision a dropped release.ok carried (released).
+    for (const bool conflict : {true, false}) {
+      fh::Builder b;
+      b.run_start();
+      released_holding(b, "w1", k1, 10, 100, false);
+      b.acquire_ok("w2", k2, 20, 20);
+      b.lock_delete(k2, 20, conflict ? 100 : 200);
+      expect_kept_or_read(b.h, conflict, conflict ? "revision: reused" : "revision: control");
+    }
+  }
+  // The token and a job.done: a holding with its job.done dropped, then more holdings dropped
+  // than the keep remembers for late events (4,096), then the same token again under another key,
+  // whose delete is a candidate: with its token (the token note) or without (the job.done note).
+  for (const bool untokened : {false, true}) {
+    for (const bool conflict : {true, false}) {
+      fh::Builder b;
+      b.run_start();
+      // The control: another token (with its job.done) beside a candidate with a token; no job.done
+      // dropped beside one without (any dropped job.done with a token may be that holder's then).
+      released_holding(b, "w1", k1, conflict || untokened ? 10 : 11, 100, conflict || !untokened);
+      for (int n = 0; n < 4200; ++n)
+        released_holding(b, "w9", fh::kLock + "/f" + std::to_string(n), 1000 + n, 10'000 + n, false);
+      b.acquire_ok("w1", k2, 10, 10);
+      const std::size_t d = b.lock_delete(k2, 10, 90'000);
+      if (untokened) b.h.events[d].token.reset();
+      expect_kept_or_read(b.h, conflict, std::string(untokened ? "job.done" : "token") + (conflict ? ": dropped" : ": control"));
+    }
   }
 }
 

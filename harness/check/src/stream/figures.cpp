@@ -35,6 +35,10 @@
 #include <algorithm>
 #include <charconv>
 #include <deque>
+#include <vector>
+#include <optional>
+#include <iterator>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -121,6 +125,184 @@ UnknownOutcome unknown_outcome(std::size_t i, const Event& e, const ReadBack& rb
 
 }  // namespace
 
+/// The holdings' events of the first pass, kept so that the second pass (the candidates' records,
+/// gather_for_candidates) can run on them instead of reading the file again. Whatever it drops,
+/// it remembers enough to tell at the end whether a dropped event is one the second pass uses, and
+/// then it is not used (the caller reads the file, as without it). So what it keeps and drops is a
+/// matter of memory, never of the answer:
+/// - Every event of the second pass's kinds with a token goes to its token's bucket, packed
+///   (pack_event); one without a token is kept loose, never dropped.
+/// - A bucket is dropped when it holds a lock.delete and none of its deletes is unsettled (a
+///   release.ok carried its revision, or the issuer said "released"): the holding is over. What
+///   it dropped is written down: its token, its lock keys (as 64-bit hashes) and its release.oks'
+///   revisions, 8 bytes each (about 24 bytes a holding).
+/// - An event of a token dropped recently (the job.done after its release.ok) is dropped the same
+///   way; a delete never is on arrival (it may be a candidate).
+/// At the end usable() compares what was dropped with the candidates: none of their lock keys,
+/// tokens or revisions may be among the dropped ones (and no job.done with a token dropped when a
+/// candidate has no token). A healthy run keeps the candidates' buckets and the live holdings'.
+/// Past kBudget bytes it gives up (keeps nothing more, frees what it held) and the file is read.
+/// Not thread-safe.
+class HoldingsKeep {
+ public:
+  static constexpr std::size_t kBudget = 320u << 20;
+
+  explicit HoldingsKeep(bool on) : on_(on) {}
+
+  /// The event at `index`, when it is of the second pass's kinds: kept or dropped.
+  void take(std::size_t index, const Event& e) {
+    if (!on_) return;
+    if (!e.token) return keep_loose(index, e);
+    if (e.kind != EventKind::kLockDelete && recently_dropped_.contains(*e.token)) return note_dropped(e);
+    const auto [it, fresh] = buckets_.try_emplace(*e.token);
+    Bucket& b = it->second;
+    const std::size_t before = fresh ? 0 : bucket_bytes(b);
+    b.at.push_back(At{index, static_cast<std::uint32_t>(b.bytes.size())});
+    pack_event(e, b.bytes);
+    if (e.kind == EventKind::kLockDelete) ++b.deletes;
+    if (e.kind == EventKind::kJobDone) b.done = true;
+    if (!e.lock_key.empty()) add_once(b.keys, key_hash(e.lock_key));
+    if (e.kind == EventKind::kReleaseOk && e.revision) add_once(b.revisions, static_cast<std::uint64_t>(*e.revision));
+    bytes_ += bucket_bytes(b) - before;
+    if (b.bytes.size() > UINT32_MAX / 2) over_budget_ = true;  // offsets are 4 bytes
+    check_budget();
+  }
+  /// A lock.delete of `token` (taken just before) stays unsettled, for now.
+  void opened(const std::optional<std::int64_t>& token) {
+    if (!on_ || !token) return;
+    if (const auto it = buckets_.find(*token); it != buckets_.end()) ++it->second.open;
+  }
+  /// An unsettled lock.delete of `token` is settled now (a release.ok carried its revision).
+  void settled(const std::optional<std::int64_t>& token) {
+    if (!on_ || !token) return;
+    if (const auto it = buckets_.find(*token); it != buckets_.end()) {
+      if (it->second.open > 0) --it->second.open;
+      maybe_drop(it);
+    }
+  }
+  /// A lock.delete of `token` (taken just before) was settled when it came.
+  void closed(const std::optional<std::int64_t>& token) {
+    if (!on_ || !token) return;
+    if (const auto it = buckets_.find(*token); it != buckets_.end()) maybe_drop(it);
+  }
+
+  /// Whether every event the second pass will use was kept, for candidates with these lock keys,
+  /// tokens and revisions (`every_token`: some candidate has no token, so every job.done with a
+  /// token is used).
+  [[nodiscard]] bool usable(const boost::unordered_flat_set<std::string_view>& keys,
+                            const boost::unordered_flat_set<std::int64_t>& tokens,
+                            const boost::unordered_flat_set<std::int64_t>& revisions, bool every_token) const {
+    if (!on_ || over_budget_) return false;
+    if (every_token && dropped_done_) return false;
+    boost::unordered_flat_set<std::uint64_t> key_hashes;
+    for (const std::string_view k : keys) key_hashes.insert(key_hash(k));
+    for (const std::uint64_t h : dropped_keys_)
+      if (key_hashes.contains(h)) return false;
+    for (const std::uint64_t t : dropped_tokens_)
+      if (tokens.contains(static_cast<std::int64_t>(t))) return false;
+    for (const std::uint64_t r : dropped_revisions_)
+      if (revisions.contains(static_cast<std::int64_t>(r))) return false;
+    return true;
+  }
+  /// Calls f(index, event) for every event kept, in history order. The keep is spent afterwards.
+  template <typename F>
+  void replay(F&& f) {
+    std::vector<std::pair<std::size_t, std::string_view>> all;
+    for (const auto& [token, b] : buckets_)
+      for (std::size_t n = 0; n < b.at.size(); ++n) all.emplace_back(b.at[n].index, std::string_view(b.bytes).substr(b.at[n].offset));
+    for (std::size_t n = 0; n < loose_.at.size(); ++n)
+      all.emplace_back(loose_.at[n].index, std::string_view(loose_.bytes).substr(loose_.at[n].offset));
+    std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [index, bytes] : all) f(index, unpack_event(bytes));
+  }
+  [[nodiscard]] std::size_t state_bytes() const { return sizeof(*this) + bytes_ + buckets_.bucket_count() * 9; }
+
+ private:
+  struct At {
+    std::size_t index = 0;
+    std::uint32_t offset = 0;
+  };
+  struct Bucket {
+    std::string bytes;  // packed events, in history order
+    std::vector<At> at;
+    std::vector<std::uint64_t> keys, revisions;  // lock keys (hashed), release.oks' revisions: usually one each
+    unsigned deletes = 0, open = 0;              // its lock.deletes, and how many of them are unsettled
+    bool done = false;                           // it holds a job.done
+  };
+  using Buckets = boost::unordered_flat_map<std::int64_t, Bucket>;
+  static constexpr std::size_t kRecent = 4096;  // dropped tokens remembered for their late events (a job.done)
+
+  static std::uint64_t key_hash(std::string_view k) { return detail::mix64(boost::hash<std::string_view>{}(k)); }
+  static void add_once(std::vector<std::uint64_t>& v, std::uint64_t x) {
+    if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+  }
+  void keep_loose(std::size_t index, const Event& e) {
+    const std::size_t before = loose_.bytes.capacity() + loose_.at.capacity() * sizeof(At);
+    loose_.at.push_back(At{index, static_cast<std::uint32_t>(loose_.bytes.size())});
+    pack_event(e, loose_.bytes);
+    bytes_ += loose_.bytes.capacity() + loose_.at.capacity() * sizeof(At) - before;
+    if (loose_.bytes.size() > UINT32_MAX / 2) over_budget_ = true;  // offsets are 4 bytes
+    check_budget();
+  }
+  /// An event of a token dropped already, dropped too (written down as the bucket's were).
+  void note_dropped(const Event& e) {
+    if (!e.lock_key.empty()) remember(dropped_keys_, key_hash(e.lock_key));
+    if (e.kind == EventKind::kReleaseOk && e.revision) remember(dropped_revisions_, static_cast<std::uint64_t>(*e.revision));
+    if (e.kind == EventKind::kJobDone) dropped_done_ = true;
+    check_budget();
+  }
+  void maybe_drop(Buckets::iterator it) {
+    Bucket& b = it->second;
+    if (b.deletes == 0 || b.open > 0) return;
+    const std::int64_t token = it->first;
+    remember(dropped_tokens_, static_cast<std::uint64_t>(token));
+    for (const std::uint64_t k : b.keys) remember(dropped_keys_, k);
+    for (const std::uint64_t r : b.revisions) remember(dropped_revisions_, r);
+    dropped_done_ = dropped_done_ || b.done;  // a job.done that came before the delete was settled
+    bytes_ -= bucket_bytes(b);
+    buckets_.erase(it);
+    if (recent_order_.size() == kRecent) {
+      recently_dropped_.erase(recent_order_.front());
+      recent_order_.pop_front();
+    }
+    recent_order_.push_back(token);
+    recently_dropped_.insert(token);
+    check_budget();
+  }
+  static std::size_t bucket_bytes(const Bucket& b) {
+    return sizeof(Bucket) + 16 + b.bytes.capacity() + b.at.capacity() * sizeof(At) +
+           (b.keys.capacity() + b.revisions.capacity()) * sizeof(std::uint64_t);
+  }
+  void remember(std::deque<std::uint64_t>& list, std::uint64_t x) {
+    list.push_back(x);
+    bytes_ += sizeof(std::uint64_t);
+  }
+  void check_budget() {
+    if (bytes_ <= kBudget && !over_budget_) return;
+    // Given up: the file will be read. Nothing more is kept, and what was is freed.
+    over_budget_ = true;
+    on_ = false;
+    buckets_ = {};
+    loose_ = {};
+    dropped_keys_ = {};
+    dropped_tokens_ = {};
+    dropped_revisions_ = {};
+    recently_dropped_ = {};
+    recent_order_ = {};
+    bytes_ = 0;
+  }
+
+  bool on_ = false;
+  bool over_budget_ = false;
+  bool dropped_done_ = false;  // a job.done with a token was dropped
+  Buckets buckets_;
+  Bucket loose_;  // events without a token: never dropped
+  std::deque<std::uint64_t> dropped_keys_, dropped_tokens_, dropped_revisions_;
+  boost::unordered_flat_set<std::int64_t> recently_dropped_;
+  std::deque<std::int64_t> recent_order_;
+  std::size_t bytes_ = 0;  // packed events, their positions and what was dropped
+};
+
 struct FigureStream::State {
   const ReadBack& readback;
   const CheckContext& context;
@@ -162,6 +344,8 @@ struct FigureStream::State {
   /// expiry (unless the issuer said "expired", then it is kept). In a healthy run what stays is the
   /// expiries and the deletes whose release.ok has not arrived yet.
   std::map<std::size_t, Delete> unsettled;
+  /// The first pass's holdings events, for a second pass without a read of the file.
+  HoldingsKeep keep;
   /// What the unsettled deletes hold (bytes_of each), kept as they come and go: state_bytes() runs
   /// every 65,536 events, and walking 104,000 deletes each time was 8 % of a 10^8-event check.
   std::size_t unsettled_bytes = 0;
@@ -202,8 +386,8 @@ struct FigureStream::State {
     std::int64_t src_ns = 0;
   };
   boost::unordered_flat_map<KeyToken, Invoke, KeyTokenHash> release_invoked;  // the earliest per (lock key, token)
-  State(const ReadBack& rb, const PackedLog& packed, const CheckContext& ctx)
-      : readback(rb), context(ctx), counters(rb), log(packed) {
+  State(const ReadBack& rb, const PackedLog& packed, const CheckContext& ctx, bool keep_holdings)
+      : readback(rb), context(ctx), counters(rb), log(packed), keep(keep_holdings) {
     evidence = context.evidence.value_or(resources::Evidence{});
     has_log = evidence.accept_log && (context.evidence || !log.empty());
   }
@@ -274,6 +458,8 @@ struct FigureStream::State {
         p.delay = std::chrono::nanoseconds(e.t_ns - p.heal_t_ns);
       }
     }
+    if (std::find(std::begin(kSecondPassKinds), std::end(kSecondPassKinds), e.kind) != std::end(kSecondPassKinds))
+      keep.take(i, e);
     observe_for_expiries(i, e);
   }
 
@@ -283,7 +469,9 @@ struct FigureStream::State {
         for (std::size_t at : it->second) {  // settled: not an expiry, whatever follows
           if (const auto u = unsettled.find(at); u != unsettled.end()) {
             unsettled_bytes -= bytes_of(u->second);
+            const std::optional<std::int64_t> token = u->second.token;
             unsettled.erase(u);
+            keep.settled(token);
           }
         }
         unsettled_by_revision.erase(it);
@@ -292,14 +480,15 @@ struct FigureStream::State {
       }
       return;
     }
-    if (e.kind != EventKind::kLockDelete || e.lock_key.empty()) return;
+    if (e.kind != EventKind::kLockDelete) return;
+    if (e.lock_key.empty()) return keep.closed(e.token);  // never a candidate
     const Word word = e.detail.empty()           ? Word::kNone
                       : e.detail == "expired"    ? Word::kExpired
                       : e.detail == "released"   ? Word::kReleased
                                                  : Word::kOther;
     // Settled now: the issuer said released, or a release.ok already carried its revision.
-    if (word == Word::kReleased) return;
-    if (word != Word::kExpired && e.revision && open_releases.erase(*e.revision) > 0) return;
+    if (word == Word::kReleased) return keep.closed(e.token);
+    if (word != Word::kExpired && e.revision && open_releases.erase(*e.revision) > 0) return keep.closed(e.token);
     Delete d;
     d.index = i;
     d.token = e.token, d.revision = e.revision, d.lease_id = e.lease_id, d.t_ns = e.t_ns;
@@ -308,6 +497,7 @@ struct FigureStream::State {
     d.word = word;
     if (word != Word::kExpired && d.revision) unsettled_by_revision[*d.revision].push_back(i);
     if (const auto [u, fresh] = unsettled.emplace(i, std::move(d)); fresh) unsettled_bytes += bytes_of(u->second);
+    keep.opened(e.token);
   }
 
   /// After the first pass: whether a delete is still unsettled (a candidate expiry), so that the
@@ -326,6 +516,21 @@ struct FigureStream::State {
       else every_token = true;
       if (d.revision) candidate_revisions.insert(*d.revision);
     }
+  }
+
+  /// The second pass on the events kept on the first, when they hold every one it uses
+  /// (HoldingsKeep::usable); `also` sees each. False, having done nothing, when they do not.
+  bool second_pass_from_kept(const std::function<void(std::size_t, const Event&)>& also) {
+    if (!keep.usable(candidate_keys, candidate_tokens, candidate_revisions, every_token)) {
+      keep = HoldingsKeep(false);
+      return false;
+    }
+    keep.replay([&](std::size_t i, const Event& e) {
+      gather_for_candidates(i, e);
+      if (also) also(i, e);
+    });
+    keep = HoldingsKeep(false);
+    return true;
   }
 
   /// FigureStream::second_pass_may_want: gather_for_candidates() below, read off the line. Keep
@@ -513,7 +718,7 @@ struct FigureStream::State {
   std::size_t state_bytes() const {
     // Hash-table entries with their slack, the interned names, the kept deletes and the tallies;
     // the figures themselves are output.
-    std::size_t n = sizeof(*this) + names.state_bytes() + rejections.state_bytes() + counters.state_bytes();
+    std::size_t n = sizeof(*this) + names.state_bytes() + rejections.state_bytes() + counters.state_bytes() + keep.state_bytes();
     n += unsettled_bytes;
     n += acquires.capacity() * sizeof(Acquire) + open_releases.size() * 9;
     // Most revisions have one delete: one vector of one (not walked: see unsettled_bytes).
@@ -529,14 +734,15 @@ struct FigureStream::State {
   }
 };
 
-FigureStream::FigureStream(const ReadBack& readback, const PackedLog& log, const CheckContext& context)
-    : s_(std::make_unique<State>(readback, log, context)) {}
+FigureStream::FigureStream(const ReadBack& readback, const PackedLog& log, const CheckContext& context, bool keep_holdings)
+    : s_(std::make_unique<State>(readback, log, context, keep_holdings)) {}
 FigureStream::~FigureStream() = default;
 void FigureStream::observe(std::size_t index, const Event& e) { s_->observe(index, e); }
 bool FigureStream::wants_second_pass() const { return s_->wants_second_pass(); }
-void FigureStream::begin_second_pass(bool every_line_plain) {
+bool FigureStream::begin_second_pass(bool every_line_plain, const std::function<void(std::size_t, const Event&)>& also) {
   s_->begin_second_pass();
   s_->plain_lines = every_line_plain;
+  return s_->second_pass_from_kept(also);
 }
 bool FigureStream::second_pass_may_want(std::size_t index, std::string_view line) const {
   return s_->may_want(index, line);

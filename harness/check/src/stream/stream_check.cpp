@@ -250,19 +250,19 @@ StreamCheckRun check_history_file(const std::filesystem::path& history, const Re
 
 HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, const ReadBack& readback,
                                          const CheckContext& context, const std::vector<std::string_view>& names,
-                                         const std::function<void(std::size_t, const Event&)>& also) {
-  return analyze_history_file(history, readback, PackedLog(readback.log), context, names, also);
+                                         const std::function<void(std::size_t, const Event&)>& also, bool keep_holdings) {
+  return analyze_history_file(history, readback, PackedLog(readback.log), context, names, also, keep_holdings);
 }
 
 HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, const ReadBack& readback,
                                          const PackedLog& log, const CheckContext& context,
                                          const std::vector<std::string_view>& names,
-                                         const std::function<void(std::size_t, const Event&)>& also) {
+                                         const std::function<void(std::size_t, const Event&)>& also, bool keep_holdings) {
   std::vector<std::string_view> rules = names;
   if (rules.empty())
     for (const auto& c : default_checkers()) rules.push_back(c->name());
   // The figures and the protocol errors ride along the rules' first pass.
-  FigureStream figures(readback, log, context);
+  FigureStream figures(readback, log, context, keep_holdings);
   std::size_t figure_bytes = 0;  // the figures' peak state, sampled as the rules' is
   std::vector<ProtocolError> protocol;
   // Evidence kept as it goes by, so that no pass is needed only to copy it (EvidenceCatch).
@@ -281,23 +281,28 @@ HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, c
   a.verdict = run.run.verdict;
   a.checkers = std::move(run.run.results);
   a.black_box_workers = std::move(run.run.black_box_workers);
-  // The figures' second pass, for the lease expiries' candidates (FigureStream).
+  // The figures' second pass, for the lease expiries' candidates (FigureStream): on the holdings'
+  // events kept on the first pass when they hold every one it uses, else on the file again.
   if (figures.wants_second_pass()) {
-    figures.begin_second_pass(not_plain == 0);
-    // Only the candidates' holdings' lines matter to it: the others (the write lines, most of a
-    // run, and in a run with few expiries most holdings' lines too) are not parsed.
-    std::size_t seen = 0;
-    for_each_history_event_if(
-        history,
-        [&](std::size_t index, std::string_view line) { return figures.second_pass_may_want(index, line); },
-        [&](std::size_t index, Event&& e) {
-          figures.observe(index, e);
-          caught.second_pass(index, e);
-          if (++seen % kStateSample == 0)
-            figure_bytes = std::max(figure_bytes, figures.state_bytes() + caught.state_bytes());
-        });
-    ++run.passes;
-    out.figures_second_pass = true;
+    figure_bytes = std::max(figure_bytes, figures.state_bytes() + caught.state_bytes());  // the keep at its fullest
+    if (figures.begin_second_pass(not_plain == 0, [&](std::size_t index, const Event& e) { caught.second_pass(index, e); })) {
+      out.figures_second_pass_kept = true;
+    } else {
+      // Only the candidates' holdings' lines matter to it: the others (the write lines, most of a
+      // run, and in a run with few expiries most holdings' lines too) are not parsed.
+      std::size_t seen = 0;
+      for_each_history_event_if(
+          history,
+          [&](std::size_t index, std::string_view line) { return figures.second_pass_may_want(index, line); },
+          [&](std::size_t index, Event&& e) {
+            figures.observe(index, e);
+            caught.second_pass(index, e);
+            if (++seen % kStateSample == 0)
+              figure_bytes = std::max(figure_bytes, figures.state_bytes() + caught.state_bytes());
+          });
+      ++run.passes;
+      out.figures_second_pass = true;
+    }
   }
   figure_bytes = std::max(figure_bytes, figures.state_bytes() + caught.state_bytes());
   out.peak_state_bytes = run.peak_state_bytes + figure_bytes;

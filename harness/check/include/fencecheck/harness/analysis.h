@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -186,7 +187,12 @@ struct Figures {
 class FigureStream {
  public:
   /// `log` stands for readback.log (not read). Both, and `context`, must outlive the object.
-  FigureStream(const ReadBack& readback, const PackedLog& log, const CheckContext& context);
+  /// `keep_holdings`: keep the first pass's holdings events (packed, those of a holding still
+  /// open or of a candidate; figures.cpp's HoldingsKeep: up to 320 MiB, about 24 bytes per holding
+  /// over beside them) so that the second pass may run on them, not on the history again
+  /// (begin_second_pass() says whether it did). Without it, the second pass always takes the
+  /// history again: the in-memory reference (compute_figures) does that.
+  FigureStream(const ReadBack& readback, const PackedLog& log, const CheckContext& context, bool keep_holdings = false);
   ~FigureStream();
   FigureStream(const FigureStream&) = delete;
   FigureStream& operator=(const FigureStream&) = delete;
@@ -195,12 +201,15 @@ class FigureStream {
   /// After the first pass: whether finish() needs the history once more (some lock.delete is a
   /// candidate lease expiry). False during or after the second pass.
   [[nodiscard]] bool wants_second_pass() const;
-  /// Starts the second pass: observe() then takes every event again, from index 0 (only events
-  /// of kSecondPassKinds matter to it: a driver may skip the rest unparsed, at their indices).
+  /// Starts the second pass. Returns true when it ran at once on the events kept on the first
+  /// pass (keep_holdings, when they hold every event it uses): `also` saw each of them, in history
+  /// order, and the pass is over. Returns false otherwise: observe() then takes every event again,
+  /// from index 0 (only events of kSecondPassKinds matter to it: a driver may skip the rest
+  /// unparsed, at their indices).
   /// `every_line_plain`: the first pass's reader parsed every line on the simdjson fast path
   /// (for_each_history_event returned 0), so second_pass_may_want() may stop at a key's first
   /// occurrence (scan_line_field's first_only).
-  void begin_second_pass(bool every_line_plain = false);
+  bool begin_second_pass(bool every_line_plain = false, const std::function<void(std::size_t, const Event&)>& also = {});
   /// During the second pass, whether the history line at `index` may matter to it; a driver may
   /// skip the lines it calls false unparsed (analyze_history_file does). Looks at the line's kind,
   /// and at its lock_key, token or revision against the candidate expiries' (scan_line_field,

@@ -155,8 +155,9 @@ struct HistoryFileAnalysis {
   std::size_t peak_state_bytes = 0;   ///< the rules' peak state (StreamCheckRun) plus the figures' at the end
   /// StreamCheckRun::peak_state_by_rule, then ("figures", the figures' state at the end).
   std::vector<std::pair<std::string, std::size_t>> peak_state_by_rule;
-  unsigned passes = 0;                ///< reads of the file: 1, one more when a rule wanted one, one more for the figures' second pass, one more for the evidence not caught on the way
-  bool figures_second_pass = false;   ///< whether the figures wanted their second pass (FigureStream: a candidate lease expiry)
+  unsigned passes = 0;                ///< reads of the file: 1, one more when a rule wanted one, one more for the figures' second pass when it read the file, one more for the evidence not caught on the way
+  bool figures_second_pass = false;   ///< whether the figures' second pass (FigureStream: a candidate lease expiry) read the file again
+  bool figures_second_pass_kept = false;  ///< whether it ran on the events kept on the first pass instead (no read of the file)
   bool evidence_pass = false;         ///< whether some evidence event was not caught by the passes before and took a pass of its own
 };
 
@@ -171,14 +172,17 @@ struct HistoryFileAnalysis {
 /// context (a test compares verdict.json of both on every case of the golden record). Memory: the
 /// rules' and figures' state (stream_check.h, analysis.h: FigureStream) plus the anomalies, figures
 /// and evidence copies (output, caught as the passes go: counted in the "figures" part of
-/// peak_state_by_rule), one event at a time. `also`, when given, is called with every
+/// peak_state_by_rule), one event at a time. `keep_holdings` (FigureStream's): the figures'
+/// second pass runs on the holdings' events kept on the first pass when those hold every event it
+/// uses (a run's are: then no read of the file for it), else on the file; false always reads the
+/// file (for tests of that pass). `also`, when given, is called with every
 /// event of the first pass (index, event), in history order, so a caller's own tally (e.g. the
 /// harness's HistoryTally) rides along the same read; exceptions from it pass through. Throws
 /// what check_history_file() throws.
 [[nodiscard]] HistoryFileAnalysis analyze_history_file(
     const std::filesystem::path& history, const ReadBack& readback, const CheckContext& context,
     const std::vector<std::string_view>& names = {},
-    const std::function<void(std::size_t index, const Event& event)>& also = {});
+    const std::function<void(std::size_t index, const Event& event)>& also = {}, bool keep_holdings = true);
 /// analyze_history_file() with the accept log given packed: readback.log is not read (leave it
 /// empty, as read_readback_file with a ReadBackLogSink does), `log` stands for it. The overload
 /// above packs readback.log and calls this one. Memory adds `log` (PackedLog::memory_bytes(), its
@@ -186,6 +190,6 @@ struct HistoryFileAnalysis {
 [[nodiscard]] HistoryFileAnalysis analyze_history_file(
     const std::filesystem::path& history, const ReadBack& readback, const PackedLog& log, const CheckContext& context,
     const std::vector<std::string_view>& names = {},
-    const std::function<void(std::size_t index, const Event& event)>& also = {});
+    const std::function<void(std::size_t index, const Event& event)>& also = {}, bool keep_holdings = true);
 
 }  // namespace fencecheck::harness
