@@ -422,20 +422,25 @@ constexpr std::string Event::*kPackedStrings[] = {&Event::source, &Event::lock, 
 static_assert(std::size(kPackedNumbers) <= 16 && std::size(kPackedStrings) <= 16);
 constexpr EventKind kLastKind = EventKind::kProtocolError;  // event.h's last enumerator
 
-void put_varint(std::uint64_t v, std::string& out) {
+// The writers below put bytes at `at` and return where they stopped (pack_event sizes the
+// buffer for the most they can write first: 10 bytes a varint).
+char* put_varint(std::uint64_t v, char* at) {
   while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    *at++ = static_cast<char>((v & 0x7f) | 0x80);
     v >>= 7;
   }
-  out.push_back(static_cast<char>(v));
+  *at++ = static_cast<char>(v);
+  return at;
 }
-void put_signed(std::int64_t v, std::string& out) {  // zigzag: small magnitudes, few bytes
-  put_varint((static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63), out);
+char* put_signed(std::int64_t v, char* at) {  // zigzag: small magnitudes, few bytes
+  return put_varint((static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63), at);
 }
-void put_bits(std::uint16_t bits, std::string& out) {
-  out.push_back(static_cast<char>(bits & 0xff));
-  out.push_back(static_cast<char>(bits >> 8));
+char* put_bits(std::uint16_t bits, char* at) {
+  *at++ = static_cast<char>(bits & 0xff);
+  *at++ = static_cast<char>(bits >> 8);
+  return at;
 }
+constexpr std::size_t kMaxVarint = 10;
 
 /// Reads unpack_event's input in order; every read checks the bytes left.
 struct PackedReader {
@@ -475,25 +480,38 @@ struct PackedReader {
 
 std::size_t pack_event(const Event& e, std::string& out) {
   const std::size_t before = out.size();
-  out.push_back(static_cast<char>(e.kind));
   std::uint16_t numbers = 0, strings = 0;
+  std::size_t most = 1 + 4 + 2 * kMaxVarint;  // kind, presence bits, t_ns, src_ns
   for (std::size_t f = 0; f < std::size(kPackedNumbers); ++f)
-    if ((e.*kPackedNumbers[f]).has_value()) numbers = static_cast<std::uint16_t>(numbers | (1u << f));
+    if ((e.*kPackedNumbers[f]).has_value()) {
+      numbers = static_cast<std::uint16_t>(numbers | (1u << f));
+      most += kMaxVarint;
+    }
   for (std::size_t f = 0; f < std::size(kPackedStrings); ++f)
-    if (!(e.*kPackedStrings[f]).empty()) strings = static_cast<std::uint16_t>(strings | (1u << f));
-  put_bits(numbers, out);
-  put_bits(strings, out);
-  put_signed(e.t_ns, out);
-  put_signed(e.src_ns, out);
+    if (!(e.*kPackedStrings[f]).empty()) {
+      strings = static_cast<std::uint16_t>(strings | (1u << f));
+      most += kMaxVarint + (e.*kPackedStrings[f]).size();
+    }
+  out.resize(before + most);  // then cut to what was written: one growth of `out`, not one a byte
+  char* const start = out.data() + before;
+  char* at = start;
+  *at++ = static_cast<char>(e.kind);
+  at = put_bits(numbers, at);
+  at = put_bits(strings, at);
+  at = put_signed(e.t_ns, at);
+  at = put_signed(e.src_ns, at);
   for (std::size_t f = 0; f < std::size(kPackedNumbers); ++f)
-    if ((numbers >> f) & 1u) put_signed(*(e.*kPackedNumbers[f]), out);
+    if ((numbers >> f) & 1u) at = put_signed(*(e.*kPackedNumbers[f]), at);
   for (std::size_t f = 0; f < std::size(kPackedStrings); ++f) {
     if (((strings >> f) & 1u) == 0) continue;
-    const std::string& s = e.*kPackedStrings[f];
-    put_varint(s.size(), out);
-    out.append(s);
+    const std::string& text = e.*kPackedStrings[f];
+    at = put_varint(text.size(), at);
+    std::memcpy(at, text.data(), text.size());
+    at += text.size();
   }
-  return out.size() - before;
+  const auto written = static_cast<std::size_t>(at - start);
+  out.resize(before + written);
+  return written;
 }
 
 Event unpack_event(std::string_view bytes) {

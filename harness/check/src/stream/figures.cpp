@@ -34,6 +34,7 @@
 //   5.7 bytes per holding with one expiry in 50 holdings; it was 240 with every holding kept).
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <deque>
 #include <vector>
 #include <optional>
@@ -156,15 +157,14 @@ class HoldingsKeep {
     if (e.kind != EventKind::kLockDelete && recently_dropped_.contains(*e.token)) return note_dropped(e);
     const auto [it, fresh] = buckets_.try_emplace(*e.token);
     Bucket& b = it->second;
+    if (fresh) b.bytes.reserve(kBucketBytes);  // one allocation for a holding's events, not one per doubling
     const std::size_t before = fresh ? 0 : bucket_bytes(b);
-    b.at.push_back(At{index, static_cast<std::uint32_t>(b.bytes.size())});
-    pack_event(e, b.bytes);
+    append(b.bytes, index, e);
     if (e.kind == EventKind::kLockDelete) ++b.deletes;
     if (e.kind == EventKind::kJobDone) b.done = true;
-    if (!e.lock_key.empty()) add_once(b.keys, key_hash(e.lock_key));
-    if (e.kind == EventKind::kReleaseOk && e.revision) add_once(b.revisions, static_cast<std::uint64_t>(*e.revision));
+    if (!e.lock_key.empty()) b.keys.add(key_hash(e.lock_key));
+    if (e.kind == EventKind::kReleaseOk && e.revision) b.revisions.add(static_cast<std::uint64_t>(*e.revision));
     bytes_ += bucket_bytes(b) - before;
-    if (b.bytes.size() > UINT32_MAX / 2) over_budget_ = true;  // offsets are 4 bytes
     check_budget();
   }
   /// A lock.delete of `token` (taken just before) stays unsettled, for now.
@@ -208,40 +208,71 @@ class HoldingsKeep {
   template <typename F>
   void replay(F&& f) {
     std::vector<std::pair<std::size_t, std::string_view>> all;
-    for (const auto& [token, b] : buckets_)
-      for (std::size_t n = 0; n < b.at.size(); ++n) all.emplace_back(b.at[n].index, std::string_view(b.bytes).substr(b.at[n].offset));
-    for (std::size_t n = 0; n < loose_.at.size(); ++n)
-      all.emplace_back(loose_.at[n].index, std::string_view(loose_.bytes).substr(loose_.at[n].offset));
+    const auto list = [&](const std::string& bytes) {
+      for (std::size_t at = 0; at < bytes.size();) {
+        std::uint64_t index = 0;
+        std::uint32_t size = 0;
+        std::memcpy(&index, bytes.data() + at, sizeof index);
+        std::memcpy(&size, bytes.data() + at + sizeof index, sizeof size);
+        at += kHeader;
+        all.emplace_back(static_cast<std::size_t>(index), std::string_view(bytes).substr(at, size));
+        at += size;
+      }
+    };
+    for (const auto& [token, b] : buckets_) list(b.bytes);
+    list(loose_.bytes);
     std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& [index, bytes] : all) f(index, unpack_event(bytes));
   }
   [[nodiscard]] std::size_t state_bytes() const { return sizeof(*this) + bytes_ + buckets_.bucket_count() * 9; }
 
  private:
-  struct At {
-    std::size_t index = 0;
-    std::uint32_t offset = 0;
+  /// A few distinct numbers, the first held inline (a bucket has one lock key, and at most one
+  /// release.ok revision, but for a history that reuses them).
+  struct Few {
+    std::uint64_t first = 0;
+    bool any = false;
+    std::vector<std::uint64_t> more;
+    void add(std::uint64_t x) {
+      if (!any) {
+        first = x;
+        any = true;
+      } else if (x != first && std::find(more.begin(), more.end(), x) == more.end()) {
+        more.push_back(x);
+      }
+    }
+    template <typename F>
+    void for_each(F&& f) const {
+      if (any) f(first);
+      for (const std::uint64_t x : more) f(x);
+    }
   };
+  /// Each event: its history index (8 bytes), its packed size (4), then pack_event's bytes.
+  static constexpr std::size_t kHeader = sizeof(std::uint64_t) + sizeof(std::uint32_t);
   struct Bucket {
-    std::string bytes;  // packed events, in history order
-    std::vector<At> at;
-    std::vector<std::uint64_t> keys, revisions;  // lock keys (hashed), release.oks' revisions: usually one each
-    unsigned deletes = 0, open = 0;              // its lock.deletes, and how many of them are unsettled
-    bool done = false;                           // it holds a job.done
+    std::string bytes;       // its events, in history order
+    Few keys, revisions;     // lock keys (hashed), release.oks' revisions
+    unsigned deletes = 0, open = 0;  // its lock.deletes, and how many of them are unsettled
+    bool done = false;               // it holds a job.done
   };
   using Buckets = boost::unordered_flat_map<std::int64_t, Bucket>;
+  /// A holding's six events of a bench history, packed with their headers: about 450 bytes.
+  static constexpr std::size_t kBucketBytes = 512;
   static constexpr std::size_t kRecent = 4096;  // dropped tokens remembered for their late events (a job.done)
 
   static std::uint64_t key_hash(std::string_view k) { return detail::mix64(boost::hash<std::string_view>{}(k)); }
-  static void add_once(std::vector<std::uint64_t>& v, std::uint64_t x) {
-    if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+  static void append(std::string& bytes, std::size_t index, const Event& e) {
+    const std::size_t at = bytes.size();
+    bytes.resize(at + kHeader);
+    const std::uint32_t size = static_cast<std::uint32_t>(pack_event(e, bytes));
+    const std::uint64_t where = index;
+    std::memcpy(bytes.data() + at, &where, sizeof where);
+    std::memcpy(bytes.data() + at + sizeof where, &size, sizeof size);
   }
   void keep_loose(std::size_t index, const Event& e) {
-    const std::size_t before = loose_.bytes.capacity() + loose_.at.capacity() * sizeof(At);
-    loose_.at.push_back(At{index, static_cast<std::uint32_t>(loose_.bytes.size())});
-    pack_event(e, loose_.bytes);
-    bytes_ += loose_.bytes.capacity() + loose_.at.capacity() * sizeof(At) - before;
-    if (loose_.bytes.size() > UINT32_MAX / 2) over_budget_ = true;  // offsets are 4 bytes
+    const std::size_t before = loose_.bytes.capacity();
+    append(loose_.bytes, index, e);
+    bytes_ += loose_.bytes.capacity() - before;
     check_budget();
   }
   /// An event of a token dropped already, dropped too (written down as the bucket's were).
@@ -256,8 +287,8 @@ class HoldingsKeep {
     if (b.deletes == 0 || b.open > 0) return;
     const std::int64_t token = it->first;
     remember(dropped_tokens_, static_cast<std::uint64_t>(token));
-    for (const std::uint64_t k : b.keys) remember(dropped_keys_, k);
-    for (const std::uint64_t r : b.revisions) remember(dropped_revisions_, r);
+    b.keys.for_each([&](std::uint64_t k) { remember(dropped_keys_, k); });
+    b.revisions.for_each([&](std::uint64_t r) { remember(dropped_revisions_, r); });
     dropped_done_ = dropped_done_ || b.done;  // a job.done that came before the delete was settled
     bytes_ -= bucket_bytes(b);
     buckets_.erase(it);
@@ -270,8 +301,7 @@ class HoldingsKeep {
     check_budget();
   }
   static std::size_t bucket_bytes(const Bucket& b) {
-    return sizeof(Bucket) + 16 + b.bytes.capacity() + b.at.capacity() * sizeof(At) +
-           (b.keys.capacity() + b.revisions.capacity()) * sizeof(std::uint64_t);
+    return sizeof(Bucket) + 16 + b.bytes.capacity() + (b.keys.more.capacity() + b.revisions.more.capacity()) * sizeof(std::uint64_t);
   }
   void remember(std::deque<std::uint64_t>& list, std::uint64_t x) {
     list.push_back(x);
@@ -458,8 +488,15 @@ struct FigureStream::State {
         p.delay = std::chrono::nanoseconds(e.t_ns - p.heal_t_ns);
       }
     }
-    if (std::find(std::begin(kSecondPassKinds), std::end(kSecondPassKinds), e.kind) != std::end(kSecondPassKinds))
-      keep.take(i, e);
+    switch (e.kind) {  // kSecondPassKinds
+      case EventKind::kAcquireOk:
+      case EventKind::kLockGrant:
+      case EventKind::kJobDone:
+      case EventKind::kReleaseOk:
+      case EventKind::kReleaseInvoke:
+      case EventKind::kLockDelete: keep.take(i, e); break;
+      default: break;
+    }
     observe_for_expiries(i, e);
   }
 
