@@ -412,14 +412,19 @@ void save_history_jsonl(const std::filesystem::path& path, const History& histor
 
 namespace {
 
-// pack_event's fields, in their order. Adding a field to Event means adding it here (the round
-// trip test in history_file_test.cpp fills every field and would fail).
+// pack_event's fields, in their order. Adding a field to Event means adding it here (the
+// static_assert on Event's size below says so at compile time; the round trip test in
+// history_file_test.cpp fills the fields listed here).
 constexpr std::optional<std::int64_t> Event::*kPackedNumbers[] = {
     &Event::token,    &Event::high_water, &Event::lease_id, &Event::revision, &Event::segment,
     &Event::chunk,    &Event::duration_ns, &Event::ttl_ms,  &Event::protocol, &Event::line_no};
 constexpr std::string Event::*kPackedStrings[] = {&Event::source, &Event::lock,   &Event::lock_key, &Event::key,
                                                   &Event::fault,  &Event::target, &Event::detail,   &Event::line};
 static_assert(std::size(kPackedNumbers) <= 16 && std::size(kPackedStrings) <= 16);
+// Event's size with its 2 + 10 numbers, its kind and its 8 strings (libstdc++, 64-bit): a field
+// added to Event changes it, and must then be added above too, or pack_event would drop it.
+static_assert(sizeof(void*) != 8 || sizeof(std::string) != 32 || sizeof(Event) == 440,
+              "Event changed: add its new field to kPackedNumbers or kPackedStrings, then update this size");
 constexpr EventKind kLastKind = EventKind::kProtocolError;  // event.h's last enumerator
 
 // The writers below put bytes at `at` and return where they stopped (pack_event sizes the

@@ -76,9 +76,22 @@ std::uint64_t hash_of_key(std::uint32_t client, std::uint32_t key, std::uint64_t
 }  // namespace
 
 PackedLog::Key PackedLog::key_at(std::size_t position) const {
-  const Words w = words_at(position);
-  return Key{static_cast<std::uint32_t>(w[kClient]), static_cast<std::uint32_t>(w[kKey]), w[kToken], w[kSegment],
-             w[kChunk]};
+  if (position >= packed_) {
+    const Words& w = staged_[position - packed_];
+    return Key{static_cast<std::uint32_t>(w[kClient]), static_cast<std::uint32_t>(w[kKey]), w[kToken], w[kSegment],
+               w[kChunk]};
+  }
+  // words_at() for the five fields of a write's id only (the index, the repeats and find() read
+  // little else).
+  const Block& b = blocks_[position / kBlock];
+  const std::uint8_t* entry = b.bytes.get() + (position % kBlock) * b.stride;
+  const auto field = [&](Field f) {
+    std::uint64_t d = 0;
+    std::memcpy(&d, entry + b.offset[f], sizeof d);
+    return b.base[f] + (d & kLowBytes[b.width[f]]);
+  };
+  return Key{static_cast<std::uint32_t>(field(kClient)), static_cast<std::uint32_t>(field(kKey)), field(kToken),
+             field(kSegment), field(kChunk)};
 }
 
 std::uint64_t PackedLog::hash_of(const Key& k) { return hash_of_key(k.client, k.key, k.token, k.segment, k.chunk); }
@@ -416,17 +429,16 @@ std::optional<PackedLog::Found> PackedLog::find(std::string_view client, std::in
   // The entry after the last write found (the log's first before any), when it is this write's
   // first: no index needed, and its names compared as they are, without the dictionaries' hashes.
   if (const std::size_t next = m.next_generation == generation_ ? m.next : 0; next < size()) {
-    const Words w = words_at(next);
-    if (w[kToken] == word(token) && w[kSegment] == word(segment) && w[kChunk] == word(chunk) &&
-        clients_.names[w[kClient]] == client && keys_.names[w[kKey]] == key &&
+    const Key w = key_at(next);
+    if (w.token == word(token) && w.segment == word(segment) && w.chunk == word(chunk) &&
+        clients_.names[w.client] == client && keys_.names[w.key] == key &&
         !repeats.later(static_cast<std::uint32_t>(next)))
       found = repeats.found(static_cast<std::uint32_t>(next));
   }
   if (!found) {
     const auto c = client_id(client);
     const auto k = key_id(key);
-    // Not remembered: a push_back before the repeats and the index exist does not start a new
-    // generation.
+    // A name the log does not know: not found (and not remembered: nothing to look after it).
     if (!c || !k) return std::nullopt;
     if (const auto first = index().find(Key{*c, *k, word(token), word(segment), word(chunk)}))
       found = repeats.found(*first);

@@ -27,7 +27,8 @@ struct WriteId {
 };
 
 /// Small dense ids for the strings of a history (worker names, keys): a few hundred distinct
-/// values, so the table stays in cache while a pass hashes each event's strings once.
+/// values, so the table stays in cache while a pass hashes each event's strings once. Not
+/// thread-safe, find() included (it updates the memo of the last two strings, RecentIds).
 class Interner {
  public:
   std::uint32_t id(std::string_view s) {

@@ -32,6 +32,9 @@
 //   single pass with every holding's records did; 80,000 random histories gave the same figures
 //   as that version). State: the deletes in flight and the expiries, not the holdings (measured
 //   5.7 bytes per holding with one expiry in 50 holdings; it was 240 with every holding kept).
+//   With keep_holdings (analyze_history_file's), HoldingsKeep below adds the open holdings' events
+//   (about 650 bytes each), the candidates', and about 24 bytes per holding dropped, so that the
+//   second pass need not read the file.
 #include <algorithm>
 #include <charconv>
 #include <cstring>
@@ -141,9 +144,14 @@ UnknownOutcome unknown_outcome(std::size_t i, const Event& e, const ReadBack& rb
 ///   way; a delete never is on arrival (it may be a candidate).
 /// At the end usable() compares what was dropped with the candidates: none of their lock keys,
 /// tokens or revisions may be among the dropped ones (and no job.done with a token dropped when a
-/// candidate has no token). A healthy run keeps the candidates' buckets and the live holdings'.
-/// Past kBudget bytes it gives up (keeps nothing more, frees what it held) and the file is read.
-/// Not thread-safe.
+/// candidate has no token). Held at the end: the candidates' buckets, the holdings still open,
+/// every event without a token, and the notes. That is small for a lock service whose deletes a
+/// release.ok's revision settles (etcd: a 10^8-event bench history), not for one whose deletes
+/// carry no revision (redis's watch: no bucket is ever dropped, every holding is kept whole, about
+/// 650 bytes, until the budget runs out), and a lock key reused by a later holding (redis's fixed
+/// key) sends the second pass to the file whenever an earlier holding of it was dropped.
+/// Past kBudget bytes (its buckets' table included) it gives up (keeps nothing more, frees what it
+/// held) and the file is read. Not thread-safe.
 class HoldingsKeep {
  public:
   static constexpr std::size_t kBudget = 320u << 20;
@@ -162,7 +170,7 @@ class HoldingsKeep {
     append(b.bytes, index, e);
     if (e.kind == EventKind::kLockDelete) ++b.deletes;
     if (e.kind == EventKind::kJobDone) b.done = true;
-    if (!e.lock_key.empty()) b.keys.add(key_hash(e.lock_key));
+    if (!e.lock_key.empty()) b.keys.add(last_key_hash(e.lock_key));
     if (e.kind == EventKind::kReleaseOk && e.revision) b.revisions.add(static_cast<std::uint64_t>(*e.revision));
     bytes_ += bucket_bytes(b) - before;
     check_budget();
@@ -221,10 +229,13 @@ class HoldingsKeep {
     };
     for (const auto& [token, b] : buckets_) list(b.bytes);
     list(loose_.bytes);
+    bytes_ += all.capacity() * sizeof(all[0]);  // held beside the buckets while they are replayed
     std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& [index, bytes] : all) f(index, unpack_event(bytes));
   }
-  [[nodiscard]] std::size_t state_bytes() const { return sizeof(*this) + bytes_ + buckets_.bucket_count() * 9; }
+  /// The packed events, the notes, the buckets' table (its slots hold a Bucket each, used or
+  /// not: a flat table keeps its slots after erases) and the recent tokens.
+  [[nodiscard]] std::size_t state_bytes() const { return sizeof(*this) + bytes_ + table_bytes(); }
 
  private:
   /// A few distinct numbers, the first held inline (a bucket has one lock key, and at most one
@@ -261,6 +272,14 @@ class HoldingsKeep {
   static constexpr std::size_t kRecent = 4096;  // dropped tokens remembered for their late events (a job.done)
 
   static std::uint64_t key_hash(std::string_view k) { return detail::mix64(boost::hash<std::string_view>{}(k)); }
+  /// key_hash, remembering the last key: a holding's events follow one another with one key.
+  std::uint64_t last_key_hash(const std::string& k) {
+    if (k != last_key_) {
+      last_key_ = k;
+      last_key_hash_ = key_hash(k);
+    }
+    return last_key_hash_;
+  }
   static void append(std::string& bytes, std::size_t index, const Event& e) {
     const std::size_t at = bytes.size();
     bytes.resize(at + kHeader);
@@ -292,23 +311,29 @@ class HoldingsKeep {
     dropped_done_ = dropped_done_ || b.done;  // a job.done that came before the delete was settled
     bytes_ -= bucket_bytes(b);
     buckets_.erase(it);
-    if (recent_order_.size() == kRecent) {
-      recently_dropped_.erase(recent_order_.front());
-      recent_order_.pop_front();
+    if (recently_dropped_.insert(token).second) {  // a token dropped twice stays once in the window
+      recent_order_.push_back(token);
+      if (recent_order_.size() > kRecent) {
+        recently_dropped_.erase(recent_order_.front());
+        recent_order_.pop_front();
+      }
     }
-    recent_order_.push_back(token);
-    recently_dropped_.insert(token);
     check_budget();
   }
+  /// What a bucket holds outside its slot in the table.
   static std::size_t bucket_bytes(const Bucket& b) {
-    return sizeof(Bucket) + 16 + b.bytes.capacity() + (b.keys.more.capacity() + b.revisions.more.capacity()) * sizeof(std::uint64_t);
+    return b.bytes.capacity() + (b.keys.more.capacity() + b.revisions.more.capacity()) * sizeof(std::uint64_t);
+  }
+  [[nodiscard]] std::size_t table_bytes() const {
+    return buckets_.bucket_count() * (sizeof(Buckets::value_type) + 1) +
+           recently_dropped_.bucket_count() * (sizeof(std::int64_t) + 1) + recent_order_.size() * sizeof(std::int64_t);
   }
   void remember(std::deque<std::uint64_t>& list, std::uint64_t x) {
     list.push_back(x);
     bytes_ += sizeof(std::uint64_t);
   }
   void check_budget() {
-    if (bytes_ <= kBudget && !over_budget_) return;
+    if (bytes_ + table_bytes() <= kBudget && !over_budget_) return;
     // Given up: the file will be read. Nothing more is kept, and what was is freed.
     over_budget_ = true;
     on_ = false;
@@ -331,6 +356,8 @@ class HoldingsKeep {
   boost::unordered_flat_set<std::int64_t> recently_dropped_;
   std::deque<std::int64_t> recent_order_;
   std::size_t bytes_ = 0;  // packed events, their positions and what was dropped
+  std::string last_key_;
+  std::uint64_t last_key_hash_ = key_hash("");
 };
 
 struct FigureStream::State {
@@ -373,14 +400,23 @@ struct FigureStream::State {
   /// (before or after it) is dropped as soon as that is known: whatever comes later, it is not an
   /// expiry (unless the issuer said "expired", then it is kept). In a healthy run what stays is the
   /// expiries and the deletes whose release.ok has not arrived yet.
-  std::map<std::size_t, Delete> unsettled;
+  boost::unordered_flat_map<std::size_t, Delete> unsettled;
+  /// Their indices, ascending (history order).
+  [[nodiscard]] std::vector<std::size_t> unsettled_in_order() const {
+    std::vector<std::size_t> order;
+    order.reserve(unsettled.size());
+    for (const auto& [i, d] : unsettled) order.push_back(i);
+    std::sort(order.begin(), order.end());
+    return order;
+  }
   /// The first pass's holdings events, for a second pass without a read of the file.
   HoldingsKeep keep;
   /// What the unsettled deletes hold (bytes_of each), kept as they come and go: state_bytes() runs
   /// every 65,536 events, and walking 104,000 deletes each time was 8 % of a 10^8-event check.
   std::size_t unsettled_bytes = 0;
-  static std::size_t bytes_of(const Delete& d) {
-    return 48 + sizeof(d) + d.lock_key_name.capacity() + d.lock_name.capacity();
+  static std::size_t bytes_of(const Delete& d) {  // outside its slot in the table
+    const auto heap = [](const std::string& x) { return x.capacity() > 15 ? x.capacity() + 1 : 0; };
+    return heap(d.lock_key_name) + heap(d.lock_name);
   }
   boost::unordered_flat_map<std::int64_t, std::vector<std::size_t>> unsettled_by_revision;  // revision -> indices
   /// Revisions of release.oks whose delete has not come yet. The first delete with the revision
@@ -545,7 +581,8 @@ struct FigureStream::State {
     pass = 2;
     open_releases = {};
     unsettled_by_revision = {};
-    for (auto& [i, d] : unsettled) {
+    for (const std::size_t i : unsettled_in_order()) {
+      Delete& d = unsettled.at(i);
       candidate_keys.insert(d.lock_key_name);
       d.lock_key = names.id(d.lock_key_name);
       d.lock = names.id(d.lock_name);
@@ -564,7 +601,13 @@ struct FigureStream::State {
     }
     keep.replay([&](std::size_t i, const Event& e) {
       gather_for_candidates(i, e);
-      if (also) also(i, e);
+      // `also` sees what the file's second pass would have parsed of these kinds: the candidates'
+      // deletes, acquires and grants (the evidence an expiry cites), not every kept one.
+      const bool candidates = e.kind == EventKind::kLockDelete ? unsettled.contains(i)
+                              : e.kind == EventKind::kAcquireOk || e.kind == EventKind::kLockGrant
+                                  ? !e.lock_key.empty() && candidate_keys.contains(std::string_view(e.lock_key))
+                                  : false;
+      if (also && candidates) also(i, e);
     });
     keep = HoldingsKeep(false);
     return true;
@@ -725,8 +768,9 @@ struct FigureStream::State {
   }
 
   Figures finish() {
-    for (const auto& [i, d] : unsettled)  // in history order; decided with the second pass's records
-      if (auto x = expiry(d)) f.expiries_during_work.push_back(std::move(*x));
+    keep = HoldingsKeep(false);  // not needed any more (no second pass was wanted, or it is over)
+    for (const std::size_t i : unsettled_in_order())  // in history order; decided with the second pass's records
+      if (auto x = expiry(unsettled.at(i))) f.expiries_during_work.push_back(std::move(*x));
 
     for (const RejectedWrite& r : readback.rejections) {
       ++rejected_slot(r.key, r.client).readback;
@@ -756,7 +800,7 @@ struct FigureStream::State {
     // Hash-table entries with their slack, the interned names, the kept deletes and the tallies;
     // the figures themselves are output.
     std::size_t n = sizeof(*this) + names.state_bytes() + rejections.state_bytes() + counters.state_bytes() + keep.state_bytes();
-    n += unsettled_bytes;
+    n += unsettled_bytes + unsettled.bucket_count() * (sizeof(decltype(unsettled)::value_type) + 1);
     n += acquires.capacity() * sizeof(Acquire) + open_releases.size() * 9;
     // Most revisions have one delete: one vector of one (not walked: see unsettled_bytes).
     n += unsettled_by_revision.size() * (40 + sizeof(std::size_t));

@@ -154,8 +154,8 @@ StreamCheckRun run_rules_over_file(const std::filesystem::path& history, const R
 /// - on the first pass, what the figures cite that the first pass already settles: every pause
 ///   with a duration, write.info, fault.inject and fault.heal, protocol.error, and the first
 ///   write.ok after the latest heal (detail::evidence_indices);
-/// - on the figures' second pass, the lock.deletes, acquire.oks and lock.grants it parses (the
-///   candidates' own: an expiry cites one of each).
+/// - on the figures' second pass, the lock.deletes, acquire.oks and lock.grants it parses or
+///   replays from the kept holdings (the candidates' own: an expiry cites one of each).
 /// Most of them are cited (output), but they are held from when they go by, beside the rules'
 /// state, and some are not cited at all (a candidate key's acquires and grants that no expiry
 /// names, a candidate delete that is no expiry, a heal that matches no inject). They are held
@@ -284,8 +284,13 @@ HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, c
   // The figures' second pass, for the lease expiries' candidates (FigureStream): on the holdings'
   // events kept on the first pass when they hold every one it uses, else on the file again.
   if (figures.wants_second_pass()) {
-    figure_bytes = std::max(figure_bytes, figures.state_bytes() + caught.state_bytes());  // the keep at its fullest
-    if (figures.begin_second_pass(not_plain == 0, [&](std::size_t index, const Event& e) { caught.second_pass(index, e); })) {
+    std::size_t replayed = 0;
+    const auto catch_and_sample = [&](std::size_t index, const Event& e) {
+      caught.second_pass(index, e);
+      if (++replayed % 1024 == 0) figure_bytes = std::max(figure_bytes, figures.state_bytes() + caught.state_bytes());
+    };
+    figure_bytes = std::max(figure_bytes, figures.state_bytes() + caught.state_bytes());  // the keep at the first pass's end
+    if (figures.begin_second_pass(not_plain == 0, catch_and_sample)) {
       out.figures_second_pass_kept = true;
     } else {
       // Only the candidates' holdings' lines matter to it: the others (the write lines, most of a

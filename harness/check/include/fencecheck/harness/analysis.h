@@ -176,22 +176,25 @@ struct Figures {
 /// compute_figures() one event at a time (issue 16: the figures streamed over the history, for a
 /// history read from its file; compute_figures() is this over an in-memory history, so both give
 /// the same figures). Call observe() for each event in history order with indices 0, 1, 2, ...;
-/// then, when wants_second_pass(), begin_second_pass() and observe() every event again with the
-/// same indices; then finish() once. `readback` and `context` must outlive finish(). State: what is
+/// then, when wants_second_pass(), begin_second_pass() and (when it returns false) observe() every
+/// event again with the same indices; then finish() once. `readback` and `context` must outlive finish(). State: what is
 /// live (workers, keys, open faults), the figures themselves, and for the lease expiries the
 /// lock.deletes not yet explained by a release.ok (a release.ok may come after its delete) and
 /// the release.ok revisions still waiting for their delete. Only when some delete is never
 /// explained (a candidate expiry) is the second pass needed: it gathers the holder, grant,
-/// job.done and releases of those candidates' lock keys alone (stream/figures.cpp). Not
+/// job.done and releases of those candidates' lock keys alone (stream/figures.cpp), from the
+/// holdings' events kept on the first pass (keep_holdings) when those hold all of them. Not
 /// thread-safe; throws only std::bad_alloc.
 class FigureStream {
  public:
   /// `log` stands for readback.log (not read). Both, and `context`, must outlive the object.
-  /// `keep_holdings`: keep the first pass's holdings events (packed, those of a holding still
-  /// open or of a candidate; figures.cpp's HoldingsKeep: up to 320 MiB, about 24 bytes per holding
-  /// over beside them) so that the second pass may run on them, not on the history again
-  /// (begin_second_pass() says whether it did). Without it, the second pass always takes the
-  /// history again: the in-memory reference (compute_figures) does that.
+  /// `keep_holdings`: keep the first pass's holdings events (packed: a holding's until its delete
+  /// is settled, then about 24 bytes of notes for it; a candidate's and any event without a token
+  /// to the end; figures.cpp's HoldingsKeep, up to 320 MiB) so that the second pass may run on
+  /// them, not on the history again (begin_second_pass() says whether it did; it does not when a
+  /// candidate's key, token or revision was dropped, or past the budget: with redis's watch, whose
+  /// deletes carry no revision, a long run's holdings are never dropped). Without it, the second
+  /// pass always takes the history again: the in-memory reference (compute_figures) does that.
   FigureStream(const ReadBack& readback, const PackedLog& log, const CheckContext& context, bool keep_holdings = false);
   ~FigureStream();
   FigureStream(const FigureStream&) = delete;

@@ -64,9 +64,11 @@ struct LoggedWrite {
 /// find() looks first at the entry after the last write it found (per thread): a history
 /// acknowledges writes in about the order the resource logged them. For that it needs to know
 /// which entries repeat an earlier one (a write logged twice), found on the first find() with one
-/// read of the log through a Bloom filter (2 bytes an entry while it runs, then freed; packed_log.cpp
-/// says how). Only a find() that the next entry does not answer builds the index by write id, a
-/// hash table of positions.
+/// read of the log through a Bloom filter (at least 16 bits an entry, rounded up to a power of two
+/// of 64-byte blocks: 2-4 bytes an entry while it runs, then freed; packed_log.cpp says how).
+/// Only a find() that the next entry does not answer builds the index by write id, a hash table
+/// of positions; a history whose acknowledgements come out of log order builds it on its first
+/// miss, so it pays for both.
 ///
 /// Memory: a run's log takes about 6-8 bytes an entry (6.0 at 10^8 events in
 /// bench/bench_stream_check, which prints it; a field whose values spread widely within 4,096

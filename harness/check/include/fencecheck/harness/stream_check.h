@@ -163,19 +163,20 @@ struct HistoryFileAnalysis {
 
 /// analyze() of a history file without holding the history: the checkers named `names` (empty:
 /// every default checker; each must be streamed, else std::invalid_argument naming it), the
-/// figures (FigureStream) and the protocol errors in one pass (another for a rule that wants it,
-/// another for the figures' lease-expiry candidates when there are some), then one more pass
-/// copying the evidence events that those passes did not catch on the way (the figures' evidence
-/// is caught, within one budget of 64 MiB for both passes; a rule's anomalies' is not), only when
-/// there are some. The result equals
+/// figures (FigureStream) and the protocol errors in one pass (another for a rule that wants it;
+/// another for the figures' lease-expiry candidates only when the holdings' events kept on the
+/// first pass do not hold all they need), then one more pass copying the evidence events that
+/// those passes did not catch on the way (the figures' evidence is caught, packed, within one
+/// budget of 64 MiB; a rule's anomalies' is not), only when there are some. A healthy etcd run's
+/// history is read once (a 10^8-event bench history is). The result equals
 /// analyze() of the same checkers on load_history_jsonl(history) with the same read-back and
 /// context (a test compares verdict.json of both on every case of the golden record). Memory: the
 /// rules' and figures' state (stream_check.h, analysis.h: FigureStream) plus the anomalies, figures
 /// and evidence copies (output, caught as the passes go: counted in the "figures" part of
 /// peak_state_by_rule), one event at a time. `keep_holdings` (FigureStream's): the figures'
 /// second pass runs on the holdings' events kept on the first pass when those hold every event it
-/// uses (a run's are: then no read of the file for it), else on the file; false always reads the
-/// file (for tests of that pass). `also`, when given, is called with every
+/// uses (an etcd run's do, unless a lock key, token or revision is reused: then no read of the
+/// file for it), else on the file; false always reads the file (for tests of that pass). `also`, when given, is called with every
 /// event of the first pass (index, event), in history order, so a caller's own tally (e.g. the
 /// harness's HistoryTally) rides along the same read; exceptions from it pass through. Throws
 /// what check_history_file() throws.
