@@ -50,7 +50,7 @@ class TokenRegressionRule final : public StreamRule {
       case EventKind::kLockGrant: grant(index, e); break;
       case EventKind::kWriteOk:
         if (e.token && !first_ok_.empty()) {
-          const auto it = first_ok_.find(e.key);
+          const auto it = first_ok_.find(std::string_view(e.key));
           if (it != first_ok_.end() && !it->second.first && it->second.mark == *e.token)
             it->second.first = Seen{index, *e.token, e.kind, e.source, {}};
         }
@@ -111,7 +111,7 @@ class TokenRegressionRule final : public StreamRule {
 
   std::size_t state_bytes() const override {
     std::size_t n = sizeof(*this) + latest_invoke_.size() * (sizeof(std::string) + 16) +
-                    first_ok_.size() * (sizeof(std::string) + sizeof(MarkWrite));
+                    first_ok_.bucket_count() * (sizeof(std::string_view) + sizeof(MarkWrite) + 1);
     for (const auto& [lock, raises] : raises_) n += lock.capacity() + raises.list.capacity() * sizeof(Raise);
     n += granted_marks_.size() * (sizeof(std::uint64_t) + 1) + twice_.size() * (sizeof(std::uint64_t) + 1);
     for (const auto& g : granted_) n += sizeof(g) + g.first.capacity();
@@ -233,7 +233,7 @@ class TokenRegressionRule final : public StreamRule {
   // pass 2: the (lock key, token)s granted whose mark is in twice_
   boost::unordered_flat_set<std::pair<std::string, std::int64_t>, PairHash> granted_;
   std::optional<Seen> top_grant_, last_grant_;
-  std::map<std::string, MarkWrite, std::less<>> first_ok_;
+  detail::ViewMap<MarkWrite> first_ok_;  // keyed by views of readback.high_water's keys (it outlives the rule)
   std::vector<Anomaly> acquires_found_, grants_found_;
 };
 
