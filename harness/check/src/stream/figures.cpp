@@ -39,14 +39,13 @@
 #include <charconv>
 #include <cstring>
 #include <deque>
-#include <vector>
-#include <optional>
-#include <iterator>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <boost/functional/hash.hpp>
 #include <boost/unordered/unordered_flat_map.hpp>

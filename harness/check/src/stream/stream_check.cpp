@@ -284,10 +284,11 @@ HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, c
   // The figures' second pass, for the lease expiries' candidates (FigureStream): on the holdings'
   // events kept on the first pass when they hold every one it uses, else on the file again.
   if (figures.wants_second_pass()) {
-    std::size_t replayed = 0;
+    // Each event the second pass hands on (replayed or parsed): caught, and the state sampled.
+    std::size_t seen = 0;
     const auto catch_and_sample = [&](std::size_t index, const Event& e) {
       caught.second_pass(index, e);
-      if (++replayed % 1024 == 0) figure_bytes = std::max(figure_bytes, figures.state_bytes() + caught.state_bytes());
+      if (++seen % 1024 == 0) figure_bytes = std::max(figure_bytes, figures.state_bytes() + caught.state_bytes());
     };
     figure_bytes = std::max(figure_bytes, figures.state_bytes() + caught.state_bytes());  // the keep at the first pass's end
     if (figures.begin_second_pass(not_plain == 0, catch_and_sample)) {
@@ -295,15 +296,12 @@ HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, c
     } else {
       // Only the candidates' holdings' lines matter to it: the others (the write lines, most of a
       // run, and in a run with few expiries most holdings' lines too) are not parsed.
-      std::size_t seen = 0;
       for_each_history_event_if(
           history,
           [&](std::size_t index, std::string_view line) { return figures.second_pass_may_want(index, line); },
           [&](std::size_t index, Event&& e) {
             figures.observe(index, e);
-            caught.second_pass(index, e);
-            if (++seen % kStateSample == 0)
-              figure_bytes = std::max(figure_bytes, figures.state_bytes() + caught.state_bytes());
+            catch_and_sample(index, e);
           });
       ++run.passes;
       out.figures_second_pass = true;
