@@ -640,13 +640,17 @@ void Run::name_unhealed(ScenarioResult& r, bool add_reasons) const {
 }
 
 void Run::on_event(const Event& e) {
-  if (e.source == "lock" || e.source == "harness") return;
-  if (e.kind == EventKind::kAcquireOk) holders_.insert(e.source);
-  if (e.kind == EventKind::kReleaseInvoke) holders_.erase(e.source);
+  if (e.source == "harness") return;
+  // The lock service's own events (the issuer watch) count only for the triggers that wait for
+  // them (EventTrigger::on_lock_service: lock.grant, lock.delete); a worker's for the rest.
+  const bool from_lock = e.source == "lock";
+  if (from_lock && !is_lock_service_trigger_event(e.kind)) return;
+  if (!from_lock && e.kind == EventKind::kAcquireOk) holders_.insert(e.source);
+  if (!from_lock && e.kind == EventKind::kReleaseInvoke) holders_.erase(e.source);
   const std::int64_t n = ++counts_[{e.source, e.kind}];
   for (auto& [id, w] : workers_) {
     const auto& after = w.spec->start_after;
-    if (!w.started && !w.never && !w.queued && after && after->worker == e.source && after->event == e.kind &&
+    if (!w.started && !w.never && !w.queued && after && after->source() == e.source && after->event == e.kind &&
         after->count == n) {
       w.queued = true;  // launched by the loop, between its other duties (launch_queued)
       launch_queue_.push_back(&w);
@@ -654,7 +658,7 @@ void Run::on_event(const Event& e) {
   }
   for (const auto& f : sc_.faults()) {
     if (fired_.count(&f)) continue;
-    if (auto* t = std::get_if<EventTrigger>(&f.trigger); t && t->worker == e.source && t->event == e.kind && t->count == n) {
+    if (auto* t = std::get_if<EventTrigger>(&f.trigger); t && t->source() == e.source && t->event == e.kind && t->count == n) {
       fired_.insert(&f);
       inject(f);
     }
@@ -678,15 +682,26 @@ bool Run::finished() {
     if (!w.started && !w.never) {
       if (w.start_at) return false;
       const auto& after = w.spec->start_after;
-      auto src = workers_.find(after->worker);
-      if (src != workers_.end() && !src->second.exited) return false;
+      if (after->on_lock_service()) {
+        // The lock service's events come from the workers' doing: while any worker runs (or is
+        // about to), the trigger can still happen.
+        const bool someone = std::any_of(workers_.begin(), workers_.end(), [](const auto& kv) {
+          return (kv.second.started && !kv.second.exited) || kv.second.queued;
+        });
+        if (someone) return false;
+      } else {
+        auto src = workers_.find(after->worker);
+        if (src != workers_.end() && !src->second.exited) return false;
+      }
       w.never = true;  // its trigger can no longer happen
       Event e;
       e.source = "harness";
       e.kind = EventKind::kLog;
       e.target = id;
-      e.detail = id + " never started: " + after->worker + " ended before its " +
-                 std::string(kind_name(after->event)) + " #" + std::to_string(after->count);
+      e.detail = id + " never started: " +
+                 (after->on_lock_service() ? std::string("every worker ended before the lock service's")
+                                           : after->worker + " ended before its") +
+                 " " + std::string(kind_name(after->event)) + " #" + std::to_string(after->count);
       record(std::move(e));
     }
   }

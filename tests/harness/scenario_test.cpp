@@ -58,7 +58,8 @@ const std::string kMinimal =
 
 const std::string kWorkerEvents =
     "worker events are: acquire.invoke, acquire.ok, acquire.fail, keepalive.fail, lease.lost, write.invoke, "
-    "write.ok, write.fail, write.info, pause, release.invoke, release.ok, release.fail, job.done";
+    "write.ok, write.fail, write.info, pause, release.invoke, release.ok, release.fail, job.done; "
+    "the lock service's own (with no worker): lock.grant, lock.delete";
 
 const std::string kTopKeys =
     "allowed keys: name, description, seed, lease_ttl, timeout, lock_service, resource, network, job, workers, "
@@ -325,6 +326,36 @@ TEST(ScenarioJson, TimeTriggerAndStartDelay) {
   EXPECT_EQ(j["faults"][0]["trigger"], (nlohmann::json{{"at", "2s"}}));
   EXPECT_EQ(j["expect"]["anomalies"], (nlohmann::json{"corrupt-chunk"}));
   EXPECT_FALSE(j["expect"].contains("pause_tolerance"));
+}
+
+TEST(ScenarioJson, LockServiceTriggersHaveNoWorkerAndRoundTrip) {
+  // Issue 31 item 8: a trigger on the lock service's own events aims at a black box (a worker that
+  // says nothing): w2 starts when the first key is created, w2 is paused when the second is.
+  Scenario s = parse_scenario(
+      "name: t\nlease_ttl: 2s\nresource: {kind: store}\njob: {key: k}\n"
+      "workers:\n  - id: w1\n  - id: w2\n    start_after: {event: lock.grant}\n"
+      "faults:\n"
+      "  - {kind: sigstop, target: w2, trigger: {event: lock.grant, count: 2}, duration: 3s}\n"
+      "  - {kind: sigstop, target: w1, trigger: {event: lock.delete, count: 1}, duration: 1s}\n"
+      "expect: {outcome: safe}\n",
+      "x.yaml");
+  ASSERT_TRUE(s.workers()[1].start_after.has_value());
+  EXPECT_EQ(*s.workers()[1].start_after, (EventTrigger{"", EventKind::kLockGrant, 1}));
+  EXPECT_TRUE(s.workers()[1].start_after->on_lock_service());
+  EXPECT_EQ(s.workers()[1].start_after->source(), "lock");
+  EXPECT_EQ(std::get<EventTrigger>(s.faults()[0].trigger), (EventTrigger{"", EventKind::kLockGrant, 2}));
+  EXPECT_EQ(std::get<EventTrigger>(s.faults()[1].trigger), (EventTrigger{"", EventKind::kLockDelete, 1}));
+  const nlohmann::json j = to_json(s);
+  EXPECT_EQ(j["workers"][1]["start_after"], (nlohmann::json{{"event", "lock.grant"}, {"count", 1}}));
+  EXPECT_EQ(j["faults"][0]["trigger"], (nlohmann::json{{"event", "lock.grant"}, {"count", 2}}));
+  EXPECT_EQ(j["faults"][1]["trigger"], (nlohmann::json{{"event", "lock.delete"}, {"count", 1}}));
+  // A worker's trigger keeps its worker: the two kinds of trigger never compare equal.
+  EXPECT_NE((EventTrigger{"w1", EventKind::kLockGrant, 1}), (EventTrigger{"", EventKind::kLockGrant, 1}));
+  EXPECT_EQ((EventTrigger{"w1", EventKind::kWriteOk, 1}).source(), "w1");
+  const Scenario back = scenario_from_json(j, "scenario.json");
+  EXPECT_EQ(back.workers()[1].start_after, s.workers()[1].start_after);
+  EXPECT_EQ(back.faults()[0].trigger, s.faults()[0].trigger);
+  EXPECT_EQ(back.faults()[1].trigger, s.faults()[1].trigger);
 }
 
 TEST(ScenarioNames, KnownAnomaliesAreTheDesignListPlusCorruptChunk) {
@@ -741,8 +772,30 @@ const BadFile kBadFiles[] = {
      "workers:\n"
      "  - id: w1\n"
      "  - id: w2\n"
+     "    start_after: {worker: w1, event: fault.inject}\n",
+     8, 38, "workers[1].start_after.event: event \"fault.inject\" is not one a worker emits; " + kWorkerEvents},
+    {"StartAfterLockServiceEventWithAWorker",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers:\n"
+     "  - id: w1\n"
+     "  - id: w2\n"
      "    start_after: {worker: w1, event: lock.grant}\n",
-     8, 38, "workers[1].start_after.event: event \"lock.grant\" is not one a worker emits; " + kWorkerEvents},
+     8, 27,
+     "workers[1].start_after.worker: event \"lock.grant\" is the lock service's own, counted whoever's key it is: "
+     "give no worker (e.g. {event: lock.grant, count: 2} fires when the second lock key is created)"},
+    {"StartAfterWorkerEventWithoutAWorker",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers:\n"
+     "  - id: w1\n"
+     "  - id: w2\n"
+     "    start_after: {event: acquire.ok}\n",
+     8, 18, "workers[1].start_after: missing required field \"worker\""},
     {"StartAfterCountZero",
      "name: t\n"
      "lease_ttl: 2s\n"

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <optional>
 #include <set>
 #include <string>
 
@@ -264,6 +265,60 @@ TEST(CommandWorker, AProgramThatIsMissingOrNotExecutableIsExit2BeforeAnythingSta
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("noexec.yaml:6:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("is not executable"), std::string::npos) << r.err;
+}
+
+TEST(CommandWorker, ALockServiceTriggerPausesASilentWorkerWhileItIsQueued) {
+  // Issue 31 item 8: neither worker says a word, yet "pause w2 while it is queued" is aimed, not
+  // timed: w2 starts once the lock service shows w1's key (the first lock.grant), and is stopped
+  // the moment its own waiter key appears (the second). Stopped for three lease TTLs, w2 cannot
+  // renew its lease, so the lock service deletes its waiter key while it is still stopped: the
+  // proof that the fault landed while w2 was queued, from the lock service's own history.
+  const RunOutcome r = run_yaml(
+      "cw-lock-trigger",
+      "name: cw-lock-trigger\nseed: 7\nlease_ttl: 2s\ntimeout: 60s\nresource: {kind: store, fencing: per-key}\n"
+      "job: {key: ledger, segments: 2, chunks: 4, chunk_bytes: 256, chunk_interval: 300ms}\n"
+      "workers:\n"
+      "  - {id: w1, command: [" + kWorkerScript.string() + ", silent]}\n" +
+      "  - {id: w2, command: [" + kWorkerScript.string() + ", silent], start_after: {event: lock.grant}}\n" +
+      "faults:\n"
+      "  - {kind: sigstop, target: w2, trigger: {event: lock.grant, count: 2}, duration: 6s}\n"
+      "expect: {outcome: safe}\n");
+  ASSERT_FALSE(r.dir.empty()) << r.result.err;
+  // Find the second lock.grant, the fault on w2, its heal, and the lock service's deletes.
+  std::optional<std::size_t> second_grant, inject, heal;
+  std::string w2_key;
+  int grants = 0;
+  for (std::size_t i = 0; i < r.history.size(); ++i) {
+    const auto& e = r.history[i];
+    const std::string kind = e.value("kind", "");
+    if (e.value("source", "") == "lock" && kind == "lock.grant" && ++grants == 2) {
+      second_grant = i;
+      w2_key = e.value("lock_key", "");
+    }
+    if (kind == "fault.inject" && e.value("target", "") == "w2") inject = i;
+    if (kind == "fault.heal" && e.value("target", "") == "w2") heal = i;
+  }
+  ASSERT_TRUE(second_grant.has_value()) << "the lock service showed fewer than two keys";
+  ASSERT_TRUE(inject.has_value()) << r.result.err;
+  ASSERT_TRUE(heal.has_value()) << r.result.err;
+  ASSERT_FALSE(w2_key.empty());
+  // The fault came after the second grant, with no other lock-service event between them.
+  EXPECT_GT(*inject, *second_grant);
+  for (std::size_t i = *second_grant + 1; i < *inject; ++i)
+    EXPECT_NE(r.history[i].value("source", ""), "lock") << "a lock-service event came before the fault: " << r.history[i].dump();
+  // w2's waiter key was deleted while w2 was stopped: it was queued, its lease expired.
+  bool deleted_while_stopped = false;
+  for (std::size_t i = *inject; i < *heal; ++i) {
+    const auto& e = r.history[i];
+    if (e.value("source", "") == "lock" && e.value("kind", "") == "lock.delete" && e.value("lock_key", "") == w2_key)
+      deleted_while_stopped = true;
+  }
+  EXPECT_TRUE(deleted_while_stopped) << "w2's key " << w2_key << " was not deleted while w2 was stopped";
+  for (const auto& e : r.history) EXPECT_NE(e.value("source", ""), "w2") << "w2 said something: " << e.dump();
+  // Two black boxes against a fenced store: the checkers that need the workers' own events cannot
+  // say valid, so a safe expectation is not met (never valid without the evidence).
+  EXPECT_EQ(r.verdict.value("verdict", ""), "unknown") << r.reasons();
+  EXPECT_EQ(r.result.code, 1) << r.reasons() << r.result.err;
 }
 
 TEST(CommandWorker, ASilentWorkerIsJudgedAsABlackBoxFromTheLockServiceAndTheResource) {

@@ -200,6 +200,10 @@ bool is_worker_event(EventKind kind) {
   }
 }
 
+bool is_lock_service_trigger_event(EventKind kind) {
+  return kind == EventKind::kLockGrant || kind == EventKind::kLockDelete;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Durations
 
@@ -1045,7 +1049,7 @@ class ScenarioParser {
     for (std::size_t i = 0; i < s.workers_.size(); ++i) {
       std::vector<std::string> chain{s.workers_[i].id};
       std::size_t cur = i;
-      while (s.workers_[cur].start_after) {
+      while (s.workers_[cur].start_after && !s.workers_[cur].start_after->on_lock_service()) {
         cur = worker_index.at(s.workers_[cur].start_after->worker);
         chain.push_back(s.workers_[cur].id);
         if (cur == i) {
@@ -1536,13 +1540,20 @@ class ScenarioParser {
     if (allow_at && !t.has("worker") && !t.has("event"))
       fail(v, "expected either worker + event (+ count), or at");
     EventTrigger e;
-    e.worker = known_worker(t.require("worker"));
     Value ev = t.require("event");
     std::string name = string(ev);
     auto kind = kind_from_name(name);
     if (!kind) fail(ev, "unknown event kind " + quote(name) + "; " + worker_event_list());
-    if (!is_worker_event(*kind))
-      fail(ev, "event " + quote(name) + " is not one a worker emits; " + worker_event_list());
+    if (is_lock_service_trigger_event(*kind)) {
+      // The lock service's own event (the issuer watch), seen for every worker, a black box too.
+      if (auto w = t.get("worker"))
+        fail(*w, "event " + quote(name) + " is the lock service's own, counted whoever's key it is: give no worker "
+                 "(e.g. {event: lock.grant, count: 2} fires when the second lock key is created)");
+    } else {
+      if (!is_worker_event(*kind))
+        fail(ev, "event " + quote(name) + " is not one a worker emits; " + worker_event_list());
+      e.worker = known_worker(t.require("worker"));
+    }
     e.event = *kind;
     if (auto c = t.get("count")) e.count = integer(*c, 1, std::numeric_limits<std::int64_t>::max());
     return {e, v};
@@ -1552,7 +1563,7 @@ class ScenarioParser {
     std::vector<std::string_view> names;
     for (int k = 0; k <= static_cast<int>(EventKind::kProtocolError); ++k)
       if (is_worker_event(static_cast<EventKind>(k))) names.push_back(kind_name(static_cast<EventKind>(k)));
-    return "worker events are: " + join(names);
+    return "worker events are: " + join(names) + "; the lock service's own (with no worker): lock.grant, lock.delete";
   }
 
   std::string file_;
@@ -1649,6 +1660,7 @@ std::vector<Scenario> load_suite(const std::filesystem::path& path) {
 namespace {
 
 nlohmann::json trigger_json(const EventTrigger& t) {
+  if (t.on_lock_service()) return {{"event", std::string(kind_name(t.event))}, {"count", t.count}};
   return {{"worker", t.worker}, {"event", std::string(kind_name(t.event))}, {"count", t.count}};
 }
 

@@ -153,11 +153,25 @@ inline constexpr std::string_view kDefaultSubnet = "10.213.0.0/24";
 /// 0.02 -> "2%", 0.125 -> "12.5%", 0.001 -> "0.1%".
 [[nodiscard]] std::string format_percent(double fraction);
 
-/// "when worker W has emitted its count-th event of this kind".
+/// The lock-service event kinds a trigger may wait for (is_lock_service_trigger_event): lock.grant
+/// (a lock key was created: with etcd's and ZooKeeper's recipes a waiter's key is created when it
+/// queues, so the n-th grant is the n-th holder or waiter) and lock.delete (a key was deleted: a
+/// release or an expiry). The harness sees them for every worker, a black box included, from the
+/// lock service's own history (the issuer watch), so they aim a fault at a worker that says nothing.
+[[nodiscard]] bool is_lock_service_trigger_event(EventKind kind);
+
+/// "when worker W has emitted its count-th event of this kind", or, with `worker` empty, "when the
+/// lock service's own history (the issuer watch: source `lock`) has shown its count-th event of
+/// this kind" (lock.grant or lock.delete, is_lock_service_trigger_event). Counted in the order the
+/// harness receives them, over the whole run, whoever's lock key.
 struct EventTrigger {
-  std::string worker;
+  std::string worker;  ///< a worker id; "" for the lock service's own events
   EventKind event = EventKind::kAcquireOk;
   std::int64_t count = 1;  ///< >= 1
+  /// Whether this trigger waits for the lock service's own event rather than a worker's.
+  [[nodiscard]] bool on_lock_service() const { return worker.empty(); }
+  /// The history source whose events it counts: the worker id, or "lock".
+  [[nodiscard]] std::string_view source() const { return worker.empty() ? std::string_view("lock") : worker; }
   bool operator==(const EventTrigger&) const = default;
 };
 /// "at this offset after the run starts".
