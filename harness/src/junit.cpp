@@ -76,7 +76,7 @@ JUnitCase junit_case(const ScenarioResult& r, const Analysis* analysis, std::int
       << "anomalies: " << (r.anomalies.empty() ? "none" : join(r.anomalies, ", ")) << "\n"
       << "rejected writes: " << r.rejected_writes << "\n"
       << "lease expiries during work: " << r.expiries_during_work << "\n"
-      << "longest pause: " << rt::seconds(r.longest_pause_s) << "\n"
+      << "longest pause: " << longest_pause_text(r) << "\n"
       << "duration: " << rt::seconds(r.duration_s) << "\n";
   for (const auto& w : r.black_box_workers) out << w << ": " << kBlackBoxNote << "\n";
   if (!r.run_dir.empty()) {

@@ -261,6 +261,7 @@ void LiveMetrics::start(const Scenario& sc) {
   run->m->token_staleness(run->scenario);
   for (const auto& w : sc.workers()) {  // every worker from the start, as build_registry has them
     run->m->worker_info(run->scenario, w.id).Set(1);
+    if (w.command) continue;  // a command worker's pause series come with its first pause event, if any
     run->m->holder_pause(run->scenario, w.id);
     run->m->holder_pause_max(run->scenario, w.id);
   }
@@ -283,6 +284,13 @@ void LiveMetrics::event(const Event& e) {
       break;
     case EventKind::kFaultInject:
       m.faults_injected(r.scenario, e.fault.empty() ? "unknown" : e.fault).Increment();
+      break;
+    case EventKind::kFaultHeal:
+      // The harness's own measure of a stopped worker's pause: the stopping fault's window.
+      if (const auto kind = fault_kind_named(e.fault); kind && stops_process(*kind) && e.duration_ns && !e.target.empty()) {
+        auto& longest = m.fault_pause_max(r.scenario, e.target);
+        longest.Set(std::max(longest.Value(), static_cast<double>(*e.duration_ns) / 1e9));
+      }
       break;
     case EventKind::kAcquireOk:
       if (e.token && from_worker) r.holdings[*e.token] = Run::Holding{e.source, e.lock.empty() ? r.lock : e.lock, false};

@@ -63,7 +63,17 @@ RunFigures run_figures(const Scenario& sc, const std::string& lock, const Histor
     f.rejected_writes[{rw.key, rw.client}] = std::max(rw.history, rw.readback);
   for (const auto& x : a.figures.expiries_during_work) ++f.expiries_during_work[{x.lock.empty() ? lock : x.lock, x.worker}];
   for (const auto& p : a.figures.pauses) f.pauses_s.emplace_back(p.worker, std::chrono::duration<double>(p.duration).count());
-  for (const auto& w : a.figures.faults) ++f.faults_injected[w.fault];
+  for (const auto& w : sc.workers())
+    if (w.command && !a.figures.longest_pause.count(w.id)) f.untimed.insert(w.id);
+  for (const auto& w : a.figures.faults) {
+    ++f.faults_injected[w.fault];
+    const auto d = w.actual ? w.actual : w.planned;
+    const auto kind = fault_kind_named(w.fault);
+    if (d && kind && stops_process(*kind)) {
+      double& longest = f.fault_pauses_s[w.target];
+      longest = std::max(longest, std::chrono::duration<double>(*d).count());
+    }
+  }
   f.high_water = rb.high_water;
   f.token_staleness = tally.token_staleness();
   f.issuer_token = tally.issuer_token();
@@ -113,8 +123,15 @@ MetricFamilies::MetricFamilies(prometheus::Registry& reg, const Labels& constant
                  .Labels(constant).Register(reg)),
       pause_max_(prometheus::BuildGauge()
                      .Name("fencecheck_holder_pause_max_seconds")
-                     .Help("The longest pause the holder measured itself in the run, seconds (0: none)")
+                     .Help("The longest pause the holder measured itself in the run, seconds (0: none; no series for "
+                           "a worker that does not measure its pauses)")
                      .Labels(constant).Register(reg)),
+      fault_pause_max_(prometheus::BuildGauge()
+                           .Name("fencecheck_fault_pause_max_seconds")
+                           .Help("The longest window, inject to heal, of a process-stopping fault (sigstop, freeze, "
+                                 "self-stop) the harness applied to the worker, seconds: the harness's own measure of "
+                                 "the pause")
+                           .Labels(constant).Register(reg)),
       worker_info_(prometheus::BuildGauge()
                        .Name("fencecheck_worker_info")
                        .Help("1 for each worker of the scenario")
@@ -163,6 +180,9 @@ prometheus::Histogram& MetricFamilies::holder_pause(const std::string& scenario,
 prometheus::Gauge& MetricFamilies::holder_pause_max(const std::string& scenario, const std::string& worker) {
   return pause_max_.Add(Labels{{"scenario", scenario}, {"worker", worker}});
 }
+prometheus::Gauge& MetricFamilies::fault_pause_max(const std::string& scenario, const std::string& worker) {
+  return fault_pause_max_.Add(Labels{{"scenario", scenario}, {"worker", worker}});
+}
 prometheus::Gauge& MetricFamilies::worker_info(const std::string& scenario, const std::string& worker) {
   return worker_info_.Add(Labels{{"scenario", scenario}, {"worker", worker}});
 }
@@ -210,9 +230,11 @@ std::shared_ptr<prometheus::Registry> build_registry(const RunFigures& f, Metric
   for (const auto& [lw, n] : f.expiries_during_work) m.expiries_during_work(sc, lw.first, lw.second).Increment(d(n));
   for (const auto& w : f.workers) {  // every worker, paused or not: the dashboard lists them all
     m.worker_info(sc, w).Set(1);
+    if (f.untimed.count(w)) continue;  // measures nothing: no series, rather than a 0 that looks measured
     m.holder_pause(sc, w);
     m.holder_pause_max(sc, w);
   }
+  for (const auto& [w, s] : f.fault_pauses_s) m.fault_pause_max(sc, w).Set(s);
   for (const auto& [w, s] : f.pauses_s) {
     m.holder_pause(sc, w).Observe(s);
     auto& longest = m.holder_pause_max(sc, w);

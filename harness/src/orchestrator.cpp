@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <condition_variable>
 #include <ctime>
@@ -1072,7 +1073,7 @@ ScenarioResult Run::execute() {
   er.met = met;  // verdict.json's expectation says the same as the table and the exit code
   r.duration_s = std::chrono::duration<double>(Clock::now() - wall_start).count();
   dir_.write_json("verdict.json", verdict_to_json(analysis, er, tally_.lock()));
-  summarize_analysis(r, analysis);
+  summarize_analysis(r, analysis, sc_);
   r.met = met;
   r.reasons = er.reasons;
   r.exit_code = met ? kExitMet : kExitNotMet;
@@ -1100,7 +1101,7 @@ ScenarioResult Run::execute() {
 
 }  // namespace
 
-void summarize_analysis(ScenarioResult& r, const Analysis& a) {
+void summarize_analysis(ScenarioResult& r, const Analysis& a, const Scenario& sc) {
   r.verdict = std::string(verdict_name(a.verdict));
   std::set<std::string> names;
   for (const auto& c : a.checkers)
@@ -1108,11 +1109,39 @@ void summarize_analysis(ScenarioResult& r, const Analysis& a) {
   r.anomalies.assign(names.begin(), names.end());
   r.rejected_writes = a.figures.rejected_writes_total();
   r.expiries_during_work = static_cast<std::int64_t>(a.figures.expiries_during_work.size());
-  r.longest_pause_s = 0;
-  for (const auto& [w, p] : a.figures.longest_pause)
-    r.longest_pause_s = std::max(r.longest_pause_s, std::chrono::duration<double>(p.duration).count());
+  // The longest pause, per worker from the best source it has (orchestrator.h).
+  r.longest_pause_s.reset();
+  r.longest_pause_source.clear();
+  auto offer = [&](double s, const char* source) {
+    if (!r.longest_pause_s || s > *r.longest_pause_s) {
+      r.longest_pause_s = s;
+      r.longest_pause_source = source;
+    }
+  };
+  for (const auto& w : sc.workers()) {
+    if (const auto it = a.figures.longest_pause.find(w.id); it != a.figures.longest_pause.end()) {
+      offer(std::chrono::duration<double>(it->second.duration).count(), "holder");
+    } else if (!w.command) {
+      offer(0.0, "holder");  // the reference worker measured and saw no pause
+    } else {
+      for (const auto& f : a.figures.faults) {
+        const auto kind = fault_kind_named(f.fault);
+        if (f.target != w.id || !kind || !stops_process(*kind)) continue;
+        if (const auto d = f.actual ? f.actual : f.planned) offer(std::chrono::duration<double>(*d).count(), "harness");
+      }
+    }
+  }
+  // A holder's own figure wins a tie with a fault window: it is the finer measurement.
   r.black_box_workers = a.black_box_workers;
   r.protocol_errors = a.protocol_errors;
+}
+
+std::string longest_pause_text(const ScenarioResult& r) {
+  if (!r.longest_pause_s) return "not measured";
+  char secs[48];
+  std::snprintf(secs, sizeof secs, "%.2f s", *r.longest_pause_s);
+  return secs +
+         (r.longest_pause_source == "harness" ? " (harness: fault window)" : " (" + r.longest_pause_source + ")");
 }
 
 std::string expectation_text(const Expectation& e) {
@@ -1127,7 +1156,8 @@ nlohmann::json ScenarioResult::to_json() const {
           {"verdict", verdict},           {"met", met},                  {"skipped", skipped},
           {"exit_code", exit_code},       {"reasons", reasons},          {"anomalies", anomalies},
           {"rejected_writes", rejected_writes}, {"expiries_during_work", expiries_during_work},
-          {"longest_pause_s", longest_pause_s}, {"duration_s", duration_s},
+          {"longest_pause_s", longest_pause_s ? nlohmann::json(*longest_pause_s) : nlohmann::json(nullptr)},
+          {"longest_pause_source", longest_pause_source}, {"duration_s", duration_s},
           {"repetition", repetition},     {"repetitions", repetitions},
           {"black_box_workers", black_box_workers}, {"protocol_errors", [this] {
              nlohmann::json errors = nlohmann::json::array();

@@ -188,7 +188,7 @@ Judgement judge_stored_run(const StoredRun& run) {
   r.scenario = sc.name();
   r.run_dir = run.dir;
   r.expectation = expectation_text(sc.expect());
-  summarize_analysis(r, j.analysis);
+  summarize_analysis(r, j.analysis, sc);
   r.met = j.expectation.met;
   r.reasons = j.expectation.reasons;
   r.exit_code = r.met ? kExitMet : kExitNotMet;
@@ -216,7 +216,10 @@ std::string format_results_table(const std::vector<ScenarioResult>& results) {
     for (const auto& a : r.anomalies) anomalies += (anomalies.empty() ? "" : ",") + a;
     rows.push_back({r.label(), r.expectation, r.verdict, r.skipped ? "skip" : (r.met ? "yes" : "NO"),
                     anomalies.empty() ? "-" : anomalies, std::to_string(r.rejected_writes), std::to_string(r.expiries_during_work),
-                    rt::format("%.2fs", r.longest_pause_s), rt::format("%.1fs", r.duration_s)});
+                    !r.longest_pause_s ? std::string("not measured")
+                                       : rt::format("%.2fs", *r.longest_pause_s) +
+                                             (r.longest_pause_source == "harness" ? " (harness)" : ""),
+                    rt::format("%.1fs", r.duration_s)});
   }
   std::vector<std::size_t> width(head.size());
   for (std::size_t c = 0; c < head.size(); ++c) {

@@ -84,6 +84,15 @@ std::optional<prometheus::ClientMetric> sample(const std::vector<prometheus::Met
   return found;
 }
 
+/// Whether `name` has a sample with exactly these labels (no failure when it has none).
+bool has_sample(const std::vector<prometheus::MetricFamily>& all, const std::string& name, const LabelMap& labels) {
+  const auto* f = family(all, name);
+  if (!f) return false;
+  for (const auto& m : f->metric)
+    if (labels_of(m) == labels) return true;
+  return false;
+}
+
 double counter(const std::vector<prometheus::MetricFamily>& all, const std::string& name, const LabelMap& labels) {
   auto m = sample(all, name, labels);
   return m ? m->counter.value : -1;
@@ -137,6 +146,7 @@ RunFigures known_figures() {
   f.expiries_during_work[{"fencecheck/s", "w1"}] = 2;
   f.pauses_s = {{"w1", 0.3}, {"w1", 6.0}, {"w2", 25.0}};
   f.faults_injected["sigstop"] = 1;
+  f.fault_pauses_s = {{"w1", 6.002}};  // the sigstop's window, as the harness measured it
   f.high_water["ledger"] = 41;
   f.issuer_token = 42;
   f.token_staleness = {{0, 2}, {1, 1}, {3, 1}, {150, 1}};  // value -> writes: 0, 0, 1, 3, 150
@@ -316,6 +326,8 @@ TEST(BuildRegistry, ExportsEveryFigureWithItsExactValue) {
   EXPECT_EQ(gauge(all, "fencecheck_holder_pause_max_seconds", with({{"worker", "w1"}})), 6.0);
   EXPECT_EQ(gauge(all, "fencecheck_holder_pause_max_seconds", with({{"worker", "w2"}})), 25.0);
   EXPECT_EQ(gauge(all, "fencecheck_holder_pause_max_seconds", with({{"worker", "w3"}})), 0);
+  EXPECT_EQ(gauge(all, "fencecheck_fault_pause_max_seconds", with({{"worker", "w1"}})), 6.002);
+  EXPECT_FALSE(has_sample(all, "fencecheck_fault_pause_max_seconds", with({{"worker", "w2"}})));
   auto w3 = sample(all, "fencecheck_holder_pause_seconds", with({{"worker", "w3"}}));
   ASSERT_TRUE(w3);
   EXPECT_EQ(w3->histogram.sample_count, 0u);
@@ -335,6 +347,25 @@ TEST(BuildRegistry, ExportsEveryFigureWithItsExactValue) {
   EXPECT_EQ(stale->histogram.sample_sum, 154.0);
 }
 
+TEST(BuildRegistry, AWorkerThatMeasuresNothingGetsNoZeroPauseAndTheHarnessWindowIsItsOwnSeries) {
+  // Issue 31 item 6: a command worker that sent no pause event measured nothing; a 0 for it would
+  // read as "never paused" on the dashboard while the harness stopped it for 6 s.
+  RunFigures f = known_figures();
+  f.untimed = {"w3"};
+  f.fault_pauses_s = {{"w1", 6.0}, {"w3", 6.004}};
+  const auto all = build_registry(f)->Collect();
+  auto with = [](LabelMap extra) {
+    extra.emplace("scenario", "s");
+    return extra;
+  };
+  EXPECT_FALSE(has_sample(all, "fencecheck_holder_pause_max_seconds", with({{"worker", "w3"}})));
+  EXPECT_FALSE(has_sample(all, "fencecheck_holder_pause_seconds", with({{"worker", "w3"}})));
+  EXPECT_EQ(gauge(all, "fencecheck_holder_pause_max_seconds", with({{"worker", "w1"}})), 6.0);
+  EXPECT_EQ(gauge(all, "fencecheck_fault_pause_max_seconds", with({{"worker", "w3"}})), 6.004);
+  EXPECT_FALSE(has_sample(all, "fencecheck_fault_pause_max_seconds", with({{"worker", "w2"}})));
+  EXPECT_EQ(gauge(all, "fencecheck_worker_info", with({{"worker", "w3"}})), 1);  // still listed
+}
+
 TEST(BuildRegistry, NamesFollowPrometheusConventions) {
   const auto all = build_registry(known_figures())->Collect();
   std::vector<std::string> names;
@@ -348,7 +379,8 @@ TEST(BuildRegistry, NamesFollowPrometheusConventions) {
   }
   EXPECT_THAT(names, ::testing::UnorderedElementsAre(
                          "fencecheck_rejected_writes_total", "fencecheck_lease_expiries_during_work_total",
-                         "fencecheck_holder_pause_seconds", "fencecheck_holder_pause_max_seconds", "fencecheck_worker_info",
+                         "fencecheck_holder_pause_seconds", "fencecheck_holder_pause_max_seconds",
+                         "fencecheck_fault_pause_max_seconds", "fencecheck_worker_info",
                          "fencecheck_lease_ttl_seconds", "fencecheck_faults_injected_total",
                          "fencecheck_high_water_token", "fencecheck_issuer_token", "fencecheck_token_staleness",
                          "fencecheck_duplicate_effects_total", "fencecheck_anomalies_total", "fencecheck_scenario_passed",
@@ -697,6 +729,27 @@ TEST(LiveMetrics, ADeleteAfterJobDoneIsNotAnExpiryDuringWork) {
   live.event(ev("lock", EventKind::kLockDelete, {.token = 5, .lock_key = "k", .ns = 10}));
   live.event(ev("w1", EventKind::kWriteInvoke, {.token = 5, .ns = 20}));
   EXPECT_EQ(family(live.Collect(), "fencecheck_lease_expiries_during_work_total"), nullptr);
+}
+
+TEST(LiveMetrics, AStoppingFaultsHealSetsTheHarnessWindowAndAThrottleDoesNot) {
+  // Issue 31 item 6: the pause panel shows the harness's own measure of each stop as it heals,
+  // whether or not the worker measures its pauses itself.
+  LiveMetrics live;
+  live.start(test_scenario("stops"));
+  auto heal = [](const std::string& fault, const std::string& target, std::int64_t ns) {
+    Event e = ev("harness", EventKind::kFaultHeal);
+    e.fault = fault;
+    e.target = target;
+    e.duration_ns = ns;
+    return e;
+  };
+  live.event(heal("sigstop", "w1", 3'500'000'000));
+  live.event(heal("freeze", "w1", 6'000'000'000));
+  live.event(heal("sigstop", "w1", 4'000'000'000));    // shorter: the longest stays
+  live.event(heal("cpu-throttle", "w2", 9'000'000'000));  // the worker kept running: not a stop
+  const auto now = live.Collect();
+  EXPECT_EQ(gauge(now, "fencecheck_fault_pause_max_seconds", {{"scenario", "stops"}, {"worker", "w1"}}), 6.0);
+  EXPECT_FALSE(has_sample(now, "fencecheck_fault_pause_max_seconds", {{"scenario", "stops"}, {"worker", "w2"}}));
 }
 
 TEST(LiveMetrics, FinishReplacesTheLiveSeriesWithBuildRegistry) {

@@ -447,6 +447,19 @@ TEST_F(Prometheus, EveryDashboardPanelQueryReturnsTheExpectedSeries) {
          for (const auto& s : {kFenced, kUnfenced, kFails}) EXPECT_NEAR(m.at(s), 6.0, 0.6) << s;
          EXPECT_NEAR(m.at(kNotExercised), 1.0, 0.5);  // stopped for 1 s, well inside its 5 s lease
        }},
+      // The harness's own measure, the sigstop's window (inject to heal): it never waits on the
+      // worker's ticker, so it reads the planned stop closely, and is there for a worker that
+      // measures nothing itself (issue 31 item 6).
+      {"Holder pauses vs lease TTL/F",
+       [&](const auto& v) {
+         const auto m = scen(v);
+         for (const auto& s : {kFenced, kUnfenced, kFails}) {
+           EXPECT_GE(m.at(s), 6.0) << s;
+           EXPECT_LT(m.at(s), 6.5) << s;
+         }
+         EXPECT_GE(m.at(kNotExercised), 1.0);
+         EXPECT_LT(m.at(kNotExercised), 1.5);
+       }},
       {"Holder pauses vs lease TTL/A", [&](const auto& v) { expect_positive(scen(v), {kFenced, kUnfenced, kNotExercised}); }},
       {"Holder pauses vs lease TTL/B",
        [&](const auto& v) {

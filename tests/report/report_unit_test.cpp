@@ -795,7 +795,9 @@ TEST(StoredRun, LoadsAFixtureAndJudgesItAsTheLiveRunDid) {
   EXPECT_EQ(j.result.exit_code, kExitMet);
   EXPECT_EQ(j.result.rejected_writes, 1);
   EXPECT_EQ(j.result.expiries_during_work, 1);
-  EXPECT_NEAR(j.result.longest_pause_s, 6.003, 0.001);
+  ASSERT_TRUE(j.result.longest_pause_s.has_value());
+  EXPECT_NEAR(*j.result.longest_pause_s, 6.003, 0.001);
+  EXPECT_EQ(j.result.longest_pause_source, "holder");
   // The same conclusion as the stored verdict.json of the live run.
   const auto stored = nlohmann::json::parse(slurp(kFixtures / "sigstop-past-lease" / "verdict.json"));
   EXPECT_EQ(stored["verdict"], j.result.verdict);
@@ -1102,6 +1104,7 @@ TEST(ResultsTable, HasTheIssuesColumnsAndTheFigures) {
   a.rejected_writes = 1;
   a.expiries_during_work = 1;
   a.longest_pause_s = 6.0024;
+  a.longest_pause_source = "holder";
   a.duration_s = 8.36;
   a.run_dir = "runs/x";
   ScenarioResult b = a;
@@ -1606,7 +1609,7 @@ struct SilentW2 {
     a = analyze(h, s.rb, CheckContext::of(sc));
     r = result_for(a, false);
     r.reasons = evaluate_expectation(sc, a).reasons;
-    summarize_analysis(r, a);
+    summarize_analysis(r, a, sc);
   }
 };
 
@@ -1678,4 +1681,84 @@ TEST(BlackBoxReport, ReportHtmlMarksTheBlackBoxAndListsTheProtocolErrorWithItsLi
   const std::string clean = render_report_html(ReportData{&x.sc, plain.h, plain.rb, pa, pr, "unit test"});
   EXPECT_THAT(clean, Not(HasSubstr("black-box-workers")));
   EXPECT_THAT(clean, Not(HasSubstr("protocol-errors")));
+}
+
+// ---- the longest pause and who measured it (issue 31 item 6) ------------------------------------
+
+namespace {
+
+Scenario pause_scenario(const std::string& w1, const std::string& w2) {
+  return parse_scenario("name: p\nlease_ttl: 2s\nresource: {kind: store}\njob: {key: k}\nworkers:\n  - {id: w1" + w1 +
+                            "}\n  - {id: w2" + w2 + "}\nexpect: {outcome: safe}\n",
+                        "p.yaml");
+}
+
+FaultWindow stop_window(const std::string& fault, const std::string& target, double seconds) {
+  FaultWindow f;
+  f.fault = fault;
+  f.target = target;
+  f.actual = std::chrono::nanoseconds(static_cast<std::int64_t>(seconds * 1e9));
+  return f;
+}
+
+PauseObservation measured(const std::string& worker, double seconds) {
+  PauseObservation p;
+  p.worker = worker;
+  p.duration = std::chrono::nanoseconds(static_cast<std::int64_t>(seconds * 1e9));
+  return p;
+}
+
+}  // namespace
+
+TEST(LongestPause, ACommandWorkerThatMeasuresNothingShowsTheHarnessWindowNeverAZero) {
+  const Scenario sc = pause_scenario(", command: [/bin/true]", ", command: [/bin/true]");
+  Analysis a;
+  a.figures.faults = {stop_window("sigstop", "w1", 6.004), stop_window("cpu-throttle", "w2", 9.0)};
+  ScenarioResult r;
+  summarize_analysis(r, a, sc);
+  // The sigstop's window, labelled as the harness's; a CPU quota does not stop the worker.
+  ASSERT_TRUE(r.longest_pause_s.has_value());
+  EXPECT_DOUBLE_EQ(*r.longest_pause_s, 6.004);
+  EXPECT_EQ(r.longest_pause_source, "harness");
+  EXPECT_EQ(longest_pause_text(r), "6.00 s (harness: fault window)");
+  EXPECT_EQ(r.to_json()["longest_pause_source"], "harness");
+  EXPECT_THAT(format_results_table({r}), ::testing::HasSubstr("6.00s (harness)"));
+
+  // No stopping fault at all: not measured, and the JSON says null, not 0.
+  Analysis quiet;
+  quiet.figures.faults = {stop_window("cpu-throttle", "w2", 9.0)};
+  ScenarioResult q;
+  summarize_analysis(q, quiet, sc);
+  EXPECT_FALSE(q.longest_pause_s.has_value());
+  EXPECT_EQ(longest_pause_text(q), "not measured");
+  EXPECT_TRUE(q.to_json()["longest_pause_s"].is_null());
+  EXPECT_THAT(format_results_table({q}), ::testing::HasSubstr("not measured"));
+}
+
+TEST(LongestPause, TheHoldersOwnMeasureIsUsedWhereItHasOneAndTheReferenceWorkersZeroIsMeasured) {
+  // w1 is the reference worker (it always measures): no pause event means it saw no pause.
+  const Scenario builtin = pause_scenario("", "");
+  Analysis none;
+  ScenarioResult r0;
+  summarize_analysis(r0, none, builtin);
+  ASSERT_TRUE(r0.longest_pause_s.has_value());
+  EXPECT_EQ(*r0.longest_pause_s, 0.0);
+  EXPECT_EQ(longest_pause_text(r0), "0.00 s (holder)");
+
+  // A command worker that reported a pause: its own figure, even when the fault window was longer
+  // (its pause events are the finer measure of its own stop); the other worker's window counts too.
+  const Scenario cmd = pause_scenario(", command: [/bin/true]", ", command: [/bin/true]");
+  Analysis a;
+  a.figures.longest_pause["w1"] = measured("w1", 5.9);
+  a.figures.faults = {stop_window("freeze", "w1", 6.1), stop_window("self-stop", "w2", 3.0)};
+  ScenarioResult r;
+  summarize_analysis(r, a, cmd);
+  ASSERT_TRUE(r.longest_pause_s.has_value());
+  EXPECT_DOUBLE_EQ(*r.longest_pause_s, 5.9);
+  EXPECT_EQ(r.longest_pause_source, "holder");
+  // w2's 7 s stop is longer than w1's measured 5.9 s: the harness's window is the run's longest.
+  a.figures.faults = {stop_window("freeze", "w1", 6.1), stop_window("self-stop", "w2", 7.0)};
+  summarize_analysis(r, a, cmd);
+  EXPECT_DOUBLE_EQ(*r.longest_pause_s, 7.0);
+  EXPECT_EQ(r.longest_pause_source, "harness");
 }

@@ -145,6 +145,11 @@ std::string ResourceSpec::fencing() const {
 
 std::string_view to_string(NetworkMode m) { return name_in(kNetworkModes, m); }
 std::string_view to_string(FaultKind k) { return name_in(kFaultKinds, k); }
+std::optional<FaultKind> fault_kind_named(std::string_view name) {
+  for (const auto& row : kFaultKinds)
+    if (row.name == name) return row.value;
+  return std::nullopt;
+}
 std::string_view to_string(Outcome o) { return name_in(kOutcomes, o); }
 std::string_view to_string(JobKind k) { return name_in(kJobKinds, k); }
 std::string_view to_string(EffectMode m) { return name_in(kEffectModes, m); }

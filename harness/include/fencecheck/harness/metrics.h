@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -78,6 +79,13 @@ struct RunFigures {
   std::map<std::pair<std::string, std::string>, std::int64_t> rejected_writes;      ///< (key, client) -> n
   std::map<std::pair<std::string, std::string>, std::int64_t> expiries_during_work; ///< (lock, worker) -> n
   std::vector<std::pair<std::string, double>> pauses_s;                            ///< (worker, seconds)
+  /// Workers known not to measure their own pauses (a command worker that sent no `pause` event):
+  /// they get no fencecheck_holder_pause_* series unless they report one, so no 0 reads as a
+  /// measured "no pause" (issue 31 item 6). Empty: every worker measures (the reference worker).
+  std::set<std::string> untimed;
+  /// worker -> the longest window, inject to heal, of a process-stopping fault (sigstop, freeze,
+  /// self-stop) the harness applied to it, seconds: the harness's own measure of that pause.
+  std::map<std::string, double> fault_pauses_s;
   std::map<std::string, std::int64_t> faults_injected;                              ///< kind -> n
   std::map<std::string, std::int64_t> high_water;                                   ///< key -> token
   std::int64_t issuer_token = 0;
@@ -145,8 +153,12 @@ class MetricFamilies {
                                             const std::string& worker);
   /// Buckets from pause_buckets().
   prometheus::Histogram& holder_pause(const std::string& scenario, const std::string& worker);
-  /// The longest pause the worker measured, seconds (0 when none).
+  /// The longest pause the worker measured, seconds (0 when it measured none; absent for a worker
+  /// that does not measure its pauses).
   prometheus::Gauge& holder_pause_max(const std::string& scenario, const std::string& worker);
+  /// The longest window of a process-stopping fault the harness applied to the worker, seconds
+  /// (fencecheck_fault_pause_max_seconds; absent when none).
+  prometheus::Gauge& fault_pause_max(const std::string& scenario, const std::string& worker);
   /// 1 for each worker of the scenario (so the dashboard's worker list has every worker).
   prometheus::Gauge& worker_info(const std::string& scenario, const std::string& worker);
   prometheus::Gauge& lease_ttl(const std::string& scenario);
@@ -169,6 +181,7 @@ class MetricFamilies {
   prometheus::Family<prometheus::Counter>& expiries_;
   prometheus::Family<prometheus::Histogram>& pause_;
   prometheus::Family<prometheus::Gauge>& pause_max_;
+  prometheus::Family<prometheus::Gauge>& fault_pause_max_;
   prometheus::Family<prometheus::Gauge>& worker_info_;
   prometheus::Family<prometheus::Gauge>& ttl_;
   prometheus::Family<prometheus::Counter>& faults_;

@@ -102,7 +102,14 @@ struct ScenarioResult {
   std::vector<std::string> anomalies;  ///< names of anomalies found
   std::int64_t rejected_writes = 0;
   std::int64_t expiries_during_work = 0;
-  double longest_pause_s = 0;
+  /// The run's longest pause, seconds, and who measured it (longest_pause_source); nullopt when
+  /// nothing measured one: no worker that measures its own pauses ran and no process-stopping fault
+  /// hit a worker (shown as "not measured", never as 0). See summarize_analysis().
+  std::optional<double> longest_pause_s;
+  /// "holder" (a worker's own ticker: its pause events; the reference worker always measures, so
+  /// its 0 is a measured 0) or "harness" (the window, inject to heal, of a sigstop / freeze /
+  /// self-stop the harness applied to a worker that measured nothing itself); "" when not measured.
+  std::string longest_pause_source;
   double duration_s = 0;
   /// Workers that sent no worker-protocol event (Analysis::black_box_workers), sorted: the
   /// reports say each was judged from the lock service and the resource (kBlackBoxNote).
@@ -124,10 +131,20 @@ struct ScenarioResult {
 [[nodiscard]] ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options);
 
 /// Fills the judged part of a result from its analysis: verdict, the anomalies' names (sorted,
-/// each once), rejected writes, lease expiries during work, the longest measured pause (s), the
+/// each once), rejected writes, lease expiries during work, the longest pause and its source, the
 /// black-box workers and the protocol errors.
+/// The longest pause (issue 31 item 6: never a zero that looks measured) is, per worker of the
+/// scenario: its own longest `pause` event when it sent any, or 0 when it is the reference worker
+/// (no `command`: its ticker always runs), both "holder"; otherwise the longest window of a
+/// process-stopping fault (stops_process: sigstop, freeze, self-stop) the harness applied to it,
+/// "harness"; otherwise nothing. The result is the largest of those (a holder's figure wins a
+/// tie), or nullopt when there is none.
 /// The one definition shared by the live run and `fencecheck report`. Pure.
-void summarize_analysis(ScenarioResult& result, const Analysis& analysis);
+void summarize_analysis(ScenarioResult& result, const Analysis& analysis, const Scenario& scenario);
+
+/// The longest pause as the reports print it: "6.00 s (holder)", "6.00 s (harness: fault window)",
+/// or "not measured". Pure.
+[[nodiscard]] std::string longest_pause_text(const ScenarioResult& result);
 
 /// "safe" or "anomaly: interleaved-segment" (the table's and ScenarioResult's spelling). Pure.
 [[nodiscard]] std::string expectation_text(const Expectation& expect);

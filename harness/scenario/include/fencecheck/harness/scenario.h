@@ -103,6 +103,9 @@ enum class PartitionDirection { kBoth, kRequests, kReplies };
 
 [[nodiscard]] std::string_view to_string(NetworkMode m);
 [[nodiscard]] std::string_view to_string(FaultKind k);
+/// The fault kind whose name (to_string) is `name` ("sigstop", ...), nullopt for any other text.
+/// Pure; never throws.
+[[nodiscard]] std::optional<FaultKind> fault_kind_named(std::string_view name);
 [[nodiscard]] std::string_view to_string(Outcome o);
 [[nodiscard]] std::string_view to_string(JobKind k);
 [[nodiscard]] std::string_view to_string(EffectMode m);
