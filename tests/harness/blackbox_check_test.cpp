@@ -178,7 +178,7 @@ TEST(BlackBoxRun, AStaleWriteInTheAcceptLogIsInvalidFromTheLogAlone) {
             "write(s) in the resource's accept log (seq 4)");
   // The chunks show the interleaving too, from their own bytes.
   EXPECT_EQ(result(a, "interleaved-segment").verdict, Verdict::kInvalid);
-  EXPECT_THAT(result(a, "interleaved-segment").evidence, ElementsAre("resource.chunks"));
+  EXPECT_THAT(result(a, "interleaved-segment").evidence, ElementsAre("resource.chunks", "resource.accept-log"));
   // What needs the workers' own events is unknown, naming them.
   for (const char* name : {"foreign-release", "fenced-out", "counter-drift", "lost-acknowledged-write"}) {
     EXPECT_EQ(result(a, name).verdict, Verdict::kUnknown) << name;

@@ -514,6 +514,61 @@ TEST(InterleavedSegment, OneTokenPerSegmentIsValidEvenAcrossSegmentsAndKeys) {
   EXPECT_EQ(CorruptChunkChecker().check(History{}, rb).verdict, Verdict::kValid);
 }
 
+// Issue 31 item 5: what the evidence shows, not what was left at the end. The accept log keeps
+// the order; a late holder that rewrites the whole segment erases the final contents' evidence.
+
+TEST(InterleavedSegment, TwoWritersUnderOneTokenByTurnsInTheLogAreInvalidThoughTheEndIsOneWriters) {
+  // The etcdctl zombie (etcd#11456): w2's Lock returned after its key was deleted, and w2 and w3
+  // both wrote under ETCD_LOCK_REV 6, by turns; w3 finished last and rewrote every chunk.
+  Builder b;
+  b.write_ok("w3", 6, 0, 0, 6);
+  const std::size_t w2_c0 = b.write_ok("w2", 6, 0, 0, 6);
+  ReadBack rb;
+  rb.chunks = {stored("w3", 6, 0, 0, 5), stored("w3", 6, 0, 1, 6)};
+  rb.log = {logged(1, "w3", 6, 0, 0), logged(2, "w2", 6, 0, 0), logged(3, "w2", 6, 0, 1), logged(4, "w3", 6, 0, 1),
+            logged(5, "w3", 6, 0, 0), logged(6, "w3", 6, 0, 1)};
+  const CheckerResult res = InterleavedSegmentChecker().check(b.h, rb);
+  ASSERT_EQ(res.verdict, Verdict::kInvalid);
+  ASSERT_EQ(res.anomalies.size(), 1u);
+  const Anomaly& an = res.anomalies[0];
+  EXPECT_EQ(an.key, "ledger");
+  EXPECT_EQ(an.segment, 0);
+  EXPECT_THAT(an.tokens, ElementsAre(6));
+  EXPECT_THAT(an.clients, ElementsAre("w2", "w3"));
+  // w3's last write before w2's (seq 1), w2's first (seq 2), w3's return (seq 4).
+  EXPECT_THAT(an.readback_seqs, ElementsAre(1, 2, 4));
+  EXPECT_THAT(an.evidence, ::testing::Contains(w2_c0));
+  EXPECT_THAT(an.description, HasSubstr("the accept log shows two holdings writing it by turns: w3 (token 6) wrote "
+                                        "chunk 0 at seq 1, then w2 (token 6) chunk 0 at seq 2, then w3 (token 6) again "
+                                        "chunk 1 at seq 4 (two writers under one token"));
+  // The final contents alone (no accept log) show one writer: the log is what proves it.
+  ReadBack no_log = rb;
+  no_log.log.clear();
+  EXPECT_EQ(InterleavedSegmentChecker().check(b.h, no_log).verdict, Verdict::kValid);
+}
+
+TEST(InterleavedSegment, AHandoverInTheLogIsValidAndAReturnAfterItIsNot) {
+  // w1 (33) writes chunks 0-1, w2 (34) takes over and rewrites the segment: a handover.
+  ReadBack rb;
+  rb.chunks = {stored("w2", 34, 0, 0, 3), stored("w2", 34, 0, 1, 4)};
+  rb.log = {logged(1, "w1", 33, 0, 0), logged(2, "w1", 33, 0, 1), logged(3, "w2", 34, 0, 0), logged(4, "w2", 34, 0, 1),
+            logged(5, "w1", 33, 1, 0)};  // w1 again, but in another segment: still a handover in segment 0
+  EXPECT_EQ(InterleavedSegmentChecker().check(History{}, rb).verdict, Verdict::kValid);
+  // The unfenced store takes w1's stale chunk 1 after w2's, and w2 then rewrites it: the end is
+  // all w2's, the log shows w1, w2, w1.
+  rb.log = {logged(1, "w1", 33, 0, 0), logged(2, "w2", 34, 0, 0), logged(3, "w1", 33, 0, 1), logged(4, "w2", 34, 0, 1)};
+  const CheckerResult res = InterleavedSegmentChecker().check(History{}, rb);
+  ASSERT_EQ(res.anomalies.size(), 1u);
+  EXPECT_THAT(res.anomalies[0].tokens, ElementsAre(33, 34));
+  EXPECT_THAT(res.anomalies[0].readback_seqs, ElementsAre(1, 2, 3));
+  EXPECT_THAT(res.anomalies[0].description, ::testing::Not(HasSubstr("one token")));
+  // A segment the final contents already flag is reported once, from the contents.
+  rb.chunks = {stored("w1", 33, 0, 0, 1), stored("w2", 34, 0, 1, 4)};
+  const CheckerResult both = InterleavedSegmentChecker().check(History{}, rb);
+  ASSERT_EQ(both.anomalies.size(), 1u);
+  EXPECT_THAT(both.anomalies[0].description, HasSubstr("holds chunks written under 2 fencing tokens"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Figures: lease expiries during work
 
@@ -1165,7 +1220,7 @@ TEST(Evidence, EveryResultNamesTheSourcesItRead) {
   for (const auto& res : a.checkers) {
     EXPECT_FALSE(res.evidence.empty()) << res.name;
     if (res.name == "interleaved-segment") {
-      EXPECT_THAT(res.evidence, ElementsAre("resource.chunks", "worker-events"));
+      EXPECT_THAT(res.evidence, ElementsAre("resource.chunks", "resource.accept-log", "worker-events"));
     }
     if (res.name == "stale-write-accepted") {
       EXPECT_THAT(res.evidence, ElementsAre("resource.accept-log", "worker-events"));

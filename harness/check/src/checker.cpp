@@ -143,7 +143,7 @@ EvidenceUse detail::evidence_use_of(std::string_view name) {
     EvidenceUse use;
   };
   static const std::vector<Row> kTable{
-      {"interleaved-segment", {{kEvidenceChunks, kEvidenceWorkerEvents}, {kEvidenceChunks}, {kEvidenceChunks}}},
+      {"interleaved-segment", {{kEvidenceChunks, kEvidenceLog, kEvidenceWorkerEvents}, {kEvidenceChunks}, {kEvidenceChunks}}},
       {"corrupt-chunk", {{kEvidenceChunks, kEvidenceWorkerEvents}, {kEvidenceChunks}, {kEvidenceChunks}}},
       {"stale-write-accepted", {{kEvidenceLog, kEvidenceWorkerEvents}, {}, {kEvidenceLog}}},
       {"cross-key-rejection",

@@ -1,11 +1,15 @@
 // interleaved-segment and corrupt-chunk (checkers.h says what each finds): both are decided by the
-// read-back's chunks alone, before the history is read; the history only adds the write.ok events
-// that wrote the chunks, as evidence.
+// read-back alone (the chunks; interleaved-segment also the accept log), before the history is
+// read; the history only adds the write.ok events that wrote the chunks, as evidence.
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <boost/unordered/unordered_flat_map.hpp>
+#include <boost/unordered/unordered_flat_set.hpp>
 
 #include "../internal.h"
 #include "fencecheck/proto/chunk.h"
@@ -47,9 +51,15 @@ class ReadBackRule : public StreamRule {
 class InterleavedSegmentRule final : public ReadBackRule {
  public:
   std::string_view name() const override { return "interleaved-segment"; }
-  bool reads_log() const override { return false; }
 
-  void begin(const ReadBack& readback, const PackedLog&, const CheckContext&) override {
+  void begin(const ReadBack& readback, const PackedLog& log, const CheckContext&) override {
+    final_contents(readback);
+    alternation_in_log(log);
+  }
+
+ private:
+  /// A segment's final contents from more than one holding (token, writer).
+  void final_contents(const ReadBack& readback) {
     struct Provenance {
       const StoredChunk* chunk;
       std::int64_t token;
@@ -110,8 +120,111 @@ class InterleavedSegmentRule final : public ReadBackRule {
                                                " writers (two holders presented the same token): ") +
                       join(parts, "; ");
       if (!notes.empty()) a.description += " [" + join(notes, "; ") + "]";
+      flagged_.insert({where.first, where.second});
     }
   }
+
+  /// A holding (token, writer id) in the accept log, and a segment (key id, segment).
+  using Holding = std::pair<std::int64_t, std::uint32_t>;
+  using Segment = std::pair<std::uint32_t, std::int64_t>;
+  static std::uint64_t fingerprint(const Segment& s, const Holding& h) {
+    return mix64(mix64((std::uint64_t{s.first} << 32) ^ std::uint64_t{h.second}) ^
+                 mix64(static_cast<std::uint64_t>(s.second) * 0x9e3779b97f4a7c15ULL) ^ static_cast<std::uint64_t>(h.first));
+  }
+
+  /// Issue 31 item 5: the final contents show only the last writers; the accept log shows the
+  /// order. A segment whose chunk writes, in acceptance order, go to holding A, then to another
+  /// holding B, then to A again (A-B-A) had two holders writing it at once, whatever is left at the
+  /// end: a correct handover is A...A B...B (a fenced resource rejects A once B has written). Two
+  /// writers under one token are two holdings (a token that is not the issuer's). Segments the
+  /// final contents already flag are not reported twice.
+  /// Two reads of the in-memory log: the first keeps each segment's latest holding and a 64-bit
+  /// fingerprint of each holding a segment moved away from (one per handover); a holding coming
+  /// back whose fingerprint is there makes its segment a suspect. The second read replays only the
+  /// suspects exactly (a fingerprint collision is never reported). Memory: segments + handovers,
+  /// freed before the history is read.
+  void alternation_in_log(const PackedLog& log) {
+    boost::unordered_flat_set<Segment, boost::hash<Segment>> suspects;
+    {
+      boost::unordered_flat_map<Segment, Holding, boost::hash<Segment>> latest;
+      boost::unordered_flat_set<std::uint64_t> left;
+      for (const LoggedWrite w : log) {
+        if (w.kind != WriteKind::kChunk) continue;
+        const Segment s{w.key_id, w.segment};
+        const Holding h{w.token, w.client_id};
+        auto [it, fresh] = latest.try_emplace(s, h);
+        if (fresh || it->second == h) continue;
+        left.insert(fingerprint(s, it->second));
+        if (left.contains(fingerprint(s, h))) suspects.insert(s);
+        it->second = h;
+      }
+    }
+    if (suspects.empty()) return;
+    struct Exact {
+      Holding latest{};
+      std::size_t latest_first = 0, latest_last = 0;  // the latest holding's run: its first and last entries
+      std::map<Holding, std::size_t> left;            // holding -> its last entry before the segment moved on
+      bool found = false;
+    };
+    std::map<Segment, Exact> exact;
+    for (std::size_t i = 0; i < log.size(); ++i) {
+      const LoggedWrite w = log[i];
+      if (w.kind != WriteKind::kChunk) continue;
+      const Segment s{w.key_id, w.segment};
+      if (!suspects.contains(s)) continue;
+      const Holding h{w.token, w.client_id};
+      auto [it, fresh] = exact.try_emplace(s);
+      Exact& x = it->second;
+      if (fresh || x.latest == h) {
+        if (fresh) {
+          x.latest = h;
+          x.latest_first = i;
+        }
+        x.latest_last = i;
+        continue;
+      }
+      x.left[x.latest] = x.latest_last;
+      const std::size_t between_first = x.latest_first;
+      x.latest = h;
+      x.latest_first = x.latest_last = i;
+      const auto back = x.left.find(h);
+      if (x.found || back == x.left.end()) continue;
+      x.found = true;  // one anomaly per segment, at its first return
+      if (flagged_.count({std::string(w.key), w.segment})) continue;
+      report(s, log[back->second], log[between_first], w);
+    }
+  }
+
+  /// One anomaly: `first` (A's last write before the segment moved on), `other` (the first write
+  /// of the holding just before A came back), `again` (A's return).
+  void report(const Segment& s, const LoggedWrite& first, const LoggedWrite& other, const LoggedWrite& again) {
+    const std::size_t at = anomalies_.size();
+    Anomaly& a = anomalies_.emplace_back();
+    a.name = "interleaved-segment";
+    a.key = std::string(first.key);
+    a.segment = s.second;
+    for (const LoggedWrite* w : {&first, &other, &again}) {
+      a.tokens.push_back(w->token);
+      a.clients.emplace_back(w->client);
+      a.readback_seqs.push_back(w->seq);
+      citations_.want({w->client, w->token, w->key, w->segment, w->chunk}, at);
+    }
+    auto holding = [](const LoggedWrite& w) {
+      return std::string(w.client) + " (token " + std::to_string(w.token) + ")";
+    };
+    auto entry = [](const LoggedWrite& w) {
+      return "chunk " + std::to_string(w.chunk) + " at seq " + std::to_string(w.seq);
+    };
+    a.description = a.key + " segment " + std::to_string(s.second) +
+                    ": the accept log shows two holdings writing it by turns: " + holding(first) + " wrote " +
+                    entry(first) + ", then " + holding(other) + " " + entry(other) + ", then " + holding(again) +
+                    " again " + entry(again) +
+                    (first.token == other.token ? " (two writers under one token: two holders presented the same token)"
+                                                : "") +
+                    ", whatever the segment's final contents show";
+  }
+
+  std::set<std::pair<std::string, std::int64_t>> flagged_;  // segments the final contents flag
 };
 
 class CorruptChunkRule final : public ReadBackRule {
