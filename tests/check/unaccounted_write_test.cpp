@@ -332,3 +332,54 @@ TEST(UnaccountedWrite, StateIsBytesPerHoldingNotPerWrite) {
 
 }  // namespace
 
+namespace {
+
+// token-regression's wording (issue 31, item 9): a worker whose acquire.ok token differs from the
+// lock service's grant for its lock key is named as such, not as the issuer reissuing a token.
+TEST(TokenRegressionIssuer, AWorkersTokenThatIsNotTheGrantsIsNotBlamedOnTheIssuer) {
+  // Two kazoo workers each send token 1; their znodes' czxids (the grants) are 5 and 7.
+  fh::Builder b;
+  b.run_start();
+  b.lock_grant(fh::kKey1, 5, 7001);
+  b.acquire_ok("w1", fh::kKey1, 1, 7001);
+  Event invoke = fh::Builder::ev("w2", EventKind::kAcquireInvoke);
+  invoke.lock = fh::kLock;
+  b.add(invoke);
+  const std::size_t late = b.acquire_ok("w2", fh::kKey2, 1, 7002);
+  const std::size_t grant = b.lock_grant(fh::kKey2, 7, 7002);  // the watch reports it after the acquire.ok
+  fh::CheckContext c;
+  c.lock = fh::kLock;
+  const fh::CheckerResult r = fh::TokenRegressionChecker{}.check_with(b.h, ReadBack{}, c);
+  ASSERT_EQ(r.verdict, fh::Verdict::kInvalid);
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  const fh::Anomaly& a = r.anomalies[0];
+  EXPECT_EQ(a.description.find("handed out the same token twice"), std::string::npos) << a.description;
+  EXPECT_NE(a.description.find("w2's acquire.ok says token 1 for lock key " + fh::kKey2 +
+                               ", but the lock service granted that key with token 7"),
+            std::string::npos)
+      << a.description;
+  EXPECT_NE(a.description.find("w1's acquire.ok says token 1 for lock key " + fh::kKey1 +
+                               ", but the lock service granted that key with token 5"),
+            std::string::npos)
+      << a.description;
+  EXPECT_NE(a.description.find("the worker's token is not the issuer's"), std::string::npos);
+  EXPECT_EQ(a.tokens, (std::vector<std::int64_t>{1, 5, 7}));
+  EXPECT_TRUE(std::find(a.evidence.begin(), a.evidence.end(), grant) != a.evidence.end());
+  EXPECT_TRUE(std::find(a.evidence.begin(), a.evidence.end(), late) != a.evidence.end());
+
+  // Where the grants agree with the workers' tokens, the issuer did hand out the same token twice.
+  fh::Builder same;
+  same.run_start();
+  same.lock_grant(fh::kKey1, 1, 7001);
+  same.acquire_ok("w1", fh::kKey1, 1, 7001);
+  same.add(invoke);
+  same.acquire_ok("w2", fh::kKey2, 1, 7002);
+  same.lock_grant(fh::kKey2, 1, 7002);
+  const fh::CheckerResult twice = fh::TokenRegressionChecker{}.check_with(same.h, ReadBack{}, c);
+  ASSERT_EQ(twice.verdict, fh::Verdict::kInvalid);
+  ASSERT_FALSE(twice.anomalies.empty());
+  EXPECT_NE(twice.anomalies[0].description.find("the issuer handed out the same token twice"), std::string::npos)
+      << twice.anomalies[0].description;
+}
+
+}  // namespace

@@ -46,6 +46,9 @@
 //     (the watch's order; a replay of a key already seen is not a grant);
 //   - the resource's high-water mark for a key above the token of the last acquire.ok: from then
 //     on every holder is below the mark.
+//   An acquire.ok regression whose worker's token differs from the lock service's lock.grant of
+//   the same lock key (found on a second pass) says the worker's token is not the issuer's, naming
+//   both, instead of blaming the issuer (a kazoo worker sending 1 while its znode's czxid was 5).
 // fenced-out: liveness. After the last fault.heal (or from the start when nothing was healed), a
 //   worker's write with a token it acquired after that point (a fresh token, with healthy
 //   services) was rejected by the fence, and no write at all was accepted within lease TTL +
