@@ -308,8 +308,36 @@ TEST(UnaccountedWrite, TheStreamedRuleOverAFileSaysWhatTheCheckerSays) {
   EXPECT_EQ(run.passes, 2u);  // the second pass only to cite the evidence
 }
 
-TEST(UnaccountedWrite, StateIsBytesPerHoldingNotPerWrite) {
-  // 2,000 holdings of 50 accepted writes each: the state grows by the holdings only.
+TEST(UnaccountedWrite, TokensOutOfOrderAndFarApartAreKeptExactly) {
+  // The holdings' sets keep rising tokens as distances: out-of-order ones, wide gaps, repeats and
+  // more than one block of them must all be found again, and no token between them.
+  fh::Builder b;
+  b.run_start();
+  std::vector<std::int64_t> tokens{5, std::int64_t{1} << 40, 3, std::int64_t{1} << 62, 4'000'000'000, 3};
+  for (std::int64_t t = 100; t < 200; t += 3) tokens.push_back(t);  // past one block of 32
+  for (const std::int64_t t : tokens) {
+    b.lock_grant(fh::kKey1, t, 7001);
+    b.acquire_ok("w1", fh::kKey1, t, 7001);
+  }
+  b.add(fh::Builder::ev("harness", EventKind::kRunEnd));
+  fh::CheckContext c;
+  c.workers = {"w1"};
+  for (const std::int64_t t : tokens) {
+    ReadBack rb;
+    rb.log = {fh::logged(1, "w1", t, 0, 0)};
+    EXPECT_EQ(fh::UnaccountedWriteChecker{}.check_with(b.h, rb, c).verdict, fh::Verdict::kValid) << t;
+  }
+  for (const std::int64_t t : {std::int64_t{4}, std::int64_t{101}, (std::int64_t{1} << 40) + 1, std::int64_t{0},
+                               std::int64_t{-3}, std::int64_t{198}}) {
+    ReadBack rb;
+    rb.log = {fh::logged(1, "w1", t, 0, 0)};
+    EXPECT_EQ(fh::UnaccountedWriteChecker{}.check_with(b.h, rb, c).verdict, fh::Verdict::kInvalid) << t;
+  }
+}
+
+TEST(UnaccountedWrite, StateIsAFewBytesPerHoldingNotPerWrite) {
+  // Holdings of 5 accepted writes each, tokens rising as a lock service's do: the state grows by
+  // the holdings only, a few bytes each (each token is kept twice: the worker's and the grant's).
   const auto state_after = [](int holdings) {
     ReadBack rb;
     const fh::PackedLog log(rb.log);
@@ -321,13 +349,14 @@ TEST(UnaccountedWrite, StateIsBytesPerHoldingNotPerWrite) {
     for (int h = 0; h < holdings; ++h) {
       rule->observe(i++, b.h.events.at(b.lock_grant(fh::kKey1, 100 + h, 7000)));
       rule->observe(i++, b.h.events.at(b.acquire_ok(h % 2 ? "w1" : "w2", fh::kKey1, 100 + h, 7000)));
-      for (int w = 0; w < 50; ++w) rule->observe(i++, b.h.events.at(b.write_ok(h % 2 ? "w1" : "w2", 100 + h, 0, w, 100 + h)));
+      for (int w = 0; w < 5; ++w) rule->observe(i++, b.h.events.at(b.write_ok(h % 2 ? "w1" : "w2", 100 + h, 0, w, 100 + h)));
       b.h.events.clear();
     }
     return rule->state_bytes();
   };
-  const std::size_t small = state_after(1'000), large = state_after(2'000);
-  EXPECT_LT(large - small, 1'000u * 64u);  // under 64 bytes per holding (a token in two hash sets)
+  const std::size_t small = state_after(20'000), large = state_after(40'000);
+  EXPECT_GT(large, small);
+  EXPECT_LT(large - small, 20'000u * 6u);  // under 6 bytes per holding (two int64s would be 16)
 }
 
 }  // namespace
