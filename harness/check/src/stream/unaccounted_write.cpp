@@ -31,19 +31,18 @@
 // set: exact, appended as they come, the rising ones as varint distances (one to three bytes a
 // token in a run's history, where a hash set of int64 would take 10-20), merged once when the
 // read-back is judged. Bounded by the holdings, never by the events: 10^7 bench events (667,000
-// holdings) take 4.7 MiB (bench/bench_stream_check, 200 workers: most of it their first chunks). The read-back's verdicts are grouped per (writer,
-// key, token): one anomaly each, output-sized.
+// holdings, 200 workers) take 3.2 MiB (bench/bench_stream_check). The read-back's verdicts are
+// grouped per (writer, key, token): one anomaly each, output-sized.
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
-
-#include <memory>
 
 #include <boost/unordered/unordered_flat_set.hpp>
 
@@ -194,7 +193,10 @@ class UnaccountedWriteRule final : public StreamRule {
     judge();
     return !found_.empty();
   }
-  void begin_pass(unsigned pass) override { pass_ = pass; }
+  void begin_pass(unsigned pass) override {
+    pass_ = pass;
+    for (auto& [id, f] : found_) by_token_.emplace(f.token, &f);
+  }
 
   CheckerResult finish(const StreamEnd& end) override {
     (void)end;
@@ -215,12 +217,12 @@ class UnaccountedWriteRule final : public StreamRule {
     for (const auto& h : holdings_) n += h.state_bytes();
     for (const auto& [id, f] : found_)
       n += sizeof(id) + sizeof(f) + f.anomaly.description.capacity() + f.anomaly.readback_seqs.capacity() * 8;
-    return n;
+    return n + by_token_.size() * 48;
   }
 
  private:
   /// What a writer is, for this rule.
-  enum class Writer { kHolder, kGrantedNothing, kOutsider, kBlackBox, kUnknownSilent };
+  enum class Writer { kHolder, kGrantedNothing, kOutsider, kNeverStarted, kBlackBox, kUnknownSilent };
 
   /// One unaccounted (writer, key, token): its anomaly, filled as the read-back and the second pass go.
   struct Found {
@@ -245,8 +247,9 @@ class UnaccountedWriteRule final : public StreamRule {
     if (!workers.empty() && std::find(workers.begin(), workers.end(), writer) == workers.end() && !spoke.contains(writer))
       return Writer::kOutsider;
     if (spoke.contains(writer)) return Writer::kGrantedNothing;
-    // A scenario worker that spoke but never held; or, with the workers unknown, a silent writer.
-    return workers.empty() ? Writer::kUnknownSilent : Writer::kGrantedNothing;
+    // A scenario worker that never started (not a black box: black_box_workers()), yet its name
+    // wrote; or, with the workers unknown, a silent writer.
+    return workers.empty() ? Writer::kUnknownSilent : Writer::kNeverStarted;
   }
 
   /// The writer's id among the holders (a worker with an acquire.ok), when it is one.
@@ -281,6 +284,7 @@ class UnaccountedWriteRule final : public StreamRule {
       case Writer::kGrantedNothing:
         return missing(writer + " sent worker events but no acquire.ok: it was granted nothing" + granted_to(token));
       case Writer::kOutsider:
+      case Writer::kNeverStarted:
       case Writer::kBlackBox:
       case Writer::kUnknownSilent: {
         // A writer that says nothing of its own tokens is tied through the lock service's grants
@@ -289,9 +293,9 @@ class UnaccountedWriteRule final : public StreamRule {
         // token-regression's), so none is left for this writer, whatever part of the history
         // is missing.
         const std::string who =
-            kind == Writer::kOutsider
-                ? writer + " is no worker of the run and sent no events"
-                : kind == Writer::kBlackBox ? writer + " sent no worker-protocol events (a black box)"
+            kind == Writer::kOutsider       ? writer + " is no worker of the run and sent no events"
+            : kind == Writer::kNeverStarted ? writer + " never started (the harness logged it) and sent no events"
+            : kind == Writer::kBlackBox     ? writer + " sent no worker-protocol events (a black box)"
                                             : writer + " sent no events (the scenario's workers are unknown)";
         if (const std::string held = holders_of(token); !held.empty())
           return {Tie::kUnaccounted, who + ", and token " + t + " was " + held +
@@ -439,9 +443,12 @@ class UnaccountedWriteRule final : public StreamRule {
   /// Pass 2: the events about an unaccounted (writer, token): the writer's write events with it,
   /// and the grants and acquire.oks of that token (whose holding the writer used).
   void cite(std::size_t index, const Event& e) {
-    if (!e.token) return;
-    for (auto& [id, f] : found_) {
-      if (f.token != *e.token) continue;
+    if (!e.token || (e.kind != EventKind::kWriteOk && e.kind != EventKind::kWriteInvoke &&
+                     e.kind != EventKind::kLockGrant && e.kind != EventKind::kAcquireOk))
+      return;
+    const auto [from, to] = by_token_.equal_range(*e.token);
+    for (auto it = from; it != to; ++it) {
+      Found& f = *it->second;
       const bool own_write = (e.kind == EventKind::kWriteOk || e.kind == EventKind::kWriteInvoke) &&
                              e.source == f.writer && e.key == f.anomaly.key;
       if (own_write || e.kind == EventKind::kLockGrant || e.kind == EventKind::kAcquireOk)
@@ -482,6 +489,7 @@ class UnaccountedWriteRule final : public StreamRule {
   bool started_ = false, ended_ = false;  // run.start first, run.end seen: whole()
   ViewMap<std::uint32_t> holder_ids_;  // at the judging: each holder's name -> its ids_ id
   std::map<std::tuple<std::string, std::string, std::int64_t>, Found> found_;  // (writer, key, token)
+  std::multimap<std::int64_t, Found*> by_token_;  // pass 2: found_ by token
   std::map<std::string, std::string> unknown_;  // writer -> why its writes cannot be tied
   std::string no_view_;  // why nothing can be judged
 };
