@@ -294,6 +294,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100000))->capture_default_str();
   probe_cmd->add_option("--writers", probe_opts.probe.writers, "Concurrent writers (threads) per round")
       ->check(CLI::Range(2, 64))->capture_default_str();
+  probe_cmd->add_option("--token-base", probe_opts.probe.token_base,
+                        "Every token sent is above it (a resource that needs larger tokens)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 62))->capture_default_str();
   probe_cmd->add_option("--timeout-ms", probe_timeout_ms, "Bound on each request, milliseconds")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{600000}))->capture_default_str();
   probe_cmd->add_option("--json", probe_opts.json_path, "Also write the report as JSON to FILE (\"-\": JSON on stdout instead of the table)");

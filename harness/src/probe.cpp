@@ -14,6 +14,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <ostream>
 #include <random>
@@ -217,6 +218,23 @@ std::string_view to_string(ProbeVerdict v) {
     case ProbeVerdict::kUnknown: return "unknown";
   }
   return "unknown";
+}
+
+std::vector<std::int64_t> probe_token_crossings(std::int64_t base) {
+  std::vector<std::int64_t> out;
+  // The first four powers of ten whose b - 1 is above the base (digit-length boundaries)...
+  std::int64_t p = 10;
+  for (int found = 0; found < 4 && p <= std::numeric_limits<std::int64_t>::max() / 10; p *= 10)
+    if (p - 1 > base) {
+      out.push_back(p);
+      ++found;
+    }
+  // ... and the binary ones: 32-bit signed and unsigned integers, a double's exact integers.
+  for (const std::int64_t b : {std::int64_t{1} << 31, std::int64_t{1} << 32, std::int64_t{1} << 53})
+    if (b - 1 > base) out.push_back(b);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 const std::vector<std::string_view>& probe_rule_names() {
@@ -527,10 +545,55 @@ class Prober {
   // ---- 1. lower-token-rejected
 
   ProbeRuleResult lower_token_rejected() {
+    const std::vector<std::int64_t> crossings = probe_token_crossings(opt_.token_base);
+    if (crossings.empty()) {  // a base past every boundary: one pair of the next tokens
+      const std::int64_t lo = next_token(), hi = next_token();
+      return lower_token_once("lower", lo, hi);
+    }
+    // One fresh key per boundary b, b then b - 1, in rising order (so that a resource with one
+    // mark for every key accepts each b too): a token that crosses a digit-length boundary, 32
+    // bits or a double's exact integers must compare as a number there as well.
+    ProbeRuleResult r;
+    std::vector<std::string> broken, unknown, held;
+    for (const std::int64_t b : crossings) {
+      last_token_ = b;
+      ProbeRuleResult one = lower_token_once("lower-" + std::to_string(b), b - 1, b);
+      const std::string pair = std::to_string(b - 1) + " after " + std::to_string(b);
+      if (one.verdict == ProbeVerdict::kBroken) broken.push_back(pair);
+      else if (one.verdict == ProbeVerdict::kHolds) held.push_back(pair);
+      else unknown.push_back(pair + " (" + one.evidence + ")");
+      for (auto& s : one.steps) r.steps.push_back(std::move(s));
+    }
+    const std::string of = " of " + std::to_string(crossings.size()) + " boundary crossings";
+    if (!broken.empty()) {
+      std::string ev = "the lower token was accepted at " + std::to_string(broken.size()) + of + ": " + join_words(broken);
+      if (!held.empty())
+        ev += "; rejected at " + join_words(held) +
+              " (a resource that compares tokens as text, \"10\" < \"9\", or keeps them in too few bits)";
+      else
+        ev += " (the resource does not fence these keys)";
+      return verdict(r, ProbeVerdict::kBroken, ev, "stale-write-accepted");
+    }
+    if (!unknown.empty())
+      return verdict(r, ProbeVerdict::kUnknown,
+                     "not decided at " + std::to_string(unknown.size()) + of + ": " + join_words(unknown, "; ") +
+                         (held.empty() ? "" : "; rejected at " + join_words(held)));
+    return verdict(r, ProbeVerdict::kHolds, "token b - 1 after b on a fresh key, rejected at each" + of + ": " + join_words(held));
+  }
+
+  /// "a, b and c" (evidence lines).
+  static std::string join_words(const std::vector<std::string>& items, std::string_view sep = ", ") {
+    std::string out;
+    for (std::size_t k = 0; k < items.size(); ++k)
+      out += (k == 0 ? "" : k + 1 == items.size() ? " and " : std::string(sep)) + items[k];
+    return out;
+  }
+
+  /// hi to a fresh key, then lo (< hi): lo must be rejected.
+  ProbeRuleResult lower_token_once(std::string_view suffix, std::int64_t lo, std::int64_t hi) {
     ProbeRuleResult r;
     auto w = writer();
-    const std::string k = key("lower");
-    const std::int64_t lo = next_token(), hi = next_token();
+    const std::string k = key(suffix);
     r.steps.push_back(write(*w, k, 0, 0, hi, kClient));
     if (auto bad = require_first_accepted(r, r.steps.back())) return *bad;
     r.steps.push_back(write(*w, k, 0, 1, lo, kClient));
@@ -617,13 +680,29 @@ class Prober {
     // `chunks` chunks under its token to its own segment of the round's key, stopping at the
     // first reply that is not accepted (as a holder would).
     std::vector<std::vector<std::vector<ProbeStep>>> steps(writers, std::vector<std::vector<ProbeStep>>(rounds));
-    std::barrier sync(static_cast<std::ptrdiff_t>(writers));
+    // Once a round's replies show the rule broken (a lower token accepted after a higher one, in
+    // real time or by reply seqs), the rounds after it are not run: more of them would only count
+    // the same thing again, and a resource that holds each write for a window (check-then-write)
+    // would take rounds x 3 windows. Judged at each round's barrier, by its completion step (run
+    // by one thread while every writer waits: the steps of the rounds before are settled).
+    std::size_t phase = 0;           // barrier phases completed: the round about to start
+    std::size_t rounds_run = rounds;  // rounds begun
+    bool stop = false;                // written by the completion step only, read after the barrier
+    const auto on_round = [&]() noexcept {
+      if (phase > 0 && round_shows_inversion(steps, phase - 1)) {
+        stop = true;
+        rounds_run = phase;
+      }
+      ++phase;
+    };
+    std::barrier sync(static_cast<std::ptrdiff_t>(writers), on_round);
     std::vector<std::thread> threads;
     for (std::size_t i = 0; i < writers; ++i) {
       threads.emplace_back([&, i] {
         const std::string client = std::string(kClient) + "-w" + std::to_string(i + 1);
         for (std::size_t round = 0; round < rounds; ++round) {
           sync.arrive_and_wait();
+          if (stop) break;
           for (std::size_t j = 0; j < chunks; ++j) {
             if (const int us = jitter_us[round][i][j]; us > 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
             steps[i][round].push_back(write(*ws[i], keys[round], static_cast<std::int64_t>(i), static_cast<std::int64_t>(j),
@@ -634,6 +713,8 @@ class Prober {
       });
     }
     for (auto& t : threads) t.join();
+    for (std::size_t round = rounds_run; round < rounds; ++round)  // keys never written
+      keys_.erase(std::remove(keys_.begin(), keys_.end(), keys[round]), keys_.end());
 
     std::size_t sent = 0, accepted = 0, rejected = 0, unknown = 0, invalid = 0;
     std::vector<Inversion> found;
@@ -720,7 +801,10 @@ class Prober {
     std::string checked = "replies in real time";
     if (seqs_seen) checked += ", reply seqs";
     if (log_checked) checked += ", the accept log";
-    const std::string counts = std::to_string(rounds) + " rounds x " + std::to_string(writers) + " writers: " +
+    const std::string ran = rounds_run < rounds ? std::to_string(rounds_run) + " of " + std::to_string(rounds) +
+                                                      " rounds (stopped once a round showed the rule broken)"
+                                                : std::to_string(rounds) + " rounds";
+    const std::string counts = ran + " x " + std::to_string(writers) + " writers: " +
                                std::to_string(sent) + " writes, " + std::to_string(accepted) + " accepted, " +
                                std::to_string(rejected) + " rejected" +
                                (unknown ? ", " + std::to_string(unknown) + " unknown" : std::string()) +
@@ -750,7 +834,7 @@ class Prober {
           }
         }
       }
-      std::string ev = std::to_string(bad_rounds.size()) + " of " + std::to_string(rounds) +
+      std::string ev = std::to_string(bad_rounds.size()) + " of " + std::to_string(rounds_run) +
                        " rounds left a lower token accepted after a higher one (" + std::to_string(pairs) + " such write" +
                        (pairs == 1 ? "" : "s") + "); first: round " + std::to_string(first.round) + " (key " +
                        short_key(first.lower.key) + "), " + first.source + ": token " + std::to_string(first.lower.token) +
@@ -767,6 +851,29 @@ class Prober {
     if (accepted == 0)
       return verdict(r, ProbeVerdict::kUnknown, counts + ": nothing was accepted, so nothing could be inverted");
     return verdict(r, ProbeVerdict::kHolds, counts + "; no lower token accepted after a higher one (checked: " + checked + ")");
+  }
+
+  /// Whether the replies of one round of `concurrent` already show a lower token accepted after a
+  /// higher one on its key: in real time (the lower's request sent after the higher's accept reply
+  /// came), or by the reply seqs. steps[writer][round]. Pure.
+  static bool round_shows_inversion(const std::vector<std::vector<std::vector<ProbeStep>>>& steps, std::size_t round) {
+    std::vector<const ProbeStep*> acc;
+    for (const auto& writer : steps)
+      for (const ProbeStep& s : writer[round])
+        if (is_accepted(s)) acc.push_back(&s);
+    for (const ProbeStep* lower : acc)
+      for (const ProbeStep* higher : acc)
+        if (higher->token > lower->token && higher->replied_ms < lower->sent_ms) return true;
+    std::vector<const ProbeStep*> by_seq;
+    for (const ProbeStep* s : acc)
+      if (s->seq > 0) by_seq.push_back(s);
+    std::sort(by_seq.begin(), by_seq.end(), [](const ProbeStep* x, const ProbeStep* y) { return x->seq < y->seq; });
+    std::int64_t top = std::numeric_limits<std::int64_t>::min();
+    for (const ProbeStep* s : by_seq) {
+      if (s->token < top) return true;
+      top = std::max(top, s->token);
+    }
+    return false;
   }
 
   // ---- 5. rejection-changes-nothing
@@ -1004,7 +1111,9 @@ void check_options(const ProbeOptions& o) {
   if (o.chunks_per_writer < 1 || o.chunks_per_writer > 1000)
     throw std::invalid_argument("chunks per writer must be between 1 and 1000, got " + std::to_string(o.chunks_per_writer));
   if (o.timeout.count() < 1) throw std::invalid_argument("--timeout-ms must be positive");
-  if (o.token_base < 0) throw std::invalid_argument("the token base must be 0 or more");
+  if (o.token_base < 0 || o.token_base > (std::int64_t{1} << 62))
+    throw std::invalid_argument("--token-base must be between 0 and 2^62 (4611686018427387904), got " +
+                                std::to_string(o.token_base));
   if (!o.key_prefix.empty() && (o.key_prefix.size() > 200 || !is_safe_name(o.key_prefix, 200)))
     throw std::invalid_argument("the key prefix must be 1-200 characters of [A-Za-z0-9_.-], got \"" + o.key_prefix + "\"");
 }
@@ -1112,13 +1221,25 @@ nlohmann::json step_json(const ProbeStep& s) {
 
 }  // namespace
 
+namespace {
+/// "tokens: 9/10, 99/100, ..., then from 9007199254740993" (the table's header).
+std::string tokens_line(std::int64_t base) {
+  const auto crossings = probe_token_crossings(base);
+  if (crossings.empty()) return "tokens from " + std::to_string(base + 1);
+  std::string out = "tokens: lower-token-rejected crosses ";
+  for (std::size_t k = 0; k < crossings.size(); ++k)
+    out += (k ? ", " : "") + std::to_string(crossings[k] - 1) + "/" + std::to_string(crossings[k]);
+  return out + "; the other rules use tokens from " + std::to_string(crossings.back() + 1);
+}
+}  // namespace
+
 std::string format_probe_table(const ProbeReport& rep) {
   std::ostringstream o;
   o << "fencecheck probe: resource " << rep.kind << " (" << rep.design << ") from " << rep.source << "\n"
     << "  " << rep.describe << (rep.embedded ? ", embedded (started in " + fmt_s(rep.open_s) + ")" : ", external") << "\n"
     << "  keys written (prefix " << rep.options.key_prefix << "-): " << keys_line(rep) << "\n"
     << "  concurrent: seed " << rep.options.seed << ", " << rep.options.rounds << " rounds x " << rep.options.writers
-    << " writers x " << rep.options.chunks_per_writer << " chunks; tokens from " << rep.options.token_base + 1 << "\n\n";
+    << " writers x " << rep.options.chunks_per_writer << " chunks; " << tokens_line(rep.options.token_base) << "\n\n";
   std::size_t w_rule = 4, w_verdict = 7;
   for (const auto& r : rep.rules) {
     w_rule = std::max(w_rule, r.rule.size());

@@ -108,8 +108,17 @@ TEST(SyntheticHistory, TokenRegressionIsJudgedPerLock) {
   const fh::CheckerResult r = checker.check_with(s.history, s.readback, context());
   ASSERT_EQ(r.verdict, fh::Verdict::kInvalid);
   ASSERT_EQ(r.anomalies.size(), 1u);
-  EXPECT_EQ(r.anomalies[0].tokens, (std::vector<std::int64_t>{previous - 1, previous}));
-  EXPECT_EQ(r.anomalies[0].evidence.back(), last);
+  // The lock service's grant of that lock key still carries the token the edit replaced, so the
+  // worker's token is not the issuer's (issue 31, item 9): that grant's token is listed and cited.
+  const std::vector<std::int64_t>& tokens = r.anomalies[0].tokens;
+  ASSERT_EQ(tokens.size(), 3u);
+  EXPECT_EQ(tokens[0], previous - 1);
+  EXPECT_EQ(tokens[1], previous);
+  EXPECT_GT(tokens[2], previous);
+  EXPECT_NE(r.anomalies[0].description.find("the worker's token is not the issuer's"), std::string::npos)
+      << r.anomalies[0].description;
+  EXPECT_TRUE(std::find(r.anomalies[0].evidence.begin(), r.anomalies[0].evidence.end(), last) !=
+              r.anomalies[0].evidence.end());
 }
 
 // analyze() builds one HistoryIndex and hands it to every checker and to the figures; a checker

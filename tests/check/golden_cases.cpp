@@ -230,6 +230,16 @@ std::vector<Case> story_cases() {
     rb.rejections = {RejectedWrite{"ledger-a", 0, 1, 33, "w1", 34}};
     out.push_back(story("cross-key-rejection", b.h, rb, {}));
   }
+  {
+    // unaccounted-write (issue 31, item 9): the fenced story, then an admin tool outside the run
+    // writes ledger segment 2 with the key's mark (w2's 34) and once with 35, never granted.
+    fh::StoryRun r = fh::fenced_run();
+    std::int64_t seq = 100;
+    for (const std::int64_t token : {34, 34, 35})
+      r.rb.log.push_back(AcceptedWrite{++seq, fh::kKey, 2, seq - 101, token, "admin"});
+    r.rb.chunks.push_back(fh::stored("admin", 35, 2, 2, seq));
+    out.push_back(story("unaccounted-write", r.b.h, r.rb, fenced));
+  }
   return out;
 }
 

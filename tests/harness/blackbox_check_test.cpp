@@ -206,7 +206,8 @@ TEST(BlackBoxRun, ACleanAcceptLogIsValidWhileCheckersNeedingWorkerEventsAreUnkno
                                                              {"fenced-out", "unknown"},
                                                              {"duplicate-effect", "valid"},
                                                              {"counter-drift", "unknown"},
-                                                             {"lost-acknowledged-write", "unknown"}}));
+                                                             {"lost-acknowledged-write", "unknown"},
+                                                             {"unaccounted-write", "valid"}}));
   EXPECT_THAT(result(a, "stale-write-accepted").evidence, ElementsAre("resource.accept-log"));
   EXPECT_THAT(result(a, "rejection-storm").evidence, ElementsAre("resource.rejections"));
   EXPECT_THAT(result(a, "cross-key-rejection").evidence, ElementsAre("resource.rejections", "resource.accept-log"));

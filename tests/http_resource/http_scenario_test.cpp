@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -137,7 +139,8 @@ namespace fencecheck {
 namespace {
 
 /// `fencecheck probe --json -` on a file holding just `resource:` (kind http at `url`).
-json probe(const std::string& name, const std::string& url, int& exit_code) {
+json probe(const std::string& name, const std::string& url, int& exit_code,
+           const std::vector<std::string>& extra = {}) {
   const fs::path work = testing::remove_at_end(fs::temp_directory_path() /
                                                 ("fc-http-probe-" + std::to_string(::getpid()) + "-" + name));
   fs::remove_all(work);
@@ -149,7 +152,9 @@ json probe(const std::string& name, const std::string& url, int& exit_code) {
     harness::ChildSpec spec;
     spec.name = "fencecheck-probe";
     spec.exe = FENCECHECK_BIN;
-    spec.args = {"probe", "--run-root", (work / "runs").string(), "--rounds", "20", "--json", "-", file.string()};
+    spec.args = {"probe", "--run-root", (work / "runs").string(), "--rounds", "20", "--json", "-"};
+    spec.args.insert(spec.args.end(), extra.begin(), extra.end());
+    spec.args.push_back(file.string());
     spec.stderr_log = work / "probe.stderr";
     harness::ChildProcess fc(spec, [&out](std::string_view line, std::int64_t, bool eof) {
       if (!eof) out.append(line).append("\n");
@@ -180,6 +185,48 @@ TEST(HttpProbe, NamesTheBrokenServicesRuleAndPassesTheCorrectOne) {
   EXPECT_EQ(code, 0) << c.dump(2);
   EXPECT_EQ(rule_verdict(c, "concurrent"), "holds");
   EXPECT_EQ(rule_verdict(c, "survives-restart"), "not-applicable");  // the service is the user's: never restarted
+}
+
+/// The rule's entry of a probe report.
+const json& rule_of(const json& report, const std::string& rule) {
+  for (const auto& r : report.at("rules"))
+    if (r.at("rule") == rule) return r;
+  throw std::runtime_error("no rule " + rule);
+}
+
+TEST(HttpProbe, CatchesAServiceThatComparesTokensAsText) {
+  // Issue 31, item 2: a service that keeps the mark as text fences 1001..1208 (the old probe's
+  // tokens, all four digits) but accepts 9 after 10. The probe's default tokens cross 9 -> 10.
+  Process text("text-service", "/usr/bin/python3", {BROKEN_SERVICE, "--window-ms", "0", "--correct", "--compare-as-text"});
+  int code = -1;
+  const json t = probe("text", text.url(), code);
+  ASSERT_TRUE(t.is_object()) << "no JSON from the probe";
+  EXPECT_EQ(code, 1) << t.dump(2);
+  const json& lower = rule_of(t, "lower-token-rejected");
+  EXPECT_EQ(lower.at("verdict"), "broken") << lower.dump(2);
+  EXPECT_EQ(lower.at("anomaly"), "stale-write-accepted");
+  const std::string evidence = lower.at("evidence");
+  EXPECT_NE(evidence.find("9 after 10"), std::string::npos) << evidence;
+  EXPECT_NE(evidence.find("compares tokens as text"), std::string::npos) << evidence;
+  // Each power of ten adds a digit (caught); the binary boundaries keep the length (text order is
+  // number order there).
+  EXPECT_NE(evidence.find("accepted at 4 of 7 boundary crossings"), std::string::npos) << evidence;
+  EXPECT_EQ(rule_verdict(t, "concurrent"), "holds");  // tokens 2^53 + 1 .. : all 16 digits
+
+  // The same service against the numbers' service: all 7 crossings rejected.
+  Process number("number-service", "/usr/bin/python3", {BROKEN_SERVICE, "--window-ms", "0", "--correct"});
+  const json n = probe("number", number.url(), code);
+  ASSERT_TRUE(n.is_object()) << "no JSON from the probe";
+  EXPECT_EQ(rule_verdict(n, "lower-token-rejected"), "holds") << n.dump(2);
+
+  // --token-base for a resource that needs larger tokens: every token is above it.
+  const json big = probe("big", number.url(), code, {"--token-base", "5000000000"});
+  ASSERT_TRUE(big.is_object()) << "no JSON from the probe";
+  EXPECT_EQ(big.at("options").at("token_base"), 5000000000LL);
+  for (const auto& r : big.at("rules"))
+    for (const auto& s : r.at("steps"))
+      if (s.contains("token")) EXPECT_GT(s.at("token").get<std::int64_t>(), 5000000000LL) << s.dump();
+  EXPECT_EQ(rule_verdict(big, "lower-token-rejected"), "holds") << big.dump(2);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@ struct FakeRules {
     kAtLeast,  ///< accept iff token >= the mark (correct)
     kAbove,    ///< accept iff token > the mark (the strict comparison: fenced-out)
     kNone,     ///< accept everything (no fence)
+    kAsText,   ///< accept iff the token's decimal text >= the mark's ("9" >= "10": a text column)
   };
   Compare compare = Compare::kAtLeast;
   bool global = false;                ///< one mark for every key
@@ -55,6 +56,7 @@ class FakeResource {
       case FakeRules::Compare::kAtLeast: ok = token >= mark; break;
       case FakeRules::Compare::kAbove: ok = token > mark; break;
       case FakeRules::Compare::kNone: ok = true; break;
+      case FakeRules::Compare::kAsText: ok = std::to_string(token) >= std::to_string(mark); break;
     }
     if (ok || rules_.store_rejected) {
       const std::int64_t seq = ++seq_;
@@ -62,7 +64,7 @@ class FakeResource {
       log_.push_back(AcceptedWrite{seq, std::string(key), segment, chunk, token, std::string(client)});
       if (ok) {
         r.seq = seq;
-        if (token > mark) mark = token;
+        if (token > mark || rules_.compare == FakeRules::Compare::kAsText) mark = token;
         if (token > per_key_[std::string(key)]) per_key_[std::string(key)] = token;
       }
     }

@@ -76,17 +76,20 @@ TEST(ProbeStore, PerKeyKeepsEveryRule) {
   // Every key has the probe's prefix; 50 rounds by default, each on its own key.
   const std::string prefix = p.json["key_prefix"];
   EXPECT_THAT(prefix, ::testing::MatchesRegex("fencecheck-probe-[0-9a-f]{8}"));
-  EXPECT_EQ(p.json["keys"].size(), 57u);
+  EXPECT_EQ(p.json["keys"].size(), 63u);  // 7 lower-<b>, equal, per-key-a/b, 50 rounds, no-change, token, restart
   for (const auto& k : p.json["keys"]) EXPECT_THAT(k.get<std::string>(), StartsWith(prefix + "-"));
 
   // The store's own replies, as the steps recorded them.
   const auto& lower = p.rule("lower-token-rejected")["steps"];
-  ASSERT_EQ(lower.size(), 2u);
-  EXPECT_EQ(lower[0]["outcome"], "accepted");
-  EXPECT_EQ(lower[0]["http_status"], 200);
-  EXPECT_EQ(lower[1]["outcome"], "rejected");
-  EXPECT_EQ(lower[1]["http_status"], 409);
-  EXPECT_EQ(lower[1]["high_water"], lower[0]["token"]);
+  ASSERT_EQ(lower.size(), 14u);  // b then b - 1 at each of 7 boundaries, 9 -> 10 up to 2^53
+  for (std::size_t i = 0; i < lower.size(); i += 2) {
+    EXPECT_EQ(lower[i]["outcome"], "accepted");
+    EXPECT_EQ(lower[i]["http_status"], 200);
+    EXPECT_EQ(lower[i + 1]["outcome"], "rejected");
+    EXPECT_EQ(lower[i + 1]["http_status"], 409);
+    EXPECT_EQ(lower[i + 1]["high_water"], lower[i]["token"]);
+  }
+  EXPECT_EQ(lower[12]["token"], std::int64_t{1} << 53);
   const auto& token = p.rule("token-required")["steps"];
   ASSERT_EQ(token.size(), 5u);  // three bad requests, the control, the read-back
   for (int i = 0; i < 3; ++i) EXPECT_EQ(token[i]["http_status"], 400) << token[i].dump();

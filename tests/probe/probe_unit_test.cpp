@@ -84,16 +84,22 @@ TEST(ProbeRules, ACorrectResourceHoldsEveryRuleTokenRequiredNeedsAUrl) {
   ASSERT_EQ(p.report.rules.size(), 7u);
   for (std::size_t i = 0; i < 7; ++i) EXPECT_EQ(p.report.rules[i].rule, probe_rule_names()[i]);
 
-  // lower-token-rejected: token 1002 accepted, then 1001 on the same key rejected citing 1002.
+  // lower-token-rejected: at each boundary b, token b accepted on a fresh key, then b - 1 on the
+  // same key rejected citing b: 9 after 10 first.
   const auto& lower = p.rule("lower-token-rejected");
-  ASSERT_EQ(lower.steps.size(), 2u);
-  EXPECT_EQ(lower.steps[0].key, "fencecheck-probe-test-lower");
-  EXPECT_EQ(lower.steps[0].token, 1002);
+  ASSERT_EQ(lower.steps.size(), 14u);
+  EXPECT_EQ(lower.steps[0].key, "fencecheck-probe-test-lower-10");
+  EXPECT_EQ(lower.steps[0].token, 10);
   EXPECT_EQ(lower.steps[0].outcome, "accepted");
-  EXPECT_EQ(lower.steps[1].token, 1001);
+  EXPECT_EQ(lower.steps[1].token, 9);
   EXPECT_EQ(lower.steps[1].outcome, "rejected");
-  EXPECT_EQ(lower.steps[1].high_water, 1002);
-  EXPECT_EQ(lower.evidence, "token 1001 after 1002 on key lower: rejected (high-water 1002)");
+  EXPECT_EQ(lower.steps[1].high_water, 10);
+  EXPECT_EQ(lower.steps[13].key, "fencecheck-probe-test-lower-9007199254740992");
+  EXPECT_EQ(lower.steps[13].token, 9007199254740991);
+  EXPECT_EQ(lower.evidence,
+            "token b - 1 after b on a fresh key, rejected at each of 7 boundary crossings: 9 after 10, 99 after 100, "
+            "999 after 1000, 9999 after 10000, 2147483647 after 2147483648, 4294967295 after 4294967296 and "
+            "9007199254740991 after 9007199254740992");
   EXPECT_LE(lower.steps[0].replied_ms, lower.steps[1].sent_ms);
 
   // Every key written has the probe's prefix and is listed once; nothing else was written.
@@ -103,7 +109,7 @@ TEST(ProbeRules, ACorrectResourceHoldsEveryRuleTokenRequiredNeedsAUrl) {
     written.insert(w.key);
   }
   EXPECT_EQ(written, std::set<std::string>(p.report.keys.begin(), p.report.keys.end()));
-  EXPECT_EQ(p.report.keys.size(), 6u + 10u);  // lower equal a b no-change restart + 10 rounds (no url: no "token")
+  EXPECT_EQ(p.report.keys.size(), 7u + 5u + 10u);  // 7 lower-<b>, equal a b no-change restart + 10 rounds (no url: no "token")
   EXPECT_EQ(p.resource.restarts(), 1);
 
   // concurrent: 10 rounds x 4 writers, every writer's first write sent; the highest token of each
@@ -120,6 +126,76 @@ TEST(ProbeRules, ACorrectResourceHoldsEveryRuleTokenRequiredNeedsAUrl) {
     EXPECT_EQ(std::count_if(writes.begin(), writes.end(), [&, key = key, top = top](const auto& w) { return w.key == key && w.token == top; }), 3)
         << key;
   }
+}
+
+TEST(ProbeRules, AResourceComparingTokensAsTextIsCaughtAtTheDigitBoundary) {
+  // Issue 31, item 2: "10" < "9" as text. The old tokens (1001..1208, all four digits) never
+  // crossed a digit-length boundary, so such a resource held every rule.
+  FakeRules rules;
+  rules.compare = FakeRules::Compare::kAsText;
+  Probed p(rules);
+  const auto& lower = p.rule("lower-token-rejected");
+  EXPECT_EQ(lower.verdict, ProbeVerdict::kBroken) << lower.evidence;
+  EXPECT_EQ(lower.anomaly, "stale-write-accepted");
+  EXPECT_EQ(lower.evidence,
+            "the lower token was accepted at 4 of 7 boundary crossings: 9 after 10, 99 after 100, 999 after 1000 and "
+            "9999 after 10000; rejected at 2147483647 after 2147483648, 4294967295 after 4294967296 and "
+            "9007199254740991 after 9007199254740992 (a resource that compares tokens as text, \"10\" < \"9\", or "
+            "keeps them in too few bits)");
+  EXPECT_EQ(lower.steps[1].token, 9);
+  EXPECT_EQ(lower.steps[1].outcome, "accepted");
+  EXPECT_EQ(lower.steps[1].note, "a lower token accepted after 10");
+  // Every other rule's tokens have one length (2^53 + 1 ...): text order is number order there.
+  EXPECT_EQ(p.rule("concurrent").verdict, ProbeVerdict::kHolds) << p.rule("concurrent").evidence;
+  EXPECT_EQ(p.rule("equal-token").verdict, ProbeVerdict::kHolds);
+  EXPECT_EQ(probe_exit_code(p.report), 1);
+}
+
+TEST(ProbeTokens, TheCrossingsAreTheFirstFourPowersOfTenAndTheBinaryBoundariesAboveTheBase) {
+  EXPECT_EQ(probe_token_crossings(0), (std::vector<std::int64_t>{10, 100, 1000, 10000, std::int64_t{1} << 31,
+                                                                 std::int64_t{1} << 32, std::int64_t{1} << 53}));
+  // b - 1 must be above the base: 9 is not above 9.
+  EXPECT_EQ(probe_token_crossings(9).front(), 100);
+  EXPECT_EQ(probe_token_crossings(8).front(), 10);
+  EXPECT_EQ(probe_token_crossings(5'000'000'000),
+            (std::vector<std::int64_t>{10'000'000'000, 100'000'000'000, 1'000'000'000'000, 10'000'000'000'000,
+                                       std::int64_t{1} << 53}));
+  EXPECT_EQ(probe_token_crossings(std::int64_t{1} << 53),
+            (std::vector<std::int64_t>{10'000'000'000'000'000, 100'000'000'000'000'000}));
+  EXPECT_TRUE(probe_token_crossings(std::int64_t{1} << 62).empty());
+}
+
+TEST(ProbeTokens, ABaseAboveEveryBoundaryTestsOnePairAboveIt) {
+  ProbeOptions o = small_options();
+  o.token_base = std::int64_t{1} << 62;
+  Probed p(FakeRules{}, {{"kind", "fake"}}, true, {}, o);
+  const auto& lower = p.rule("lower-token-rejected");
+  EXPECT_EQ(lower.verdict, ProbeVerdict::kHolds) << lower.evidence;
+  ASSERT_EQ(lower.steps.size(), 2u);
+  EXPECT_EQ(lower.steps[0].key, "fencecheck-probe-test-lower");
+  EXPECT_EQ(lower.steps[0].token, (std::int64_t{1} << 62) + 2);
+  for (const auto& w : p.resource.writes()) EXPECT_GT(w.token, std::int64_t{1} << 62) << w.key;
+}
+
+TEST(ProbeRules, ConcurrentStopsOnceARoundShowsTheRuleBroken) {
+  // No fence: every round's replies show a lower token accepted after a higher one; the rounds
+  // after the first that shows it are not run (a check-then-write store took 32.7 s for 50).
+  FakeRules rules;
+  rules.compare = FakeRules::Compare::kNone;
+  ProbeOptions o = small_options();
+  o.rounds = 50;
+  Probed p(rules, {{"kind", "fake"}}, true, {}, o);
+  const auto& c = p.rule("concurrent");
+  EXPECT_EQ(c.verdict, ProbeVerdict::kBroken);
+  EXPECT_THAT(c.evidence, HasSubstr(" of 50 rounds (stopped once a round showed the rule broken) x 4 writers"));
+  std::set<std::string> concurrent_keys;
+  for (const auto& w : p.resource.writes())
+    if (w.key.find("-concurrent-") != std::string::npos) concurrent_keys.insert(w.key);
+  EXPECT_LT(concurrent_keys.size(), 50u);
+  EXPECT_EQ(std::count_if(p.report.keys.begin(), p.report.keys.end(),
+                          [](const std::string& k) { return k.find("-concurrent-") != std::string::npos; }),
+            static_cast<std::ptrdiff_t>(concurrent_keys.size()))
+      << "only the rounds run are listed as written";
 }
 
 TEST(ProbeRules, AStrictComparisonFencesTheHolderOut) {
@@ -331,14 +407,14 @@ TEST(ProbeTokenRequired, RefusedBadTokensAndAnAcceptedControlHold) {
                          {"path", "/w/{key}/{segment}/{chunk}"}, {"token_header", "X-Fence"}, {"writer_header", "X-Who"}});
   const auto& tr = p.rule("token-required");
   EXPECT_EQ(tr.verdict, ProbeVerdict::kHolds) << tr.evidence;
-  EXPECT_EQ(tr.evidence, "refused: (none): HTTP 400, \"abc\": HTTP 400, \"-1\": HTTP 400; control token 1048: HTTP 200; nothing stored");
+  EXPECT_EQ(tr.evidence, "refused: (none): HTTP 400, \"abc\": HTTP 400, \"-1\": HTTP 400; control token 9007199254741038: HTTP 200; nothing stored");
   const auto reqs = server.requests();
   ASSERT_EQ(reqs.size(), 4u);
   EXPECT_EQ(reqs[0].rfind("POST /base/w/fencecheck-probe-test-token/0/0 HTTP/1.1\r\n", 0), 0u) << reqs[0];
   EXPECT_EQ(header_of(reqs[0], "X-Fence"), "");
   EXPECT_EQ(header_of(reqs[1], "X-Fence"), "abc");
   EXPECT_EQ(header_of(reqs[2], "X-Fence"), "-1");
-  EXPECT_EQ(header_of(reqs[3], "X-Fence"), "1048");  // 1000 + 47 tokens of the rules before, + 1
+  EXPECT_EQ(header_of(reqs[3], "X-Fence"), "9007199254741038");  // 2^53 (the last crossing) + 46 tokens of the rules after it
   EXPECT_EQ(header_of(reqs[3], "X-Who"), "probe");
   EXPECT_EQ(reqs[3].rfind("POST /base/w/fencecheck-probe-test-token/0/3 ", 0), 0u);
 }
@@ -362,11 +438,11 @@ TEST(ProbeTokenRequired, RefusalsProveNothingWhenTheControlIsRefusedToo) {
   Probed p(FakeRules{}, {{"kind", "fake"}, {"url", server.url()}});
   const auto& tr = p.rule("token-required");
   EXPECT_EQ(tr.verdict, ProbeVerdict::kUnknown);
-  EXPECT_THAT(tr.evidence, HasSubstr("control token 1048: HTTP 404 was not accepted either"));
+  EXPECT_THAT(tr.evidence, HasSubstr("control token 9007199254741038: HTTP 404 was not accepted either"));
 }
 
 TEST(ProbeTokenRequired, AFiveHundredIsAnUnknownOutcome) {
-  RawHttpServer server(answer([](const std::string& req) { return header_of(req, "Fencing-Token") == "1048" ? 200 : 500; }));
+  RawHttpServer server(answer([](const std::string& req) { return header_of(req, "Fencing-Token") == "9007199254741038" ? 200 : 500; }));
   Probed p(FakeRules{}, {{"kind", "fake"}, {"url", server.url()}});
   EXPECT_EQ(p.rule("token-required").verdict, ProbeVerdict::kUnknown);
   EXPECT_THAT(p.rule("token-required").evidence, HasSubstr("(none): HTTP 500"));
@@ -556,8 +632,8 @@ TEST(ProbeCommand, WritesJsonAndJunitAndRemovesItsDirectoryWhenEverythingHolds) 
   EXPECT_EQ(j["rules"][0]["rule"], "lower-token-rejected");
   EXPECT_EQ(j["rules"][0]["verdict"], "holds");
   EXPECT_EQ(j["rules"][0]["steps"][1]["outcome"], "rejected");
-  EXPECT_EQ(j["rules"][0]["steps"][1]["token"], 1001);
-  EXPECT_EQ(j["rules"][0]["steps"][1]["high_water"], 1002);
+  EXPECT_EQ(j["rules"][0]["steps"][1]["token"], 9);
+  EXPECT_EQ(j["rules"][0]["steps"][1]["high_water"], 10);
   EXPECT_EQ(j["rules"][5]["verdict"], "not-applicable");
   EXPECT_TRUE(j["probe_dir"].is_null());
 
@@ -573,7 +649,7 @@ TEST(ProbeCommand, WritesJsonAndJunitAndRemovesItsDirectoryWhenEverythingHolds) 
   EXPECT_STREQ(skipped.attribute("classname").value(), "fencecheck.probe.store");
 
   // The table: one row per rule, and the summary.
-  EXPECT_THAT(c.out.str(), HasSubstr("\nlower-token-rejected       holds           token 1001 after 1002 on key lower"));
+  EXPECT_THAT(c.out.str(), HasSubstr("\nlower-token-rejected       holds           token b - 1 after b on a fresh key, rejected at each of 7"));
   EXPECT_THAT(c.out.str(), HasSubstr("7 rules: 6 hold, 0 broken, 1 not applicable, 0 unknown; probe "));
 }
 
@@ -587,7 +663,7 @@ TEST(ProbeCommand, ABrokenRuleIsExitOneWithItsStepsAndTheDirectoryKept) {
   EXPECT_EQ(c.probe_dirs(), 1u);
   const std::string out = c.out.str();
   EXPECT_THAT(out, HasSubstr("\nlower-token-rejected: broken (stale-write-accepted)\n"));
-  EXPECT_THAT(out, HasSubstr("write fencecheck-probe-test-lower seg 0 chunk 1 token 1001 client probe  ->  accepted"));
+  EXPECT_THAT(out, HasSubstr("write fencecheck-probe-test-lower-10 seg 0 chunk 1 token 9 client probe  ->  accepted"));
   EXPECT_THAT(out, HasSubstr("probe directory kept: "));
 
   pugi::xml_document doc;
@@ -596,7 +672,7 @@ TEST(ProbeCommand, ABrokenRuleIsExitOneWithItsStepsAndTheDirectoryKept) {
   auto lower = suite.find_child_by_attribute("testcase", "name", "lower-token-rejected");
   ASSERT_TRUE(lower.child("failure"));
   EXPECT_STREQ(lower.child("failure").attribute("type").value(), "stale-write-accepted");
-  EXPECT_THAT(lower.child("failure").text().get(), HasSubstr("token 1001 client probe  ->  accepted"));
+  EXPECT_THAT(lower.child("failure").text().get(), HasSubstr("token 9 client probe  ->  accepted"));
   auto nochange = suite.find_child_by_attribute("testcase", "name", "rejection-changes-nothing");
   EXPECT_STREQ(nochange.child("error").attribute("type").value(), "unknown");
   EXPECT_STREQ(suite.attribute("failures").value(), "2");

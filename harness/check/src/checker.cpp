@@ -156,6 +156,10 @@ EvidenceUse detail::evidence_use_of(std::string_view name) {
       {"duplicate-effect", {{kEvidenceEffects, kEvidenceWorkerEvents}, {}, {kEvidenceEffects}}},
       {"counter-drift", {{kEvidenceEffects, kEvidenceWorkerEvents}, {}, {}}},
       {"lost-acknowledged-write", {{kEvidenceChunks, kEvidenceLog, kEvidenceWorkerEvents}, {kEvidenceChunks}, {}}},
+      // unaccounted-write judges a black-box worker's writes through the lock service's grants
+      // itself (unknown when they cannot tie them), and says unknown itself without log and chunks.
+      {"unaccounted-write",
+       {{kEvidenceLog, kEvidenceChunks, kEvidenceWorkerEvents, kEvidenceLockService}, {}, {kEvidenceLockService}}},
   };
   for (const auto& row : kTable)
     if (row.name == name) return row.use;

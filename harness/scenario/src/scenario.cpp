@@ -174,6 +174,7 @@ const std::vector<std::string>& known_anomalies() {
       "interleaved-segment", "stale-write-accepted", "duplicate-effect",   "counter-drift",
       "foreign-release",     "token-regression",     "fenced-out",         "rejection-storm",
       "cross-key-rejection", "lost-acknowledged-write", "corrupt-chunk",
+      "unaccounted-write",
   };
   return names;
 }

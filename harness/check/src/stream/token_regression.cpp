@@ -40,8 +40,11 @@ class TokenRegressionRule final : public StreamRule {
   }
 
   void observe(std::size_t index, const Event& e) override {
-    if (pass_ > 1) {  // the grants again, exactly
-      if (e.kind == EventKind::kLockGrant) grant(index, e);
+    if (pass_ > 1) {  // the grants again, exactly (and those of the regressions' lock keys)
+      if (e.kind == EventKind::kLockGrant) {
+        grant(index, e);
+        issuer_grant(index, e);
+      }
       return;
     }
     switch (e.kind) {
@@ -59,9 +62,11 @@ class TokenRegressionRule final : public StreamRule {
     }
   }
 
-  /// Another pass when a grant's fingerprint was seen twice (a replay, or two grants colliding).
+  /// Another pass when a grant's fingerprint was seen twice (a replay, or two grants colliding),
+  /// or to find the lock service's grants of the lock keys an acquire.ok regression names (then
+  /// the grants are judged again too, from scratch: the same result without a replay).
   bool wants_another_pass() override {
-    if (pass_ > 1 || twice_.empty()) return false;
+    if (pass_ > 1 || (twice_.empty() && issuers_.empty())) return false;
     granted_marks_ = {};
     grants_found_.clear();
     top_grant_.reset();
@@ -71,6 +76,7 @@ class TokenRegressionRule final : public StreamRule {
   void begin_pass(unsigned pass) override { pass_ = pass; }
 
   CheckerResult finish(const StreamEnd& end) override {
+    for (const Issuer& i : issuers_) not_the_issuers(i);
     std::vector<Anomaly> anomalies = std::move(acquires_found_);
     for (auto& a : grants_found_) anomalies.push_back(std::move(a));
     // 3. The resource's high-water marks against the issuer's latest token: the last acquire.ok's.
@@ -117,6 +123,7 @@ class TokenRegressionRule final : public StreamRule {
     for (const auto& g : granted_) n += sizeof(g) + g.first.capacity();
     for (const auto& a : acquires_found_) n += sizeof(a) + a.description.capacity();
     for (const auto& a : grants_found_) n += sizeof(a) + a.description.capacity();
+    for (const auto& i : issuers_) n += sizeof(i) + i.late.lock_key.capacity() + i.top.lock_key.capacity();
     return n;
   }
 
@@ -134,6 +141,20 @@ class TokenRegressionRule final : public StreamRule {
     std::size_t index = 0;
     std::int64_t token = 0;
     std::string source;
+    std::string lock_key;
+  };
+  /// The two acquire.oks of a regression (acquires_found_[anomaly]) and, found on pass 2, the lock
+  /// service's grant of each one's lock key: when a grant's token differs from the worker's, the
+  /// worker's token is not the issuer's (a kazoo worker sending 1 while its znode's czxid was 5),
+  /// which the description then says instead of blaming the issuer.
+  struct Issuer {
+    std::size_t anomaly = 0;
+    struct Side {
+      std::string source, lock_key;
+      std::int64_t token = 0;
+      std::optional<std::pair<std::size_t, std::int64_t>> grant;  // (index, token)
+    };
+    Side late, top;
   };
 
   /// A lock's raises, ascending by index (and by token), and its size after the last prune.
@@ -166,10 +187,13 @@ class TokenRegressionRule final : public StreamRule {
         a.clients = {e.source, t.source};
         a.evidence = {t.index, invoke->second, x};
         a.description = acquire_regression_text(e, t.source, t.token);
+        if (!e.lock_key.empty() || !t.lock_key.empty())
+          issuers_.push_back(Issuer{acquires_found_.size() - 1, {e.source, e.lock_key, *e.token, {}},
+                                    {t.source, t.lock_key, t.token, {}}});
       }
     }
     if (raises.empty() || *e.token > raises.back().token) {
-      raises.push_back(Raise{x, *e.token, e.source});
+      raises.push_back(Raise{x, *e.token, e.source, e.lock_key});
       if (raises.size() >= 2 * lock_raises.pruned_at + 64) prune(lock_raises);
     }
   }
@@ -221,6 +245,34 @@ class TokenRegressionRule final : public StreamRule {
     if (!top_grant_ || *g.token > top_grant_->token) top_grant_ = last_grant_;
   }
 
+  /// Pass 2: a grant of a lock key a regression names (its first grant: a replay repeats it).
+  void issuer_grant(std::size_t i, const Event& g) {
+    if (!g.token) return;
+    for (Issuer& r : issuers_)
+      for (Issuer::Side* side : {&r.late, &r.top})
+        if (!side->grant && !side->lock_key.empty() && side->lock_key == g.lock_key) side->grant.emplace(i, *g.token);
+  }
+
+  /// Rewrites a regression's description when a worker's token differs from the lock service's
+  /// grant of its lock key: the worker's token is not the issuer's, naming both.
+  void not_the_issuers(const Issuer& r) {
+    std::string why;
+    Anomaly& a = acquires_found_[r.anomaly];
+    for (const Issuer::Side* side : {&r.late, &r.top}) {
+      if (!side->grant || side->grant->second == side->token) continue;
+      why += std::string(why.empty() ? "" : "; ") + side->source + "'s acquire.ok says token " +
+             std::to_string(side->token) + " for lock key " + side->lock_key +
+             ", but the lock service granted that key with token " + std::to_string(side->grant->second);
+      a.evidence.push_back(side->grant->first);
+      a.tokens.push_back(side->grant->second);
+    }
+    if (why.empty()) return;
+    a.description = r.late.source + " was granted the lock with token " + std::to_string(r.late.token) + " after " +
+                    r.top.source + " had been granted " + std::to_string(r.top.token) + ", but " + why +
+                    ": the worker's token is not the issuer's (the worker sends a token of its own, not the "
+                    "lock service's), not a token the issuer handed out twice";
+  }
+
   const ReadBack* readback_ = nullptr;
   const PackedLog* log_ = nullptr;
   std::string lock_;
@@ -235,6 +287,7 @@ class TokenRegressionRule final : public StreamRule {
   std::optional<Seen> top_grant_, last_grant_;
   detail::ViewMap<MarkWrite> first_ok_;  // keyed by views of readback.high_water's keys (it outlives the rule)
   std::vector<Anomaly> acquires_found_, grants_found_;
+  std::vector<Issuer> issuers_;  // one per acquire.ok regression (acquires_found_)
 };
 
 }  // namespace

@@ -7,7 +7,8 @@
 // (Kleppmann, "How to do distributed locking", 2016: the resource keeps the highest token it
 // accepted per key and refuses a lower one, atomically with the write):
 //
-//   lower-token-rejected       a lower token after a higher one on the same key is rejected
+//   lower-token-rejected       a lower token after a higher one on the same key is rejected, at
+//                              each boundary of probe_token_crossings() (9 after 10, ...)
 //   equal-token                the same holder's next chunk under the same token is accepted
 //   per-key                    a lower token on another, fresh key is accepted (the mark is per key)
 //   concurrent                 concurrent writers with interleaved tokens never leave a lower
@@ -60,6 +61,12 @@ enum class ProbeVerdict {
 
 /// "holds", "broken", "not-applicable", "unknown".
 [[nodiscard]] std::string_view to_string(ProbeVerdict v);
+
+/// The boundaries b whose crossing (b - 1 then b, on a fresh key) lower-token-rejected tests,
+/// ascending, each with b - 1 > `base`: the first four powers of ten above the base (a resource
+/// that compares tokens as text takes "10" for less than "9"), 2^31 and 2^32 (32-bit integers) and
+/// 2^53 (the integers a double holds exactly: JSON numbers in JavaScript). Issue 31, item 2. Pure.
+[[nodiscard]] std::vector<std::int64_t> probe_token_crossings(std::int64_t base);
 
 /// The rules' names, in the order the probe runs them.
 [[nodiscard]] const std::vector<std::string_view>& probe_rule_names();
@@ -115,7 +122,11 @@ struct ProbeOptions {
   /// Every key starts with it; "" = "fencecheck-probe-<8 random hex digits>". Must be 1-200
   /// characters of [A-Za-z0-9_.-] (checked by run_probe: std::invalid_argument).
   std::string key_prefix;
-  std::int64_t token_base = 1000;  ///< the first token used is token_base + 1 (>= 0)
+  /// Every token the probe sends is above it (0..2^62): lower-token-rejected crosses each boundary
+  /// of probe_token_crossings(token_base), and the other rules continue from the last one + 1 (or
+  /// from token_base + 1 when there is none). Raise it for a resource that needs larger tokens
+  /// (one whose mark is shared by every key and already high: `fencing: global` used before).
+  std::int64_t token_base = 0;
 };
 
 /// What run_probe() is given: an opened resource and what its kind says about it.

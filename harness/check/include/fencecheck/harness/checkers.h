@@ -46,6 +46,9 @@
 //     (the watch's order; a replay of a key already seen is not a grant);
 //   - the resource's high-water mark for a key above the token of the last acquire.ok: from then
 //     on every holder is below the mark.
+//   An acquire.ok regression whose worker's token differs from the lock service's lock.grant of
+//   the same lock key (found on a second pass) says the worker's token is not the issuer's, naming
+//   both, instead of blaming the issuer (a kazoo worker sending 1 while its znode's czxid was 5).
 // fenced-out: liveness. After the last fault.heal (or from the start when nothing was healed), a
 //   worker's write with a token it acquired after that point (a fresh token, with healthy
 //   services) was rejected by the fence, and no write at all was accepted within lease TTL +
@@ -74,13 +77,26 @@
 //   superseded: not in the read-back's log, or its slot empty, or the slot holding an earlier
 //   (lower seq) write. Without a log, the slot must hold this write or one acknowledged after this
 //   one was invoked. Evidence: the write.invoke and write.ok; seqs of the write and the slot.
+// unaccounted-write: a write the resource accepted (its accept log; each chunk slot's latest write)
+//   that no holding accounts for: its writer was never granted its token (no acquire.ok of that
+//   writer with it), or was granted nothing at all (an admin tool, a migration script: no worker
+//   of the run), or, where the history has the lock service's grants (lock.grant with tokens,
+//   every one with a token), the token is one the lock service never granted (a worker's token
+//   that is not the issuer's). A holder whose lease has since expired still accounts for its own
+//   token (fencing judges that write: stale-write-accepted). A black-box worker's write is tied
+//   only through the grants: a token some grant carries accounts for it, one none carries (the
+//   grants complete) does not, else unknown, never valid. Unknown when the resource gives neither
+//   an accept log nor chunks. One anomaly per (writer, key, token). Evidence: the writer's own
+//   write.invoke/write.ok with the token, the acquire.oks and lock.grants of that token; the seqs
+//   of every accepted write of it (issue 31, item 9).
 //
 // Black-box workers (black_box_workers(), checker.h: a scenario's worker that sent no
 // worker-protocol event). What judges them is each checker's EvidenceUse::black_box_from
 // (checker.cpp's table; docs/architecture.md, "Black-box workers and protocol errors"):
 // interleaved-segment and corrupt-chunk from the chunks, stale-write-accepted from the accept log,
 // cross-key-rejection from the rejections and the accept log, rejection-storm from the rejections,
-// token-regression from the lock service's grants, duplicate-effect from the effects. The others
+// token-regression from the lock service's grants, duplicate-effect from the effects,
+// unaccounted-write from the grants (itself: unknown where they cannot tie a write). The others
 // need the workers' own events: run_checkers() makes their valid verdict unknown, naming the
 // silent workers. So that none of them reports what a silent worker's missing events merely hide:
 //   - token-regression's mark rule compares with the lock service's latest grant too (a silent
@@ -190,9 +206,19 @@ class LostAcknowledgedWriteChecker final : public Checker {
                                          const CheckContext& context) const override;
 };
 
+/// Uses the context's workers (a writer that is none of them and sent nothing was granted nothing)
+/// and evidence (unknown when the resource gives neither an accept log nor chunks).
+class UnaccountedWriteChecker final : public Checker {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "unaccounted-write"; }
+  [[nodiscard]] CheckerResult check(const History& history, const ReadBack& readback) const override;
+  [[nodiscard]] CheckerResult check_with(const History& history, const ReadBack& readback,
+                                         const CheckContext& context) const override;
+};
+
 /// interleaved-segment, corrupt-chunk, stale-write-accepted, cross-key-rejection, rejection-storm,
 /// foreign-release, token-regression, fenced-out, duplicate-effect, counter-drift,
-/// lost-acknowledged-write, in that order.
+/// lost-acknowledged-write, unaccounted-write, in that order.
 [[nodiscard]] Checkers default_checkers();
 
 }  // namespace fencecheck::harness
