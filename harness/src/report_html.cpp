@@ -174,7 +174,9 @@ struct Model {
   const Analysis& a;
   TimeScale ts;
   std::vector<std::string> workers;               ///< lane order
-  std::map<std::string, std::string> key_owner;   ///< lock_key -> worker (from acquire.ok)
+  /// (lock_key, token) -> worker, from acquire.ok: a client that keeps one key for every holder
+  /// (python-etcd3's /locks/N) gives each holding the same key, so the key alone names no owner.
+  std::map<std::pair<std::string, std::int64_t>, std::string> key_owner;
   std::map<std::int64_t, std::string> token_owner;  ///< token -> worker
   std::map<std::int64_t, std::string> token_color;
   std::set<std::size_t> evidence;                 ///< every event an anomaly cites
@@ -182,9 +184,22 @@ struct Model {
   std::map<std::size_t, std::int64_t> stale_accepted;  ///< write.ok index -> the high-water it was below
   std::set<std::size_t> drawn;                    ///< events that have a mark-N
   std::set<std::int64_t> release_revisions;       ///< revisions of release.ok events (deletes they explain)
-  /// (lock_key, token) of every release.invoke: a delete of that key is its holder's unlock, even
-  /// when no release.ok came back (a lost reply).
-  std::set<std::pair<std::string, std::int64_t>> release_invokes;
+  /// (lock_key, token) of every release.invoke -> the first one's history index: a delete of that
+  /// key after it is its holder's unlock, even when no release.ok came back (a lost reply); a
+  /// delete before it is not (the lease ran out first).
+  std::map<std::pair<std::string, std::int64_t>, std::size_t> release_invokes;
+
+  /// The worker holding `lock_key` with `token` (its acquire.ok), else the token's holder, else "".
+  [[nodiscard]] std::string owner(const std::string& lock_key, std::optional<std::int64_t> token) const {
+    if (token)
+      if (auto it = key_owner.find({lock_key, *token}); it != key_owner.end()) return it->second;
+    return token ? who(*token) : std::string();
+  }
+  /// Whether the holder of (lock_key, token) had asked to release it before history index `i`.
+  [[nodiscard]] bool asked_before(const std::string& lock_key, std::int64_t token, std::size_t i) const {
+    auto it = release_invokes.find({lock_key, token});
+    return it != release_invokes.end() && it->second < i;
+  }
 
   [[nodiscard]] std::string color(std::int64_t token) const {
     auto it = token_color.find(token);
@@ -231,7 +246,7 @@ Model build_model(const ReportData& d) {
   std::set<std::int64_t> tokens;
   for (const Event& e : h) {
     if (e.kind == EventKind::kAcquireOk) {
-      if (!e.lock_key.empty()) m.key_owner[e.lock_key] = e.source;
+      if (!e.lock_key.empty() && e.token) m.key_owner[{e.lock_key, *e.token}] = e.source;
       if (e.token) m.token_owner[*e.token] = e.source;
     }
     if (e.token && (e.kind == EventKind::kAcquireOk || e.kind == EventKind::kLockGrant)) tokens.insert(*e.token);
@@ -239,9 +254,10 @@ Model build_model(const ReportData& d) {
   std::size_t ci = 0;
   for (auto t : tokens) m.token_color[t] = kTokenColors[ci++ % kTokenColors.size()];
 
-  for (const Event& e : h) {
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    const Event& e = h[i];
     if (e.kind == EventKind::kReleaseOk && e.revision) m.release_revisions.insert(*e.revision);
-    if (e.kind == EventKind::kReleaseInvoke && e.token) m.release_invokes.insert({e.lock_key, *e.token});
+    if (e.kind == EventKind::kReleaseInvoke && e.token) m.release_invokes.try_emplace({e.lock_key, *e.token}, i);
   }
   for (const auto& c : d.analysis.checkers)
     for (const auto& an : c.anomalies) m.evidence.insert(an.evidence.begin(), an.evidence.end());
@@ -249,17 +265,17 @@ Model build_model(const ReportData& d) {
     for (std::size_t i : x.evidence)
       if (i < h.size() && h[i].kind == EventKind::kLockDelete) m.expiry_deletes.insert(i);
 
-  // Writes accepted below the key's high-water mark (what a fenced resource would have refused).
-  std::map<std::string, std::int64_t> hw;
-  for (std::size_t i = 0; i < h.size(); ++i) {
-    const Event& e = h[i];
-    if ((e.kind != EventKind::kWriteOk && e.kind != EventKind::kWriteFail) || !e.token) continue;
-    auto& mark = hw[e.key];
-    const std::int64_t before = std::max(mark, e.kind == EventKind::kWriteOk && e.high_water ? *e.high_water : 0);
-    if (e.kind == EventKind::kWriteOk && *e.token < before) m.stale_accepted[i] = before;
-    if (e.kind == EventKind::kWriteOk) mark = std::max(mark, *e.token);
-    if (e.high_water) mark = std::max(mark, *e.high_water);
-  }
+  // Writes accepted below the key's high-water mark: what the stale-write-accepted checker found
+  // (in the resource's acceptance order and real time), never decided here in the order replies
+  // reached the harness: a write accepted before a pause whose reply came after it is no stale
+  // acceptance (issue 31 item 6). Each cited write.ok below the anomaly's highest token.
+  for (const auto& c : d.analysis.checkers)
+    for (const auto& an : c.anomalies) {
+      if (an.name != "stale-write-accepted" || an.tokens.empty()) continue;
+      const std::int64_t mark = an.tokens.back();
+      for (std::size_t i : an.evidence)
+        if (i < h.size() && h[i].kind == EventKind::kWriteOk && h[i].token && *h[i].token < mark) m.stale_accepted.emplace(i, mark);
+    }
   return m;
 }
 
@@ -561,7 +577,7 @@ void lock_lane(Model& m, Lane& lane) {
     if (e.source != "lock") continue;
     const double x = ts.x(e.t_ns);
     const std::int64_t token = e.token.value_or(0);
-    std::string wname = m.key_owner.count(e.lock_key) ? m.key_owner.at(e.lock_key) : m.who(token);
+    std::string wname = m.owner(e.lock_key, e.token);
     std::string data = data_attr("token", token) + data_attr("worker", wname);
     if (e.kind == EventKind::kLockGrant) {
       // Was another key live at this point (then this contender queues behind it)?
@@ -587,7 +603,7 @@ void lock_lane(Model& m, Lane& lane) {
         if (r.kind == EventKind::kReleaseOk && ((e.revision && r.revision == e.revision) || (!e.revision && r.lock_key == e.lock_key)))
           released = true;
       // Its holder asked for the delete but never heard back (a lost reply): still its release.
-      const bool unanswered = !released && !expiry && m.release_invokes.count({e.lock_key, token}) > 0;
+      const bool unanswered = !released && !expiry && m.asked_before(e.lock_key, token, i);
       released = released || unanswered;
       const std::string who = wname.empty() ? "" : wname + "'s ";
       std::string cls = expiry ? "delete expiry" : released ? "delete release" : "delete";
@@ -783,7 +799,10 @@ struct ExpiryStory {
   std::vector<std::size_t> successors;     ///< acquire.ok of other workers with higher tokens, from the
                                            ///< expiry to the old token's next write (at most three)
   std::optional<std::size_t> outcome;      ///< the holder's first write result with the old token after it
-  std::string outcome_kind = "none";       ///< "rejected", "accepted", "unknown" or "none"
+  /// "rejected", "accepted" (below the mark: the stale-write-accepted checker's finding),
+  /// "in-order" (accepted, and no checker found it stale: no higher token had been accepted for its
+  /// key, e.g. accepted before the pause with its reply late), "unknown" or "none".
+  std::string outcome_kind = "none";
 };
 
 /// Every expiry during work (at most five), in history order. Pure.
@@ -816,6 +835,9 @@ std::vector<ExpiryStory> expiry_stories(const Model& m) {
       if (kind != nullptr) {
         st.outcome = i;
         st.outcome_kind = kind;
+        // The checkers decide whether an accepted write was stale (in acceptance order), not the
+        // order its reply reached the harness.
+        if (st.outcome_kind == "accepted" && !m.stale_accepted.count(i)) st.outcome_kind = "in-order";
         break;
       }
     }
@@ -840,6 +862,8 @@ std::string outcome_words(const Model& m, const ExpiryStory& st) {
     auto it = m.stale_accepted.find(*st.outcome);
     return head + " was ACCEPTED" + (it != m.stale_accepted.end() ? " below high-water " + std::to_string(it->second) : std::string());
   }
+  if (st.outcome_kind == "in-order")
+    return head + " was accepted in order: no higher token had been accepted for " + e.key + " (its reply came late)";
   return head + ": outcome unknown";
 }
 
@@ -1091,15 +1115,25 @@ std::string story(const Model& m) {
                              (e.duration_ns ? " after " + rt::seconds(static_cast<double>(*e.duration_ns) / 1e9) : std::string()));
         break;
       case EventKind::kLockDelete: {
-        const std::string w = m.key_owner.count(e.lock_key) ? m.key_owner.at(e.lock_key) : std::string("its holder");
+        const std::string owner = m.owner(e.lock_key, e.token);
+        const std::string w = owner.empty() ? std::string("its holder") : owner;
         if (m.expiry_deletes.count(i)) {
           item(i, "expiry", "the lock service deleted " + w + "'s lock key (token " + tok + "): the lease expired while " + w +
                                 " was still working");
         } else if (e.token && (!e.revision || !m.release_revisions.count(*e.revision)) &&
                    m.release_invokes.count({e.lock_key, *e.token})) {
-          // An unlock whose reply never reached its holder (no release.ok): the issuer's truth.
-          item(i, "note", "the lock service deleted " + w + "'s lock key (token " + tok + ", revision " + opt_str(e.revision) +
-                              ") at " + w + "'s request: its unlock arrived and acted");
+          const std::size_t asked = m.release_invokes.at({e.lock_key, *e.token});
+          if (asked < i) {
+            // An unlock whose reply never reached its holder (no release.ok): the issuer's truth.
+            item(i, "note", "the lock service deleted " + w + "'s lock key (token " + tok + ", revision " + opt_str(e.revision) +
+                                ") at " + w + "'s request: its unlock arrived and acted");
+          } else {
+            // The delete came before the request: the lease ran out first (a holder cut off from the
+            // lock service asks to release a key that is already gone). Cause before effect.
+            item(i, "expiry", "the lock service deleted " + w + "'s lock key (token " + tok + ", revision " +
+                                  opt_str(e.revision) + ") before " + w + " asked to release it (its release.invoke came " +
+                                  m.at(h[asked].t_ns) + "): the lease had expired");
+          }
         }
         break;
       }
@@ -1252,7 +1286,7 @@ h3 { font-size: 15px; margin: 14px 0 4px; }
 #headline li { margin: 3px 0; } #headline a { color: var(--ink); } #headline .then { color: var(--muted); padding: 0 2px; }
 #headline a.hl-pause { color: #1f3a52; font-weight: bold; } #headline a.hl-expiry { color: var(--bad); }
 #headline a.hl-successor { font-weight: bold; } #headline a.hl-rejected { color: var(--ok); font-weight: bold; }
-#headline a.hl-accepted { color: var(--bad); font-weight: bold; } #headline a.hl-unknown { color: var(--warn); }
+#headline a.hl-accepted { color: var(--bad); font-weight: bold; } #headline a.hl-in-order { color: var(--muted); } #headline a.hl-unknown { color: var(--warn); }
 ol.story { padding-left: 22px; margin: 6px 0; } ol.story li { margin: 2px 0; }
 ol.story .t { font-family: "DejaVu Sans Mono", monospace; font-size: 12px; color: var(--muted); }
 ol.story li.rejected, ol.story li.expiry { color: var(--bad); } ol.story li.stale { color: var(--warn); font-weight: bold; }
