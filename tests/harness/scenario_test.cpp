@@ -84,7 +84,8 @@ std::string lock_service_keys() {
 
 const std::string kKnownAnomalies =
     "known anomalies: interleaved-segment, stale-write-accepted, duplicate-effect, counter-drift, foreign-release, "
-    "token-regression, fenced-out, rejection-storm, cross-key-rejection, lost-acknowledged-write, corrupt-chunk";
+    "token-regression, fenced-out, rejection-storm, cross-key-rejection, lost-acknowledged-write, corrupt-chunk, "
+    "unjustified-rejection";
 
 }  // namespace
 
@@ -332,7 +333,7 @@ TEST(ScenarioNames, KnownAnomaliesAreTheDesignListPlusCorruptChunk) {
             (std::vector<std::string>{"interleaved-segment", "stale-write-accepted", "duplicate-effect",
                                       "counter-drift", "foreign-release", "token-regression", "fenced-out",
                                       "rejection-storm", "cross-key-rejection", "lost-acknowledged-write",
-                                      "corrupt-chunk"}));
+                                      "corrupt-chunk", "unjustified-rejection"}));
   EXPECT_TRUE(is_known_anomaly("corrupt-chunk"));
   EXPECT_FALSE(is_known_anomaly("split-brain"));
   EXPECT_EQ(known_fault_kinds(), (std::vector<std::string_view>{"sigstop", "cpu-throttle", "freeze", "partition",

@@ -156,6 +156,8 @@ EvidenceUse detail::evidence_use_of(std::string_view name) {
       {"duplicate-effect", {{kEvidenceEffects, kEvidenceWorkerEvents}, {}, {kEvidenceEffects}}},
       {"counter-drift", {{kEvidenceEffects, kEvidenceWorkerEvents}, {}, {}}},
       {"lost-acknowledged-write", {{kEvidenceChunks, kEvidenceLog, kEvidenceWorkerEvents}, {kEvidenceChunks}, {}}},
+      {"unjustified-rejection",
+       {{kEvidenceWorkerEvents, kEvidenceRejections, kEvidenceLog}, {}, {kEvidenceRejections}}},
   };
   for (const auto& row : kTable)
     if (row.name == name) return row.use;

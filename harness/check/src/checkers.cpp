@@ -310,6 +310,19 @@ CheckerResult LostAcknowledgedWriteChecker::check_with(const History& history, c
 
 // ---------------------------------------------------------------------------------------------
 
+CheckerResult UnjustifiedRejectionChecker::check(const History& history, const ReadBack& readback) const {
+  return check_with(history, readback, CheckContext{});
+}
+
+CheckerResult UnjustifiedRejectionChecker::check_with(const History& history, const ReadBack& readback,
+                                                      const CheckContext& context) const {
+  // The streamed rule is the only implementation (stream_check.h).
+  const auto rule = detail::make_unjustified_rejection_rule();
+  return run_stream_rule(*rule, history, readback, context);
+}
+
+// ---------------------------------------------------------------------------------------------
+
 Checkers default_checkers() {
   Checkers out;
   out.push_back(std::make_unique<InterleavedSegmentChecker>());
@@ -323,6 +336,7 @@ Checkers default_checkers() {
   out.push_back(std::make_unique<DuplicateEffectChecker>());
   out.push_back(std::make_unique<CounterDriftChecker>());
   out.push_back(std::make_unique<LostAcknowledgedWriteChecker>());
+  out.push_back(std::make_unique<UnjustifiedRejectionChecker>());
   return out;
 }
 
