@@ -251,6 +251,19 @@ TEST(UnjustifiedRejection, AMarkNoSourceGivesIsUnknownNeverValid) {
   EXPECT_EQ(f.rejected_writes_total(), 1);
 }
 
+TEST(UnjustifiedRejection, AFreshHolderRefusedWithoutASaidMarkIsFencedOutAndItsMarkUnknown) {
+  // A 409 whose reply gave no mark (high_water 0) of w2's fresh token, and no write accepted after
+  // it: fenced out whatever the mark was; whether the refusal was justified is not known.
+  const fh::Builder b = one_refusal("w2", fh::kKey2, 12, 0);
+  const fh::CheckerResult out = run(fh::FencedOutChecker{}, b, ReadBack{});
+  EXPECT_EQ(out.verdict, fh::Verdict::kInvalid);
+  ASSERT_EQ(out.anomalies.size(), 1u);
+  EXPECT_THAT(out.anomalies[0].description,
+              StartsWith("from the start of the run, w2's write with the freshly acquired token 12 was rejected (its "
+                         "reply gave no high-water mark), and no write was accepted within 4.00 s"));
+  EXPECT_EQ(run(fh::UnjustifiedRejectionChecker{}, b, ReadBack{}).verdict, fh::Verdict::kUnknown);
+}
+
 TEST(UnjustifiedRejection, AnInvalidRequestIsNoRejectionAndARecordAtOrAboveItsMarkIsNamed) {
   // A 4xx other than the rejected status: write.fail without a high_water (worker.h): not judged.
   const fh::Builder b = one_refusal("w1", fh::kKey1, 33, std::nullopt);

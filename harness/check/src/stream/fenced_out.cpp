@@ -252,7 +252,7 @@ class FencedOutRule final : public StreamRule {
         a.tokens.push_back(x.token);
         a.clients.push_back(rule.names_.name(x.worker));
         keys.insert(rule.names_.name(x.key));
-        marks.insert(x.mark);
+        if (x.mark >= 1) marks.insert(x.mark);  // 0: the reply did not say it
       }
       a.evidence.push_back(*e.fresh);  // the fresh token's acquire.ok
       if (g.end) a.evidence.push_back(g.end->index);
@@ -260,8 +260,9 @@ class FencedOutRule final : public StreamRule {
       std::vector<std::int64_t> m(marks.begin(), marks.end());
       std::ostringstream d;
       d << (rule.heal_ ? "after the last heal" : "from the start of the run") << ", " << rule.names_.name(e.worker)
-        << "'s write with the freshly acquired token " << e.token << " was rejected against the high-water mark "
-        << join(m) << ", and no write was accepted within " << seconds_text(window) << " (lease TTL "
+        << "'s write with the freshly acquired token " << e.token << " was rejected "
+        << (m.empty() ? std::string("(its reply gave no high-water mark)") : "against the high-water mark " + join(m))
+        << ", and no write was accepted within " << seconds_text(window) << " (lease TTL "
         << seconds_text(ttl) << " + " << seconds_text(rule.allowance_) << " to acquire): " << rejections
         << " rejection(s) over " << seconds_text(std::chrono::nanoseconds(g.last_t - e.t_ns));
       if (g.end)
