@@ -240,6 +240,18 @@ std::vector<Case> story_cases() {
     r.rb.chunks.push_back(fh::stored("admin", 35, 2, 2, seq));
     out.push_back(story("unaccounted-write", r.b.h, r.rb, fenced));
   }
+  {
+    // unjustified-rejection (issue 31, item 2): an HTTP service comparing tokens as text rejects
+    // every fresh token of w2 (10, 13, ..., 49) at w1's mark 9; no fault; w2 is fenced out too.
+    const fh::TextCompareRun r = fh::text_compare_run();
+    out.push_back(story("unjustified-rejection", r.b.h, r.rb,
+                        ScenarioSource{ScenarioSource::Kind::kYamlText,
+                                       "name: text-compare\nlease_ttl: 2s\nlock_service: {kind: etcd, prior_revisions: 7}\n"
+                                       "resource: {kind: http, url: http://127.0.0.1:18431}\n"
+                                       "job: {key: ledger, segments: 1, chunks: 2}\nworkers:\n  - {id: w1}\n"
+                                       "  - id: w2\n    start_after: {worker: w1, event: acquire.ok}\n"
+                                       "expect: {outcome: safe, min_rejected_writes: 1}\n"}));
+  }
   return out;
 }
 

@@ -1014,6 +1014,39 @@ TEST(StreamFencedOut, StateGrowsOnlyByTheAcceptedWritesOverALongSteadyRunYetFind
 }
 
 // ---------------------------------------------------------------------------------------------
+// unjustified-rejection: live state when every reply says its mark (each worker's holding, the
+// names); the rejections at or above their mark are output.
+
+TEST(StreamUnjustifiedRejection, StateStaysFlatOverALongSteadyRunYetFindsALateRejectionAboveTheMark) {
+  const fh::CheckContext ctx;
+  const ReadBack rb;
+  auto rule = begun("unjustified-rejection", rb, ctx);
+  ASSERT_NE(rule, nullptr);
+  std::int64_t token = 0, t = 0;
+  // Each holding's stale write is rejected below the new mark: justified, nothing kept.
+  std::size_t index = steady_writes(rule.rule.get(), nullptr, 0, token, t, 2'500, 4, 2);
+  const std::size_t early = rule->state_bytes();
+  index = steady_writes(rule.rule.get(), nullptr, index, token, t, 22'500, 4, 2);
+  const std::size_t later = rule->state_bytes();
+  ASSERT_GT(index, 100'000u);
+  std::cout << "unjustified-rejection: " << early << " -> " << later << " bytes over " << index
+            << " events, 22,500 holdings\n";
+  EXPECT_EQ(later, early);
+  // Then the fence refuses a token above its mark: found, in one pass.
+  Event fail = fh::Builder::ev("w0", EventKind::kWriteFail);
+  fail.key = fh::kKey;
+  fail.token = token + 1;
+  fail.high_water = token;
+  const std::size_t at = index;
+  rule->observe(index++, fail);
+  EXPECT_FALSE(rule->wants_another_pass());
+  const fh::CheckerResult r = rule->finish(fh::StreamEnd{index, {}});
+  ASSERT_EQ(r.anomalies.size(), 1u);
+  EXPECT_EQ(r.anomalies[0].evidence, (std::vector<std::size_t>{at}));
+  EXPECT_EQ(r.anomalies[0].tokens, (std::vector<std::int64_t>{token + 1}));
+}
+
+// ---------------------------------------------------------------------------------------------
 // cross-key-rejection: holdings-sized state (each key's accepted tokens, each worker's invokes per
 // token), and what it decides only at the end (the other key's write.oks, read in a second pass).
 

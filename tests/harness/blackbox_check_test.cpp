@@ -207,8 +207,11 @@ TEST(BlackBoxRun, ACleanAcceptLogIsValidWhileCheckersNeedingWorkerEventsAreUnkno
                                                              {"duplicate-effect", "valid"},
                                                              {"counter-drift", "unknown"},
                                                              {"lost-acknowledged-write", "unknown"},
-                                                             {"unaccounted-write", "valid"}}));
+                                                             {"unaccounted-write", "valid"},
+                                                             {"unjustified-rejection", "valid"}}));
   EXPECT_THAT(result(a, "stale-write-accepted").evidence, ElementsAre("resource.accept-log"));
+  // A black box's rejections are judged by the marks the resource recorded with them.
+  EXPECT_THAT(result(a, "unjustified-rejection").evidence, ElementsAre("resource.rejections", "resource.accept-log"));
   EXPECT_THAT(result(a, "rejection-storm").evidence, ElementsAre("resource.rejections"));
   EXPECT_THAT(result(a, "cross-key-rejection").evidence, ElementsAre("resource.rejections", "resource.accept-log"));
   EXPECT_THAT(result(a, "token-regression").evidence, ElementsAre("lock-service", "resource.high-water"));

@@ -1046,7 +1046,7 @@ TEST(CheckContextTest, OfAScenarioAndThroughAnalyze) {
   Analysis without = analyze(b.h, ReadBack{});
   EXPECT_EQ(with.verdict, Verdict::kUnknown);
   EXPECT_EQ(without.verdict, Verdict::kValid);
-  ASSERT_EQ(with.checkers.size(), 12u);
+  ASSERT_EQ(with.checkers.size(), 13u);
   EXPECT_EQ(with.checkers[0].name, "counter-drift");
 }
 

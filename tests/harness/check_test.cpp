@@ -150,7 +150,7 @@ TEST(FencedRun, RejectedStaleWriteNoAnomalyValid) {
   StoryRun r = fenced_run();
   Analysis a = analyze(r.b.h, r.rb);
   EXPECT_EQ(a.verdict, Verdict::kValid);
-  ASSERT_EQ(a.checkers.size(), 12u);  // the catalogue's checkers find nothing in the fenced story either
+  ASSERT_EQ(a.checkers.size(), 13u);  // the catalogue's checkers find nothing in the fenced story either
   for (const auto& c : a.checkers) {
     EXPECT_EQ(c.verdict, Verdict::kValid) << c.name;
     EXPECT_TRUE(c.anomalies.empty()) << c.name;
@@ -236,7 +236,7 @@ TEST(UnfencedRun, AnalysisIsInvalidAndMeetsTheUnfencedSmokeExpectation) {
   Analysis a = analyze(r.b.h, r.rb);
   EXPECT_EQ(a.verdict, Verdict::kInvalid);
   // Worst first, ties in checker order; none of the catalogue's checkers fires on this story.
-  ASSERT_EQ(a.checkers.size(), 12u);
+  ASSERT_EQ(a.checkers.size(), 13u);
   for (std::size_t i = 2; i < a.checkers.size(); ++i) EXPECT_EQ(a.checkers[i].verdict, Verdict::kValid) << a.checkers[i].name;
   EXPECT_EQ(a.checkers[0].name, "interleaved-segment");
   EXPECT_EQ(a.checkers[1].name, "stale-write-accepted");
@@ -934,7 +934,7 @@ TEST(RunCheckers, DefaultCheckersInOrder) {
   EXPECT_EQ(names, (std::vector<std::string>{"interleaved-segment", "corrupt-chunk", "stale-write-accepted",
                                              "cross-key-rejection", "rejection-storm", "foreign-release",
                                              "token-regression", "fenced-out", "duplicate-effect", "counter-drift",
-                                             "lost-acknowledged-write", "unaccounted-write"}));
+                                             "lost-acknowledged-write", "unaccounted-write", "unjustified-rejection"}));
   // Every anomaly a scenario may expect has a checker of its name.
   for (const auto& anomaly : known_anomalies())
     EXPECT_NE(std::find(names.begin(), names.end(), anomaly), names.end()) << anomaly;
@@ -1091,7 +1091,7 @@ TEST(VerdictJson, StandsAloneWithEvidenceEventsAndFigures) {
   EXPECT_EQ(j["verdict"], "invalid");
   EXPECT_EQ(j["expectation"]["met"], true);
   EXPECT_EQ(j["expectation"]["reasons"], nlohmann::json::array());
-  ASSERT_EQ(j["checkers"].size(), 12u);
+  ASSERT_EQ(j["checkers"].size(), 13u);
   const auto& c0 = j["checkers"][0];
   EXPECT_EQ(c0["name"], "interleaved-segment");
   EXPECT_EQ(c0["verdict"], "invalid");

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "fencecheck/harness/history.h"
 #include "fencecheck/proto/chunk.h"
@@ -221,6 +222,48 @@ inline StoryRun unfenced_run() {
               logged(4, "w2", 34, 1, 0), logged(5, "w2", 34, 1, 1), logged(6, "w1", 33, 0, 1),
               logged(7, "w1", 33, 1, 0), logged(8, "w1", 33, 1, 1)};
   r.rb.high_water = {{kKey, 34}};
+  return r;
+}
+
+/// Issue 31, item 2: an HTTP service that keeps the contract's one lock but compares tokens as
+/// text ("10" < "9"), etcd with 7 prior revisions, a job of 1 segment x 2 chunks, no fault. w1
+/// (token 9) writes both chunks (mark 9) and releases; w2 then acquires 10, 13, ..., 49 and every
+/// write of each is rejected at mark 9 (the write.fail says it, and so does the read-back's record).
+struct TextCompareRun {
+  Builder b;
+  ReadBack rb;
+  std::size_t w1_ok[2] = {};
+  std::vector<std::size_t> w2_acquires, w2_fails;  // in order
+  std::vector<std::int64_t> w2_tokens;
+};
+
+inline TextCompareRun text_compare_run() {
+  TextCompareRun r;
+  Builder& b = r.b;
+  b.run_start();
+  b.add(Builder::ev("w1", EventKind::kAcquireInvoke));
+  b.acquire_ok("w1", kKey1, 9, 7001);
+  r.w1_ok[0] = b.write_ok("w1", 9, 0, 0, 9);
+  r.w1_ok[1] = b.write_ok("w1", 9, 0, 1, 9);
+  b.job_done("w1", 9);
+  b.release_ok("w1", kKey1, 9, 12);
+  for (std::int64_t token = 10; token <= 49; token += 3) {
+    b.add(Builder::ev("w2", EventKind::kAcquireInvoke), 200'000'000);
+    r.w2_acquires.push_back(b.acquire_ok("w2", kLock + "/694d8a1b2c3d1" + std::to_string(token), token, 7000 + token));
+    b.write("w2", EventKind::kWriteInvoke, token, 0, 0);
+    r.w2_fails.push_back(b.write("w2", EventKind::kWriteFail, token, 0, 0, 9));
+    b.release_ok("w2", kLock + "/694d8a1b2c3d1" + std::to_string(token), token, token + 1);
+    r.w2_tokens.push_back(token);
+  }
+  b.add(Builder::ev("harness", EventKind::kWorkerExit));
+  b.add(Builder::ev("harness", EventKind::kRunEnd));
+
+  r.rb.resource = "http";
+  r.rb.fencing = "per-key (tokens compared as text)";
+  r.rb.chunks = {stored("w1", 9, 0, 0, 1), stored("w1", 9, 0, 1, 2)};
+  r.rb.log = {logged(1, "w1", 9, 0, 0), logged(2, "w1", 9, 0, 1)};
+  for (const std::int64_t token : r.w2_tokens) r.rb.rejections.push_back(RejectedWrite{kKey, 0, 0, token, "w2", 9});
+  r.rb.high_water = {{kKey, 9}};
   return r;
 }
 

@@ -85,7 +85,8 @@ std::string lock_service_keys() {
 
 const std::string kKnownAnomalies =
     "known anomalies: interleaved-segment, stale-write-accepted, duplicate-effect, counter-drift, foreign-release, "
-    "token-regression, fenced-out, rejection-storm, cross-key-rejection, lost-acknowledged-write, corrupt-chunk, unaccounted-write";
+    "token-regression, fenced-out, rejection-storm, cross-key-rejection, lost-acknowledged-write, corrupt-chunk, "
+    "unaccounted-write, unjustified-rejection";
 
 }  // namespace
 
@@ -363,7 +364,7 @@ TEST(ScenarioNames, KnownAnomaliesAreTheDesignListPlusCorruptChunk) {
             (std::vector<std::string>{"interleaved-segment", "stale-write-accepted", "duplicate-effect",
                                       "counter-drift", "foreign-release", "token-regression", "fenced-out",
                                       "rejection-storm", "cross-key-rejection", "lost-acknowledged-write",
-                                      "corrupt-chunk", "unaccounted-write"}));
+                                      "corrupt-chunk", "unaccounted-write", "unjustified-rejection"}));
   EXPECT_TRUE(is_known_anomaly("corrupt-chunk"));
   EXPECT_FALSE(is_known_anomaly("split-brain"));
   EXPECT_EQ(known_fault_kinds(), (std::vector<std::string_view>{"sigstop", "cpu-throttle", "freeze", "partition",

@@ -4,11 +4,13 @@ deliberately broken by check-then-write: it reads the key's high-water mark, sle
 WITHOUT holding a lock, then writes and sets the mark to the writer's token. A lower token that
 passed its check before a higher one was written lands after it (a stale write accepted, and the
 mark goes backwards). --correct holds a per-key lock across the check and the write: the same
-service, fixed. --compare-as-text compares the token with the mark as decimal text, as a service
-that keeps tokens in a text column does: "9" is not below "10", so 9 is accepted after 10.
+service, fixed. --text-compare (alias --compare-as-text; with --correct) keeps the lock but compares
+the tokens as decimal text, as a service that keeps tokens in a text column does: "10" < "9", so it
+rejects tokens above its mark (issue 31: unjustified-rejection) and, without --correct, accepts 9
+after 10.
 
-Usage: broken_service.py [--port N] [--window-ms MS] [--correct] [--compare-as-text] [--trace]
-First stdout line: {"listening":"127.0.0.1:PORT","fencing":"check-then-write"|"per-key","pid":N}.
+Usage: broken_service.py [--port N] [--window-ms MS] [--correct] [--text-compare] [--trace]
+First stdout line: {"listening":"127.0.0.1:PORT","fencing":"check-then-write"|"per-key"|"per-key-text","pid":N}.
 --trace: one more stdout line per write that passed its check, before the window:
 {"checked":{"key":K,"token":T,"mark":M}} (tests synchronise on it). Stdlib only.
 """
@@ -69,7 +71,7 @@ class Handler(BaseHTTPRequestHandler):
             lock.acquire()
         try:
             mark = s.mark.get(key, 0)  # the check
-            if (str(token) < str(mark)) if self.server.as_text else (token < mark):
+            if (str(token) < str(mark)) if self.server.text_compare else (token < mark):
                 with s.mu:
                     s.rejections.append(dict(key=key, segment=seg, chunk=chunk, token=token, client=client,
                                              high_water=mark))
@@ -98,15 +100,15 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--window-ms", type=float, default=50.0)
     ap.add_argument("--correct", action="store_true")
-    ap.add_argument("--compare-as-text", action="store_true")
+    ap.add_argument("--text-compare", "--compare-as-text", dest="text_compare", action="store_true")
     ap.add_argument("--trace", action="store_true")
     a = ap.parse_args()
     ThreadingHTTPServer.request_queue_size = 128
     srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
     srv.daemon_threads = True
     srv.state, srv.window, srv.correct, srv.trace = State(), a.window_ms / 1000.0, a.correct, a.trace
-    srv.as_text = a.compare_as_text
-    srv.fencing = "per-key" if a.correct else "check-then-write"
+    srv.text_compare = a.text_compare
+    srv.fencing = ("per-key-text" if a.text_compare else "per-key") if a.correct else "check-then-write"
     say({"listening": "127.0.0.1:%d" % srv.server_address[1], "fencing": srv.fencing, "pid": os.getpid()})
     try:
         srv.serve_forever()

@@ -3,7 +3,8 @@
 // plan: the holder paused past its lease while the next holder's write waits in the service's
 // 2.5 s check window). The broken service must be caught (stale-write-accepted, from the accept
 // log it reads back); the same service with --correct must keep the run safe, with the stale write
-// rejected.
+// rejected. And issue 31's service that keeps the lock but compares tokens as text
+// (--text-compare): its rejections above the mark are caught and never count as fencing.
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -130,6 +131,47 @@ TEST(HttpScenario, TheCorrectServiceKeepsTheRunSafeAndRejectsTheStaleWrite) {
   ASSERT_FALSE(r.readback.at("rejections").empty());
   EXPECT_EQ(r.readback.at("rejections").at(0).at("client"), "w1");
   EXPECT_EQ(r.readback.at("fencing"), "per-key");
+}
+
+// Issue 31, item 2: the service keeps the contract's one lock but compares tokens as text, so
+// "10" < "9". With etcd's 7 prior revisions w1 is granted 9 and writes the job; every fresh token
+// of w2 (10, 13, ...) is then rejected at mark 9, with no fault at all. Those rejections must not
+// make the run look fenced: invalid (unjustified-rejection, and w2 fenced out), and none of them
+// counts toward min_rejected_writes.
+TEST(HttpScenario, AServiceRejectingTokensAboveItsMarkIsCaughtNotCountedAsFencing) {
+  Process svc("text-compare-service", "/usr/bin/python3", {BROKEN_SERVICE, "--correct", "--text-compare"});
+  const std::string yaml = "name: http-text-compare\n"
+                           "seed: 42\n"
+                           "lease_ttl: 2s\n"
+                           "timeout: 60s\n"
+                           "lock_service: {kind: etcd, prior_revisions: 7}\n"
+                           "resource: {kind: http, url: \"" + svc.url() + "\", health: /healthz}\n"
+                           "job: {key: ledger, segments: 1, chunks: 2, chunk_bytes: 128}\n"
+                           "workers:\n"
+                           "  - id: w1\n"
+                           "  - id: w2\n"
+                           "    start_after: {worker: w1, event: acquire.ok}\n"
+                           "expect: {outcome: safe, min_rejected_writes: 1}\n";
+  const RunResult r = run_fencecheck("text-compare", yaml);
+  ASSERT_TRUE(r.verdict.is_object()) << "no verdict.json";
+  EXPECT_EQ(r.verdict.at("verdict"), "invalid") << r.verdict.dump(2);
+  EXPECT_FALSE(r.verdict.at("expectation").at("met").get<bool>());
+  const std::set<std::string> found = anomalies(r.verdict);
+  EXPECT_TRUE(found.count("unjustified-rejection")) << r.verdict.at("checkers").dump();
+  EXPECT_TRUE(found.count("fenced-out")) << r.verdict.at("checkers").dump();
+  const json& a = checker(r.verdict, "unjustified-rejection").at("anomalies").at(0);
+  EXPECT_EQ(a.at("key"), "ledger");
+  EXPECT_EQ(a.at("clients"), (json{"w2"}));
+  for (const auto& token : a.at("tokens")) EXPECT_GE(token.get<int>(), 10);
+  const json& f = r.verdict.at("figures");
+  EXPECT_GE(f.at("rejected_writes_history").get<int>(), 1);
+  EXPECT_EQ(f.at("rejected_writes_unjustified_history"), f.at("rejected_writes_history"));
+  EXPECT_EQ(f.at("rejected_writes_unjustified_readback"), f.at("rejected_writes_readback"));
+  EXPECT_EQ(f.at("rejected_writes_total"), 0);
+  EXPECT_EQ(r.readback.at("fencing"), "per-key-text");
+  ASSERT_FALSE(r.readback.at("rejections").empty());
+  for (const auto& rej : r.readback.at("rejections"))  // each at a mark at or below its token
+    EXPECT_GE(rej.at("token").get<int>(), rej.at("high_water").get<int>()) << rej.dump();
 }
 
 }  // namespace

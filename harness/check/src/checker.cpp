@@ -160,6 +160,8 @@ EvidenceUse detail::evidence_use_of(std::string_view name) {
       // itself (unknown when they cannot tie them), and says unknown itself without log and chunks.
       {"unaccounted-write",
        {{kEvidenceLog, kEvidenceChunks, kEvidenceWorkerEvents, kEvidenceLockService}, {}, {kEvidenceLockService}}},
+      {"unjustified-rejection",
+       {{kEvidenceWorkerEvents, kEvidenceRejections, kEvidenceLog}, {}, {kEvidenceRejections}}},
   };
   for (const auto& row : kTable)
     if (row.name == name) return row.use;

@@ -323,6 +323,19 @@ CheckerResult UnaccountedWriteChecker::check_with(const History& history, const 
 
 // ---------------------------------------------------------------------------------------------
 
+CheckerResult UnjustifiedRejectionChecker::check(const History& history, const ReadBack& readback) const {
+  return check_with(history, readback, CheckContext{});
+}
+
+CheckerResult UnjustifiedRejectionChecker::check_with(const History& history, const ReadBack& readback,
+                                                      const CheckContext& context) const {
+  // The streamed rule is the only implementation (stream_check.h).
+  const auto rule = detail::make_unjustified_rejection_rule();
+  return run_stream_rule(*rule, history, readback, context);
+}
+
+// ---------------------------------------------------------------------------------------------
+
 Checkers default_checkers() {
   Checkers out;
   out.push_back(std::make_unique<InterleavedSegmentChecker>());
@@ -337,6 +350,7 @@ Checkers default_checkers() {
   out.push_back(std::make_unique<CounterDriftChecker>());
   out.push_back(std::make_unique<LostAcknowledgedWriteChecker>());
   out.push_back(std::make_unique<UnaccountedWriteChecker>());
+  out.push_back(std::make_unique<UnjustifiedRejectionChecker>());
   return out;
 }
 

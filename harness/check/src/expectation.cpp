@@ -101,11 +101,25 @@ ExpectationResult evaluate(const Expectation& ex, const Analysis& analysis, cons
   const Figures& f = analysis.figures;
   if (ex.min_rejected_writes) {
     const std::int64_t saw = f.rejected_writes_total();
-    if (saw < *ex.min_rejected_writes)
-      reasons.push_back("expected at least " + plural(*ex.min_rejected_writes, "rejected write", "rejected writes") +
+    if (saw < *ex.min_rejected_writes) {
+      // A rejection at or above its mark is left out (Figures::rejected_writes_total): say so when
+      // there were some, or the raw counts would read as enough.
+      auto counted = [](std::int64_t all, std::int64_t unjustified) {
+        std::string out = std::to_string(all);
+        if (unjustified > 0)
+          out += " (" + std::to_string(unjustified) + " at or above the mark: not counted)";
+        return out;
+      };
+      std::string why = "expected at least " + plural(*ex.min_rejected_writes, "rejected write", "rejected writes") +
                         ", saw " + std::to_string(saw) + " (write.fail events: " +
-                        std::to_string(f.rejected_writes_history) +
-                        ", the resource's rejections: " + std::to_string(f.rejected_writes_readback) + ")");
+                        counted(f.rejected_writes_history, f.rejected_writes_unjustified_history) +
+                        ", the resource's rejections: " +
+                        counted(f.rejected_writes_readback, f.rejected_writes_unjustified_readback) + ")";
+      if (f.rejected_writes_unjustified_history > 0 || f.rejected_writes_unjustified_readback > 0)
+        why += ": a rejection whose token was at or above the key's high-water mark is a broken fence refusing a "
+               "write it had to accept (unjustified-rejection), not evidence that fencing works";
+      reasons.push_back(why);
+    }
   }
   if (ex.min_expiries_during_work) {
     const auto saw = static_cast<std::int64_t>(f.expiries_during_work.size());

@@ -21,6 +21,7 @@
 #include "fencecheck/harness/checker.h"
 #include "fencecheck/harness/history.h"
 #include "fencecheck/harness/history_index.h"
+#include "fencecheck/harness/packed_log.h"
 #include "fencecheck/proto/readback.h"
 
 namespace fencecheck::harness::detail {
@@ -144,6 +145,83 @@ class RejectionTally {
                             boost::hash<std::pair<std::uint32_t, std::int64_t>>>
       by_;
 };
+
+/// The fence's rejections judged against the key's high-water mark at the time of each. The
+/// contract (docs/resource-http.md, "The rule your service keeps"; Kleppmann 2016): a token below
+/// the mark is rejected, a token equal to or above it is accepted. A rejection whose token is at
+/// or above its mark is therefore unjustified: the resource refused a write it had to accept, and
+/// such a rejection is no evidence that fencing works. One judge for the unjustified-rejection rule
+/// and the figures (Figures::rejected_writes_total() leaves out what it proves unjustified), so
+/// that both count the same rejections.
+///
+/// A rejection in the history is a write.fail with a token and a high_water: the worker sets
+/// high_water on every rejection by the fence (0 when the reply did not say the mark) and never on
+/// an invalid request's write.fail (workers/include/fencecheck/workers/worker.h). Its mark comes
+/// from, in order:
+///   1. the reply: high_water >= 1 (tokens are >= 1; 0 means "not said", resource-http.md);
+///   2. the accept log, when the reply did not say it and the log is evidence (the context says
+///      the resource gives one, or without a context's evidence the log is not empty) and holds
+///      an entry of the key: the key's mark at any time is at most the highest token the log
+///      shows for it (the mark is the highest token accepted), so a token at or above that is at
+///      or above the mark (not a side effect's key: effects are not in the log);
+///   3. the resource's record of its rejections: a write.fail still undecided is judged by the
+///      record's own mark when the record lists the same (client, key, segment, chunk, token)
+///      (segment and chunk -1 for a counter write);
+///   otherwise its mark is unknown.
+/// A record of the read-back is judged by its own high_water.
+/// State: the write.fails whose reply did not say the mark, until the end (resolve()): one entry
+/// each, about 100 bytes (none when every reply says its mark, as the store's and the reference
+/// service's do). Not thread-safe.
+class RejectionMarks {
+ public:
+  /// Where a rejection's mark came from.
+  enum class Source : std::uint8_t { kReply, kAcceptLog, kRecord };
+  /// A rejection judged: its mark (for kAcceptLog an upper bound: the highest token the log shows
+  /// for the key, `seq` its entry), and whether the token was at or above it.
+  struct Judged {
+    std::int64_t mark = 0;
+    Source source = Source::kReply;
+    bool unjustified = false;
+    std::optional<std::int64_t> seq;
+  };
+  /// A write.fail whose reply did not say the mark, as resolve() decided it (judged: nullopt when
+  /// no source gives its mark).
+  struct Unsaid {
+    std::size_t index = 0;
+    std::string client, key;
+    std::int64_t segment = -1, chunk = -1, token = 0;
+    std::optional<Judged> judged;
+  };
+
+  /// Whether e is a rejection by the fence (above): a write.fail with a token and a high_water.
+  [[nodiscard]] static bool is_rejection(const Event& e) {
+    return e.kind == EventKind::kWriteFail && e.token && e.high_water;
+  }
+  /// A record of the read-back judged by its own mark.
+  [[nodiscard]] static Judged judge(const RejectedWrite& r) {
+    return Judged{r.high_water, Source::kRecord, r.token >= r.high_water, std::nullopt};
+  }
+  /// `log_is_evidence`: source 2 may be used (see above).
+  explicit RejectionMarks(bool log_is_evidence = false) : log_is_evidence_(log_is_evidence) {}
+  /// Judges e (index `index`) when it is a rejection whose reply said the mark; nullopt when it is
+  /// no rejection, or when the reply did not say the mark (then it is kept for resolve()).
+  std::optional<Judged> observe(std::size_t index, const Event& e);
+  /// The kept write.fails, in history order, judged from the log and the read-back's record
+  /// (sources 2 and 3). Call once, at the end; the kept entries are handed over.
+  [[nodiscard]] std::vector<Unsaid> resolve(const ReadBack& readback, const PackedLog& log);
+  [[nodiscard]] std::size_t state_bytes() const;
+
+ private:
+  bool log_is_evidence_ = false;
+  std::vector<Unsaid> unsaid_;
+};
+
+/// Whether the accept log is evidence for a rule or figure (the context says the resource gives
+/// one; without the context's evidence, when the log is not empty): the figures' unknown outcomes
+/// and RejectionMarks use this one test.
+[[nodiscard]] inline bool log_is_evidence(const CheckContext& context, const PackedLog& log) {
+  return (!context.evidence || context.evidence->accept_log) && (context.evidence.has_value() || !log.empty());
+}
 
 /// The identity of a side effect: its id without a leading "<client>:".
 [[nodiscard]] std::string effect_identity(const EffectRecord& e);

@@ -63,6 +63,8 @@ nlohmann::json to_json(const Figures& f) {
   j["rejected_writes_total"] = f.rejected_writes_total();
   j["rejected_writes_history"] = f.rejected_writes_history;
   j["rejected_writes_readback"] = f.rejected_writes_readback;
+  j["rejected_writes_unjustified_history"] = f.rejected_writes_unjustified_history;
+  j["rejected_writes_unjustified_readback"] = f.rejected_writes_unjustified_readback;
   auto& rej = j["rejected_writes"] = nlohmann::json::array();
   for (const auto& r : f.rejected_writes)
     rej.push_back({{"key", r.key}, {"client", r.client}, {"history", r.history}, {"readback", r.readback}});

@@ -175,6 +175,7 @@ const std::vector<std::string>& known_anomalies() {
       "foreign-release",     "token-regression",     "fenced-out",         "rejection-storm",
       "cross-key-rejection", "lost-acknowledged-write", "corrupt-chunk",
       "unaccounted-write",
+      "unjustified-rejection",
   };
   return names;
 }

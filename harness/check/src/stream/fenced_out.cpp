@@ -5,8 +5,10 @@
 //   - self-fencing: a write.fail against a mark equal to its own token, by a worker whose holding
 //     (latest acquire.ok) has that token and which had a write.ok of that key and token before:
 //     one anomaly per worker, citing each such rejection (a "hit");
-//   - a streak: a fenced rejection of a worker's fresh token (its holding acquired after the last
-//     heal) with no write.ok, of anyone, within lease TTL + acquire allowance of it by t_ns: one
+//   - a streak: a rejection by the fence (a write.fail with a high_water, whatever the mark: a
+//     rejection at or above the token, a broken fence's, fences the holder out all the same) of a
+//     worker's fresh token (its holding acquired after the last heal) that is no hit, with no
+//     write.ok, of anyone, within lease TTL + acquire allowance of it by t_ns: one
 //     anomaly from that rejection to the next write.ok (or the end), citing the acquire.oks and
 //     fenced rejections in between; the hits inside a streak count for nothing.
 // What is known only at the end changes the decisions, so the rule keeps what each needs and
@@ -250,7 +252,7 @@ class FencedOutRule final : public StreamRule {
         a.tokens.push_back(x.token);
         a.clients.push_back(rule.names_.name(x.worker));
         keys.insert(rule.names_.name(x.key));
-        marks.insert(x.mark);
+        if (x.mark >= 1) marks.insert(x.mark);  // 0: the reply did not say it
       }
       a.evidence.push_back(*e.fresh);  // the fresh token's acquire.ok
       if (g.end) a.evidence.push_back(g.end->index);
@@ -258,8 +260,9 @@ class FencedOutRule final : public StreamRule {
       std::vector<std::int64_t> m(marks.begin(), marks.end());
       std::ostringstream d;
       d << (rule.heal_ ? "after the last heal" : "from the start of the run") << ", " << rule.names_.name(e.worker)
-        << "'s write with the freshly acquired token " << e.token << " was rejected against the high-water mark "
-        << join(m) << ", and no write was accepted within " << seconds_text(window) << " (lease TTL "
+        << "'s write with the freshly acquired token " << e.token << " was rejected "
+        << (m.empty() ? std::string("(its reply gave no high-water mark)") : "against the high-water mark " + join(m))
+        << ", and no write was accepted within " << seconds_text(window) << " (lease TTL "
         << seconds_text(ttl) << " + " << seconds_text(rule.allowance_) << " to acquire): " << rejections
         << " rejection(s) over " << seconds_text(std::chrono::nanoseconds(g.last_t - e.t_ns));
       if (g.end)
@@ -291,11 +294,9 @@ class FencedOutRule final : public StreamRule {
   }
 
   void write_fail(std::size_t i, const Event& e) {
-    if (e.token && e.high_water && *e.high_water == *e.token) {
-      const auto h = holding_.find(id(e.source));
-      if (h == holding_.end() || h->second.token != e.token) return;
+    if (!RejectionMarks::is_rejection(e)) return;
+    if (self_fencing_candidate(e)) {
       const Triple t = accepted_key(e);
-      if (!accepted_.contains(accepted_mark(t))) return;
       candidates_.try_emplace(t, kNone);
       Item hit;
       hit.kind = Item::kHit;
@@ -307,7 +308,8 @@ class FencedOutRule final : public StreamRule {
       else journal_.emplace_back(hit);
       return;
     }
-    if (!is_fenced_rejection(e)) return;
+    // Any rejection by the fence, whatever its mark: one at or above the token is a broken fence's
+    // (unjustified-rejection names it), and the holder it refuses is fenced out all the same.
     Item r;
     r.kind = Item::kRejection;
     r.index = i;
@@ -326,6 +328,15 @@ class FencedOutRule final : public StreamRule {
       gap_ = Gap{};  // not emplace(): clang 14 cannot default-construct a nested class with member initializers here
       gap_->items.push_back(r);
     }
+  }
+
+  /// Whether rejection e may be a hit: against a mark equal to its token, by a worker whose
+  /// holding has that token and which had (by fingerprint) a write.ok of the key with it before.
+  bool self_fencing_candidate(const Event& e) {
+    if (*e.high_water != *e.token) return false;
+    const auto h = holding_.find(id(e.source));
+    if (h == holding_.end() || h->second.token != e.token) return false;
+    return accepted_.contains(accepted_mark(accepted_key(e)));
   }
 
   /// Where g's streak starts under `window` (g.items.size(): no streak): at the first fresh

@@ -6,7 +6,8 @@
 // per token issued; output = one entry per item reported):
 // - pauses (output) and the longest per worker (live);
 // - rejected writes per (key, client) (live) and rejections per (client, token) (RejectionTally:
-//   holdings rejected);
+//   holdings rejected); those at or above their mark (RejectionMarks: the write.fails whose reply
+//   did not say the mark, until the end; none when every reply says it);
 // - faults: the windows in injection order (output) and per (fault, target) a FIFO of the injects
 //   not healed yet (live: open faults). A heal goes to the earliest open inject of its (fault,
 //   target): the same matching as taking, for each inject in order, the first later heal not
@@ -367,6 +368,7 @@ struct FigureStream::State {
   // Rejected writes per (key, client); rejections per (client, token); counters; the TTL.
   std::map<std::pair<std::string, std::string>, RejectedWriteCount> rejected;
   detail::RejectionTally rejections;
+  detail::RejectionMarks marks;  // which rejections were at or above their mark (the unjustified-rejection rule's judge)
   detail::CounterTally counters;
   detail::HistoryTtl ttl;
 
@@ -454,7 +456,8 @@ struct FigureStream::State {
   State(const ReadBack& rb, const PackedLog& packed, const CheckContext& ctx, bool keep_holdings)
       : readback(rb), context(ctx), counters(rb), log(packed), keep(keep_holdings) {
     evidence = context.evidence.value_or(resources::Evidence{});
-    has_log = evidence.accept_log && (context.evidence || !log.empty());
+    has_log = detail::log_is_evidence(context, log);
+    marks = detail::RejectionMarks(has_log);
   }
 
   RejectedWriteCount& rejected_slot(const std::string& key, const std::string& client) {
@@ -481,6 +484,7 @@ struct FigureStream::State {
         ++rejected_slot(e.key, e.source).history;
         ++f.rejected_writes_history;
         rejections.observe(e);
+        if (const auto j = marks.observe(i, e); j && j->unjustified) ++f.rejected_writes_unjustified_history;
         break;
       case EventKind::kWriteInfo:
         f.unknown_outcomes.push_back(unknown_outcome(i, e, readback, evidence, has_log, log));
@@ -775,7 +779,10 @@ struct FigureStream::State {
       ++rejected_slot(r.key, r.client).readback;
       ++f.rejected_writes_readback;
       rejections.add(r);
+      if (detail::RejectionMarks::judge(r).unjustified) ++f.rejected_writes_unjustified_readback;
     }
+    for (const auto& u : marks.resolve(readback, log))
+      if (u.judged && u.judged->unjustified) ++f.rejected_writes_unjustified_history;
     for (auto& [id, r] : rejected) f.rejected_writes.push_back(std::move(r));
 
     f.rejections_per_token = rejections.counts();
@@ -798,7 +805,8 @@ struct FigureStream::State {
   std::size_t state_bytes() const {
     // Hash-table entries with their slack, the interned names, the kept deletes and the tallies;
     // the figures themselves are output.
-    std::size_t n = sizeof(*this) + names.state_bytes() + rejections.state_bytes() + counters.state_bytes() + keep.state_bytes();
+    std::size_t n = sizeof(*this) + names.state_bytes() + rejections.state_bytes() + marks.state_bytes() +
+                    counters.state_bytes() + keep.state_bytes();
     n += unsettled_bytes + unsettled.bucket_count() * (sizeof(decltype(unsettled)::value_type) + 1);
     n += acquires.capacity() * sizeof(Acquire) + open_releases.size() * 9;
     // Most revisions have one delete: one vector of one (not walked: see unsettled_bytes).

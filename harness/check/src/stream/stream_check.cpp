@@ -41,6 +41,7 @@ constexpr Entry kRules[] = {
     {"counter-drift", detail::make_counter_drift_rule},
     {"lost-acknowledged-write", detail::make_lost_acknowledged_write_rule},
     {"unaccounted-write", detail::make_unaccounted_write_rule},
+    {"unjustified-rejection", detail::make_unjustified_rejection_rule},
 };
 
 /// How often (in events) check_history_file() samples the rules' state.

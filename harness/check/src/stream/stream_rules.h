@@ -34,6 +34,7 @@ namespace fencecheck::harness::detail {
 [[nodiscard]] std::unique_ptr<StreamRule> make_stale_write_accepted_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_cross_key_rejection_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_unaccounted_write_rule();
+[[nodiscard]] std::unique_ptr<StreamRule> make_unjustified_rejection_rule();
 
 /// A 64-bit hash of a key (a lock key, a resource key), for rules that keep a key's fingerprint
 /// instead of its string.

@@ -145,6 +145,12 @@ struct Figures {
   std::vector<RejectedWriteCount> rejected_writes;  ///< sorted by key, then client
   std::int64_t rejected_writes_history = 0;         ///< all write.fail events
   std::int64_t rejected_writes_readback = 0;        ///< all of the resource's rejections
+  /// Of rejected_writes_history, the rejections whose token was at or above the key's mark (the
+  /// unjustified-rejection rule's judge, and fenced-out's self-fencing ones): the fence refused a
+  /// write it had to accept, which is no evidence that fencing works.
+  std::int64_t rejected_writes_unjustified_history = 0;
+  /// Of rejected_writes_readback, those whose token was at or above the mark recorded with them.
+  std::int64_t rejected_writes_unjustified_readback = 0;
   std::vector<FaultWindow> faults;                  ///< in injection order
   std::vector<TokenRejections> rejections_per_token;  ///< sorted by client, then token
   std::int64_t max_rejections_per_token = 0;          ///< the largest count() above (0 when none)
@@ -158,10 +164,15 @@ struct Figures {
   std::optional<ProgressAfterHeal> progress_after_heal;  ///< nullopt: no fault was healed
   std::vector<UnknownOutcome> unknown_outcomes;       ///< every write.info, in history order
 
-  /// The number of rejected writes the run shows: the larger of the two sources (a worker killed
-  /// before reporting its write.fail does not hide a rejection the resource recorded).
+  /// The number of rejected writes the run shows as evidence of fencing: the larger of the two
+  /// sources (a worker killed before reporting its write.fail does not hide a rejection the
+  /// resource recorded), each without its unjustified rejections (a rejection at or above the mark
+  /// proves the fence broken, not working). A rejection whose mark is unknown still counts (the
+  /// unjustified-rejection checker is then unknown).
   [[nodiscard]] std::int64_t rejected_writes_total() const {
-    return rejected_writes_history > rejected_writes_readback ? rejected_writes_history : rejected_writes_readback;
+    const std::int64_t history = rejected_writes_history - rejected_writes_unjustified_history;
+    const std::int64_t readback = rejected_writes_readback - rejected_writes_unjustified_readback;
+    return history > readback ? history : readback;
   }
 };
 

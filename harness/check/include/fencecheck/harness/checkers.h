@@ -51,7 +51,9 @@
 //   both, instead of blaming the issuer (a kazoo worker sending 1 while its znode's czxid was 5).
 // fenced-out: liveness. After the last fault.heal (or from the start when nothing was healed), a
 //   worker's write with a token it acquired after that point (a fresh token, with healthy
-//   services) was rejected by the fence, and no write at all was accepted within lease TTL +
+//   services) was rejected by the fence (a write.fail with a mark, whether above the token or, a
+//   broken fence, at or below it: a holder refused at a mark it was above is fenced out all the
+//   same), and no write at all was accepted within lease TTL +
 //   acquire allowance of that rejection (CheckContext). Evidence: the last heal, the rejected
 //   writes of the streak and the acquire.ok events of their tokens. Also (self-fencing): a write
 //   of the current holding rejected against a mark EQUAL to its own token that the same worker's
@@ -89,12 +91,24 @@
 //   an accept log nor chunks. One anomaly per (writer, key, token). Evidence: the writer's own
 //   write.invoke/write.ok with the token, the acquire.oks and lock.grants of that token; the seqs
 //   of every accepted write of it (issue 31, item 9).
+// unjustified-rejection: the fence refused a write whose token was at or above the key's
+//   high-water mark at the time (the rule: only a token below the mark is refused; docs/resource-
+//   http.md), so the rejection proves nothing about fencing (the figures leave it out of
+//   rejected_writes_total, expect.min_rejected_writes). The mark is the write.fail reply's
+//   (high_water >= 1), else (the reply did not say it) an upper bound from the accept log (the
+//   highest token it shows for the key), else the resource's record of the same rejection; each
+//   of the read-back's recorded rejections is judged by its own mark. A rejection at a mark EQUAL to
+//   its token that fenced-out's self-fencing names (the worker's own earlier accepted write with
+//   that token set the mark) is left to fenced-out; one whose worker never had that token
+//   accepted on the key is this rule's. Unknown when some rejection's mark no source gives.
+//   Evidence: the write.fail events; seqs of the log entries that bound an unsaid mark.
 //
 // Black-box workers (black_box_workers(), checker.h: a scenario's worker that sent no
 // worker-protocol event). What judges them is each checker's EvidenceUse::black_box_from
 // (checker.cpp's table; docs/architecture.md, "Black-box workers and protocol errors"):
 // interleaved-segment and corrupt-chunk from the chunks, stale-write-accepted from the accept log,
-// cross-key-rejection from the rejections and the accept log, rejection-storm from the rejections,
+// cross-key-rejection from the rejections and the accept log, rejection-storm and
+// unjustified-rejection from the rejections,
 // token-regression from the lock service's grants, duplicate-effect from the effects,
 // unaccounted-write from the grants (itself: unknown where they cannot tie a write). The others
 // need the workers' own events: run_checkers() makes their valid verdict unknown, naming the
@@ -216,9 +230,17 @@ class UnaccountedWriteChecker final : public Checker {
                                          const CheckContext& context) const override;
 };
 
+class UnjustifiedRejectionChecker final : public Checker {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "unjustified-rejection"; }
+  [[nodiscard]] CheckerResult check(const History& history, const ReadBack& readback) const override;
+  [[nodiscard]] CheckerResult check_with(const History& history, const ReadBack& readback,
+                                         const CheckContext& context) const override;
+};
+
 /// interleaved-segment, corrupt-chunk, stale-write-accepted, cross-key-rejection, rejection-storm,
 /// foreign-release, token-regression, fenced-out, duplicate-effect, counter-drift,
-/// lost-acknowledged-write, unaccounted-write, in that order.
+/// lost-acknowledged-write, unaccounted-write, unjustified-rejection, in that order.
 [[nodiscard]] Checkers default_checkers();
 
 }  // namespace fencecheck::harness

@@ -51,7 +51,9 @@ struct StreamEnd {
 /// log and context given to begin() must outlive finish(). Not thread-safe (one object per pass; different
 /// objects may run concurrently). Exceptions: std::bad_alloc; std::logic_error from finish() when a
 /// pass the rule asked for was skipped (foreign-release, whose later passes decide its suspects;
-/// fenced-out, whose second pass confirms its candidate self-fencing rejections);
+/// fenced-out, whose second pass confirms its candidate self-fencing rejections;
+/// unjustified-rejection, whose second pass tells its rejections at a mark equal to their token
+/// from fenced-out's);
 /// a rule that cannot decide reports unknown in its result rather than throwing.
 class StreamRule {
  public:
