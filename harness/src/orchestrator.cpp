@@ -512,7 +512,8 @@ void Run::record_exit(WorkerState& w, const std::string& id, const std::string& 
   e.kind = EventKind::kWorkerExit;
   e.target = id;
   e.detail = how;
-  // A failed worker (not 0 = done, not 1 = gave up) says why in its last stderr lines.
+  // A failed or crashed worker (an exit its events do not account for: HistoryTally::exit_accounted,
+  // docs/worker-protocol.md "How a worker ends") says why in its last stderr lines.
   const auto code = w.proc ? w.proc->exit_code() : std::nullopt;
   // Under a schedule the workload must last until the harness stops it: a worker gone before
   // then leaves the rest of the schedule without its work, and the run cannot be called met.
@@ -521,7 +522,8 @@ void Run::record_exit(WorkerState& w, const std::string& id, const std::string& 
                            format_duration(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start_)) + " into the " +
                            format_duration(sc_.schedule()->duration) +
                            " schedule: the workload stopped before the schedule did (its log: logs/" + id + ".log)");
-  if (code && *code != 0 && *code != 1) e.line = stderr_tail(dir_.log_path(id));
+  if (code && how.rfind("exit ", 0) == 0 && !tally_.exit_accounted(id, std::to_string(*code)))
+    e.line = stderr_tail(dir_.log_path(id));
   record(std::move(e));
 }
 

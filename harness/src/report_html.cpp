@@ -1158,6 +1158,10 @@ std::string story(const Model& m) {
       case EventKind::kJobDone:
         item(i, "note", e.source + " finished its job (token " + tok + ")");
         break;
+      case EventKind::kJobGaveUp:
+        item(i, "note", e.source + " gave up its job" + (e.token ? " (token " + tok + ")" : std::string()) +
+                            (e.detail.empty() ? "" : ": " + e.detail));
+        break;
       case EventKind::kWorkerExit:
         if (e.detail != "exit 0") item(i, "unknown", e.target + " ended: " + e.detail);
         break;

@@ -58,7 +58,7 @@ const std::string kMinimal =
 
 const std::string kWorkerEvents =
     "worker events are: acquire.invoke, acquire.ok, acquire.fail, keepalive.fail, lease.lost, write.invoke, "
-    "write.ok, write.fail, write.info, pause, release.invoke, release.ok, release.fail, job.done; "
+    "write.ok, write.fail, write.info, pause, release.invoke, release.ok, release.fail, job.done, job.gave_up; "
     "the lock service's own (with no worker): lock.grant, lock.delete";
 
 const std::string kTopKeys =

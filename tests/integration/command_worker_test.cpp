@@ -197,6 +197,40 @@ TEST(CommandWorker, AFailedWorkerIsNotMetWithItsLastStderrLines) {
   EXPECT_NE(reasons.find("cannot reach the payments database"), std::string::npos) << reasons;
 }
 
+TEST(CommandWorker, AWorkerThatCrashesWithExit1IsNotMetWithItsTraceback) {
+  // An uncaught Python exception exits 1: before issue 31 that read as "gave up", and the run was
+  // valid and met with the traceback only in logs/w1.log.
+  const RunOutcome r = run_yaml("cw-crashes", single_worker("cw-crashes", "crashes"));
+  ASSERT_FALSE(r.dir.empty()) << r.result.err;
+  EXPECT_EQ(r.result.code, 1) << r.reasons();
+  const std::string reasons = r.reasons();
+  EXPECT_NE(reasons.find("worker w1 crashed: exit 1 without job.gave_up (exit 1 alone does not say it gave up); see "
+                         "logs/w1.log; its last stderr lines:\n"),
+            std::string::npos)
+      << reasons;
+  EXPECT_NE(reasons.find("RuntimeError: the ledger client lost its connection (this worker crashes on purpose)"),
+            std::string::npos)
+      << reasons;
+  EXPECT_FALSE(r.verdict.at("expectation").at("met").get<bool>());
+}
+
+TEST(CommandWorker, AWorkerThatSaysItGaveUpBeforeExit1IsJudgedByTheCheckers) {
+  const RunOutcome r = run_yaml("cw-gives-up", single_worker("cw-gives-up", "gives-up"));
+  ASSERT_FALSE(r.dir.empty()) << r.result.err;
+  EXPECT_EQ(r.reasons().find("crashed"), std::string::npos) << r.reasons();
+  EXPECT_EQ(r.result.code, 0) << r.reasons() << r.result.err;
+  bool gave_up = false, exited = false;
+  for (const auto& e : r.history) {
+    gave_up = gave_up || (e.value("source", "") == "w1" && e.value("kind", "") == "job.gave_up");
+    if (e.value("kind", "") == "worker.exit" && e.value("target", "") == "w1") {
+      exited = true;
+      EXPECT_EQ(e.value("detail", ""), "exit 1");
+      EXPECT_EQ(e.value("line", ""), "") << "an exit its events account for keeps no stderr tail";
+    }
+  }
+  EXPECT_TRUE(gave_up && exited);
+}
+
 TEST(CommandWorker, AWorkerThatNeverAcquiresMakesTheRunNotMetAndSaysSo) {
   const RunOutcome r = run_yaml("cw-never", single_worker("cw-never", "never-acquires"));
   ASSERT_FALSE(r.dir.empty()) << r.result.err;

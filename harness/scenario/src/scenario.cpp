@@ -200,6 +200,7 @@ bool is_worker_event(EventKind kind) {
     case EventKind::kReleaseOk:
     case EventKind::kReleaseFail:
     case EventKind::kJobDone:
+    case EventKind::kJobGaveUp:
       return true;
     default:
       return false;

@@ -138,7 +138,7 @@ inline constexpr std::string_view kDefaultSubnet = "10.213.0.0/24";
 [[nodiscard]] bool is_known_anomaly(std::string_view name);
 
 /// The event kinds a worker emits (what `start_after` and fault triggers may wait for):
-/// acquire.*, keepalive.fail, lease.lost, write.*, pause, release.*, job.done. (worker.exit is the
+/// acquire.*, keepalive.fail, lease.lost, write.*, pause, release.*, job.done, job.gave_up. (worker.exit is the
 /// harness's own event about a worker, so it is not a trigger.)
 [[nodiscard]] bool is_worker_event(EventKind kind);
 
