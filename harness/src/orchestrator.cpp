@@ -335,6 +335,9 @@ std::vector<std::pair<std::string, std::string>> Run::protocol_env(const WorkerS
       {"FENCECHECK_EVENTS_FD", std::to_string(kWorkerEventsFd)},
       {"FENCECHECK_BIN_DIR", (opt_.bin_dir.empty() ? self_bin_dir() : opt_.bin_dir).string()},
   };
+  // Kind none: no lock service, so no endpoint to give (FENCECHECK_LOCK_SERVICE says "none").
+  if (sc_.lock_service().kind == kNoLockService)
+    std::erase_if(env, [](const auto& kv) { return kv.first == "FENCECHECK_LOCK_ENDPOINTS"; });
   // The lock service's own conventional variables (etcd: ETCDCTL_ENDPOINTS, ETCDCTL_API).
   for (auto& [name, value] : services_->issuer(sc_.issuer_of(w)).worker_env()) env.emplace_back(name, value);
   // The resource's address in the form its clients take: a URL (store, http) or a DSN (postgres).

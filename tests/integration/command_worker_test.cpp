@@ -387,6 +387,54 @@ TEST(CommandWorker, ASilentWorkerIsJudgedAsABlackBoxFromTheLockServiceAndTheReso
   EXPECT_NE(r.result.out.find("black box: judged from the lock service and the resource"), std::string::npos) << r.result.out;
 }
 
+TEST(LockServiceNone, NothingIsStartedAndTheIssuersCheckersAreUnknown) {
+  // A worker that takes a lock of its own (here: none at all, token 1) and writes the job through
+  // the examples' Python helpers; it says in a log event which lock-service variables it got.
+  const fs::path work = fctest::fresh_dir("cw-none");
+  std::ofstream(work / "own_lock.py")
+      << "import os, sys\n"
+         "sys.path.insert(0, " << nlohmann::json((fs::path(FENCECHECK_SOURCE_DIR) / "workers/examples/python-common").string())
+      << ")\n"
+         "from fencecheck_example import Job, emit\n"
+         "emit('hello', protocol=1)\n"
+         "emit('log', detail='lock service %s, endpoints %s, lock %s' % (os.environ['FENCECHECK_LOCK_SERVICE'], "
+         "os.environ.get('FENCECHECK_LOCK_ENDPOINTS', '(unset)'), os.environ['FENCECHECK_LOCK_NAME']))\n"
+         "emit('acquire.ok', lock_key='own/1', token=1)\n"
+         "assert Job().run(1) is None\n"
+         "emit('job.done', token=1)\n";
+  std::ofstream(work / "none.yaml") << "name: cw-none\nlease_ttl: 2s\ntimeout: 60s\n"
+                                       "lock_service: {kind: none, lock: payments/ledger}\n"
+                                       "resource: {kind: store}\n"
+                                       "job: {key: ledger, segments: 1, chunks: 2, chunk_bytes: 64, chunk_interval: 10ms}\n"
+                                       "workers:\n  - {id: w1, command: [/usr/bin/python3, own_lock.py]}\n"
+                                       "expect: {outcome: safe}\n";
+  const fs::path root = work / "runs";
+  const fctest::Result r = fctest::run_fencecheck({"run", "--run-root", root.string(), (work / "none.yaml").string()}, work);
+  ASSERT_TRUE(fs::is_directory(root)) << r.out << r.err;
+  const fs::path dir = fctest::only_run_dir(root);
+  EXPECT_EQ(r.code, 1) << "an unknown verdict never meets outcome safe\n" << r.out << r.err;
+  const auto verdict = nlohmann::json::parse(fctest::slurp(dir / "verdict.json"));
+  EXPECT_EQ(verdict["verdict"], "unknown");
+  for (const auto& c : verdict["checkers"]) {
+    const std::string name = c["name"];
+    if (name == "foreign-release" || name == "token-regression") {
+      EXPECT_EQ(c["verdict"], "unknown") << c.dump();
+      EXPECT_EQ(c.value("error", ""), "the scenario's lock service is kind none: no issuer history") << c.dump();
+    }
+    if (name == "interleaved-segment" || name == "stale-write-accepted" || name == "corrupt-chunk") {
+      EXPECT_EQ(c["verdict"], "valid") << c.dump();
+    }
+  }
+  bool told = false;
+  for (const auto& e : fctest::read_history(dir / "history.jsonl")) {
+    EXPECT_NE(e.value("source", ""), "lock") << "nothing watched, nothing to say: " << e.dump();
+    told = told || e.value("detail", "") == "lock service none, endpoints (unset), lock payments/ledger";
+  }
+  EXPECT_TRUE(told) << "the worker's environment";
+  for (const auto& f : fs::directory_iterator(dir / "logs"))
+    EXPECT_EQ(f.path().filename().string().find("etcd"), std::string::npos) << "a lock service was started: " << f.path();
+}
+
 /// The lock name against an external etcd (the user's cluster: here one this test starts on
 /// loopback): exactly the scenario's, or with the run id when run_suffix asks for it; and the
 /// checkers, the verdict and the metrics use the name the workers used. Before, the harness

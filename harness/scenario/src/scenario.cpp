@@ -785,6 +785,12 @@ class ScenarioParser {
       for (auto n : locks::lock_service_kind_names()) known += (known.empty() ? "" : ", ") + std::string(n);
       throw cannot("unknown lock service kind " + quote(kind) + "; expected one of: " + known);
     }
+    // Kind none on either side: its workers bring their own lock, and a scenario written for a
+    // lock service fencecheck runs has workers (fencecheck-worker, etcdctl...) that need one.
+    if (ls.kind == kNoLockService)
+      throw cannot("it is of lock service kind none: its workers bring their own lock, which no other kind replaces");
+    if (kind == kNoLockService)
+      throw cannot("kind none runs no lock service, and this scenario's workers take their lock from one");
     if (!ls.endpoints.empty())
       throw cannot("it names lock_service.endpoints (the user's " + ls.kind + "); only a scenario on the embedded lock "
                    "service can run against another kind");
@@ -876,8 +882,13 @@ class ScenarioParser {
           fail(*p, "prior_revisions advances the embedded " + kind + "'s revision counter; an external lock service "
                    "(lock_service.endpoints) has its own history");
       }
+      if (kind == kNoLockService && spec.prior_revisions > 0)
+        fail(*ls.get("prior_revisions"), "prior_revisions advances the revision counter of a lock service fencecheck "
+                                         "runs; kind none runs none");
       if (auto n = ls.get("issuers")) {
         spec.issuers = static_cast<int>(integer(*n, 1, 4));
+        if (spec.issuers > 1 && kind == kNoLockService)
+          fail(*n, "issuers starts that many lock services side by side; kind none starts none");
         if (spec.issuers > 1 && !spec.embedded())
           fail(*n, "issuers starts that many embedded " + kind + " servers side by side; with lock_service.endpoints "
                    "the lock services are your own: give one scenario per issuer instead");
@@ -1051,6 +1062,10 @@ class ScenarioParser {
       }
       if (auto design = wm.get("design")) self_stop_values[i] = parse_design(*design, w.design, s.lock_service_);
       parse_command(wm, w);
+      if (!w.command && s.lock_service_.kind == kNoLockService)
+        fail(wm.self(), "worker " + w.id + " is fencecheck-worker (no command), which takes its lock from a lock "
+                        "service fencecheck runs; this scenario's lock service is kind none: give " + w.id +
+                        " a command (a program that takes its own lock)");
     }
     // start_after must not form a cycle: a worker waiting (transitively) on itself never starts.
     for (std::size_t i = 0; i < s.workers_.size(); ++i) {
@@ -1311,6 +1326,9 @@ class ScenarioParser {
     if (needs_network_namespaces(kind) && s.network_.mode != NetworkMode::kNamespaces)
       fail(kind_value, std::string(to_string(kind)) + " needs `network: namespaces` (this scenario's network is " +
                            std::string(to_string(s.network_.mode)) + ")");
+    if (kind == FaultKind::kLockServiceRestart && s.lock_service_.kind == kNoLockService)
+      fail(kind_value, "lock-service-restart restarts the lock service fencecheck runs; this scenario's lock service "
+                       "is kind none (the workers' own lock): there is none to restart");
     if (kind == FaultKind::kLockServiceRestart && !s.lock_service_.embedded())
       fail(kind_value, "lock-service-restart needs the embedded lock service; the harness cannot restart the "
                        "external one at lock_service.endpoints");

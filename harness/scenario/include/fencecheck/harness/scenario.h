@@ -121,6 +121,10 @@ enum class PartitionDirection { kBoth, kRequests, kReplies };
 
 /// The fault target that names the lock service (lock-service-restart's only target).
 inline constexpr std::string_view kLockServiceTarget = "lock-service";
+/// The lock-service kind for a lock fencecheck does not manage (workers/locks/none/): nothing is
+/// started or watched, every worker has a command (the loader refuses fencecheck-worker), and the
+/// checkers that need the issuer's history answer unknown (checker.h, CheckContext::lock_service_kind).
+inline constexpr std::string_view kNoLockService = "none";
 /// The subnet of `network: namespaces` when none is given (faults/netns.h's default).
 inline constexpr std::string_view kDefaultSubnet = "10.213.0.0/24";
 
