@@ -1633,6 +1633,14 @@ TEST(ScenarioLockServiceNone, RefusesWhatNeedsALockServiceFencecheckRuns) {
             "scenario's lock service is kind none (the workers' own lock): there is none to restart");
 }
 
+TEST(ScenarioLockServiceNone, RefusesAnExpectationOnExpiriesItCannotCount) {
+  std::string yaml = none_scenario();
+  yaml.replace(yaml.find("expect: {outcome: safe}"), 23, "expect: {outcome: safe, min_expiries_during_work: 1}");
+  EXPECT_EQ(load_error(yaml),
+            "n.yaml:9:51: expect.min_expiries_during_work: min_expiries_during_work counts the lock service's expiries; "
+            "this scenario's lock service is kind none, which has no issuer history to count them in");
+}
+
 TEST(ScenarioLockServiceNone, TheOverrideNeverMovesAScenarioToOrFromKindNone) {
   EXPECT_EQ(override_refused(parse_scenario(kMinimal, "m.yaml"), "none"),
             "--lock-service none cannot apply to scenario t: kind none runs no lock service, and this scenario's "

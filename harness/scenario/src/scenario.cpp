@@ -1210,8 +1210,14 @@ class ScenarioParser {
       }
       if (auto v = e.get("min_rejected_writes"))
         s.expect_.min_rejected_writes = integer(*v, 0, std::numeric_limits<std::int64_t>::max());
-      if (auto v = e.get("min_expiries_during_work"))
+      if (auto v = e.get("min_expiries_during_work")) {
         s.expect_.min_expiries_during_work = integer(*v, 0, std::numeric_limits<std::int64_t>::max());
+        // The figure counts the issuer's deletes (lock.delete): kind none has none to count, and
+        // an expectation on a figure nobody measured could only be met or failed by a zero.
+        if (s.lock_service_.kind == kNoLockService)
+          fail(*v, "min_expiries_during_work counts the lock service's expiries; this scenario's lock service is kind "
+                   "none, which has no issuer history to count them in");
+      }
       if (auto v = e.get("pause_tolerance")) {
         s.expect_.pause_tolerance = percentage(*v);
         bool any = std::any_of(s.faults_.begin(), s.faults_.end(),
