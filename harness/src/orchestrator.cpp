@@ -1114,6 +1114,7 @@ void summarize_analysis(ScenarioResult& r, const Analysis& a, const Scenario& sc
   r.anomalies.assign(names.begin(), names.end());
   r.rejected_writes = a.figures.rejected_writes_total();
   r.expiries_during_work = static_cast<std::int64_t>(a.figures.expiries_during_work.size());
+  r.expiries_measured = sc.lock_service().kind != kNoLockService;
   // The longest pause, per worker from the best source it has (orchestrator.h).
   r.longest_pause_s.reset();
   r.longest_pause_source.clear();
@@ -1160,7 +1161,7 @@ nlohmann::json ScenarioResult::to_json() const {
   return {{"scenario", scenario},         {"run_dir", run_dir.string()}, {"expectation", expectation},
           {"verdict", verdict},           {"met", met},                  {"skipped", skipped},
           {"exit_code", exit_code},       {"reasons", reasons},          {"anomalies", anomalies},
-          {"rejected_writes", rejected_writes}, {"expiries_during_work", expiries_during_work},
+          {"rejected_writes", rejected_writes}, {"expiries_during_work", expiries_measured ? nlohmann::json(expiries_during_work) : nlohmann::json()},
           {"longest_pause_s", longest_pause_s ? nlohmann::json(*longest_pause_s) : nlohmann::json(nullptr)},
           {"longest_pause_source", longest_pause_source}, {"duration_s", duration_s},
           {"repetition", repetition},     {"repetitions", repetitions},

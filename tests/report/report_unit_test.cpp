@@ -1097,6 +1097,22 @@ TEST(ReportCommand, PointsOutAVerdictThatChanged) {
 
 // ---- the table -----------------------------------------------------------------------------------
 
+TEST(ResultsTable, ExpiriesNobodyCouldCountAreNotMeasuredNeverZero) {
+  // Lock-service kind none: no issuer history, so no lease expiry can be counted.
+  Scenario none = parse_scenario("name: nolock\nlease_ttl: 2s\nlock_service: {kind: none}\nresource: {kind: store}\n"
+                                 "job: {key: ledger}\nworkers: [{id: w1, command: [/bin/true]}]\nexpect: {outcome: safe}\n",
+                                 "none.yaml");
+  ScenarioResult r;
+  r.scenario = "nolock";
+  summarize_analysis(r, Analysis{}, none);
+  EXPECT_FALSE(r.expiries_measured);
+  EXPECT_TRUE(r.to_json().at("expiries_during_work").is_null());
+  EXPECT_THAT(format_results_table({r}), HasSubstr("  not measured  "));
+  summarize_analysis(r, Analysis{}, smoke_scenario());
+  EXPECT_TRUE(r.expiries_measured);
+  EXPECT_EQ(r.to_json().at("expiries_during_work"), 0);
+}
+
 TEST(ResultsTable, HasTheIssuesColumnsAndTheFigures) {
   ScenarioResult a;
   a.scenario = "sigstop-past-lease";
