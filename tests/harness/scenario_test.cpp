@@ -1627,6 +1627,10 @@ TEST(ScenarioLockServiceNone, RefusesWhatNeedsALockServiceFencecheckRuns) {
   EXPECT_EQ(load_error(none_scenario("  issuers: 2\n")),
             "n.yaml:5:12: lock_service.issuers: issuers starts that many lock services side by side; kind none starts "
             "none");
+  EXPECT_EQ(load_error(none_scenario("", "faults:\n  - {kind: sigstop, target: w1, trigger: {event: lock.grant}, "
+                                         "duration: 1s}\n")),
+            "n.yaml:11:50: faults[0].trigger.event: event \"lock.grant\" comes from the lock service's own history, "
+            "and this scenario's lock service is kind none, which has none: the trigger would never fire");
   EXPECT_EQ(load_error(none_scenario("", "faults:\n  - {kind: lock-service-restart, target: lock-service, trigger: "
                                          "{at: 1s}, duration: 1s}\n")),
             "n.yaml:11:12: faults[0].kind: lock-service-restart restarts the lock service fencecheck runs; this "

@@ -900,6 +900,7 @@ class ScenarioParser {
           !why.empty())
         fail(ttl, why);
     }
+    no_issuer_history_ = s.lock_service_.kind == kNoLockService;
     whole(ttl, ttl_d, std::chrono::milliseconds(1), "millisecond", "workers take the lease TTL in milliseconds");
     s.lease_ttl_ = std::chrono::duration_cast<std::chrono::milliseconds>(ttl_d);
     if (s.lock_service_.lock.empty()) s.lock_service_.lock = "fencecheck/" + s.name_;
@@ -1576,6 +1577,9 @@ class ScenarioParser {
     auto kind = kind_from_name(name);
     if (!kind) fail(ev, "unknown event kind " + quote(name) + "; " + worker_event_list());
     if (is_lock_service_trigger_event(*kind)) {
+      if (no_issuer_history_)
+        fail(ev, "event " + quote(name) + " comes from the lock service's own history, and this scenario's lock "
+                 "service is kind none, which has none: the trigger would never fire");
       // The lock service's own event (the issuer watch), seen for every worker, a black box too.
       if (auto w = t.get("worker"))
         fail(*w, "event " + quote(name) + " is the lock service's own, counted whoever's key it is: give no worker "
@@ -1599,6 +1603,7 @@ class ScenarioParser {
 
   std::string file_;
   std::string_view text_;  // the file's text, to locate an offset inside a scalar ("" when unknown)
+  bool no_issuer_history_ = false;  // lock_service kind none: no lock.grant / lock.delete will ever come
 };
 
 // The 1-based line and column (in bytes) of the first byte of `text` that is not UTF-8
