@@ -1,8 +1,8 @@
 // The lock-service kind `none` (lock_service_kind.h): a lock fencecheck does not manage, such as
 // PostgreSQL advisory locks released with their session, or a lease table in the resource's own
 // database. Nothing is started; command workers get no lock-service endpoint; there is no issuer
-// history, so the checkers that need it (evidence "lock-service": foreign-release,
-// token-regression) answer unknown, never valid (checker.cpp, available()). The rest judge from
+// history, so the checkers that read it (evidence "lock-service": foreign-release,
+// token-regression, unaccounted-write) answer unknown, never valid (checker.cpp, available()). The rest judge from
 // the workers' events and the resource. docs/scenario-format.md, "lock_service", is the user's side.
 //
 //   lock_service:

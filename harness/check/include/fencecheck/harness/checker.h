@@ -56,7 +56,7 @@ struct CheckContext {
   std::string resource_kind;
   /// The lock-service kind ("etcd", "zookeeper", "redis", "none"); "" when unknown. Kind none
   /// (a lock fencecheck does not manage) has no issuer history: the lock-service evidence is not
-  /// there, so a checker that reads it (foreign-release, token-regression) answers unknown where it
+  /// there, so a checker that reads it (foreign-release, token-regression, unaccounted-write) answers unknown where it
   /// would say valid, with the reason kNoIssuerHistory; an invalid it proves from other sources stands.
   std::string lock_service_kind;
   /// The history's shared index (history_index.h), built once by analyze() for all checkers.
