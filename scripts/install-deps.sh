@@ -19,6 +19,7 @@ RUN_PKGS=(etcd-server etcd-client iproute2 procps psmisc curl faketime prometheu
   chromium fonts-dejavu-core  # chromium: the report test opens report.html headless; xmllint: junit.xml schema test
   postgresql-15 util-linux python3  # the postgres resource kind's embedded server (initdb, postgres; setpriv to drop root)
   python3-etcd3 python3-kazoo python3-redis  # the example workers (workers/examples/): python-etcd3's, kazoo's and redis-py's Lock
+  python3-psycopg2  # workers/examples/python-pg-advisory: PostgreSQL advisory locks (lock_service kind none)
   zookeeper redis-server)  # the zookeeper and redis lock-service kinds' embedded servers (started by the harness, never as services)
 EXTRA_PKGS=("$@")
 

@@ -335,6 +335,9 @@ std::vector<std::pair<std::string, std::string>> Run::protocol_env(const WorkerS
       {"FENCECHECK_EVENTS_FD", std::to_string(kWorkerEventsFd)},
       {"FENCECHECK_BIN_DIR", (opt_.bin_dir.empty() ? self_bin_dir() : opt_.bin_dir).string()},
   };
+  // Kind none: no lock service, so no endpoint to give (FENCECHECK_LOCK_SERVICE says "none").
+  if (sc_.lock_service().kind == kNoLockService)
+    std::erase_if(env, [](const auto& kv) { return kv.first == "FENCECHECK_LOCK_ENDPOINTS"; });
   // The lock service's own conventional variables (etcd: ETCDCTL_ENDPOINTS, ETCDCTL_API).
   for (auto& [name, value] : services_->issuer(sc_.issuer_of(w)).worker_env()) env.emplace_back(name, value);
   // The resource's address in the form its clients take: a URL (store, http) or a DSN (postgres).
@@ -512,7 +515,8 @@ void Run::record_exit(WorkerState& w, const std::string& id, const std::string& 
   e.kind = EventKind::kWorkerExit;
   e.target = id;
   e.detail = how;
-  // A failed worker (not 0 = done, not 1 = gave up) says why in its last stderr lines.
+  // A failed or crashed worker (an exit its events do not account for: HistoryTally::exit_accounted,
+  // docs/worker-protocol.md "How a worker ends") says why in its last stderr lines.
   const auto code = w.proc ? w.proc->exit_code() : std::nullopt;
   // Under a schedule the workload must last until the harness stops it: a worker gone before
   // then leaves the rest of the schedule without its work, and the run cannot be called met.
@@ -521,7 +525,8 @@ void Run::record_exit(WorkerState& w, const std::string& id, const std::string& 
                            format_duration(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start_)) + " into the " +
                            format_duration(sc_.schedule()->duration) +
                            " schedule: the workload stopped before the schedule did (its log: logs/" + id + ".log)");
-  if (code && *code != 0 && *code != 1) e.line = stderr_tail(dir_.log_path(id));
+  if (code && how.rfind("exit ", 0) == 0 && !tally_.exit_accounted(id, std::to_string(*code)))
+    e.line = stderr_tail(dir_.log_path(id));
   record(std::move(e));
 }
 
@@ -1109,6 +1114,7 @@ void summarize_analysis(ScenarioResult& r, const Analysis& a, const Scenario& sc
   r.anomalies.assign(names.begin(), names.end());
   r.rejected_writes = a.figures.rejected_writes_total();
   r.expiries_during_work = static_cast<std::int64_t>(a.figures.expiries_during_work.size());
+  r.expiries_measured = sc.lock_service().kind != kNoLockService;
   // The longest pause, per worker from the best source it has (orchestrator.h).
   r.longest_pause_s.reset();
   r.longest_pause_source.clear();
@@ -1155,7 +1161,7 @@ nlohmann::json ScenarioResult::to_json() const {
   return {{"scenario", scenario},         {"run_dir", run_dir.string()}, {"expectation", expectation},
           {"verdict", verdict},           {"met", met},                  {"skipped", skipped},
           {"exit_code", exit_code},       {"reasons", reasons},          {"anomalies", anomalies},
-          {"rejected_writes", rejected_writes}, {"expiries_during_work", expiries_during_work},
+          {"rejected_writes", rejected_writes}, {"expiries_during_work", expiries_measured ? nlohmann::json(expiries_during_work) : nlohmann::json()},
           {"longest_pause_s", longest_pause_s ? nlohmann::json(*longest_pause_s) : nlohmann::json(nullptr)},
           {"longest_pause_source", longest_pause_source}, {"duration_s", duration_s},
           {"repetition", repetition},     {"repetitions", repetitions},

@@ -225,6 +225,7 @@ void ProgressObserver::on_event(const Scenario& /*scenario*/, const Event& e) {
     }
     case EventKind::kLeaseLost: s.latest = e.source + " lost its lease"; break;
     case EventKind::kJobDone: s.latest = e.source + " finished its job"; break;
+    case EventKind::kJobGaveUp: s.latest = e.source + " gave up" + (e.detail.empty() ? "" : ": " + e.detail); break;
     default: return;  // nothing worth a redraw
   }
   s.draw_locked();

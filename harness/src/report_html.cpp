@@ -1192,6 +1192,10 @@ std::string story(const Model& m) {
       case EventKind::kJobDone:
         item(i, "note", e.source + " finished its job (token " + tok + ")");
         break;
+      case EventKind::kJobGaveUp:
+        item(i, "note", e.source + " gave up its job" + (e.token ? " (token " + tok + ")" : std::string()) +
+                            (e.detail.empty() ? "" : ": " + e.detail));
+        break;
       case EventKind::kWorkerExit:
         if (e.detail != "exit 0") item(i, "unknown", e.target + " ended: " + e.detail);
         break;
@@ -1411,7 +1415,8 @@ std::string render_report_html(const ReportData& d) {
        }()))
     << "</b></div>"
     << "<div>rejected writes<b id=\"fig-rejected\">" << r.rejected_writes << "</b></div>"
-    << "<div>lease expiries during work<b id=\"fig-expiries\">" << r.expiries_during_work << "</b></div>"
+    << "<div>lease expiries during work<b id=\"fig-expiries\">"
+    << (r.expiries_measured ? std::to_string(r.expiries_during_work) : std::string("not measured")) << "</b></div>"
     << "<div>longest pause<b id=\"fig-pause\">" << html(longest_pause_text(r)) << "</b></div>"
     << "<div>duration<b id=\"fig-duration\">" << rt::seconds(r.duration_s) << "</b></div>";
   if (d.scenario != nullptr)

@@ -7,13 +7,16 @@
 #   lying           says hello, then a write.ok whose token is a string (line 2 breaks the
 #                   protocol), then runs the reference worker (whose own hello is a second one).
 #   exit3           writes to stderr and exits 3 (a failed worker).
+#   crashes         runs the reference worker, passes its events on up to its first write.ok, then
+#                   dies of an uncaught Python exception (exit 1, a traceback on stderr): a crash.
+#   gives-up        the same, but says job.gave_up (with why) before it exits 1: not a crash.
 #   never-acquires  says hello and acquire.invoke, then exits 0 without ever holding the lock.
 #   silent          runs the reference worker with no event channel: a black box.
 #   background      starts the reference worker in the background and exits at once, as if done.
 #   escaping        says hello, leaves a process that escapes its process group (setsid) holding
 #                   the event channel, and exits: the harness must still finish.
 set -eu
-mode=${1:?usage: worker.sh forking|lying|exit3|never-acquires|silent|background|escaping [fencecheck-worker flags...]}
+mode=${1:?usage: worker.sh forking|lying|exit3|crashes|gives-up|never-acquires|silent|background|escaping [fencecheck-worker flags...]}
 shift
 worker() {
   "$FENCECHECK_BIN_DIR/fencecheck-worker" --id "$FENCECHECK_WORKER_ID" --etcd "$FENCECHECK_LOCK_ENDPOINTS" \
@@ -36,6 +39,19 @@ case "$mode" in
   exit3)
     echo "worker.sh: cannot reach the payments database (this worker fails on purpose)" >&2
     exit 3
+    ;;
+  crashes | gives-up)
+    # The reference worker's events come through this shell, which stops reading after the first
+    # write.ok (the reference worker then dies of the closed pipe at its next event).
+    worker 3>&1 > /dev/null | while IFS= read -r line; do
+      printf '%s\n' "$line" >&3
+      case "$line" in *'"kind":"write.ok"'*) break ;; esac
+    done
+    if [ "$mode" = gives-up ]; then
+      printf '{"kind":"job.gave_up","detail":"the ledger client lost its connection: giving up on purpose"}\n' >&3
+      exit 1
+    fi
+    exec /usr/bin/python3 -c 'raise RuntimeError("the ledger client lost its connection (this worker crashes on purpose)")'
     ;;
   never-acquires)
     printf '{"kind":"hello","protocol":1}\n' >&3

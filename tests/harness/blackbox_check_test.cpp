@@ -25,6 +25,8 @@ using namespace fencecheck::harness;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Contains;
+using ::testing::Not;
 
 namespace {
 
@@ -477,4 +479,55 @@ TEST(ProtocolErrors, TheReasonKeepsADetailThatDoesNotStartWithTheWorkerAndLine) 
   ProtocolError bare{"", std::nullopt, "", "", 0};
   EXPECT_EQ(protocol_error_reason(bare),
             "a worker's event broke the worker protocol \xE2\x80\x94 the run cannot be judged safe");
+}
+
+// ---------------------------------------------------------------------------------------------
+// lock_service: {kind: none} (issue 31, item 7): no issuer history
+
+namespace {
+
+/// The story as a run of kind none sees it: no lock.* events (nothing watched), judged with the
+/// scenario's context of kind none.
+Analysis analyze_without_issuer(const StoryRun& r) {
+  History h;
+  for (const Event& e : r.b.h)
+    if (e.source != "lock") h.add(e);
+  Scenario s = parse_scenario("name: nolock\nlease_ttl: 2s\nlock_service: {kind: none, lock: " + kLock +
+                                  "}\nresource: {kind: store}\njob: {key: ledger, segments: 2, chunks: 2}\n"
+                                  "workers: [{id: w1, command: [/bin/true]}, {id: w2, command: [/bin/true]}]\n"
+                                  "expect: {outcome: safe}\n",
+                              "none.yaml");
+  const CheckContext ctx = CheckContext::of(s);
+  EXPECT_EQ(ctx.lock_service_kind, "none");
+  return analyze(h, r.rb, ctx);
+}
+
+}  // namespace
+
+TEST(LockServiceNone, TheIssuersCheckersAreUnknownWhereTheyWouldSayValid) {
+  const StoryRun r = fenced_run();
+  // With the issuer's history (etcd): both judge, valid.
+  Scenario etcd = scenario("expect: {outcome: safe}\n", "{key: ledger, segments: 2, chunks: 2}");
+  const Analysis with_issuer = analyze(r.b.h, r.rb, CheckContext::of(etcd));
+  EXPECT_EQ(result(with_issuer, "foreign-release").verdict, Verdict::kValid);
+  EXPECT_EQ(result(with_issuer, "token-regression").verdict, Verdict::kValid);
+
+  const Analysis a = analyze_without_issuer(r);
+  for (const char* name : {"foreign-release", "token-regression"}) {
+    const CheckerResult& c = result(a, name);
+    EXPECT_EQ(c.verdict, Verdict::kUnknown) << name;
+    EXPECT_EQ(c.error, "the scenario's lock service is kind none: no issuer history") << name;
+    EXPECT_THAT(c.evidence, Not(Contains(std::string(kEvidenceLockService)))) << name;
+  }
+  // The rest judge from the workers and the resource.
+  for (const char* name : {"interleaved-segment", "stale-write-accepted", "lost-acknowledged-write", "corrupt-chunk"})
+    EXPECT_EQ(result(a, name).verdict, Verdict::kValid) << name;
+  EXPECT_EQ(a.verdict, Verdict::kUnknown);
+}
+
+TEST(LockServiceNone, AnAnomalyTheWorkersAndTheResourceProveStaysInvalid) {
+  const Analysis a = analyze_without_issuer(unfenced_run());
+  EXPECT_EQ(result(a, "stale-write-accepted").verdict, Verdict::kInvalid);
+  EXPECT_EQ(result(a, "interleaved-segment").verdict, Verdict::kInvalid);
+  EXPECT_EQ(a.verdict, Verdict::kInvalid);
 }

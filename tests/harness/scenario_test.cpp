@@ -58,7 +58,7 @@ const std::string kMinimal =
 
 const std::string kWorkerEvents =
     "worker events are: acquire.invoke, acquire.ok, acquire.fail, keepalive.fail, lease.lost, write.invoke, "
-    "write.ok, write.fail, write.info, pause, release.invoke, release.ok, release.fail, job.done; "
+    "write.ok, write.fail, write.info, pause, release.invoke, release.ok, release.fail, job.done, job.gave_up; "
     "the lock service's own (with no worker): lock.grant, lock.delete";
 
 const std::string kTopKeys =
@@ -1504,6 +1504,7 @@ TEST(ScenarioLockService, TheOverrideChangesOnlyTheKind) {
   EXPECT_EQ(o.lock_service().lock, "jobs");
   EXPECT_EQ(o.lock_service().prior_revisions, 5);
   for (auto kind : locks::lock_service_kind_names()) {
+    if (kind == kNoLockService) continue;  // refuses fencecheck-worker: TheOverrideNeverMovesAScenarioToOrFromKindNone
     // Every kind takes a plan on the embedded lock service with no field of its own (2 s leases).
     Scenario k = with_lock_service_kind(s, kind);
     EXPECT_EQ(k.lock_service().kind, kind);
@@ -1532,6 +1533,7 @@ TEST(ScenarioLockService, InlineKeepaliveIsTheKindsToGiveAndOnlyZooKeeperCannot)
   for (auto kind : locks::lock_service_kind_names()) {
     const bool can = kind != "zookeeper";
     EXPECT_EQ(locks::find_lock_service_kind(kind)->inline_keepalive_problem().empty(), can) << kind;
+    if (kind == kNoLockService) continue;  // no fencecheck-worker at all (a design is fencecheck-worker's)
     // Moved by --lock-service, the scenario still loads: the run finds it unavailable
     // (missing_prerequisites, tests/harness/fault_plan_test.cpp), so a suite can skip it.
     Scenario moved = with_lock_service_kind(parse_scenario(inline_worker, "i.yaml"), kind);
@@ -1555,6 +1557,7 @@ TEST(ScenarioLockService, TheOverrideRefusesALeaseTheNewKindCannotTake) {
   int cases = 0;
   for (auto kind : locks::lock_service_kind_names()) {
     const auto* k = locks::find_lock_service_kind(kind);
+    if (kind == kNoLockService) continue;  // never moved by the override, and its workers are commands
     if (k->check_lease_ttl(std::chrono::milliseconds(1500), "1500ms").empty()) {
       ++cases;
       Scenario ms = parse_scenario("name: t\nlease_ttl: 1500ms\nlock_service: {kind: " + std::string(kind) +
@@ -1566,6 +1569,90 @@ TEST(ScenarioLockService, TheOverrideRefusesALeaseTheNewKindCannotTake) {
     }
   }
   if (cases == 0) GTEST_SKIP() << "only " << lock_kind_names() << " registered: no kind takes a 1500ms lease";
+}
+
+// ---- lock_service: {kind: none} (issue 31, item 7): a lock fencecheck does not manage ------------
+
+/// A scenario of kind none with a command worker (/bin/true: the loader checks that it runs), plus
+/// `extra` lines at the end of the lock_service mapping and `tail` at the end of the file.
+std::string none_scenario(const std::string& extra = "", const std::string& tail = "") {
+  return "name: t\nlease_ttl: 2s\nlock_service:\n  kind: none\n" + extra +
+         "resource: {kind: store}\njob: {key: k}\nworkers:\n  - {id: w1, command: [/bin/true]}\n"
+         "expect: {outcome: safe}\n" + tail;
+}
+
+TEST(ScenarioLockServiceNone, LoadsWithCommandWorkersAndNothingOfItsOwn) {
+  const Scenario s = parse_scenario(none_scenario("  lock: payments/ledger\n"), "n.yaml");
+  EXPECT_EQ(s.lock_service().kind, "none");
+  EXPECT_EQ(s.lock_service().lock, "payments/ledger");
+  EXPECT_EQ(s.lock_service().config, nlohmann::json::object());
+  EXPECT_EQ(scenario_from_json(to_json(s)), s);
+}
+
+TEST(ScenarioLockServiceNone, TheUnknownKindMessageListsEveryKind) {
+  try {
+    (void)parse_scenario("name: t\nlease_ttl: 2s\nlock_service: {kind: consul}\nresource: {kind: store}\n"
+                         "job: {key: k}\nworkers: [{id: w1}]\nexpect: {outcome: safe}\n",
+                         "u.yaml");
+    ADD_FAILURE() << "kind consul loaded";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "u.yaml:3:22: lock_service.kind: unknown lock service kind \"consul\"; expected one of: etcd, zookeeper, "
+              "redis, none");
+  }
+}
+
+/// The loader's whole error for `yaml` ("file:line:col: message"), or "(loaded)".
+std::string load_error(const std::string& yaml) {
+  try {
+    (void)parse_scenario(yaml, "n.yaml");
+  } catch (const ScenarioError& e) {
+    return e.what();
+  }
+  return "(loaded)";
+}
+
+TEST(ScenarioLockServiceNone, RefusesWhatNeedsALockServiceFencecheckRuns) {
+  // fencecheck-worker takes its lock from the lock service fencecheck runs.
+  EXPECT_EQ(load_error("name: t\nlease_ttl: 2s\nlock_service: {kind: none}\nresource: {kind: store}\njob: {key: k}\n"
+                       "workers:\n  - {id: w1, command: [/bin/true]}\n  - {id: w2}\nexpect: {outcome: safe}\n"),
+            "n.yaml:8:5: workers[1]: worker w2 is fencecheck-worker (no command), which takes its lock from a lock service "
+            "fencecheck runs; this scenario's lock service is kind none: give w2 a command (a program that takes its "
+            "own lock)");
+  EXPECT_EQ(load_error(none_scenario("  endpoints: [\"http://127.0.0.1:2379\"]\n")),
+            "n.yaml:5:15: lock_service.endpoints[0]: lock service kind none has no endpoints: fencecheck neither starts "
+            "nor talks to the workers' own lock");
+  EXPECT_EQ(load_error(none_scenario("  prior_revisions: 5\n")),
+            "n.yaml:5:20: lock_service.prior_revisions: prior_revisions advances the revision counter of a lock service "
+            "fencecheck runs; kind none runs none");
+  EXPECT_EQ(load_error(none_scenario("  issuers: 2\n")),
+            "n.yaml:5:12: lock_service.issuers: issuers starts that many lock services side by side; kind none starts "
+            "none");
+  EXPECT_EQ(load_error(none_scenario("", "faults:\n  - {kind: sigstop, target: w1, trigger: {event: lock.grant}, "
+                                         "duration: 1s}\n")),
+            "n.yaml:11:50: faults[0].trigger.event: event \"lock.grant\" comes from the lock service's own history, "
+            "and this scenario's lock service is kind none, which has none: the trigger would never fire");
+  EXPECT_EQ(load_error(none_scenario("", "faults:\n  - {kind: lock-service-restart, target: lock-service, trigger: "
+                                         "{at: 1s}, duration: 1s}\n")),
+            "n.yaml:11:12: faults[0].kind: lock-service-restart restarts the lock service fencecheck runs; this "
+            "scenario's lock service is kind none (the workers' own lock): there is none to restart");
+}
+
+TEST(ScenarioLockServiceNone, RefusesAnExpectationOnExpiriesItCannotCount) {
+  std::string yaml = none_scenario();
+  yaml.replace(yaml.find("expect: {outcome: safe}"), 23, "expect: {outcome: safe, min_expiries_during_work: 1}");
+  EXPECT_EQ(load_error(yaml),
+            "n.yaml:9:51: expect.min_expiries_during_work: min_expiries_during_work counts the lock service's expiries; "
+            "this scenario's lock service is kind none, which has no issuer history to count them in");
+}
+
+TEST(ScenarioLockServiceNone, TheOverrideNeverMovesAScenarioToOrFromKindNone) {
+  EXPECT_EQ(override_refused(parse_scenario(kMinimal, "m.yaml"), "none"),
+            "--lock-service none cannot apply to scenario t: kind none runs no lock service, and this scenario's "
+            "workers take their lock from one");
+  EXPECT_EQ(override_refused(parse_scenario(none_scenario(), "n.yaml"), "etcd"),
+            "--lock-service etcd cannot apply to scenario t: it is of lock service kind none: its workers bring their "
+            "own lock, which no other kind replaces");
 }
 
 TEST(ScenarioCatalogueFields, EmptyListsMeanNothingListed) {

@@ -197,6 +197,40 @@ TEST(CommandWorker, AFailedWorkerIsNotMetWithItsLastStderrLines) {
   EXPECT_NE(reasons.find("cannot reach the payments database"), std::string::npos) << reasons;
 }
 
+TEST(CommandWorker, AWorkerThatCrashesWithExit1IsNotMetWithItsTraceback) {
+  // An uncaught Python exception exits 1: before issue 31 that read as "gave up", and the run was
+  // valid and met with the traceback only in logs/w1.log.
+  const RunOutcome r = run_yaml("cw-crashes", single_worker("cw-crashes", "crashes"));
+  ASSERT_FALSE(r.dir.empty()) << r.result.err;
+  EXPECT_EQ(r.result.code, 1) << r.reasons();
+  const std::string reasons = r.reasons();
+  EXPECT_NE(reasons.find("worker w1 crashed: exit 1 without job.gave_up (exit 1 alone does not say it gave up); see "
+                         "logs/w1.log; its last stderr lines:\n"),
+            std::string::npos)
+      << reasons;
+  EXPECT_NE(reasons.find("RuntimeError: the ledger client lost its connection (this worker crashes on purpose)"),
+            std::string::npos)
+      << reasons;
+  EXPECT_FALSE(r.verdict.at("expectation").at("met").get<bool>());
+}
+
+TEST(CommandWorker, AWorkerThatSaysItGaveUpBeforeExit1IsJudgedByTheCheckers) {
+  const RunOutcome r = run_yaml("cw-gives-up", single_worker("cw-gives-up", "gives-up"));
+  ASSERT_FALSE(r.dir.empty()) << r.result.err;
+  EXPECT_EQ(r.reasons().find("crashed"), std::string::npos) << r.reasons();
+  EXPECT_EQ(r.result.code, 0) << r.reasons() << r.result.err;
+  bool gave_up = false, exited = false;
+  for (const auto& e : r.history) {
+    gave_up = gave_up || (e.value("source", "") == "w1" && e.value("kind", "") == "job.gave_up");
+    if (e.value("kind", "") == "worker.exit" && e.value("target", "") == "w1") {
+      exited = true;
+      EXPECT_EQ(e.value("detail", ""), "exit 1");
+      EXPECT_EQ(e.value("line", ""), "") << "an exit its events account for keeps no stderr tail";
+    }
+  }
+  EXPECT_TRUE(gave_up && exited);
+}
+
 TEST(CommandWorker, AWorkerThatNeverAcquiresMakesTheRunNotMetAndSaysSo) {
   const RunOutcome r = run_yaml("cw-never", single_worker("cw-never", "never-acquires"));
   ASSERT_FALSE(r.dir.empty()) << r.result.err;
@@ -351,6 +385,54 @@ TEST(CommandWorker, ASilentWorkerIsJudgedAsABlackBoxFromTheLockServiceAndTheReso
   }
   for (const auto& e : r.history) EXPECT_NE(e.value("source", ""), "w1") << "w1 said something: " << e.dump();
   EXPECT_NE(r.result.out.find("black box: judged from the lock service and the resource"), std::string::npos) << r.result.out;
+}
+
+TEST(LockServiceNone, NothingIsStartedAndTheIssuersCheckersAreUnknown) {
+  // A worker that takes a lock of its own (here: none at all, token 1) and writes the job through
+  // the examples' Python helpers; it says in a log event which lock-service variables it got.
+  const fs::path work = fctest::fresh_dir("cw-none");
+  std::ofstream(work / "own_lock.py")
+      << "import os, sys\n"
+         "sys.path.insert(0, " << nlohmann::json((fs::path(FENCECHECK_SOURCE_DIR) / "workers/examples/python-common").string())
+      << ")\n"
+         "from fencecheck_example import Job, emit\n"
+         "emit('hello', protocol=1)\n"
+         "emit('log', detail='lock service %s, endpoints %s, lock %s' % (os.environ['FENCECHECK_LOCK_SERVICE'], "
+         "os.environ.get('FENCECHECK_LOCK_ENDPOINTS', '(unset)'), os.environ['FENCECHECK_LOCK_NAME']))\n"
+         "emit('acquire.ok', lock_key='own/1', token=1)\n"
+         "assert Job().run(1) is None\n"
+         "emit('job.done', token=1)\n";
+  std::ofstream(work / "none.yaml") << "name: cw-none\nlease_ttl: 2s\ntimeout: 60s\n"
+                                       "lock_service: {kind: none, lock: payments/ledger}\n"
+                                       "resource: {kind: store}\n"
+                                       "job: {key: ledger, segments: 1, chunks: 2, chunk_bytes: 64, chunk_interval: 10ms}\n"
+                                       "workers:\n  - {id: w1, command: [/usr/bin/python3, own_lock.py]}\n"
+                                       "expect: {outcome: safe}\n";
+  const fs::path root = work / "runs";
+  const fctest::Result r = fctest::run_fencecheck({"run", "--run-root", root.string(), (work / "none.yaml").string()}, work);
+  ASSERT_TRUE(fs::is_directory(root)) << r.out << r.err;
+  const fs::path dir = fctest::only_run_dir(root);
+  EXPECT_EQ(r.code, 1) << "an unknown verdict never meets outcome safe\n" << r.out << r.err;
+  const auto verdict = nlohmann::json::parse(fctest::slurp(dir / "verdict.json"));
+  EXPECT_EQ(verdict["verdict"], "unknown");
+  for (const auto& c : verdict["checkers"]) {
+    const std::string name = c["name"];
+    if (name == "foreign-release" || name == "token-regression" || name == "unaccounted-write") {
+      EXPECT_EQ(c["verdict"], "unknown") << c.dump();
+      EXPECT_EQ(c.value("error", ""), "the scenario's lock service is kind none: no issuer history") << c.dump();
+    }
+    if (name == "interleaved-segment" || name == "stale-write-accepted" || name == "corrupt-chunk") {
+      EXPECT_EQ(c["verdict"], "valid") << c.dump();
+    }
+  }
+  bool told = false;
+  for (const auto& e : fctest::read_history(dir / "history.jsonl")) {
+    EXPECT_NE(e.value("source", ""), "lock") << "nothing watched, nothing to say: " << e.dump();
+    told = told || e.value("detail", "") == "lock service none, endpoints (unset), lock payments/ledger";
+  }
+  EXPECT_TRUE(told) << "the worker's environment";
+  for (const auto& f : fs::directory_iterator(dir / "logs"))
+    EXPECT_EQ(f.path().filename().string().find("etcd"), std::string::npos) << "a lock service was started: " << f.path();
 }
 
 /// The lock name against an external etcd (the user's cluster: here one this test starts on

@@ -149,6 +149,9 @@ const LineCase kLineCases[] = {
     {"PauseWithoutDuration", R"({"kind":"pause"})", false, "pause has no field 'duration_ns'", "duration_ns"},
     {"WriteOk", R"({"kind":"write.ok","key":"k","token":5,"segment":0,"chunk":1,"high_water":5,"extra":"ignored"})", false, "", ""},
     {"JobDoneBare", R"({"kind":"job.done"})", false, "", ""},
+    {"GaveUp", R"({"kind":"job.gave_up","detail":"fenced out: 10 acquisitions, each token below the mark","token":5})", false, "", ""},
+    {"GaveUpWithoutReason", R"({"kind":"job.gave_up","token":5})", false, "job.gave_up has no field 'detail'", "detail"},
+    {"GaveUpWithAnEmptyReason", R"({"kind":"job.gave_up","detail":""})", false, "job.gave_up: field 'detail' is empty", "detail"},
     {"LogLine", R"({"kind":"log","detail":"hi"})", false, "", ""},
 };
 
@@ -190,7 +193,7 @@ TEST(WorkerProtocol, OnlyTheHarnessSendsItsOwnKinds) {
                  EventKind::kLockDelete, EventKind::kRunStart, EventKind::kRunEnd, EventKind::kProtocolError})
     EXPECT_FALSE(worker_may_send(k)) << kind_name(k);
   for (auto k : {EventKind::kHello, EventKind::kAcquireOk, EventKind::kWriteInfo, EventKind::kJobDone, EventKind::kPause,
-                 EventKind::kLog})
+                 EventKind::kJobGaveUp, EventKind::kLog})
     EXPECT_TRUE(worker_may_send(k)) << kind_name(k);
 }
 

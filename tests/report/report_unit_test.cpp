@@ -42,6 +42,8 @@ using namespace fencecheck;
 using namespace fencecheck::harness;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
 namespace fs = std::filesystem;
 
 namespace {
@@ -1171,6 +1173,22 @@ TEST(ReportCommand, PointsOutAVerdictThatChanged) {
 
 // ---- the table -----------------------------------------------------------------------------------
 
+TEST(ResultsTable, ExpiriesNobodyCouldCountAreNotMeasuredNeverZero) {
+  // Lock-service kind none: no issuer history, so no lease expiry can be counted.
+  Scenario none = parse_scenario("name: nolock\nlease_ttl: 2s\nlock_service: {kind: none}\nresource: {kind: store}\n"
+                                 "job: {key: ledger}\nworkers: [{id: w1, command: [/bin/true]}]\nexpect: {outcome: safe}\n",
+                                 "none.yaml");
+  ScenarioResult r;
+  r.scenario = "nolock";
+  summarize_analysis(r, Analysis{}, none);
+  EXPECT_FALSE(r.expiries_measured);
+  EXPECT_TRUE(r.to_json().at("expiries_during_work").is_null());
+  EXPECT_THAT(format_results_table({r}), HasSubstr("  not measured  "));
+  summarize_analysis(r, Analysis{}, smoke_scenario());
+  EXPECT_TRUE(r.expiries_measured);
+  EXPECT_EQ(r.to_json().at("expiries_during_work"), 0);
+}
+
 TEST(ResultsTable, HasTheIssuesColumnsAndTheFigures) {
   ScenarioResult a;
   a.scenario = "sigstop-past-lease";
@@ -1837,4 +1855,113 @@ TEST(LongestPause, TheHoldersOwnMeasureIsUsedWhereItHasOneAndTheReferenceWorkers
   summarize_analysis(r, a, cmd);
   EXPECT_DOUBLE_EQ(*r.longest_pause_s, 7.0);
   EXPECT_EQ(r.longest_pause_source, "harness");
+}
+
+// ---- how a worker ends: job.done, job.gave_up and its exit (issue 31, item 4) --------------------
+
+namespace {
+
+/// A two-worker scenario of fencecheck-workers (no command to look up): the shortfall rules below
+/// do not depend on which program a worker is.
+Scenario two_workers() {
+  return parse_scenario("name: ends\nlease_ttl: 2s\nresource: {kind: store}\n"
+                        "job: {key: ledger, segments: 1, chunks: 2}\n"
+                        "workers: [{id: w1}, {id: w2}]\nexpect: {outcome: safe}\n");
+}
+
+struct Ends {
+  History h;
+  std::int64_t t = 1000;
+  Event& add(const std::string& source, EventKind kind) {
+    Event e;
+    e.t_ns = t += 1000;
+    e.source = source;
+    e.kind = kind;
+    h.add(e);
+    return h.events.back();
+  }
+  /// w: hello, acquire.ok (token 5), one acknowledged write.
+  void speaks(const std::string& w) {
+    add(w, EventKind::kHello).protocol = 1;
+    Event& a = add(w, EventKind::kAcquireOk);
+    a.token = 5, a.lock_key = "fencecheck/ends/" + w;
+    Event& ok = add(w, EventKind::kWriteOk);
+    ok.token = 5, ok.key = "ledger", ok.segment = 0, ok.chunk = 0;
+  }
+  void exits(const std::string& w, const std::string& how, const std::string& stderr_tail = "") {
+    Event& e = add("harness", EventKind::kWorkerExit);
+    e.target = w, e.detail = how, e.line = stderr_tail;
+  }
+  /// Both workers' shortfalls: w2 always speaks, finishes and exits 0.
+  std::vector<std::string> shortfalls() {
+    speaks("w2");
+    add("w2", EventKind::kJobDone).token = 5;
+    exits("w2", "exit 0");
+    return run_shortfalls(two_workers(), h);
+  }
+};
+
+const std::string kTraceback =
+    "Traceback (most recent call last):\n  File \"worker.py\", line 9, in <module>\nZeroDivisionError: division by zero";
+
+}  // namespace
+
+TEST(WorkerEnds, AnExit1WithoutGaveUpIsACrashWithItsStderrTail) {
+  Ends x;
+  x.speaks("w1");
+  x.exits("w1", "exit 1", kTraceback);
+  EXPECT_THAT(x.shortfalls(), ElementsAre("worker w1 crashed: exit 1 without job.gave_up (exit 1 alone does not say it "
+                                          "gave up); see logs/w1.log; its last stderr lines:\n" + kTraceback));
+}
+
+TEST(WorkerEnds, AnExit0WithTheJobUnfinishedIsACrash) {
+  Ends x;
+  x.speaks("w1");
+  x.exits("w1", "exit 0", "connection reset");
+  EXPECT_THAT(x.shortfalls(), ElementsAre("worker w1 crashed: exit 0 with its job unfinished (no job.done, no job.gave_up); "
+                                          "see logs/w1.log; its last stderr lines:\nconnection reset"));
+}
+
+TEST(WorkerEnds, AnExitItsEventsAccountForIsJudgedByTheCheckersAlone) {
+  struct Case {
+    const char* name;
+    std::string source;  // who said it ("" nobody)
+    EventKind kind;
+    std::string detail;
+    std::string exit;
+  };
+  const Case cases[] = {
+      {"it gave up, then exit 1", "w1", EventKind::kJobGaveUp, "fenced out 20 times", "exit 1"},
+      {"it gave up, then exit 0", "w1", EventKind::kJobGaveUp, "fenced out 20 times", "exit 0"},
+      {"the harness asked it to stop, then exit 0", "harness", EventKind::kLog,
+       "schedule over after 10s (3 fault(s) fired): healing what is in effect, stopping the workers", "exit 0"},
+      {"the harness ended it", "", EventKind::kLog, "", "terminated by the harness, exit 143"},
+  };
+  for (const Case& c : cases) {
+    Ends x;
+    x.speaks("w1");
+    if (!c.source.empty()) x.add(c.source, c.kind).detail = c.detail;
+    x.exits("w1", c.exit, "a line of stderr");
+    EXPECT_THAT(x.shortfalls(), IsEmpty()) << c.name;
+  }
+}
+
+TEST(WorkerEnds, ABlackBoxsExit0IsItsWordAndItsExit1ACrash) {
+  Ends quiet;
+  quiet.exits("w1", "exit 0");
+  EXPECT_THAT(quiet.shortfalls(), IsEmpty());
+  Ends crashed;
+  crashed.exits("w1", "exit 1", "Exception in thread \"main\" java.lang.IllegalStateException");
+  EXPECT_THAT(crashed.shortfalls(),
+              ElementsAre("worker w1 crashed: exit 1 from a black box (it sends no events, so only exit 0 says its job is "
+                          "done); see logs/w1.log; its last stderr lines:\nException in thread \"main\" "
+                          "java.lang.IllegalStateException"));
+}
+
+TEST(WorkerEnds, AnyOtherStatusIsAFailureWhateverTheWorkerSaid) {
+  Ends x;
+  x.speaks("w1");
+  x.add("w1", EventKind::kJobGaveUp).detail = "giving up";
+  x.exits("w1", "exit 137");
+  EXPECT_THAT(x.shortfalls(), ElementsAre("worker w1 failed: exit 137 (killed by signal 9); see logs/w1.log"));
 }

@@ -20,11 +20,14 @@ namespace fencecheck::locks::detail {
 const LockServiceKind& etcd_kind();       // etcd/etcd_kind.cpp
 const LockServiceKind& zookeeper_kind();  // zookeeper/zookeeper_kind.cpp
 const LockServiceKind& redis_kind();      // redis/redis_kind.cpp
+const LockServiceKind& none_kind();       // none/none_kind.cpp
 
 // The worker-side clients (make_lock_client dispatches on "kind"). Each throws
 // std::invalid_argument naming the field an endpoint lacks.
 std::unique_ptr<LockClient> make_etcd_lock_client(const nlohmann::json& endpoint, const LockClientOptions& options);
 std::unique_ptr<LockClient> make_zookeeper_lock_client(const nlohmann::json& endpoint, const LockClientOptions& options);
 std::unique_ptr<LockClient> make_redis_lock_client(const nlohmann::json& endpoint, const LockClientOptions& options);
+/// Kind none: always throws std::invalid_argument (fencecheck-worker has no lock to take).
+std::unique_ptr<LockClient> make_none_lock_client(const nlohmann::json& endpoint, const LockClientOptions& options);
 
 }  // namespace fencecheck::locks::detail

@@ -11,7 +11,7 @@ namespace {
 
 using Row = const LockServiceKind& (*)();
 // ROWS: each kind adds its row when its folder lands.
-constexpr std::array<Row, 3> kKinds{&detail::etcd_kind, &detail::zookeeper_kind, &detail::redis_kind};
+constexpr std::array<Row, 4> kKinds{&detail::etcd_kind, &detail::zookeeper_kind, &detail::redis_kind, &detail::none_kind};
 
 }  // namespace
 

@@ -338,11 +338,13 @@ class Worker {
     }
   }
 
-  /// Fatal path for exceptions escaping run().
+  /// The worker gives up for good (and says so, with why: a job.gave_up event, the protocol's one
+  /// way to say it; docs/worker-protocol.md), then releases what it holds. Also the path for
+  /// exceptions escaping run().
   int fatal(const std::string& why) {
     spdlog::error("{}", why);
-    Event e = make(EventKind::kLog);
-    e.detail = "fatal: " + why;
+    Event e = make(EventKind::kJobGaveUp);
+    e.detail = why;
     if (held_) e.token = held_->token;
     events_.emit(std::move(e));
     try {
@@ -929,8 +931,8 @@ int run_worker(const WorkerOptions& options, EventWriter& events, std::stop_toke
     if (worker) {
       rc = worker->fatal(err.what());
     } else {
-      Event e = make(EventKind::kLog);
-      e.detail = std::string("fatal: ") + err.what();
+      Event e = make(EventKind::kJobGaveUp);  // it gives up before it began (a lock service or resource it cannot use)
+      e.detail = err.what();
       events.emit(std::move(e));
       rc = kWorkerFatal;
     }

@@ -64,6 +64,7 @@ CheckContext CheckContext::of(const Scenario& scenario) {
   c.lock = scenario.lock_service().lock;
   c.job_kind = scenario.job().kind;
   c.resource_kind = scenario.resource().kind;
+  c.lock_service_kind = scenario.lock_service().kind;
   for (const auto& w : scenario.workers()) c.workers.push_back(w.id);
   if (const auto* kind = resources::find_resource_kind(scenario.resource().kind))
     c.evidence = kind->evidence(scenario.resource().config);
@@ -171,9 +172,10 @@ EvidenceUse detail::evidence_use_of(std::string_view name) {
 namespace {
 
 /// Whether the resource gives `source`; worker-events when `worker_events` (some worker event is
-/// in the history); history and lock-service always count.
+/// in the history); lock-service unless the lock service is kind none; history always counts.
 bool available(std::string_view source, const CheckContext& context, bool worker_events = true) {
   if (source == kEvidenceWorkerEvents) return worker_events;
+  if (source == kEvidenceLockService) return context.lock_service_kind != kNoLockService;
   if (!context.evidence) return true;
   const resources::Evidence& e = *context.evidence;
   if (source == kEvidenceChunks) return e.chunks;
@@ -220,6 +222,13 @@ std::optional<CheckerResult> detail::unavailable_required(std::string_view name,
 
 void detail::settle_result(CheckerResult& r, const EvidenceUse& use, const CheckContext& context, bool worker_events) {
   for (auto& a : r.anomalies) normalize(a);
+  // No issuer history (lock-service kind none): a checker that reads it saw only the silence of a
+  // lock service that was not there, which is no evidence of anything.
+  if (r.verdict == Verdict::kValid && !available(kEvidenceLockService, context) &&
+      std::find(use.reads.begin(), use.reads.end(), kEvidenceLockService) != use.reads.end()) {
+    r.verdict = Verdict::kUnknown;
+    r.error = std::string(kNoIssuerHistory);
+  }
   // Black-box workers: valid only when the checker judges them from sources that are there.
   if (r.verdict == Verdict::kValid && context.black_box && !context.black_box->empty()) {
     std::string lacking;

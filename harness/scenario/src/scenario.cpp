@@ -201,6 +201,7 @@ bool is_worker_event(EventKind kind) {
     case EventKind::kReleaseOk:
     case EventKind::kReleaseFail:
     case EventKind::kJobDone:
+    case EventKind::kJobGaveUp:
       return true;
     default:
       return false;
@@ -785,6 +786,12 @@ class ScenarioParser {
       for (auto n : locks::lock_service_kind_names()) known += (known.empty() ? "" : ", ") + std::string(n);
       throw cannot("unknown lock service kind " + quote(kind) + "; expected one of: " + known);
     }
+    // Kind none on either side: its workers bring their own lock, and a scenario written for a
+    // lock service fencecheck runs has workers (fencecheck-worker, etcdctl...) that need one.
+    if (ls.kind == kNoLockService)
+      throw cannot("it is of lock service kind none: its workers bring their own lock, which no other kind replaces");
+    if (kind == kNoLockService)
+      throw cannot("kind none runs no lock service, and this scenario's workers take their lock from one");
     if (!ls.endpoints.empty())
       throw cannot("it names lock_service.endpoints (the user's " + ls.kind + "); only a scenario on the embedded lock "
                    "service can run against another kind");
@@ -876,8 +883,13 @@ class ScenarioParser {
           fail(*p, "prior_revisions advances the embedded " + kind + "'s revision counter; an external lock service "
                    "(lock_service.endpoints) has its own history");
       }
+      if (kind == kNoLockService && spec.prior_revisions > 0)
+        fail(*ls.get("prior_revisions"), "prior_revisions advances the revision counter of a lock service fencecheck "
+                                         "runs; kind none runs none");
       if (auto n = ls.get("issuers")) {
         spec.issuers = static_cast<int>(integer(*n, 1, 4));
+        if (spec.issuers > 1 && kind == kNoLockService)
+          fail(*n, "issuers starts that many lock services side by side; kind none starts none");
         if (spec.issuers > 1 && !spec.embedded())
           fail(*n, "issuers starts that many embedded " + kind + " servers side by side; with lock_service.endpoints "
                    "the lock services are your own: give one scenario per issuer instead");
@@ -889,6 +901,7 @@ class ScenarioParser {
           !why.empty())
         fail(ttl, why);
     }
+    no_issuer_history_ = s.lock_service_.kind == kNoLockService;
     whole(ttl, ttl_d, std::chrono::milliseconds(1), "millisecond", "workers take the lease TTL in milliseconds");
     s.lease_ttl_ = std::chrono::duration_cast<std::chrono::milliseconds>(ttl_d);
     if (s.lock_service_.lock.empty()) s.lock_service_.lock = "fencecheck/" + s.name_;
@@ -1051,6 +1064,10 @@ class ScenarioParser {
       }
       if (auto design = wm.get("design")) self_stop_values[i] = parse_design(*design, w.design, s.lock_service_);
       parse_command(wm, w);
+      if (!w.command && s.lock_service_.kind == kNoLockService)
+        fail(wm.self(), "worker " + w.id + " is fencecheck-worker (no command), which takes its lock from a lock "
+                        "service fencecheck runs; this scenario's lock service is kind none: give " + w.id +
+                        " a command (a program that takes its own lock)");
     }
     // start_after must not form a cycle: a worker waiting (transitively) on itself never starts.
     for (std::size_t i = 0; i < s.workers_.size(); ++i) {
@@ -1195,8 +1212,14 @@ class ScenarioParser {
       }
       if (auto v = e.get("min_rejected_writes"))
         s.expect_.min_rejected_writes = integer(*v, 0, std::numeric_limits<std::int64_t>::max());
-      if (auto v = e.get("min_expiries_during_work"))
+      if (auto v = e.get("min_expiries_during_work")) {
         s.expect_.min_expiries_during_work = integer(*v, 0, std::numeric_limits<std::int64_t>::max());
+        // The figure counts the issuer's deletes (lock.delete): kind none has none to count, and
+        // an expectation on a figure nobody measured could only be met or failed by a zero.
+        if (s.lock_service_.kind == kNoLockService)
+          fail(*v, "min_expiries_during_work counts the lock service's expiries; this scenario's lock service is kind "
+                   "none, which has no issuer history to count them in");
+      }
       if (auto v = e.get("pause_tolerance")) {
         s.expect_.pause_tolerance = percentage(*v);
         bool any = std::any_of(s.faults_.begin(), s.faults_.end(),
@@ -1311,6 +1334,9 @@ class ScenarioParser {
     if (needs_network_namespaces(kind) && s.network_.mode != NetworkMode::kNamespaces)
       fail(kind_value, std::string(to_string(kind)) + " needs `network: namespaces` (this scenario's network is " +
                            std::string(to_string(s.network_.mode)) + ")");
+    if (kind == FaultKind::kLockServiceRestart && s.lock_service_.kind == kNoLockService)
+      fail(kind_value, "lock-service-restart restarts the lock service fencecheck runs; this scenario's lock service "
+                       "is kind none (the workers' own lock): there is none to restart");
     if (kind == FaultKind::kLockServiceRestart && !s.lock_service_.embedded())
       fail(kind_value, "lock-service-restart needs the embedded lock service; the harness cannot restart the "
                        "external one at lock_service.endpoints");
@@ -1552,6 +1578,9 @@ class ScenarioParser {
     auto kind = kind_from_name(name);
     if (!kind) fail(ev, "unknown event kind " + quote(name) + "; " + worker_event_list());
     if (is_lock_service_trigger_event(*kind)) {
+      if (no_issuer_history_)
+        fail(ev, "event " + quote(name) + " comes from the lock service's own history, and this scenario's lock "
+                 "service is kind none, which has none: the trigger would never fire");
       // The lock service's own event (the issuer watch), seen for every worker, a black box too.
       if (auto w = t.get("worker"))
         fail(*w, "event " + quote(name) + " is the lock service's own, counted whoever's key it is: give no worker "
@@ -1575,6 +1604,7 @@ class ScenarioParser {
 
   std::string file_;
   std::string_view text_;  // the file's text, to locate an offset inside a scalar ("" when unknown)
+  bool no_issuer_history_ = false;  // lock_service kind none: no lock.grant / lock.delete will ever come
 };
 
 // The 1-based line and column (in bytes) of the first byte of `text` that is not UTF-8

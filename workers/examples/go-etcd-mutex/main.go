@@ -76,7 +76,8 @@ SELECT $1::text, $2::bigint, $3::bigint, $4::bigint, $5::text FROM fenced`
 	markSQL = `SELECT token FROM fencecheck_fence WHERE key = $1::text`
 )
 
-// Exit statuses (worker protocol v1): 0 the job is done, 1 gave up; 2 a usage error.
+// Exit statuses (worker protocol v1): 0 the job is done (after job.done), 1 gave up (after
+// job.gave_up, which says why: an exit 1 alone is a crash, docs/worker-protocol.md); 2 a usage error.
 const (
 	exitDone   = 0
 	exitGaveUp = 1
@@ -275,7 +276,7 @@ var errGaveUp = errors.New("gave up")
 func (w *worker) acquire(ctx context.Context) error {
 	for {
 		if w.tries >= w.c.maxAcquires {
-			w.ev.emit("log", fields{"detail": fmt.Sprintf("fatal: gave up after %d acquisition attempts (--max-acquires)", w.tries)})
+			w.ev.emit("job.gave_up", fields{"detail": fmt.Sprintf("gave up after %d acquisition attempts (--max-acquires)", w.tries)})
 			return errGaveUp
 		}
 		w.tries++
@@ -471,8 +472,8 @@ func (w *worker) run(ctx context.Context) int {
 			return exitGaveUp
 		}
 		if w.held.token <= previous {
-			w.ev.emit("log", fields{"token": w.held.token, "detail": fmt.Sprintf(
-				"fatal: the new token %d is not greater than the previous token %d: refusing to write with it", w.held.token, previous)})
+			w.ev.emit("job.gave_up", fields{"token": w.held.token, "detail": fmt.Sprintf(
+				"the new token %d is not greater than the previous token %d: refusing to write with it", w.held.token, previous)})
 			w.release()
 			return exitGaveUp
 		}
@@ -499,7 +500,7 @@ func main() {
 
 	cli, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints, DialTimeout: 5 * time.Second})
 	if err != nil {
-		ev.emit("log", fields{"detail": "fatal: etcd client: " + err.Error()})
+		ev.emit("job.gave_up", fields{"detail": "etcd client: " + err.Error()})
 		logger.Printf("etcd client: %v", err)
 		os.Exit(exitGaveUp)
 	}

@@ -32,6 +32,15 @@ def emit(kind, **fields):
     os.write(EVENTS_FD, line.encode())
 
 
+def give_up(why, program="worker.py", **fields):
+    """Gives up for good, saying so first: job.gave_up with the reason (the protocol's one way to
+    say it; an exit 1 alone is a crash, docs/worker-protocol.md), the reason on stderr too.
+    Returns 1, the exit status to end with."""
+    emit("job.gave_up", detail=why, **fields)
+    print(f"{program}: giving up: {why}", file=sys.stderr)
+    return 1
+
+
 def encode_chunk(worker, token, key, segment, chunk, size):
     """The chunk's self-describing bytes, exactly as workers/proto/src/chunk.cpp's encode_chunk: the
     header, 'x' filler up to `size` bytes in all, then ' crc=' and the CRC-32 (IEEE, as zlib.crc32)
@@ -130,19 +139,19 @@ def start(program="worker.py"):
     w.lock_endpoint = urllib.parse.urlsplit(env("FENCECHECK_LOCK_ENDPOINTS", program).split(",")[0])
     emit("hello", protocol=1)
     if os.environ.get("FENCECHECK_JOB_KIND", "segments") != "segments":
-        print(f"{program}: job kind {os.environ['FENCECHECK_JOB_KIND']!r}: this worker writes segments of chunks only",
-              file=sys.stderr)
-        sys.exit(1)
+        sys.exit(give_up(f"job kind {os.environ['FENCECHECK_JOB_KIND']!r}: this worker writes segments of chunks only",
+                         program))
     return w
 
 
 def holdings(hold, tries=20, program="worker.py"):
     """The worker's life: hold() takes the lock once, writes what is left of the job and lets go.
     It returns None when the job is done, else why it must take the lock again (a write fenced
-    out: never again under that token). Exit status: 0 done, 1 gave up after `tries` holdings."""
+    out: never again under that token). Exit status: 0 done (hold() said job.done), 1 gave up
+    after `tries` holdings (job.gave_up says so first)."""
     for attempt in range(1, tries + 1):
         why = hold()
         if why is None:
             return 0
         print(f"{program}: attempt {attempt}: {why}; re-acquiring", file=sys.stderr)
-    return 1
+    return give_up(f"{tries} holdings and the job is not done (the last: {why})", program)

@@ -20,7 +20,7 @@ import etcd3
 
 # The worker protocol, the chunks, the HTTP service and the job: shared by the Python examples.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "python-common"))
-from fencecheck_example import emit, holdings, start  # noqa: E402
+from fencecheck_example import emit, give_up, holdings, start  # noqa: E402
 
 LOCK_PREFIX = "/locks/"  # python-etcd3 keeps the lock named N at the key /locks/N (etcd3.Lock.lock_prefix)
 BROKEN_TOKEN = 1         # what the broken worker sends on every write, whoever holds the lock
@@ -53,9 +53,8 @@ def main():
     # scenario's lock name, so the scenario names it /locks/<something> and the lock here is
     # <something>/lock: its key is <lock name>/lock, where the harness sees it come and go.
     if not lock_name.startswith(LOCK_PREFIX):
-        print(f"worker.py: the lock name {lock_name!r} is not under {LOCK_PREFIX}, where python-etcd3 keeps its "
-              f"locks: name the scenario's lock {LOCK_PREFIX}<something>", file=sys.stderr)
-        return 1
+        return give_up(f"the lock name {lock_name!r} is not under {LOCK_PREFIX}, where python-etcd3 keeps its "
+                       f"locks: name the scenario's lock {LOCK_PREFIX}<something>")
     endpoint = w.lock_endpoint
     client = etcd3.client(host=endpoint.hostname, port=endpoint.port or 2379)
 

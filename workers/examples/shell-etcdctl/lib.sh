@@ -3,6 +3,14 @@
 # One event line on fd 3: one printf, one write(2), so it is atomic on the harness's pipe.
 emit() { printf '%s\n' "$1" >&"${FENCECHECK_EVENTS_FD:-3}"; }
 
+# Gives up for good, saying so first: job.gave_up with the reason $1 (made JSON-safe), the protocol's
+# one way to say it (an exit 1 alone is a crash: docs/worker-protocol.md), then exit 1.
+give_up() {
+  emit "$(printf '{"kind":"job.gave_up","detail":"%s"}' "$(printf '%s' "$1" | tr -d '"\\\000-\037')")"
+  echo "worker.sh: giving up: $1" >&2
+  exit 1
+}
+
 # CRC-32 (IEEE, as zlib.crc32) of $1 as 8 lower-case hex digits. gzip's trailer (RFC 1952 §2.3.1)
 # is that CRC-32 of the uncompressed data, little-endian, then the length: the last 8 bytes of
 # gzip's output. od prints its first 4 bytes in file order; they are read back most significant first.

@@ -11,7 +11,7 @@
 namespace fencecheck {
 namespace {
 
-constexpr std::array<std::pair<EventKind, std::string_view>, 24> kNames{{
+constexpr std::array<std::pair<EventKind, std::string_view>, 25> kNames{{
     {EventKind::kAcquireInvoke, "acquire.invoke"}, {EventKind::kAcquireOk, "acquire.ok"},
     {EventKind::kAcquireFail, "acquire.fail"},     {EventKind::kKeepaliveFail, "keepalive.fail"},
     {EventKind::kLeaseLost, "lease.lost"},         {EventKind::kWriteInvoke, "write.invoke"},
@@ -19,6 +19,7 @@ constexpr std::array<std::pair<EventKind, std::string_view>, 24> kNames{{
     {EventKind::kWriteInfo, "write.info"},         {EventKind::kPause, "pause"},
     {EventKind::kReleaseInvoke, "release.invoke"}, {EventKind::kReleaseOk, "release.ok"},
     {EventKind::kReleaseFail, "release.fail"},     {EventKind::kJobDone, "job.done"},
+    {EventKind::kJobGaveUp, "job.gave_up"},
     {EventKind::kWorkerExit, "worker.exit"},       {EventKind::kFaultInject, "fault.inject"},
     {EventKind::kFaultHeal, "fault.heal"},         {EventKind::kLockGrant, "lock.grant"},
     {EventKind::kLockDelete, "lock.delete"},       {EventKind::kRunStart, "run.start"},

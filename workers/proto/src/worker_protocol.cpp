@@ -39,6 +39,8 @@ std::vector<std::string_view> required_fields(EventKind kind) {
       return {"lock_key"};
     case EventKind::kPause:
       return {"duration_ns"};
+    case EventKind::kJobGaveUp:
+      return {"detail"};  // a give-up says why
     default:
       return {};
   }
@@ -110,7 +112,7 @@ WorkerLine read_worker_line(std::string_view line, bool first) {
     return out;
   }
   const auto required = required_fields(*kind);
-  for (auto field : {"key", "lock_key"}) {
+  for (auto field : {"key", "lock_key", "detail"}) {
     auto it = j.find(field);
     if (it != j.end() && it->is_string() && it->get<std::string>().empty() &&
         std::find(required.begin(), required.end(), std::string_view(field)) != required.end()) {

@@ -102,6 +102,9 @@ struct ScenarioResult {
   std::vector<std::string> anomalies;  ///< names of anomalies found
   std::int64_t rejected_writes = 0;
   std::int64_t expiries_during_work = 0;
+  /// False when nothing could count the lease expiries: lock-service kind none has no issuer
+  /// history (no lock.delete). The reports then say "not measured", never 0.
+  bool expiries_measured = true;
   /// The run's longest pause, seconds, and who measured it (longest_pause_source); nullopt when
   /// nothing measured one: no worker that measures its own pauses ran and no process-stopping fault
   /// hit a worker (shown as "not measured", never as 0). See summarize_analysis().
@@ -131,7 +134,8 @@ struct ScenarioResult {
 [[nodiscard]] ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options);
 
 /// Fills the judged part of a result from its analysis: verdict, the anomalies' names (sorted,
-/// each once), rejected writes, lease expiries during work, the longest pause and its source, the
+/// each once), rejected writes, lease expiries during work (measured only when the scenario's lock
+/// service has an issuer history: not under kind none), the longest pause and its source, the
 /// black-box workers and the protocol errors.
 /// The longest pause (issue 31 item 6: never a zero that looks measured) is, per worker of the
 /// scenario: its own longest `pause` event when it sent any, or 0 when it is the reference worker

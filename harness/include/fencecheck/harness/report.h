@@ -186,8 +186,11 @@ struct PruneResult {
 /// run` and `fencecheck report` judge alike: one reason per planned fault that never took effect
 /// ("faults[0] (sigstop on w1) never fired: its trigger did not happen before the run ended", or
 /// "... could not be injected: <why>", from the harness's "not injected" log events), and one per
-/// worker that failed (a worker.exit "exit N" with N other than 0 (done) and 1 (gave up, judged by
-/// the checkers): bad arguments, a crash, a signal), and one per fault whose heal did not take
+/// worker that failed (a worker.exit "exit N" with N other than 0 and 1: bad arguments, a signal)
+/// or crashed (an exit its own events do not account for: exit 1 without job.gave_up, exit 0
+/// without job.done or job.gave_up before the harness asked it to stop; a black box's exit 1:
+/// HistoryTally::exit_accounted, docs/worker-protocol.md "How a worker ends"), each with its
+/// stderr tail when the worker.exit carries one, and one per fault whose heal did not take
 /// effect ("fault not healed, still in effect when the run ended: cpu-throttle on w1: <why>", from
 /// the harness's "<kind> on <target> not healed: <why>" log event with no later fault.heal of that
 /// kind and target). Empty when none; any makes the expectation not met. Pure; thread-safe.

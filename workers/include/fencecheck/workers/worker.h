@@ -17,7 +17,7 @@
 //            when uncontended and at or after the previous holder's delete when contended]).
 //            Any failure: acquire.fail (lock, lease_id when granted, detail), the session is closed
 //            [the lease revoked], retry after 200 ms; --max-acquires attempts in the whole run,
-//            then exit 1.
+//            then job.gave_up (detail: why) and exit 1 (every exit 1 below says job.gave_up first).
 //   job:     for each segment, for each chunk: write.invoke (key, segment, chunk, token) -> PUT
 //            chunk with the token -> write.ok (.., high_water) / write.fail (.., high_water,
 //            detail: fenced) / write.info (.., detail: outcome unknown). A 4xx other than 409
@@ -258,7 +258,8 @@ class PauseDetector {
 /// Exit codes of run_worker() / fencecheck-worker.
 enum WorkerExit : int {
   kWorkerOk = 0,           ///< job done and released
-  kWorkerFatal = 1,        ///< gave up (a `log` event says why): lock service unreachable, max acquires, bad reply
+  kWorkerFatal = 1,        ///< gave up (a `job.gave_up` event says why, before it exits): lock service unreachable,
+                           ///< max acquires, bad reply
   kWorkerBadArgs = 2,      ///< invalid options
   kWorkerTerminated = 143  ///< stopped by SIGTERM/SIGINT (stop requested) before the job was done; released
                            ///< (with --repeat a stop is the job's end: kWorkerOk)
@@ -267,7 +268,7 @@ enum WorkerExit : int {
 /// Runs one worker to completion on the calling thread (plus its keepalive and ticker threads),
 /// writing events to `events`. Returns a WorkerExit code. A stop request (the binary maps SIGTERM
 /// and SIGINT to it) interrupts a blocking Lock, the waits between chunks and acquisition retries,
-/// then releases what is held. Never throws: fatal errors become a `log` event and kWorkerFatal.
+/// then releases what is held. Never throws: fatal errors become a `job.gave_up` event and kWorkerFatal.
 /// Preconditions: validate(options) is empty (otherwise kWorkerBadArgs with a `log` event).
 int run_worker(const WorkerOptions& options, EventWriter& events, std::stop_token stop = {});
 

@@ -54,6 +54,11 @@ struct CheckContext {
   std::optional<resources::Evidence> evidence;
   /// The resource kind's name ("store", "postgres", "http"), for messages; "" when unknown.
   std::string resource_kind;
+  /// The lock-service kind ("etcd", "zookeeper", "redis", "none"); "" when unknown. Kind none
+  /// (a lock fencecheck does not manage) has no issuer history: the lock-service evidence is not
+  /// there, so a checker that reads it (foreign-release, token-regression, unaccounted-write) answers unknown where it
+  /// would say valid, with the reason kNoIssuerHistory; an invalid it proves from other sources stands.
+  std::string lock_service_kind;
   /// The history's shared index (history_index.h), built once by analyze() for all checkers.
   /// Null, or built from another history (HistoryIndex::matches): each checker builds its own.
   std::shared_ptr<const HistoryIndex> index;
@@ -128,6 +133,8 @@ struct CheckerResult {
 inline constexpr std::string_view kEvidenceWorkerEvents = "worker-events";   ///< the workers' own events (worker protocol)
 inline constexpr std::string_view kEvidenceHistory = "history";              ///< the harness's own records (faults, worker exits)
 inline constexpr std::string_view kEvidenceLockService = "lock-service";     ///< the issuer's own grants and deletes
+/// Why a checker that reads kEvidenceLockService is unknown under lock-service kind none.
+inline constexpr std::string_view kNoIssuerHistory = "the scenario's lock service is kind none: no issuer history";
 inline constexpr std::string_view kEvidenceChunks = "resource.chunks";       ///< each chunk slot's bytes as stored
 inline constexpr std::string_view kEvidenceLog = "resource.accept-log";      ///< accepted writes in the resource's order
 inline constexpr std::string_view kEvidenceRejections = "resource.rejections";  ///< writes the fence refused

@@ -121,6 +121,10 @@ enum class PartitionDirection { kBoth, kRequests, kReplies };
 
 /// The fault target that names the lock service (lock-service-restart's only target).
 inline constexpr std::string_view kLockServiceTarget = "lock-service";
+/// The lock-service kind for a lock fencecheck does not manage (workers/locks/none/): nothing is
+/// started or watched, every worker has a command (the loader refuses fencecheck-worker), and the
+/// checkers that need the issuer's history answer unknown (checker.h, CheckContext::lock_service_kind).
+inline constexpr std::string_view kNoLockService = "none";
 /// The subnet of `network: namespaces` when none is given (faults/netns.h's default).
 inline constexpr std::string_view kDefaultSubnet = "10.213.0.0/24";
 
@@ -138,7 +142,7 @@ inline constexpr std::string_view kDefaultSubnet = "10.213.0.0/24";
 [[nodiscard]] bool is_known_anomaly(std::string_view name);
 
 /// The event kinds a worker emits (what `start_after` and fault triggers may wait for):
-/// acquire.*, keepalive.fail, lease.lost, write.*, pause, release.*, job.done. (worker.exit is the
+/// acquire.*, keepalive.fail, lease.lost, write.*, pause, release.*, job.done, job.gave_up. (worker.exit is the
 /// harness's own event about a worker, so it is not a trigger.)
 [[nodiscard]] bool is_worker_event(EventKind kind);
 

@@ -19,7 +19,8 @@
 //    data directory, and says what that does to the token counter (restart_effect()).
 //
 // Kinds: etcd (workers/locks/etcd/), zookeeper (workers/locks/zookeeper/), redis
-// (workers/locks/redis/). The registry is a constant table (workers/locks/registry.cpp).
+// (workers/locks/redis/), none (workers/locks/none/: a lock fencecheck does not manage; nothing
+// started, no issuer history). The registry is a constant table (workers/locks/registry.cpp).
 //
 // Thread-safety: LockServiceKind objects are immutable singletons. A LockServiceInstance belongs
 // to the orchestrator's main thread (it forks children: child_process.h); an IssuerWatch delivers
@@ -164,7 +165,7 @@ class LockServiceKind {
 
 /// The kind registered under `name`, or nullptr.
 [[nodiscard]] const LockServiceKind* find_lock_service_kind(std::string_view name);
-/// Every registered name, in table order ("etcd", "zookeeper", "redis").
+/// Every registered name, in table order ("etcd", "zookeeper", "redis", "none").
 [[nodiscard]] std::vector<std::string_view> lock_service_kind_names();
 /// stop_orphans of every registered kind for one run directory, the sentences in table order.
 [[nodiscard]] std::vector<std::string> stop_orphaned_lock_services(const std::filesystem::path& run_dir, bool force);

@@ -35,6 +35,8 @@ enum class EventKind {
   kReleaseOk,       ///< unlock done; revision = the revision of the delete (lock_key, token, revision)
   kReleaseFail,     ///< unlock failed (lock_key, detail)
   kJobDone,         ///< the worker wrote every segment (token of the last holding)
+  kJobGaveUp,       ///< the worker stops for good with its job unfinished, and says why (detail; token if
+                    ///< holding): the only way a worker says "gave up" (docs/worker-protocol.md)
   kWorkerExit,      ///< harness: a worker process ended (detail: exit status)
   kFaultInject,     ///< harness: a fault took effect (fault, target, duration_ns planned)
   kFaultHeal,       ///< harness: a fault was healed (fault, target, duration_ns actual)
@@ -76,8 +78,9 @@ struct Event {
   std::string fault;                        ///< fault kind ("sigstop", ...)
   std::string target;                       ///< fault target (worker id)
   std::string detail;                       ///< human text: error, exit status, scenario name
-  /// protocol.error: the offending line, verbatim (cut at 4 KiB); worker.exit of a failed worker
-  /// (exit status other than 0 and 1): the last lines of its stderr.
+  /// protocol.error: the offending line, verbatim (cut at 4 KiB); worker.exit of a worker that
+  /// failed or crashed (an exit status other than 0, or an exit without job.done or job.gave_up):
+  /// the last lines of its stderr.
   std::string line;
 
   /// Every field equal (an absent optional equals only an absent one).

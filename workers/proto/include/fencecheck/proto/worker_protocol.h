@@ -28,13 +28,14 @@ inline constexpr int kWorkerEventsFd = 3;
 inline constexpr std::size_t kProtocolLineKept = 4096;
 
 /// Whether a worker may send this kind: hello, the Jepsen-style acquire / write / release
-/// operations, keepalive.fail, lease.lost, pause, job.done and log. The harness's own kinds
+/// operations, keepalive.fail, lease.lost, pause, job.done, job.gave_up and log. The harness's own kinds
 /// (worker.exit, fault.*, lock.*, run.*, protocol.error) are not a worker's to send. Pure.
 [[nodiscard]] bool worker_may_send(EventKind kind);
 
 /// The fields an event of this kind must carry (docs/worker-protocol.md, "Required fields"):
 /// acquire.ok: token, lock_key; write.*: key, token; release.*: lock_key; pause: duration_ns;
-/// hello: protocol. Empty for the rest. Pure.
+/// job.gave_up: detail (why it gave up); hello: protocol. Empty for the rest. A required key,
+/// lock_key or detail must not be empty either. Pure.
 [[nodiscard]] std::vector<std::string_view> required_fields(EventKind kind);
 
 /// One line read from a worker's event channel.
