@@ -957,6 +957,47 @@ TEST(Expectation, SafeButUnknownNeverCountsAsSafe) {
                                      "as safe"));
 }
 
+TEST(Expectation, AnAcceptedUnknownMeetsSafeButOnlyThatCheckersAndTheVerdictStaysUnknown) {
+  // lock_service kind none: the checkers that need the issuer's history say unknown; the user
+  // accepts exactly those (expect.accept_unknown). Another unknown, or an invalid, still fails.
+  Builder b;
+  b.acquire_ok("w1", kKey1, 33, 7001);
+  b.write_ok("w1", 33, 0, 0, 33);
+  ReadBack rb;
+  rb.chunks = {stored("w1", 33, 0, 0, 1)};
+  rb.log = {logged(1, "w1", 33, 0, 0)};
+  rb.high_water["ledger"] = 33;
+  Analysis a = analyze(b.h, rb);
+  // Make two checkers unknown, as kind none would.
+  for (auto& r : a.checkers)
+    if (r.name == "foreign-release" || r.name == "token-regression") {
+      r.verdict = Verdict::kUnknown;
+      r.error = "the scenario's lock service is kind none: no issuer history";
+    }
+  a.verdict = Verdict::kUnknown;
+  const ExpectationResult both = evaluate_expectation(
+      scenario_from("expect: {outcome: safe, accept_unknown: [foreign-release, token-regression]}\n"), a);
+  EXPECT_TRUE(both.met);
+  EXPECT_TRUE(both.reasons.empty());
+  EXPECT_EQ(a.verdict, Verdict::kUnknown);  // the expectation does not change the verdict
+  const ExpectationResult one =
+      evaluate_expectation(scenario_from("expect: {outcome: safe, accept_unknown: [foreign-release]}\n"), a);
+  EXPECT_FALSE(one.met);
+  EXPECT_THAT(one.reasons, ElementsAre("expected a safe run, but the verdict is unknown: checker token-regression could "
+                                       "not decide (the scenario's lock service is kind none: no issuer history), and "
+                                       "an unknown verdict never counts as safe"));
+  // An anomaly is never accepted.
+  for (auto& r : a.checkers)
+    if (r.name == "interleaved-segment") {
+      r.verdict = Verdict::kInvalid;
+      r.anomalies.push_back(Anomaly{"interleaved-segment", "planted", "ledger", 0, {33}, {"w1"}, {}, {}});
+    }
+  a.verdict = Verdict::kInvalid;
+  EXPECT_FALSE(evaluate_expectation(
+                   scenario_from("expect: {outcome: safe, accept_unknown: [foreign-release, token-regression]}\n"), a)
+                   .met);
+}
+
 TEST(Expectation, SafeButInvalidNamesEachAnomaly) {
   StoryRun r = unfenced_run();
   Checkers cs;

@@ -745,6 +745,34 @@ const BadFile kBadFiles[] = {
      "workers:\n"
      "  - start_delay: 1s\n",
      6, 5, "workers[0]: missing required field \"id\""},
+    {"AcceptUnknownWithAnAnomalyOutcome",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers:\n"
+     "  - id: w1\n"
+     "expect: {outcome: anomaly, anomalies: [interleaved-segment], accept_unknown: [fenced-out]}\n",
+     7, 78, "expect.accept_unknown: accept_unknown is for outcome: safe (an expected anomaly is found or not, whatever "
+            "else is unknown)"},
+    {"AcceptUnknownAnUnknownChecker",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers:\n"
+     "  - id: w1\n"
+     "expect: {outcome: safe, accept_unknown: [split-brain]}\n",
+     7, 42, "expect.accept_unknown[0]: unknown checker \"split-brain\"; checkers: " + kKnownAnomalies.substr(std::string("known anomalies: ").size())},
+    {"AcceptUnknownTwice",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers:\n"
+     "  - id: w1\n"
+     "expect: {outcome: safe, accept_unknown: [fenced-out, fenced-out]}\n",
+     7, 54, "expect.accept_unknown[1]: checker \"fenced-out\" is listed twice"},
     {"StartAfterUnknownWorker",
      "name: t\n"
      "lease_ttl: 2s\n"

@@ -70,6 +70,9 @@ ExpectationResult evaluate(const Expectation& ex, const Analysis& analysis, cons
       std::vector<std::pair<std::string, std::vector<std::string>>> causes;  // error -> checkers
       for (const auto& r : analysis.checkers) {
         if (r.verdict != Verdict::kUnknown) continue;
+        // The user accepted this checker's unknown as a known limit (expect.accept_unknown): the
+        // verdict stays unknown, the expectation does not fail on it.
+        if (std::find(ex.accept_unknown.begin(), ex.accept_unknown.end(), r.name) != ex.accept_unknown.end()) continue;
         const std::string why = r.error.empty() ? "no reason given" : r.error;
         auto it = std::find_if(causes.begin(), causes.end(), [&](const auto& c) { return c.first == why; });
         if (it == causes.end()) causes.push_back({why, {r.name}});
@@ -80,7 +83,9 @@ ExpectationResult evaluate(const Expectation& ex, const Analysis& analysis, cons
         reasons.push_back("expected a safe run, but the verdict is unknown: " + who + " could not decide (" + why +
                           "), and an unknown verdict never counts as safe");
       }
-      if (causes.empty() && analysis.protocol_errors.empty())
+      const bool any_unknown = std::any_of(analysis.checkers.begin(), analysis.checkers.end(),
+                                           [](const CheckerResult& r) { return r.verdict == Verdict::kUnknown; });
+      if (causes.empty() && analysis.protocol_errors.empty() && !any_unknown)
         reasons.push_back("expected a safe run, but the verdict is unknown (no checker ran), and an unknown "
                           "verdict never counts as safe");
     }

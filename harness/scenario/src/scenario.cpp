@@ -1188,7 +1188,7 @@ class ScenarioParser {
     {
       Map e(*this, m.require("expect"),
             {"outcome", "anomalies", "min_rejected_writes", "min_expiries_during_work", "pause_tolerance",
-             "progress_after_heal"});
+             "progress_after_heal", "accept_unknown"});
       s.expect_.outcome = choice(e.require("outcome"), kOutcomes, "outcome");
       std::vector<Value> listed;
       if (auto a = e.get("anomalies")) {
@@ -1227,6 +1227,19 @@ class ScenarioParser {
         if (!any)
           fail(*v, "pause_tolerance needs at least one fault that stops a worker (sigstop, freeze or self-stop) to "
                    "compare pauses with");
+      }
+      if (auto a = e.get("accept_unknown")) {
+        if (s.expect_.outcome != Outcome::kSafe)
+          fail(*a, "accept_unknown is for outcome: safe (an expected anomaly is found or not, whatever else is unknown)");
+        std::vector<std::string_view> known(known_anomalies().begin(), known_anomalies().end());
+        for (const Value& item : list(*a, true)) {
+          std::string name_s = string(item);
+          if (!is_known_anomaly(name_s)) fail(item, "unknown checker " + quote(name_s) + "; checkers: " + join(known));
+          if (std::find(s.expect_.accept_unknown.begin(), s.expect_.accept_unknown.end(), name_s) !=
+              s.expect_.accept_unknown.end())
+            fail(item, "checker " + quote(name_s) + " is listed twice");
+          s.expect_.accept_unknown.push_back(name_s);
+        }
       }
       if (auto v = e.get("progress_after_heal")) {
         s.expect_.progress_after_heal = boolean(*v);
@@ -1836,6 +1849,7 @@ nlohmann::json to_json(const Scenario& s) {
   if (s.expect().min_expiries_during_work) ej["min_expiries_during_work"] = *s.expect().min_expiries_during_work;
   if (s.expect().pause_tolerance) ej["pause_tolerance"] = format_percent(*s.expect().pause_tolerance);
   ej["progress_after_heal"] = s.expect().progress_after_heal;
+  if (!s.expect().accept_unknown.empty()) ej["accept_unknown"] = s.expect().accept_unknown;
   j["expect"] = std::move(ej);
   if (s.schedule()) j["schedule"] = schedule_json(*s.schedule());
   return j;

@@ -21,7 +21,9 @@ struct ExpectationResult {
 ///   outcome expected (an expected anomaly found does not make up for it): "w1's event line 7
 ///   broke the worker protocol: <problem> — the run cannot be judged safe" (protocol_error_reason);
 /// - outcome safe: the combined verdict must be valid (an unknown verdict never counts as safe;
-///   one reason per distinct cause, naming every checker it left undecided);
+///   one reason per distinct cause, naming every checker it left undecided), except that an
+///   unknown from a checker listed in expect.accept_unknown is no reason (the verdict stays
+///   unknown; the user accepted that checker's limit for this system under test);
 /// - outcome anomaly: every listed anomaly must have been reported (others may be reported too);
 /// - min_rejected_writes: Figures::rejected_writes_total() >= it;
 /// - min_expiries_during_work: Figures::expiries_during_work.size() >= it (the reason says when

@@ -431,6 +431,12 @@ struct Expectation {
   /// (check.h's CheckContext::acquire_allowance) whenever some worker still had work to do.
   /// Needs at least one fault.
   bool progress_after_heal = false;
+  /// outcome safe: checkers (by name, each an anomaly name) whose *unknown* verdict the user accepts
+  /// as the known limit of this system under test, e.g. those that need the issuer's history with
+  /// `lock_service: {kind: none}`. The combined verdict stays unknown (never valid without the
+  /// evidence); only the expectation counts it as met, and only when no other checker is unknown
+  /// and none is invalid. Empty: an unknown verdict never meets a safe expectation.
+  std::vector<std::string> accept_unknown;
   bool operator==(const Expectation&) const = default;
 };
 
