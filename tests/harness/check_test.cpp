@@ -686,6 +686,25 @@ TEST(Expiries, AnUnlockWhoseReplyWasLostIsTheHoldersReleaseNotAnExpiry) {
   EXPECT_EQ(compute_figures(unstamped.h, ReadBack{}).expiries_during_work.size(), 1u);
 }
 
+TEST(Expiries, AWaitersKeyDeletedBeforeItsAcquireIsNoExpiryDuringWork) {
+  // Issue 31 item 9 (etcd's RWMutex, etcd#16221): w2 queued; its lease expired while it waited and
+  // etcd deleted its key (revision 40); 6 s later its Lock returned anyway (acquire.ok revision 45).
+  // It had not started work when its lease expired.
+  Builder b;
+  b.acquire_ok("w1", kKey1, 33, 7001);
+  b.lock_delete(kKey2, 34, 40);
+  const std::size_t late = b.acquire_ok("w2", kKey2, 34, 7002);
+  b.h.events[late].revision = 45;
+  EXPECT_TRUE(compute_figures(b.h, ReadBack{}).expiries_during_work.empty());
+  // The same order of receipt with the acquire first in etcd's order (revision 35 < 40: the watch
+  // lagged behind the worker's reply) is an expiry during work, as before.
+  b.h.events[late].revision = 35;
+  const Figures f = compute_figures(b.h, ReadBack{});
+  ASSERT_EQ(f.expiries_during_work.size(), 1u);
+  EXPECT_EQ(f.expiries_during_work[0].worker, "w2");
+  EXPECT_EQ(f.expiries_during_work[0].token, 34);
+}
+
 TEST(Expiries, ADeleteNobodyHeldIsNotCounted) {
   Builder b;
   b.acquire_ok("w1", kKey1, 33, 7001);

@@ -438,6 +438,7 @@ struct FigureStream::State {
     std::size_t index = 0;
     std::uint32_t worker = 0, lock = 0;
     std::optional<std::int64_t> token, lease_id;
+    std::int64_t revision = -1;  // the acquire.ok's revision (the lock service's order), -1 when it has none
   };
   std::vector<Acquire> acquires;
   boost::unordered_flat_map<std::uint32_t, std::uint32_t> latest_acquire, first_acquire;  // per lock key
@@ -656,7 +657,7 @@ struct FigureStream::State {
         if (!candidate_keys.contains(std::string_view(e.lock_key))) break;
         const std::uint32_t key = names.id(e.lock_key);
         const auto a = static_cast<std::uint32_t>(acquires.size());
-        acquires.push_back(Acquire{i, names.id(e.source), names.id(e.lock), e.token, e.lease_id});
+        acquires.push_back(Acquire{i, names.id(e.source), names.id(e.lock), e.token, e.lease_id, e.revision.value_or(-1)});
         latest_acquire[key] = a;
         first_acquire.try_emplace(key, a);
         if (e.token) {
@@ -726,6 +727,7 @@ struct FigureStream::State {
     if (!delete_is_expiry(word, released(d))) return std::nullopt;
     // The holder: the latest matching acquire.ok before the delete, else the first after it.
     std::uint32_t at = d.before;
+    const bool after = at == kNoAcquire;
     if (at == kNoAcquire && d.token) {
       if (const auto it = first_acquire_token.find(KeyToken{d.lock_key, *d.token}); it != first_acquire_token.end()) at = it->second;
     } else if (at == kNoAcquire) {
@@ -733,6 +735,11 @@ struct FigureStream::State {
     }
     const Acquire* a = at == kNoAcquire ? nullptr : &acquires[at];
     if (!a) return std::nullopt;  // nobody we know held it: cannot be attributed to a worker's work
+    // An acquire.ok received after the delete is its holder's only when the acquire came first in
+    // the lock service's own order (the watch lagged). One whose revision is past the delete's was
+    // handed the lock after its key was gone: its lease expired while it waited, before any work
+    // (etcd's RWMutex, etcd#16221; etcd 3.4's Lock, etcd#11456): an expiry during work needs work.
+    if (after && a->revision >= 0 && d.revision && a->revision > *d.revision) return std::nullopt;
     const std::int64_t token = d.token ? *d.token : a->token.value_or(0);
 
     // Done when the holder emitted job.done before the delete: for that token, or (a job.done

@@ -35,7 +35,11 @@ namespace fencecheck::harness {
 /// the delete had finished its work, so it is not counted either; nor is a delete its holder had
 /// asked for: a `release.invoke` of that lock_key and token sent (its src_ns, else its history
 /// position) before the delete was seen, whether or not a release.ok came back (an unlock whose
-/// reply was lost, as in a `replies` partition, acted all the same).
+/// reply was lost, as in a `replies` partition, acted all the same). Nor is the delete of a key
+/// whose holder's `acquire.ok`, received after the delete, carries a revision past the delete's:
+/// the lock was handed to it after its key was gone (etcd's RWMutex, etcd#16221; etcd 3.4's Lock,
+/// etcd#11456), so its lease expired while it waited, not during work (an acquire.ok received
+/// late with an earlier revision is the watch lagging, and counts).
 struct LeaseExpiry {
   std::string worker;                    ///< the holder
   std::string lock;                      ///< lock name (prefix), from the acquire.ok
