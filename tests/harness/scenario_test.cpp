@@ -84,7 +84,8 @@ std::string lock_service_keys() {
 
 const std::string kKnownAnomalies =
     "known anomalies: interleaved-segment, stale-write-accepted, duplicate-effect, counter-drift, foreign-release, "
-    "token-regression, fenced-out, rejection-storm, cross-key-rejection, lost-acknowledged-write, corrupt-chunk";
+    "token-regression, fenced-out, rejection-storm, cross-key-rejection, lost-acknowledged-write, corrupt-chunk, "
+    "ungranted-holding";
 
 }  // namespace
 
@@ -332,8 +333,9 @@ TEST(ScenarioNames, KnownAnomaliesAreTheDesignListPlusCorruptChunk) {
             (std::vector<std::string>{"interleaved-segment", "stale-write-accepted", "duplicate-effect",
                                       "counter-drift", "foreign-release", "token-regression", "fenced-out",
                                       "rejection-storm", "cross-key-rejection", "lost-acknowledged-write",
-                                      "corrupt-chunk"}));
+                                      "corrupt-chunk", "ungranted-holding"}));
   EXPECT_TRUE(is_known_anomaly("corrupt-chunk"));
+  EXPECT_TRUE(is_known_anomaly("ungranted-holding"));
   EXPECT_FALSE(is_known_anomaly("split-brain"));
   EXPECT_EQ(known_fault_kinds(), (std::vector<std::string_view>{"sigstop", "cpu-throttle", "freeze", "partition",
                                                                  "netem", "lock-service-restart", "self-stop"}));

@@ -156,6 +156,7 @@ EvidenceUse detail::evidence_use_of(std::string_view name) {
       {"duplicate-effect", {{kEvidenceEffects, kEvidenceWorkerEvents}, {}, {kEvidenceEffects}}},
       {"counter-drift", {{kEvidenceEffects, kEvidenceWorkerEvents}, {}, {}}},
       {"lost-acknowledged-write", {{kEvidenceChunks, kEvidenceLog, kEvidenceWorkerEvents}, {kEvidenceChunks}, {}}},
+      {"ungranted-holding", {{kEvidenceWorkerEvents, kEvidenceLockService}, {kEvidenceLockService}, {}}},
   };
   for (const auto& row : kTable)
     if (row.name == name) return row.use;

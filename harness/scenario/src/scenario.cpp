@@ -169,6 +169,7 @@ const std::vector<std::string>& known_anomalies() {
       "interleaved-segment", "stale-write-accepted", "duplicate-effect",   "counter-drift",
       "foreign-release",     "token-regression",     "fenced-out",         "rejection-storm",
       "cross-key-rejection", "lost-acknowledged-write", "corrupt-chunk",
+      "ungranted-holding",
   };
   return names;
 }

@@ -40,6 +40,7 @@ constexpr Entry kRules[] = {
     {"duplicate-effect", detail::make_duplicate_effect_rule},
     {"counter-drift", detail::make_counter_drift_rule},
     {"lost-acknowledged-write", detail::make_lost_acknowledged_write_rule},
+    {"ungranted-holding", detail::make_ungranted_holding_rule},
 };
 
 /// How often (in events) check_history_file() samples the rules' state.

@@ -38,14 +38,18 @@
 //   lock.delete, and the third holder's acquire.ok: the first acquire.ok by another worker after
 //   the release, while the owner was still mid-job (no job.done or release.invoke of that token
 //   yet) (catalogue item 5).
+//   Unknown, never valid, when workers held the lock and the history has no lock.grant at all.
 // token-regression: the issuer's tokens were not strictly increasing (catalogue items 6, 7):
-//   - an acquire.ok whose token is below, or equal to, that of an acquire.ok (same lock) that had
+//   - an acquire.ok whose token is not above that of an acquire.ok of the same lock name that had
 //     completed before this one's acquire.invoke (real-time order: a grant that raced is not
-//     flagged; an equal token is the same token handed out twice);
+//     flagged; an equal token is the same token held twice), judged per lock name; the
+//     description names the worker that presented the token and whether the lock service's own
+//     history granted its key that token (the issuer's) or not (the worker's own);
 //   - a lock.grant whose token is below an earlier lock.grant's, or equal to it for another key
 //     (the watch's order; a replay of a key already seen is not a grant);
-//   - the resource's high-water mark for a key above the token of the last acquire.ok: from then
-//     on every holder is below the mark.
+//   - the resource's high-water mark for a key above the token of the last acquire.ok (with
+//     several lock names, above each name's last one): from then on every holder is below the mark.
+//   Unknown, never valid, when workers held the lock and the history has no lock.grant at all.
 // fenced-out: liveness. After the last fault.heal (or from the start when nothing was healed), a
 //   worker's write with a token it acquired after that point (a fresh token, with healthy
 //   services) was rejected by the fence, and no write at all was accepted within lease TTL +
@@ -74,6 +78,17 @@
 //   superseded: not in the read-back's log, or its slot empty, or the slot holding an earlier
 //   (lower seq) write. Without a log, the slot must hold this write or one acknowledged after this
 //   one was invoked. Evidence: the write.invoke and write.ok; seqs of the write and the slot.
+// ungranted-holding: a worker's acquire.ok for a lock key the lock service never granted it, judged
+//   by the lock service's own order (its revisions), not by the order events reached the harness:
+//   the key's grant was deleted at a revision at or below the acquire's own revision, or deleted
+//   while older keys of the lock still existed (a queued waiter whose lease expired, yet the
+//   worker went on as holder: etcd#11456 through `etcdctl lock`), or never granted at all while
+//   the watch covered the lock (the key itself and keys under "<lock>/") and every lock event
+//   carried a revision (etcd). Unknown, naming the key, when the history cannot match a holding:
+//   no lock-service event at all while workers held, an acquire.ok without a lock_key or with a
+//   key outside the lock, a grant the acquire.ok cannot be tied to, a kind whose deletes carry no
+//   revision where only a revision would settle it. Evidence: the acquire.ok, the key's
+//   lock.grant and lock.delete.
 //
 // Black-box workers (black_box_workers(), checker.h: a scenario's worker that sent no
 // worker-protocol event). What judges them is each checker's EvidenceUse::black_box_from
@@ -145,7 +160,8 @@ class ForeignReleaseChecker final : public Checker {
                                          const CheckContext& context) const override;
 };
 
-/// Uses the context's lock name to pick the acquire.ok events of the scenario's lock (all when "").
+/// Uses the context's lock name to pick the lock service's grants of the scenario's lock (all when
+/// ""); acquire.oks are judged per the lock name each reports.
 class TokenRegressionChecker final : public Checker {
  public:
   [[nodiscard]] std::string_view name() const override { return "token-regression"; }
@@ -190,9 +206,19 @@ class LostAcknowledgedWriteChecker final : public Checker {
                                          const CheckContext& context) const override;
 };
 
+/// Uses the context's lock name: the keys its issuer watch covered (the name itself and keys under
+/// "<lock>/"; every key when "").
+class UngrantedHoldingChecker final : public Checker {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "ungranted-holding"; }
+  [[nodiscard]] CheckerResult check(const History& history, const ReadBack& readback) const override;
+  [[nodiscard]] CheckerResult check_with(const History& history, const ReadBack& readback,
+                                         const CheckContext& context) const override;
+};
+
 /// interleaved-segment, corrupt-chunk, stale-write-accepted, cross-key-rejection, rejection-storm,
 /// foreign-release, token-regression, fenced-out, duplicate-effect, counter-drift,
-/// lost-acknowledged-write, in that order.
+/// lost-acknowledged-write, ungranted-holding, in that order.
 [[nodiscard]] Checkers default_checkers();
 
 }  // namespace fencecheck::harness

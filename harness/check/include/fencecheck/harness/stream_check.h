@@ -15,7 +15,7 @@
 // check_history_file() runs the streamed rules straight from history.jsonl(.zst) without holding
 // the history.
 //
-// Every checker's rule is streamed (stream_rule_names() lists all eleven, in default_checkers()
+// Every checker's rule is streamed (stream_rule_names() lists all twelve, in default_checkers()
 // order), and the figures too (analysis.h: FigureStream); analyze_history_file() is analyze() from
 // the file. The rules read the resource's accept log packed (packed_log.h: about a tenth of a
 // ReadBack's log), so a caller that reads readback.json with its log handed to a PackedLog
