@@ -18,7 +18,7 @@
 // oldest or at a revision at or below a claim's revision, or when two acquire.oks claim one
 // generation. A normal history has none, and the rule ends there.
 // Pass 2, only with suspects: every generation and every acquire.ok of the suspect keys, kept
-// exactly (suspect keys only), judged at the end:
+// exactly (suspect keys only), judged at the pass's end:
 //   - the acquire's generation: with a revision, the latest one granted at or before it (none:
 //     never granted before the acquire); else the one whose token is the acquire's; else the only
 //     one; else unknown (the history cannot say which);
@@ -30,6 +30,11 @@
 //   - unknown, naming the key, when the history lacks what is needed: no lock-service event at all,
 //     an acquire.ok without a lock_key, a key outside the lock the watch covered, a kind whose
 //     deletes have no revision (ZooKeeper, Redis) where only a revision would settle it.
+// Pass 3, only when an ungranted holding presented a token: the rightful holders it fenced. A
+// write rejected against a mark equal to the zombie's token, on a key where the zombie's own
+// write with that token was accepted before and no other worker wrote with that token (else the
+// mark may be theirs), is added to the zombie's anomaly (its writer among the clients, the
+// rejection and the zombie's write among the evidence). State: per zombie, per key it wrote.
 
 #include <algorithm>
 #include <map>
@@ -64,13 +69,21 @@ class UngrantedHoldingRule final : public StreamRule {
       case EventKind::kLockGrant: grant(index, e); break;
       case EventKind::kLockDelete: remove(index, e); break;
       case EventKind::kAcquireOk:
-        if (is_worker_protocol_event(e)) acquire(index, e);
+        if (pass_ < 3 && is_worker_protocol_event(e)) acquire(index, e);
+        break;
+      case EventKind::kWriteOk:
+      case EventKind::kWriteFail:
+        if (pass_ == 3 && e.token) fenced_by_zombie(index, e);
         break;
       default: break;
     }
   }
 
   bool wants_another_pass() override {
+    if (pass_ == 2) {
+      judge();
+      return !zombies_.empty();  // pass 3: the rightful holders' writes the zombies' tokens fenced
+    }
     if (pass_ > 1) return false;
     for (const auto& [key, p] : pending_) suspects_.insert(key);
     pending_ = {};
@@ -82,9 +95,16 @@ class UngrantedHoldingRule final : public StreamRule {
   void begin_pass(unsigned pass) override { pass_ = pass; }
 
   CheckerResult finish(const StreamEnd& /*end*/) override {
-    std::vector<Anomaly> anomalies;
+    if (pass_ == 2 && !judged_) judge();  // a driver that never asked wants_another_pass()
+    std::vector<Anomaly> anomalies = std::move(anomalies_);
     std::vector<std::string> unknowns = std::move(unknowns_);
-    if (pass_ > 1) judge(anomalies, unknowns);
+    for (const Zombie& z : zombies_) {
+      if (z.fenced == 0) continue;
+      Anomaly& a = anomalies[z.anomaly];
+      a.description += "; the resource then rejected " + std::to_string(z.fenced) +
+                       " write(s) of the rightful holders against the mark " + std::to_string(z.token) + " that " +
+                       workers_.name(z.worker) + "'s writes set (the first: " + z.first_fenced + ")";
+    }
     if (holdings_ > 0 && lock_events_ == 0)
       unknowns.insert(unknowns.begin(),
                       std::to_string(holdings_) + " acquire.ok(s) reported a holding (the first: " + first_holding_ +
@@ -100,7 +120,9 @@ class UngrantedHoldingRule final : public StreamRule {
     for (const auto& [lock, g] : groups_) n += lock.capacity() + sizeof(g) + g.size() * 48;
     n += pending_.size() * (sizeof(std::uint64_t) + sizeof(Pending) + 1) + suspects_.size() * (sizeof(std::uint64_t) + 1);
     for (const auto& [key, s] : suspect_) n += sizeof(key) + sizeof(s) + s.key.capacity() + s.gens.capacity() * sizeof(Gen);
-    n += acquires_.capacity() * sizeof(Acquire);
+    n += acquires_.capacity() * sizeof(Acquire) + zombies_.capacity() * sizeof(Zombie);
+    for (const Zombie& z : zombies_) n += z.keys.size() * 64;
+    for (const auto& a : anomalies_) n += sizeof(a) + a.description.capacity();
     for (const auto& u : unknowns_) n += sizeof(u) + u.capacity();
     return n;
   }
@@ -150,7 +172,34 @@ class UngrantedHoldingRule final : public StreamRule {
     return e.lock;
   }
 
+  /// Pass 3: a zombie's accepted write with its token sets the key's mark; a write of another
+  /// worker rejected against exactly that mark, on a key where no other worker wrote with that
+  /// token before, was fenced by the zombie's token.
+  void fenced_by_zombie(std::size_t index, const Event& e) {
+    for (Zombie& z : zombies_) {
+      const bool own = workers_.name(z.worker) == e.source;
+      if (e.kind == EventKind::kWriteOk) {
+        if (*e.token != z.token) continue;
+        auto& k = z.keys[e.key];
+        if (own && !k.zombie_ok) k.zombie_ok = index;
+        if (!own) k.shared = true;
+      } else if (!own && e.high_water && *e.high_water == z.token) {
+        const auto k = z.keys.find(e.key);
+        if (k == z.keys.end() || !k->second.zombie_ok || k->second.shared) continue;
+        Anomaly& a = anomalies_[z.anomaly];
+        a.evidence.push_back(index);
+        a.evidence.push_back(*k->second.zombie_ok);
+        a.clients.push_back(e.source);
+        a.tokens.push_back(*e.token);
+        if (z.fenced++ == 0)
+          z.first_fenced = e.source + "'s write of " + e.key + " with token " + std::to_string(*e.token) + ", event " +
+                           std::to_string(index);
+      }
+    }
+  }
+
   void grant(std::size_t index, const Event& g) {
+    if (pass_ == 3) return;
     ++lock_events_;
     if (!g.revision) unordered_ = true;
     if (g.lock_key.empty() || !covered(g.lock_key)) return;
@@ -188,6 +237,7 @@ class UngrantedHoldingRule final : public StreamRule {
   }
 
   void remove(std::size_t index, const Event& d) {
+    if (pass_ == 3) return;
     ++lock_events_;
     if (!d.revision) unordered_ = true;
     if (d.lock_key.empty() || !covered(d.lock_key)) return;
@@ -300,8 +350,21 @@ class UngrantedHoldingRule final : public StreamRule {
     return it == suspect_.end() ? nullptr : &it->second;
   }
 
-  /// Pass 2's end: each suspect key's acquire.oks against its generations.
-  void judge(std::vector<Anomaly>& anomalies, std::vector<std::string>& unknowns) {
+  /// Follows ungranted holding `a` (anomaly number `anomaly`) into pass 3, when it presented a token.
+  void follow(const Acquire& a, std::size_t anomaly) {
+    if (a.token == kNone) return;
+    Zombie& z = zombies_.emplace_back();
+    z.worker = a.worker;
+    z.token = a.token;
+    z.anomaly = anomaly;
+  }
+
+  /// Pass 2's end: each suspect key's acquire.oks against its generations (anomalies_, unknowns_,
+  /// and a Zombie per ungranted holding with a token, for pass 3).
+  void judge() {
+    judged_ = true;
+    std::vector<Anomaly>& anomalies = anomalies_;
+    std::vector<std::string>& unknowns = unknowns_;
     for (const Acquire& a : acquires_) {
       const Suspect& s = suspect_.at(a.key);
       const std::string& worker = workers_.name(a.worker);
@@ -342,6 +405,7 @@ class UngrantedHoldingRule final : public StreamRule {
           for (const Gen& g : s.gens) an.evidence.push_back(g.grant);
           an.description = who + " reports a holding the lock service's own history does not show: it " + when +
                            "; " + worker + " held a lock key the issuer never gave it";
+          follow(a, anomalies.size() - 1);
         } else {
           unknowns.push_back(who + ": the lock service's history has no grant of " + s.key +
                              (unordered_ ? ", and its events carry no revisions (the kind's history is not complete "
@@ -374,6 +438,7 @@ class UngrantedHoldingRule final : public StreamRule {
                             : ", while older keys of the lock still existed: the key was a queued waiter that never "
                               "held the lock (a waiter whose lease expired: etcd#11456)") +
             "; " + worker + " went on as the holder of a key that no longer existed";
+        follow(a, anomalies.size() - 1);
         continue;
       }
       if (gen->was_deleted && a.revision == kNone && a.index > gen->deleted) {
@@ -385,8 +450,27 @@ class UngrantedHoldingRule final : public StreamRule {
     }
   }
 
+  /// An ungranted holding (pass 3): its worker, the token it presented, its anomaly, and per
+  /// resource key its first accepted write with that token and whether another worker wrote
+  /// with the same token (then a rejection at that mark may be that worker's doing).
+  struct ZombieKey {
+    std::optional<std::size_t> zombie_ok;
+    bool shared = false;
+  };
+  struct Zombie {
+    std::uint32_t worker = 0;
+    std::int64_t token = 0;
+    std::size_t anomaly = 0;
+    std::map<std::string, ZombieKey, std::less<>> keys;
+    std::size_t fenced = 0;
+    std::string first_fenced;
+  };
+
   std::string lock_;
   unsigned pass_ = 1;
+  bool judged_ = false;
+  std::vector<Anomaly> anomalies_;
+  std::vector<Zombie> zombies_;
   std::size_t lock_events_ = 0, holdings_ = 0, no_key_ = 0, outside_ = 0;
   bool unordered_ = false;  // some lock event had no revision (ZooKeeper's deletes, Redis)
   std::string first_holding_;

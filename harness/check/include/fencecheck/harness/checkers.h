@@ -88,7 +88,9 @@
 //   no lock-service event at all while workers held, an acquire.ok without a lock_key or with a
 //   key outside the lock, a grant the acquire.ok cannot be tied to, a kind whose deletes carry no
 //   revision where only a revision would settle it. Evidence: the acquire.ok, the key's
-//   lock.grant and lock.delete.
+//   lock.grant and lock.delete; where the ungranted holder's token fenced a rightful holder (a
+//   write rejected against a mark equal to that token, set by the holder's own accepted write,
+//   no other worker writing with that token), that write.fail and the write.ok that set the mark.
 //
 // Black-box workers (black_box_workers(), checker.h: a scenario's worker that sent no
 // worker-protocol event). What judges them is each checker's EvidenceUse::black_box_from
