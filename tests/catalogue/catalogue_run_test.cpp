@@ -6,6 +6,7 @@
 // ctest -j2 runs two at a time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -31,12 +32,22 @@ TEST(CatalogueRun, VerdictMeetsTheExpectation) {
   const nlohmann::json v = nlohmann::json::parse(fctest::slurp(dir / "verdict.json"));
 
   // What the checkers found, from verdict.json itself.
+  // Every checker decides, with one exception: in a broken design's run (invalid whatever else is
+  // found) a checker the run's history cannot serve may say unknown with its reason, when it is
+  // not one the scenario expects. Redis's pair b: the restarted server's first holding can come
+  // and go before the watch has subscribed again, so ungranted-holding cannot match it (never
+  // valid, docs/scenario-format.md); it must not fail the pair whose anomalies are found.
+  const auto& expect = sc.expect();
   std::set<std::string> found;
   for (const auto& c : v.at("checkers")) {
-    EXPECT_NE(c.at("verdict"), "unknown") << "checker " << c.at("name") << " could not decide: " << c.dump();
+    const std::string name = c.at("name");
+    const bool expected = std::find(expect.anomalies.begin(), expect.anomalies.end(), name) != expect.anomalies.end();
+    if (expect.outcome == Outcome::kAnomaly && !expected && c.at("verdict") == "unknown")
+      EXPECT_FALSE(c.value("error", "").empty()) << "checker " << name << " is unknown without a reason: " << c.dump();
+    else
+      EXPECT_NE(c.at("verdict"), "unknown") << "checker " << name << " could not decide: " << c.dump();
     for (const auto& a : c.value("anomalies", nlohmann::json::array())) found.insert(a.at("name").get<std::string>());
   }
-  const auto& expect = sc.expect();
   if (expect.outcome == Outcome::kAnomaly) {
     EXPECT_EQ(v.at("verdict"), "invalid");
     for (const auto& name : expect.anomalies) EXPECT_TRUE(found.count(name)) << "expected anomaly " << name << " missing";

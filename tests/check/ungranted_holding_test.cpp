@@ -217,16 +217,33 @@ TEST(UngrantedHolding, AKeyOutsideTheWatchedLockIsUnknownNamingTheKey) {
 }
 
 TEST(UngrantedHolding, AGrantTheAcquireCannotBeTiedToIsUnknown) {
-  // The key granted twice; the acquire.ok, after both, has no revision and a token of neither.
+  // The key granted twice; the acquire.ok, after both, has no revision and the token and lease
+  // of neither.
   Builder b;
   b.lock_grant(kKey1, 7, 7001);
   b.lock_delete(kKey1, 7, 8);
-  b.lock_grant(kKey1, 9, 7001);
+  b.lock_grant(kKey1, 9, 7002);
   b.lock_delete(kKey1, 9, 10);
-  etcdctl_acquire(b, "w1", kKey1, 12, 7001);
+  etcdctl_acquire(b, "w1", kKey1, 12, 7003);
   const CheckerResult r = ungranted(b);
   EXPECT_EQ(r.verdict, Verdict::kUnknown);
   EXPECT_THAT(r.error, HasSubstr("granted " + kKey1 + " 2 times"));
+}
+
+TEST(UngrantedHolding, AGrantIsTiedToTheAcquireBySessionWhenTheTokenIsTheWorkersOwn) {
+  // Redis's plain lock: every holder presents the constant token 1, and the key (the lock name
+  // itself) is granted once per holding, to the holder's session (lease_id: the Redis owner).
+  Builder b;
+  b.lock_grant(kLock, 101, 5001);
+  b.lock_delete(kLock, 101, std::nullopt);
+  b.lock_grant(kLock, 102, 5002);
+  acquire_at(b, "w1", kLock, 1, std::nullopt, kLock, 5001);  // reported late: after its delete
+  acquire_at(b, "w2", kLock, 1, std::nullopt, kLock, 5002);
+  b.lock_delete(kLock, 102, std::nullopt);
+  const CheckerResult r = ungranted(b);
+  EXPECT_EQ(r.verdict, Verdict::kUnknown) << "w1's acquire.ok came after its grant's delete, with no revision";
+  EXPECT_THAT(r.error, HasSubstr("w1's acquire.ok"));
+  EXPECT_THAT(r.error, ::testing::Not(HasSubstr("w2's acquire.ok"))) << "w2's is tied to the grant to its session";
 }
 
 /// Issue 31, item 3: the workers held a lock the watch never saw (python-etcd3's "/locks/N" beside

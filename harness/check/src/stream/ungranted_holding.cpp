@@ -20,8 +20,10 @@
 // Pass 2, only with suspects: every generation and every acquire.ok of the suspect keys, kept
 // exactly (suspect keys only), judged at the pass's end:
 //   - the acquire's generation: with a revision, the latest one granted at or before it (none:
-//     never granted before the acquire); else the one whose token is the acquire's; else the only
-//     one; else unknown (the history cannot say which);
+//     never granted before the acquire); else the one whose token is the acquire's; else the last
+//     grant to the acquire's own session (lease_id: etcd's lease, Redis's owner) received before
+//     it, else that session's first after (a session's holdings come one after another); else the
+//     only one; else unknown (the history cannot say which);
 //   - invalid when that generation was deleted at a revision at or below the acquire's revision,
 //     or deleted before it was ever the oldest key, when the lock service's deletes carry
 //     revisions (its own order); invalid when the key was never granted while the watch covered
@@ -145,7 +147,7 @@ class UngrantedHoldingRule final : public StreamRule {
   };
   /// Pass 2: one generation of a suspect key.
   struct Gen {
-    std::int64_t token = kNone, revision = kNone, delete_revision = kNone;
+    std::int64_t token = kNone, revision = kNone, delete_revision = kNone, lease = kNone;
     std::size_t grant = 0, deleted = 0;  // history indices (deleted: when delete_revision or was_deleted)
     bool was_deleted = false, owned = false, ordered = false;
   };
@@ -158,7 +160,7 @@ class UngrantedHoldingRule final : public StreamRule {
     std::uint64_t key = 0;
     std::size_t index = 0;
     std::uint32_t worker = 0;
-    std::int64_t token = kNone, revision = kNone;
+    std::int64_t token = kNone, revision = kNone, lease = kNone;
   };
 
   /// Whether `key` is one of the covered lock's keys: the lock name itself or under "<lock>/".
@@ -215,7 +217,8 @@ class UngrantedHoldingRule final : public StreamRule {
     Suspect* s = pass_ > 1 ? suspect(k, g.lock_key) : nullptr;
     if (s) {
       l.gen = static_cast<std::uint32_t>(s->gens.size());
-      s->gens.push_back(Gen{token, g.revision.value_or(kNone), kNone, index, 0, false, false, l.ordered});
+      s->gens.push_back(Gen{token, g.revision.value_or(kNone), kNone, g.lease_id.value_or(kNone), index, 0, false, false,
+                            l.ordered});
     }
     if (pass_ == 1) {
       if (const auto p = pending_.find(k); p != pending_.end()) {
@@ -254,7 +257,8 @@ class UngrantedHoldingRule final : public StreamRule {
           pending_.erase(p);
         }
       } else if (auto* s = suspect(k, d.lock_key)) {
-        s->gens.push_back(Gen{d.token.value_or(kNone), kNone, d.revision.value_or(kNone), index, index, true, true, false});
+        s->gens.push_back(Gen{d.token.value_or(kNone), kNone, d.revision.value_or(kNone), d.lease_id.value_or(kNone), index,
+                              index, true, true, false});
       }
       return;
     }
@@ -334,7 +338,8 @@ class UngrantedHoldingRule final : public StreamRule {
     if (e.lock_key.empty() || !covered(e.lock_key)) return;
     const std::uint64_t k = key_hash(e.lock_key);
     if (suspect(k, e.lock_key) != nullptr)
-      acquires_.push_back(Acquire{k, index, workers_.id(e.source), e.token.value_or(kNone), e.revision.value_or(kNone)});
+      acquires_.push_back(Acquire{k, index, workers_.id(e.source), e.token.value_or(kNone), e.revision.value_or(kNone),
+                                  e.lease_id.value_or(kNone)});
   }
 
   /// Pass 2: the suspect entry of key hash `k` (created on first sight), or nullptr when `k` is no suspect.
@@ -383,11 +388,23 @@ class UngrantedHoldingRule final : public StreamRule {
       } else {
         for (const Gen& g : s.gens)
           if (g.token != kNone && g.token == a.token) gen = &g;
+        // The grant made to the acquire's own session (lease, Redis owner): a session's holdings
+        // come one after another, so the last of its grants received before the acquire.ok, else
+        // its first after.
+        if (!gen && a.lease != kNone) {
+          const Gen *before = nullptr, *after = nullptr;
+          for (const Gen& g : s.gens) {
+            if (g.lease != a.lease) continue;
+            if (g.grant < a.index) before = &g;
+            else if (!after) after = &g;
+          }
+          gen = before ? before : after;
+        }
         if (!gen && s.gens.size() == 1) gen = &s.gens.front();
         if (!gen && s.gens.size() > 1) {
           unknowns.push_back(who + ": the lock service granted " + s.key + " " + std::to_string(s.gens.size()) +
-                             " times and the acquire.ok carries neither a revision nor one of those grants' tokens, so "
-                             "which grant it was cannot be told");
+                             " times and the acquire.ok carries neither a revision nor one of those grants' tokens or "
+                             "leases, so which grant it was cannot be told");
           continue;
         }
       }
