@@ -189,6 +189,18 @@ TEST(UngrantedHolding, AKeyNeverGrantedInAHistoryWithoutDeleteRevisionsIsUnknown
   EXPECT_THAT(r.error, HasSubstr("no grant of " + kKey2));
 }
 
+TEST(UngrantedHolding, TheReasonNamesTheFirstThreeHoldingsItCannotMatchAndCountsTheRest) {
+  Builder b;
+  b.lock_grant(kKey1, 7, 7001);
+  b.lock_delete(kKey1, 7, std::nullopt);
+  for (int w = 2; w <= 6; ++w) acquire_at(b, "w" + std::to_string(w), kLock + "/k" + std::to_string(w), w, std::nullopt);
+  const CheckerResult r = ungranted(b);
+  EXPECT_EQ(r.verdict, Verdict::kUnknown);
+  EXPECT_THAT(r.error, HasSubstr("w4's acquire.ok"));
+  EXPECT_THAT(r.error, ::testing::Not(HasSubstr("w5's acquire.ok")));
+  EXPECT_THAT(r.error, HasSubstr("and 2 more the history cannot match: unknown, never valid"));
+}
+
 TEST(UngrantedHolding, PythonEtcd3sLayoutTheLockNameItselfIsMatched) {
   // python-etcd3 keeps lock N at the key "/locks/N" itself, granted again for each holder.
   const std::string lock = "/locks/orders/leader";

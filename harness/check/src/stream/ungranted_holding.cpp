@@ -113,6 +113,12 @@ class UngrantedHoldingRule final : public StreamRule {
                           ") but the lock service's history has no lock.grant or lock.delete at all: the issuer watch "
                           "saw none of these holdings (a lock the watch does not cover?), so none is matched");
     if (!anomalies.empty() || unknowns.empty()) return result_of(name(), std::move(anomalies));
+    constexpr std::size_t kListed = 3;  // the reason names the first few; the count says the rest
+    if (unknowns.size() > kListed) {
+      const std::size_t more = unknowns.size() - kListed;
+      unknowns.resize(kListed);
+      unknowns.push_back("and " + std::to_string(more) + " more the history cannot match");
+    }
     return unknown_result(name(), join(unknowns, "; ") + ": unknown, never valid");
   }
 
