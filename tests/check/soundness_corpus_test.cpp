@@ -185,3 +185,40 @@ TEST(SoundnessCorpus, ASilentWorkerIsNeverJudgedValidByARuleThatNeedsItsEvents) 
   for (const char* name : {"fenced-out", "foreign-release"}) EXPECT_EQ(result(a, name).verdict, Verdict::kUnknown) << name;
   EXPECT_NE(a.verdict, Verdict::kValid);
 }
+
+TEST(SoundnessCorpus, UnjustifiedRejectionARefusalAboveTheMark) {
+  // w1's write with token 2 was refused against mark 3; here the reply says mark 1: a token above
+  // the mark refused, which proves the fence broken, not working.
+  auto run = real_run();
+  const std::size_t fail = find_event(run.history, [](const Event& e) { return e.kind == EventKind::kWriteFail; });
+  run.history.events[fail].high_water = 1;
+  auto& rejections = run.readback.rejections;
+  for (auto& r : rejections) r.high_water = 1;
+  expect_invalid(judge(run), "unjustified-rejection");
+}
+
+TEST(SoundnessCorpus, UngrantedHoldingAKeyTheLockServiceNeverCreated) {
+  // w2 reports a holding of a lock key that the lock service's history never shows (every lock
+  // event carries a revision, and the watch covered the lock): a holder the issuer never granted.
+  auto run = real_run();
+  auto& ev = run.history.events;
+  const std::size_t acquire = find_event(run.history, [](const Event& e) {
+    return e.source == "w2" && e.kind == EventKind::kAcquireOk;
+  });
+  ev[acquire].lock_key = ev[acquire].lock_key + "f";
+  const Analysis a = judge(run);
+  EXPECT_EQ(result(a, "ungranted-holding").verdict, Verdict::kInvalid) << result(a, "ungranted-holding").error;
+  EXPECT_TRUE(has_anomaly(a, "ungranted-holding"));
+}
+
+TEST(SoundnessCorpus, TheIssuersCheckersSayUnknownWhenTheWatchSawNothing) {
+  // Coverage: every lock-service event gone (a lock the watch did not cover: python-etcd3's
+  // /locks/N under the old watch). The workers held the lock; nothing matched their holdings.
+  auto run = real_run();
+  auto& ev = run.history.events;
+  ev.erase(std::remove_if(ev.begin(), ev.end(), [](const Event& e) { return e.source == "lock"; }), ev.end());
+  const Analysis a = judge(run);
+  for (const char* name : {"ungranted-holding", "foreign-release", "token-regression"})
+    EXPECT_EQ(result(a, name).verdict, Verdict::kUnknown) << name << ": " << result(a, name).error;
+  EXPECT_NE(a.verdict, Verdict::kValid);
+}

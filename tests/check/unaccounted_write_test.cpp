@@ -407,7 +407,7 @@ TEST(TokenRegressionIssuer, AWorkersTokenThatIsNotTheGrantsIsNotBlamedOnTheIssue
   const fh::CheckerResult twice = fh::TokenRegressionChecker{}.check_with(same.h, ReadBack{}, c);
   ASSERT_EQ(twice.verdict, fh::Verdict::kInvalid);
   ASSERT_FALSE(twice.anomalies.empty());
-  EXPECT_NE(twice.anomalies[0].description.find("the issuer handed out the same token twice"), std::string::npos)
+  EXPECT_NE(twice.anomalies[0].description.find("the issuer handed that token out"), std::string::npos)
       << twice.anomalies[0].description;
 }
 

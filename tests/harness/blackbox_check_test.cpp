@@ -210,7 +210,8 @@ TEST(BlackBoxRun, ACleanAcceptLogIsValidWhileCheckersNeedingWorkerEventsAreUnkno
                                                              {"counter-drift", "unknown"},
                                                              {"lost-acknowledged-write", "unknown"},
                                                              {"unaccounted-write", "valid"},
-                                                             {"unjustified-rejection", "valid"}}));
+                                                             {"unjustified-rejection", "valid"},
+                                                             {"ungranted-holding", "unknown"}}));
   EXPECT_THAT(result(a, "stale-write-accepted").evidence, ElementsAre("resource.accept-log"));
   // A black box's rejections are judged by the marks the resource recorded with them.
   EXPECT_THAT(result(a, "unjustified-rejection").evidence, ElementsAre("resource.rejections", "resource.accept-log"));
@@ -218,15 +219,16 @@ TEST(BlackBoxRun, ACleanAcceptLogIsValidWhileCheckersNeedingWorkerEventsAreUnkno
   EXPECT_THAT(result(a, "cross-key-rejection").evidence, ElementsAre("resource.rejections", "resource.accept-log"));
   EXPECT_THAT(result(a, "token-regression").evidence, ElementsAre("lock-service", "resource.high-water"));
   EXPECT_THAT(result(a, "fenced-out").evidence, ElementsAre("history"));
-  for (const char* name : {"foreign-release", "fenced-out", "counter-drift", "lost-acknowledged-write"})
+  for (const char* name : {"foreign-release", "fenced-out", "counter-drift", "lost-acknowledged-write", "ungranted-holding"})
     EXPECT_EQ(result(a, name).error, kBothSilent) << name;
   EXPECT_EQ(result(a, "stale-write-accepted").error, "");
 
-  // Never "safe": one reason for the four checkers the silent workers stopped.
+  // Never "safe": one reason for the five checkers the silent workers stopped.
   const ExpectationResult e = evaluate_expectation(s, a);
   EXPECT_FALSE(e.met);
   EXPECT_THAT(e.reasons, ElementsAre("expected a safe run, but the verdict is unknown: checkers foreign-release, "
-                                     "fenced-out, counter-drift and lost-acknowledged-write could not decide (" +
+                                     "fenced-out, counter-drift, lost-acknowledged-write and ungranted-holding could "
+                                     "not decide (" +
                                      kBothSilent + "), and an unknown verdict never counts as safe"));
 
   // verdict.json names them and each checker's sources.
@@ -413,6 +415,7 @@ TEST(ProtocolErrors, ACleanRunWithAProtocolErrorIsUnknownAndNotMetNamingTheWorke
   b.write_ok("w1", 33, 0, 0, 33);
   const std::size_t pe = protocol_error(b, "w1", 7, "w1 line 7: write.ok has no field 'token'",
                                           R"({"kind":"write.ok","key":"ledger","segment":0,"chunk":1})");
+  b.lock_grant(kKey2, 34, 7002);
   b.acquire_ok("w2", kKey2, 34, 7002);
   ReadBack rb;
   rb.chunks = {stored("w1", 33, 0, 0, 1)};

@@ -150,7 +150,7 @@ TEST(FencedRun, RejectedStaleWriteNoAnomalyValid) {
   StoryRun r = fenced_run();
   Analysis a = analyze(r.b.h, r.rb);
   EXPECT_EQ(a.verdict, Verdict::kValid);
-  ASSERT_EQ(a.checkers.size(), 13u);  // the catalogue's checkers find nothing in the fenced story either
+  ASSERT_EQ(a.checkers.size(), 14u);  // the catalogue's checkers find nothing in the fenced story either
   for (const auto& c : a.checkers) {
     EXPECT_EQ(c.verdict, Verdict::kValid) << c.name;
     EXPECT_TRUE(c.anomalies.empty()) << c.name;
@@ -236,7 +236,7 @@ TEST(UnfencedRun, AnalysisIsInvalidAndMeetsTheUnfencedSmokeExpectation) {
   Analysis a = analyze(r.b.h, r.rb);
   EXPECT_EQ(a.verdict, Verdict::kInvalid);
   // Worst first, ties in checker order; none of the catalogue's checkers fires on this story.
-  ASSERT_EQ(a.checkers.size(), 13u);
+  ASSERT_EQ(a.checkers.size(), 14u);
   for (std::size_t i = 2; i < a.checkers.size(); ++i) EXPECT_EQ(a.checkers[i].verdict, Verdict::kValid) << a.checkers[i].name;
   EXPECT_EQ(a.checkers[0].name, "interleaved-segment");
   EXPECT_EQ(a.checkers[1].name, "stale-write-accepted");
@@ -865,11 +865,14 @@ TEST(Analyze, AnAcknowledgementLostAfterTheWriteAppliedIsJudgedByWhatTheResource
   // its holding, w2 rewrites the segment with a higher token. Valid: the store's order is fenced
   // and consistent, and no acknowledged write is missing. The figure names the applied write.
   Builder b;
+  b.lock_grant(kKey1, 33, 1);
   b.acquire_ok("w1", kKey1, 33, 1);
   b.write_ok("w1", 33, 0, 0, 33);
   b.write("w1", EventKind::kWriteInvoke, 33, 0, 1);
   const std::size_t info = b.write("w1", EventKind::kWriteInfo, 33, 0, 1);
   b.release_ok("w1", kKey1, 33, 35);
+  b.lock_delete(kKey1, 33, 35);
+  b.lock_grant(kKey2, 34, 2);
   b.acquire_ok("w2", kKey2, 34, 2);
   b.write_ok("w2", 34, 0, 0, 34);
   b.write_ok("w2", 34, 0, 1, 34);
@@ -953,7 +956,8 @@ TEST(RunCheckers, DefaultCheckersInOrder) {
   EXPECT_EQ(names, (std::vector<std::string>{"interleaved-segment", "corrupt-chunk", "stale-write-accepted",
                                              "cross-key-rejection", "rejection-storm", "foreign-release",
                                              "token-regression", "fenced-out", "duplicate-effect", "counter-drift",
-                                             "lost-acknowledged-write", "unaccounted-write", "unjustified-rejection"}));
+                                             "lost-acknowledged-write", "unaccounted-write", "unjustified-rejection",
+                                             "ungranted-holding"}));
   // Every anomaly a scenario may expect has a checker of its name.
   for (const auto& anomaly : known_anomalies())
     EXPECT_NE(std::find(names.begin(), names.end(), anomaly), names.end()) << anomaly;
@@ -980,6 +984,7 @@ TEST(Expectation, AnAcceptedUnknownMeetsSafeButOnlyThatCheckersAndTheVerdictStay
   // lock_service kind none: the checkers that need the issuer's history say unknown; the user
   // accepts exactly those (expect.accept_unknown). Another unknown, or an invalid, still fails.
   Builder b;
+  b.lock_grant(kKey1, 33, 7001);
   b.acquire_ok("w1", kKey1, 33, 7001);
   b.write_ok("w1", 33, 0, 0, 33);
   ReadBack rb;
@@ -1064,6 +1069,7 @@ TEST(Expectation, ExpectedAnomalyWhoseCheckerFailed) {
 
 TEST(Expectation, TooFewRejectedWritesAndExpiries) {
   Builder b;
+  b.lock_grant(kKey1, 33, 7001);
   b.acquire_ok("w1", kKey1, 33, 7001);
   b.release_ok("w1", kKey1, 33, 40);
   b.lock_delete(kKey1, 33, 40);
@@ -1151,7 +1157,7 @@ TEST(VerdictJson, StandsAloneWithEvidenceEventsAndFigures) {
   EXPECT_EQ(j["verdict"], "invalid");
   EXPECT_EQ(j["expectation"]["met"], true);
   EXPECT_EQ(j["expectation"]["reasons"], nlohmann::json::array());
-  ASSERT_EQ(j["checkers"].size(), 13u);
+  ASSERT_EQ(j["checkers"].size(), 14u);
   const auto& c0 = j["checkers"][0];
   EXPECT_EQ(c0["name"], "interleaved-segment");
   EXPECT_EQ(c0["verdict"], "invalid");

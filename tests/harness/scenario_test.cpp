@@ -86,7 +86,7 @@ std::string lock_service_keys() {
 const std::string kKnownAnomalies =
     "known anomalies: interleaved-segment, stale-write-accepted, duplicate-effect, counter-drift, foreign-release, "
     "token-regression, fenced-out, rejection-storm, cross-key-rejection, lost-acknowledged-write, corrupt-chunk, "
-    "unaccounted-write, unjustified-rejection";
+    "unaccounted-write, unjustified-rejection, ungranted-holding";
 
 }  // namespace
 
@@ -364,8 +364,9 @@ TEST(ScenarioNames, KnownAnomaliesAreTheDesignListPlusCorruptChunk) {
             (std::vector<std::string>{"interleaved-segment", "stale-write-accepted", "duplicate-effect",
                                       "counter-drift", "foreign-release", "token-regression", "fenced-out",
                                       "rejection-storm", "cross-key-rejection", "lost-acknowledged-write",
-                                      "corrupt-chunk", "unaccounted-write", "unjustified-rejection"}));
+                                      "corrupt-chunk", "unaccounted-write", "unjustified-rejection", "ungranted-holding"}));
   EXPECT_TRUE(is_known_anomaly("corrupt-chunk"));
+  EXPECT_TRUE(is_known_anomaly("ungranted-holding"));
   EXPECT_FALSE(is_known_anomaly("split-brain"));
   EXPECT_EQ(known_fault_kinds(), (std::vector<std::string_view>{"sigstop", "cpu-throttle", "freeze", "partition",
                                                                  "netem", "lock-service-restart", "self-stop"}));
@@ -1891,7 +1892,7 @@ TEST(ScenarioJson, ABadScenarioJsonIsAScenarioError) {
 TEST(ScenarioCatalogue, EveryFileLoadsAndPairsBrokenWithCorrect) {
   const fs::path dir = fs::path(FENCECHECK_SOURCE_DIR) / "scenarios" / "catalogue";
   auto suite = load_suite(dir);
-  ASSERT_EQ(suite.size(), 30u);  // 13 items in pairs; item 10 has three pairs (three obvious fixes)
+  ASSERT_EQ(suite.size(), 32u);  // 14 items in pairs; item 10 has three pairs (three obvious fixes)
   std::map<std::string, std::vector<const Scenario*>> broken, correct;
   for (const auto& s : suite) {
     const std::string file = fs::path(s.source()).stem().string();
@@ -1911,8 +1912,8 @@ TEST(ScenarioCatalogue, EveryFileLoadsAndPairsBrokenWithCorrect) {
       EXPECT_EQ(s.expect().outcome, Outcome::kSafe);
     }
   }
-  ASSERT_EQ(broken.size(), 13u);
-  ASSERT_EQ(correct.size(), 13u);
+  ASSERT_EQ(broken.size(), 14u);
+  ASSERT_EQ(correct.size(), 14u);
   for (const auto& [item, list] : broken) {
     SCOPED_TRACE(item);
     EXPECT_EQ(list.size(), item == "10" ? 3u : 1u);
@@ -1957,6 +1958,7 @@ TEST(ScenarioCatalogue, TheNamedAnomalyOfEachItem) {
   EXPECT_THAT(anomalies_of("10-abort-on-pause-broken.yaml"), Contains("stale-write-accepted"));
   EXPECT_THAT(anomalies_of("11-idempotent-effect-broken.yaml"), Contains("duplicate-effect"));
   EXPECT_THAT(anomalies_of("12-cpu-starved-holder-broken.yaml"), Contains("stale-write-accepted"));
+  EXPECT_THAT(anomalies_of("14-etcdctl-zombie-broken.yaml"), Contains("ungranted-holding"));
 
   // The pairs differ in the design under test.
   auto load = [&](const std::string& f) { return load_scenario(dir / f); };
@@ -1965,6 +1967,9 @@ TEST(ScenarioCatalogue, TheNamedAnomalyOfEachItem) {
   EXPECT_EQ(load("02-check-then-write-broken.yaml").resource().config.value("check_window", ""), "2500ms");
   EXPECT_EQ(load("03-global-high-water-broken.yaml").resource().fencing(), "global");
   EXPECT_EQ(load("03-global-high-water-correct.yaml").resource().fencing(), "per-key");
+  // Item 14's design under test is whether the holder checks that its lock key still exists.
+  EXPECT_EQ(load("14-etcdctl-zombie-broken.yaml").workers()[1].command->argv.back(), "--correct");
+  EXPECT_EQ(load("14-etcdctl-zombie-correct.yaml").workers()[1].command->argv.back(), "--checked");
   EXPECT_TRUE(load("04-retry-same-token-broken.yaml").workers()[0].design.retry_same_token);
   EXPECT_TRUE(load("04-retry-same-token-correct.yaml").workers()[0].design.is_default());
   EXPECT_TRUE(load("05-release-by-name-broken.yaml").workers()[0].design.release_by_name);

@@ -145,6 +145,41 @@ TEST_F(EtcdKindTest, ALockClientGrantsTheKeysCreateRevisionAndTheWatchSeesTheSam
   EXPECT_EQ(sink.events[1].revision, r.revision) << "the release's revision is the delete the issuer saw";
 }
 
+TEST_F(EtcdKindTest, TheWatchSeesTheLockNameItselfAndItsKeysButNotAnotherLockSharingThePrefix) {
+  // python-etcd3 keeps its lock named N at the key "/locks/N" itself; v3lock at "<lock>/<lease>".
+  // "/locks/orders/leaderx" and "/locks/orders/leader-2" are other locks' keys.
+  Sink sink, slashed;
+  auto watch = instance_->watch("/locks/orders/leader", sink.fn());
+  auto slashed_watch = instance_->watch("/locks/orders/leader/", slashed.fn());  // the same lock
+  const EtcdClient etcd(instance_->endpoints_text());
+  const std::int64_t own = etcd.put("/locks/orders/leader", "python-etcd3 holder");
+  etcd.put("/locks/orders/leaderx", "another lock");
+  etcd.put("/locks/orders/leader-2", "another lock");
+  const std::int64_t v3 = etcd.put("/locks/orders/leader/694d8c2f", "v3lock holder");
+  const std::int64_t gone = etcd.delete_key("/locks/orders/leader").revision;
+  etcd.delete_key("/locks/orders/leaderx");
+  ASSERT_TRUE(sink.wait_for(3));
+  ASSERT_TRUE(slashed.wait_for(3));
+  watch->stop();
+  slashed_watch->stop();
+  std::lock_guard lock(sink.mu);
+  ASSERT_EQ(sink.events.size(), 3u) << "the two sibling locks' puts and delete are not this lock's";
+  std::lock_guard lock2(slashed.mu);
+  ASSERT_EQ(slashed.events.size(), 3u) << "a trailing '/' names the same lock";
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(slashed.events[i].lock_key, sink.events[i].lock_key);
+  EXPECT_EQ(sink.events[0].kind, EventKind::kLockGrant);
+  EXPECT_EQ(sink.events[0].lock_key, "/locks/orders/leader");
+  EXPECT_EQ(sink.events[0].token, own) << "the key's create_revision";
+  EXPECT_EQ(sink.events[0].revision, own);
+  EXPECT_EQ(sink.events[1].kind, EventKind::kLockGrant);
+  EXPECT_EQ(sink.events[1].lock_key, "/locks/orders/leader/694d8c2f");
+  EXPECT_EQ(sink.events[1].token, v3);
+  EXPECT_EQ(sink.events[2].kind, EventKind::kLockDelete);
+  EXPECT_EQ(sink.events[2].lock_key, "/locks/orders/leader");
+  EXPECT_EQ(sink.events[2].token, own) << "the deleted key's create_revision, from prev_kv";
+  EXPECT_EQ(sink.events[2].revision, gone);
+}
+
 TEST_F(EtcdKindTest, ReleaseByNameDeletesEveryHoldersKeyAndSaysWhose) {
   auto client = make_lock_client(instance_->endpoint());
   const Session a = client->open_session(5000ms), b = client->open_session(5000ms);

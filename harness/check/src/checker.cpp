@@ -163,6 +163,7 @@ EvidenceUse detail::evidence_use_of(std::string_view name) {
        {{kEvidenceLog, kEvidenceChunks, kEvidenceWorkerEvents, kEvidenceLockService}, {}, {kEvidenceLockService}}},
       {"unjustified-rejection",
        {{kEvidenceWorkerEvents, kEvidenceRejections, kEvidenceLog}, {}, {kEvidenceRejections}}},
+      {"ungranted-holding", {{kEvidenceWorkerEvents, kEvidenceLockService}, {kEvidenceLockService}, {}}},
   };
   for (const auto& row : kTable)
     if (row.name == name) return row.use;
@@ -224,7 +225,8 @@ void detail::settle_result(CheckerResult& r, const EvidenceUse& use, const Check
   for (auto& a : r.anomalies) normalize(a);
   // No issuer history (lock-service kind none): a checker that reads it saw only the silence of a
   // lock service that was not there, which is no evidence of anything.
-  if (r.verdict == Verdict::kValid && !available(kEvidenceLockService, context) &&
+  // Its own reason for an unknown (no grant seen) is this, too: the root cause is named instead.
+  if (r.verdict != Verdict::kInvalid && !available(kEvidenceLockService, context) &&
       std::find(use.reads.begin(), use.reads.end(), kEvidenceLockService) != use.reads.end()) {
     r.verdict = Verdict::kUnknown;
     r.error = std::string(kNoIssuerHistory);

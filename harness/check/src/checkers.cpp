@@ -189,10 +189,12 @@ std::optional<std::chrono::nanoseconds> HistoryTtl::lease_ttl(const CheckContext
 
 std::string acquire_regression_text(const Event& e, const std::string& top_source, std::int64_t top_token) {
   const bool reissued = top_token == *e.token;
-  return e.source + " was granted the lock" + (e.lock.empty() ? std::string() : " " + e.lock) + " with token " +
-         std::to_string(*e.token) + " after " + top_source + " had already been granted " + std::to_string(top_token) +
-         " (" + e.source + " asked only after that grant): " +
-         (reissued ? "the issuer handed out the same token twice" : "the issuer's tokens went backwards") +
+  // The worker presented the token; whether the issuer granted it is the lock service's history's
+  // to say (token-regression's streamed rule adds that), not this sentence's.
+  return e.source + " presented token " + std::to_string(*e.token) + " for the lock" +
+         (e.lock.empty() ? std::string() : " " + e.lock) + " in its acquire.ok after " + top_source +
+         " had presented " + std::to_string(top_token) + " (" + e.source + " asked only after that): " +
+         (reissued ? "the same token held twice" : "the tokens presented went backwards") +
          (e.detail.empty() ? std::string() : " [" + e.detail + "]");
 }
 
@@ -336,6 +338,19 @@ CheckerResult UnjustifiedRejectionChecker::check_with(const History& history, co
 
 // ---------------------------------------------------------------------------------------------
 
+CheckerResult UngrantedHoldingChecker::check(const History& history, const ReadBack& readback) const {
+  return check_with(history, readback, CheckContext{});
+}
+
+CheckerResult UngrantedHoldingChecker::check_with(const History& history, const ReadBack& readback,
+                                                  const CheckContext& context) const {
+  // The streamed rule is the only implementation (stream_check.h).
+  const auto rule = detail::make_ungranted_holding_rule();
+  return run_stream_rule(*rule, history, readback, context);
+}
+
+// ---------------------------------------------------------------------------------------------
+
 Checkers default_checkers() {
   Checkers out;
   out.push_back(std::make_unique<InterleavedSegmentChecker>());
@@ -351,6 +366,7 @@ Checkers default_checkers() {
   out.push_back(std::make_unique<LostAcknowledgedWriteChecker>());
   out.push_back(std::make_unique<UnaccountedWriteChecker>());
   out.push_back(std::make_unique<UnjustifiedRejectionChecker>());
+  out.push_back(std::make_unique<UngrantedHoldingChecker>());
   return out;
 }
 

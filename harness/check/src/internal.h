@@ -275,7 +275,8 @@ class HistoryTtl {
 [[nodiscard]] std::string and_list(const std::vector<std::string>& items);
 
 /// token-regression's description of acquire.ok `e` granted `e.token` after `top_source` had been
-/// granted `top_token` (>= it), and of grant `g` after the lock service had granted `top_key` with
+/// granted `top_token` (>= it) (naming who presented each token, not the issuer: the worker's
+/// acquire.ok is the worker's word), and of grant `g` after the lock service had granted `top_key` with
 /// `top_token`: one wording for the checker and the live checker (live_checker.h).
 [[nodiscard]] std::string acquire_regression_text(const Event& e, const std::string& top_source, std::int64_t top_token);
 [[nodiscard]] std::string grant_regression_text(const Event& g, const std::string& top_key, std::int64_t top_token);

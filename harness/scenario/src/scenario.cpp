@@ -176,6 +176,7 @@ const std::vector<std::string>& known_anomalies() {
       "cross-key-rejection", "lost-acknowledged-write", "corrupt-chunk",
       "unaccounted-write",
       "unjustified-rejection",
+      "ungranted-holding",
   };
   return names;
 }

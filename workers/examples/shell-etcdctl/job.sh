@@ -8,7 +8,13 @@ state=$2
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 
-if [ "$mode" = --correct ]; then
+if [ "$mode" = --checked ] && [ -z "$(etcdctl get "$ETCD_LOCK_KEY" --keys-only 2> /dev/null)" ]; then
+  # etcd 3.4's Lock returned although our key is gone: our lease expired while we queued, etcd
+  # deleted the key, and the lock is someone else's (etcd#11456). Not a holding: give it up.
+  echo "job.sh: $ETCD_LOCK_KEY no longer exists (lease expired while queued): not holding the lock" >&2
+  exit 3
+fi
+if [ "$mode" != --broken ]; then
   token=$ETCD_LOCK_REV  # the revision etcdctl hands us with the lock (README.md: which one, and why it fences)
 else
   token=1  # no token from the lock in use: every holder sends the same one

@@ -22,9 +22,14 @@ constexpr int kLabPeerPort = 2380;
 /// Where prior_revisions' puts go: outside every lock prefix ("fencecheck/..."), so no watch sees it.
 constexpr std::string_view kPriorRevisionsKey = "fencecheck-prior-revisions";
 
-/// The issuer's history of one lock: a watch on "<lock>/".
+/// The issuer's history of one lock: the key "<lock>" itself and every key under "<lock>/".
 ///
-/// Every put under the prefix becomes a `lock.grant` event (lock_key, lease_id, token = the key's
+/// Two layouts keep a lock there: etcd's v3lock (and `etcdctl lock`) puts "<lock>/<lease hex>",
+/// python-etcd3's Lock puts the key "<lock>" itself (its lock named N is "/locks/N"). One etcd watch
+/// on the range of keys that begin with "<lock>" covers both; a key that merely shares the prefix
+/// ("<lock>x", "<lock>-2": another lock's) is read past, not reported (covers()).
+///
+/// Every put of a covered key becomes a `lock.grant` event (lock_key, lease_id, token = the key's
 /// create_revision, revision) and every delete a `lock.delete` event (lock_key, token = the
 /// deleted key's create_revision from prev_kv, lease_id, revision = the delete's revision). etcd's
 /// watch does not say why a key was deleted: the checkers tell an expiry from a release by matching
@@ -32,11 +37,19 @@ constexpr std::string_view kPriorRevisionsKey = "fencecheck-prior-revisions";
 /// watch thread, in revision order.
 class EtcdIssuerWatch final : public IssuerWatch {
  public:
-  /// Starts watching `prefix` from the revision after the cluster's current one, and returns once
+  /// Whether `key` is one of lock `name`'s keys: `name` itself or a key under "<name>/".
+  static bool covers(std::string_view name, std::string_view key) {
+    return key.substr(0, name.size()) == name && (key.size() == name.size() || key[name.size()] == '/');
+  }
+
+  /// Starts watching lock `name`'s keys from the revision after the cluster's current one, and returns once
   /// that start revision is fixed (so nothing that happens after the constructor is missed).
   /// Throws std::runtime_error (an EtcdError) when etcd does not answer.
-  EtcdIssuerWatch(std::string etcd_url, std::string prefix, std::function<void(Event)> sink)
-      : url_(std::move(etcd_url)), prefix_(std::move(prefix)), sink_(std::move(sink)), end_marker_(prefix_ + "~fencecheck-end") {
+  EtcdIssuerWatch(std::string etcd_url, std::string name, std::function<void(Event)> sink)
+      : url_(std::move(etcd_url)), prefix_(std::move(name)), sink_(std::move(sink)) {
+    // "/locks/x/" and "/locks/x" name one lock (v3lock appends the '/' itself).
+    while (prefix_.size() > 1 && prefix_.back() == '/') prefix_.pop_back();
+    end_marker_ = prefix_ + "/~fencecheck-end";
     EtcdClient client(url_);
     // The cluster's current revision: a DeleteRange's header carries it (and removes a stale end
     // marker a crashed run may have left; deleting nothing changes no revision).
@@ -111,7 +124,8 @@ class EtcdIssuerWatch final : public IssuerWatch {
   void deliver(const WatchEvent& w, std::int64_t& from) {
     seen_revision_ = std::max(seen_revision_.load(), w.revision());
     from = w.revision() + 1;
-    if (w.kv.key == end_marker_) return;  // our own marker, not a lock event
+    if (w.kv.key == end_marker_) return;      // our own marker, not a lock event
+    if (!covers(prefix_, w.kv.key)) return;  // another lock's key that shares the prefix ("<lock>x")
     Event e;
     e.t_ns = monotonic_ns();
     e.src_ns = e.t_ns;
@@ -133,7 +147,7 @@ class EtcdIssuerWatch final : public IssuerWatch {
   }
 
   std::string url_;
-  std::string prefix_;
+  std::string prefix_;  // the lock's name without a trailing '/': the watch's key prefix
   std::function<void(Event)> sink_;
   std::string end_marker_;
   std::int64_t start_revision_ = 0;
@@ -163,7 +177,7 @@ class EtcdInstance final : public LockServiceInstance {
   }
   bool healthy() override { return EtcdClient(url_).health(); }
   std::unique_ptr<IssuerWatch> watch(const std::string& name, std::function<void(Event)> sink) override {
-    return std::make_unique<EtcdIssuerWatch>(url_, name + "/", std::move(sink));
+    return std::make_unique<EtcdIssuerWatch>(url_, name, std::move(sink));
   }
 
   void advance(std::int64_t count) override {

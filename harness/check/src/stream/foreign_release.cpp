@@ -93,6 +93,7 @@ class ForeignReleaseRule final : public StreamRule {
   void observe(std::size_t index, const Event& e) override {
     switch (phase_) {
       case Phase::kMark:
+        coverage_.observe(e);
         return mark(e);
       case Phase::kGather:
         return gather(index, e);
@@ -138,11 +139,13 @@ class ForeignReleaseRule final : public StreamRule {
       if (s.third->token) a.tokens.push_back(*s.third->token);
       a.description += third_holder_text(*s.third, workers_.name(s.owner));
     }
-    return result_of(name(), std::move(anomalies_));
+    CheckerResult r = result_of(name(), std::move(anomalies_));
+    coverage_.settle(r);
+    return r;
   }
 
   std::size_t state_bytes() const override {
-    std::size_t n = sizeof(*this) + keys_.state_bytes() + workers_.state_bytes();
+    std::size_t n = sizeof(*this) + keys_.state_bytes() + workers_.state_bytes() + coverage_.state_bytes();
     // pass 1
     n += marks_.size() * (sizeof(std::uint64_t) + sizeof(std::uint32_t) + 1);
     n += open_.size() * (sizeof(std::int64_t) + sizeof(Open) + 1);
@@ -650,6 +653,7 @@ class ForeignReleaseRule final : public StreamRule {
 
   Phase phase_ = Phase::kMark;
   bool done_ = false;  // no pass is wanted any more
+  IssuerCoverage coverage_;  // pass 1: did the watch see any grant beside the holdings?
   StringIds workers_;
   // pass 1
   boost::unordered_flat_map<std::uint64_t, std::uint32_t> marks_;  // mark_of(key, token) -> first acquirer (| kRepeated)

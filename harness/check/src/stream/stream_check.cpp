@@ -42,6 +42,7 @@ constexpr Entry kRules[] = {
     {"lost-acknowledged-write", detail::make_lost_acknowledged_write_rule},
     {"unaccounted-write", detail::make_unaccounted_write_rule},
     {"unjustified-rejection", detail::make_unjustified_rejection_rule},
+    {"ungranted-holding", detail::make_ungranted_holding_rule},
 };
 
 /// How often (in events) check_history_file() samples the rules' state.

@@ -35,6 +35,7 @@ namespace fencecheck::harness::detail {
 [[nodiscard]] std::unique_ptr<StreamRule> make_cross_key_rejection_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_unaccounted_write_rule();
 [[nodiscard]] std::unique_ptr<StreamRule> make_unjustified_rejection_rule();
+[[nodiscard]] std::unique_ptr<StreamRule> make_ungranted_holding_rule();
 
 /// A 64-bit hash of a key (a lock key, a resource key), for rules that keep a key's fingerprint
 /// instead of its string.
@@ -50,6 +51,43 @@ struct PairHash {
   std::size_t operator()(const std::pair<std::string, std::int64_t>& p) const noexcept {
     return ViewTokenHash{}({p.first, p.second});
   }
+};
+
+/// Whether the lock service's history shows any grant at all beside the holdings the workers
+/// reported (issue 31: a lock the issuer watch does not see, such as python-etcd3's key "/locks/N"
+/// beside a watch on "<lock>/", leaves the history without a single lock event). A rule that needs
+/// the issuer's side (foreign-release, token-regression) feeds it every event of its first pass
+/// and settles its result with it: valid becomes unknown, with the reason, when some worker's
+/// acquire.ok reported a holding and no lock.grant is in the history; invalid stays invalid (what
+/// the workers' own events prove). State: two counters and the first holding's words. Not
+/// thread-safe.
+class IssuerCoverage {
+ public:
+  void observe(const Event& e) {
+    if (e.kind == EventKind::kLockGrant) {
+      ++grants_;
+    } else if (e.kind == EventKind::kAcquireOk && is_worker_protocol_event(e) && holdings_++ == 0) {
+      first_ = e.source + " held " + (e.lock_key.empty() ? "lock " + e.lock : e.lock_key) +
+               (e.token ? " with token " + std::to_string(*e.token) : std::string());
+    }
+  }
+  /// How many lock.grant events were seen.
+  [[nodiscard]] std::size_t grants() const { return grants_; }
+  /// Whether workers held the lock while the history shows no grant.
+  [[nodiscard]] bool gap() const { return holdings_ > 0 && grants_ == 0; }
+  /// Makes a valid `r` unknown when gap(), naming the first holding.
+  void settle(CheckerResult& r) const {
+    if (r.verdict != Verdict::kValid || !gap()) return;
+    r.verdict = Verdict::kUnknown;
+    r.error = std::to_string(holdings_) + " acquire.ok(s) reported a holding (the first: " + first_ +
+              ") but the lock service's history has no lock.grant: the issuer watch saw none of them (a lock key "
+              "outside what it covers?), so the issuer's side was not checked: unknown, never valid";
+  }
+  [[nodiscard]] std::size_t state_bytes() const { return sizeof(*this) + first_.capacity(); }
+
+ private:
+  std::size_t grants_ = 0, holdings_ = 0;
+  std::string first_;
 };
 
 /// Small dense ids for the strings a rule meets (worker names, keys: a few hundred), owning a copy

@@ -1,8 +1,17 @@
 // token-regression (checkers.h says what it finds), in one pass:
-//   1. each acquire.ok of our lock against the largest token among that lock's acquire.oks that
-//      came before its worker's latest acquire.invoke (history order);
-//   2. each lock.grant (not a replay) against the largest grant before it;
-//   3. at the end, the read-back's high-water marks against the issuer's latest token.
+//   1. each acquire.ok against the largest token among the acquire.oks of the same lock name that
+//      came before its worker's latest acquire.invoke (history order), judged per lock name (a
+//      worker that reports another name than the scenario's lock is judged against that name's
+//      holders, not skipped); the description says who presented the token, and whether the lock
+//      service's own history granted that key that token (the issuer's token) or not (the worker's);
+//   2. each lock.grant (not a replay) of the lock's keys (the scenario's lock name and the names
+//      the workers' acquires named: the name itself and keys under "<name>/") against the largest
+//      grant before it;
+//   3. at the end, the read-back's high-water marks against the issuer's latest token: the largest
+//      of each lock name's latest acquire.ok token and the latest grant (a mark above all of them
+//      is above every token any holder now has).
+// A valid result is unknown (IssuerCoverage) when workers held the lock and the history has no
+// lock.grant at all: the grant rule then had nothing to judge.
 // State: per worker its latest acquire.invoke; per lock the acquire.oks that raised its token that
 // a later acquire.ok can still look up (at most one per worker, plus the last: live); per key of
 // the read-back's high-water marks, the first write.ok with the mark; and every (lock key, token)
@@ -15,6 +24,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <utility>
@@ -47,8 +57,12 @@ class TokenRegressionRule final : public StreamRule {
       }
       return;
     }
+    coverage_.observe(e);
     switch (e.kind) {
-      case EventKind::kAcquireInvoke: latest_invoke_[e.source] = index; break;
+      case EventKind::kAcquireInvoke:
+        latest_invoke_[e.source] = index;
+        note_lock(e);
+        break;
       case EventKind::kAcquireOk: acquire(index, e); break;
       case EventKind::kLockGrant: grant(index, e); break;
       case EventKind::kWriteOk:
@@ -66,6 +80,7 @@ class TokenRegressionRule final : public StreamRule {
   /// or to find the lock service's grants of the lock keys an acquire.ok regression names (then
   /// the grants are judged again too, from scratch: the same result without a replay).
   bool wants_another_pass() override {
+    if (pass_ == 1) attribute();
     if (pass_ > 1 || (twice_.empty() && issuers_.empty())) return false;
     granted_marks_ = {};
     grants_found_.clear();
@@ -75,16 +90,20 @@ class TokenRegressionRule final : public StreamRule {
   }
   void begin_pass(unsigned pass) override { pass_ = pass; }
 
-  CheckerResult finish(const StreamEnd& end) override {
+  CheckerResult finish(const StreamEnd& /*end*/) override {
+    if (pass_ == 1) attribute();  // a driver that never asked wants_another_pass()
     for (const Issuer& i : issuers_) not_the_issuers(i);
     std::vector<Anomaly> anomalies = std::move(acquires_found_);
     for (auto& a : grants_found_) anomalies.push_back(std::move(a));
-    // 3. The resource's high-water marks against the issuer's latest token: the last acquire.ok's.
-    //    With black-box workers, whose grants no acquire.ok reports, the lock service's latest
-    //    grant counts too (the larger of the two), so that a silent holder's newer token is not
-    //    taken for a mark above every token issued; with no acquire.ok at all, the latest grant.
-    std::optional<Seen> latest = last_acquire_;
-    if (last_grant_ && (!latest || last_grant_->token > latest->token) && !end.black_box.empty()) latest = last_grant_;
+    // 3. The resource's high-water marks against the issuer's latest token: the last acquire.ok's
+    //    (of each lock name, the largest). The lock service's latest grant counts too (the larger
+    //    of the two), so that a holder whose acquire.ok the history lacks (a black box, a history
+    //    cut short) is not taken for a mark above every token issued; with no acquire.ok at all,
+    //    the latest grant.
+    std::optional<Seen> latest;
+    for (const auto& [lock, seen] : last_acquire_)
+      if (!latest || seen.token > latest->token) latest = seen;
+    if (last_grant_ && (!latest || last_grant_->token > latest->token)) latest = last_grant_;
     if (latest) {
       const bool from_grant = latest->kind == EventKind::kLockGrant;
       for (const auto& [key, mark] : readback_->high_water) {
@@ -112,13 +131,17 @@ class TokenRegressionRule final : public StreamRule {
         anomalies.push_back(std::move(a));
       }
     }
-    return result_of(name(), std::move(anomalies));
+    CheckerResult r = result_of(name(), std::move(anomalies));
+    coverage_.settle(r);
+    return r;
   }
 
   std::size_t state_bytes() const override {
-    std::size_t n = sizeof(*this) + latest_invoke_.size() * (sizeof(std::string) + 16) +
+    std::size_t n = sizeof(*this) + coverage_.state_bytes() + last_acquire_.size() * (sizeof(Seen) + 48) +
+                    latest_invoke_.size() * (sizeof(std::string) + 16) +
                     first_ok_.bucket_count() * (sizeof(std::string_view) + sizeof(MarkWrite) + 1);
     for (const auto& [lock, raises] : raises_) n += lock.capacity() + raises.list.capacity() * sizeof(Raise);
+    for (const auto& lock : worker_locks_) n += sizeof(lock) + lock.capacity() + 32;
     n += granted_marks_.size() * (sizeof(std::uint64_t) + 1) + twice_.size() * (sizeof(std::uint64_t) + 1);
     for (const auto& g : granted_) n += sizeof(g) + g.first.capacity();
     for (const auto& a : acquires_found_) n += sizeof(a) + a.description.capacity();
@@ -169,8 +192,9 @@ class TokenRegressionRule final : public StreamRule {
   };
 
   void acquire(std::size_t x, const Event& e) {
-    if (!e.token || !(lock_.empty() || e.lock.empty() || e.lock == lock_)) return;
-    last_acquire_ = Seen{x, *e.token, e.kind, e.source, e.lock_key};
+    note_lock(e);
+    if (!e.token) return;
+    last_acquire_[e.lock] = Seen{x, *e.token, e.kind, e.source, e.lock_key};
     Raises& lock_raises = raises_[e.lock];
     std::vector<Raise>& raises = lock_raises.list;
     if (const auto invoke = latest_invoke_.find(e.source); invoke != latest_invoke_.end()) {
@@ -190,6 +214,7 @@ class TokenRegressionRule final : public StreamRule {
         if (!e.lock_key.empty() || !t.lock_key.empty())
           issuers_.push_back(Issuer{acquires_found_.size() - 1, {e.source, e.lock_key, *e.token, {}},
                                     {t.source, t.lock_key, t.token, {}}});
+        presented_.push_back(Seen{x, *e.token, e.kind, e.source, e.lock_key});
       }
     }
     if (raises.empty() || *e.token > raises.back().token) {
@@ -219,10 +244,41 @@ class TokenRegressionRule final : public StreamRule {
     lock_raises.pruned_at = raises.size();
   }
 
+  /// Whether `key` is one of the scenario's lock's keys: "<lock>/..." (etcd, zookeeper) or the lock
+  /// name itself (redis, python-etcd3); every key when the lock is not known.
+  bool ours(const std::string& key) const {
+    const auto under = [&](const std::string& lock) { return key == lock || key.rfind(lock + "/", 0) == 0; };
+    return lock_.empty() || key.empty() || under(lock_) || std::any_of(worker_locks_.begin(), worker_locks_.end(), under);
+  }
+  /// Notes the lock name a worker's acquire names (pass 1): its keys count as this lock's too.
+  void note_lock(const Event& e) {
+    if (pass_ == 1 && !e.lock.empty() && e.lock != lock_ && !worker_locks_.contains(e.lock)) worker_locks_.emplace(e.lock);
+  }
+
+  /// Says, for each acquire.ok anomaly of pass 1, whose token it presented: the lock service's
+  /// grant of its key with that token (granted_marks_, every grant of pass 1), or none.
+  void attribute() {
+    for (std::size_t k = 0; k < presented_.size() && k < acquires_found_.size(); ++k) {
+      const Seen& p = presented_[k];
+      std::string& text = acquires_found_[k].description;
+      const std::string token = std::to_string(p.token);
+      if (!p.lock_key.empty() && granted_marks_.contains(mark_of(key_hash(p.lock_key), p.token)))
+        text += "; the lock service's own history granted " + p.lock_key + " with token " + token +
+                ": the issuer handed that token out";
+      else if (!p.lock_key.empty() && ours(p.lock_key) && coverage_.grants() > 0)
+        text += "; no grant in the lock service's history gives " + p.lock_key + " token " + token +
+                ": the token is " + p.source + "'s own, not one the issuer granted";
+      else
+        text += "; the lock service's history has no grant of " + (p.lock_key.empty() ? "its key" : p.lock_key) +
+                " to compare with: whether the issuer or " + p.source + " chose token " + token + " is not known";
+    }
+    presented_.clear();
+  }
+
   void grant(std::size_t i, const Event& g) {
     if (!g.token) return;
     // This lock's keys: "<lock>/..." (etcd, zookeeper) or the lock name itself (redis).
-    if (!lock_.empty() && !g.lock_key.empty() && g.lock_key != lock_ && g.lock_key.rfind(lock_ + "/", 0) != 0) return;
+    if (!ours(g.lock_key)) return;
     const std::uint64_t mark = mark_of(key_hash(g.lock_key), *g.token);
     if (pass_ == 1) {
       if (!granted_marks_.insert(mark).second) {  // a replay, not a grant (or a collision: pass 2)
@@ -253,7 +309,7 @@ class TokenRegressionRule final : public StreamRule {
         if (!side->grant && !side->lock_key.empty() && side->lock_key == g.lock_key) side->grant.emplace(i, *g.token);
   }
 
-  /// Rewrites a regression's description when a worker's token differs from the lock service's
+  /// Adds to a regression's description, when a worker's token differs from the lock service's
   /// grant of its lock key: the worker's token is not the issuer's, naming both.
   void not_the_issuers(const Issuer& r) {
     std::string why;
@@ -267,10 +323,8 @@ class TokenRegressionRule final : public StreamRule {
       a.tokens.push_back(side->grant->second);
     }
     if (why.empty()) return;
-    a.description = r.late.source + " was granted the lock with token " + std::to_string(r.late.token) + " after " +
-                    r.top.source + " had been granted " + std::to_string(r.top.token) + ", but " + why +
-                    ": the worker's token is not the issuer's (the worker sends a token of its own, not the "
-                    "lock service's), not a token the issuer handed out twice";
+    a.description += "; " + why + ": the worker's token is not the issuer's (the worker sends a token of its own, "
+                     "not the lock service's)";
   }
 
   const ReadBack* readback_ = nullptr;
@@ -278,7 +332,11 @@ class TokenRegressionRule final : public StreamRule {
   std::string lock_;
   std::map<std::string, std::size_t, std::less<>> latest_invoke_;
   std::map<std::string, Raises, std::less<>> raises_;
-  std::optional<Seen> last_acquire_;
+  std::map<std::string, Seen, std::less<>> last_acquire_;  // per lock name, its latest acquire.ok
+  std::vector<Seen> presented_;
+  // the lock names the workers' acquires named beside the scenario's (a few: one per lock in use)
+  std::set<std::string, std::less<>> worker_locks_;  // pass 1: acquires_found_[k]'s acquire.ok, until attribute()
+  IssuerCoverage coverage_;
   unsigned pass_ = 1;
   boost::unordered_flat_set<std::uint64_t> granted_marks_;  // pass 1: every grant's mark_of(key, token)
   boost::unordered_flat_set<std::uint64_t> twice_;          // pass 1: the marks seen more than once

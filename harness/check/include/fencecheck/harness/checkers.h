@@ -38,14 +38,18 @@
 //   lock.delete, and the third holder's acquire.ok: the first acquire.ok by another worker after
 //   the release, while the owner was still mid-job (no job.done or release.invoke of that token
 //   yet) (catalogue item 5).
+//   Unknown, never valid, when workers held the lock and the history has no lock.grant at all.
 // token-regression: the issuer's tokens were not strictly increasing (catalogue items 6, 7):
-//   - an acquire.ok whose token is below, or equal to, that of an acquire.ok (same lock) that had
+//   - an acquire.ok whose token is not above that of an acquire.ok of the same lock name that had
 //     completed before this one's acquire.invoke (real-time order: a grant that raced is not
-//     flagged; an equal token is the same token handed out twice);
+//     flagged; an equal token is the same token held twice), judged per lock name; the
+//     description names the worker that presented the token and whether the lock service's own
+//     history granted its key that token (the issuer's) or not (the worker's own);
 //   - a lock.grant whose token is below an earlier lock.grant's, or equal to it for another key
 //     (the watch's order; a replay of a key already seen is not a grant);
-//   - the resource's high-water mark for a key above the token of the last acquire.ok: from then
-//     on every holder is below the mark.
+//   - the resource's high-water mark for a key above the token of the last acquire.ok (with
+//     several lock names, above each name's last one): from then on every holder is below the mark.
+//   Unknown, never valid, when workers held the lock and the history has no lock.grant at all.
 //   An acquire.ok regression whose worker's token differs from the lock service's lock.grant of
 //   the same lock key (found on a second pass) says the worker's token is not the issuer's, naming
 //   both, instead of blaming the issuer (a kazoo worker sending 1 while its znode's czxid was 5).
@@ -102,6 +106,19 @@
 //   that token set the mark) is left to fenced-out; one whose worker never had that token
 //   accepted on the key is this rule's. Unknown when some rejection's mark no source gives.
 //   Evidence: the write.fail events; seqs of the log entries that bound an unsaid mark.
+// ungranted-holding: a worker's acquire.ok for a lock key the lock service never granted it, judged
+//   by the lock service's own order (its revisions), not by the order events reached the harness:
+//   the key's grant was deleted at a revision at or below the acquire's own revision, or deleted
+//   while older keys of the lock still existed (a queued waiter whose lease expired, yet the
+//   worker went on as holder: etcd#11456 through `etcdctl lock`), or never granted at all while
+//   the watch covered the lock (the key itself and keys under "<lock>/") and every lock event
+//   carried a revision (etcd). Unknown, naming the key, when the history cannot match a holding:
+//   no lock-service event at all while workers held, an acquire.ok without a lock_key or with a
+//   key outside the lock, a grant the acquire.ok cannot be tied to, a kind whose deletes carry no
+//   revision where only a revision would settle it. Evidence: the acquire.ok, the key's
+//   lock.grant and lock.delete; where the ungranted holder's token fenced a rightful holder (a
+//   write rejected against a mark equal to that token, set by the holder's own accepted write,
+//   no other worker writing with that token), that write.fail and the write.ok that set the mark.
 //
 // Black-box workers (black_box_workers(), checker.h: a scenario's worker that sent no
 // worker-protocol event). What judges them is each checker's EvidenceUse::black_box_from
@@ -175,7 +192,8 @@ class ForeignReleaseChecker final : public Checker {
                                          const CheckContext& context) const override;
 };
 
-/// Uses the context's lock name to pick the acquire.ok events of the scenario's lock (all when "").
+/// Uses the context's lock name to pick the lock service's grants of the scenario's lock (all when
+/// ""); acquire.oks are judged per the lock name each reports.
 class TokenRegressionChecker final : public Checker {
  public:
   [[nodiscard]] std::string_view name() const override { return "token-regression"; }
@@ -238,9 +256,19 @@ class UnjustifiedRejectionChecker final : public Checker {
                                          const CheckContext& context) const override;
 };
 
+/// Uses the context's lock name: the keys its issuer watch covered (the name itself and keys under
+/// "<lock>/"; every key when "").
+class UngrantedHoldingChecker final : public Checker {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "ungranted-holding"; }
+  [[nodiscard]] CheckerResult check(const History& history, const ReadBack& readback) const override;
+  [[nodiscard]] CheckerResult check_with(const History& history, const ReadBack& readback,
+                                         const CheckContext& context) const override;
+};
+
 /// interleaved-segment, corrupt-chunk, stale-write-accepted, cross-key-rejection, rejection-storm,
 /// foreign-release, token-regression, fenced-out, duplicate-effect, counter-drift,
-/// lost-acknowledged-write, unaccounted-write, unjustified-rejection, in that order.
+/// lost-acknowledged-write, unaccounted-write, unjustified-rejection, ungranted-holding, in that order.
 [[nodiscard]] Checkers default_checkers();
 
 }  // namespace fencecheck::harness
