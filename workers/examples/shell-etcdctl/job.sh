@@ -1,6 +1,6 @@
 #!/bin/sh
 # The command `etcdctl lock` runs while it holds the lock: writes the job's chunks to the store
-# with curl, from the segment worker.sh's state says is next. Args: --broken|--correct STATE_DIR.
+# with curl, from the segment worker.sh's state says is next. Args: --broken|--rev|--correct STATE_DIR.
 # Exits 0 when every segment is written, 3 when a write was rejected or its outcome is unknown.
 set -u
 mode=$1
@@ -8,17 +8,19 @@ state=$2
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 
-if [ "$mode" = --checked ] && [ -z "$(etcdctl get "$ETCD_LOCK_KEY" --keys-only 2> /dev/null)" ]; then
-  # etcd 3.4's Lock returned although our key is gone: our lease expired while we queued, etcd
-  # deleted the key, and the lock is someone else's (etcd#11456). Not a holding: give it up.
-  echo "job.sh: $ETCD_LOCK_KEY no longer exists (lease expired while queued): not holding the lock" >&2
-  exit 3
-fi
-if [ "$mode" != --broken ]; then
-  token=$ETCD_LOCK_REV  # the revision etcdctl hands us with the lock (README.md: which one, and why it fences)
-else
-  token=1  # no token from the lock in use: every holder sends the same one
-fi
+case "$mode" in
+  --correct)
+    # Confirm the lock is ours: etcd 3.4's Lock returns even when our key is gone (our lease expired
+    # while we queued and etcd deleted the key; the lock is someone else's: etcd#11456). Our key's
+    # create revision is the token: the grant's own, from the one ordering authority (README.md).
+    token=$(etcdctl get "$ETCD_LOCK_KEY" -w fields 2> /dev/null | sed -n 's/^"CreateRevision" : \([0-9][0-9]*\)$/\1/p')
+    if [ -z "$token" ]; then
+      echo "job.sh: $ETCD_LOCK_KEY no longer exists (lease expired while queued): not holding the lock" >&2
+      exit 3
+    fi ;;
+  --rev) token=$ETCD_LOCK_REV ;;  # the revision etcdctl hands us with the lock, trusted as it comes (README.md)
+  *) token=1 ;;  # no token from the lock in use: every holder sends the same one
+esac
 # The lock key is <lock name>/<lease id in hex>: the session's lease.
 lease_id=$(printf '%d' "0x${ETCD_LOCK_KEY##*/}")
 echo "$ETCD_LOCK_KEY $token" > "$state/holding"

@@ -4,19 +4,21 @@
 # releases it when job.sh exits.
 #
 #   worker.sh --broken    job.sh writes with a constant Fencing-Token (1), whoever holds the lock
-#   worker.sh --correct   job.sh writes with ETCD_LOCK_REV as the token and stops at a 409; this
-#                         loop then takes the lock again and job.sh redoes its segment
-#   worker.sh --checked   --correct, and job.sh first checks that its lock key still exists (what
-#                         etcd 3.5's Mutex.Lock does): etcd 3.4's Lock returns to a waiter whose key
-#                         its lease expiry deleted (etcd#11456); such a holding is given up
+#   worker.sh --rev       job.sh writes with ETCD_LOCK_REV as the token, trusting Lock's return, and
+#                         stops at a 409; this loop then takes the lock again and job.sh redoes its
+#                         segment. Broken two ways: etcd 3.4's Lock returns to a waiter whose key its
+#                         lease expiry deleted (etcd#11456), and ETCD_LOCK_REV is no grant's token
+#   worker.sh --correct   as --rev, but job.sh first confirms its lock key still exists (what etcd
+#                         3.5's Mutex.Lock does; a holding whose key is gone is given up) and writes
+#                         with that key's create revision, the grant's own token
 #
 # fencecheck's worker protocol v1: the FENCECHECK_* variables in, JSON event lines out on fd 3.
 # Needs etcdctl (Debian's etcd-client, v3 API), curl, gzip and od; see README.md.
 set -u
 
 case "${1:-}" in
-  --broken | --correct | --checked) mode=$1 ;;
-  *) echo "usage: worker.sh --broken|--correct|--checked" >&2; exit 2 ;;
+  --broken | --rev | --correct) mode=$1 ;;
+  *) echo "usage: worker.sh --broken|--rev|--correct" >&2; exit 2 ;;
 esac
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
