@@ -1967,9 +1967,10 @@ TEST(ScenarioCatalogue, TheNamedAnomalyOfEachItem) {
   EXPECT_EQ(load("02-check-then-write-broken.yaml").resource().config.value("check_window", ""), "2500ms");
   EXPECT_EQ(load("03-global-high-water-broken.yaml").resource().fencing(), "global");
   EXPECT_EQ(load("03-global-high-water-correct.yaml").resource().fencing(), "per-key");
-  // Item 14's design under test is whether the holder checks that its lock key still exists.
-  EXPECT_EQ(load("14-etcdctl-zombie-broken.yaml").workers()[1].command->argv.back(), "--correct");
-  EXPECT_EQ(load("14-etcdctl-zombie-correct.yaml").workers()[1].command->argv.back(), "--checked");
+  // Item 14's design under test: trusting Lock's return and ETCD_LOCK_REV (--rev), or confirming
+  // the own lock key and sending its create revision (--correct).
+  EXPECT_EQ(load("14-etcdctl-zombie-broken.yaml").workers()[1].command->argv.back(), "--rev");
+  EXPECT_EQ(load("14-etcdctl-zombie-correct.yaml").workers()[1].command->argv.back(), "--correct");
   EXPECT_TRUE(load("04-retry-same-token-broken.yaml").workers()[0].design.retry_same_token);
   EXPECT_TRUE(load("04-retry-same-token-correct.yaml").workers()[0].design.is_default());
   EXPECT_TRUE(load("05-release-by-name-broken.yaml").workers()[0].design.release_by_name);
