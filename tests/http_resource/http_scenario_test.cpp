@@ -107,7 +107,13 @@ TEST(HttpScenario, TheBrokenServiceIsCaughtAcceptingAStaleWrite) {
   EXPECT_EQ(r.exit_code, 0) << r.verdict.dump(2);
   EXPECT_EQ(r.verdict.at("verdict"), "invalid");
   EXPECT_TRUE(r.verdict.at("expectation").at("met").get<bool>()) << r.verdict.at("expectation").dump();
-  EXPECT_EQ(anomalies(r.verdict), (std::set<std::string>{"stale-write-accepted"}));
+  // The stale write, and (when it landed in a segment the newer holder had already written, which
+  // the service's accept log shows in its order: w1, w2, w1) the two holders' writes by turns in
+  // one segment (issue 31 item 5); nothing else.
+  const std::set<std::string> found = anomalies(r.verdict);
+  EXPECT_TRUE(found.count("stale-write-accepted"));
+  for (const auto& name : found)
+    EXPECT_TRUE(name == "stale-write-accepted" || name == "interleaved-segment") << "unexpected anomaly " << name;
   const json& stale = checker(r.verdict, "stale-write-accepted");
   EXPECT_EQ(stale.at("evidence"), (json{"resource.accept-log", "worker-events"})) << "proven from the service's own log";
   const json& a = stale.at("anomalies").at(0);
