@@ -65,15 +65,9 @@ RunFigures run_figures(const Scenario& sc, const std::string& lock, const Histor
   for (const auto& p : a.figures.pauses) f.pauses_s.emplace_back(p.worker, std::chrono::duration<double>(p.duration).count());
   for (const auto& w : sc.workers())
     if (w.command && !a.figures.longest_pause.count(w.id)) f.untimed.insert(w.id);
-  for (const auto& w : a.figures.faults) {
-    ++f.faults_injected[w.fault];
-    const auto d = w.actual ? w.actual : w.planned;
-    const auto kind = fault_kind_named(w.fault);
-    if (d && kind && stops_process(*kind)) {
-      double& longest = f.fault_pauses_s[w.target];
-      longest = std::max(longest, std::chrono::duration<double>(*d).count());
-    }
-  }
+  for (const auto& w : a.figures.faults) ++f.faults_injected[w.fault];
+  for (const auto& [worker, d] : longest_stops(a.figures.faults))
+    f.fault_pauses_s[worker] = std::chrono::duration<double>(d).count();
   f.high_water = rb.high_water;
   f.token_staleness = tally.token_staleness();
   f.issuer_token = tally.issuer_token();

@@ -1124,17 +1124,14 @@ void summarize_analysis(ScenarioResult& r, const Analysis& a, const Scenario& sc
       r.longest_pause_source = source;
     }
   };
+  const auto stops = longest_stops(a.figures.faults);
   for (const auto& w : sc.workers()) {
     if (const auto it = a.figures.longest_pause.find(w.id); it != a.figures.longest_pause.end()) {
       offer(std::chrono::duration<double>(it->second.duration).count(), "holder");
     } else if (!w.command) {
       offer(0.0, "holder");  // the reference worker measured and saw no pause
-    } else {
-      for (const auto& f : a.figures.faults) {
-        const auto kind = fault_kind_named(f.fault);
-        if (f.target != w.id || !kind || !stops_process(*kind)) continue;
-        if (const auto d = f.actual ? f.actual : f.planned) offer(std::chrono::duration<double>(*d).count(), "harness");
-      }
+    } else if (const auto s = stops.find(w.id); s != stops.end()) {
+      offer(std::chrono::duration<double>(s->second).count(), "harness");
     }
   }
   // A holder's own figure wins a tie with a fault window: it is the finer measurement.

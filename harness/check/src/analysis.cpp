@@ -35,6 +35,18 @@ Figures compute_figures(const History& history, const ReadBack& readback, const 
   return figures.finish();
 }
 
+std::map<std::string, std::chrono::nanoseconds> longest_stops(const std::vector<FaultWindow>& faults) {
+  std::map<std::string, std::chrono::nanoseconds> out;
+  for (const auto& f : faults) {
+    const auto kind = fault_kind_named(f.fault);
+    const auto d = f.actual ? f.actual : f.planned;
+    if (!kind || !stops_process(*kind) || !d) continue;
+    auto [it, fresh] = out.try_emplace(f.target, *d);
+    if (!fresh) it->second = std::max(it->second, *d);
+  }
+  return out;
+}
+
 std::string_view resolution_name(UnknownOutcome::Resolution r) {
   switch (r) {
     case UnknownOutcome::Resolution::kApplied: return "applied";

@@ -128,6 +128,12 @@ struct UnknownOutcome {
 /// "applied", "rejected", "not-applied", "unresolved".
 [[nodiscard]] std::string_view resolution_name(UnknownOutcome::Resolution r);
 
+/// Per worker, the longest window of a fault that stopped it (stops_process: sigstop, freeze,
+/// self-stop), its actual length (inject to heal), else the planned one: the harness's own measure
+/// of that worker's pauses (issue 31 item 6: the report's and the metrics' longest pause where a
+/// worker measures none itself). Workers no such fault hit are absent. Pure.
+[[nodiscard]] std::map<std::string, std::chrono::nanoseconds> longest_stops(const std::vector<FaultWindow>& faults);
+
 /// Liveness after the last heal (expect.progress_after_heal, fenced-out).
 struct ProgressAfterHeal {
   std::size_t heal_index = 0;             ///< the last fault.heal
