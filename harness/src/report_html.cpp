@@ -805,6 +805,10 @@ struct ExpiryStory {
   std::string outcome_kind = "none";
 };
 
+/// How an expiry's holder reads when it was a black box that the history cannot name (more than
+/// one silent worker was running: LeaseExpiry::worker is "").
+constexpr std::string_view kUnnamedBlackBox = "a black-box worker";
+
 /// Every expiry during work (at most five), in history order. Pure.
 std::vector<ExpiryStory> expiry_stories(const Model& m) {
   const History& h = m.h;
@@ -812,7 +816,7 @@ std::vector<ExpiryStory> expiry_stories(const Model& m) {
   for (const auto& x : m.a.figures.expiries_during_work) {
     if (out.size() >= 5) break;
     ExpiryStory st;
-    st.worker = x.worker;
+    st.worker = x.worker.empty() ? std::string(kUnnamedBlackBox) : x.worker;
     st.token = x.token;
     bool have_delete = false;
     for (std::size_t i : x.evidence)
@@ -1504,7 +1508,8 @@ std::string render_report_html(const ReportData& d) {
   if (f.rejected_writes.empty()) o << "<tr><td colspan=\"4\">none</td></tr>";
   o << "</tbody></table>\n<h3>Lease expiries during work</h3><table><thead><tr><th>worker</th><th>token</th><th>lock key</th><th>when</th><th>evidence</th></tr></thead><tbody>";
   for (const auto& x : f.expiries_during_work) {
-    o << "<tr><td>" << html(x.worker) << "</td><td>" << x.token << "</td><td><code>" << html(x.lock_key) << "</code></td><td>"
+    o << "<tr><td>" << html(x.worker.empty() ? std::string(kUnnamedBlackBox) + " (the lock service does not say which)" : x.worker)
+      << "</td><td>" << x.token << "</td><td><code>" << html(x.lock_key) << "</code></td><td>"
       << html(m.at(x.t_ns)) << "</td><td>";
     for (std::size_t i : x.evidence) o << "<a href=\"#ev-" << i << "\">#" << i << "</a> ";
     o << "</td></tr>";

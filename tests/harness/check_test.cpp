@@ -686,6 +686,59 @@ TEST(Expiries, AnUnlockWhoseReplyWasLostIsTheHoldersReleaseNotAnExpiry) {
   EXPECT_EQ(compute_figures(unstamped.h, ReadBack{}).expiries_during_work.size(), 1u);
 }
 
+TEST(Expiries, ABlackBoxsHoldingThatTheIssuerExpiredIsCounted) {
+  // Issue 31 item 6: two workers that send no event; the lock service's own history is all there
+  // is. kKey1 (token 33) holds the lock, kKey2 (token 34) waits behind it.
+  CheckContext two;
+  two.workers = {"w1", "w2"};
+  const auto history = [](const std::string& holder_word, const std::string& waiter_word) {
+    Builder b;
+    b.lock_grant(kKey1, 33, 7001);
+    b.lock_grant(kKey2, 34, 7002);
+    b.lock_delete(kKey2, 34, 40, waiter_word);  // the waiter's lease expired: not during work
+    b.lock_delete(kKey1, 33, 41, holder_word);
+    return b;
+  };
+  Builder b = history("expired", "expired");
+  Figures f = compute_figures(b.h, ReadBack{}, two);
+  ASSERT_EQ(f.expiries_during_work.size(), 1u);
+  EXPECT_EQ(f.expiries_during_work[0].lock_key, kKey1);
+  EXPECT_EQ(f.expiries_during_work[0].token, 33);
+  EXPECT_EQ(f.expiries_during_work[0].worker, "");  // two black boxes ran: the issuer does not say which
+  EXPECT_THAT(f.expiries_during_work[0].evidence, ElementsAre(0u, 3u));
+
+  // Without the issuer's word a black box's delete may be its own release: not counted.
+  EXPECT_TRUE(compute_figures(history("", "").h, ReadBack{}, two).expiries_during_work.empty());
+  // Nor when no worker of the scenario is a black box (the holder would have said acquire.ok).
+  EXPECT_TRUE(compute_figures(history("expired", "expired").h, ReadBack{}).expiries_during_work.empty());
+
+  // One black box still running when the key expired (w2 had exited): it is named.
+  Builder one = history("expired", "");
+  Event exit = Builder::ev("harness", EventKind::kWorkerExit);
+  exit.target = "w2";
+  one.h.events.insert(one.h.events.begin() + 2, exit);
+  one.h.events[2].t_ns = one.h.events[1].t_ns + 1;
+  f = compute_figures(one.h, ReadBack{}, two);
+  ASSERT_EQ(f.expiries_during_work.size(), 1u);
+  EXPECT_EQ(f.expiries_during_work[0].worker, "w1");
+
+  // Every black box had ended: the lease outlived its holder, no work was cut short.
+  Builder gone = history("expired", "");
+  for (const std::string w : {"w1", "w2"}) {
+    Event e = Builder::ev("harness", EventKind::kWorkerExit);
+    e.target = w;
+    gone.h.events.insert(gone.h.events.begin() + 2, e);
+    gone.h.events[2].t_ns = gone.h.events[1].t_ns + 1;
+  }
+  EXPECT_TRUE(compute_figures(gone.h, ReadBack{}, two).expiries_during_work.empty());
+
+  // A worker that speaks is no black box: its delete without an acquire.ok is nobody's holding.
+  Builder speaking = history("expired", "");
+  speaking.add(Builder::ev("w1", EventKind::kAcquireInvoke));
+  speaking.add(Builder::ev("w2", EventKind::kAcquireInvoke));
+  EXPECT_TRUE(compute_figures(speaking.h, ReadBack{}, two).expiries_during_work.empty());
+}
+
 TEST(Expiries, AWaitersKeyDeletedBeforeItsAcquireIsNoExpiryDuringWork) {
   // Issue 31 item 9 (etcd's RWMutex, etcd#16221): w2 queued; its lease expired while it waited and
   // etcd deleted its key (revision 40); 6 s later its Lock returned anyway (acquire.ok revision 45).

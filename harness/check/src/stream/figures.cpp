@@ -394,7 +394,22 @@ struct FigureStream::State {
     std::uint32_t lock_key = 0, lock = 0;  // interned at the second pass
     std::uint32_t before = kNoAcquire;     // the latest matching acquire.ok before the delete (second pass)
     Word word = Word::kNone;
+    /// The key held the lock when it was deleted, by the lock service's own order: its token was
+    /// the lowest of its lock's live keys (a waiter's key is never the lowest). False when unknown.
+    bool held = false;
   };
+  /// The live keys of one lock (one issuer's), by a hash of the key and its token, for Delete::held:
+  /// a handful at any moment (the holder and its waiters), whatever the history's length.
+  struct LiveKeys {
+    std::string lock;
+    std::string issuer;  // "" or "issuer N" (a lock event's detail prefix, lock_service.issuers > 1)
+    std::vector<std::pair<std::uint64_t, std::optional<std::int64_t>>> keys;
+  };
+  std::vector<LiveKeys> live;
+  /// Who has spoken (black boxes: CheckContext::workers that sent no worker-protocol event) and
+  /// when each worker ended (its worker.exit's t_ns), for an expiry no acquire.ok accounts for.
+  BlackBoxTracker speakers;
+  boost::unordered_flat_map<std::string, std::int64_t> exited_ns;
   unsigned pass = 1;
   bool plain_lines = false;  // FigureStream::begin_second_pass's every_line_plain
   /// The deletes not settled, by history index. A delete that a release.ok's revision explains
@@ -455,7 +470,7 @@ struct FigureStream::State {
   };
   boost::unordered_flat_map<KeyToken, Invoke, KeyTokenHash> release_invoked;  // the earliest per (lock key, token)
   State(const ReadBack& rb, const PackedLog& packed, const CheckContext& ctx, bool keep_holdings)
-      : readback(rb), context(ctx), counters(rb), log(packed), keep(keep_holdings) {
+      : readback(rb), context(ctx), counters(rb), log(packed), keep(keep_holdings), speakers(ctx.workers) {
     evidence = context.evidence.value_or(resources::Evidence{});
     has_log = detail::log_is_evidence(context, log);
     marks = detail::RejectionMarks(has_log);
@@ -537,10 +552,42 @@ struct FigureStream::State {
       case EventKind::kLockDelete: keep.take(i, e); break;
       default: break;
     }
+    if (!speakers.settled() && (is_worker_event(e.kind) || e.kind == EventKind::kLog)) speakers.observe(e);
+    if (e.kind == EventKind::kWorkerExit && !e.target.empty()) exited_ns.try_emplace(e.target, e.t_ns);
     observe_for_expiries(i, e);
   }
 
+  /// The live keys of the lock `e` (a lock.grant or lock.delete) belongs to.
+  LiveKeys& live_keys_of(const Event& e) {
+    const std::string_view issuer =
+        e.detail.rfind("issuer ", 0) == 0 ? std::string_view(e.detail).substr(0, e.detail.find(':')) : std::string_view();
+    for (LiveKeys& l : live)
+      if (l.lock == e.lock && l.issuer == issuer) return l;
+    live.push_back(LiveKeys{e.lock, std::string(issuer), {}});
+    return live.back();
+  }
+
+  /// Keeps the live keys up to date; for a delete, whether its key was the holder's.
+  bool track_live_keys(const Event& e) {
+    if (e.kind != EventKind::kLockGrant && e.kind != EventKind::kLockDelete) return false;
+    if (e.lock_key.empty()) return false;
+    LiveKeys& l = live_keys_of(e);
+    const std::uint64_t h = std::hash<std::string_view>{}(e.lock_key);
+    const auto it = std::find_if(l.keys.begin(), l.keys.end(), [&](const auto& k) { return k.first == h; });
+    if (e.kind == EventKind::kLockGrant) {
+      if (it == l.keys.end()) l.keys.emplace_back(h, e.token);  // a put of a live key changes no token
+      return false;
+    }
+    if (it == l.keys.end()) return false;  // a key this run never saw granted: nobody's holding
+    bool lowest = e.token.has_value() && it->second == e.token;
+    for (const auto& k : l.keys)
+      if (lowest && (!k.second || *k.second < *e.token)) lowest = false;
+    l.keys.erase(it);
+    return lowest;
+  }
+
   void observe_for_expiries(std::size_t i, const Event& e) {
+    const bool held = track_live_keys(e);
     if (e.kind == EventKind::kReleaseOk && e.revision) {
       if (const auto it = unsettled_by_revision.find(*e.revision); it != unsettled_by_revision.end()) {
         for (std::size_t at : it->second) {  // settled: not an expiry, whatever follows
@@ -572,6 +619,7 @@ struct FigureStream::State {
     d.lock_key_name = e.lock_key;
     d.lock_name = e.lock;
     d.word = word;
+    d.held = held;
     if (word != Word::kExpired && d.revision) unsettled_by_revision[*d.revision].push_back(i);
     if (const auto [u, fresh] = unsettled.emplace(i, std::move(d)); fresh) unsettled_bytes += bytes_of(u->second);
     keep.opened(e.token);
@@ -734,7 +782,7 @@ struct FigureStream::State {
       if (const auto it = first_acquire.find(d.lock_key); it != first_acquire.end()) at = it->second;
     }
     const Acquire* a = at == kNoAcquire ? nullptr : &acquires[at];
-    if (!a) return std::nullopt;  // nobody we know held it: cannot be attributed to a worker's work
+    if (!a) return black_box_expiry(d);  // no acquire.ok: a black box's, or nobody's
     // An acquire.ok received after the delete is its holder's only when the acquire came first in
     // the lock service's own order (the watch lagged). One whose revision is past the delete's was
     // handed the lock after its key was gone: its lease expired while it waited, before any work
@@ -772,6 +820,30 @@ struct FigureStream::State {
     if (const auto g = first_grant.find(KeyToken{d.lock_key, token}); g != first_grant.end())
       grant = grant ? std::min(*grant, g->second) : g->second;
     if (grant) x.evidence.push_back(*grant);
+    x.evidence.push_back(d.index);
+    std::sort(x.evidence.begin(), x.evidence.end());
+    return x;
+  }
+
+  /// A delete no acquire.ok accounts for, as a lease expiry during a black box's holding: the
+  /// issuer said "expired", the key held the lock when it went (Delete::held, the lock service's own
+  /// order), and a worker that sent no event was still running then. The holder is named when it is
+  /// the only such worker, else "" (the lock service does not say which process held the key).
+  std::optional<LeaseExpiry> black_box_expiry(const Delete& d) const {
+    if (d.word != Word::kExpired || !d.held || !d.token) return std::nullopt;
+    std::vector<std::string> running;
+    for (const std::string& w : speakers.silent())
+      if (const auto x = exited_ns.find(w); x == exited_ns.end() || x->second > d.t_ns) running.push_back(w);
+    if (running.empty()) return std::nullopt;  // every black box had ended: an abandoned lease, not work
+    LeaseExpiry x;
+    if (running.size() == 1) x.worker = running.front();
+    x.lock = names.name(d.lock);
+    x.lock_key = names.name(d.lock_key);
+    x.token = *d.token;
+    x.lease_id = d.lease_id;
+    x.revision = d.revision;
+    x.t_ns = d.t_ns;
+    if (const auto g = first_grant.find(KeyToken{d.lock_key, *d.token}); g != first_grant.end()) x.evidence.push_back(g->second);
     x.evidence.push_back(d.index);
     std::sort(x.evidence.begin(), x.evidence.end());
     return x;

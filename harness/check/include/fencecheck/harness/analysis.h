@@ -40,8 +40,17 @@ namespace fencecheck::harness {
 /// the lock was handed to it after its key was gone (etcd's RWMutex, etcd#16221; etcd 3.4's Lock,
 /// etcd#11456), so its lease expired while it waited, not during work (an acquire.ok received
 /// late with an earlier revision is the watch lagging, and counts).
+///
+/// A delete no acquire.ok accounts for counts when the lock service's own history proves an expiry
+/// during a holding of a black-box worker (CheckContext::workers that sent no worker-protocol
+/// event): the issuer said "expired" (etcd: its lease expiry count, etcd_kind.cpp; ZooKeeper: its
+/// server's log; Redis: its `expired` notification), the key held the lock when it went (its token
+/// the lowest of the lock's live keys, so never a waiter's key), and some black box was still
+/// running (no worker.exit before the delete). `worker` is that black box when it was the only
+/// one running, else "": the lock service does not say which process held a key. Evidence: the
+/// lock.grant (if seen) and the lock.delete.
 struct LeaseExpiry {
-  std::string worker;                    ///< the holder
+  std::string worker;                    ///< the holder; "" for a black box that cannot be named (below)
   std::string lock;                      ///< lock name (prefix), from the acquire.ok
   std::string lock_key;                  ///< the holder's key under the prefix
   std::int64_t token = 0;                ///< the key's create_revision = the holder's fencing token
