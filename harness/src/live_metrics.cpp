@@ -308,7 +308,7 @@ void LiveMetrics::event(const Event& e) {
       if (!e.key.empty() && (e.high_water || e.token)) r.raise_high_water(e.key, e.high_water ? *e.high_water : *e.token);
       break;
     case EventKind::kWriteFail:
-      if (from_worker) m.rejected_writes(r.scenario, r.resource, e.key, e.source).Increment();
+      if (from_worker && e.high_water) m.rejected_writes(r.scenario, r.resource, e.key, e.source).Increment();
       if (!e.key.empty() && e.high_water) r.raise_high_water(e.key, *e.high_water);
       break;
     case EventKind::kPause:

@@ -263,7 +263,7 @@ void Run::record(Event e) {
   history_out_ << to_json_line(e) << '\n';
   history_out_.flush();  // a killed harness still leaves the history up to here
   ++events_;
-  if (e.kind == EventKind::kWriteFail) ++rejected_;
+  if (e.kind == EventKind::kWriteFail && e.high_water) ++rejected_;  // without one: an invalid request
   notify(opt_, [&](RunObserver& o) { o.on_event(sc_, e); });
   for (const LiveAnomaly& a : live_checker_.observe(static_cast<std::size_t>(events_ - 1), e)) found_live(a);
   tally_.observe(e);

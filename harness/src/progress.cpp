@@ -199,6 +199,10 @@ void ProgressObserver::on_event(const Scenario& /*scenario*/, const Event& e) {
       if (e.token) s.releasing.insert(*e.token);
       return;
     case EventKind::kWriteFail:
+      if (!e.high_water) {  // an invalid request, not a rejection by the fence
+        s.latest = e.source + "'s write with token " + tok + " was an invalid request";
+        break;
+      }
       ++s.rejected;
       s.latest = e.source + "'s write with token " + tok + " rejected";
       break;

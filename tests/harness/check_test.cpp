@@ -732,6 +732,19 @@ TEST(Expiries, ABlackBoxsHoldingThatTheIssuerExpiredIsCounted) {
   }
   EXPECT_TRUE(compute_figures(gone.h, ReadBack{}, two).expiries_during_work.empty());
 
+  // A waiter promoted when the holder released, then expired (stopped while queued): the lock
+  // service's history cannot say that its holder ever learned of the grant, so it is not counted.
+  Builder promoted;
+  promoted.lock_grant(kKey1, 33, 7001);
+  promoted.lock_grant(kKey2, 34, 7002);
+  promoted.lock_delete(kKey1, 33, 40);  // w1 released (no word)
+  promoted.lock_delete(kKey2, 34, 41, "expired");
+  EXPECT_TRUE(compute_figures(promoted.h, ReadBack{}, two).expiries_during_work.empty());
+  // The next key granted once the lock was free held it from its grant: counted.
+  promoted.lock_grant(kKey1 + "-again", 50, 7003);
+  promoted.lock_delete(kKey1 + "-again", 50, 52, "expired");
+  EXPECT_EQ(compute_figures(promoted.h, ReadBack{}, two).expiries_during_work.size(), 1u);
+
   // A worker that speaks is no black box: its delete without an acquire.ok is nobody's holding.
   Builder speaking = history("expired", "");
   speaking.add(Builder::ev("w1", EventKind::kAcquireInvoke));
@@ -820,6 +833,25 @@ TEST(Figures, PausesLongestPerWorker) {
   EXPECT_EQ(f.longest_pause.at("w1").duration, Duration(6'010'000'000));
   EXPECT_EQ(f.longest_pause.at("w1").index, longest);
   EXPECT_EQ(f.longest_pause.at("w2").duration, 120ms);
+}
+
+TEST(Figures, AnInvalidRequestIsNoRejectedWrite) {
+  // A write.fail without a high_water is an invalid request (an HTTP 400 or 422, not the fence's
+  // 409): nothing was fenced, so it proves nothing about fencing and min_rejected_writes ignores it.
+  Builder b;
+  b.write("w1", EventKind::kWriteFail, 33, 0, 0);      // invalid request
+  b.write("w1", EventKind::kWriteFail, 33, 0, 1, 0);   // fenced, the reply did not say the mark
+  b.write("w2", EventKind::kWriteFail, 30, 0, 0, 34);  // fenced below mark 34
+  const Figures f = compute_figures(b.h, ReadBack{});
+  EXPECT_EQ(f.rejected_writes_history, 2);
+  EXPECT_EQ(f.invalid_requests_history, 1);
+  EXPECT_EQ(f.rejected_writes_total(), 2);
+  ASSERT_EQ(f.rejected_writes.size(), 2u);
+  EXPECT_EQ(f.rejected_writes[0].client, "w1");
+  EXPECT_EQ(f.rejected_writes[0].history, 1);
+  Builder only_invalid;
+  only_invalid.write("w1", EventKind::kWriteFail, 33, 0, 0);
+  EXPECT_EQ(compute_figures(only_invalid.h, ReadBack{}).rejected_writes_total(), 0);
 }
 
 TEST(Figures, RejectedWritesPerKeyAndClientFromBothSources) {

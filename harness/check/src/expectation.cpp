@@ -120,6 +120,9 @@ ExpectationResult evaluate(const Expectation& ex, const Analysis& analysis, cons
                         counted(f.rejected_writes_history, f.rejected_writes_unjustified_history) +
                         ", the resource's rejections: " +
                         counted(f.rejected_writes_readback, f.rejected_writes_unjustified_readback) + ")";
+      if (f.invalid_requests_history > 0)
+        why += "; " + plural(f.invalid_requests_history, "write.fail", "write.fails") +
+               " without a high_water (invalid requests, not rejections by the fence) not counted";
       if (f.rejected_writes_unjustified_history > 0 || f.rejected_writes_unjustified_readback > 0)
         why += ": a rejection whose token was at or above the key's high-water mark is a broken fence refusing a "
                "write it had to accept (unjustified-rejection), not evidence that fencing works";

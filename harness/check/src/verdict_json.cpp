@@ -62,6 +62,7 @@ nlohmann::json to_json(const Figures& f) {
   for (const auto& [w, p] : f.longest_pause) longest[w] = p.duration.count();
   j["rejected_writes_total"] = f.rejected_writes_total();
   j["rejected_writes_history"] = f.rejected_writes_history;
+  j["invalid_requests_history"] = f.invalid_requests_history;
   j["rejected_writes_readback"] = f.rejected_writes_readback;
   j["rejected_writes_unjustified_history"] = f.rejected_writes_unjustified_history;
   j["rejected_writes_unjustified_readback"] = f.rejected_writes_unjustified_readback;

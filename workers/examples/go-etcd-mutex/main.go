@@ -427,6 +427,7 @@ func (w *worker) write(segment, chunk int64) outcome {
 		e["high_water"] = mark
 		e["detail"] = fmt.Sprintf("fenced: token %d is below the key's mark %d", token, mark)
 	} else {
+		e["high_water"] = 0 // a rejection by the fence whose mark is not known (docs/worker-protocol.md)
 		e["detail"] = "fenced (the mark could not be read: " + err.Error() + ")"
 	}
 	w.ev.emit("write.fail", e)

@@ -86,7 +86,9 @@ class Service:
                 return "unknown", mark, detail + " with accepted: false"
             return "ok", mark, detail
         if res.status == 409:
-            return "fenced", mark, detail
+            # A rejection by the fence always carries a high_water (0: the reply did not say the
+            # mark); a write.fail without one is an invalid request (docs/worker-protocol.md).
+            return "fenced", mark if mark is not None else 0, detail
         if 400 <= res.status < 500:
             return "invalid", None, detail
         return "unknown", None, detail

@@ -44,6 +44,8 @@ while [ "$segment" -lt "$FENCECHECK_JOB_SEGMENTS" ]; do
         "$FENCECHECK_RESOURCE_URL/v1/keys/$key/segments/$segment/chunks/$chunk" 2> "$state/curl-error")
     # The reply's mark and words ({"high_water":N,"error":"..."}), the words made JSON-safe.
     mark=$(sed -n 's/.*"high_water":\([0-9][0-9]*\).*/,"high_water":\1/p' "$reply" 2> /dev/null)
+    # A 409 is the fence's rejection: it always carries a high_water (0: the reply did not say it).
+    [ "$status" = 409 ] && [ -z "$mark" ] && mark=',"high_water":0'
     words=$(sed -n 's/.*"error":"\([^"]*\)".*/: \1/p' "$reply" 2> /dev/null | tr -d '\\\000-\037')
     case "$status" in
       2??)

@@ -394,16 +394,23 @@ struct FigureStream::State {
     std::uint32_t lock_key = 0, lock = 0;  // interned at the second pass
     std::uint32_t before = kNoAcquire;     // the latest matching acquire.ok before the delete (second pass)
     Word word = Word::kNone;
-    /// The key held the lock when it was deleted, by the lock service's own order: its token was
-    /// the lowest of its lock's live keys (a waiter's key is never the lowest). False when unknown.
+    /// The key held the lock from its grant until it was deleted, by the lock service's own order:
+    /// its token was the lowest of its lock's live keys when it was created and when it went. A
+    /// waiter's key is not (one promoted later is not either: whether its holder ever learned of
+    /// the grant is not in the lock service's history; etcd#16221). False when unknown.
     bool held = false;
   };
   /// The live keys of one lock (one issuer's), by a hash of the key and its token, for Delete::held:
   /// a handful at any moment (the holder and its waiters), whatever the history's length.
+  struct LiveKey {
+    std::uint64_t hash = 0;              // of the lock key
+    std::optional<std::int64_t> token;  // its grant's
+    bool first = false;                 // no live key of the lock had a lower token (or none) at its grant
+  };
   struct LiveKeys {
     std::string lock;
     std::string issuer;  // "" or "issuer N" (a lock event's detail prefix, lock_service.issuers > 1)
-    std::vector<std::pair<std::uint64_t, std::optional<std::int64_t>>> keys;
+    std::vector<LiveKey> keys;
   };
   std::vector<LiveKeys> live;
   /// Who has spoken (black boxes: CheckContext::workers that sent no worker-protocol event) and
@@ -497,6 +504,12 @@ struct FigureStream::State {
         break;
       }
       case EventKind::kWriteFail:
+        // Without a high_water it is an invalid request (a 4xx other than the fence's 409, HTTP
+        // contract; docs/worker-protocol.md): nothing was written, and nothing was fenced either.
+        if (!e.high_water) {
+          ++f.invalid_requests_history;
+          break;
+        }
         ++rejected_slot(e.key, e.source).history;
         ++f.rejected_writes_history;
         rejections.observe(e);
@@ -573,17 +586,25 @@ struct FigureStream::State {
     if (e.lock_key.empty()) return false;
     LiveKeys& l = live_keys_of(e);
     const std::uint64_t h = std::hash<std::string_view>{}(e.lock_key);
-    const auto it = std::find_if(l.keys.begin(), l.keys.end(), [&](const auto& k) { return k.first == h; });
+    const auto it = std::find_if(l.keys.begin(), l.keys.end(), [&](const LiveKey& k) { return k.hash == h; });
+    // Whether `token` is below every live key's but `self`'s (a key without a token: unknown, no).
+    const auto lowest = [&](std::optional<std::int64_t> token, const LiveKey* self) {
+      if (!token) return false;
+      for (const LiveKey& k : l.keys)
+        if (&k != self && (!k.token || *k.token <= *token)) return false;
+      return true;
+    };
     if (e.kind == EventKind::kLockGrant) {
-      if (it == l.keys.end()) l.keys.emplace_back(h, e.token);  // a put of a live key changes no token
+      if (it == l.keys.end()) {  // a put of a live key changes no token
+        const bool first = lowest(e.token, nullptr);
+        l.keys.push_back(LiveKey{h, e.token, first});
+      }
       return false;
     }
     if (it == l.keys.end()) return false;  // a key this run never saw granted: nobody's holding
-    bool lowest = e.token.has_value() && it->second == e.token;
-    for (const auto& k : l.keys)
-      if (lowest && (!k.second || *k.second < *e.token)) lowest = false;
+    const bool held = it->first && it->token == e.token && lowest(e.token, &*it);
     l.keys.erase(it);
-    return lowest;
+    return held;
   }
 
   void observe_for_expiries(std::size_t i, const Event& e) {

@@ -265,9 +265,11 @@ class TokenRegressionRule final : public StreamRule {
       if (!p.lock_key.empty() && granted_marks_.contains(mark_of(key_hash(p.lock_key), p.token)))
         text += "; the lock service's own history granted " + p.lock_key + " with token " + token +
                 ": the issuer handed that token out";
-      else if (!p.lock_key.empty() && ours(p.lock_key) && coverage_.grants() > 0)
+      else if (!p.lock_key.empty() && ours(p.lock_key) && coverage_.grants() > 0) {
         text += "; no grant in the lock service's history gives " + p.lock_key + " token " + token +
                 ": the token is " + p.source + "'s own, not one the issuer granted";
+        own_token_said_.emplace(k, std::pair<std::string, std::int64_t>(p.lock_key, p.token));
+      }
       else
         text += "; the lock service's history has no grant of " + (p.lock_key.empty() ? "its key" : p.lock_key) +
                 " to compare with: whether the issuer or " + p.source + " chose token " + token + " is not known";
@@ -314,13 +316,20 @@ class TokenRegressionRule final : public StreamRule {
   void not_the_issuers(const Issuer& r) {
     std::string why;
     Anomaly& a = acquires_found_[r.anomaly];
+    const auto said = own_token_said_.find(r.anomaly);
     for (const Issuer::Side* side : {&r.late, &r.top}) {
       if (!side->grant || side->grant->second == side->token) continue;
-      why += std::string(why.empty() ? "" : "; ") + side->source + "'s acquire.ok says token " +
-             std::to_string(side->token) + " for lock key " + side->lock_key +
-             ", but the lock service granted that key with token " + std::to_string(side->grant->second);
       a.evidence.push_back(side->grant->first);
       a.tokens.push_back(side->grant->second);
+      const std::string granted = std::to_string(side->grant->second);
+      if (said != own_token_said_.end() && said->second.first == side->lock_key && said->second.second == side->token) {
+        // attribute() has said this token is the worker's own: add only what the issuer granted.
+        a.description += " (the lock service granted " + side->lock_key + " with token " + granted + ")";
+        continue;
+      }
+      why += std::string(why.empty() ? "" : "; ") + side->source + "'s acquire.ok says token " +
+             std::to_string(side->token) + " for lock key " + side->lock_key +
+             ", but the lock service granted that key with token " + granted;
     }
     if (why.empty()) return;
     a.description += "; " + why + ": the worker's token is not the issuer's (the worker sends a token of its own, "
@@ -336,6 +345,9 @@ class TokenRegressionRule final : public StreamRule {
   std::vector<Seen> presented_;
   // the lock names the workers' acquires named beside the scenario's (a few: one per lock in use)
   std::set<std::string, std::less<>> worker_locks_;  // pass 1: acquires_found_[k]'s acquire.ok, until attribute()
+  /// acquires_found_[k] whose presented (lock key, token) attribute() called the worker's own:
+  /// not_the_issuers() does not say it again.
+  std::map<std::size_t, std::pair<std::string, std::int64_t>> own_token_said_;
   IssuerCoverage coverage_;
   unsigned pass_ = 1;
   boost::unordered_flat_set<std::uint64_t> granted_marks_;  // pass 1: every grant's mark_of(key, token)

@@ -44,8 +44,9 @@ namespace fencecheck::harness {
 /// A delete no acquire.ok accounts for counts when the lock service's own history proves an expiry
 /// during a holding of a black-box worker (CheckContext::workers that sent no worker-protocol
 /// event): the issuer said "expired" (etcd: its lease expiry count, etcd_kind.cpp; ZooKeeper: its
-/// server's log; Redis: its `expired` notification), the key held the lock when it went (its token
-/// the lowest of the lock's live keys, so never a waiter's key), and some black box was still
+/// server's log; Redis: its `expired` notification), the key held the lock from its grant until it
+/// went (its token the lowest of the lock's live keys at both: never a waiter's key, nor one
+/// promoted from waiting, whose holder may never have learned of the grant), and some black box was still
 /// running (no worker.exit before the delete). `worker` is that black box when it was the only
 /// one running, else "": the lock service does not say which process held a key. Evidence: the
 /// lock.grant (if seen) and the lock.delete.
@@ -162,7 +163,10 @@ struct Figures {
   std::vector<PauseObservation> pauses;           ///< every pause event, in history order
   std::map<std::string, PauseObservation> longest_pause;  ///< per worker
   std::vector<RejectedWriteCount> rejected_writes;  ///< sorted by key, then client
-  std::int64_t rejected_writes_history = 0;         ///< all write.fail events
+  std::int64_t rejected_writes_history = 0;         ///< the write.fail events with a high_water (the fence's)
+  /// write.fail events without a high_water: invalid requests (docs/worker-protocol.md), no rejection
+  /// by the fence; not in rejected_writes_history nor rejected_writes.
+  std::int64_t invalid_requests_history = 0;
   std::int64_t rejected_writes_readback = 0;        ///< all of the resource's rejections
   /// Of rejected_writes_history, the rejections whose token was at or above the key's mark (the
   /// unjustified-rejection rule's judge, and fenced-out's self-fencing ones): the fence refused a

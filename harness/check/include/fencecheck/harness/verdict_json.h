@@ -24,6 +24,7 @@
 //     "longest_pause_ns": {"<worker>": int},
 //     "rejected_writes_total": int, "rejected_writes_history": int, "rejected_writes_readback": int,
 //     "rejected_writes_unjustified_history": int, "rejected_writes_unjustified_readback": int,
+//     "invalid_requests_history": int (write.fails without a high_water: invalid requests, not rejections),
 //     "rejected_writes": [{"key","client","history","readback"}],
 //     "faults": [{"fault","target","planned_ns"|null,"actual_ns"|null,"inject_index",
 //                 "heal_index"|null,"inject_t_ns","heal_t_ns"|null}],
