@@ -4,34 +4,69 @@
 # Needs root (or sudo) only when something is missing.
 set -euo pipefail
 
-# Build: compiler, CMake, the libraries the brief names.
-BUILD_PKGS=(g++ cmake ninja-build pkg-config
+# Groups of Debian packages (no group named: every group, what scripts/test.sh needs).
+usage() {
+  cat >&2 <<'USAGE'
+usage: scripts/install-deps.sh [GROUP|PACKAGE ...]
+  (none)     every group below: what scripts/test.sh needs
+  core       build fencecheck, fencecheck-worker and fencecheck-store, and run the smoke suite
+             (embedded etcd, the reference store): what scripts/quickstart.sh installs
+  tests      the test suite's own tools: GoogleTest, Google Benchmark, clang's sanitizers and
+             libFuzzer, chromium (report.html), xmllint, prometheus + pushgateway, faketime
+  postgres   the postgres resource kind's embedded server (postgresql-15)
+  zookeeper  the zookeeper lock-service kind's embedded server
+  redis      the redis lock-service kind's embedded server
+  examples   the example workers: Go with Debian's etcd and pgx sources, python3-etcd3, kazoo,
+             redis-py, psycopg2 (run scenarios/examples; they need postgres, zookeeper, redis too)
+  PACKAGE    any other word is a Debian package name, installed as it is
+USAGE
+}
+# core: the compiler and every library the three programs link (each lock-service and resource
+# kind is compiled in, so their client libraries are here too), and etcd for the smoke suite.
+CORE_PKGS=(g++ cmake ninja-build pkg-config
   libboost1.81-dev libboost-filesystem1.81-dev libspdlog-dev libyaml-cpp-dev prometheus-cpp-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libpugixml-dev libpq-dev
+  libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libpugixml-dev libpq-dev
   libzookeeper-mt-dev libhiredis-dev  # the zookeeper and redis lock clients of the reference worker
   libzstd-dev  # history.jsonl.zst: a long run's history compressed at its end
   libsimdjson-dev  # event_from_json_line (workers/proto): history and worker lines, simdjson ondemand (issue 16)
+  etcd-server etcd-client iproute2 procps psmisc curl util-linux python3)
+TESTS_PKGS=(libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev  # scripts/test.sh's sanitizer build and the libFuzzer targets (scripts/fuzz.sh): clang-14, its ASan/UBSan and libFuzzer runtimes
-  # The Go example worker (workers/examples/go-etcd-mutex), built offline against Debian's Go sources.
-  golang-go golang-etcd-server-dev golang-github-jackc-pgx-v4-dev golang-golang-x-sys-dev)
-# Run: the embedded lock service, fault tools, and the services the tests start on loopback.
-RUN_PKGS=(etcd-server etcd-client iproute2 procps psmisc curl faketime prometheus prometheus-pushgateway libxml2-utils
-  chromium fonts-dejavu-core  # chromium: the report test opens report.html headless; xmllint: junit.xml schema test
-  postgresql-15 util-linux python3  # the postgres resource kind's embedded server (initdb, postgres; setpriv to drop root)
-  python3-etcd3 python3-kazoo python3-redis  # the example workers (workers/examples/): python-etcd3's, kazoo's and redis-py's Lock
-  python3-psycopg2  # workers/examples/python-pg-advisory: PostgreSQL advisory locks (lock_service kind none)
-  zookeeper redis-server)  # the zookeeper and redis lock-service kinds' embedded servers (started by the harness, never as services)
-EXTRA_PKGS=("$@")
+  faketime prometheus prometheus-pushgateway libxml2-utils
+  chromium fonts-dejavu-core)  # chromium: the report test opens report.html headless; xmllint: junit.xml schema test
+POSTGRES_PKGS=(postgresql-15)  # the postgres resource kind's embedded server (initdb, postgres; setpriv to drop root)
+ZOOKEEPER_PKGS=(zookeeper)     # started by the harness, never as the machine's service
+REDIS_PKGS=(redis-server)      # likewise
+# The Go example worker (workers/examples/go-etcd-mutex), built offline against Debian's Go
+# sources, and the Python example workers' client libraries.
+EXAMPLES_PKGS=(golang-go golang-etcd-server-dev golang-github-jackc-pgx-v4-dev golang-golang-x-sys-dev
+  python3-etcd3 python3-kazoo python3-redis python3-psycopg2)
+
+wanted=()
+if [ $# -eq 0 ]; then set -- core tests postgres zookeeper redis examples; fi
+for g in "$@"; do
+  case "$g" in
+    core) wanted+=("${CORE_PKGS[@]}") ;;
+    tests) wanted+=("${TESTS_PKGS[@]}") ;;
+    postgres) wanted+=("${POSTGRES_PKGS[@]}") ;;
+    zookeeper) wanted+=("${ZOOKEEPER_PKGS[@]}") ;;
+    redis) wanted+=("${REDIS_PKGS[@]}") ;;
+    examples) wanted+=("${EXAMPLES_PKGS[@]}") ;;
+    -h|--help) usage; exit 0 ;;
+    -*) echo "install-deps: unknown option $g" >&2; usage; exit 2 ;;
+    *) wanted+=("$g") ;;
+  esac
+done
 
 missing=()
-for p in "${BUILD_PKGS[@]}" "${RUN_PKGS[@]}" "${EXTRA_PKGS[@]}"; do
+for p in "${wanted[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
     missing+=("$p")
   fi
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: every package is installed"
+  echo "install-deps: every package of $* is installed"
   exit 0
 fi
 

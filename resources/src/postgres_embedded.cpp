@@ -74,7 +74,7 @@ fs::path find_bindir() {
   if (best.empty())
     throw ResourceUnavailable(
         "the embedded PostgreSQL needs Debian's server programs (initdb, postgres in /usr/lib/postgresql/<N>/bin): "
-        "apt-get install postgresql-15, or set FENCECHECK_POSTGRES_BINDIR; or give the resource a dsn: of your own");
+        "scripts/install-deps.sh postgres (apt-get install postgresql-15), or set FENCECHECK_POSTGRES_BINDIR; or give the resource a dsn: of your own");
   return best;
 }
 
@@ -163,7 +163,7 @@ void EmbeddedPostgres::create() {
       throw ResourceUnavailable(
           "the embedded PostgreSQL must run as an unprivileged user (PostgreSQL refuses root), and the harness runs "
           "as root: it uses the 'postgres' system user, which does not exist (Debian's postgresql-common creates it: "
-          "apt-get install postgresql-15)");
+          "scripts/install-deps.sh postgres)");
     uid_ = pw->pw_uid;
     gid_ = pw->pw_gid;
     switch_user_ = true;

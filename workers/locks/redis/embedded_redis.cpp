@@ -115,7 +115,7 @@ void EmbeddedRedis::start(const fs::path& dir, const fs::path& log_file) {
     throw LockServiceUnavailable(
         (options_.binary.empty() ? std::string("redis-server not found on PATH")
                                  : "redis-server " + options_.binary.string() + " is not executable") +
-        ": install Debian's redis-server (apt-get install redis-server; fencecheck starts its own server, the "
+        ": install Debian's redis-server (scripts/install-deps.sh redis, or apt-get install redis-server; fencecheck starts its own server, the "
         "system service need not run), or give lock_service.endpoints");
   fs::create_directories(dir);
   if (log_file.has_parent_path()) fs::create_directories(log_file.parent_path());

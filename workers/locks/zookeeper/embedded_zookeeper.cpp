@@ -54,7 +54,7 @@ EmbeddedZooKeeper::EmbeddedZooKeeper(EmbeddedOptions options) : options_(std::mo
       if (!fs::exists(jar))
         throw LockServiceUnavailable(
             std::string("the embedded ZooKeeper needs ") + jar +
-            ": install Debian's zookeeper package (apt-get install zookeeper; it brings libzookeeper-java and "
+            ": install Debian's zookeeper package (scripts/install-deps.sh zookeeper, or apt-get install zookeeper; it brings libzookeeper-java and "
             "libslf4j-java), set FENCECHECK_ZOOKEEPER_CLASSPATH to a ZooKeeper 3.5+ server classpath with an slf4j "
             "binding, or give lock_service endpoints: of your own");
       classpath_ += (classpath_.empty() ? "" : ":") + std::string(jar);
@@ -64,7 +64,7 @@ EmbeddedZooKeeper::EmbeddedZooKeeper(EmbeddedOptions options) : options_(std::mo
   if (!java)
     throw LockServiceUnavailable(
         "the embedded ZooKeeper needs java on PATH: install Debian's zookeeper package (it depends on a Java runtime: "
-        "apt-get install zookeeper default-jre-headless), or give lock_service endpoints: of your own");
+        "scripts/install-deps.sh zookeeper, or apt-get install zookeeper default-jre-headless), or give lock_service endpoints: of your own");
   java_ = *java;
   options_.run_dir = fs::absolute(options_.run_dir);
   fs::create_directories(options_.run_dir);

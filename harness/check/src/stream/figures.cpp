@@ -583,6 +583,11 @@ struct FigureStream::State {
   /// Keeps the live keys up to date; for a delete, whether its key was the holder's.
   bool track_live_keys(const Event& e) {
     if (e.kind != EventKind::kLockGrant && e.kind != EventKind::kLockDelete) return false;
+    // Only a black box's expiry reads Delete::held: once every worker has spoken there is none.
+    if (speakers.settled()) {
+      if (!live.empty()) live = {};
+      return false;
+    }
     if (e.lock_key.empty()) return false;
     LiveKeys& l = live_keys_of(e);
     const std::uint64_t h = std::hash<std::string_view>{}(e.lock_key);
