@@ -36,6 +36,7 @@ namespace {
 class ReadBackRule : public StreamRule {
  public:
   void observe(std::size_t index, const Event& e) override { citations_.observe(index, e, anomalies_); }
+  std::uint64_t kinds() const override { return bit(EventKind::kWriteOk); }  // WriteCitations cites write.oks only
   CheckerResult finish(const StreamEnd&) override { return result_of(name(), std::move(anomalies_)); }
   std::size_t state_bytes() const override {
     std::size_t n = sizeof(*this) + citations_.state_bytes();

@@ -131,6 +131,11 @@ class CounterDriftRule final : public StreamRule {
     tally_.emplace(readback);
   }
 
+  std::uint64_t kinds() const override {  // observe(): nothing without counters; CounterTally's two kinds
+    if (readback_->counters.empty() && job_kind_ != JobKind::kCounter) return 0;
+    return bit(EventKind::kWriteOk) | bit(EventKind::kWriteInfo);
+  }
+
   void observe(std::size_t index, const Event& e) override {
     // Without counters in the read-back, a job that is not a counter job has none to judge.
     if (readback_->counters.empty() && job_kind_ != JobKind::kCounter) return;

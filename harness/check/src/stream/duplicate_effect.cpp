@@ -23,6 +23,7 @@ class DuplicateEffectRule final : public StreamRule {
  public:
   std::string_view name() const override { return "duplicate-effect"; }
   bool reads_log() const override { return false; }
+  std::uint64_t kinds() const override { return bit(EventKind::kWriteOk); }  // observe()'s first line
 
   void begin(const ReadBack& readback, const PackedLog&, const CheckContext& context) override {
     watch_acknowledged_ = context.job_kind == JobKind::kSideEffect && readback.effects.empty();

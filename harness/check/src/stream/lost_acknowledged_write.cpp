@@ -129,6 +129,9 @@ class LostAcknowledgedWriteRule final : public StreamRule {
     pass_ = pass;
     next_found_ = 0;
   }
+  std::uint64_t kinds() const override {  // pass 1 with the accept log: observe() reads write.oks only
+    return pass_ == 1 && has_log_ ? bit(EventKind::kWriteOk) : kAllEventKinds;
+  }
 
   CheckerResult finish(const StreamEnd& end) override {
     // Still pending: no write.ok of the occupant came after the write's invoke. A black box's

@@ -64,6 +64,9 @@ class RejectionStormRule final : public StreamRule {
     pass_ = pass;
     next_fail_ = 0;
   }
+  std::uint64_t kinds() const override {  // pass 1: RejectionTally counts write.fails only
+    return pass_ == 1 ? bit(EventKind::kWriteFail) : kAllEventKinds;
+  }
 
   CheckerResult finish(const StreamEnd&) override {
     const std::vector<TokenRejections> counts = tally_.counts();

@@ -3,6 +3,7 @@
 #include "fencecheck/harness/stream_check.h"
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <map>
 #include <optional>
@@ -110,15 +111,29 @@ StreamCheckRun run_rules_over_file(const std::filesystem::path& history, const R
   // The rules each pass feeds: all of them first, then those that want another pass.
   std::vector<bool> reading(rules.size());
   for (std::size_t k = 0; k < rules.size(); ++k) reading[k] = !not_run[k];
+  // Per event kind, the rules that read it on this pass (StreamRule::kinds()), in the rules' order.
+  constexpr std::size_t kKinds = static_cast<std::size_t>(EventKind::kProtocolError) + 1;
+  std::array<std::vector<StreamRule*>, kKinds> by_kind;
+  const auto route = [&] {
+    for (auto& list : by_kind) list.clear();
+    for (std::size_t k = 0; k < rules.size(); ++k) {
+      if (!reading[k]) continue;
+      const std::uint64_t wanted = rules[k]->kinds();
+      for (std::size_t kind = 0; kind < kKinds; ++kind)
+        if ((wanted >> kind) & 1U) by_kind[kind].push_back(rules[k].get());
+    }
+  };
   for (unsigned pass = 1;; ++pass) {
     out.passes = pass;
+    route();
     const std::size_t off_fast_path = for_each_history_event(history, [&](std::size_t index, Event&& e) {
       if (pass == 1) {
-        tracker.observe(e);
+        if (!tracker.settled() || !tracker.worker_events()) tracker.observe(e);  // after both: nothing changes
         if (also) also(index, e);
       }
-      for (std::size_t k = 0; k < rules.size(); ++k)
-        if (reading[k]) rules[k]->observe(index, e);
+      const auto kind = static_cast<std::size_t>(e.kind);
+      if (kind < kKinds)
+        for (StreamRule* r : by_kind[kind]) r->observe(index, e);
       if (pass == 1) out.events = index + 1;
       if ((index + 1) % kStateSample == 0) sample();
     });

@@ -89,6 +89,11 @@ class TokenRegressionRule final : public StreamRule {
     return true;
   }
   void begin_pass(unsigned pass) override { pass_ = pass; }
+  std::uint64_t kinds() const override {  // observe() (and IssuerCoverage: grants, acquire.oks)
+    return pass_ == 1 ? bit(EventKind::kAcquireInvoke) | bit(EventKind::kAcquireOk) | bit(EventKind::kLockGrant) |
+                            bit(EventKind::kWriteOk)
+                      : bit(EventKind::kLockGrant);
+  }
 
   CheckerResult finish(const StreamEnd& /*end*/) override {
     if (pass_ == 1) attribute();  // a driver that never asked wants_another_pass()
@@ -194,8 +199,21 @@ class TokenRegressionRule final : public StreamRule {
   void acquire(std::size_t x, const Event& e) {
     note_lock(e);
     if (!e.token) return;
-    last_acquire_[e.lock] = Seen{x, *e.token, e.kind, e.source, e.lock_key};
-    Raises& lock_raises = raises_[e.lock];
+    // Consecutive acquire.oks mostly name one lock: its two entries are looked up once (std::map
+    // entries stay where they are), and the Seen is assigned in place (no allocation).
+    if (!last_lock_ || *last_lock_ != e.lock) {
+      const auto a = last_acquire_.try_emplace(e.lock).first;
+      last_lock_ = &a->first;
+      last_seen_ = &a->second;
+      last_raises_ = &raises_[e.lock];
+    }
+    Seen& seen = *last_seen_;
+    seen.index = x;
+    seen.token = *e.token;
+    seen.kind = e.kind;
+    seen.source.assign(e.source);
+    seen.lock_key.assign(e.lock_key);
+    Raises& lock_raises = *last_raises_;
     std::vector<Raise>& raises = lock_raises.list;
     if (const auto invoke = latest_invoke_.find(e.source); invoke != latest_invoke_.end()) {
       // The largest token among this lock's acquire.oks that completed before the invoke. Tokens
@@ -246,9 +264,12 @@ class TokenRegressionRule final : public StreamRule {
 
   /// Whether `key` is one of the scenario's lock's keys: "<lock>/..." (etcd, zookeeper) or the lock
   /// name itself (redis, python-etcd3); every key when the lock is not known.
-  bool ours(const std::string& key) const {
-    const auto under = [&](const std::string& lock) { return key == lock || key.rfind(lock + "/", 0) == 0; };
-    return lock_.empty() || key.empty() || under(lock_) || std::any_of(worker_locks_.begin(), worker_locks_.end(), under);
+  bool ours(std::string_view key) const {
+    const auto under = [&](std::string_view lock) {
+      return key.starts_with(lock) && (key.size() == lock.size() || key[lock.size()] == '/');
+    };
+    return lock_.empty() || key.empty() || under(lock_) ||
+           std::any_of(worker_locks_.begin(), worker_locks_.end(), [&](const std::string& l) { return under(l); });
   }
   /// Notes the lock name a worker's acquire names (pass 1): its keys count as this lock's too.
   void note_lock(const Event& e) {
@@ -345,6 +366,10 @@ class TokenRegressionRule final : public StreamRule {
   std::vector<Seen> presented_;
   // the lock names the workers' acquires named beside the scenario's (a few: one per lock in use)
   std::set<std::string, std::less<>> worker_locks_;  // pass 1: acquires_found_[k]'s acquire.ok, until attribute()
+  // acquire(): the lock name of the latest acquire.ok with a token and its entries (null: none yet).
+  const std::string* last_lock_ = nullptr;
+  Seen* last_seen_ = nullptr;
+  Raises* last_raises_ = nullptr;
   /// acquires_found_[k] whose presented (lock key, token) attribute() called the worker's own:
   /// not_the_issuers() does not say it again.
   std::map<std::size_t, std::pair<std::string, std::int64_t>> own_token_said_;

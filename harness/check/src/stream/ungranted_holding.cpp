@@ -95,6 +95,10 @@ class UngrantedHoldingRule final : public StreamRule {
     return true;
   }
   void begin_pass(unsigned pass) override { pass_ = pass; }
+  std::uint64_t kinds() const override {  // observe()'s switch
+    return bit(EventKind::kLockGrant) | bit(EventKind::kLockDelete) | bit(EventKind::kAcquireOk) |
+           bit(EventKind::kWriteOk) | bit(EventKind::kWriteFail);
+  }
 
   CheckerResult finish(const StreamEnd& /*end*/) override {
     if (pass_ == 2 && !judged_) judge();  // a driver that never asked wants_another_pass()

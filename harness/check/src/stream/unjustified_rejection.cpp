@@ -137,6 +137,9 @@ class UnjustifiedRejectionRule final : public StreamRule {
     return !first_ok_.empty();
   }
   void begin_pass(unsigned pass) override { pass_ = pass; }
+  std::uint64_t kinds() const override {  // observe(): pass 1 holdings and rejections; later, write.oks
+    return pass_ == 1 ? bit(EventKind::kAcquireOk) | bit(EventKind::kWriteFail) : bit(EventKind::kWriteOk);
+  }
 
   CheckerResult finish(const StreamEnd&) override {
     if (pass_ == 1 && !first_ok_.empty())

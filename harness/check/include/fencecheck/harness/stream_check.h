@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -84,6 +85,15 @@ class StreamRule {
   [[nodiscard]] virtual bool reads_log() const { return true; }
   /// Starts pass number `pass` (2, 3, ...), after wants_another_pass() said yes.
   virtual void begin_pass(unsigned pass) { (void)pass; }
+  /// The event kinds observe() reads on the current pass (after begin() or begin_pass()): bit
+  /// `1 << static_cast<unsigned>(kind)` per EventKind. A driver may hand the rule only those (the
+  /// file's driver does: most rules read a few kinds of a history's many events, and a call per
+  /// rule per event was a tenth of a 10^8-event check); one that hands it every event gets the same
+  /// result, since observe() ignores the rest. Every kind by default.
+  [[nodiscard]] virtual std::uint64_t kinds() const { return kAllEventKinds; }
+  static constexpr std::uint64_t kAllEventKinds = ~std::uint64_t{0};
+  /// The bit of `kind` in kinds().
+  static constexpr std::uint64_t bit(EventKind kind) { return std::uint64_t{1} << static_cast<unsigned>(kind); }
 };
 
 /// The rule of the checker named `name`, or nullptr when that checker is not streamed yet.
