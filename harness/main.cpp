@@ -207,6 +207,10 @@ int main(int argc, char** argv) {
   run->add_flag("--skip-unavailable", opts.skip_unavailable,
                 "Skip (never pass) a scenario whose faults this environment cannot inject");
   run->add_flag("--json", json_out, "Print the results as JSON instead of a table");
+  run->add_flag("--keep-data", opts.keep_data,
+                "Keep the embedded services' data directories (etcd-data, store-data, ...) in each run directory; "
+                "by default they are removed once the run has ended (history, read-back, verdict, report and "
+                "logs always stay)");
   std::string lock_service_kind;
   const std::string lock_service_help =
       "Run every scenario against this lock-service kind (etcd, ...) instead of its own lock_service.kind, so one "

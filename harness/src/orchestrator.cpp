@@ -14,9 +14,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <set>
 #include <thread>
 
+#include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "fencecheck/faults/ledger.h"
@@ -214,6 +216,9 @@ class Run {
   /// Kinds of the schedule whose injection failed with FaultUnavailable, and why: later draws of
   /// them are skipped.
   std::map<FaultKind, std::string> unavailable_kinds_;
+  /// Per fault kind, how many planned faults of it this machine could not give (not injected, or
+  /// a later draw of the schedule skipped for it) and the first reason: the summary says so.
+  std::map<FaultKind, std::pair<int, std::string>> not_run_;
   std::vector<ActiveFault> active_;
   std::unique_ptr<faults::FaultLedger> ledger_;
   Services* services_ = nullptr;  // the run's services (owned by execute()'s frame)
@@ -535,6 +540,8 @@ void Run::not_injected(const FaultSpec& spec, Event e, const std::exception& err
   e.detail = e.fault + " on " + spec.target + " not injected: " + err.what();
   record(std::move(e));
   if (dynamic_cast<const faults::FaultUnavailable*>(&err) == nullptr) return;
+  auto& n = not_run_[spec.kind];
+  if (n.first++ == 0) n.second = err.what();
   if (scheduled_specs_.count(&spec) != 0) {
     // A kind of the schedule this machine cannot give: its later draws are skipped (schedule.jsonl
     // says why); with --skip-unavailable the rest of the schedule still runs and is judged.
@@ -746,6 +753,7 @@ bool Run::fire_scheduled(const PlannedFault& p, bool last_chance) {
   const std::string rule = targets_worker(spec.kind) ? std::string(to_string(p.rule)) : std::string(kLockServiceTarget);
   if (const auto u = unavailable_kinds_.find(spec.kind); u != unavailable_kinds_.end()) {
     write_schedule_line(p, spec, rule, "unavailable on this machine: " + u->second);
+    ++not_run_[spec.kind].first;
     return true;
   }
   if (targets_worker(spec.kind)) {
@@ -1087,6 +1095,14 @@ ScenarioResult Run::execute() {
   if (fault_unavailable_) {
     r.exit_code = kExitEnvironment;
     r.skipped = opt_.skip_unavailable;
+    // One truthful line: whether the expectation was met, and what did not run (issue 32).
+    std::string what;
+    for (const auto& [kind, n] : not_run_)
+      what += std::string(what.empty() ? "" : "; ") + std::to_string(n.first) + " planned " + std::string(to_string(kind)) +
+              (n.first == 1 ? " fault" : " faults") + " could not run on this machine (" + n.second + ")";
+    r.reasons.insert(r.reasons.begin(), std::string(met ? "met its expectation" : "did not meet its expectation") + ", but " +
+                                            (what.empty() ? "a planned fault could not run on this machine" : what) +
+                                            ": exit 3 (`fencecheck run --skip-unavailable` accepts a run without them)");
   }
   for (const auto& [kind, why] : unavailable_kinds_)
     spdlog::warn("{}: the schedule did not exercise {}: unavailable on this machine ({})", sc_.name(), to_string(kind), why);
@@ -1223,8 +1239,15 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
     // checkers, the report and the metrics all see this copy.
     const Scenario planned = scenario.for_run(dir.run_id());
     check_worker_commands(planned);  // the CLI checked at load; a program may have gone since
-    Run run(planned, options, std::move(dir));
-    return run.execute();
+    ScenarioResult done;
+    {
+      Run run(planned, options, std::move(dir));
+      done = run.execute();
+    }  // every service of the run has stopped
+    // A judged run (met or not) needs none of it; a run that ended in an error keeps it to look at.
+    const bool judged = done.exit_code == kExitMet || done.exit_code == kExitNotMet;
+    if (!options.keep_data && judged && !done.run_dir.empty()) remove_service_data(done.run_dir);
+    return done;
   } catch (const ScenarioError& err) {
     // Bad input only the resource could see when it opened (resources::ResourceConfigError).
     r.exit_code = kExitBadInput;
@@ -1239,6 +1262,40 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   }
   spdlog::error("{}: {}", scenario.name(), r.reasons.back());
   return r;
+}
+
+std::vector<std::filesystem::path> service_data_dirs(const std::filesystem::path& run_dir) {
+  static const std::regex name(R"([a-z0-9]+-data([-.][0-9]+)?)");
+  std::vector<std::filesystem::path> out;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(run_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::filesystem::path& p = it->path();
+    if (it->is_directory(ec) && !it->is_symlink(ec) && std::regex_match(p.filename().string(), name)) out.push_back(p);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::uintmax_t remove_service_data(const std::filesystem::path& run_dir) {
+  std::uintmax_t bytes = 0;
+  std::vector<std::string> removed;
+  for (const auto& dir : service_data_dirs(run_dir)) {
+    std::error_code ec;
+    std::uintmax_t size = 0;
+    for (std::filesystem::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+      if (it->is_regular_file(ec)) size += it->file_size(ec);
+    std::filesystem::remove_all(dir, ec);
+    if (ec) {
+      spdlog::warn("could not remove {} ({}): it stays in the run directory", dir.string(), ec.message());
+      continue;
+    }
+    bytes += size;
+    removed.push_back(dir.filename().string());
+  }
+  if (!removed.empty())
+    spdlog::info("removed the embedded services' data ({:.1f} MB: {}); `fencecheck run --keep-data` keeps it",
+                 static_cast<double>(bytes) / 1e6, fmt::join(removed, ", "));
+  return bytes;
 }
 
 int suite_exit_code(const std::vector<ScenarioResult>& results) {

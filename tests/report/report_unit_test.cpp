@@ -29,6 +29,7 @@
 #include "fencecheck/harness/junit.h"
 #include "fencecheck/harness/metrics.h"
 #include "fencecheck/harness/night.h"
+#include "fencecheck/harness/orchestrator.h"
 #include "fencecheck/harness/progress.h"
 #include "fencecheck/harness/report.h"
 #include "fencecheck/harness/report_html.h"
@@ -329,6 +330,36 @@ TEST(JUnit, EveryKindOfCaseValidatesAgainstTheCISchema) {
   no_time.timestamp.clear();
   write_junit(d / "no-time.xml", no_time);
   EXPECT_EQ(validate_junit(d / "no-time.xml").first, 0) << validate_junit(d / "no-time.xml").second;
+}
+
+TEST(RunDirectory, OnlyTheEmbeddedServicesDataIsRemovedAtTheEnd) {
+  // Issue 32: a smoke run kept 62 MB of etcd WAL preallocation. What a re-judge reads stays.
+  const fs::path d = fresh_dir("service-data");
+  const fs::path outside = fresh_dir("service-data-outside");
+  for (const char* dir : {"etcd-data", "etcd-data-2", "zookeeper-data.1", "redis-data", "store-data", "logs",
+                          "my-data-set", "data", "Etcd-data"})
+    fs::create_directories(d / dir);
+  std::ofstream(d / "etcd-data" / "wal") << std::string(4096, 'w');
+  std::ofstream(d / "store-data" / "log") << std::string(1000, 's');
+  for (const char* file : {"history.jsonl", "readback.json", "verdict.json", "report.html", "logs/etcd.log"})
+    std::ofstream(d / file) << "kept";
+  std::ofstream(d / "postgres-data") << "a file, not a data directory";
+  std::ofstream(outside / "precious") << "never touched";
+  fs::create_directory_symlink(outside, d / "linked-data");  // a link is never followed nor removed
+
+  std::vector<std::string> names;
+  for (const auto& p : fencecheck::harness::service_data_dirs(d)) names.push_back(p.filename().string());
+  EXPECT_EQ(names, (std::vector<std::string>{"etcd-data", "etcd-data-2", "redis-data", "store-data", "zookeeper-data.1"}));
+
+  EXPECT_EQ(fencecheck::harness::remove_service_data(d), 5096u);
+  for (const char* gone : {"etcd-data", "etcd-data-2", "zookeeper-data.1", "redis-data", "store-data"})
+    EXPECT_FALSE(fs::exists(d / gone)) << gone;
+  for (const char* kept : {"history.jsonl", "readback.json", "verdict.json", "report.html", "logs/etcd.log", "my-data-set",
+                           "data", "Etcd-data", "postgres-data", "linked-data"})
+    EXPECT_TRUE(fs::exists(d / kept)) << kept;
+  EXPECT_TRUE(fs::exists(outside / "precious"));
+  EXPECT_EQ(fencecheck::harness::remove_service_data(d), 0u);  // nothing left to remove
+  EXPECT_TRUE(fencecheck::harness::service_data_dirs(d / "no-such-dir").empty());
 }
 
 TEST(JUnit, WriteJunitReplacesTheFileAtomically) {
@@ -1448,6 +1479,37 @@ TEST(Night, IdsSortByStartAndTheRunDirectoryRecordsIt) {
   EXPECT_EQ(recorded_night(d), std::nullopt);
   std::ofstream(d / "night") << "\n";
   EXPECT_EQ(recorded_night(d), std::nullopt);
+}
+
+TEST(Night, AMetRunWhosePlannedFaultsCouldNotRunIsIncompleteNotFailedAndSaysWhy) {
+  // Issue 32: a soak whose netem faults this kernel cannot give printed "1 of 1 met their
+  // expectation" and then "FAILED soak-mixed (exit 3)". One truthful line instead.
+  const fs::path root = fresh_dir("night-incomplete");
+  ScenarioResult soak;
+  soak.scenario = "soak-mixed";
+  soak.exit_code = 3;
+  soak.met = true;
+  soak.verdict = "valid";
+  soak.run_dir = root / "20260110T020010Z-soak-mixed";
+  fs::create_directories(soak.run_dir);
+  soak.reasons = {"met its expectation, but 3 planned netem faults could not run on this machine (no sch_netem): exit 3 "
+                  "(`fencecheck run --skip-unavailable` accepts a run without them)"};
+  ScenarioResult unmet;
+  unmet.scenario = "violates";
+  unmet.exit_code = 1;
+  unmet.run_dir = root / "20260110T020020Z-violates";
+  fs::create_directories(unmet.run_dir);
+  NightSummary night;
+  night.id = "20260110T020000Z-1";
+  night.results = {soak, unmet};
+  const NightFiles files = write_night_summary(root, night);
+  const std::string footer = format_night_footer(night, files, root);
+  EXPECT_THAT(footer, HasSubstr("1 of 2 met their expectation (1 of them incomplete: not every planned fault ran)\n"));
+  EXPECT_THAT(footer, HasSubstr("  INCOMPLETE soak-mixed (exit 3): met its expectation, but 3 planned netem faults could not "
+                                "run on this machine (no sch_netem): exit 3 (`fencecheck run --skip-unavailable` accepts a "
+                                "run without them): " + (soak.run_dir / "report.html").string() + "\n"));
+  EXPECT_THAT(footer, Not(HasSubstr("FAILED soak-mixed")));
+  EXPECT_THAT(footer, HasSubstr("  FAILED violates (exit 1): "));
 }
 
 TEST(Night, TheSummaryListsEveryScenarioAndLatestFailedPointsAtTheFirstFailure) {

@@ -477,7 +477,7 @@ struct FigureStream::State {
   };
   boost::unordered_flat_map<KeyToken, Invoke, KeyTokenHash> release_invoked;  // the earliest per (lock key, token)
   State(const ReadBack& rb, const PackedLog& packed, const CheckContext& ctx, bool keep_holdings)
-      : readback(rb), context(ctx), counters(rb), log(packed), keep(keep_holdings), speakers(ctx.workers) {
+      : readback(rb), context(ctx), counters(rb), log(packed), speakers(ctx.workers), keep(keep_holdings) {
     evidence = context.evidence.value_or(resources::Evidence{});
     has_log = detail::log_is_evidence(context, log);
     marks = detail::RejectionMarks(has_log);
@@ -822,8 +822,8 @@ struct FigureStream::State {
     if (const auto it = first_done.find(KeyToken{a->worker, token}); it != first_done.end()) done = it->second < d.index;
     if (!done) {
       if (const auto it = untokened_done.find(a->worker); it != untokened_done.end()) {
-        const auto after = std::upper_bound(it->second.begin(), it->second.end(), a->index);
-        done = after != it->second.end() && *after < d.index;
+        const auto next_done = std::upper_bound(it->second.begin(), it->second.end(), a->index);
+        done = next_done != it->second.end() && *next_done < d.index;
       }
     }
     if (const auto r = release_invoked.find(KeyToken{d.lock_key, token}); r != release_invoked.end())

@@ -83,7 +83,23 @@ struct RunOptions {
   /// file. Every reader of a run directory (fencecheck report, the report page) reads either.
   enum class CompressHistory { kAuto, kAlways, kNever };
   CompressHistory compress_history = CompressHistory::kAuto;
+  /// `fencecheck run --keep-data`: keep the embedded services' data directories (remove_service_data())
+  /// in the run directory once the run has ended. False (the default): a judged run's (exit 0 or 1)
+  /// are removed, since a re-judge (`fencecheck report`, the checkers) reads only history,
+  /// read-back, verdict and logs; a run that ended in an error keeps them to look at.
+  bool keep_data = false;
 };
+
+/// The embedded services' data directories directly under `run_dir`, as the kinds name them:
+/// `<service>-data`, `<service>-data-<n>` or `<service>-data.<n>` (etcd-data, etcd-data-2 after a
+/// restart on fresh data, redis-data, zookeeper-data, zookeeper-data.1, postgres-data, store-data).
+/// Sorted. Never throws (an unreadable directory lists nothing).
+[[nodiscard]] std::vector<std::filesystem::path> service_data_dirs(const std::filesystem::path& run_dir);
+
+/// Removes service_data_dirs(run_dir) once a run has ended (every embedded service stopped), and
+/// returns how many bytes they held; what could not be removed is logged, not thrown. A smoke run's
+/// 62 MB of etcd WAL preallocation is most of its directory (docs/performance.md).
+std::uintmax_t remove_service_data(const std::filesystem::path& run_dir);
 
 /// kAuto's threshold: 16 MiB, about 100,000 events at the ~160 bytes an event takes
 /// (docs/performance.md); zstd level 1 makes it about 8x smaller.
