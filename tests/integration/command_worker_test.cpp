@@ -348,12 +348,7 @@ TEST(CommandWorker, ALockServiceTriggerPausesASilentWorkerWhileItIsQueued) {
       deleted_while_stopped = true;
   }
   EXPECT_TRUE(deleted_while_stopped) << "w2's key " << w2_key << " was not deleted while w2 was stopped";
-  // That expiry was a waiter's: w2's key never held the lock (w1's lower key was live when it
-  // went), so it is no lease expiry during work, though etcd said it expired.
-  bool etcd_said_expired = false;
-  for (const auto& e : r.history)
-    if (e.value("kind", "") == "lock.delete" && e.value("lock_key", "") == w2_key) etcd_said_expired = e.value("detail", "") == "expired";
-  EXPECT_TRUE(etcd_said_expired) << "etcd's lease expiry count did not name w2's waiter key's delete";
+  // That expiry was a waiter's: w2's key never held the lock, so it is no lease expiry during work.
   EXPECT_EQ(r.verdict.at("figures").at("lease_expiries_during_work"), 0) << r.verdict.at("figures").dump();
   for (const auto& e : r.history) EXPECT_NE(e.value("source", ""), "w2") << "w2 said something: " << e.dump();
   // Two black boxes against a fenced store: the checkers that need the workers' own events cannot
@@ -375,21 +370,15 @@ TEST(CommandWorker, ASilentWorkerIsJudgedAsABlackBoxFromTheLockServiceAndTheReso
       "  - {id: w2, command: [" + kWorkerScript.string() + ", silent], start_delay: 300ms}\n" +
       "faults:\n"
       "  - {kind: sigstop, target: w1, trigger: {at: 900ms}, duration: 6s}\n"
-      "expect: {outcome: anomaly, anomalies: [stale-write-accepted], min_expiries_during_work: 1}\n");
+      "expect: {outcome: anomaly, anomalies: [stale-write-accepted]}\n");
   ASSERT_FALSE(r.dir.empty()) << r.result.err;
   EXPECT_EQ(r.result.code, 0) << r.reasons() << r.result.err;
   EXPECT_EQ(r.verdict.value("verdict", ""), "invalid");
   EXPECT_EQ(r.verdict.at("black_box_workers"), nlohmann::json::array({"w1", "w2"}));
-  // Issue 31 item 6: w1's lease expired while it held the lock, and etcd's own history proves it
-  // (etcd counted the expiry; w1's key was the lowest live one). Both black boxes were running, so
-  // the lock service cannot say which held the key: the expiry is counted, its holder unnamed.
-  const auto& expiries = r.verdict.at("figures").at("expiries_during_work");
-  ASSERT_EQ(expiries.size(), 1u) << r.verdict.at("figures").dump();
-  EXPECT_EQ(expiries[0].at("worker"), "");
-  std::string first_key;
-  for (const auto& e : r.history)
-    if (e.value("kind", "") == "lock.grant" && first_key.empty()) first_key = e.value("lock_key", "");
-  EXPECT_EQ(expiries[0].at("lock_key"), first_key) << "the expired key is not the first holder's";
+  // etcd's watch gives no word on why a key went (the lease expiry count of /metrics was tried and
+  // withdrawn: it can name a released key's delete when another lease expires in the same moment),
+  // so a black box's expiry on etcd is not counted: never a figure the history does not prove.
+  EXPECT_EQ(r.verdict.at("figures").at("lease_expiries_during_work"), 0) << r.verdict.at("figures").dump();
   for (const auto& c : r.verdict.at("checkers")) {
     if (c.at("name") == "stale-write-accepted") {
       EXPECT_EQ(c.at("verdict"), "invalid");

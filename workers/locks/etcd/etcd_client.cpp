@@ -1,8 +1,6 @@
 #include "fencecheck/locks/etcd/etcd_client.h"
 
 #include <charconv>
-#include <cstdlib>
-#include <string_view>
 #include <exception>
 #include <utility>
 
@@ -368,34 +366,6 @@ bool EtcdClient::health() const {
     return h != j.end() && ((h->is_string() && h->get<std::string>() == "true") || (h->is_boolean() && h->get<bool>()));
   } catch (const std::exception&) {
     return false;
-  }
-}
-
-std::optional<std::int64_t> EtcdClient::leases_expired_total() const {
-  try {
-    const http::Reply x = exchange(host_, port_, options_, "GET", "/metrics", {}, options_.request_timeout);
-    if (!x.complete() || x.status != 200) return std::nullopt;
-    constexpr std::string_view name = "etcd_debugging_server_lease_expired_total ";
-    const std::string_view body = x.body;
-    bool etcd = false;
-    std::size_t at = 0;
-    while (at < body.size()) {
-      std::size_t end = body.find('\n', at);
-      if (end == std::string_view::npos) end = body.size();
-      const std::string_view line = body.substr(at, end - at);
-      at = end + 1;
-      if (line.starts_with("etcd_")) etcd = true;
-      if (!line.starts_with(name)) continue;
-      // A Prometheus text sample: "<name> <value>", the value a float ("3" or "3e+00").
-      const std::string value(line.substr(name.size()));
-      char* stop = nullptr;
-      const double v = std::strtod(value.c_str(), &stop);
-      if (stop == value.c_str() || v < 0) return std::nullopt;
-      return static_cast<std::int64_t>(v);
-    }
-    return etcd ? std::optional<std::int64_t>(0) : std::nullopt;
-  } catch (const std::exception&) {
-    return std::nullopt;
   }
 }
 

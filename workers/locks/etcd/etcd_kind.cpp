@@ -32,15 +32,9 @@ constexpr std::string_view kPriorRevisionsKey = "fencecheck-prior-revisions";
 /// Every put of a covered key becomes a `lock.grant` event (lock_key, lease_id, token = the key's
 /// create_revision, revision) and every delete a `lock.delete` event (lock_key, token = the
 /// deleted key's create_revision from prev_kv, lease_id, revision = the delete's revision). etcd's
-/// watch does not say why a key was deleted; etcd itself counts the leases its lessor expired
-/// (EtcdClient::leases_expired_total). A delete whose lease is gone at the moment the watch sees it,
-/// while that counter has moved past the expiries this watch has already named, is etcd's expiry:
-/// detail "expired" (each step of the counter names one delete). Without the counter (a member
-/// whose /metrics does not answer), or when it has not moved, the delete has no word and the
-/// checkers tell an expiry from a release by matching its revision with a worker's release.ok
-/// (analysis.h). Limit: a lease a client revoked in the same moment as another expired (before the
-/// expiry's delete reaches the watch) may take that expiry's word. Events reach `sink` on the watch
-/// thread, in revision order; t_ns is the moment the watch received the change, before this lookup.
+/// watch does not say why a key was deleted: the checkers tell an expiry from a release by matching
+/// a delete's revision with a worker's release.ok revision (analysis.h). Events reach `sink` on the
+/// watch thread, in revision order.
 class EtcdIssuerWatch final : public IssuerWatch {
  public:
   /// Whether `key` is one of lock `name`'s keys: `name` itself or a key under "<name>/".
@@ -61,9 +55,6 @@ class EtcdIssuerWatch final : public IssuerWatch {
     // marker a crashed run may have left; deleting nothing changes no revision).
     start_revision_ = client.delete_key(end_marker_).revision + 1;
     seen_revision_ = start_revision_ - 1;
-    expired_named_ = client.leases_expired_total();
-    if (!expired_named_)
-      spdlog::info("lock watch on {}: etcd's /metrics gives no lease expiry count: its deletes carry no word (expired or not)", prefix_);
     thread_ = std::jthread([this](std::stop_token stop) { run(std::move(stop)); });
   }
   ~EtcdIssuerWatch() override { stop(); }
@@ -136,7 +127,7 @@ class EtcdIssuerWatch final : public IssuerWatch {
     if (w.kv.key == end_marker_) return;      // our own marker, not a lock event
     if (!covers(prefix_, w.kv.key)) return;  // another lock's key that shares the prefix ("<lock>x")
     Event e;
-    e.t_ns = monotonic_ns();  // when the change arrived, before the lease lookup below
+    e.t_ns = monotonic_ns();
     e.src_ns = e.t_ns;
     e.source = "lock";
     e.revision = w.revision();
@@ -149,42 +140,10 @@ class EtcdIssuerWatch final : public IssuerWatch {
       e.kind = EventKind::kLockDelete;
       if (w.prev_kv) {
         e.token = w.prev_kv->create_revision;
-        if (w.prev_kv->lease) {
-          e.lease_id = w.prev_kv->lease;
-          if (expired_by_etcd(w.prev_kv->lease)) e.detail = "expired";
-        }
+        if (w.prev_kv->lease) e.lease_id = w.prev_kv->lease;
       }
     }
     sink_(std::move(e));
-  }
-
-  /// Whether etcd's lessor expired `lease`, the lease of a key just deleted: the lease is gone and
-  /// etcd's expiry count has moved past the expiries already named. The count moves right after the
-  /// expiry's revoke is applied, which is before its delete reaches this watch as a rule; one more
-  /// look after 20 ms covers the rest. False on any doubt (no counter, the lease still there, a
-  /// lookup that failed): then the delete has no word, as before.
-  bool expired_by_etcd(std::int64_t lease) {
-    if (!expired_named_) return false;
-    try {
-      const EtcdClient client(url_);
-      for (int look = 0; look < 2; ++look) {
-        const auto count = client.leases_expired_total();
-        if (!count) return false;
-        if (*count < *expired_named_) expired_named_ = *count;  // the member restarted: its count began anew
-        if (*count > *expired_named_) {
-          if (client.lease_time_to_live(lease).exists()) return false;  // a client deleted the key: not this
-          ++*expired_named_;
-          return true;
-        }
-        if (look == 0) {
-          if (client.lease_time_to_live(lease).exists()) return false;
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));  // gone: revoked, or the count lags
-        }
-      }
-    } catch (const std::exception& err) {
-      spdlog::debug("lock watch on {}: lease {:x} lookup failed ({}): its delete has no word", prefix_, lease, err.what());
-    }
-    return false;
   }
 
   std::string url_;
@@ -194,9 +153,6 @@ class EtcdIssuerWatch final : public IssuerWatch {
   std::int64_t start_revision_ = 0;
   std::atomic<std::int64_t> seen_revision_{0};
   std::atomic<bool> from_scratch_{false};
-  /// etcd's lease expiry count as far as this watch has named expiries (watch thread only after
-  /// the constructor); nullopt when etcd's /metrics gives none.
-  std::optional<std::int64_t> expired_named_;
   std::jthread thread_;  // last: starts after the fields above are initialised
 };
 

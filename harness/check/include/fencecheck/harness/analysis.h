@@ -43,8 +43,8 @@ namespace fencecheck::harness {
 ///
 /// A delete no acquire.ok accounts for counts when the lock service's own history proves an expiry
 /// during a holding of a black-box worker (CheckContext::workers that sent no worker-protocol
-/// event): the issuer said "expired" (etcd: its lease expiry count, etcd_kind.cpp; ZooKeeper: its
-/// server's log; Redis: its `expired` notification), the key held the lock from its grant until it
+/// event): the issuer said "expired" (ZooKeeper: its server's log; Redis: its `expired`
+/// notification; etcd's watch gives no word, so never on etcd), the key held the lock from its grant until it
 /// went (its token the lowest of the lock's live keys at both: never a waiter's key, nor one
 /// promoted from waiting, whose holder may never have learned of the grant), and some black box was still
 /// running (no worker.exit before the delete). `worker` is that black box when it was the only

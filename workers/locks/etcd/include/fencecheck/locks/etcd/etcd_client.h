@@ -228,13 +228,6 @@ class EtcdClient {
   /// GET /health -> {"health":"true"}. Never throws: false on any error or timeout.
   bool health() const;
 
-  /// GET /metrics: etcd's count of leases its lessor expired, the counter
-  /// `etcd_debugging_server_lease_expired_total` (etcdserver/server.go, v3.4: incremented once the
-  /// revoke an expiry causes has been applied; a client's LeaseRevoke does not count). The counter
-  /// appears once the first lease has expired: a /metrics page without it reads 0. nullopt when
-  /// /metrics does not answer 200 or is not etcd's (no `etcd_` metric at all). Never throws.
-  std::optional<std::int64_t> leases_expired_total() const;
-
   using WatchCallback = std::function<void(const WatchEvent&)>;
 
   /// Watches every key under `prefix` from `start_revision` (0 = from now): POST /v3/watch with
