@@ -76,7 +76,7 @@ JUnitCase junit_case(const ScenarioResult& r, const Analysis* analysis, std::int
       << "anomalies: " << (r.anomalies.empty() ? "none" : join(r.anomalies, ", ")) << "\n"
       << "rejected writes: " << r.rejected_writes << "\n"
       << "lease expiries during work: "
-      << (r.expiries_measured ? std::to_string(r.expiries_during_work) : std::string("not measured (no issuer history)")) << "\n"
+      << expiries_text(r) << "\n"
       << "longest pause: " << longest_pause_text(r) << "\n"
       << "duration: " << rt::seconds(r.duration_s) << "\n";
   for (const auto& w : r.black_box_workers) out << w << ": " << kBlackBoxNote << "\n";

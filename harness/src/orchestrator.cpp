@@ -1130,7 +1130,8 @@ void summarize_analysis(ScenarioResult& r, const Analysis& a, const Scenario& sc
   r.anomalies.assign(names.begin(), names.end());
   r.rejected_writes = a.figures.rejected_writes_total();
   r.expiries_during_work = static_cast<std::int64_t>(a.figures.expiries_during_work.size());
-  r.expiries_measured = sc.lock_service().kind != kNoLockService;
+  r.expiries_undecided = a.figures.expiries_undecided;
+  r.expiries_measured = sc.lock_service().kind != kNoLockService && r.expiries_undecided == 0;
   // The longest pause, per worker from the best source it has (orchestrator.h).
   r.longest_pause_s.reset();
   r.longest_pause_source.clear();
@@ -1163,6 +1164,14 @@ std::string longest_pause_text(const ScenarioResult& r) {
          (r.longest_pause_source == "harness" ? " (harness: fault window)" : " (" + r.longest_pause_source + ")");
 }
 
+std::string expiries_text(const ScenarioResult& r) {
+  if (r.expiries_measured) return std::to_string(r.expiries_during_work);
+  if (r.expiries_undecided == 0) return "not measured (no issuer history)";
+  return "not measured: at least " + std::to_string(r.expiries_during_work) + ", " +
+         std::to_string(r.expiries_undecided) +
+         " undecided (a black box's holding ended and the lock service did not say whether by expiry or release)";
+}
+
 std::string expectation_text(const Expectation& e) {
   if (e.outcome == Outcome::kSafe) return "safe";
   std::string s = "anomaly:";
@@ -1175,6 +1184,7 @@ nlohmann::json ScenarioResult::to_json() const {
           {"verdict", verdict},           {"met", met},                  {"skipped", skipped},
           {"exit_code", exit_code},       {"reasons", reasons},          {"anomalies", anomalies},
           {"rejected_writes", rejected_writes}, {"expiries_during_work", expiries_measured ? nlohmann::json(expiries_during_work) : nlohmann::json()},
+          {"expiries_during_work_at_least", expiries_during_work}, {"expiries_undecided", expiries_undecided},
           {"longest_pause_s", longest_pause_s ? nlohmann::json(*longest_pause_s) : nlohmann::json(nullptr)},
           {"longest_pause_source", longest_pause_source}, {"duration_s", duration_s},
           {"repetition", repetition},     {"repetitions", repetitions},

@@ -215,7 +215,9 @@ std::string format_results_table(const std::vector<ScenarioResult>& results) {
     std::string anomalies;
     for (const auto& a : r.anomalies) anomalies += (anomalies.empty() ? "" : ",") + a;
     rows.push_back({r.label(), r.expectation, r.verdict, r.skipped ? "skip" : (r.met ? "yes" : "NO"),
-                    anomalies.empty() ? "-" : anomalies, std::to_string(r.rejected_writes), r.expiries_measured ? std::to_string(r.expiries_during_work) : std::string("not measured"),
+                    anomalies.empty() ? "-" : anomalies, std::to_string(r.rejected_writes), r.expiries_measured      ? std::to_string(r.expiries_during_work)
+                    : r.expiries_undecided ? ">=" + std::to_string(r.expiries_during_work) + " (not measured)"
+                                           : std::string("not measured"),
                     !r.longest_pause_s ? std::string("not measured")
                                        : rt::format("%.2fs", *r.longest_pause_s) +
                                              (r.longest_pause_source == "harness" ? " (harness)" : ""),

@@ -1420,7 +1420,7 @@ std::string render_report_html(const ReportData& d) {
     << "</b></div>"
     << "<div>rejected writes<b id=\"fig-rejected\">" << r.rejected_writes << "</b></div>"
     << "<div>lease expiries during work<b id=\"fig-expiries\">"
-    << (r.expiries_measured ? std::to_string(r.expiries_during_work) : std::string("not measured")) << "</b></div>"
+    << expiries_text(r) << "</b></div>"
     << "<div>longest pause<b id=\"fig-pause\">" << html(longest_pause_text(r)) << "</b></div>"
     << "<div>duration<b id=\"fig-duration\">" << rt::seconds(r.duration_s) << "</b></div>";
   if (d.scenario != nullptr)

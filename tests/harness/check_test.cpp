@@ -707,10 +707,23 @@ TEST(Expiries, ABlackBoxsHoldingThatTheIssuerExpiredIsCounted) {
   EXPECT_EQ(f.expiries_during_work[0].worker, "");  // two black boxes ran: the issuer does not say which
   EXPECT_THAT(f.expiries_during_work[0].evidence, ElementsAre(0u, 3u));
 
-  // Without the issuer's word a black box's delete may be its own release: not counted.
-  EXPECT_TRUE(compute_figures(history("", "").h, ReadBack{}, two).expiries_during_work.empty());
+  EXPECT_EQ(f.expiries_undecided, 0);
+
+  // Without the issuer's word (etcd) a black box's delete may be its own release: not counted, but
+  // undecided, so the figure is a lower bound (shown as not measured), never a complete 0. The
+  // waiter's delete is no holding's and is not undecided either.
+  f = compute_figures(history("", "").h, ReadBack{}, two);
+  EXPECT_TRUE(f.expiries_during_work.empty());
+  EXPECT_EQ(f.expiries_undecided, 1);
+  // The issuer's "released" (ZooKeeper) or a client's DEL (Redis's "deleted") decides: no expiry.
+  for (const std::string word : {"released", "deleted"}) {
+    f = compute_figures(history(word, "").h, ReadBack{}, two);
+    EXPECT_TRUE(f.expiries_during_work.empty()) << word;
+    EXPECT_EQ(f.expiries_undecided, 0) << word;
+  }
   // Nor when no worker of the scenario is a black box (the holder would have said acquire.ok).
   EXPECT_TRUE(compute_figures(history("expired", "expired").h, ReadBack{}).expiries_during_work.empty());
+  EXPECT_EQ(compute_figures(history("", "").h, ReadBack{}).expiries_undecided, 0);
 
   // One black box still running when the key expired (w2 had exited): it is named.
   Builder one = history("expired", "");
@@ -739,7 +752,9 @@ TEST(Expiries, ABlackBoxsHoldingThatTheIssuerExpiredIsCounted) {
   promoted.lock_grant(kKey2, 34, 7002);
   promoted.lock_delete(kKey1, 33, 40);  // w1 released (no word)
   promoted.lock_delete(kKey2, 34, 41, "expired");
-  EXPECT_TRUE(compute_figures(promoted.h, ReadBack{}, two).expiries_during_work.empty());
+  f = compute_figures(promoted.h, ReadBack{}, two);
+  EXPECT_TRUE(f.expiries_during_work.empty());
+  EXPECT_EQ(f.expiries_undecided, 1);  // w1's delete, without a word: its release or its expiry
   // The next key granted once the lock was free held it from its grant: counted.
   promoted.lock_grant(kKey1 + "-again", 50, 7003);
   promoted.lock_delete(kKey1 + "-again", 50, 52, "expired");

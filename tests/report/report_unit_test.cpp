@@ -1215,9 +1215,26 @@ TEST(ResultsTable, ExpiriesNobodyCouldCountAreNotMeasuredNeverZero) {
   EXPECT_FALSE(r.expiries_measured);
   EXPECT_TRUE(r.to_json().at("expiries_during_work").is_null());
   EXPECT_THAT(format_results_table({r}), HasSubstr("  not measured  "));
+  EXPECT_EQ(expiries_text(r), "not measured (no issuer history)");
   summarize_analysis(r, Analysis{}, smoke_scenario());
   EXPECT_TRUE(r.expiries_measured);
   EXPECT_EQ(r.to_json().at("expiries_during_work"), 0);
+  EXPECT_EQ(expiries_text(r), "0");
+
+  // A black box's holding on etcd ended and etcd's watch does not say why: the one expiry proven
+  // is a lower bound, never a complete count.
+  Analysis undecided;
+  undecided.figures.expiries_during_work.resize(1);
+  undecided.figures.expiries_undecided = 2;
+  summarize_analysis(r, undecided, smoke_scenario());
+  EXPECT_FALSE(r.expiries_measured);
+  EXPECT_EQ(r.expiries_undecided, 2);
+  EXPECT_TRUE(r.to_json().at("expiries_during_work").is_null());
+  EXPECT_EQ(r.to_json().at("expiries_during_work_at_least"), 1);
+  EXPECT_EQ(r.to_json().at("expiries_undecided"), 2);
+  EXPECT_THAT(format_results_table({r}), HasSubstr("  >=1 (not measured)  "));
+  EXPECT_EQ(expiries_text(r), "not measured: at least 1, 2 undecided (a black box's holding ended and the lock "
+                              "service did not say whether by expiry or release)");
 }
 
 TEST(ResultsTable, HasTheIssuesColumnsAndTheFigures) {

@@ -140,7 +140,13 @@ ExpectationResult evaluate(const Expectation& ex, const Analysis& analysis, cons
       if (!silent.empty())
         why += " (" + detail::and_list(silent) + (silent.size() == 1 ? " is a black box" : " are black boxes") +
                ": without their acquire.ok and release.ok events, their leases' expiries cannot be told from "
-               "their releases)";
+               "their releases" +
+               (f.expiries_undecided > 0
+                    ? "; the lock service gave no word for " +
+                          plural(f.expiries_undecided, "delete of a holding", "deletes of holdings") +
+                          " while one ran, so the figure is not measured"
+                    : std::string()) +
+               ")";
       reasons.push_back(why);
     }
   }

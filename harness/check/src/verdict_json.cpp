@@ -41,6 +41,7 @@ nlohmann::json to_json(const Anomaly& a, const std::map<std::size_t, Event>& eve
 nlohmann::json to_json(const Figures& f) {
   nlohmann::json j;
   j["lease_expiries_during_work"] = f.expiries_during_work.size();
+  j["lease_expiries_undecided"] = f.expiries_undecided;
   auto& ex = j["expiries_during_work"] = nlohmann::json::array();
   for (const auto& x : f.expiries_during_work)
     ex.push_back({{"worker", x.worker},

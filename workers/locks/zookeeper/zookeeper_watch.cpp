@@ -188,7 +188,7 @@ class ZooKeeperWatch final : public IssuerWatch {
       known_.erase(name);
       if (!emit_new) continue;
       Event e = make(EventKind::kLockDelete, name, k);
-      e.detail = fresh ? "lost" : !expiries_ ? "deleted" : expiries_->expired(k.owner) ? "expired" : "released";
+      e.detail = fresh ? "lost" : !expiries_ ? "" : expiries_->expired(k.owner) ? "expired" : "released";
       sink_(std::move(e));
     }
     // Grants: children not known before, in sequence order (creation order under one parent).

@@ -18,8 +18,8 @@
 //                              anyone: a release by name), or its session was closed by its client
 //                              (zookeeper_close / kazoo's stop(): a deliberate end);
 //                  "lost"      the server was restarted on empty data (restarted_fresh());
-//                  "deleted"   a server whose log the harness does not read (endpoints): an
-//                              expiry cannot be told from a release there.
+//                  ""          (no word) a server whose log the harness does not read
+//                              (endpoints): an expiry cannot be told from a release there.
 // How: one-shot child watches (getChildren with watch, re-armed by each listing: Programmer's Guide,
 // "ZooKeeper Watches") and a diff of each listing against the children known, each new child read
 // once (exists) for its Stat. Deletions are never missed (a known child absent from a listing);
@@ -69,7 +69,7 @@ class ExpiryLog {
 };
 
 /// Starts watching `lock` (a lock name) on `hosts` ("h:p,h:p"). `expiries` may be null (the
-/// server's log is not readable: details say "deleted"). Throws std::runtime_error when the server
+/// server's log is not readable: deletes carry no word). Throws std::runtime_error when the server
 /// does not answer.
 [[nodiscard]] std::unique_ptr<IssuerWatch> make_watch(const std::string& hosts, const std::string& lock,
                                                       std::function<void(Event)> sink,

@@ -795,7 +795,7 @@ struct FigureStream::State {
   }
 
   /// Delete d as a lease expiry during work, or nullopt (LeaseExpiry's rules).
-  std::optional<LeaseExpiry> expiry(const Delete& d) const {
+  std::optional<LeaseExpiry> expiry(const Delete& d) {
     Event word;  // delete_is_expiry reads only the issuer's word
     word.detail = d.word == Word::kExpired ? "expired" : d.word == Word::kReleased ? "released" : "";
     if (!delete_is_expiry(word, released(d))) return std::nullopt;
@@ -855,12 +855,18 @@ struct FigureStream::State {
   /// issuer said "expired", the key held the lock when it went (Delete::held, the lock service's own
   /// order), and a worker that sent no event was still running then. The holder is named when it is
   /// the only such worker, else "" (the lock service does not say which process held the key).
-  std::optional<LeaseExpiry> black_box_expiry(const Delete& d) const {
-    if (d.word != Word::kExpired || !d.held || !d.token) return std::nullopt;
+  /// A holding's delete the issuer gave no word for, while a black box ran, is counted in
+  /// Figures::expiries_undecided instead (an expiry or a release: nothing here says which).
+  std::optional<LeaseExpiry> black_box_expiry(const Delete& d) {
+    if (!d.held || !d.token || (d.word != Word::kExpired && d.word != Word::kNone)) return std::nullopt;
     std::vector<std::string> running;
     for (const std::string& w : speakers.silent())
       if (const auto x = exited_ns.find(w); x == exited_ns.end() || x->second > d.t_ns) running.push_back(w);
     if (running.empty()) return std::nullopt;  // every black box had ended: an abandoned lease, not work
+    if (d.word == Word::kNone) {
+      ++f.expiries_undecided;
+      return std::nullopt;
+    }
     LeaseExpiry x;
     if (running.size() == 1) x.worker = running.front();
     x.lock = names.name(d.lock);

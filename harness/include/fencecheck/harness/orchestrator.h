@@ -121,6 +121,9 @@ struct ScenarioResult {
   /// False when nothing could count the lease expiries: lock-service kind none has no issuer
   /// history (no lock.delete). The reports then say "not measured", never 0.
   bool expiries_measured = true;
+  /// Deletes of a black box's holding the lock service gave no word for (Figures::
+  /// expiries_undecided): > 0 makes expiries_measured false, expiries_during_work a lower bound.
+  std::int64_t expiries_undecided = 0;
   /// The run's longest pause, seconds, and who measured it (longest_pause_source); nullopt when
   /// nothing measured one: no worker that measures its own pauses ran and no process-stopping fault
   /// hit a worker (shown as "not measured", never as 0). See summarize_analysis().
@@ -165,6 +168,11 @@ void summarize_analysis(ScenarioResult& result, const Analysis& analysis, const 
 /// The longest pause as the reports print it: "6.00 s (holder)", "6.00 s (harness: fault window)",
 /// or "not measured". Pure.
 [[nodiscard]] std::string longest_pause_text(const ScenarioResult& result);
+
+/// The lease-expiries-during-work figure for people: "3"; "not measured (no issuer history)" for
+/// lock-service kind none; "not measured: at least 1, 2 undecided (...)" when the lock service gave
+/// no word for a black box's deletes. Pure.
+[[nodiscard]] std::string expiries_text(const ScenarioResult& result);
 
 /// "safe" or "anomaly: interleaved-segment" (the table's and ScenarioResult's spelling). Pure.
 [[nodiscard]] std::string expectation_text(const Expectation& expect);

@@ -160,6 +160,12 @@ struct ProgressAfterHeal {
 
 struct Figures {
   std::vector<LeaseExpiry> expiries_during_work;  ///< in history order of the deletes
+  /// Deletes that may have been a black box's lease expiry during work but that no evidence
+  /// decides: the key held the lock when it went, a black box was still running, no release.ok
+  /// explains it and the issuer said neither "expired" nor "released" (etcd: its watch does not
+  /// say why a key went, and its lessor's expiry count cannot name the lease). Greater than 0:
+  /// expiries_during_work is a lower bound, and the reports show the figure as not measured.
+  std::int64_t expiries_undecided = 0;
   std::vector<PauseObservation> pauses;           ///< every pause event, in history order
   std::map<std::string, PauseObservation> longest_pause;  ///< per worker
   std::vector<RejectedWriteCount> rejected_writes;  ///< sorted by key, then client

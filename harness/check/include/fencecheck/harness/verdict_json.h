@@ -18,6 +18,8 @@
 //         "evidence_events": [ {"index": int, <the event's own fields, as in history.jsonl>} ]}]}],
 //   "figures": {
 //     "lease_expiries_during_work": int,
+//     "lease_expiries_undecided": int (deletes of a black box's holding without the issuer's word:
+//                                      > 0 makes lease_expiries_during_work a lower bound),
 //     "expiries_during_work": [{"worker","lock","lock_key","token","lease_id"|null,"revision"|null,
 //                               "t_ns","evidence":[int]}],
 //     "pauses": [{"worker","duration_ns","token"|null,"index","t_ns"}],

@@ -13,8 +13,8 @@
 //    FENCECHECK_LOCK_ENDPOINTS and the kind's own conventional variables (ETCDCTL_ENDPOINTS...);
 //  - watches the issuer's own history of one lock (watch()): a lock.grant per grant and a
 //    lock.delete per delete, with the token, telling an expiry from a release where the issuer
-//    can (detail "expired" / "released"; "lost" after a restart on empty data; "deleted" when the
-//    kind cannot tell);
+//    can (detail "expired" / "released"; "lost" after a restart on empty data; redis's "deleted",
+//    a client's DEL, no expiry; no word when the kind cannot tell: etcd, zookeeper on endpoints);
 //  - stops and restarts its embedded server (lock-service-restart), on the same data or a fresh
 //    data directory, and says what that does to the token counter (restart_effect()).
 //
