@@ -238,4 +238,27 @@ std::optional<std::filesystem::path> find_on_path(std::string_view program) {
   return std::nullopt;
 }
 
+std::optional<std::filesystem::path> find_program(const std::string& program, const std::filesystem::path& cwd) {
+  namespace fs = std::filesystem;
+  auto runnable = [](const fs::path& p) {
+    std::error_code ec;
+    return fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (program.find('/') != std::string::npos) {
+    fs::path p(program);
+    if (p.is_relative()) p = (cwd / p).lexically_normal();
+    return runnable(p) ? std::optional<fs::path>(p) : std::nullopt;
+  }
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+  for (std::size_t start = 0; start <= dirs.size();) {
+    std::size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const fs::path candidate = fs::path(end == start ? "." : dirs.substr(start, end - start)) / program;
+    if (runnable(candidate)) return fs::absolute(candidate);
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
 }  // namespace fencecheck::harness

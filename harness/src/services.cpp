@@ -9,6 +9,8 @@
 #include <spdlog/spdlog.h>
 
 #include "fencecheck/faults/command.h"
+#include "fencecheck/faults/ledger.h"
+#include "fencecheck/faults/worker_group.h"
 #include "fencecheck/harness/child_process.h"
 #include "fencecheck/harness/netns_scope.h"
 
@@ -44,6 +46,16 @@ Services::Services(const Scenario& sc, const RunDirectory& dir, const RunOptions
   // How the resource guards side effects is its design, fixed when it starts (issue 14): the
   // scenario's job.effect configures it; the workers cannot choose it per request.
   if (sc.job().kind == JobKind::kSideEffect) rctx.effect_mode = sc.job().effect;
+  // A service the resource kind starts itself (http's start) is held in the ledger like a command
+  // worker's process group: `fencecheck cleanup` ends it after a kill -9 of the harness.
+  rctx.hold_process_group = [&ledger](pid_t leader, const std::string& name) -> std::function<void()> {
+    const auto ref = faults::ProcessRef::of(leader);
+    if (!ref) return [] {};
+    auto group = std::make_shared<faults::WorkerGroup>(*ref, name);
+    group->inject();
+    const std::int64_t id = ledger.record_inject(*group);
+    return [group, id, &ledger] { (void)ledger.heal(*group, id); };
+  };
   locks::LockServiceRunContext lctx;
   lctx.run_dir = dir.path();
   lctx.log_path = rctx.log_path;

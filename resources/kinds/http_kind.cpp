@@ -1,9 +1,20 @@
 // Kind http, the harness's side (resource_kind.h): the user's HTTP service speaking the contract of
-// docs/resource-http.md. Nothing is embedded: the service under test is the user's, and the kind
-// never starts, stops or restarts it.
+// docs/resource-http.md. The service under test is the user's: either already listening at `url`
+// (the kind never starts, stops or restarts it), or a program the scenario names in `start`, which
+// the kind starts for the run, waits for until it answers, and stops at the end.
 //
 // Scenario fields (documentation order; every default filled in by parse()):
-//   url              required  "http://host[:port][/base]"
+//   url              required without start  "http://host[:port][/base]"; with start it defaults to
+//                    "http://{host}:{port}" and may hold those placeholders
+//   start            [argv...]: the service's program and arguments; the program is found as a
+//                    command worker's is (a path relative to start_cwd, else PATH). Placeholders in
+//                    its arguments, start_env's values and url: {host} (127.0.0.1, or the network
+//                    lab's resource address), {port} (a free port, or the lab's; url's own port
+//                    when url names one), {run_dir}, {bin_dir} (where fencecheck-store is)
+//   start_env        {NAME: value}: added to the harness's environment, after
+//                    FENCECHECK_HTTP_HOST, FENCECHECK_HTTP_PORT and FENCECHECK_RUN_DIR
+//   start_cwd        its working directory, relative to the scenario file (default: the file's)
+//   start_timeout    how long it may take to answer (health, else a TCP connect); default 10s
 //   method           PUT
 //   path             /v1/keys/{key}/segments/{segment}/chunks/{chunk}
 //   token_header     Fencing-Token
@@ -14,6 +25,7 @@
 //   read_back        /v1/readback, or none
 //   health           none (a TCP connect is the check), or a path answering 2xx
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -21,12 +33,18 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <fstream>
+#include <mutex>
+#include <netinet/in.h>
 #include <stdexcept>
+#include <thread>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
 
+#include "fencecheck/harness/child_process.h"
 #include "fencecheck/http/client.h"
 #include "fencecheck/resources/http_resource.h"
 #include "kinds.h"
@@ -35,6 +53,23 @@ namespace fencecheck::resources::detail {
 namespace {
 
 constexpr std::string_view kNoneWord = "none";
+constexpr std::string_view kStartedUrl = "http://{host}:{port}";
+constexpr std::chrono::milliseconds kDefaultStartTimeout{10000};
+constexpr std::chrono::milliseconds kStartPoll{50};
+
+/// `text` with each placeholder of `values` ({"{port}", "8080"}...) replaced, every occurrence.
+std::string substitute(std::string text, const std::vector<std::pair<std::string, std::string>>& values) {
+  for (const auto& [from, to] : values)
+    for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+      text.replace(at, from.size(), to);
+  return text;
+}
+
+/// The url with placeholder values that make any template parse (parse()'s and evidence()'s
+/// checks; open() substitutes the real ones).
+std::string url_for_checks(const std::string& url) {
+  return substitute(url, {{"{host}", "127.0.0.1"}, {"{port}", "1"}});
+}
 constexpr std::chrono::milliseconds kConnectTimeout{3000};
 constexpr std::chrono::milliseconds kReadTimeout{30000};  // per receive: a large read-back streams
 
@@ -49,6 +84,8 @@ Config config_of(const nlohmann::json& j) {
   try {
     Config c;
     nlohmann::json endpoint = j;
+    endpoint["url"] = url_for_checks(j.at("url").get<std::string>());  // open() substitutes first
+    for (const char* f : {"start", "start_env", "start_cwd", "start_timeout"}) endpoint.erase(f);
     endpoint.erase("read_back");
     endpoint.erase("health");
     endpoint.erase("high_water_field");
@@ -196,14 +233,74 @@ ReadBackResult fetch_readback(const HttpContract& c, const std::string& path) {
   return out;
 }
 
+/// A service the scenario's `start` runs: its process group (held in the run's ledger), its
+/// stdout copied to a log on the reader thread, stopped by stop().
+class StartedService {
+ public:
+  StartedService(harness::ChildSpec spec, const std::filesystem::path& stdout_log, const ResourceRunContext& ctx)
+      : out_(stdout_log, std::ios::trunc), stderr_log_(spec.stderr_log) {
+    argv0_ = spec.exe.string();
+    proc_ = std::make_unique<harness::ChildProcess>(std::move(spec), [this](std::string_view line, std::int64_t, bool eof) {
+      if (!eof) out_ << line << '\n' << std::flush;
+    });
+    if (ctx.hold_process_group) release_ = ctx.hold_process_group(proc_->pid(), "http service");
+  }
+  ~StartedService() { stop(); }
+  StartedService(const StartedService&) = delete;
+  StartedService& operator=(const StartedService&) = delete;
+
+  [[nodiscard]] pid_t pid() const { return proc_ ? proc_->pid() : 0; }
+  [[nodiscard]] bool running() { return proc_ && proc_->running(); }
+  [[nodiscard]] std::optional<int> exit_code() const { return proc_ ? proc_->exit_code() : std::nullopt; }
+  [[nodiscard]] const std::string& program() const { return argv0_; }
+  [[nodiscard]] const std::filesystem::path& stderr_log() const { return stderr_log_; }
+
+  /// SIGTERM to its group, SIGKILL after 3 s (ChildProcess::terminate), then whatever is left of
+  /// the group is ended and the ledger told. Idempotent.
+  void stop() {
+    if (proc_) {
+      proc_->terminate();
+      proc_.reset();  // joins the reader before out_ goes
+    }
+    if (release_) {
+      release_();
+      release_ = nullptr;
+    }
+  }
+
+ private:
+  std::ofstream out_;
+  std::filesystem::path stderr_log_;
+  std::string argv0_;
+  std::unique_ptr<harness::ChildProcess> proc_;
+  std::function<void()> release_;
+};
+
+/// The last lines of a log (at most 10, 2 KiB), for why a started service did not answer.
+std::string log_tail(const std::filesystem::path& log) {
+  std::ifstream in(log, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.size() > 2048) text = text.substr(text.size() - 2048);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  std::size_t at = text.size();
+  for (int lines = 0; lines < 10 && at != std::string::npos && at > 0; ++lines) at = text.rfind('\n', at - 1);
+  if (at != std::string::npos && at < text.size()) text = text.substr(at + 1);
+  return text;
+}
+
 class Instance final : public ResourceInstance {
  public:
-  explicit Instance(Config config) : c_(std::move(config)) {}
+  explicit Instance(Config config, std::unique_ptr<StartedService> started = nullptr)
+      : c_(std::move(config)), started_(std::move(started)) {}
+  ~Instance() override { stop(); }
 
   nlohmann::json endpoint() const override { return to_endpoint(c_.contract); }
 
   std::string describe() const override {
-    return "http " + c_.contract.url.str() + " (the user's service; read-back " + c_.read_back.value_or("none") +
+    const std::string whose = started_ ? "started by the scenario: " + started_->program() + ", pid " +
+                                             std::to_string(started_->pid())
+                                       : std::string("the user's service");
+    return "http " + c_.contract.url.str() + " (" + whose + "; read-back " + c_.read_back.value_or("none") +
            ", health " + (c_.health ? "GET " + *c_.health : "by TCP connect") + ")";
   }
 
@@ -221,7 +318,32 @@ class Instance final : public ResourceInstance {
     return std::move(r.readback);
   }
 
-  void stop() override {}
+  /// Stops the service `start` ran (nothing for a service the kind did not start).
+  void stop() override {
+    if (started_) started_->stop();
+  }
+
+  /// Waits until the started service answers (health_problem() empty), it exits, or `timeout`
+  /// passes; "" when it answers, else why not.
+  std::string wait_until_answers(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::string last;
+    while (true) {
+      last = health_problem();
+      if (last.empty()) return "";
+      if (!started_->running()) {
+        const auto code = started_->exit_code();
+        std::string why = started_->program() + " exited" + (code ? " with code " + std::to_string(*code) : "") +
+                          " before it answered";
+        if (std::string tail = log_tail(started_->stderr_log()); !tail.empty()) why += "; its stderr ends: " + tail;
+        return why + " (" + started_->stderr_log().string() + ")";
+      }
+      if (std::chrono::steady_clock::now() >= deadline)
+        return started_->program() + " did not answer within " + std::to_string(timeout.count()) + " ms: " + last +
+               " (its output: " + started_->stderr_log().string() + ")";
+      std::this_thread::sleep_for(kStartPoll);
+    }
+  }
 
   /// "" when healthy, else why not; `status` gets the health path's HTTP status (0 without one).
   std::string health_problem(int* status = nullptr) const {
@@ -243,27 +365,81 @@ class Instance final : public ResourceInstance {
 
  private:
   Config c_;
+  std::unique_ptr<StartedService> started_;
 };
+
+/// A free TCP port on `host` (bound to port 0, then released: the kernel's choice, ip(7)), or 0.
+int free_port(const std::string& host) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = 0;
+  if (::inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1) a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int port = 0;
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
 
 class Kind final : public ResourceKind {
  public:
   std::string_view name() const override { return "http"; }
 
   std::vector<std::string_view> fields() const override {
-    return {"url",    "method", "path", "token_header", "writer_header", "rejected_status", "high_water_header",
-            "high_water_field", "read_back", "health"};
+    return {"url",      "method",    "path",      "token_header",  "writer_header", "rejected_status",
+            "high_water_header", "high_water_field", "read_back", "health", "start", "start_env", "start_cwd",
+            "start_timeout"};
   }
 
   nlohmann::json parse(const ResourceFields& f) const override {
-    if (!f.has("url"))
-      f.fail("", "kind http needs url, the service's address (http://host:port): the service under test is yours, "
-                 "and fencecheck never starts one");
+    const bool start = f.has("start");
+    if (!f.has("url") && !start)
+      f.fail("", "kind http needs url, the service's address (http://host:port), or start, the program that runs "
+                 "the service for the run ([argv...], url then defaults to http://{host}:{port})");
+    if (!start)
+      for (const char* field : {"start_env", "start_cwd", "start_timeout"})
+        if (f.has(field)) f.fail(field, std::string(field) + " is for a service the kind starts: it needs start: [argv...]");
     auto text = [&](std::string_view name, std::string_view fallback) {
       return f.has(name) ? f.string(name) : std::string(fallback);
     };
     nlohmann::json out;
     try {
-      out["url"] = parse_http_url(f.string("url")).str();
+      if (start) {
+        const std::vector<std::string> argv = f.string_list("start");
+        for (std::size_t i = 0; i < argv.size(); ++i)
+          if (argv[i].find('\0') != std::string::npos) f.fail("start[" + std::to_string(i) + "]", "an argument cannot hold a NUL byte");
+        if (argv.front().empty()) f.fail("start[0]", "expected the service's program (a name on PATH or a path), got an empty string");
+        out["start"] = argv;
+        std::filesystem::path cwd = f.base_dir();
+        if (f.has("start_cwd")) {
+          const std::string d = f.string("start_cwd");
+          if (d.empty()) f.fail("start_cwd", "expected a directory, got an empty string");
+          cwd = (cwd / d).lexically_normal();
+        }
+        out["start_cwd"] = cwd.string();
+        nlohmann::json env = nlohmann::json::object();
+        if (f.has("start_env"))
+          for (const auto& [k, v] : f.env_map("start_env")) env[k] = v;
+        out["start_env"] = env;
+        auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(kDefaultStartTimeout);
+        if (f.has("start_timeout")) {
+          timeout = f.duration("start_timeout");
+          if (timeout < std::chrono::milliseconds(1) || timeout % std::chrono::milliseconds(1) != std::chrono::nanoseconds(0))
+            f.fail("start_timeout", "expected a positive whole number of milliseconds, e.g. 10s, got \"" +
+                                        f.string("start_timeout") + "\"");
+        }
+        out["start_timeout"] = std::to_string(timeout.count() / 1'000'000) + "ms";
+      }
+      const std::string url = start && !f.has("url") ? std::string(kStartedUrl) : f.string("url");
+      if (!start && (url.find("{host}") != std::string::npos || url.find("{port}") != std::string::npos))
+        f.fail("url", "holds {host} or {port}, which only a service the kind starts has (start: [argv...])");
+      const std::string normal = parse_http_url(url_for_checks(url)).str();
+      out["url"] = url == url_for_checks(url) ? normal : url;  // a template stays as written
       const std::string method = text("method", kHttpDefaultMethod);
       check_method(method);
       out["method"] = method;
@@ -313,7 +489,7 @@ class Kind final : public ResourceKind {
     return out;
   }
 
-  bool embedded(const nlohmann::json&) const override { return false; }
+  bool embedded(const nlohmann::json& config) const override { return config.contains("start"); }
 
   Evidence evidence(const nlohmann::json& config) const override {
     const bool rb = config_of(config).read_back.has_value();
@@ -330,16 +506,22 @@ class Kind final : public ResourceKind {
     return "service's own rule, rejected = HTTP " + std::to_string(config_of(config).contract.rejected_status);
   }
 
-  std::unique_ptr<ResourceInstance> open(const nlohmann::json& config, const ResourceRunContext&) const override {
-    auto instance = std::make_unique<Instance>(config_of(config));
+  std::unique_ptr<ResourceInstance> open(const nlohmann::json& config, const ResourceRunContext& ctx) const override {
+    std::unique_ptr<Instance> instance;
+    if (config.contains("start")) {
+      instance = start_service(config, ctx);
+    } else {
+      instance = std::make_unique<Instance>(config_of(config));
+      // Reachable at all: a refused or silent port is the environment (exit 3), named.
+      const auto& u = instance->config().contract.url;
+      if (std::string err = tcp_connect_error(u.host, u.port, kConnectTimeout); !err.empty())
+        throw ResourceUnavailable("the http service at " + u.str() + " does not answer: connect to " + u.host + ":" +
+                                  std::to_string(u.port) + ": " + err +
+                                  " (kind http starts no service unless the scenario says how: start it first, or "
+                                  "give resource.start: [argv...])");
+    }
     const Config& c = instance->config();
     const std::string url = c.contract.url.str();
-    // Reachable at all: a refused or silent port is the environment (exit 3), named.
-    const auto& u = c.contract.url;
-    if (std::string err = tcp_connect_error(u.host, u.port, kConnectTimeout); !err.empty())
-      throw ResourceUnavailable("the http service at " + url + " does not answer: connect to " + u.host + ":" +
-                                std::to_string(u.port) + ": " + err +
-                                " (kind http never starts the service: start it first)");
     if (c.health) {
       int status = 0;
       if (std::string why = instance->health_problem(&status); !why.empty()) {
@@ -362,6 +544,65 @@ class Kind final : public ResourceKind {
         case ReadBackResult::Problem::kShape:
           throw ResourceConfigError("read_back", r.message);
       }
+    }
+    return instance;
+  }
+
+ private:
+  /// Starts `start` (placeholders substituted), holds its group in the ledger, and waits until it
+  /// answers. Throws ResourceConfigError at start when the program cannot be found or run, and
+  /// ResourceUnavailable when it exits or stays silent past start_timeout (stopped by then).
+  static std::unique_ptr<Instance> start_service(const nlohmann::json& config, const ResourceRunContext& ctx) {
+    const std::string url_template = config.at("url").get<std::string>();
+    // The port: the url's own when it names one; else the network lab's; else a free one.
+    int port = ctx.port;
+    if (url_template.find("{port}") == std::string::npos) {
+      port = parse_http_url(url_for_checks(url_template)).port;
+    } else if (port == 0 && (port = free_port(ctx.host)) == 0) {
+      throw ResourceUnavailable("no free TCP port on " + ctx.host + " for the http service resource.start runs");
+    }
+    const std::vector<std::pair<std::string, std::string>> values = {{"{host}", ctx.host},
+                                                                     {"{port}", std::to_string(port)},
+                                                                     {"{run_dir}", ctx.run_dir.string()},
+                                                                     {"{bin_dir}", ctx.bin_dir.string()}};
+    nlohmann::json resolved = config;
+    resolved["url"] = substitute(url_template, values);
+    const std::filesystem::path cwd = config.at("start_cwd").get<std::string>();
+    std::vector<std::string> argv;
+    for (const auto& a : config.at("start")) argv.push_back(substitute(a.get<std::string>(), values));
+    std::error_code ec;
+    if (!std::filesystem::is_directory(cwd, ec))
+      throw ResourceConfigError("start_cwd", "the http service's working directory " + cwd.string() + " is not a directory");
+    const auto program = harness::find_program(argv.front(), cwd);
+    if (!program)
+      throw ResourceConfigError("start", "the http service's program " + argv.front() +
+                                             (argv.front().find('/') == std::string::npos
+                                                  ? " is not on PATH"
+                                                  : " (relative to " + cwd.string() + ") does not exist or is not executable"));
+    harness::ChildSpec spec;
+    spec.name = "http service";
+    spec.exe = *program;
+    spec.args.assign(argv.begin() + 1, argv.end());
+    spec.cwd = cwd;
+    spec.own_process_group = true;  // a shell script's children end with it
+    spec.stderr_log = ctx.log_path ? ctx.log_path("http-service") : std::filesystem::path("/dev/null");
+    const std::filesystem::path stdout_log =
+        ctx.log_path ? ctx.log_path("http-service.stdout") : std::filesystem::path("/dev/null");
+    spec.env = {{"FENCECHECK_HTTP_HOST", ctx.host},
+                {"FENCECHECK_HTTP_PORT", std::to_string(port)},
+                {"FENCECHECK_RUN_DIR", ctx.run_dir.string()}};
+    for (const auto& [k, v] : config.at("start_env").items()) spec.env.emplace_back(k, substitute(v.get<std::string>(), values));
+    std::unique_ptr<StartedService> service;
+    try {
+      service = std::make_unique<StartedService>(std::move(spec), stdout_log, ctx);
+    } catch (const std::runtime_error& e) {
+      throw ResourceConfigError("start", std::string("the http service could not be started: ") + e.what());
+    }
+    auto instance = std::make_unique<Instance>(config_of(resolved), std::move(service));
+    const std::chrono::milliseconds timeout{std::stoll(config.at("start_timeout").get<std::string>())};
+    if (std::string why = instance->wait_until_answers(timeout); !why.empty()) {
+      instance->stop();
+      throw ResourceUnavailable("the http service resource.start runs did not come up: " + why);
     }
     return instance;
   }

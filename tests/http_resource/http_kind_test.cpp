@@ -40,12 +40,61 @@ FieldError refusal(const FakeFields& fields) {
   return FieldError("", "", std::nullopt);
 }
 
-TEST(HttpKind, RegisteredWithItsFieldsAndNeverEmbedded) {
+TEST(HttpKind, RegisteredWithItsFieldsAndEmbeddedOnlyWhenItStartsTheService) {
   EXPECT_EQ(kind().name(), "http");
   EXPECT_EQ(kind().fields(), (std::vector<std::string_view>{"url", "method", "path", "token_header", "writer_header",
                                                             "rejected_status", "high_water_header", "high_water_field",
-                                                            "read_back", "health"}));
+                                                            "read_back", "health", "start", "start_env", "start_cwd",
+                                                            "start_timeout"}));
   EXPECT_FALSE(kind().embedded(kind().parse(FakeFields{{"url", std::string("http://127.0.0.1:1")}})));
+  EXPECT_TRUE(kind().embedded(kind().parse(FakeFields{{"start", json::array({"./svc"})}})));
+}
+
+TEST(HttpKind, StartFillsItsDefaultsAndKeepsTheUrlTemplate) {
+  FakeFields f{{"start", json::array({"./svc", "--port", "{port}"})}};
+  f.set_base_dir("/srv/scenarios");
+  const json got = kind().parse(f);
+  EXPECT_EQ(got.at("url"), "http://{host}:{port}");
+  EXPECT_EQ(got.at("start"), json::array({"./svc", "--port", "{port}"}));
+  EXPECT_EQ(got.at("start_cwd"), "/srv/scenarios");  // relative paths: the scenario file's directory
+  EXPECT_EQ(got.at("start_env"), json::object());
+  EXPECT_EQ(got.at("start_timeout"), "10000ms");
+  EXPECT_EQ(got.at("read_back"), "/v1/readback");
+
+  FakeFields g{{"start", json::array({"svc"})},
+               {"start_cwd", "../services"},
+               {"start_env", json{{"PORT", "{port}"}, {"MODE", "fenced"}}},
+               {"start_timeout", "2s"},
+               {"url", "http://{host}:{port}/api"}};
+  g.set_base_dir("/srv/scenarios");
+  const json more = kind().parse(g);
+  EXPECT_EQ(more.at("start_cwd"), "/srv/services");
+  EXPECT_EQ(more.at("start_env"), (json{{"MODE", "fenced"}, {"PORT", "{port}"}}));
+  EXPECT_EQ(more.at("start_timeout"), "2000ms");
+  EXPECT_EQ(more.at("url"), "http://{host}:{port}/api");
+  // Its own output parses to itself wherever it is read from (start_cwd is absolute now).
+  EXPECT_EQ(kind().parse(FakeFields::from_json(more)), more);
+  // A fixed url with start: the service listens where the url says; the url is normalized.
+  EXPECT_EQ(kind().parse(FakeFields{{"start", json::array({"svc"})}, {"url", "HTTP://127.0.0.1:8080/"}}).at("url"),
+            "http://127.0.0.1:8080");
+}
+
+TEST(HttpKind, StartsFieldsAreRefusedWhereTheyMeanNothing) {
+  const auto says = [](const FakeFields& f, const std::string& field, const std::string& words) {
+    const FieldError e = refusal(f);
+    EXPECT_EQ(e.field, field);
+    EXPECT_NE(e.message.find(words), std::string::npos) << e.message;
+  };
+  says(FakeFields{{"url", "http://svc:1"}, {"start_env", json{{"A", "b"}}}}, "start_env",
+       "start_env is for a service the kind starts: it needs start: [argv...]");
+  says(FakeFields{{"url", "http://svc:1"}, {"start_timeout", "1s"}}, "start_timeout", "it needs start");
+  says(FakeFields{{"url", "http://svc:{port}"}}, "url",
+       "holds {host} or {port}, which only a service the kind starts has (start: [argv...])");
+  says(FakeFields{{"start", json::array({""})}}, "start[0]", "expected the service's program");
+  says(FakeFields{{"start", json::array({"svc"})}, {"start_cwd", ""}}, "start_cwd", "expected a directory");
+  says(FakeFields{{"start", json::array({"svc"})}, {"start_timeout", "0s"}}, "start_timeout",
+       "expected a positive whole number of milliseconds");
+  says(FakeFields{{"start", json::array({"svc"})}, {"url", "https://{host}:{port}"}}, "url", "uses https");
 }
 
 TEST(HttpKind, ParseFillsEveryDefaultFromTheStoresContract) {
@@ -100,8 +149,8 @@ TEST(HttpKind, ParseRefusesEachFieldPreciselyAtTheOffendingCharacter) {
   };
   const std::vector<Case> cases{
       {FakeFields{}, "",
-       "kind http needs url, the service's address (http://host:port): the service under test is yours, and "
-       "fencecheck never starts one",
+       "kind http needs url, the service's address (http://host:port), or start, the program that runs the service "
+       "for the run ([argv...], url then defaults to http://{host}:{port})",
        std::nullopt},
       {FakeFields{{"url", std::string("https://svc:443")}}, "url",
        "uses https, which fencecheck does not speak: it sends plain HTTP/1.1 (give the service a plain-HTTP listener "
@@ -260,7 +309,8 @@ TEST(HttpKind, OpenChecksTheServiceAndNamesTheUrlWhenItDoesNotAnswer) {
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
   EXPECT_EQ(thrown_by_open<ResourceUnavailable>(config(url, "none", "none")),
             "the http service at " + url + " does not answer: connect to 127.0.0.1:" + std::to_string(port) +
-                ": Connection refused (kind http never starts the service: start it first)");
+                ": Connection refused (kind http starts no service unless the scenario says how: start it first, or give "
+                "resource.start: [argv...])");
 
   Service svc;
   EXPECT_EQ(thrown_by_open<ResourceUnavailable>(config(svc.url(), "none", "/sick")),

@@ -62,6 +62,120 @@ std::unique_ptr<resources::ResourceInstance> open_http(const std::string& url, c
   return kind().open(cfg, resources::ResourceRunContext{});
 }
 
+// --- resource.start: a service the kind starts for the run -----------------------------------
+
+/// Whether `pid` names a live process (a zombie is not one).
+bool alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return false;
+  const auto close = text.rfind(')');
+  return close != std::string::npos && text.size() > close + 2 && text[close + 2] != 'Z';
+}
+
+/// A run context whose hold_process_group records what it was given and when it was released.
+struct HeldGroups {
+  std::vector<std::pair<pid_t, std::string>> held;
+  int released = 0;
+  resources::ResourceRunContext context(const std::filesystem::path& run_dir) {
+    resources::ResourceRunContext ctx;
+    ctx.run_dir = run_dir;
+    ctx.bin_dir = std::filesystem::path(FENCECHECK_STORE_BIN).parent_path();
+    ctx.log_path = [run_dir](const std::string& name) { return run_dir / (name + ".log"); };
+    ctx.hold_process_group = [this](pid_t pid, const std::string& name) -> std::function<void()> {
+      held.emplace_back(pid, name);
+      return [this] { ++released; };
+    };
+    return ctx;
+  }
+};
+
+json started(std::vector<std::string> argv, const std::string& timeout = "10s") {
+  return kind().parse(FakeFields{{"start", argv}, {"start_timeout", timeout}, {"health", "/healthz"}});
+}
+
+TEST(HttpKindStart, StartsTheStoreOnAFreePortWaitsForItAndStopsItAtTheEnd) {
+  TempDir dir("http-start");
+  HeldGroups groups;
+  const json cfg = started({"{bin_dir}/fencecheck-store", "--listen", "{host}:{port}", "--data-dir",
+                            "{run_dir}/service-data", "--fencing", "per-key"});
+  EXPECT_TRUE(kind().embedded(cfg));
+  auto inst = kind().open(cfg, groups.context(dir.path()));
+  // It answered before open() returned: a write goes through at once, with the fence.
+  ASSERT_TRUE(inst->healthy());
+  auto writer = make_resource_writer(inst->endpoint(), 5000ms);
+  EXPECT_EQ(writer->write("ledger", 0, 0, FencingToken(5), "w1", "x").outcome, WriteOutcome::kAccepted);
+  EXPECT_EQ(writer->write("ledger", 0, 0, FencingToken(4), "w2", "y").outcome, WriteOutcome::kRejected);
+  const std::string url = inst->endpoint().at("url").get<std::string>();
+  EXPECT_EQ(url.rfind("http://127.0.0.1:", 0), 0u) << url;
+  EXPECT_NE(url, "http://127.0.0.1:{port}");
+  EXPECT_TRUE(std::filesystem::is_directory(dir.path() / "service-data"));  // {run_dir} was substituted
+  ASSERT_EQ(groups.held.size(), 1u);
+  const pid_t pid = groups.held[0].first;
+  EXPECT_EQ(groups.held[0].second, "http service");
+  EXPECT_TRUE(alive(pid));
+  EXPECT_NE(inst->describe().find("started by the scenario: " + std::string(FENCECHECK_STORE_BIN) + ", pid " +
+                                  std::to_string(pid)),
+            std::string::npos)
+      << inst->describe();
+  inst->stop();
+  EXPECT_FALSE(alive(pid));
+  EXPECT_EQ(groups.released, 1);
+  // Its stdout is kept in the run directory (complete once stopped: the store's first line says
+  // where it listened, the url the workers were given).
+  std::ifstream out(dir.path() / "http-service.stdout.log");
+  std::string line;
+  ASSERT_TRUE(std::getline(out, line));
+  EXPECT_NE(line.find("\"listening\":\"" + url.substr(7) + "\""), std::string::npos) << line;
+}
+
+TEST(HttpKindStart, AServiceThatExitsBeforeItAnswersIsNamedWithItsStderr) {
+  TempDir dir("http-start-exit");
+  HeldGroups groups;
+  try {
+    (void)kind().open(started({"/bin/sh", "-c", "echo cannot bind {host}:{port} >&2; exit 3"}), groups.context(dir.path()));
+    ADD_FAILURE() << "open() returned";
+  } catch (const resources::ResourceUnavailable& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("the http service resource.start runs did not come up: /bin/sh exited with code 3 before it "
+                        "answered; its stderr ends: cannot bind 127.0.0.1:"),
+              std::string::npos)
+        << what;
+  }
+  EXPECT_EQ(groups.released, 1);  // the ledger hears that it ended
+}
+
+TEST(HttpKindStart, AServiceThatNeverAnswersIsStoppedAfterItsTimeout) {
+  TempDir dir("http-start-silent");
+  HeldGroups groups;
+  try {
+    (void)kind().open(started({"/bin/sleep", "60"}, "300ms"), groups.context(dir.path()));
+    ADD_FAILURE() << "open() returned";
+  } catch (const resources::ResourceUnavailable& e) {
+    EXPECT_NE(std::string(e.what()).find("/bin/sleep did not answer within 300 ms: GET http://127.0.0.1:"),
+              std::string::npos)
+        << e.what();
+  }
+  ASSERT_EQ(groups.held.size(), 1u);
+  EXPECT_FALSE(alive(groups.held[0].first));  // stopped, not left running
+  EXPECT_EQ(groups.released, 1);
+}
+
+TEST(HttpKindStart, AProgramThatIsNotThereIsTheScenariosErrorAtStart) {
+  TempDir dir("http-start-missing");
+  HeldGroups groups;
+  try {
+    (void)kind().open(started({"./no-such-service", "--port", "{port}"}), groups.context(dir.path()));
+    ADD_FAILURE() << "open() returned";
+  } catch (const resources::ResourceConfigError& e) {
+    EXPECT_EQ(e.field(), "start");
+    EXPECT_NE(std::string(e.what()).find("the http service's program ./no-such-service (relative to "),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(groups.held.empty());
+}
+
 // --- fencecheck-store: the reference implementation, with the kind's defaults ---------------
 
 TEST(HttpKindOnTheStore, TheDefaultsSpeakTheStoresContract) {

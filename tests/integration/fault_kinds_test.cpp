@@ -315,6 +315,9 @@ struct KillCase {
   /// The lock service's kind ("" = the default, etcd). zookeeper: its embedded JVM is the
   /// harness's child too, and names the run directory (its zoo.cfg) in its command line.
   std::string lock_service;
+  /// The resource is kind http with a start that forks the service (sh -c "store & wait"): the
+  /// harness's death ends the shell only, so cleanup must end the store from the ledger's record.
+  bool http_start = false;
 };
 
 /// Every live process in process group `pgid` (a command worker's own group): /proc/*/stat field 5.
@@ -340,8 +343,10 @@ std::string scenario_text(const KillCase& c) {
   return "name: kill9-" + c.name +
          "\n"
          "lease_ttl: 2s\n"
-         "timeout: 120s\n"
-         "resource: {kind: store, fencing: per-key}\n" +
+         "timeout: 120s\n" +
+         std::string(c.http_start ? "resource: {kind: http, start: [/bin/sh, -c, \"'{bin_dir}/fencecheck-store' --listen "
+                         "{host}:{port} --data-dir '{run_dir}/service-data' & wait\"]}\n"
+                       : "resource: {kind: store, fencing: per-key}\n") +
          (c.lock_service.empty() ? "" : "lock_service: {kind: " + c.lock_service + "}\n") +
          (c.namespaces ? "network: namespaces\n" : "") +
          "job: {key: ledger, segments: 3, chunks: 4, chunk_bytes: 256, chunk_interval: 100ms}\n"
@@ -439,6 +444,8 @@ INSTANTIATE_TEST_SUITE_P(Each, KillNineDuringFault,
                                            KillCase{"cpu_throttle", "kind: cpu-throttle\n    target: w1\n    quota: 1%", false, false, ""},
                                            KillCase{"freeze", "kind: freeze\n    target: w1", false, false, ""},
                                            KillCase{"sigstop_forking_command", "kind: sigstop\n    target: w1", false, true, ""},
+                                           KillCase{"sigstop_http_service_started_by_a_shell", "kind: sigstop\n    target: w1",
+                                                    false, false, "", true},
                                            KillCase{"partition", "kind: partition\n    target: w1\n    from: full", true, false, ""},
                                            KillCase{"lock_service_restart",
                                                     "kind: lock-service-restart\n    target: lock-service", false, false, ""},

@@ -5,6 +5,7 @@
 // test asserts where the loader's error would point. Not thread-safe.
 #pragma once
 
+#include <filesystem>
 #include <chrono>
 #include <cstdint>
 #include <initializer_list>
@@ -100,6 +101,19 @@ class FakeFields final : public resources::ResourceFields {
     if (!v.is_boolean()) fail(name, "expected true or false");
     return v.get<bool>();
   }
+  std::vector<std::pair<std::string, std::string>> env_map(std::string_view name) const override {
+    const auto& v = at(name);
+    if (!v.is_object()) fail(name, "expected a mapping of variable names to values");
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& [k, val] : v.items()) {
+      if (!val.is_string()) fail(std::string(name) + "." + k, "expected a string value");
+      out.emplace_back(k, val.get<std::string>());
+    }
+    return out;  // nlohmann's object is sorted by key
+  }
+  std::filesystem::path base_dir() const override { return base_dir_; }
+  /// What base_dir() returns (default: the working directory).
+  void set_base_dir(std::filesystem::path d) { base_dir_ = std::move(d); }
   std::size_t choice(std::string_view name, const std::vector<std::string_view>& names,
                      std::string_view what) const override {
     const std::string s = string(name);
@@ -119,6 +133,7 @@ class FakeFields final : public resources::ResourceFields {
     return *it;
   }
   nlohmann::json j_ = nlohmann::json::object();
+  std::filesystem::path base_dir_ = std::filesystem::current_path();
 };
 
 }  // namespace fencecheck::testing

@@ -56,6 +56,10 @@ class EtcdKindTest : public ::testing::Test {
     std::int64_t integer(std::string_view, std::int64_t, std::int64_t) const override { throw std::logic_error("no fields"); }
     std::chrono::nanoseconds duration(std::string_view) const override { throw std::logic_error("no fields"); }
     bool boolean(std::string_view) const override { throw std::logic_error("no fields"); }
+    std::vector<std::pair<std::string, std::string>> env_map(std::string_view) const override {
+      throw std::logic_error("no fields");
+    }
+    std::filesystem::path base_dir() const override { return "."; }
     std::size_t choice(std::string_view, const std::vector<std::string_view>&, std::string_view) const override {
       throw std::logic_error("no fields");
     }

@@ -1,4 +1,5 @@
 #include "fencecheck/harness/scenario.h"
+#include "fencecheck/harness/child_process.h"
 
 #include <algorithm>
 #include <array>
@@ -736,6 +737,10 @@ class ScenarioParser {
     }
     std::chrono::nanoseconds duration(std::string_view name) const override { return p_.duration(m_.require(name)); }
     bool boolean(std::string_view name) const override { return p_.boolean(m_.require(name)); }
+    std::vector<std::pair<std::string, std::string>> env_map(std::string_view name) const override {
+      return p_.env_map(m_.require(name));
+    }
+    std::filesystem::path base_dir() const override { return p_.scenario_dir(); }
     std::size_t choice(std::string_view name, const std::vector<std::string_view>& names,
                        std::string_view what) const override {
       Value v = m_.require(name);
@@ -1444,29 +1449,7 @@ class ScenarioParser {
     }
     if (c.argv.front().empty()) fail(list(*command, false).front(), "expected the program's name or path, got an empty string");
     c.position = position(command->mark);
-    if (env) {
-      if (!env->node.IsMap()) fail(*env, "expected a mapping of variable names to values, got " + describe(env->node));
-      for (auto it = env->node.begin(); it != env->node.end(); ++it) {
-        const YAML::Node k = it->first;
-        const YAML::Node val = it->second;
-        const Value key{k, k.Mark(), env->path};
-        const std::string name = string(key);
-        const bool valid = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
-                           std::all_of(name.begin(), name.end(), [](char ch) {
-                             return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
-                           });
-        if (!valid) fail(key, "expected an environment variable name of [A-Za-z_][A-Za-z0-9_]*, got " + quote(name));
-        if (name.rfind("FENCECHECK_", 0) == 0)
-          fail(key, quote(name) + " is set by the harness (docs/worker-protocol.md); FENCECHECK_* cannot be overridden");
-        for (const auto& [seen, v] : c.env)
-          if (seen == name) fail(key, "duplicate variable " + quote(name));
-        const Value value{val, val.IsNull() ? k.Mark() : val.Mark(), env->path + "." + name};
-        if (!val.IsScalar()) fail(value, "expected a string value, got " + describe(val));
-        c.env.emplace_back(name, val.Scalar());
-      }
-      // The environment has no order; sorted, the plan equals its own scenario.json re-read.
-      std::sort(c.env.begin(), c.env.end());
-    }
+    if (env) c.env = env_map(*env);
     const std::filesystem::path base = scenario_dir();
     c.cwd = base;
     if (cwd) {
@@ -1475,6 +1458,34 @@ class ScenarioParser {
       c.cwd = (base / dir).lexically_normal();
     }
     w.command = std::move(c);
+  }
+
+  /// An `env:` mapping (a command worker's, kind http's start_env): variable names to string
+  /// values, sorted (the environment has no order; sorted, the plan equals its own scenario.json
+  /// re-read). FENCECHECK_* is the harness's own (docs/worker-protocol.md).
+  std::vector<std::pair<std::string, std::string>> env_map(const Value& env) const {
+    if (!env.node.IsMap()) fail(env, "expected a mapping of variable names to values, got " + describe(env.node));
+    std::vector<std::pair<std::string, std::string>> out;
+    for (auto it = env.node.begin(); it != env.node.end(); ++it) {
+      const YAML::Node k = it->first;
+      const YAML::Node val = it->second;
+      const Value key{k, k.Mark(), env.path};
+      const std::string name = string(key);
+      const bool valid = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                         std::all_of(name.begin(), name.end(), [](char ch) {
+                           return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+                         });
+      if (!valid) fail(key, "expected an environment variable name of [A-Za-z_][A-Za-z0-9_]*, got " + quote(name));
+      if (name.rfind("FENCECHECK_", 0) == 0)
+        fail(key, quote(name) + " is set by the harness (docs/worker-protocol.md); FENCECHECK_* cannot be overridden");
+      for (const auto& [seen, v] : out)
+        if (seen == name) fail(key, "duplicate variable " + quote(name));
+      const Value value{val, val.IsNull() ? k.Mark() : val.Mark(), env.path + "." + name};
+      if (!val.IsScalar()) fail(value, "expected a string value, got " + describe(val));
+      out.emplace_back(name, val.Scalar());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
   }
 
   /// The directory relative command paths are taken from: the scenario file's own, absolute (the
@@ -1866,30 +1877,7 @@ Scenario Scenario::for_run(const std::string& run_id) const {
 }
 
 std::optional<std::filesystem::path> resolve_worker_program(const WorkerCommand& command) {
-  namespace fs = std::filesystem;
-  const std::string& program = command.argv.front();
-  auto runnable = [](const fs::path& p) {
-    std::error_code ec;
-    return fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
-  };
-  if (program.find('/') != std::string::npos) {
-    fs::path p(program);
-    if (p.is_relative()) p = (command.cwd / p).lexically_normal();
-    if (runnable(p)) return p;
-    return std::nullopt;
-  }
-  const char* path = std::getenv("PATH");
-  const std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
-  std::size_t start = 0;
-  while (start <= dirs.size()) {
-    std::size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    const std::string dir = dirs.substr(start, end - start);
-    const fs::path candidate = fs::path(dir.empty() ? "." : dir) / program;
-    if (runnable(candidate)) return fs::absolute(candidate);
-    start = end + 1;
-  }
-  return std::nullopt;
+  return find_program(command.argv.front(), command.cwd);
 }
 
 void check_worker_commands(const Scenario& scenario) {

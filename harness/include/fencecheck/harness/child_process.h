@@ -52,6 +52,12 @@ struct ChildSpec {
 /// that escaped the child's group still holds the pipe open.
 using LineHandler = std::function<void(std::string_view line, std::int64_t recv_ns, bool eof)>;
 
+/// Finds a program as a shell would run it: a name without '/' on PATH (each directory in turn;
+/// /usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin without PATH), else a path, relative to `cwd` when
+/// relative. nullopt when that is not an executable regular file. The rule of a command worker's
+/// program and of kind http's start (docs/scenario-format.md). Thread-safe (reads PATH).
+[[nodiscard]] std::optional<std::filesystem::path> find_program(const std::string& program, const std::filesystem::path& cwd);
+
 /// One running child. Not copyable. Methods are not thread-safe except pid() and running().
 class ChildProcess {
  public:

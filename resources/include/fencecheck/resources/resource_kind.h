@@ -20,6 +20,8 @@
 // child processes, which must be forked by the main thread (child_process.h).
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -61,6 +63,13 @@ class ResourceFields {
   [[nodiscard]] virtual std::chrono::nanoseconds duration(std::string_view name) const = 0;
   /// The field as a boolean; throws otherwise.
   [[nodiscard]] virtual bool boolean(std::string_view name) const = 0;
+  /// The field as a mapping of environment variable names ([A-Za-z_][A-Za-z0-9_]*) to string
+  /// values, sorted by name; throws at the field (or at the key) when it is not a mapping of
+  /// scalars, a key is no variable name, or a key repeats. Keys are named "<field>.<key>" in fail().
+  [[nodiscard]] virtual std::vector<std::pair<std::string, std::string>> env_map(std::string_view name) const = 0;
+  /// The directory relative paths of this scenario are taken from (the scenario file's own,
+  /// absolute; the working directory for text that came from no file), as for workers' commands.
+  [[nodiscard]] virtual std::filesystem::path base_dir() const = 0;
   /// The field as one of `names` (its index); throws "unknown <what> ...; expected one of: ...".
   [[nodiscard]] virtual std::size_t choice(std::string_view name, const std::vector<std::string_view>& names,
                                            std::string_view what) const = 0;
@@ -99,6 +108,13 @@ struct ResourceRunContext {
   /// store passes it as fencecheck-store --effect-mode (no request can change it); kinds without
   /// side effects ignore it.
   EffectMode effect_mode = EffectMode::kFenced;
+  /// Holds a process group the kind started itself (kind http's `start`: the user's service) in
+  /// the run's fault ledger while it runs, so that `fencecheck cleanup` ends what is left of it
+  /// after a kill -9 of the harness (faults/worker_group.h). `leader` leads its own group
+  /// (ChildSpec::own_process_group). Returns the release: ends the group's members (SIGKILL) and
+  /// records the heal; call it once the leader was stopped. Empty (tests): nothing is recorded.
+  /// Called by the main thread (child_process.h); the release too.
+  std::function<std::function<void()>(pid_t leader, const std::string& name)> hold_process_group;
 };
 
 /// The environment lacks what the kind needs (a server binary, an endpoint that does not
