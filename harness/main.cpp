@@ -284,6 +284,13 @@ int main(int argc, char** argv) {
   report->add_option("run_dirs", report_dirs, "Run directories (e.g. runs/latest)")->required();
   report->add_option("--junit", report_junit, "Also write the suite's JUnit XML here");
   report->add_flag("--json", report_opts.json, "Print the results as JSON instead of a table");
+  double report_from = -1, report_to = -1;
+  auto* from_opt = report->add_option("--from", report_from,
+                                      "With --to: draw the run's events from this many seconds after its start on a page "
+                                      "of their own (report-FROMs-TOs.html), nothing else rewritten");
+  auto* to_opt = report->add_option("--to", report_to, "With --from: the window's end, seconds after the run's start");
+  from_opt->needs(to_opt);
+  to_opt->needs(from_opt);
 
   ProbeCommandOptions probe_opts;
   std::string probe_file;
@@ -334,6 +341,8 @@ int main(int argc, char** argv) {
   if (*report) {
     for (const auto& d : report_dirs) report_opts.run_dirs.emplace_back(d);
     report_opts.junit = report_junit;
+    if (*from_opt) report_opts.from_s = report_from;
+    if (*to_opt) report_opts.to_s = report_to;
     return report_command(report_opts, std::cout, std::cerr);
   }
 

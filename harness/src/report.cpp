@@ -128,6 +128,7 @@ StoredRun load_run_directory(const fs::path& dir) {
     ReportHistory h = load_report_history(hist);  // every line checked; the first events kept for the page
     run.history = std::move(h.first);
     run.history_events = h.events;
+    run.overview = std::move(h.overview);
   } catch (const HistoryError& e) {
     throw RunFileError(hist, (e.line() ? "line " + std::to_string(e.line()) + ": " : std::string()) + e.message());
   }
@@ -303,7 +304,8 @@ void write_run_reports(const StoredRun& run, const Judgement& j, bool rewrite_ve
   } catch (const std::exception& e) {
     throw RunFileError(run.dir / "junit.xml", e.what());
   }
-  ReportData data{&*run.scenario, run.history, run.readback, j.analysis, j.result, generator, run.history_events, &run.log};
+  ReportData data{&*run.scenario, run.history,      run.readback, j.analysis, j.result, generator, run.history_events,
+                  &run.log,         &run.overview,    std::nullopt, "fencecheck report " + run.dir.string()};
   try {
     write_report_html(run.dir / "report.html", data);
   } catch (const std::exception& e) {
@@ -330,7 +332,9 @@ void ReportObserver::on_finish(const Scenario& scenario, const ScenarioResult& r
     PackedLog log;
     const ReadBack rb = read_readback_file(result.run_dir / "readback.json", log.sink());
     c = junit_case(result, &analysis, run_start_ns(history.first), suite);
-    ReportData data{&scenario, history.first, rb, analysis, result, "fencecheck run", history.events, &log};
+    ReportData data{&scenario, history.first,     rb,           analysis,
+                    result,    "fencecheck run",  history.events, &log,
+                    &history.overview, std::nullopt, "fencecheck report " + result.run_dir.string()};
     write_report_html(result.run_dir / "report.html", data);
   } catch (const std::exception& e) {
     problems_.push_back("report.html for " + result.run_dir.string() + ": " + e.what());
@@ -365,7 +369,8 @@ void ReportObserver::add_result(const Scenario& scenario, const ScenarioResult& 
       if (const auto h = history_file(result.run_dir); fs::exists(h, ec)) history = load_report_history(h);
       const ReadBack rb;
       const Analysis analysis;  // nothing was judged: verdict unknown
-      ReportData data{&scenario, history.first, rb, analysis, result, "fencecheck run", history.events};
+      ReportData data{&scenario, history.first, rb, analysis, result, "fencecheck run", history.events, nullptr,
+                      &history.overview, std::nullopt, ""};
       write_report_html(result.run_dir / "report.html", data);
     } catch (const std::exception& e) {
       problems_.push_back(e.what());
@@ -381,7 +386,57 @@ JUnitSuite ReportObserver::suite() const {
 
 // ---- fencecheck report -------------------------------------------------------------------------
 
+namespace {
+
+/// `fencecheck report RUN_DIR --from S --to S`: the window's page (ReportCommandOptions).
+int report_window(const ReportCommandOptions& o, std::ostream& out, std::ostream& err) {
+  if (o.run_dirs.size() != 1) {
+    err << "fencecheck report: --from and --to draw a window of one run: give one run directory\n";
+    return kExitBadInput;
+  }
+  if (!o.from_s || !o.to_s || *o.from_s < 0 || *o.to_s <= *o.from_s) {
+    err << "fencecheck report: give both --from and --to, seconds since the run's first event, with 0 <= from < to\n";
+    return kExitBadInput;
+  }
+  StoredRun run;
+  ReportWindow window;
+  try {
+    run = load_run_directory(o.run_dirs.front());
+    window = load_report_window(history_file(run.dir), *o.from_s, *o.to_s);
+  } catch (const RunFileError& e) {
+    err << "fencecheck report: " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const HistoryError& e) {
+    err << "fencecheck report: " << history_file(o.run_dirs.front()).string() << ": " << e.message() << "\n";
+    return kExitBadInput;
+  }
+  if (window.events.empty()) {
+    err << "fencecheck report: " << run.dir.string() << ": no event between +" << *o.from_s << " s and +" << *o.to_s
+        << " s (the run lasted " << run.overview.seconds.size() << " s)\n";
+    return kExitBadInput;
+  }
+  const Judgement j = judge_stored_run(run);
+  const Analysis shifted = window_analysis(j.analysis, window.first_index, window.events.size());
+  const std::string name = "report-" + rt::format("%.1f", *o.from_s) + "s-" + rt::format("%.1f", *o.to_s) + "s.html";
+  ReportData data{&*run.scenario, window.events, run.readback,  shifted, j.result, "fencecheck report", run.history_events,
+                  &run.log,         &run.overview, window.first_index, "fencecheck report " + run.dir.string(),
+                  &j.analysis};
+  try {
+    write_report_html(run.dir / name, data);
+  } catch (const std::exception& e) {
+    err << "fencecheck report: " << (run.dir / name).string() << ": " << e.what() << "\n";
+    return kExitBadInput;
+  }
+  out << (run.dir / name).string() << ": events " << window.first_index << " to "
+      << window.first_index + window.events.size() - 1 << " of " << window.file_events
+      << (window.cut ? " (the window holds more: its first ones are drawn)" : "") << "\n";
+  return kExitMet;
+}
+
+}  // namespace
+
 int report_command(const ReportCommandOptions& o, std::ostream& out, std::ostream& err) {
+  if (o.from_s || o.to_s) return report_window(o, out, err);
   std::vector<StoredRun> runs;
   for (const auto& dir : o.run_dirs) {
     try {

@@ -28,7 +28,7 @@ constexpr double kPlotX1 = 1170;  // right edge
 constexpr double kCharWidth = 6.7;  // 11 px DejaVu Sans, average advance (generous)
 constexpr double kRowHeight = 15;
 constexpr int kMaxLabelRows = 10;
-constexpr std::size_t kMaxTableEvents = 5000;
+constexpr std::size_t kMaxTableEvents = 4000;
 
 std::string num(double v) { return rt::format("%.1f", v); }
 
@@ -1216,7 +1216,7 @@ std::string story(const Model& m) {
 
 std::string verdict_class(std::string_view v) { return v == "valid" ? "valid" : v == "invalid" ? "invalid" : "unknown"; }
 
-std::string event_table(const Model& m, std::size_t history_events) {
+std::string event_table(const Model& m, std::size_t history_events, std::size_t first_index = 0) {
   const History& h = m.h;
   std::ostringstream s;
   std::set<std::size_t> keep;  // with a huge history: the cited and drawn events only
@@ -1245,8 +1245,9 @@ std::string event_table(const Model& m, std::size_t history_events) {
     std::replace(cls.begin(), cls.end(), '.', '-');
     if (m.evidence.count(i)) cls += " evidence";
     s << "<tr id=\"ev-" << i << "\" class=\"" << cls << "\"><td>";
-    if (m.drawn.count(i)) s << "<a href=\"#mark-" << i << "\" title=\"show in the timeline\">" << i << "</a>";
-    else s << i;
+    // The number is history.jsonl's (line = number + 1); on a window page the ids are the page's own.
+    if (m.drawn.count(i)) s << "<a href=\"#mark-" << i << "\" title=\"show in the timeline\">" << i + first_index << "</a>";
+    else s << i + first_index;
     s << "</td><td>" << html(m.at(e.t_ns)) << "</td><td>" << html(e.source) << "</td><td>" << html(std::string(kind_name(e.kind)))
       << "</td><td>" << (e.token ? std::to_string(*e.token) : "") << "</td><td>" << html(e.key)
       << (e.segment ? " / " + std::to_string(*e.segment) : "") << (e.chunk ? " / " + std::to_string(*e.chunk) : "") << "</td><td>"
@@ -1308,6 +1309,9 @@ svg line.vgrid { stroke: #e4e8ec; stroke-width: 1; } svg line.hgrid { stroke: #e
 svg text.tick, svg text.axis-title { fill: var(--muted); font-size: 10px; }
 svg line.process { stroke: #8c959f; stroke-width: 1.5; } svg line.waiting { stroke: #8c959f; stroke-width: 2; stroke-dasharray: 4 3; }
 svg rect.holding, svg rect.owner { stroke: rgba(0,0,0,.25); } svg rect.stale { stroke: #c62828; }
+svg rect.ov-fault { fill: rgba(120,120,120,.18); } svg rect.ov-accepted { fill: #59a14f; } svg rect.ov-rejected { fill: #c62828; }
+svg rect.ov-anomaly { fill: #c62828; } svg path.ov-expiry { fill: #e15759; stroke: #7a0e0e; }
+table.windows tr.anomaly td:first-child { color: var(--bad); font-weight: bold; }
 svg text.bar-text { fill: #fff; font-size: 11px; font-weight: bold; pointer-events: none; }
 svg text.stale-text { fill: #7a0e0e; } svg text.waiting-text { fill: var(--muted); font-weight: normal; }
 svg text.fault-text { fill: #4a2a00; } svg text.pause-text { fill: #1f3a52; }
@@ -1375,6 +1379,159 @@ constexpr const char* kScript = R"JS(
 )JS";
 
 }  // namespace
+
+/// "12.5" seconds for a window command (one decimal, never negative).
+std::string window_secs(double s) { return rt::format("%.1f", std::max(0.0, s)); }
+
+/// A time window around something that happened, for the windows list and the overview's marks.
+struct Window {
+  std::string what;   ///< "sigstop w1", "anomaly stale-write-accepted"
+  double from_s = 0;  ///< seconds since the first event
+  double to_s = 0;
+  bool anomaly = false;
+};
+
+/// A window around every fault (from a lease TTL before its inject to two TTLs after its heal)
+/// and every anomaly (its evidence's first and last event, widened by a TTL), in time order.
+std::vector<Window> run_windows(const ReportData& d) {
+  std::vector<Window> out;
+  const Analysis& a = d.run_analysis != nullptr ? *d.run_analysis : d.analysis;
+  if (d.overview == nullptr || d.overview->t0_ns == 0) return out;
+  const std::int64_t t0 = d.overview->t0_ns;
+  const double ttl = d.scenario != nullptr ? static_cast<double>(d.scenario->lease_ttl().count()) / 1e3 : 2.0;
+  const auto rel = [t0](std::int64_t t) { return static_cast<double>(t - t0) / 1e9; };
+  const double end_s = static_cast<double>(d.overview->seconds.size());
+  for (const auto& f : a.figures.faults) {
+    const double heal = f.heal_t_ns ? rel(*f.heal_t_ns) : end_s;
+    out.push_back({f.fault + " " + f.target, rel(f.inject_t_ns) - ttl, heal + 2 * ttl, false});
+  }
+  const auto t_of = [&](std::size_t i) -> std::optional<std::int64_t> {
+    if (auto it = a.evidence_events.find(i); it != a.evidence_events.end()) return it->second.t_ns;
+    if (!d.first_index && i < d.history.size()) return d.history[i].t_ns;
+    return std::nullopt;
+  };
+  for (const auto& c : a.checkers)
+    for (const auto& an : c.anomalies) {
+      std::optional<std::int64_t> lo, hi;
+      for (std::size_t i : an.evidence)
+        if (const auto t = t_of(i); t && *t > 0) {
+          lo = lo ? std::min(*lo, *t) : *t;
+          hi = hi ? std::max(*hi, *t) : *t;
+        }
+      if (lo) out.push_back({"anomaly " + an.name, rel(*lo) - ttl, rel(*hi) + ttl, true});
+    }
+  std::stable_sort(out.begin(), out.end(), [](const Window& a, const Window& b) { return a.from_s < b.from_s; });
+  return out;
+}
+
+/// The whole run at a glance (RunOverview), drawn whatever its length in a fixed number of
+/// buckets: accepted and rejected writes per bucket as bars, every fault's window as a band, every
+/// lease expiry during work and every anomaly as a mark whose tooltip gives the command that
+/// renders its window.
+std::string overview_svg(const ReportData& d, const std::vector<Window>& windows) {
+  const RunOverview& ov = *d.overview;
+  const Analysis& a = d.run_analysis != nullptr ? *d.run_analysis : d.analysis;
+  const std::size_t n = std::max<std::size_t>(ov.seconds.size(), 1);
+  constexpr std::size_t kBuckets = 240;
+  const std::size_t per = (n + kBuckets - 1) / kBuckets;  // seconds per bucket
+  const std::size_t buckets = (n + per - 1) / per;
+  std::vector<std::uint64_t> accepted(buckets), rejected(buckets), acquired(buckets);
+  for (std::size_t s = 0; s < ov.seconds.size(); ++s) {
+    accepted[s / per] += ov.seconds[s].accepted;
+    rejected[s / per] += ov.seconds[s].rejected;
+    acquired[s / per] += ov.seconds[s].acquired;
+  }
+  const std::uint64_t peak = std::max<std::uint64_t>(
+      {*std::max_element(accepted.begin(), accepted.end()), *std::max_element(rejected.begin(), rejected.end()), 1});
+  const double span = static_cast<double>(buckets * per);
+  const double x0 = kPlotX0, x1 = kPlotX1;
+  const auto x = [&](double sec) { return x0 + std::clamp(sec / span, 0.0, 1.0) * (x1 - x0); };
+  constexpr double kBars = 70, kTop = 22, kMarks = kTop + kBars + 14;
+  const double height = kMarks + 40;
+  std::ostringstream o;
+  o << "<svg id=\"overview\" class=\"overview\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(x1 + 20)
+    << "\" height=\"" << num(height) << "\"" << data_attr("seconds-per-bucket", static_cast<std::int64_t>(per))
+    << data_attr("buckets", static_cast<std::int64_t>(buckets)) << ">\n";
+  o << "<text class=\"lane-title\" x=\"8\" y=\"" << num(kTop + kBars / 2) << "\">writes</text>"
+    << "<text class=\"lane-subtitle\" x=\"8\" y=\"" << num(kTop + kBars / 2 + 13) << "\">per " << per << " s</text>"
+    << "<text class=\"lane-title\" x=\"8\" y=\"" << num(kMarks + 12) << "\">events</text>\n";
+  for (const auto& f : a.figures.faults) {
+    const double from = static_cast<double>(f.inject_t_ns - ov.t0_ns) / 1e9;
+    const double to = f.heal_t_ns ? static_cast<double>(*f.heal_t_ns - ov.t0_ns) / 1e9 : span;
+    o << "<rect class=\"ov-fault\" x=\"" << num(x(from)) << "\" y=\"" << num(kTop) << "\" width=\""
+      << num(std::max(1.0, x(to) - x(from))) << "\" height=\"" << num(kBars) << "\"" << data_attr("fault", f.fault)
+      << data_attr("target", f.target) << "><title>" << html(f.fault + " " + f.target) << " at +" << secs(from)
+      << " s</title></rect>\n";
+  }
+  const double bw = (x1 - x0) / static_cast<double>(buckets);
+  for (std::size_t b = 0; b < buckets; ++b) {
+    const double bx = x0 + bw * static_cast<double>(b);
+    const double ha = kBars * static_cast<double>(accepted[b]) / static_cast<double>(peak);
+    const double hr = kBars * static_cast<double>(rejected[b]) / static_cast<double>(peak);
+    if (accepted[b] > 0)
+      o << "<rect class=\"ov-accepted\" x=\"" << num(bx) << "\" y=\"" << num(kTop + kBars - ha) << "\" width=\""
+        << num(std::max(0.6, bw * 0.6)) << "\" height=\"" << num(ha) << "\"><title>+" << b * per << " s: " << accepted[b]
+        << " accepted, " << rejected[b] << " rejected, " << acquired[b] << " acquisitions</title></rect>";
+    if (rejected[b] > 0)
+      o << "<rect class=\"ov-rejected\" x=\"" << num(bx + bw * 0.6) << "\" y=\"" << num(kTop + kBars - std::max(2.0, hr))
+        << "\" width=\"" << num(std::max(0.6, bw * 0.4)) << "\" height=\"" << num(std::max(2.0, hr)) << "\"><title>+" << b * per
+        << " s: " << rejected[b] << " rejected by the fence</title></rect>";
+  }
+  o << "\n";
+  for (const auto& x_ : a.figures.expiries_during_work) {
+    const double t = static_cast<double>(x_.t_ns - ov.t0_ns) / 1e9;
+    o << "<path class=\"ov-expiry\" d=\"M" << num(x(t)) << "," << num(kMarks) << " l-5,10 h10 z\"><title>lease expiry during work ("
+      << html(x_.worker.empty() ? std::string("a black box") : x_.worker) << ", token " << x_.token << ") at +" << secs(t)
+      << " s</title></path>";
+  }
+  for (const auto& w : windows) {
+    if (!w.anomaly) continue;
+    const double t = w.from_s;
+    o << "<rect class=\"ov-anomaly\" x=\"" << num(x(t)) << "\" y=\"" << num(kMarks + 14) << "\" width=\""
+      << num(std::max(3.0, x(w.to_s) - x(t))) << "\" height=\"8\"" << data_attr("anomaly", w.what.substr(8)) << "><title>"
+      << html(w.what) << ": " << html(d.window_command) << " --from " << window_secs(w.from_s) << " --to "
+      << window_secs(w.to_s) << "</title></rect>";
+  }
+  // The axis: 1, 2 or 5 x 10^k seconds.
+  const double step = tick_step(span);
+  for (double t = 0; t <= span + 1e-9; t += step)
+    o << "<text class=\"tick\" x=\"" << num(x(t)) << "\" y=\"" << num(height - 4) << "\" text-anchor=\"middle\">"
+      << (step >= 1 ? std::to_string(static_cast<long long>(t)) : secs(t)) << "</text>";
+  o << "\n</svg>\n";
+  return o.str();
+}
+
+/// "The whole run": the overview and the windows around every fault and anomaly, each with the
+/// command that renders it as a page of its own (at most kListedWindows listed; then how many more).
+std::string whole_run_section(const ReportData& d) {
+  constexpr std::size_t kListedWindows = 200;
+  const std::vector<Window> windows = run_windows(d);
+  std::ostringstream o;
+  o << "<section id=\"whole-run\"><h2>The whole run</h2>\n<p class=\"note\">Every event of the run, counted per "
+       "time bucket (history.jsonl has "
+    << std::max(d.history_events, d.history.size())
+    << " events): accepted writes (green) and rejections by the fence (red), fault windows (shaded), lease expiries "
+       "during work (triangles) and anomalies (red bars). Hover for the counts.</p>\n<div class=\"figure-wrap\">\n"
+    << overview_svg(d, windows) << "</div>\n";
+  if (!windows.empty() && !d.window_command.empty()) {
+    o << "<p class=\"note\">A page of its own for any window of the run, every event drawn: <code>"
+      << html(d.window_command) << " --from SECONDS --to SECONDS</code>. Around each fault and anomaly:</p>\n"
+      << "<table class=\"windows\" id=\"windows\"><thead><tr><th>around</th><th>from</th><th>to</th><th>command</th></tr>"
+         "</thead><tbody>\n";
+    std::size_t listed = 0;
+    for (const auto& w : windows) {
+      if (++listed > kListedWindows) break;
+      const std::string cmd = d.window_command + " --from " + window_secs(w.from_s) + " --to " + window_secs(w.to_s);
+      o << "<tr" << (w.anomaly ? " class=\"anomaly\"" : "") << "><td>" << html(w.what) << "</td><td>+" << window_secs(w.from_s)
+        << " s</td><td>+" << window_secs(w.to_s) << " s</td><td><code>" << html(cmd) << "</code></td></tr>\n";
+    }
+    o << "</tbody></table>\n";
+    if (windows.size() > kListedWindows)
+      o << "<p class=\"note\">and " << windows.size() - kListedWindows << " more (verdict.json lists every fault and anomaly).</p>\n";
+  }
+  o << "</section>\n";
+  return o.str();
+}
 
 std::string render_report_html(const ReportData& d) {
   Model m = build_model(d);
@@ -1450,18 +1607,35 @@ std::string render_report_html(const ReportData& d) {
         << "</td></tr>\n";
     o << "</tbody></table>\n</section>\n";
   }
-  if (d.history_events > d.history.size())
+  if (d.first_index) {
+    // A window page: the window's events only; the verdict and the figures are the run's page's.
+    o << "<p class=\"note window-page\" id=\"window-page\">A window of the run: history events " << *d.first_index << " to "
+      << *d.first_index + (d.history.empty() ? 0 : d.history.size() - 1) << " of " << d.history_events
+      << " (times below are seconds since the window's first event). The verdict, the anomalies and the figures are "
+         "the whole run's: <a href=\"report.html\">report.html</a>.</p>\n";
+  } else if (d.history_events > d.history.size()) {
     // A long run: the story, timeline and events are drawn from its first events only; the verdict,
     // anomalies and figures below are the whole run's (judged from history.jsonl as a stream).
     o << "<p class=\"note partial-history\" id=\"partial-history\">A long run: the history has " << d.history_events
       << " events, and this page draws its first " << d.history.size()
       << " (what happened, timeline, events). The verdict, the anomalies and the figures are the whole run's; "
-         "history.jsonl has every event (line = index + 1).</p>\n";
+         "history.jsonl has every event (line = index + 1), and \"The whole run\" below draws all of it, with a "
+         "command for a page of any window.</p>\n";
+  }
+  if (d.overview != nullptr && (d.first_index || d.history_events > d.history.size())) o << whole_run_section(d);
   o << "<section id=\"story\"><h2>What happened</h2>\n" << story(m) << "</section>\n";
   o << "<section id=\"timeline-section\"><h2>Timeline</h2>\n<p class=\"note\">Hover a mark for its details; click it for its "
        "event. A worker's bar is the lock held with its fencing token; hatched red: the lock service had already deleted its "
        "key while it still believed it held the lock.</p>\n<div class=\"figure-wrap\">\n"
     << svg << "</div>\n</section>\n";
+
+  if (d.first_index) {
+    o << "<section id=\"events\"><h2>Events</h2>\n<p class=\"note\">The window's events (# = history.jsonl's index, "
+         "line = # + 1), in the order the orchestrator received them.</p>\n"
+      << event_table(m, d.history.size(), *d.first_index) << "</section>\n";
+    o << "<script>" << kScript << "</script>\n</body>\n</html>\n";
+    return o.str();
+  }
 
   // Verdict and anomalies.
   o << "<section id=\"verdict\"><h2>Verdict: <span class=\"" << verdict_class(r.verdict) << "\">" << html(r.verdict) << "</span></h2>\n";
@@ -1581,13 +1755,93 @@ std::string render_report_html(const ReportData& d) {
   return o.str();
 }
 
+void RunOverview::observe(const Event& e) {
+  if (e.t_ns <= 0) return;
+  if (t0_ns == 0) t0_ns = e.t_ns;
+  if (e.t_ns < t0_ns) return;  // receive times only grow; a stray one is not placed
+  const auto s = static_cast<std::size_t>((e.t_ns - t0_ns) / 1'000'000'000);
+  if (s >= seconds.size()) seconds.resize(s + 1);
+  Second& at = seconds[s];
+  ++at.events;
+  switch (e.kind) {
+    case EventKind::kWriteOk: ++at.accepted; break;
+    case EventKind::kWriteFail:
+      if (e.high_water) ++at.rejected;
+      break;
+    case EventKind::kAcquireOk: ++at.acquired; break;
+    case EventKind::kLockDelete: ++at.deletes; break;
+    case EventKind::kFaultInject: ++at.faults; break;
+    default: break;
+  }
+}
+
 ReportHistory load_report_history(const fs::path& path, std::size_t limit) {
   ReportHistory out;
   for_each_history_event(path, [&](std::size_t index, Event&& e) {
+    out.overview.observe(e);
     if (index < limit) out.first.push_back(std::move(e));
     out.events = index + 1;
   });
   return out;
+}
+
+ReportWindow load_report_window(const fs::path& path, double from_s, double to_s, std::size_t limit) {
+  ReportWindow out;
+  std::int64_t t0 = 0;
+  bool started = false;
+  for_each_history_event(path, [&](std::size_t index, Event&& e) {
+    out.file_events = index + 1;
+    if (t0 == 0 && e.t_ns > 0) t0 = e.t_ns;
+    const double rel = e.t_ns > 0 ? static_cast<double>(e.t_ns - t0) / 1e9 : (started ? from_s : -1.0);
+    if (rel < from_s || rel > to_s) return;
+    if (!started) {
+      started = true;
+      out.first_index = index;
+    }
+    if (out.events.size() >= limit) {
+      out.cut = true;
+      return;
+    }
+    out.events.push_back(std::move(e));
+  });
+  return out;
+}
+
+Analysis window_analysis(const Analysis& a, std::size_t first, std::size_t count) {
+  const auto in = [&](std::size_t i) { return i >= first && i < first + count; };
+  const auto shift = [&](std::vector<std::size_t>& v) {
+    std::vector<std::size_t> kept;
+    for (std::size_t i : v)
+      if (in(i)) kept.push_back(i - first);
+    v = std::move(kept);
+  };
+  Analysis w = a;
+  for (auto& c : w.checkers)
+    for (auto& an : c.anomalies) shift(an.evidence);
+  auto& f = w.figures;
+  for (auto& x : f.expiries_during_work) shift(x.evidence);
+  std::erase_if(f.expiries_during_work, [](const LeaseExpiry& x) { return x.evidence.empty(); });
+  std::erase_if(f.pauses, [&](const PauseObservation& p) { return !in(p.index); });
+  for (auto& p : f.pauses) p.index -= first;
+  std::erase_if(f.faults, [&](const FaultWindow& x) { return !in(x.inject_index); });
+  for (auto& x : f.faults) {
+    x.inject_index -= first;
+    if (x.heal_index) x.heal_index = in(*x.heal_index) ? std::optional<std::size_t>(*x.heal_index - first) : std::nullopt;
+  }
+  std::erase_if(f.unknown_outcomes, [&](const UnknownOutcome& u) { return !in(u.index); });
+  for (auto& u : f.unknown_outcomes) u.index -= first;
+  f.longest_pause.clear();
+  for (const auto& p : f.pauses)
+    if (auto it = f.longest_pause.find(p.worker); it == f.longest_pause.end() || it->second.duration < p.duration)
+      f.longest_pause[p.worker] = p;
+  f.progress_after_heal.reset();
+  std::erase_if(w.protocol_errors, [&](const ProtocolError& p) { return !in(p.index); });
+  for (auto& p : w.protocol_errors) p.index -= first;
+  std::map<std::size_t, Event> events;
+  for (auto& [i, e] : w.evidence_events)
+    if (in(i)) events.emplace(i - first, std::move(e));
+  w.evidence_events = std::move(events);
+  return w;
 }
 
 void write_report_html(const fs::path& path, const ReportData& data) {

@@ -775,6 +775,154 @@ TEST_F(ReportHtml, ALongRunsPageDrawsItsFirstEventsAndListsTheCitedOnesBeyond) {
   EXPECT_THAT(page(with, false), Not(HasSubstr("partial-history")));
 }
 
+// ---- a long run: bounded page, the whole run at a glance, windows -----------------------------
+
+TEST(RunOverview, CountsEachSecondOfTheRunByKind) {
+  RunOverview ov;
+  const auto at = [&](std::int64_t ms, EventKind kind, std::optional<std::int64_t> hw = std::nullopt) {
+    Event e;
+    e.t_ns = kT0 + ms * kMs;
+    e.kind = kind;
+    e.high_water = hw;
+    ov.observe(e);
+  };
+  at(0, EventKind::kRunStart);
+  at(100, EventKind::kWriteOk, 2);
+  at(999, EventKind::kWriteOk, 2);
+  at(1000, EventKind::kWriteFail, 3);      // rejected by the fence
+  at(1500, EventKind::kWriteFail);         // an invalid request: no mark, no rejection
+  at(4200, EventKind::kAcquireOk);
+  at(4300, EventKind::kFaultInject);
+  at(4400, EventKind::kLockDelete);
+  Event unstamped;
+  unstamped.kind = EventKind::kWriteOk;  // no receive time: not placed
+  ov.observe(unstamped);
+  EXPECT_EQ(ov.t0_ns, kT0);
+  ASSERT_EQ(ov.seconds.size(), 5u);
+  EXPECT_EQ(ov.seconds[0].accepted, 2u);
+  EXPECT_EQ(ov.seconds[0].events, 3u);
+  EXPECT_EQ(ov.seconds[1].rejected, 1u);
+  EXPECT_EQ(ov.seconds[1].events, 2u);
+  EXPECT_EQ(ov.seconds[2].events, 0u);
+  EXPECT_EQ(ov.seconds[4].acquired, 1u);
+  EXPECT_EQ(ov.seconds[4].faults, 1u);
+  EXPECT_EQ(ov.seconds[4].deletes, 1u);
+}
+
+TEST(WindowAnalysis, KeepsWhatLiesInsideTheWindowRenumberedAndDropsTheRest) {
+  Analysis a;
+  CheckerResult c;
+  c.name = "interleaved-segment";
+  Anomaly an;
+  an.name = "interleaved-segment";
+  an.evidence = {5, 12, 30};
+  c.anomalies.push_back(an);
+  a.checkers.push_back(c);
+  PauseObservation inside, outside;
+  inside.worker = "w1", inside.index = 14, inside.duration = std::chrono::seconds(2);
+  outside.worker = "w2", outside.index = 8, outside.duration = std::chrono::seconds(9);
+  a.figures.pauses = {outside, inside};
+  a.figures.longest_pause = {{"w1", inside}, {"w2", outside}};
+  FaultWindow before, within;
+  before.inject_index = 3, before.heal_index = 15;
+  within.inject_index = 11, within.heal_index = 40;
+  a.figures.faults = {before, within};
+  LeaseExpiry x;
+  x.evidence = {2, 4};  // all before the window
+  a.figures.expiries_during_work = {x};
+  a.evidence_events.emplace(12, Event{});
+  a.evidence_events.emplace(30, Event{});
+  const Analysis w = window_analysis(a, 10, 10);  // events 10..19
+  EXPECT_THAT(w.checkers[0].anomalies[0].evidence, ElementsAre(2u));
+  ASSERT_EQ(w.figures.pauses.size(), 1u);
+  EXPECT_EQ(w.figures.pauses[0].index, 4u);
+  EXPECT_EQ(w.figures.longest_pause.count("w2"), 0u);  // its pause lies outside: not this window's
+  ASSERT_EQ(w.figures.faults.size(), 1u);
+  EXPECT_EQ(w.figures.faults[0].inject_index, 1u);
+  EXPECT_FALSE(w.figures.faults[0].heal_index.has_value());  // healed after the window
+  EXPECT_TRUE(w.figures.expiries_during_work.empty());
+  ASSERT_EQ(w.evidence_events.size(), 1u);
+  EXPECT_EQ(w.evidence_events.begin()->first, 2u);
+}
+
+/// A long soak's history in a file: `n` writes by w1 (ten a second), a sigstop of w1 at +100 s,
+/// and the anomaly's evidence at +150 s. Returns its path.
+fs::path long_history(const fs::path& dir, std::size_t n) {
+  const fs::path file = dir / "history.jsonl";
+  std::ofstream out(file);
+  Event start;
+  start.source = "harness", start.kind = EventKind::kRunStart, start.t_ns = kT0;
+  out << to_json_line(start) << "\n";
+  for (std::size_t i = 0; i < n; ++i) {
+    Event e = Story::write(2, static_cast<std::int64_t>(i / 4), static_cast<std::int64_t>(i % 4), 2);
+    e.source = "w1";
+    e.kind = i % 2 == 0 ? EventKind::kWriteInvoke : EventKind::kWriteOk;
+    e.t_ns = kT0 + static_cast<std::int64_t>(i) * 100 * kMs;
+    out << to_json_line(e) << "\n";
+  }
+  return file;
+}
+
+TEST(LongRunReport, ThePageStaysUnderFiveMegabytesAndDrawsTheWholeRunAndItsWindows) {
+  const fs::path d = fresh_dir("report-long");
+  const std::size_t n = 40'000;  // 4,000 s of writes: ten times what a page draws
+  const fs::path file = long_history(d, n);
+  const ReportHistory h = load_report_history(file);
+  ASSERT_EQ(h.first.size(), kReportHistoryEvents);
+  ASSERT_EQ(h.events, n + 1);
+  EXPECT_EQ(h.overview.seconds.size(), 4000u);
+  Scenario sc = smoke_scenario();
+  Analysis a;
+  CheckerResult c;
+  c.name = "stale-write-accepted";
+  Anomaly an;
+  an.name = "stale-write-accepted";
+  an.description = "w1's write with token 2 was accepted below high-water 3";
+  an.evidence = {1500, 1502};  // +149.9 s and +150.1 s
+  for (std::size_t i : an.evidence) a.evidence_events.emplace(i, Event{});
+  a.evidence_events[1500].t_ns = kT0 + 1499 * 100 * kMs;
+  a.evidence_events[1502].t_ns = kT0 + 1501 * 100 * kMs;
+  c.anomalies.push_back(an);
+  a.checkers.push_back(c);
+  FaultWindow f;
+  f.fault = "sigstop", f.target = "w1", f.inject_index = 1000, f.heal_index = 1060;
+  f.inject_t_ns = kT0 + 100'000 * kMs, f.heal_t_ns = kT0 + 106'000 * kMs;
+  a.figures.faults = {f};
+  ScenarioResult r;
+  r.scenario = "soak";
+  r.verdict = "invalid";
+  ReadBack rb;
+  ReportData data{&sc, h.first, rb, a, r, "unit test", h.events, nullptr, &h.overview, std::nullopt,
+                  "fencecheck report runs/soak"};
+  const std::string html = render_report_html(data);
+  EXPECT_LT(html.size(), 5'000'000u);
+  EXPECT_THAT(html, HasSubstr("<section id=\"whole-run\">"));
+  EXPECT_THAT(html, HasSubstr("data-seconds-per-bucket=\"17\""));  // 4,000 s in at most 240 buckets
+  EXPECT_THAT(html, HasSubstr("class=\"ov-fault\""));
+  EXPECT_THAT(html, HasSubstr("data-anomaly=\"stale-write-accepted\""));
+  // The windows: the fault's from a lease TTL (2 s) before its inject to two after its heal, the
+  // anomaly's from a TTL before its first evidence to a TTL after its last.
+  EXPECT_THAT(html, HasSubstr("<code>fencecheck report runs/soak --from 98.0 --to 110.0</code>"));
+  EXPECT_THAT(html, HasSubstr("<code>fencecheck report runs/soak --from 147.9 --to 152.1</code>"));
+
+  // The anomaly's window as a page of its own: every event of it, numbered as in history.jsonl.
+  const ReportWindow w = load_report_window(file, 147.9, 152.1);
+  EXPECT_EQ(w.first_index, 1480u);  // event k (k >= 1) is received at (k - 1) x 100 ms
+  EXPECT_EQ(w.events.size(), 43u);
+  EXPECT_FALSE(w.cut);
+  const Analysis wa = window_analysis(a, w.first_index, w.events.size());
+  ReportData wd{&sc, w.events, rb, wa, r, "unit test", h.events, nullptr, &h.overview, w.first_index,
+                "fencecheck report runs/soak", &a};
+  const std::string page = render_report_html(wd);
+  EXPECT_THAT(page, HasSubstr("A window of the run: history events 1480 to 1522 of 40001"));
+  EXPECT_THAT(page, HasSubstr("<tr id=\"ev-20\" class=\"k-write-ok evidence\"><td>"));  // 1500, cited
+  EXPECT_THAT(page, HasSubstr(">1500</"));
+  EXPECT_THAT(page, Not(HasSubstr("<section id=\"figures\">")));  // the run's page has them
+  EXPECT_THAT(page, HasSubstr("class=\"ov-fault\""));            // the whole run's overview, from the run's analysis
+  // A window that is cut says so.
+  EXPECT_TRUE(load_report_window(file, 0, 4000, 100).cut);
+}
+
 // load_report_history: the first `limit` events and the count of all, every line parsed.
 TEST(ReportHistory, KeepsTheFirstEventsCountsAllAndFindsABadLineBeyondThem) {
   Story st;

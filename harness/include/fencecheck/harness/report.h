@@ -30,6 +30,7 @@
 #include "fencecheck/harness/history.h"
 #include "fencecheck/harness/junit.h"
 #include "fencecheck/harness/orchestrator.h"
+#include "fencecheck/harness/report_html.h"
 #include "fencecheck/harness/scenario.h"
 #include "fencecheck/proto/readback.h"
 
@@ -57,6 +58,7 @@ struct StoredRun {
   /// stream, so a long run is never held whole.
   History history;
   std::size_t history_events = 0;  ///< every event of history.jsonl (history.size() unless a long run)
+  RunOverview overview;            ///< the whole history at a glance (report_html.h)
   /// readback.json without its accept log, which is in `log`: read straight into a PackedLog
   /// (packed_log.h), never held as AcceptedWrites (112 bytes each; a long run has tens of millions).
   ReadBack readback;
@@ -141,6 +143,10 @@ struct ReportCommandOptions {
   std::vector<std::filesystem::path> run_dirs;
   std::filesystem::path junit;  ///< also write the suite's JUnit file here (empty: no)
   bool json = false;            ///< print JSON instead of the table
+  /// A window page instead (`--from S --to S`, seconds since the run's first event): one run
+  /// directory; its events in [from, to] drawn in full on report-<from>s-<to>s.html in the run
+  /// directory, nothing else rewritten. Both or neither; from < to.
+  std::optional<double> from_s, to_s;
 };
 
 /// `fencecheck report RUN_DIR...`: loads every directory first (a missing or bad file: the error
