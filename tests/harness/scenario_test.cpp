@@ -2125,6 +2125,33 @@ TEST(ScenarioCommand, CheckWorkerCommandsNamesTheWorkerThePathAndWhy) {
   EXPECT_EQ(error("no-such-program-fc").rfind(at + "no-such-program-fc is not on PATH", 0), 0u) << error("no-such-program-fc");
 }
 
+TEST(ScenarioCommand, CheckWorkerCommandsFindsAnHttpServicesStartProgramBeforeAnythingStarts) {
+  const fs::path dir = test_dir() / "startcheck";
+  fs::create_directories(dir);
+  write_file(dir / "svc.sh", "#!/bin/sh\nexit 0\n");
+  fs::permissions(dir / "svc.sh", fs::perms::owner_all);
+  auto error = [&](const std::string& resource) -> std::string {
+    try {
+      check_worker_commands(load_scenario(write_file(dir / "s.yaml", "name: t\nlease_ttl: 2s\nresource:\n  kind: http\n" +
+                                                                         resource + "job: {key: k}\nworkers: [{id: w1}]\n"
+                                                                                    "expect: {outcome: safe}\n")));
+      return "";
+    } catch (const ScenarioError& e) {
+      EXPECT_EQ(e.line(), 5);
+      return e.message();
+    }
+  };
+  EXPECT_EQ(error("  start: [./svc.sh, --port, \"{port}\"]\n"), "");
+  EXPECT_EQ(error("  start: [\"{bin_dir}/fencecheck-store\"]\n"), "");  // only the run knows {bin_dir}
+  EXPECT_EQ(error("  start: [./gone.sh]\n"),
+            "resource.start: the http service's program ./gone.sh (relative to " + fs::absolute(dir).lexically_normal().string() +
+                ") does not exist or is not executable");
+  EXPECT_EQ(error("  start: [no-such-service-fc]\n"), "resource.start: the http service's program no-such-service-fc is not on PATH");
+  EXPECT_EQ(error("  start: [./svc.sh]\n  start_cwd: nowhere\n"),
+            "resource.start: the http service's working directory " +
+                (fs::absolute(dir) / "nowhere").lexically_normal().string() + " is not a directory");
+}
+
 TEST(ScenarioLockName, UsedExactlyUnlessRunSuffixAsksForTheRunId) {
   const std::string base = "name: t\nlease_ttl: 2s\nresource: {kind: store}\njob: {key: k}\nworkers: [{id: w1}]\n"
                            "expect: {outcome: safe}\n";

@@ -1901,6 +1901,23 @@ void check_worker_commands(const Scenario& scenario) {
     else why = "is not executable (chmod +x, or run it through its interpreter: command: [/usr/bin/python3, " + program + "])";
     throw ScenarioError(scenario.source(), line, col, at + "worker " + w.id + "'s program " + shown.string() + " " + why);
   }
+  // kind http's start: the service's program, found as the run will (harness::find_program).
+  const ResourceSpec& r = scenario.resource();
+  if (r.kind != "http" || !r.config.contains("start") || !r.config["start"].is_array() || r.config["start"].empty()) return;
+  const std::string program = r.config["start"][0].get<std::string>();
+  if (program.find('{') != std::string::npos) return;
+  const fs::path cwd = r.config.value("start_cwd", std::string("."));
+  const auto where = r.positions.count("start") ? r.positions.at("start") : std::pair<int, int>{0, 0};
+  std::error_code ec;
+  if (!fs::is_directory(cwd, ec))
+    throw ScenarioError(scenario.source(), where.first, where.second,
+                        "resource.start: the http service's working directory " + cwd.string() + " is not a directory");
+  if (!find_program(program, cwd))
+    throw ScenarioError(scenario.source(), where.first, where.second,
+                        "resource.start: the http service's program " + program +
+                            (program.find('/') == std::string::npos ? " is not on PATH"
+                                                                     : " (relative to " + cwd.string() +
+                                                                           ") does not exist or is not executable"));
 }
 
 Scenario with_lock_service_kind(const Scenario& s, std::string_view kind) {

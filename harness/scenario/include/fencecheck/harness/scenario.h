@@ -530,7 +530,9 @@ class Scenario {
 /// relative to the worker's cwd; it must exist, be a regular file and be executable by this
 /// process, and cwd must be a directory. Throws ScenarioError at the worker's `command:` naming the
 /// worker and the path (exit 2 before anything starts). Reads the filesystem; not part of loading,
-/// so that a stored run's scenario.json re-reads after its program is gone.
+/// so that a stored run's scenario.json re-reads after its program is gone. Likewise kind http's
+/// `start` program and `start_cwd` (docs/resource-http.md), at `resource.start`, unless the
+/// program's path holds a placeholder ({bin_dir}...), which only the run resolves.
 void check_worker_commands(const Scenario& scenario);
 /// The absolute path check_worker_commands() finds for a command worker's argv[0]; nullopt when
 /// there is none (not found, not executable).
