@@ -285,6 +285,7 @@ std::string log_tail(const std::filesystem::path& log) {
   std::size_t at = text.size();
   for (int lines = 0; lines < 10 && at != std::string::npos && at > 0; ++lines) at = text.rfind('\n', at - 1);
   if (at != std::string::npos && at < text.size()) text = text.substr(at + 1);
+  std::replace(text.begin(), text.end(), '\n', '|');  // one line: the results table's reasons are lines
   return text;
 }
 
@@ -314,7 +315,12 @@ class Instance final : public ResourceInstance {
       return rb;
     }
     ReadBackResult r = fetch_readback(c_.contract, *c_.read_back);
-    if (r.problem != ReadBackResult::Problem::kNone) throw std::runtime_error(r.message);
+    if (r.problem != ReadBackResult::Problem::kNone) {
+      // A service the kind started that died during the run: say so, with its exit and stderr.
+      if (std::string died = exit_diagnosis(); !died.empty())
+        throw std::runtime_error(r.message + "; the http service that resource.start ran is gone: " + died);
+      throw std::runtime_error(r.message);
+    }
     return std::move(r.readback);
   }
 
@@ -323,21 +329,30 @@ class Instance final : public ResourceInstance {
     if (started_) started_->stop();
   }
 
+  /// Why the started service is not running ("<program> exited with code 3; its stderr ends:
+  /// ..."), or "" while it runs (or when the kind started none).
+  std::string exit_diagnosis(const std::string& when = "") {
+    if (!started_ || started_->running()) return "";
+    const auto code = started_->exit_code();
+    std::string why = started_->program() + " exited" + (code ? " with code " + std::to_string(*code) : "") + when;
+    if (std::string tail = log_tail(started_->stderr_log()); !tail.empty()) why += "; its stderr ends: " + tail;
+    return why + " (" + started_->stderr_log().string() + ")";
+  }
+
   /// Waits until the started service answers (health_problem() empty), it exits, or `timeout`
-  /// passes; "" when it answers, else why not.
+  /// passes; "" when it answers, else why not. Throws ResourceConfigError at `health` when the
+  /// service answers the health path with 404 or 405: the path is wrong, waiting will not help.
   std::string wait_until_answers(std::chrono::milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     std::string last;
     while (true) {
-      last = health_problem();
+      int status = 0;
+      last = health_problem(&status);
       if (last.empty()) return "";
-      if (!started_->running()) {
-        const auto code = started_->exit_code();
-        std::string why = started_->program() + " exited" + (code ? " with code " + std::to_string(*code) : "") +
-                          " before it answered";
-        if (std::string tail = log_tail(started_->stderr_log()); !tail.empty()) why += "; its stderr ends: " + tail;
-        return why + " (" + started_->stderr_log().string() + ")";
-      }
+      if (status == 404 || status == 405)
+        throw ResourceConfigError("health", last + ": the service has no such path; set health to its health path, "
+                                                   "or none (a TCP connect is then the check)");
+      if (std::string died = exit_diagnosis(" before it answered"); !died.empty()) return died;
       if (std::chrono::steady_clock::now() >= deadline)
         return started_->program() + " did not answer within " + std::to_string(timeout.count()) + " ms: " + last +
                " (its output: " + started_->stderr_log().string() + ")";
@@ -425,7 +440,32 @@ class Kind final : public ResourceKind {
         nlohmann::json env = nlohmann::json::object();
         if (f.has("start_env"))
           for (const auto& [k, v] : f.env_map("start_env")) env[k] = v;
+        for (const auto& [k, v] : env.items())
+          if (v.get<std::string>().find('\0') != std::string::npos)
+            f.fail("start_env", "start_env." + k + ": a value cannot hold a NUL byte");
         out["start_env"] = env;
+        // A placeholder the kind does not know is a typo ({prot}), never passed on as it is.
+        auto unknown_placeholder = [](const std::string& text) -> std::string {
+          for (std::size_t at = text.find('{'); at != std::string::npos; at = text.find('{', at + 1)) {
+            const std::size_t end = text.find('}', at);
+            if (end == std::string::npos) break;
+            const std::string name = text.substr(at, end - at + 1);
+            const bool word = end > at + 1 && std::all_of(text.begin() + static_cast<std::ptrdiff_t>(at) + 1,
+                                                          text.begin() + static_cast<std::ptrdiff_t>(end),
+                                                          [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+            if (word && name != "{host}" && name != "{port}" && name != "{run_dir}" && name != "{bin_dir}") return name;
+          }
+          return "";
+        };
+        const std::string known = "; expected {host}, {port}, {run_dir} or {bin_dir}";
+        for (std::size_t i = 0; i < argv.size(); ++i)
+          if (std::string p = unknown_placeholder(argv[i]); !p.empty())
+            f.fail("start[" + std::to_string(i) + "]", "unknown placeholder " + p + known);
+        for (const auto& [k, v] : env.items())
+          if (std::string p = unknown_placeholder(v.get<std::string>()); !p.empty())
+            f.fail("start_env", "start_env." + k + ": unknown placeholder " + p + known);
+        if (f.has("url"))
+          if (std::string p = unknown_placeholder(f.string("url")); !p.empty()) f.fail("url", "unknown placeholder " + p + known);
         auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(kDefaultStartTimeout);
         if (f.has("start_timeout")) {
           timeout = f.duration("start_timeout");
@@ -576,8 +616,9 @@ class Kind final : public ResourceKind {
     const auto program = harness::find_program(argv.front(), cwd);
     if (!program)
       throw ResourceConfigError("start", "the http service's program " + argv.front() +
-                                             (argv.front().find('/') == std::string::npos
-                                                  ? " is not on PATH"
+                                             (argv.front().find('/') == std::string::npos ? " is not on PATH"
+                                              : argv.front().front() == '/'
+                                                  ? " does not exist or is not executable"
                                                   : " (relative to " + cwd.string() + ") does not exist or is not executable"));
     harness::ChildSpec spec;
     spec.name = "http service";
@@ -600,9 +641,16 @@ class Kind final : public ResourceKind {
     }
     auto instance = std::make_unique<Instance>(config_of(resolved), std::move(service));
     const std::chrono::milliseconds timeout{std::stoll(config.at("start_timeout").get<std::string>())};
-    if (std::string why = instance->wait_until_answers(timeout); !why.empty()) {
+    std::string why;
+    try {
+      why = instance->wait_until_answers(timeout);
+    } catch (...) {
       instance->stop();
-      throw ResourceUnavailable("the http service resource.start runs did not come up: " + why);
+      throw;
+    }
+    if (!why.empty()) {
+      instance->stop();
+      throw ResourceUnavailable("the http service that resource.start runs did not come up: " + why);
     }
     return instance;
   }

@@ -95,6 +95,16 @@ TEST(HttpKind, StartsFieldsAreRefusedWhereTheyMeanNothing) {
   says(FakeFields{{"start", json::array({"svc"})}, {"start_timeout", "0s"}}, "start_timeout",
        "expected a positive whole number of milliseconds");
   says(FakeFields{{"start", json::array({"svc"})}, {"url", "https://{host}:{port}"}}, "url", "uses https");
+  // A placeholder the kind does not know is a typo, never passed on as written.
+  says(FakeFields{{"start", json::array({"svc", "--port", "{prot}"})}}, "start[2]",
+       "unknown placeholder {prot}; expected {host}, {port}, {run_dir} or {bin_dir}");
+  says(FakeFields{{"start", json::array({"svc"})}, {"start_env", json{{"P", "{nope}"}}}}, "start_env",
+       "start_env.P: unknown placeholder {nope}");
+  says(FakeFields{{"start", json::array({"svc"})}, {"url", "http://{host}:{prt}"}}, "url", "unknown placeholder {prt}");
+  says(FakeFields{{"start", json::array({"svc"})}, {"start_env", json{{"B", std::string("a\0b", 3)}}}}, "start_env",
+       "start_env.B: a value cannot hold a NUL byte");
+  // Braces that are no placeholder (a JSON argument) pass.
+  EXPECT_NO_THROW((void)kind().parse(FakeFields{{"start", json::array({"svc", "{\"a\": 1}"})}}));
 }
 
 TEST(HttpKind, ParseFillsEveryDefaultFromTheStoresContract) {

@@ -7,6 +7,8 @@
 // Synchronisation is on events: each process's first stdout line, the service's "checked" trace
 // line, a barrier between the writers. Every process is stopped by its ChildProcess (SIGTERM,
 // then SIGKILL) and dies with the test program (PR_SET_PDEATHSIG) if the test is killed.
+#include <signal.h>
+
 #include <algorithm>
 #include <barrier>
 #include <chrono>
@@ -137,7 +139,7 @@ TEST(HttpKindStart, AServiceThatExitsBeforeItAnswersIsNamedWithItsStderr) {
     ADD_FAILURE() << "open() returned";
   } catch (const resources::ResourceUnavailable& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("the http service resource.start runs did not come up: /bin/sh exited with code 3 before it "
+    EXPECT_NE(what.find("the http service that resource.start runs did not come up: /bin/sh exited with code 3 before it "
                         "answered; its stderr ends: cannot bind 127.0.0.1:"),
               std::string::npos)
         << what;
@@ -159,6 +161,50 @@ TEST(HttpKindStart, AServiceThatNeverAnswersIsStoppedAfterItsTimeout) {
   ASSERT_EQ(groups.held.size(), 1u);
   EXPECT_FALSE(alive(groups.held[0].first));  // stopped, not left running
   EXPECT_EQ(groups.released, 1);
+}
+
+TEST(HttpKindStart, AWrongHealthPathIsTheScenariosErrorAtHealthAtOnce) {
+  TempDir dir("http-start-health");
+  HeldGroups groups;
+  const json cfg = kind().parse(FakeFields{{"start", json::array({"{bin_dir}/fencecheck-store", "--listen", "{host}:{port}",
+                                                                  "--data-dir", "{run_dir}/service-data"})},
+                                           {"health", "/nothere"},
+                                           {"start_timeout", "60s"}});
+  const auto began = std::chrono::steady_clock::now();
+  try {
+    (void)kind().open(cfg, groups.context(dir.path()));
+    ADD_FAILURE() << "open() returned";
+  } catch (const resources::ResourceConfigError& e) {
+    EXPECT_EQ(e.field(), "health");
+    EXPECT_NE(std::string(e.what()).find("/nothere: HTTP 404"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - began, 30s);  // not the 60 s start_timeout
+  ASSERT_EQ(groups.held.size(), 1u);
+  EXPECT_FALSE(alive(groups.held[0].first));
+  EXPECT_EQ(groups.released, 1);
+}
+
+TEST(HttpKindStart, AServiceThatDiesDuringTheRunIsNamedWhenTheReadBackFails) {
+  TempDir dir("http-start-dies");
+  HeldGroups groups;
+  auto inst = kind().open(started({"{bin_dir}/fencecheck-store", "--listen", "{host}:{port}", "--data-dir",
+                                   "{run_dir}/service-data"}),
+                          groups.context(dir.path()));
+  ASSERT_EQ(groups.held.size(), 1u);
+  ASSERT_EQ(::kill(groups.held[0].first, SIGKILL), 0);
+  // Dead (a zombie until its parent reaps it: not alive) within 10 s.
+  const auto limit = std::chrono::steady_clock::now() + 10s;
+  while (alive(groups.held[0].first) && std::chrono::steady_clock::now() < limit) std::this_thread::sleep_for(10ms);
+  ASSERT_FALSE(alive(groups.held[0].first));
+  try {
+    (void)inst->readback();
+    ADD_FAILURE() << "the read-back of a dead service succeeded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("the http service that resource.start ran is gone: " +
+                                         std::string(FENCECHECK_STORE_BIN) + " exited with code 137"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(HttpKindStart, AProgramThatIsNotThereIsTheScenariosErrorAtStart) {
