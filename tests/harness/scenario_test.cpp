@@ -2147,6 +2147,8 @@ TEST(ScenarioCommand, CheckWorkerCommandsFindsAnHttpServicesStartProgramBeforeAn
             "resource.start: the http service's program ./gone.sh (relative to " + fs::absolute(dir).lexically_normal().string() +
                 ") does not exist or is not executable");
   EXPECT_EQ(error("  start: [no-such-service-fc]\n"), "resource.start: the http service's program no-such-service-fc is not on PATH");
+  EXPECT_EQ(error("  start: [/nonexistent/fc-service]\n"),
+            "resource.start: the http service's program /nonexistent/fc-service does not exist or is not executable");
   EXPECT_EQ(error("  start: [./svc.sh]\n  start_cwd: nowhere\n"),
             "resource.start: the http service's working directory " +
                 (fs::absolute(dir) / "nowhere").lexically_normal().string() + " is not a directory");

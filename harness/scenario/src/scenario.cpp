@@ -1916,6 +1916,7 @@ void check_worker_commands(const Scenario& scenario) {
     throw ScenarioError(scenario.source(), where.first, where.second,
                         "resource.start: the http service's program " + program +
                             (program.find('/') == std::string::npos ? " is not on PATH"
+                             : program.front() == '/'                ? " does not exist or is not executable"
                                                                      : " (relative to " + cwd.string() +
                                                                            ") does not exist or is not executable"));
 }
