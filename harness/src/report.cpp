@@ -285,6 +285,18 @@ std::string format_results_json(const std::vector<ScenarioResult>& results) {
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
+/// The run directory as a command given later should name it: a symlink such as runs/latest
+/// (which moves on with the next run) resolved, relative to the working directory when it is below
+/// it, else absolute.
+static std::string stable_dir(const fs::path& dir) {
+  std::error_code ec;
+  const fs::path real = fs::weakly_canonical(dir, ec);
+  if (ec) return dir.string();
+  const fs::path rel = real.lexically_relative(fs::current_path(ec));
+  if (!ec && !rel.empty() && *rel.begin() != "..") return rel.string();
+  return real.string();
+}
+
 void write_run_reports(const StoredRun& run, const Judgement& j, bool rewrite_verdict, const std::string& generator) {
   if (rewrite_verdict)
     try {
@@ -305,7 +317,7 @@ void write_run_reports(const StoredRun& run, const Judgement& j, bool rewrite_ve
     throw RunFileError(run.dir / "junit.xml", e.what());
   }
   ReportData data{&*run.scenario, run.history,      run.readback, j.analysis, j.result, generator, run.history_events,
-                  &run.log,         &run.overview,    std::nullopt, "fencecheck report " + run.dir.string()};
+                  &run.log,         &run.overview,    std::nullopt, "fencecheck report " + stable_dir(run.dir)};
   try {
     write_report_html(run.dir / "report.html", data);
   } catch (const std::exception& e) {
@@ -334,7 +346,7 @@ void ReportObserver::on_finish(const Scenario& scenario, const ScenarioResult& r
     c = junit_case(result, &analysis, run_start_ns(history.first), suite);
     ReportData data{&scenario, history.first,     rb,           analysis,
                     result,    "fencecheck run",  history.events, &log,
-                    &history.overview, std::nullopt, "fencecheck report " + result.run_dir.string()};
+                    &history.overview, std::nullopt, "fencecheck report " + stable_dir(result.run_dir)};
     write_report_html(result.run_dir / "report.html", data);
   } catch (const std::exception& e) {
     problems_.push_back("report.html for " + result.run_dir.string() + ": " + e.what());
@@ -419,7 +431,7 @@ int report_window(const ReportCommandOptions& o, std::ostream& out, std::ostream
   const Analysis shifted = window_analysis(j.analysis, window.first_index, window.events.size());
   const std::string name = "report-" + rt::format("%.1f", *o.from_s) + "s-" + rt::format("%.1f", *o.to_s) + "s.html";
   ReportData data{&*run.scenario, window.events, run.readback,  shifted, j.result, "fencecheck report", run.history_events,
-                  &run.log,         &run.overview, window.first_index, "fencecheck report " + run.dir.string(),
+                  &run.log,         &run.overview, window.first_index, "fencecheck report " + stable_dir(run.dir),
                   &j.analysis};
   try {
     write_report_html(run.dir / name, data);

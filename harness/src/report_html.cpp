@@ -641,7 +641,7 @@ void fault_lane(Model& m, Lane& lane) {
     const double x0 = ts.x(f.inject_t_ns), x1 = ts.x(end);
     const auto length = f.actual ? f.actual : f.planned;
     const double len = length ? static_cast<double>(length->count()) / 1e9 : ts.rel_s(end) - ts.rel_s(f.inject_t_ns);
-    const std::string text = f.fault + " " + f.target + " " + rt::seconds(len) + (f.heal_index ? "" : " (never healed)");
+    const std::string text = f.fault + " " + f.target + " " + rt::seconds(len) + (f.heal_t_ns ? "" : " (never healed)");
     std::string shape = rect(x0, 6, x1, 18, "fault-window");
     const bool fits = x1 - x0 > text_width(text) + 6;
     if (fits) shape += "<text class=\"bar-text fault-text\" x=\"" + num(x0 + 3) + "\" y=\"19\">" + html(text) + "</text>";
@@ -1403,7 +1403,7 @@ std::vector<Window> run_windows(const ReportData& d) {
   const double end_s = static_cast<double>(d.overview->seconds.size());
   for (const auto& f : a.figures.faults) {
     const double heal = f.heal_t_ns ? rel(*f.heal_t_ns) : end_s;
-    out.push_back({f.fault + " " + f.target, rel(f.inject_t_ns) - ttl, heal + 2 * ttl, false});
+    out.push_back({f.fault + " " + f.target, rel(f.inject_t_ns) - ttl, std::min(end_s, heal + 2 * ttl), false});
   }
   const auto t_of = [&](std::size_t i) -> std::optional<std::int64_t> {
     if (auto it = a.evidence_events.find(i); it != a.evidence_events.end()) return it->second.t_ns;
@@ -1418,7 +1418,7 @@ std::vector<Window> run_windows(const ReportData& d) {
           lo = lo ? std::min(*lo, *t) : *t;
           hi = hi ? std::max(*hi, *t) : *t;
         }
-      if (lo) out.push_back({"anomaly " + an.name, rel(*lo) - ttl, rel(*hi) + ttl, true});
+      if (lo) out.push_back({"anomaly " + an.name, rel(*lo) - ttl, std::min(end_s, rel(*hi) + ttl), true});
     }
   std::stable_sort(out.begin(), out.end(), [](const Window& a, const Window& b) { return a.from_s < b.from_s; });
   return out;

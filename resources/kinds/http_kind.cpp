@@ -445,13 +445,13 @@ class Kind final : public ResourceKind {
             f.fail("start_env", "start_env." + k + ": a value cannot hold a NUL byte");
         out["start_env"] = env;
         // A placeholder the kind does not know is a typo ({prot}), never passed on as it is.
-        auto unknown_placeholder = [](const std::string& text) -> std::string {
-          for (std::size_t at = text.find('{'); at != std::string::npos; at = text.find('{', at + 1)) {
-            const std::size_t end = text.find('}', at);
+        auto unknown_placeholder = [](const std::string& value) -> std::string {
+          for (std::size_t at = value.find('{'); at != std::string::npos; at = value.find('{', at + 1)) {
+            const std::size_t end = value.find('}', at);
             if (end == std::string::npos) break;
-            const std::string name = text.substr(at, end - at + 1);
-            const bool word = end > at + 1 && std::all_of(text.begin() + static_cast<std::ptrdiff_t>(at) + 1,
-                                                          text.begin() + static_cast<std::ptrdiff_t>(end),
+            const std::string name = value.substr(at, end - at + 1);
+            const bool word = end > at + 1 && std::all_of(value.begin() + static_cast<std::ptrdiff_t>(at) + 1,
+                                                          value.begin() + static_cast<std::ptrdiff_t>(end),
                                                           [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
             if (word && name != "{host}" && name != "{port}" && name != "{run_dir}" && name != "{bin_dir}") return name;
           }
