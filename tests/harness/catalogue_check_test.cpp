@@ -246,6 +246,36 @@ TEST(CrossKeyRejection, TheKeyReachingTheMarkOnlyLaterDoesNotExplainTheRejection
   EXPECT_EQ(run(CrossKeyRejectionChecker{}, quiet, rb).verdict, Verdict::kValid);
 }
 
+TEST(CrossKeyRejection, AnOwnWriteAcceptedBeforeTheRejectionWhoseReplyCameLaterExplainsIt) {
+  // A fresh-clone CI run (ManyWorkers.LaunchesDoNotHoldBackAFault): the per-key store accepted
+  // w40's token 33 on k0 (seq 62) and then rejected the resumed w1 against it, but w1's write.fail
+  // reached the harness before w40's write.ok did; another key (k8) held 34. The mark was k0's own:
+  // w40's write with 33 had been sent before the rejection came back.
+  const auto history = [](bool own_write_sent_first) {
+    Builder b;
+    Event invoke = Builder::ev("w40", EventKind::kWriteInvoke);
+    invoke.key = "k0", invoke.segment = 0, invoke.chunk = 0, invoke.token = 33;
+    Event ok = invoke;
+    ok.kind = EventKind::kWriteOk;
+    ok.high_water = 33;
+    b.write("w38", EventKind::kWriteOk, 34, 0, 0, 34, "k8");
+    if (own_write_sent_first) b.add(invoke);
+    b.write("w1", EventKind::kWriteFail, 2, 0, 1, 33, "k0");
+    if (!own_write_sent_first) b.add(invoke);
+    b.add(ok);
+    return b;
+  };
+  ReadBack rb;
+  rb.log = {logged(62, "w40", 33, 0, 0, "k0"), logged(64, "w38", 34, 0, 0, "k8")};
+  rb.rejections = {RejectedWrite{"k0", 0, 1, 2, "w1", 33}};
+  EXPECT_EQ(run(CrossKeyRejectionChecker{}, history(true), rb).verdict, Verdict::kValid);
+  // Sent only after the rejection came back, k0's 33 cannot explain it: cross-key, as before.
+  const CheckerResult late = run(CrossKeyRejectionChecker{}, history(false), rb);
+  EXPECT_EQ(late.verdict, Verdict::kInvalid);
+  ASSERT_EQ(late.anomalies.size(), 1u);
+  EXPECT_THAT(late.anomalies[0].description, HasSubstr("which only key k8 reached"));
+}
+
 TEST(CrossKeyRejection, ARejectionByTheKeysOwnMarkIsNotCrossKey) {
   // The correct per-key store: the stale holder is rejected by ledger's own mark.
   Builder b;

@@ -9,6 +9,9 @@
 //   - for a rejection the resource recorded (no index: the read-back's, judged after every
 //     write.fail, as the in-memory checker did), anything the base accepted at any time; such a
 //     rejection joins the group (X, H) a write.fail made without that test.
+// A write.fail is also explained when the base accepted (at any time) a token in [H, T], T the
+// highest token of a write.invoke to the base received before the write.fail: that write may have
+// been accepted before the rejection, its write.ok received after it (replies race).
 // Pass 1 settles at once each write.fail that the base's running maximum or its effects explain
 // (the prefix only grows); the others wait until the end of the pass (look-ahead: the logged
 // writes without a write.ok, and every key's accepted tokens over the whole run, which the search
@@ -80,6 +83,10 @@ class CrossKeyRejectionRule final : public StreamRule {
       }
       return;
     }
+    if (e.kind == EventKind::kWriteInvoke && e.token && !e.key.empty()) {
+      raise(base_of(key(e.key)).invoked_max, *e.token);
+      return;
+    }
     if (e.kind == EventKind::kWriteOk && e.token) {
       if (const auto p = log_->find(e.source, *e.token, e.key, e.segment.value_or(-1), e.chunk.value_or(-1)))
         acked_[p->first] = true;
@@ -94,7 +101,7 @@ class CrossKeyRejectionRule final : public StreamRule {
     const Base& b = base_of(k);
     // Explained by the key's own base now: its write.oks so far, or an effect applied at any time.
     if (reaches(b.history_max, *e.high_water) || reaches(b.effects_max, *e.high_water)) return;
-    waiting_.push_back(Fail{index, *e.token, *e.high_water, clients_.id(e.source), k});
+    waiting_.push_back(Fail{index, *e.token, *e.high_water, clients_.id(e.source), k, b.invoked_max});
   }
 
   bool wants_another_pass() override {
@@ -166,12 +173,16 @@ class CrossKeyRejectionRule final : public StreamRule {
   /// logged writes the history never acknowledged (known at the end).
   struct Base {
     Max history_max, effects_max, log_max;
+    Max invoked_max;  ///< the highest token of a write.invoke to its keys so far
   };
   /// A write.fail not explained at once.
   struct Fail {
     std::size_t index = 0;
     std::int64_t token = 0, mark = 0;
     std::uint32_t client = 0, key = 0;
+    /// The base's invoked_max when the write.fail came: the own writes that may have reached the
+    /// resource before this rejection did.
+    Max invoked;
   };
   /// The anomaly of rejections of key X against mark H.
   struct Group {
@@ -267,6 +278,17 @@ class CrossKeyRejectionRule final : public StreamRule {
     if (reaches(b.log_max, mark)) return;
     if (!fail && (reaches(b.history_max, mark) || reaches(b.effects_max, mark))) return;
     const std::uint32_t own = keyed_[k].base;
+    // A write.fail whose own base was sent a token in [H, invoked] before it, and accepted one at
+    // any time: that write may have been accepted before this rejection, its reply received after
+    // (the resource's order, not the order replies reach the harness; issue 31 item 6). The mark
+    // is then the key's own, not proof of another key's.
+    if (fail && reaches(fail->invoked, mark))
+      for (std::uint32_t i = 0; i < keyed_.size(); ++i) {
+        if (keyed_[i].base != own) continue;
+        const auto& tokens = keyed_[i].tokens;
+        const auto at = std::lower_bound(tokens.begin(), tokens.end(), mark);
+        if (at != tokens.end() && *at <= *fail->invoked) return;
+      }
     if (ordered_.size() != keyed_.size()) {
       ordered_.clear();
       for (std::uint32_t i = 0; i < keyed_.size(); ++i) ordered_.emplace(keys_.name(i), i);
