@@ -221,21 +221,8 @@ std::filesystem::path self_bin_dir() {
 }
 
 std::optional<std::filesystem::path> find_on_path(std::string_view program) {
-  if (program.find('/') != std::string_view::npos) {
-    if (::access(std::string(program).c_str(), X_OK) == 0) return std::filesystem::path(program);
-    return std::nullopt;
-  }
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
-  std::size_t start = 0;
-  while (start <= dirs.size()) {
-    auto end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    std::filesystem::path candidate = std::filesystem::path(dirs.substr(start, end - start)) / program;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    start = end + 1;
-  }
-  return std::nullopt;
+  std::error_code ec;
+  return find_program(std::string(program), std::filesystem::current_path(ec));
 }
 
 std::optional<std::filesystem::path> find_program(const std::string& program, const std::filesystem::path& cwd) {
@@ -259,6 +246,12 @@ std::optional<std::filesystem::path> find_program(const std::string& program, co
     start = end + 1;
   }
   return std::nullopt;
+}
+
+std::string program_not_found(const std::string& program, const std::filesystem::path& cwd) {
+  if (program.find('/') == std::string::npos) return "is not on PATH";
+  if (program.front() == '/') return "does not exist or is not executable";
+  return "(relative to " + cwd.string() + ") does not exist or is not executable";
 }
 
 }  // namespace fencecheck::harness

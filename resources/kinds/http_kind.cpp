@@ -27,17 +27,15 @@
 #include <fcntl.h>
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
 #include <fstream>
-#include <mutex>
-#include <netinet/in.h>
 #include <stdexcept>
 #include <thread>
 #include <tuple>
@@ -400,7 +398,6 @@ int free_port(const std::string& host) {
   return port;
 }
 
-
 class Kind final : public ResourceKind {
  public:
   std::string_view name() const override { return "http"; }
@@ -615,11 +612,8 @@ class Kind final : public ResourceKind {
       throw ResourceConfigError("start_cwd", "the http service's working directory " + cwd.string() + " is not a directory");
     const auto program = harness::find_program(argv.front(), cwd);
     if (!program)
-      throw ResourceConfigError("start", "the http service's program " + argv.front() +
-                                             (argv.front().find('/') == std::string::npos ? " is not on PATH"
-                                              : argv.front().front() == '/'
-                                                  ? " does not exist or is not executable"
-                                                  : " (relative to " + cwd.string() + ") does not exist or is not executable"));
+      throw ResourceConfigError("start", "the http service's program " + argv.front() + " " +
+                                             harness::program_not_found(argv.front(), cwd));
     harness::ChildSpec spec;
     spec.name = "http service";
     spec.exe = *program;

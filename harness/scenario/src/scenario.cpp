@@ -1914,11 +1914,7 @@ void check_worker_commands(const Scenario& scenario) {
                         "resource.start: the http service's working directory " + cwd.string() + " is not a directory");
   if (!find_program(program, cwd))
     throw ScenarioError(scenario.source(), where.first, where.second,
-                        "resource.start: the http service's program " + program +
-                            (program.find('/') == std::string::npos ? " is not on PATH"
-                             : program.front() == '/'                ? " does not exist or is not executable"
-                                                                     : " (relative to " + cwd.string() +
-                                                                           ") does not exist or is not executable"));
+                        "resource.start: the http service's program " + program + " " + program_not_found(program, cwd));
 }
 
 Scenario with_lock_service_kind(const Scenario& s, std::string_view kind) {

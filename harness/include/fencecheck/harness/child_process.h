@@ -58,6 +58,11 @@ using LineHandler = std::function<void(std::string_view line, std::int64_t recv_
 /// program and of kind http's start (docs/scenario-format.md). Thread-safe (reads PATH).
 [[nodiscard]] std::optional<std::filesystem::path> find_program(const std::string& program, const std::filesystem::path& cwd);
 
+/// Why find_program(program, cwd) found nothing, as the end of a sentence naming the program: "is
+/// not on PATH", "does not exist or is not executable" (an absolute path), "(relative to <cwd>)
+/// does not exist or is not executable". Pure.
+[[nodiscard]] std::string program_not_found(const std::string& program, const std::filesystem::path& cwd);
+
 /// One running child. Not copyable. Methods are not thread-safe except pid() and running().
 class ChildProcess {
  public:
@@ -89,7 +94,7 @@ class ChildProcess {
 /// fencecheck-store are installed beside it. FENCECHECK_BIN_DIR overrides it.
 [[nodiscard]] std::filesystem::path self_bin_dir();
 
-/// Finds a program on PATH; nullopt when absent.
+/// Finds a program as find_program() does, relative to the working directory; nullopt when absent.
 [[nodiscard]] std::optional<std::filesystem::path> find_on_path(std::string_view program);
 
 }  // namespace fencecheck::harness
