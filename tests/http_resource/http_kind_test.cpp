@@ -301,18 +301,7 @@ json config(const std::string& url, const std::string& read_back, const std::str
   return kind().parse(FakeFields{{"url", url}, {"read_back", read_back}, {"health", health}});
 }
 
-template <typename E>
-std::string thrown_by_open(const json& cfg, std::string* field = nullptr) {
-  try {
-    (void)kind().open(cfg, resources::ResourceRunContext{});
-  } catch (const E& e) {
-    if constexpr (std::is_same_v<E, ResourceConfigError>) {
-      if (field) *field = e.field();
-    }
-    return e.what();
-  }
-  return "(opened)";
-}
+using testing::thrown_by_open;
 
 TEST(HttpKind, OpenChecksTheServiceAndNamesTheUrlWhenItDoesNotAnswer) {
   const int port = testing::closed_port();

@@ -45,6 +45,7 @@ using json = nlohmann::json;
 using testing::FakeFields;
 using testing::Process;
 using testing::TempDir;
+using testing::thrown_by_open;
 
 std::unique_ptr<Process> start_store(const std::filesystem::path& data_dir) {
   return std::make_unique<Process>("store", FENCECHECK_STORE_BIN,
@@ -134,30 +135,21 @@ TEST(HttpKindStart, StartsTheStoreOnAFreePortWaitsForItAndStopsItAtTheEnd) {
 TEST(HttpKindStart, AServiceThatExitsBeforeItAnswersIsNamedWithItsStderr) {
   TempDir dir("http-start-exit");
   HeldGroups groups;
-  try {
-    (void)kind().open(started({"/bin/sh", "-c", "echo cannot bind {host}:{port} >&2; exit 3"}), groups.context(dir.path()));
-    ADD_FAILURE() << "open() returned";
-  } catch (const resources::ResourceUnavailable& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("the http service that resource.start runs did not come up: /bin/sh exited with code 3 before it "
-                        "answered; its stderr ends: cannot bind 127.0.0.1:"),
-              std::string::npos)
-        << what;
-  }
+  const std::string what = thrown_by_open<resources::ResourceUnavailable>(
+      started({"/bin/sh", "-c", "echo cannot bind {host}:{port} >&2; exit 3"}), nullptr, groups.context(dir.path()));
+  EXPECT_NE(what.find("the http service that resource.start runs did not come up: /bin/sh exited with code 3 before it "
+                      "answered; its stderr ends: cannot bind 127.0.0.1:"),
+            std::string::npos)
+      << what;
   EXPECT_EQ(groups.released, 1);  // the ledger hears that it ended
 }
 
 TEST(HttpKindStart, AServiceThatNeverAnswersIsStoppedAfterItsTimeout) {
   TempDir dir("http-start-silent");
   HeldGroups groups;
-  try {
-    (void)kind().open(started({"/bin/sleep", "60"}, "300ms"), groups.context(dir.path()));
-    ADD_FAILURE() << "open() returned";
-  } catch (const resources::ResourceUnavailable& e) {
-    EXPECT_NE(std::string(e.what()).find("/bin/sleep did not answer within 300 ms: GET http://127.0.0.1:"),
-              std::string::npos)
-        << e.what();
-  }
+  const std::string what = thrown_by_open<resources::ResourceUnavailable>(started({"/bin/sleep", "60"}, "300ms"),
+                                                                          nullptr, groups.context(dir.path()));
+  EXPECT_NE(what.find("/bin/sleep did not answer within 300 ms: GET http://127.0.0.1:"), std::string::npos) << what;
   ASSERT_EQ(groups.held.size(), 1u);
   EXPECT_FALSE(alive(groups.held[0].first));  // stopped, not left running
   EXPECT_EQ(groups.released, 1);
@@ -171,13 +163,10 @@ TEST(HttpKindStart, AWrongHealthPathIsTheScenariosErrorAtHealthAtOnce) {
                                            {"health", "/nothere"},
                                            {"start_timeout", "60s"}});
   const auto began = std::chrono::steady_clock::now();
-  try {
-    (void)kind().open(cfg, groups.context(dir.path()));
-    ADD_FAILURE() << "open() returned";
-  } catch (const resources::ResourceConfigError& e) {
-    EXPECT_EQ(e.field(), "health");
-    EXPECT_NE(std::string(e.what()).find("/nothere: HTTP 404"), std::string::npos) << e.what();
-  }
+  std::string field;
+  const std::string what = thrown_by_open<resources::ResourceConfigError>(cfg, &field, groups.context(dir.path()));
+  EXPECT_EQ(field, "health");
+  EXPECT_NE(what.find("/nothere: HTTP 404"), std::string::npos) << what;
   EXPECT_LT(std::chrono::steady_clock::now() - began, 30s);  // not the 60 s start_timeout
   ASSERT_EQ(groups.held.size(), 1u);
   EXPECT_FALSE(alive(groups.held[0].first));
@@ -210,15 +199,11 @@ TEST(HttpKindStart, AServiceThatDiesDuringTheRunIsNamedWhenTheReadBackFails) {
 TEST(HttpKindStart, AProgramThatIsNotThereIsTheScenariosErrorAtStart) {
   TempDir dir("http-start-missing");
   HeldGroups groups;
-  try {
-    (void)kind().open(started({"./no-such-service", "--port", "{port}"}), groups.context(dir.path()));
-    ADD_FAILURE() << "open() returned";
-  } catch (const resources::ResourceConfigError& e) {
-    EXPECT_EQ(e.field(), "start");
-    EXPECT_NE(std::string(e.what()).find("the http service's program ./no-such-service (relative to "),
-              std::string::npos)
-        << e.what();
-  }
+  std::string field;
+  const std::string what = thrown_by_open<resources::ResourceConfigError>(
+      started({"./no-such-service", "--port", "{port}"}), &field, groups.context(dir.path()));
+  EXPECT_EQ(field, "start");
+  EXPECT_NE(what.find("the http service's program ./no-such-service (relative to "), std::string::npos) << what;
   EXPECT_TRUE(groups.held.empty());
 }
 

@@ -19,6 +19,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -28,6 +29,22 @@
 #include "../support/fake_resource_fields.h"
 
 namespace fencecheck::testing {
+
+/// What kind http's open() of `cfg` threw as E: its what(), and with a ResourceConfigError its
+/// field in `field`; "(opened)" when open() returned. Another exception propagates.
+template <typename E>
+std::string thrown_by_open(const nlohmann::json& cfg, std::string* field = nullptr,
+                           const resources::ResourceRunContext& ctx = {}) {
+  try {
+    (void)resources::find_resource_kind("http")->open(cfg, ctx);
+  } catch (const E& e) {
+    if constexpr (std::is_same_v<E, resources::ResourceConfigError>) {
+      if (field) *field = e.field();
+    }
+    return e.what();
+  }
+  return "(opened)";
+}
 
 /// A loopback port nothing listens on (bound without listen(2) to have the kernel pick a free one,
 /// then closed): a connect to it is refused.
