@@ -1378,10 +1378,12 @@ constexpr const char* kScript = R"JS(
 })();
 )JS";
 
-}  // namespace
-
 /// "12.5" seconds for a window command (one decimal, never negative).
 std::string window_secs(double s) { return rt::format("%.1f", std::max(0.0, s)); }
+
+/// The analysis of the whole run: on a window page its own (ReportData::run_analysis), not the
+/// window's renumbered one.
+const Analysis& whole_run_analysis(const ReportData& d) { return d.run_analysis != nullptr ? *d.run_analysis : d.analysis; }
 
 /// A time window around something that happened, for the windows list and the overview's marks.
 struct Window {
@@ -1395,15 +1397,14 @@ struct Window {
 /// and every anomaly (its evidence's first and last event, widened by a TTL), in time order.
 std::vector<Window> run_windows(const ReportData& d) {
   std::vector<Window> out;
-  const Analysis& a = d.run_analysis != nullptr ? *d.run_analysis : d.analysis;
+  const Analysis& a = whole_run_analysis(d);
   if (d.overview == nullptr || d.overview->t0_ns == 0) return out;
-  const std::int64_t t0 = d.overview->t0_ns;
+  const RunOverview& ov = *d.overview;
   const double ttl = d.scenario != nullptr ? static_cast<double>(d.scenario->lease_ttl().count()) / 1e3 : 2.0;
-  const auto rel = [t0](std::int64_t t) { return static_cast<double>(t - t0) / 1e9; };
-  const double end_s = static_cast<double>(d.overview->seconds.size());
+  const double end_s = static_cast<double>(ov.seconds.size());
   for (const auto& f : a.figures.faults) {
-    const double heal = f.heal_t_ns ? rel(*f.heal_t_ns) : end_s;
-    out.push_back({f.fault + " " + f.target, rel(f.inject_t_ns) - ttl, std::min(end_s, heal + 2 * ttl), false});
+    const double heal = f.heal_t_ns ? ov.rel_s(*f.heal_t_ns) : end_s;
+    out.push_back({f.fault + " " + f.target, ov.rel_s(f.inject_t_ns) - ttl, std::min(end_s, heal + 2 * ttl), false});
   }
   const auto t_of = [&](std::size_t i) -> std::optional<std::int64_t> {
     if (auto it = a.evidence_events.find(i); it != a.evidence_events.end()) return it->second.t_ns;
@@ -1418,7 +1419,7 @@ std::vector<Window> run_windows(const ReportData& d) {
           lo = lo ? std::min(*lo, *t) : *t;
           hi = hi ? std::max(*hi, *t) : *t;
         }
-      if (lo) out.push_back({"anomaly " + an.name, rel(*lo) - ttl, std::min(end_s, rel(*hi) + ttl), true});
+      if (lo) out.push_back({"anomaly " + an.name, ov.rel_s(*lo) - ttl, std::min(end_s, ov.rel_s(*hi) + ttl), true});
     }
   std::stable_sort(out.begin(), out.end(), [](const Window& a, const Window& b) { return a.from_s < b.from_s; });
   return out;
@@ -1430,7 +1431,7 @@ std::vector<Window> run_windows(const ReportData& d) {
 /// renders its window.
 std::string overview_svg(const ReportData& d, const std::vector<Window>& windows) {
   const RunOverview& ov = *d.overview;
-  const Analysis& a = d.run_analysis != nullptr ? *d.run_analysis : d.analysis;
+  const Analysis& a = whole_run_analysis(d);
   const std::size_t n = std::max<std::size_t>(ov.seconds.size(), 1);
   constexpr std::size_t kBuckets = 240;
   const std::size_t per = (n + kBuckets - 1) / kBuckets;  // seconds per bucket
@@ -1456,8 +1457,8 @@ std::string overview_svg(const ReportData& d, const std::vector<Window>& windows
     << "<text class=\"lane-subtitle\" x=\"8\" y=\"" << num(kTop + kBars / 2 + 13) << "\">per " << per << " s</text>"
     << "<text class=\"lane-title\" x=\"8\" y=\"" << num(kMarks + 12) << "\">events</text>\n";
   for (const auto& f : a.figures.faults) {
-    const double from = static_cast<double>(f.inject_t_ns - ov.t0_ns) / 1e9;
-    const double to = f.heal_t_ns ? static_cast<double>(*f.heal_t_ns - ov.t0_ns) / 1e9 : span;
+    const double from = ov.rel_s(f.inject_t_ns);
+    const double to = f.heal_t_ns ? ov.rel_s(*f.heal_t_ns) : span;
     o << "<rect class=\"ov-fault\" x=\"" << num(x(from)) << "\" y=\"" << num(kTop) << "\" width=\""
       << num(std::max(1.0, x(to) - x(from))) << "\" height=\"" << num(kBars) << "\"" << data_attr("fault", f.fault)
       << data_attr("target", f.target) << "><title>" << html(f.fault + " " + f.target) << " at +" << secs(from)
@@ -1479,7 +1480,7 @@ std::string overview_svg(const ReportData& d, const std::vector<Window>& windows
   }
   o << "\n";
   for (const auto& x_ : a.figures.expiries_during_work) {
-    const double t = static_cast<double>(x_.t_ns - ov.t0_ns) / 1e9;
+    const double t = ov.rel_s(x_.t_ns);
     o << "<path class=\"ov-expiry\" d=\"M" << num(x(t)) << "," << num(kMarks) << " l-5,10 h10 z\"><title>lease expiry during work ("
       << html(x_.worker.empty() ? std::string("a black box") : x_.worker) << ", token " << x_.token << ") at +" << secs(t)
       << " s</title></path>";
@@ -1532,6 +1533,8 @@ std::string whole_run_section(const ReportData& d) {
   o << "</section>\n";
   return o.str();
 }
+
+}  // namespace
 
 std::string render_report_html(const ReportData& d) {
   Model m = build_model(d);

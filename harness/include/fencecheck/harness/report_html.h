@@ -66,6 +66,8 @@ struct RunOverview {
   /// Adds one event. Events come in history order; one without a receive time (t_ns 0) is not
   /// placed. Not thread-safe.
   void observe(const Event& e);
+  /// Seconds from the first event to receive time `t_ns`. Pure.
+  [[nodiscard]] double rel_s(std::int64_t t_ns) const { return static_cast<double>(t_ns - t0_ns) / 1e9; }
 };
 
 /// Everything report.html is drawn from. References must outlive the call.
