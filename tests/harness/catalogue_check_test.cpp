@@ -274,6 +274,25 @@ TEST(CrossKeyRejection, AnOwnWriteAcceptedBeforeTheRejectionWhoseReplyCameLaterE
   EXPECT_EQ(late.verdict, Verdict::kInvalid);
   ASSERT_EQ(late.anomalies.size(), 1u);
   EXPECT_THAT(late.anomalies[0].description, HasSubstr("which only key k8 reached"));
+  // Nor does a higher own token sent before: accepted before the rejection, it would have made
+  // k0's mark at least 40, not 33. The mark 33 is k8's reach (a global fence): cross-key.
+  Builder higher;
+  higher.write("w38", EventKind::kWriteOk, 33, 0, 0, 33, "k8");
+  Event invoke = Builder::ev("w40", EventKind::kWriteInvoke);
+  invoke.key = "k0", invoke.segment = 0, invoke.chunk = 0, invoke.token = 40;
+  higher.add(invoke);
+  higher.write("w1", EventKind::kWriteFail, 2, 0, 1, 33, "k0");
+  Event ok = invoke;
+  ok.kind = EventKind::kWriteOk;
+  ok.high_water = 40;
+  higher.add(ok);
+  ReadBack global;
+  global.log = {logged(62, "w38", 33, 0, 0, "k8"), logged(64, "w40", 40, 0, 0, "k0")};
+  global.rejections = {RejectedWrite{"k0", 0, 1, 2, "w1", 33}};
+  const CheckerResult masked = run(CrossKeyRejectionChecker{}, higher, global);
+  EXPECT_EQ(masked.verdict, Verdict::kInvalid);
+  ASSERT_EQ(masked.anomalies.size(), 1u);
+  EXPECT_THAT(masked.anomalies[0].description, HasSubstr("which only key k8 reached"));
 }
 
 TEST(CrossKeyRejection, ARejectionByTheKeysOwnMarkIsNotCrossKey) {

@@ -9,9 +9,9 @@
 //   - for a rejection the resource recorded (no index: the read-back's, judged after every
 //     write.fail, as the in-memory checker did), anything the base accepted at any time; such a
 //     rejection joins the group (X, H) a write.fail made without that test.
-// A write.fail is also explained when the base accepted (at any time) a token in [H, T], T the
-// highest token of a write.invoke to the base received before the write.fail: that write may have
-// been accepted before the rejection, its write.ok received after it (replies race).
+// A write.fail is also explained when the base accepted (at any time) the token H itself and a
+// write.invoke to the base with a token >= H came before the write.fail: that write may have been
+// accepted before the rejection, its write.ok received after it (replies race).
 // Pass 1 settles at once each write.fail that the base's running maximum or its effects explain
 // (the prefix only grows); the others wait until the end of the pass (look-ahead: the logged
 // writes without a write.ok, and every key's accepted tokens over the whole run, which the search
@@ -278,17 +278,14 @@ class CrossKeyRejectionRule final : public StreamRule {
     if (reaches(b.log_max, mark)) return;
     if (!fail && (reaches(b.history_max, mark) || reaches(b.effects_max, mark))) return;
     const std::uint32_t own = keyed_[k].base;
-    // A write.fail whose own base was sent a token in [H, invoked] before it, and accepted one at
-    // any time: that write may have been accepted before this rejection, its reply received after
-    // (the resource's order, not the order replies reach the harness; issue 31 item 6). The mark
-    // is then the key's own, not proof of another key's.
+    // A write.fail whose own base was sent token H itself before it, and accepted H at some time:
+    // that write may have been accepted before this rejection, its reply received after (the
+    // resource's order, not the order replies reach the harness; issue 31 item 6). The mark is then
+    // the key's own, not proof of another key's. Exactly H: a higher own token accepted before
+    // the rejection would have made the mark at least that token, so it explains nothing.
     if (fail && reaches(fail->invoked, mark))
-      for (std::uint32_t i = 0; i < keyed_.size(); ++i) {
-        if (keyed_[i].base != own) continue;
-        const auto& tokens = keyed_[i].tokens;
-        const auto at = std::lower_bound(tokens.begin(), tokens.end(), mark);
-        if (at != tokens.end() && *at <= *fail->invoked) return;
-      }
+      for (std::uint32_t i = 0; i < keyed_.size(); ++i)
+        if (keyed_[i].base == own && std::binary_search(keyed_[i].tokens.begin(), keyed_[i].tokens.end(), mark)) return;
     if (ordered_.size() != keyed_.size()) {
       ordered_.clear();
       for (std::uint32_t i = 0; i < keyed_.size(); ++i) ordered_.emplace(keys_.name(i), i);
