@@ -249,6 +249,8 @@ class StartedService {
 
   [[nodiscard]] pid_t pid() const { return proc_ ? proc_->pid() : 0; }
   [[nodiscard]] bool running() { return proc_ && proc_->running(); }
+  /// Whether it has exited within `timeout` (a service just killed may not be reaped yet).
+  [[nodiscard]] bool exits_within(std::chrono::milliseconds timeout) { return !proc_ || proc_->wait_for(timeout).has_value(); }
   [[nodiscard]] std::optional<int> exit_code() const { return proc_ ? proc_->exit_code() : std::nullopt; }
   [[nodiscard]] const std::string& program() const { return argv0_; }
   [[nodiscard]] const std::filesystem::path& stderr_log() const { return stderr_log_; }
@@ -314,7 +316,9 @@ class Instance final : public ResourceInstance {
     }
     ReadBackResult r = fetch_readback(c_.contract, *c_.read_back);
     if (r.problem != ReadBackResult::Problem::kNone) {
-      // A service the kind started that died during the run: say so, with its exit and stderr.
+      // A service the kind started that died during the run: say so, with its exit and stderr
+      // (given a moment to be reaped: its connection may close before its exit is seen).
+      if (started_) (void)started_->exits_within(kStartPoll * 10);
       if (std::string died = exit_diagnosis(); !died.empty())
         throw std::runtime_error(r.message + "; the http service that resource.start ran is gone: " + died);
       throw std::runtime_error(r.message);
