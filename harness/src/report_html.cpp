@@ -1421,7 +1421,7 @@ std::vector<Window> run_windows(const ReportData& d) {
         }
       if (lo) out.push_back({"anomaly " + an.name, ov.rel_s(*lo) - ttl, std::min(end_s, ov.rel_s(*hi) + ttl), true});
     }
-  std::stable_sort(out.begin(), out.end(), [](const Window& a, const Window& b) { return a.from_s < b.from_s; });
+  std::stable_sort(out.begin(), out.end(), [](const Window& x, const Window& y) { return x.from_s < y.from_s; });
   return out;
 }
 

@@ -25,12 +25,12 @@ using ::testing::StartsWith;
 using locks::Session;
 using nlohmann::json;
 
-constexpr const char* kLock = "fc-test-lock";
+constexpr const char* kKindLock = "fc-test-lock";
 
 /// Takes the lock with a fresh session and returns its token (the client stays the caller's).
 std::int64_t take(locks::LockClient& client, Session& s, std::chrono::milliseconds ttl = 30s) {
   s = client.open_session(ttl);
-  const auto h = client.acquire(kLock, s, 5s, {});
+  const auto h = client.acquire(kKindLock, s, 5s, {});
   if (!h) throw std::runtime_error("the lock was not granted within 5 s");
   return h->token;
 }
@@ -38,7 +38,7 @@ std::int64_t take(locks::LockClient& client, Session& s, std::chrono::millisecon
 std::int64_t take_and_release(locks::LockClient& client) {
   Session s;
   const std::int64_t token = take(client, s);
-  client.release(kLock, locks::Holding{kLock, token, std::nullopt}, s);
+  client.release(kKindLock, locks::Holding{kKindLock, token, std::nullopt}, s);
   return token;
 }
 
@@ -109,7 +109,7 @@ TEST(RedisKind, ARestartWithoutPersistenceStartsTokensAgainAtOne) {
   EXPECT_EQ(redis.url(), url) << "the same address after a restart";
   EXPECT_NE(redis.instance->pid(), pid);
   Raw raw(redis.port());
-  EXPECT_EQ(raw.cmd({"EXISTS", kLock}), "0") << "the holder's key is gone with the restart";
+  EXPECT_EQ(raw.cmd({"EXISTS", kKindLock}), "0") << "the holder's key is gone with the restart";
   EXPECT_FALSE(client->keepalive(held)) << "the holder learns it only from its next renewal";
   auto other = redis.client();
   const std::int64_t after = take_and_release(*other);
@@ -131,7 +131,7 @@ TEST(RedisKind, ARestartWithAppendOnlyPersistenceKeepsTokensRising) {
   redis.instance->stop_server();
   redis.instance->start_server(false);
   EXPECT_TRUE(client->keepalive(held)) << "the held key survived the restart with its owner";
-  EXPECT_TRUE(client->release(kLock, locks::Holding{kLock, before, std::nullopt}, held).existed);
+  EXPECT_TRUE(client->release(kKindLock, locks::Holding{kKindLock, before, std::nullopt}, held).existed);
   auto other = redis.client();
   const std::int64_t after = take_and_release(*other);
   EXPECT_EQ(after, before + 1);
@@ -148,11 +148,11 @@ TEST(RedisKind, ARestartWithAppendOnlyPersistenceKeepsTokensRising) {
 TEST(RedisKind, TheWatchReportsGrantsReleasesAndExpiriesWithTheirTokens) {
   EmbeddedRedisFixture redis;
   Sink sink;
-  auto watch = redis.instance->watch(kLock, sink.fn());
+  auto watch = redis.instance->watch(kKindLock, sink.fn());
   auto a = redis.client();
   Session sa;
   const std::int64_t ta = take(*a, sa);
-  ASSERT_TRUE(a->release(kLock, locks::Holding{kLock, ta, std::nullopt}, sa).existed);
+  ASSERT_TRUE(a->release(kKindLock, locks::Holding{kKindLock, ta, std::nullopt}, sa).existed);
   auto b = redis.client();
   Session sb;
   const std::int64_t tb = take(*b, sb, 200ms);  // never renewed: it expires
@@ -162,7 +162,7 @@ TEST(RedisKind, TheWatchReportsGrantsReleasesAndExpiriesWithTheirTokens) {
   ASSERT_EQ(events.size(), 4u);
   for (const auto& e : events) {
     EXPECT_EQ(e.source, "lock");
-    EXPECT_EQ(e.lock_key, kLock);
+    EXPECT_EQ(e.lock_key, kKindLock);
     EXPECT_FALSE(e.revision.has_value());
   }
   EXPECT_EQ(events[0].kind, EventKind::kLockGrant);
@@ -186,7 +186,7 @@ TEST(RedisKind, TheWatchReportsGrantsReleasesAndExpiriesWithTheirTokens) {
 TEST(RedisKind, StoppingTheWatchDeliversEveryChangeBeforeIt) {
   EmbeddedRedisFixture redis;
   Sink sink;
-  auto watch = redis.instance->watch(kLock, sink.fn());
+  auto watch = redis.instance->watch(kKindLock, sink.fn());
   auto client = redis.client();
   std::vector<std::int64_t> tokens;
   for (int i = 0; i < 20; ++i) tokens.push_back(take_and_release(*client));
@@ -209,8 +209,8 @@ TEST(RedisKind, AHolderFromBeforeTheWatchIsKnownToItsDelete) {
   Session s;
   const std::int64_t token = take(*client, s);
   Sink sink;
-  auto watch = redis.instance->watch(kLock, sink.fn());
-  ASSERT_TRUE(client->release(kLock, locks::Holding{kLock, token, std::nullopt}, s).existed);
+  auto watch = redis.instance->watch(kKindLock, sink.fn());
+  ASSERT_TRUE(client->release(kKindLock, locks::Holding{kKindLock, token, std::nullopt}, s).existed);
   watch->stop();
   const auto events = sink.events();
   ASSERT_EQ(events.size(), 1u);
@@ -224,7 +224,7 @@ TEST(RedisKind, TheWatchReportsAHolderLostInARestart) {
   EmbeddedRedisFixture redis;
   redis.instance->advance(10);
   Sink sink;
-  auto watch = redis.instance->watch(kLock, sink.fn());
+  auto watch = redis.instance->watch(kKindLock, sink.fn());
   auto client = redis.client();
   Session s;
   const std::int64_t before = take(*client, s);
@@ -253,12 +253,12 @@ TEST(RedisKind, TheWatchReportsAHolderLostInARestart) {
 TEST(RedisKind, WithTokenNoneTheHistoryHasOwnersButNoTokens) {
   EmbeddedRedisFixture redis(json{{"token", "none"}});
   Sink sink;
-  auto watch = redis.instance->watch(kLock, sink.fn());
+  auto watch = redis.instance->watch(kKindLock, sink.fn());
   auto client = redis.client();
   Session s;
   (void)take(*client, s);
   ASSERT_TRUE(sink.wait_count(1));
-  ASSERT_TRUE(client->release(kLock, locks::Holding{kLock, 1, std::nullopt}, s).existed);
+  ASSERT_TRUE(client->release(kKindLock, locks::Holding{kKindLock, 1, std::nullopt}, s).existed);
   watch->stop();
   const auto events = sink.events();
   ASSERT_EQ(events.size(), 2u);
@@ -275,18 +275,18 @@ TEST(RedisKind, WithTokenNoneTheHistoryHasOwnersButNoTokens) {
 TEST(RedisKind, AnotherClientsGrantIsReadWithAGetAndAnUnreadableOneSaysSo) {
   EmbeddedRedisFixture redis;
   Sink sink;
-  auto watch = redis.instance->watch(kLock, sink.fn());
+  auto watch = redis.instance->watch(kKindLock, sink.fn());
   Raw raw(redis.port());
-  ASSERT_EQ(raw.cmd({"EVAL", "redis.call('SET', KEYS[1], '11:7', 'NX', 'PX', 60000) redis.call('DEL', KEYS[1])", "1", kLock}),
+  ASSERT_EQ(raw.cmd({"EVAL", "redis.call('SET', KEYS[1], '11:7', 'NX', 'PX', 60000) redis.call('DEL', KEYS[1])", "1", kKindLock}),
             "(nil)");
   ASSERT_TRUE(sink.wait_count(2));
   ASSERT_EQ(raw.cmd({"EVAL",
                      "redis.call('SET', KEYS[1], '12:8', 'NX', 'PX', 60000) redis.call('DEL', KEYS[1]) "
                      "redis.call('SET', KEYS[1], '13:9', 'NX', 'PX', 60000)",
-                     "1", kLock}),
+                     "1", kKindLock}),
             "(nil)");
   ASSERT_TRUE(sink.wait_count(5));
-  ASSERT_EQ(raw.cmd({"SET", kLock, "uuid-of-redis-py", "PX", "60000"}), "OK");  // overwrites 13:9
+  ASSERT_EQ(raw.cmd({"SET", kKindLock, "uuid-of-redis-py", "PX", "60000"}), "OK");  // overwrites 13:9
   ASSERT_TRUE(sink.wait_count(7));
   watch->stop();
   const auto e = sink.events();
@@ -363,7 +363,7 @@ TEST(RedisKind, TheUsersServerIsUsedAsItIsWithNotificationsSwitchedOn) {
   const std::string flags = raw.config("notify-keyspace-events");
   for (char f : std::string("Kg$x")) EXPECT_NE(flags.find(f), std::string::npos) << f << " in " << flags;
   Sink sink;
-  auto watch = inst->watch(kLock, sink.fn());
+  auto watch = inst->watch(kKindLock, sink.fn());
   auto client = locks::make_lock_client(inst->endpoint());
   const std::int64_t token = take_and_release(*client);
   watch->stop();
