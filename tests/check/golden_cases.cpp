@@ -201,9 +201,9 @@ std::vector<Case> story_cases() {
       b.add(fail, 500'000'000);
     }
     ReadBack rb;
-    rb.high_water = {{fh::kKey, 48}};
+    rb.high_water = {{fh::kLedgerKey, 48}};
     rb.log = {fh::logged(1, "w1", 48, 0, 0)};
-    for (std::int64_t token = 3; token <= 9; token += 2) rb.rejections.push_back(RejectedWrite{fh::kKey, 0, 0, token, "w2", 48});
+    for (std::int64_t token = 3; token <= 9; token += 2) rb.rejections.push_back(RejectedWrite{fh::kLedgerKey, 0, 0, token, "w2", 48});
     out.push_back(story("fenced-out", b.h, rb,
                         ScenarioSource{ScenarioSource::Kind::kYamlText,
                                        "name: fenced-out\nlease_ttl: 2s\nresource: {kind: store}\njob: {key: ledger}\n"
@@ -236,7 +236,7 @@ std::vector<Case> story_cases() {
     fh::StoryRun r = fh::fenced_run();
     std::int64_t seq = 100;
     for (const std::int64_t token : {34, 34, 35})
-      r.rb.log.push_back(AcceptedWrite{++seq, fh::kKey, 2, seq - 101, token, "admin"});
+      r.rb.log.push_back(AcceptedWrite{++seq, fh::kLedgerKey, 2, seq - 101, token, "admin"});
     r.rb.chunks.push_back(fh::stored("admin", 35, 2, 2, seq));
     out.push_back(story("unaccounted-write", r.b.h, r.rb, fenced));
   }

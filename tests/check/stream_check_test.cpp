@@ -421,7 +421,7 @@ TEST(StreamCounterDrift, WithoutADuplicateCitesEveryWriteOkOfTheKeyDecodedExactl
 }
 
 /// A fenced write.fail of `w` with `token` against `mark` on `key`.
-Event fenced_fail(const std::string& w, std::int64_t token, std::int64_t mark, const std::string& key = fh::kKey) {
+Event fenced_fail(const std::string& w, std::int64_t token, std::int64_t mark, const std::string& key = fh::kLedgerKey) {
   Event e = fh::Builder::ev(w, EventKind::kWriteFail);
   e.key = key;
   e.token = token;
@@ -429,7 +429,7 @@ Event fenced_fail(const std::string& w, std::int64_t token, std::int64_t mark, c
   return e;
 }
 
-Event write_invoke(const std::string& w, std::int64_t token, const std::string& key = fh::kKey) {
+Event write_invoke(const std::string& w, std::int64_t token, const std::string& key = fh::kLedgerKey) {
   Event e = fh::Builder::ev(w, EventKind::kWriteInvoke);
   e.key = key;
   e.token = token;
@@ -461,7 +461,7 @@ TEST(StreamRejectionStorm, StateGrowsOnlyAFewBytesPerHoldingAndAnOldTokenStillFi
       ++token;
       for (int k = 0; k < 4; ++k) {
         feed(write_invoke(w, token));
-        feed(write_ok_event(w, token, fh::kKey, 0));
+        feed(write_ok_event(w, token, fh::kLedgerKey, 0));
       }
       feed(write_invoke(w, token));
       feed(fenced_fail(w, token, token + 1));
@@ -733,7 +733,7 @@ std::size_t steady_writes(fh::StreamRule* rule, ReadBack* rb, std::size_t index,
     feed(ok);
     for (int c = 0; c < chunks; ++c) {
       Event inv = fh::Builder::ev(w, EventKind::kWriteInvoke);
-      inv.key = fh::kKey;
+      inv.key = fh::kLedgerKey;
       inv.token = token;
       inv.segment = token;
       inv.chunk = c;
@@ -748,7 +748,7 @@ std::size_t steady_writes(fh::StreamRule* rule, ReadBack* rb, std::size_t index,
       }
       if (c == 0) {
         Event stale = fh::Builder::ev(before, EventKind::kWriteFail);
-        stale.key = fh::kKey;
+        stale.key = fh::kLedgerKey;
         stale.token = token - 1;
         stale.segment = token - 1;
         stale.chunk = chunks;
@@ -1001,7 +1001,7 @@ TEST(StreamFencedOut, StateGrowsOnlyByTheAcceptedWritesOverALongSteadyRunYetFind
     const std::size_t fresh = index;
     rule->observe(index++, ok);
     Event fail = fh::Builder::ev("w0", EventKind::kWriteFail);
-    fail.key = fh::kKey;
+    fail.key = fh::kLedgerKey;
     fail.token = token;
     fail.high_water = token + 100;
     fail.t_ns = t += 1'000'000;
@@ -1034,7 +1034,7 @@ TEST(StreamUnjustifiedRejection, StateStaysFlatOverALongSteadyRunYetFindsALateRe
   EXPECT_EQ(later, early);
   // Then the fence refuses a token above its mark: found, in one pass.
   Event fail = fh::Builder::ev("w0", EventKind::kWriteFail);
-  fail.key = fh::kKey;
+  fail.key = fh::kLedgerKey;
   fail.token = token + 1;
   fail.high_water = token;
   const std::size_t at = index;
@@ -1434,7 +1434,7 @@ TEST(FigureStream, ExpiryStateGrowsWithExpiriesNotHoldingsAndALateReleaseStillEx
       ok.lock = fh::kLock, ok.lock_key = key, ok.token = token, ok.revision = token, ok.lease_id = token;
       feed(ok);
       Event write = fh::Builder::ev(w, EventKind::kWriteOk);
-      write.key = fh::kKey, write.token = token, write.segment = n, write.chunk = 0, write.high_water = token;
+      write.key = fh::kLedgerKey, write.token = token, write.segment = n, write.chunk = 0, write.high_water = token;
       feed(write);
       Event del = fh::Builder::ev("lock", EventKind::kLockDelete);
       del.lock_key = key, del.token = token, del.revision = token + 1;

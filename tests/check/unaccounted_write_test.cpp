@@ -36,14 +36,14 @@ struct BypassRun {
   std::int64_t next_seq = 1;
 
   void accepted(const std::string& writer, std::int64_t token, std::int64_t segment, std::int64_t chunk,
-                const std::string& key = fh::kKey) {
+                const std::string& key = fh::kLedgerKey) {
     rb.log.push_back(AcceptedWrite{next_seq, key, segment, chunk, token, writer});
     rb.chunks.push_back(StoredChunk{key, segment, chunk, token, writer, next_seq,
                                     fencecheck::encode_chunk(fencecheck::ChunkHeader{writer, token, key, segment, chunk}, 64)});
     ++next_seq;
   }
   void written(const std::string& w, std::int64_t token, std::int64_t segment, std::int64_t chunk,
-               const std::string& key = fh::kKey) {
+               const std::string& key = fh::kLedgerKey) {
     b.write(w, EventKind::kWriteInvoke, token, segment, chunk, std::nullopt, key);
     b.write(w, EventKind::kWriteOk, token, segment, chunk, token, key);
     accepted(w, token, segment, chunk, key);
@@ -72,7 +72,7 @@ BypassRun issue_run() {
   r.b.add(fh::Builder::ev("harness", EventKind::kRunEnd));
   r.rb.resource = "postgres";
   r.rb.fencing = "per-key";
-  r.rb.high_water = {{fh::kKey, 34}, {kOther, 40}};
+  r.rb.high_water = {{fh::kLedgerKey, 34}, {kOther, 40}};
   return r;
 }
 

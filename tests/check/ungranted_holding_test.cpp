@@ -274,7 +274,7 @@ Builder holdings_without_lock_events() {
 TEST(IssuerCoverage, WorkersHoldingWhileTheWatchSawNoGrantIsNeverValid) {
   const Builder b = holdings_without_lock_events();
   ReadBack rb;
-  rb.high_water = {{kKey, 43}};
+  rb.high_water = {{kLedgerKey, 43}};
   const CheckContext ctx = context("/locks/orders/leader");
   const CheckerResult u = UngrantedHoldingChecker{}.check_with(b.h, rb, ctx);
   EXPECT_EQ(u.verdict, Verdict::kUnknown);

@@ -157,8 +157,8 @@ TEST(UnjustifiedRejection, ATokenEqualToTheMarkTheWorkerNeverHadAcceptedIsUnjust
   std::size_t fail = 0;
   const fh::Builder b = one_refusal("w2", fh::kKey2, 12, 12, &fail);
   ReadBack rb;
-  rb.rejections = {RejectedWrite{fh::kKey, 0, 0, 12, "w2", 12}};
-  rb.high_water = {{fh::kKey, 12}};
+  rb.rejections = {RejectedWrite{fh::kLedgerKey, 0, 0, 12, "w2", 12}};
+  rb.high_water = {{fh::kLedgerKey, 12}};
   const fh::CheckerResult r = run(fh::UnjustifiedRejectionChecker{}, b, rb);
   EXPECT_EQ(r.verdict, fh::Verdict::kInvalid);
   ASSERT_EQ(r.anomalies.size(), 1u);
@@ -185,8 +185,8 @@ TEST(UnjustifiedRejection, AHoldersSecondWriteRefusedAtItsOwnMarkIsLeftToFencedO
   const std::size_t fail = b.write("w1", EventKind::kWriteFail, 9, 0, 1, 9);
   ReadBack rb;
   rb.log = {fh::logged(1, "w1", 9, 0, 0)};
-  rb.rejections = {RejectedWrite{fh::kKey, 0, 1, 9, "w1", 9}};
-  rb.high_water = {{fh::kKey, 9}};
+  rb.rejections = {RejectedWrite{fh::kLedgerKey, 0, 1, 9, "w1", 9}};
+  rb.high_water = {{fh::kLedgerKey, 9}};
   EXPECT_EQ(run(fh::UnjustifiedRejectionChecker{}, b, rb).verdict, fh::Verdict::kValid);
   const fh::CheckerResult out = run(fh::FencedOutChecker{}, b, rb);
   ASSERT_EQ(out.anomalies.size(), 1u);
@@ -225,12 +225,12 @@ TEST(UnjustifiedRejection, AMarkNoSourceGivesIsUnknownNeverValid) {
   // The resource's record of it gives the mark 34: a justified rejection.
   ReadBack recorded;
   recorded.log = {fh::logged(1, "w2", 34, 0, 0)};
-  recorded.rejections = {RejectedWrite{fh::kKey, 0, 1, 33, "w1", 34}};
+  recorded.rejections = {RejectedWrite{fh::kLedgerKey, 0, 1, 33, "w1", 34}};
   EXPECT_EQ(run(fh::UnjustifiedRejectionChecker{}, b, recorded).verdict, fh::Verdict::kValid);
 
   // A record of another write does not cover it.
   ReadBack other = recorded;
-  other.rejections = {RejectedWrite{fh::kKey, 0, 0, 33, "w1", 34}};
+  other.rejections = {RejectedWrite{fh::kLedgerKey, 0, 0, 33, "w1", 34}};
   EXPECT_EQ(run(fh::UnjustifiedRejectionChecker{}, b, other).verdict, fh::Verdict::kUnknown);
 
   // The accept log bounds the mark: token 40 is at or above 34, the highest token ledger ever
@@ -270,7 +270,7 @@ TEST(UnjustifiedRejection, AnInvalidRequestIsNoRejectionAndARecordAtOrAboveItsMa
   EXPECT_EQ(run(fh::UnjustifiedRejectionChecker{}, b, ReadBack{}).verdict, fh::Verdict::kValid);
   // The resource recorded a refusal of a black box's token 35 at its mark 34: named from the record.
   ReadBack rb;
-  rb.rejections = {RejectedWrite{fh::kKey, 0, 0, 35, "w9", 34}};
+  rb.rejections = {RejectedWrite{fh::kLedgerKey, 0, 0, 35, "w9", 34}};
   const fh::CheckerResult r = run(fh::UnjustifiedRejectionChecker{}, b, rb);
   EXPECT_EQ(r.verdict, fh::Verdict::kInvalid);
   ASSERT_EQ(r.anomalies.size(), 1u);

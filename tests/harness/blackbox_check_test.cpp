@@ -18,7 +18,7 @@
 #include "fencecheck/harness/scenario.h"
 #include "fencecheck/harness/verdict_json.h"
 #include "fencecheck/proto/chunk.h"
-#include "history_builder.h"  // kKey, kLock, kKey1, kKey2, Builder, stored(), logged()
+#include "history_builder.h"  // kLedgerKey, kLock, kKey1, kKey2, Builder, stored(), logged()
 
 using namespace fencecheck;
 using namespace fencecheck::harness;
@@ -59,7 +59,7 @@ std::size_t protocol_error(Builder& b, const std::string& w, std::int64_t line_n
 /// A counter increment's write.ok (no chunk): new value `value`.
 std::size_t increment(Builder& b, const std::string& w, std::int64_t token, std::int64_t value) {
   Event e = Builder::ev(w, EventKind::kWriteOk);
-  e.key = kKey;
+  e.key = kLedgerKey;
   e.token = token;
   e.segment = value;
   e.high_water = token;
@@ -112,8 +112,8 @@ ReadBack clean_readback() {
   rb.fencing = "per-key";
   rb.chunks = {stored("w2", 34, 0, 0, 2), stored("w2", 34, 0, 1, 3)};
   rb.log = {logged(1, "w1", 33, 0, 0), logged(2, "w2", 34, 0, 0), logged(3, "w2", 34, 0, 1)};
-  rb.rejections = {RejectedWrite{kKey, 0, 1, 33, "w1", 34}};
-  rb.high_water = {{kKey, 34}};
+  rb.rejections = {RejectedWrite{kLedgerKey, 0, 1, 33, "w1", 34}};
+  rb.high_water = {{kLedgerKey, 34}};
   return rb;
 }
 
@@ -326,7 +326,7 @@ TEST(MixedRun, AnAnomalyProvenFromTheSpeakingWorkerStaysInvalid) {
   ReadBack rb;
   rb.chunks = {stored("w1", 33, 0, 0, 1)};
   rb.log = {logged(1, "w1", 33, 0, 0)};
-  rb.high_water = {{kKey, 33}};
+  rb.high_water = {{kLedgerKey, 33}};
   const Analysis a = analyze(b.h, rb, CheckContext::of(scenario("expect: {outcome: safe}\n")));
   EXPECT_THAT(a.black_box_workers, ElementsAre("w2"));
   const CheckerResult& lost = result(a, "lost-acknowledged-write");
@@ -364,12 +364,12 @@ TEST(MixedRun, ACounterAboveTheAcknowledgedIncrementsProvesNothingWithASilentWor
   b.acquire_ok("w1", kKey1, 33, 7001);
   for (int i = 0; i < 5; ++i) increment(b, "w1", 33, i + 1);
   ReadBack rb;
-  rb.counters = {{kKey, 10}};  // w2's five increments too
+  rb.counters = {{kLedgerKey, 10}};  // w2's five increments too
   Scenario s = scenario("expect: {outcome: safe}\n", "{kind: counter, key: ledger, increments: 5}");
   const Analysis above = analyze(b.h, rb, CheckContext::of(s));
   EXPECT_EQ(result(above, "counter-drift").verdict, Verdict::kUnknown);
   EXPECT_EQ(result(above, "counter-drift").error, kW2Silent);
-  rb.counters = {{kKey, 3}};  // below w1's own acknowledged increments: lost, whoever else wrote
+  rb.counters = {{kLedgerKey, 3}};  // below w1's own acknowledged increments: lost, whoever else wrote
   const Analysis below = analyze(b.h, rb, CheckContext::of(s));
   EXPECT_EQ(result(below, "counter-drift").verdict, Verdict::kInvalid);
 }
@@ -397,7 +397,7 @@ TEST(BlackBoxRun, TheIssuersGrantsStillShowATokenRegression) {
   b.lock_grant(kKey1, 48, 7001);
   b.lock_grant(kKey2, 3, 1);  // a reset issuer
   ReadBack rb;
-  rb.high_water = {{kKey, 48}};
+  rb.high_water = {{kLedgerKey, 48}};
   const Analysis a = analyze(b.h, rb, CheckContext::of(scenario("expect: {outcome: safe}\n")));
   const CheckerResult& r = result(a, "token-regression");
   EXPECT_EQ(r.verdict, Verdict::kInvalid);
@@ -422,7 +422,7 @@ TEST(ProtocolErrors, ACleanRunWithAProtocolErrorIsUnknownAndNotMetNamingTheWorke
   ReadBack rb;
   rb.chunks = {stored("w1", 33, 0, 0, 1)};
   rb.log = {logged(1, "w1", 33, 0, 0)};
-  rb.high_water = {{kKey, 33}};
+  rb.high_water = {{kLedgerKey, 33}};
   Scenario s = scenario("expect: {outcome: safe}\n");
   const Analysis a = analyze(b.h, rb, CheckContext::of(s));
   for (const auto& c : a.checkers) EXPECT_EQ(c.verdict, Verdict::kValid) << c.name << ": " << c.error;
@@ -466,7 +466,7 @@ TEST(ProtocolErrors, AnExpectedAnomalyFoundDoesNotMakeUpForIt) {
   ReadBack rb;
   rb.chunks = {stored("w2", 34, 0, 0, 2), stored("w1", 33, 0, 1, 3)};
   rb.log = {logged(1, "w1", 33, 0, 0), logged(2, "w2", 34, 0, 0), logged(3, "w1", 33, 0, 1)};
-  rb.high_water = {{kKey, 34}};
+  rb.high_water = {{kLedgerKey, 34}};
   Scenario s = scenario("expect: {outcome: anomaly, anomalies: [stale-write-accepted]}\n");
   const Analysis a = analyze(b.h, rb, CheckContext::of(s));
   EXPECT_EQ(a.verdict, Verdict::kInvalid);  // the anomaly is proven: invalid stays (worse than unknown)

@@ -18,7 +18,7 @@
 #include "fencecheck/harness/scenario.h"
 #include "fencecheck/harness/verdict_json.h"
 #include "fencecheck/proto/chunk.h"
-#include "history_builder.h"  // kKey, kLock, kKey1, kKey2, Builder, stored(), logged()
+#include "history_builder.h"  // kLedgerKey, kLock, kKey1, kKey2, Builder, stored(), logged()
 
 using namespace fencecheck;
 using namespace fencecheck::harness;
@@ -982,7 +982,7 @@ TEST(Analyze, AnAcknowledgementLostAfterTheWriteAppliedIsJudgedByWhatTheResource
   rb.fencing = "per-key";
   rb.log = {logged(1, "w1", 33, 0, 0), logged(2, "w1", 33, 0, 1), logged(3, "w2", 34, 0, 0), logged(4, "w2", 34, 0, 1)};
   rb.chunks = {stored("w2", 34, 0, 0, 3), stored("w2", 34, 0, 1, 4)};
-  rb.high_water = {{kKey, 34}};
+  rb.high_water = {{kLedgerKey, 34}};
   const Analysis a = analyze(b.h, rb);
   EXPECT_EQ(a.verdict, Verdict::kValid);
   EXPECT_EQ(a.anomaly_count(), 0u);
@@ -1434,7 +1434,7 @@ TEST(FencedOut, ARejectionAgainstTheHoldersOwnMarkIsSelfFencing) {
   ASSERT_EQ(r.anomalies.size(), 1u);  // one per worker
   const Anomaly& a = r.anomalies[0];
   EXPECT_EQ(a.name, "fenced-out");
-  EXPECT_EQ(a.key, kKey);
+  EXPECT_EQ(a.key, kLedgerKey);
   EXPECT_THAT(a.tokens, ElementsAre(33, 34));
   EXPECT_THAT(a.clients, ElementsAre("w1"));
   EXPECT_THAT(a.evidence, ElementsAre(first, refused, refused2));

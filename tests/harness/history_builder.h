@@ -18,7 +18,7 @@
 namespace fencecheck::harness {
 namespace {
 
-const std::string kKey = "ledger";
+const std::string kLedgerKey = "ledger";
 const std::string kLock = "fencecheck/test";
 const std::string kKey1 = "fencecheck/test/694d8a1b2c3d0001";  // w1's lock key (token 33)
 const std::string kKey2 = "fencecheck/test/694d8a1b2c3d0002";  // w2's lock key (token 34)
@@ -77,7 +77,7 @@ struct Builder {
   }
   std::size_t write(const std::string& w, EventKind kind, std::int64_t token, std::int64_t segment,
                     std::int64_t chunk, std::optional<std::int64_t> high_water = std::nullopt,
-                    const std::string& key = kKey) {
+                    const std::string& key = kLedgerKey) {
     Event e = ev(w, kind);
     e.key = key;
     e.token = token;
@@ -122,13 +122,13 @@ struct Builder {
 
 StoredChunk stored(const std::string& client, std::int64_t token, std::int64_t segment, std::int64_t chunk,
                    std::int64_t seq) {
-  return StoredChunk{kKey, segment, chunk, token, client, seq,
-                     encode_chunk(ChunkHeader{client, token, kKey, segment, chunk}, 64)};
+  return StoredChunk{kLedgerKey, segment, chunk, token, client, seq,
+                     encode_chunk(ChunkHeader{client, token, kLedgerKey, segment, chunk}, 64)};
 }
 
 AcceptedWrite logged(std::int64_t seq, const std::string& client, std::int64_t token, std::int64_t segment,
                      std::int64_t chunk) {
-  return AcceptedWrite{seq, kKey, segment, chunk, token, client};
+  return AcceptedWrite{seq, kLedgerKey, segment, chunk, token, client};
 }
 
 /// The story of the smoke scenario, 2 segments x 2 chunks: w1 (token 33) writes one or two chunks,
@@ -186,8 +186,8 @@ inline StoryRun fenced_run() {
                  stored("w2", 34, 1, 1, 6)};
   r.rb.log = {logged(1, "w1", 33, 0, 0), logged(2, "w1", 33, 0, 1), logged(3, "w2", 34, 0, 0),
               logged(4, "w2", 34, 0, 1),  logged(5, "w2", 34, 1, 0), logged(6, "w2", 34, 1, 1)};
-  r.rb.rejections = {RejectedWrite{kKey, 1, 0, 33, "w1", 34}};
-  r.rb.high_water = {{kKey, 34}};
+  r.rb.rejections = {RejectedWrite{kLedgerKey, 1, 0, 33, "w1", 34}};
+  r.rb.high_water = {{kLedgerKey, 34}};
   return r;
 }
 
@@ -221,7 +221,7 @@ inline StoryRun unfenced_run() {
   r.rb.log = {logged(1, "w1", 33, 0, 0), logged(2, "w2", 34, 0, 0), logged(3, "w2", 34, 0, 1),
               logged(4, "w2", 34, 1, 0), logged(5, "w2", 34, 1, 1), logged(6, "w1", 33, 0, 1),
               logged(7, "w1", 33, 1, 0), logged(8, "w1", 33, 1, 1)};
-  r.rb.high_water = {{kKey, 34}};
+  r.rb.high_water = {{kLedgerKey, 34}};
   return r;
 }
 
@@ -262,8 +262,8 @@ inline TextCompareRun text_compare_run() {
   r.rb.fencing = "per-key (tokens compared as text)";
   r.rb.chunks = {stored("w1", 9, 0, 0, 1), stored("w1", 9, 0, 1, 2)};
   r.rb.log = {logged(1, "w1", 9, 0, 0), logged(2, "w1", 9, 0, 1)};
-  for (const std::int64_t token : r.w2_tokens) r.rb.rejections.push_back(RejectedWrite{kKey, 0, 0, token, "w2", 9});
-  r.rb.high_water = {{kKey, 9}};
+  for (const std::int64_t token : r.w2_tokens) r.rb.rejections.push_back(RejectedWrite{kLedgerKey, 0, 0, token, "w2", 9});
+  r.rb.high_water = {{kLedgerKey, 9}};
   return r;
 }
 
