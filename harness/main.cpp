@@ -137,6 +137,7 @@ int cmd_cleanup(const std::string& run_dir, const std::string& run_root, bool fo
     return kExitBadInput;
   }
   int healed = 0;
+  int not_healed = 0;  // a fault still in effect, an orphan still running: exit 3
   for (const auto& l : ledgers) {
     std::error_code ec;
     if (!fs::exists(l, ec)) {
@@ -162,16 +163,22 @@ int cmd_cleanup(const std::string& run_dir, const std::string& run_root, bool fo
                 << "); left alone (--force stops it)\n";
       continue;
     }
-    if (parent) ++healed;
-    fencecheck::postgres::stop_orphaned_postgres(dir);
+    if (!fencecheck::postgres::stop_orphaned_postgres(dir)) {
+      std::cout << dir.filename().string() << ": its PostgreSQL" << (parent ? " (pid " + std::to_string(*parent) + ")" : "")
+                << " could not be stopped (see the log above); the next cleanup retries\n";
+      ++not_healed;
+    } else if (parent) {
+      ++healed;
+    }
   }
   // An embedded lock-service server a dead harness left running (each kind records its own in the
   // run directory: zookeeper.pid; PR_SET_PDEATHSIG normally takes it along with the harness).
-  for (const auto& l : ledgers)
-    for (const auto& line : fencecheck::locks::stop_orphaned_lock_services(l.parent_path(), force)) {
-      std::cout << l.parent_path().filename().string() << ": " << line << "\n";
-      ++healed;
-    }
+  for (const auto& l : ledgers) {
+    const auto orphans = fencecheck::locks::stop_orphaned_lock_services(l.parent_path(), force);
+    for (const auto& line : orphans.said) std::cout << l.parent_path().filename().string() << ": " << line << "\n";
+    healed += static_cast<int>(orphans.said.size()) - orphans.not_stopped;
+    not_healed += orphans.not_stopped;
+  }
   // Then namespaces and cgroups that a ledger names but a crash left behind after all.
   fencecheck::faults::SweepOptions sweep;
   sweep.ledgers = ledgers;
@@ -180,8 +187,37 @@ int cmd_cleanup(const std::string& run_dir, const std::string& run_root, bool fo
     std::cout << "sweep: " << line << "\n";
     ++healed;
   }
+  // What is still outstanding in a ledger was not healed (a heal that failed, a damaged entry, a
+  // kind without a healer), unless its harness still runs and was left alone. The ledger is the
+  // record, so it is read again rather than the sentences above trusted.
+  for (const auto& l : ledgers) {
+    std::vector<nlohmann::json> left;
+    try {
+      left = fencecheck::faults::FaultLedger::outstanding(l);
+    } catch (const std::exception& err) {
+      std::cout << l.parent_path().filename().string() << ": " << err.what() << "\n";
+      ++not_healed;
+      continue;
+    }
+    for (const auto& e : left) {
+      bool alive = false;
+      try {
+        alive = !force && fencecheck::faults::FaultLedger::writer_alive(e);
+      } catch (const std::exception&) {  // a damaged entry: not healed, said below
+      }
+      if (alive) continue;
+      std::cout << l.parent_path().filename().string() << ": still outstanding, not healed: " << e.dump()
+                << " (the next `fencecheck cleanup` retries)\n";
+      ++not_healed;
+    }
+  }
   std::cout << "fencecheck cleanup: " << ledgers.size() << " ledger(s) read, " << healed << " entr"
-            << (healed == 1 ? "y" : "ies") << " handled\n";
+            << (healed == 1 ? "y" : "ies") << " handled";
+  if (not_healed > 0) {
+    std::cout << ", " << not_healed << " of them NOT healed (still in effect or still running; the next cleanup retries)\n";
+    return kExitEnvironment;
+  }
+  std::cout << "\n";
   return kExitMet;
 }
 

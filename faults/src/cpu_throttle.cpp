@@ -35,7 +35,7 @@ CpuThrottleFault::CpuThrottleFault(ProcessRef target, std::string target_name, s
   dir_ = hierarchy_.mount / cgroup_name(run_id, name_);
 }
 
-CpuThrottleFault::~CpuThrottleFault() { heal(); }
+CpuThrottleFault::~CpuThrottleFault() { (void)heal(); }  // a last try; the ledger keeps it outstanding
 
 std::string CpuThrottleFault::target() const { return name_ + " (pid " + std::to_string(ref_.pid) + ")"; }
 
@@ -52,6 +52,7 @@ void CpuThrottleFault::inject() {
                      hierarchy_.mount.string() + "): another cgroup fault on it is active, and they must not overlap");
   detail::create_cgroup(fs_, dir_, who);
   std::vector<detail::Member> members;
+  std::string failure;
   try {
     auto set = [&](const char* file, const std::string& value) {
       if (int e = fs_.write(dir_ / file, value); e != 0)
@@ -67,14 +68,15 @@ void CpuThrottleFault::inject() {
     // Nothing to settle: a throttled process still forks, but its children are born inside, so a
     // walk that moves nothing ends it (process_tree.h, converge_tree()).
     walk_ = detail::enter_tree(fs_, hierarchy_, dir_, ref_, who, members, nullptr);
-  } catch (...) {
-    if (members.empty()) members.push_back({ref_, *where});
-    (void)detail::leave(fs_, hierarchy_, dir_, members);
-    (void)detail::remove_cgroup(fs_, hierarchy_, dir_, members.front().where);
-    throw;
+  } catch (const FaultError& err) {
+    failure = err.what();
+  } catch (const std::exception& err) {
+    failure = who + ": " + err.what();
   }
+  if (members.empty()) members.push_back({ref_, *where});  // heal() needs the root's placement
   members_ = std::move(members);
-  active_ = true;
+  active_ = true;  // heal() moves back what went in and removes the cgroup
+  if (!failure.empty()) throw FaultError(undo_failed_inject(failure));
 }
 
 bool CpuThrottleFault::heal() noexcept {

@@ -47,7 +47,7 @@ FreezeFault::FreezeFault(ProcessRef target, std::string target_name, std::string
   dir_ = hierarchy_.mount / cgroup_name(run_id, name_);
 }
 
-FreezeFault::~FreezeFault() { heal(); }
+FreezeFault::~FreezeFault() { (void)heal(); }  // a last try; the ledger keeps it outstanding
 
 std::string FreezeFault::target() const { return name_ + " (pid " + std::to_string(ref_.pid) + ")"; }
 
@@ -64,17 +64,12 @@ void FreezeFault::inject() {
                      hierarchy_.mount.string() + "): another cgroup fault on it is active, and they must not overlap");
   detail::create_cgroup(fs_, dir_, who);
   std::vector<detail::Member> members;
-  auto undo = [&] {
-    if (members.empty()) members.push_back({ref_, *where});
-    (void)detail::thaw(fs_, hierarchy_, dir_);
-    (void)detail::leave(fs_, hierarchy_, dir_, members);
-    (void)detail::remove_cgroup(fs_, hierarchy_, dir_, members.front().where);
-  };
   if (hierarchy_.version == CgroupVersion::kV2 && detail::on_cgroupfs(dir_) &&
       !std::filesystem::exists(dir_ / "cgroup.freeze")) {
-    (void)fs_.remove_dir(dir_);
-    throw FaultUnavailable(who + ": the kernel has no cgroup v2 freezer (" + (dir_ / "cgroup.freeze").string() +
-                           " is missing; it needs Linux >= 5.2)");
+    members_ = {{ref_, *where}};  // nothing moved yet: heal() removes the empty cgroup
+    active_ = true;
+    throw FaultUnavailable(undo_failed_inject(who + ": the kernel has no cgroup v2 freezer (" +
+                                              (dir_ / "cgroup.freeze").string() + " is missing; it needs Linux >= 5.2)"));
   }
   const bool v1 = hierarchy_.version == CgroupVersion::kV1;
   std::optional<std::chrono::steady_clock::time_point> deadline;  // set when the freeze is written
@@ -96,20 +91,24 @@ void FreezeFault::inject() {
       if (std::chrono::steady_clock::now() >= *deadline)
         throw FaultError(who + ": not frozen within " + std::to_string(spec_.timeout.count()) + " ms (" +
                          (v1 ? "freezer.state reads " + seen : seen) +
-                         "; a task in uninterruptible sleep can delay it); thawed and moved back");
+                         "; a task in uninterruptible sleep can delay it)");
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(10'000));
     }
   };
+  std::string failure;
   try {
     walk_ = detail::enter_tree(fs_, hierarchy_, dir_, ref_, who, members, settle);
     if (!deadline) settle();
-  } catch (...) {
-    undo();
-    throw;
+  } catch (const FaultError& err) {
+    failure = err.what();
+  } catch (const std::exception& err) {
+    failure = who + ": " + err.what();
   }
+  if (members.empty()) members.push_back({ref_, *where});  // heal() needs the root's placement
   members_ = std::move(members);
-  active_ = true;
+  active_ = true;  // heal() thaws, moves back what went in and removes the cgroup
+  if (!failure.empty()) throw FaultError(undo_failed_inject(failure));
 }
 
 bool FreezeFault::heal() noexcept {

@@ -1,5 +1,6 @@
 #include "fencecheck/faults/netem.h"
 
+#include <algorithm>
 #include <charconv>
 #include <iostream>
 
@@ -59,7 +60,7 @@ NetemFault::NetemFault(const NetworkLab& lab, const std::string& host, NetemSpec
   hub_link_ = h.hub_link;
 }
 
-NetemFault::~NetemFault() { heal(); }
+NetemFault::~NetemFault() { (void)heal(); }  // a last try; the ledger keeps it outstanding
 
 std::string NetemFault::target() const {
   std::string t = host_ + " (" + host_netns_ + ")";
@@ -84,21 +85,23 @@ std::vector<std::vector<std::string>> NetemFault::heal_commands() const {
 void NetemFault::inject() {
   if (active_) return;
   const auto cmds = inject_commands();
+  qdiscs_in_effect_ = 0;
   for (std::size_t i = 0; i < cmds.size(); ++i) {
     try {
       runner_->run(cmds[i]);
+      ++qdiscs_in_effect_;
     } catch (const CommandError& err) {
-      if (i > 0) {
-        try {
-          runner_->run(qdisc_del(host_netns_, host_link_));
-        } catch (const std::exception& e) {
-          std::cerr << "fencecheck: netem " << target() << ": undo failed: " << e.what() << "\n";
-        }
-      }
       const std::string who = "netem " + target();
-      if (detail::says(err, "qdisc kind is unknown"))
-        throw FaultUnavailable(who + ": the kernel has no netem qdisc (sch_netem, CONFIG_NET_SCH_NETEM): " + err.what());
-      throw FaultError(who + ": " + err.what());
+      const bool unavailable = detail::says(err, "qdisc kind is unknown");
+      std::string failure = unavailable
+                                ? who + ": the kernel has no netem qdisc (sch_netem, CONFIG_NET_SCH_NETEM): " + err.what()
+                                : who + ": " + err.what();
+      if (qdiscs_in_effect_ > 0) {  // heal() deletes the qdiscs this inject added, and only those
+        active_ = true;
+        failure = undo_failed_inject(failure);
+      }
+      if (unavailable) throw FaultUnavailable(failure);
+      throw FaultError(failure);
     }
   }
   active_ = true;
@@ -108,7 +111,9 @@ bool NetemFault::heal() noexcept {
   if (!active_) return healed();
   bool clean = true;
   std::string why;
-  for (const auto& cmd : heal_commands()) {
+  const auto cmds = heal_commands();  // the reverse of inject_commands(): the last added first
+  for (std::size_t j = cmds.size() - std::min(qdiscs_in_effect_, cmds.size()); j < cmds.size(); ++j) {
+    const auto& cmd = cmds[j];
     try {
       runner_->run(cmd);
     } catch (const CommandError& err) {
@@ -125,6 +130,7 @@ bool NetemFault::heal() noexcept {
   }
   if (!clean) return not_healed("netem " + target() + ": " + why);  // still active: a later heal() retries
   active_ = false;
+  qdiscs_in_effect_ = 0;
   return healed();
 }
 

@@ -32,7 +32,7 @@ class LabEntry final : public Fault {
   [[nodiscard]] std::string_view kind() const override { return "netns-lab"; }
   [[nodiscard]] std::string target() const override { return "network lab of run " + lab_.run_id(); }
   void inject() override {}
-  bool heal() noexcept override { return healed(); }  // NetworkLab::teardown() records the lab's heal
+  [[nodiscard]] bool heal() noexcept override { return healed(); }  // NetworkLab::teardown() records the lab's heal
   [[nodiscard]] bool active() const override { return false; }
   [[nodiscard]] nlohmann::json ledger_record() const override { return lab_.ledger_record(); }
 

@@ -205,7 +205,7 @@ PartitionFault::PartitionFault(const NetworkLab& lab, const std::string& host, P
   }
 }
 
-PartitionFault::~PartitionFault() { heal(); }
+PartitionFault::~PartitionFault() { (void)heal(); }  // a last try; the ledger keeps it outstanding
 
 std::string PartitionFault::target() const {
   std::string t = host_ + " (" + host_netns_ + ") " + PartitionSpec{spec_.kind, spec_.service, {}}.describe();
@@ -230,27 +230,30 @@ std::vector<std::vector<std::string>> PartitionFault::heal_commands() const {
 void PartitionFault::inject() {
   if (active_) return;
   const auto cmds = inject_commands();
-  const auto undo = heal_commands();
+  hooks_in_effect_ = 0;
   for (std::size_t i = 0; i < cmds.size(); ++i) {
     try {
       runner_->run(cmds[i]);
+      ++hooks_in_effect_;
     } catch (const CommandError& err) {
-      for (std::size_t j = 0; j < i; ++j) {
-        try {
-          runner_->run(undo[j]);
-        } catch (const std::exception& e) {
-          std::cerr << "fencecheck: partition " << target() << ": undo failed: " << e.what() << "\n";
-        }
-      }
       const std::string who = "partition " + target();
-      if (detail::says(err, "classifier not found") || detail::says(err, "Unknown filter"))
-        throw FaultUnavailable(who + ": the kernel has no bpf tc classifier (cls_bpf, CONFIG_NET_CLS_BPF): " + err.what());
-      if (detail::says(err, "Parent Qdisc doesn't exist"))
-        throw FaultError(who + ": " + device_ + " has no clsact qdisc (was the lab set up?): " + err.what());
-      if (detail::says(err, "already exists"))
-        throw FaultError(who + ": a partition " + (address_.empty() ? std::string("(full)") : "from " + spec_.service) +
-                         " that filters " + cmds[i][7] + " is already in effect on this host: " + err.what());
-      throw FaultError(who + ": " + err.what());
+      const bool unavailable = detail::says(err, "classifier not found") || detail::says(err, "Unknown filter");
+      std::string failure;
+      if (unavailable)
+        failure = who + ": the kernel has no bpf tc classifier (cls_bpf, CONFIG_NET_CLS_BPF): " + err.what();
+      else if (detail::says(err, "Parent Qdisc doesn't exist"))
+        failure = who + ": " + device_ + " has no clsact qdisc (was the lab set up?): " + err.what();
+      else if (detail::says(err, "already exists"))
+        failure = who + ": a partition " + (address_.empty() ? std::string("(full)") : "from " + spec_.service) +
+                  " that filters " + cmds[i][7] + " is already in effect on this host: " + err.what();
+      else
+        failure = who + ": " + err.what();
+      if (hooks_in_effect_ > 0) {  // heal() deletes the filters this inject added, and only those
+        active_ = true;
+        failure = undo_failed_inject(failure);
+      }
+      if (unavailable) throw FaultUnavailable(failure);
+      throw FaultError(failure);
     }
   }
   active_ = true;
@@ -260,7 +263,9 @@ bool PartitionFault::heal() noexcept {
   if (!active_) return healed();
   bool clean = true;
   std::string why;
-  for (const auto& cmd : heal_commands()) {
+  const auto cmds = heal_commands();
+  for (std::size_t i = 0; i < hooks_in_effect_ && i < cmds.size(); ++i) {
+    const auto& cmd = cmds[i];
     try {
       runner_->run(cmd);
     } catch (const CommandError& err) {
@@ -277,6 +282,7 @@ bool PartitionFault::heal() noexcept {
   }
   if (!clean) return not_healed("partition " + target() + ": " + why);  // still active: a later heal() retries
   active_ = false;
+  hooks_in_effect_ = 0;
   return healed();
 }
 

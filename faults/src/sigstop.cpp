@@ -123,12 +123,24 @@ std::string detail::heal_sigstop_record(const nlohmann::json& entry) {
   return said;
 }
 
-SigstopFault::SigstopFault(ProcessRef target, std::string target_name) : ref_(target), name_(std::move(target_name)) {}
+SigstopFault::SigstopFault(ProcessRef target, std::string target_name, SignalFilter filter)
+    : ref_(target), name_(std::move(target_name)), filter_(std::move(filter)) {}
+
+int SigstopFault::send(const ProcessRef& ref, int pidfd, int sig) const noexcept {
+  if (filter_) {
+    try {
+      if (const int e = filter_(ref, sig); e != 0) return e;
+    } catch (...) {
+      return EINVAL;
+    }
+  }
+  return pidfd >= 0 ? pidfd_signal(pidfd, sig) : signal_process(ref, sig);
+}
 
 // A heal that failed leaves the entry outstanding in the ledger (for `fencecheck cleanup`); the
 // emergency slots and pidfds go with this object.
 SigstopFault::~SigstopFault() {
-  heal();
+  (void)heal();
   release_all();
 }
 
@@ -149,11 +161,11 @@ bool SigstopFault::stop(const TreeMember& m) {
   int err = 0;
   if (s.pidfd >= 0) {
     g_pidfd_plus1[static_cast<std::size_t>(s.slot)].store(s.pidfd + 1);
-    err = pidfd_signal(s.pidfd, SIGSTOP);
+    err = send(m.ref, s.pidfd, SIGSTOP);
   } else if (s.pidfd == -ESRCH) {
     err = ESRCH;
   } else {
-    err = signal_process(m.ref, SIGSTOP);  // no pidfd: a checked kill(2)
+    err = send(m.ref, -1, SIGSTOP);  // no pidfd: a checked kill(2)
   }
   if (err != 0) {
     release_slot(s.slot);
@@ -185,26 +197,24 @@ void SigstopFault::inject() {
   if (!ref_.same_process_alive())
     throw FaultError("sigstop " + target() + ": the process is gone or its PID was reused; not signalling it");
   stopped_.clear();
+  std::string failure;
   try {
     walk_ = converge_tree(
         ref_, [this](const TreeMember& m) { return stop(m); }, [this] { settle(); });
-  } catch (const FaultError&) {
-    (void)continue_all();  // what it could not continue is beyond repair here; the error says the inject failed
-    release_all();
-    throw;
+  } catch (const FaultError& err) {
+    failure = err.what();
   } catch (const std::exception& err) {
-    (void)continue_all();
-    release_all();
-    throw FaultError("sigstop " + target() + ": " + err.what() + "; continued what it had stopped");
+    failure = "sigstop " + target() + ": " + err.what();
   }
-  active_ = true;
+  active_ = true;  // stopped_ holds what it stopped: heal() continues exactly those
+  if (!failure.empty()) throw FaultError(undo_failed_inject(failure));
 }
 
 std::string SigstopFault::continue_all() noexcept {
   std::string failed;
   std::vector<Stopped> kept;  // still stopped: a later heal() retries them
   for (auto it = stopped_.rbegin(); it != stopped_.rend(); ++it) {
-    int err = it->pidfd >= 0 ? pidfd_signal(it->pidfd, SIGCONT) : signal_process(it->ref, SIGCONT);
+    int err = send(it->ref, it->pidfd, SIGCONT);
     if (err == 0 && still_stopped(it->ref)) err = -1;
     if (err != 0 && err != ESRCH) {  // ESRCH: gone, healed
       try {

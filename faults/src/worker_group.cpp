@@ -2,10 +2,13 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
+#include <thread>
 
 #include "healers.h"
 
@@ -13,12 +16,13 @@ namespace fencecheck::faults {
 namespace {
 
 struct GroupStat {
+  char state = '?';
   pid_t pgrp = 0;
   std::uint64_t start_ticks = 0;
 };
 
-/// Fields 5 (pgrp) and 22 (starttime) of a /proc/<pid>/stat line (proc(5)); the command name
-/// (field 2) may hold spaces and parentheses, so fields are counted after its last ')'.
+/// Fields 3 (state), 5 (pgrp) and 22 (starttime) of a /proc/<pid>/stat line (proc(5)); the command
+/// name (field 2) may hold spaces and parentheses, so fields are counted after its last ')'.
 std::optional<GroupStat> read_group_stat(const std::filesystem::path& file) {
   std::ifstream in(file);
   std::string text;
@@ -29,6 +33,7 @@ std::optional<GroupStat> read_group_stat(const std::filesystem::path& file) {
   std::string f;
   GroupStat s;
   for (int field = 3; fields >> f; ++field) {
+    if (field == 3 && !f.empty()) s.state = f[0];
     if (field == 5) std::from_chars(f.data(), f.data() + f.size(), s.pgrp);
     if (field == 22) {
       std::from_chars(f.data(), f.data() + f.size(), s.start_ticks);
@@ -40,7 +45,7 @@ std::optional<GroupStat> read_group_stat(const std::filesystem::path& file) {
 
 }  // namespace
 
-std::vector<ProcessRef> group_members(const ProcessRef& leader, const std::string& proc) {
+std::vector<ProcessRef> group_members(const ProcessRef& leader, const std::string& proc, bool alive_only) {
   std::vector<ProcessRef> out;
   if (leader.pid <= 0) return out;
   const std::filesystem::path root(proc);
@@ -52,31 +57,55 @@ std::vector<ProcessRef> group_members(const ProcessRef& leader, const std::strin
     pid_t pid = 0;
     if (std::from_chars(name.data(), name.data() + name.size(), pid).ec != std::errc() || pid <= 0) continue;
     const auto s = read_group_stat(entry.path() / "stat");
-    if (s && s->pgrp == leader.pid && s->start_ticks >= leader.start_ticks) out.push_back({pid, s->start_ticks});
+    if (!s || s->pgrp != leader.pid || s->start_ticks < leader.start_ticks) continue;
+    if (alive_only && (s->state == 'Z' || s->state == 'X')) continue;
+    out.push_back({pid, s->start_ticks});
   }
   return out;
 }
 
-int end_group(const ProcessRef& leader) noexcept {
+GroupEnd end_group(const ProcessRef& leader, std::chrono::milliseconds wait, const std::string& proc) noexcept {
+  GroupEnd r;
   try {
-    int n = 0;
-    for (const auto& member : group_members(leader)) {
-      if (signal_process(member, SIGKILL) == 0) ++n;
+    for (const auto& member : group_members(leader, proc, /*alive_only=*/true))
+      if (signal_process(member, SIGKILL) == 0) ++r.killed;
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    auto pause = std::chrono::microseconds(500);
+    for (;;) {
+      r.alive = group_members(leader, proc, /*alive_only=*/true);
+      if (r.alive.empty() || std::chrono::steady_clock::now() >= deadline) break;
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(20'000));
     }
-    return n;
-  } catch (...) {
-    return 0;
+    if (!r.alive.empty()) {
+      r.failure = std::to_string(r.alive.size()) + " process(es) of process group " + std::to_string(leader.pid) +
+                  " still alive " + std::to_string(wait.count()) + " ms after SIGKILL: pid";
+      for (std::size_t i = 0; i < r.alive.size(); ++i)
+        r.failure += (i == 0 ? " " : ", ") + std::to_string(r.alive[i].pid);
+    }
+  } catch (...) {  // std::bad_alloc, a /proc that cannot be listed: nothing proven
+    r.failure = "process group " + std::to_string(leader.pid) + ": its members could not be read";
+    if (r.alive.empty()) r.alive.push_back(leader);
   }
+  return r;
 }
 
-WorkerGroup::WorkerGroup(ProcessRef leader, std::string worker) : leader_(leader), worker_(std::move(worker)) {}
+WorkerGroup::WorkerGroup(ProcessRef leader, std::string worker, std::chrono::milliseconds wait, std::string proc)
+    : leader_(leader), worker_(std::move(worker)), wait_(wait), proc_(std::move(proc)) {}
 
 std::string WorkerGroup::target() const { return worker_ + " (process group " + std::to_string(leader_.pid) + ")"; }
 
 int WorkerGroup::end() noexcept {
   if (!active_) return 0;
+  return end_group(leader_, std::chrono::milliseconds(0), proc_).killed;
+}
+
+bool WorkerGroup::heal() noexcept {
+  if (!active_) return healed();
+  const GroupEnd r = end_group(leader_, wait_, proc_);
+  if (!r.alive.empty()) return not_healed("worker-group " + target() + ": " + r.failure);
   active_ = false;
-  return end_group(leader_);
+  return healed();
 }
 
 nlohmann::json WorkerGroup::ledger_record() const {
@@ -87,8 +116,9 @@ std::string detail::heal_worker_group_record(const nlohmann::json& entry) {
   const ProcessRef leader{entry.value("pgid", 0), entry.value("start_ticks", std::uint64_t{0})};
   const std::string who = entry.value("target", std::string("?"));
   if (leader.pid <= 0) return "worker-group entry without a pgid: nothing to do";
-  const int n = end_group(leader);
-  return "worker-group " + who + ": ended " + std::to_string(n) + " process(es) left in process group " +
+  const GroupEnd r = end_group(leader);
+  if (!r.alive.empty()) throw std::runtime_error("worker-group " + who + ": " + r.failure);
+  return "worker-group " + who + ": ended " + std::to_string(r.killed) + " process(es) left in process group " +
          std::to_string(leader.pid);
 }
 

@@ -115,6 +115,9 @@ struct ActiveFault {
   /// Its heal was tried and did not take effect: the loop no longer waits for it (heal_all()
   /// tries once more at the end of the run); it stays outstanding in the ledger.
   bool heal_failed = false;
+  /// Its inject() threw and the undo of what it had done did not take effect (Fault::inject()):
+  /// never in effect as planned, but not healed either; kept for heal_all() with heal_failed.
+  bool inject_failed = false;
 };
 
 
@@ -514,7 +517,20 @@ std::string stderr_tail(const fs::path& log) {
 void Run::record_exit(WorkerState& w, const std::string& id, const std::string& how) {
   w.exited = true;
   holders_.erase(id);
-  if (w.group) (void)ledger_->heal(*w.group, w.group_ledger_id);  // nothing the worker forked outlives it
+  // Nothing the worker forked outlives it: the group's heal proves its members gone, or the run
+  // names what is left (it stays outstanding in the ledger for `fencecheck cleanup`).
+  if (w.group && !ledger_->heal(*w.group, w.group_ledger_id)) {
+    Event g;
+    g.source = "harness";
+    g.kind = EventKind::kLog;
+    g.fault = "worker-group";
+    g.target = id;
+    g.detail = "worker " + id + "'s process group not ended: " + w.group->heal_failure() +
+               "; it stays outstanding in faults.ledger (`fencecheck cleanup` on this run's directory ends it)";
+    spdlog::error("{}: {}", sc_.name(), g.detail);
+    record(std::move(g));
+    unhealed_.push_back("worker-group of " + id + ": " + w.group->heal_failure());
+  }
   Event e;
   e.source = "harness";
   e.kind = EventKind::kWorkerExit;
@@ -587,8 +603,20 @@ void Run::inject(const FaultSpec& spec) {
   try {
     af.fault->inject();
   } catch (const std::exception& err) {
-    ledger_->record_heal(af.ledger_id);
-    not_injected(spec, std::move(e), err);
+    // inject() undid what it had done through heal(); the ledger records the heal only when that
+    // took effect (heal() again: a no-op then). Otherwise the fault stays outstanding, and the run
+    // tries once more at its end and then names it (heal_all(), name_unhealed()).
+    not_injected(spec, e, err);
+    if (!ledger_->heal(*af.fault, af.ledger_id)) {
+      af.inject_failed = true;
+      af.heal_failed = true;
+      e.kind = EventKind::kLog;
+      e.detail = e.fault + " on " + spec.target + " not undone after its inject failed: " + af.fault->heal_failure() +
+                 "; it stays outstanding in faults.ledger (`fencecheck cleanup` on this run's directory heals it)";
+      spdlog::error("{}: {}", sc_.name(), e.detail);
+      record(std::move(e));
+      active_.push_back(std::move(af));
+    }
     return;
   }
   af.injected_ns = monotonic_ns();
@@ -628,6 +656,11 @@ void Run::heal(ActiveFault& f) {
   e.target = f.spec->target;
   e.duration_ns = now - f.injected_ns;
   e.detail = f.fault->target();
+  if (f.inject_failed) {  // never in effect as planned: no fault.heal, whose duration would be a lie
+    e.kind = EventKind::kLog;
+    e.duration_ns = 0;
+    e.detail = e.fault + " on " + e.target + ": what its failed inject had left in effect is undone now";
+  }
   record(std::move(e));
 }
 

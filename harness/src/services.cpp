@@ -54,7 +54,10 @@ Services::Services(const Scenario& sc, const RunDirectory& dir, const RunOptions
     auto group = std::make_shared<faults::WorkerGroup>(*ref, name);
     group->inject();
     const std::int64_t id = ledger.record_inject(*group);
-    return [group, id, &ledger] { (void)ledger.heal(*group, id); };
+    return [group, id, &ledger] {
+      if (!ledger.heal(*group, id))  // stays outstanding in the ledger: `fencecheck cleanup` ends it
+        spdlog::error("{}; it stays outstanding in {}", group->heal_failure(), ledger.path().string());
+    };
   };
   locks::LockServiceRunContext lctx;
   lctx.run_dir = dir.path();

@@ -391,30 +391,33 @@ fs::path own_cluster_dir(const fs::path& run_dir) {
 }
 
 /// Stops the postmaster of `data_dir` when its postmaster.pid names a live postgres process
-/// running in that directory.
-void stop_cluster(const fs::path& data_dir) {
+/// running in that directory. True when no postmaster of that directory is left running (none
+/// ran, or it is gone now); false when it survived SIGKILL.
+bool stop_cluster(const fs::path& data_dir) {
   const PidFile f = postmaster_of(data_dir);
   const long pid = f.pid;
-  if (f.state == PidFile::kNone) return;
+  if (f.state == PidFile::kNone) return true;
   if (f.state == PidFile::kStale) {
     spdlog::info("postgres cleanup: {} names pid {}, which is not running (a stale lock file)",
                  (data_dir / "postmaster.pid").string(), pid);
-    return;
+    return true;
   }
   if (f.state == PidFile::kForeign) {
     spdlog::info("postgres cleanup: {} names pid {} ({}), which is not this cluster's postmaster; left alone",
                  (data_dir / "postmaster.pid").string(), pid, f.exe.string());
-    return;
+    return true;
   }
   const auto p = static_cast<pid_t>(pid);
   spdlog::info("postgres cleanup: stopping the orphaned embedded PostgreSQL pid {} (data {})", pid, data_dir.string());
   ::kill(p, SIGCONT);
   ::kill(p, SIGINT);
-  if (harness::wait_process_gone(p, 10s)) return;
+  if (harness::wait_process_gone(p, 10s)) return true;
   ::kill(p, SIGQUIT);
-  if (harness::wait_process_gone(p, 2s)) return;
+  if (harness::wait_process_gone(p, 2s)) return true;
   ::kill(p, SIGKILL);
-  if (!harness::wait_process_gone(p, 2s)) spdlog::warn("postgres cleanup: pid {} survived SIGKILL for 2 s", pid);
+  if (harness::wait_process_gone(p, 2s)) return true;
+  spdlog::error("postgres cleanup: pid {} survived SIGKILL for 2 s; not stopped", pid);
+  return false;
 }
 
 }  // namespace
@@ -431,14 +434,14 @@ std::optional<int> running_postmaster(const fs::path& run_dir) {
   return std::nullopt;
 }
 
-void stop_orphaned_postgres(const fs::path& run_dir) {
+bool stop_orphaned_postgres(const fs::path& run_dir) {
   try {
-    stop_cluster(run_dir / "postgres-data");
+    bool stopped = stop_cluster(run_dir / "postgres-data");
     const fs::path location = run_dir / kLocationFile;
     if (fs::exists(location)) {
       // Only a directory this kind made: <tmp>/fencecheck-pg-...
       if (const fs::path dir = own_cluster_dir(run_dir); !dir.empty()) {
-        stop_cluster(dir / "data");
+        if (!stop_cluster(dir / "data")) return false;  // its data and .location stay: the next cleanup retries
         std::error_code ec;
         fs::remove_all(dir, ec);
         spdlog::info("postgres cleanup: removed {}{}", dir.string(), ec ? " (failed: " + ec.message() + ")" : "");
@@ -446,11 +449,13 @@ void stop_orphaned_postgres(const fs::path& run_dir) {
       std::error_code ec;
       fs::remove(location, ec);
     }
+    return stopped;
   } catch (const std::exception& e) {
-    spdlog::warn("postgres cleanup of {}: {}", run_dir.string(), e.what());
+    spdlog::error("postgres cleanup of {}: {}", run_dir.string(), e.what());
   } catch (...) {  // not a std::exception: name the run at least
-    spdlog::warn("postgres cleanup of {}: failed (unknown exception)", run_dir.string());
+    spdlog::error("postgres cleanup of {}: failed (unknown exception)", run_dir.string());
   }
+  return false;
 }
 
 }  // namespace fencecheck::postgres

@@ -93,7 +93,7 @@ TEST(CpuThrottleReal, ABusyProcessIsThrottledThenReleased) {
   const double cpus = static_cast<double>(used) / static_cast<double>(::sysconf(_SC_CLK_TCK)) / 0.5;
   EXPECT_LT(cpus, 0.25) << "used " << used << " ticks in 500 ms while throttled";
 
-  fault.heal();
+  EXPECT_TRUE(fault.heal());
   EXPECT_FALSE(fault.active());
   EXPECT_FALSE(fs::exists(fault.cgroup_dir()));
   for (pid_t tid : fctest::task_ids(child.pid())) EXPECT_EQ(cgroup_of(cfs, h, child.pid(), tid), original);
@@ -111,7 +111,7 @@ TEST(CpuThrottleReal, HealAfterTheTargetDiedRemovesTheCgroup) {
   CpuThrottleFault fault(*ProcessRef::of(child.pid()), "dying", run_id("cd"));
   fault.inject();
   child.reap();
-  fault.heal();
+  EXPECT_TRUE(fault.heal());
   EXPECT_FALSE(fault.active());
   EXPECT_FALSE(fs::exists(fault.cgroup_dir()));
 }
@@ -143,7 +143,7 @@ TEST(FreezeReal, TheCounterStopsWhileFrozenAndResumesAfterHeal) {
   auto before = child.drain();
   EXPECT_FALSE(child.next(300ms)) << "the counter moved while frozen";
 
-  fault.heal();
+  EXPECT_TRUE(fault.heal());
   EXPECT_FALSE(fault.active());
   auto after = child.next(5s);
   ASSERT_TRUE(after) << "no progress after thaw";
@@ -237,7 +237,7 @@ void freeze_tree_round_trip(const CgroupFs& cfs, const CgroupHierarchy& h) {
   ASSERT_TRUE(fctest::wait_until([&] { return cpu_ticks(control.pid()) - control0 >= 20; }, 10s));
   EXPECT_LE(cpu_ticks(tree.spinner) - spin0, 1) << "the spinner ran while frozen";
 
-  fault.heal();
+  EXPECT_TRUE(fault.heal());
   EXPECT_FALSE(fault.active());
   EXPECT_FALSE(fs::exists(fault.cgroup_dir()));
   EXPECT_EQ(cgroups_of(cfs, h, tree), original);
@@ -284,7 +284,7 @@ TEST(CpuThrottleReal, EveryProcessOfTheTreeIsThrottledAndHealPutsEachBack) {
   const auto stat = fault.cgroup_dir() / "cpu.stat";
   EXPECT_TRUE(fctest::wait_until([&] { return keyed(stat, "nr_throttled") >= 2; }, 5s)) << slurp(stat);
 
-  fault.heal();
+  EXPECT_TRUE(fault.heal());
   EXPECT_FALSE(fault.active());
   EXPECT_FALSE(fs::exists(fault.cgroup_dir()));
   EXPECT_EQ(cgroups_of(cfs, h, tree), original);

@@ -6,6 +6,7 @@
 
 #include "child.h"
 #include "fake_cgroup.h"
+#include "undo_failure.h"
 #include "fencecheck/faults/cpu_throttle.h"
 #include "fencecheck/faults/freeze.h"
 #include "fencecheck/faults/ledger.h"
@@ -169,12 +170,12 @@ TEST(CpuThrottleV2, InjectAndHealWriteExactlyTheseFiles) {
   f.inject();  // idempotent
   EXPECT_TRUE(t.writes().empty());
 
-  f.heal();
+  EXPECT_TRUE(f.heal());
   EXPECT_FALSE(f.active());
   EXPECT_EQ(t.writes(), (Writes{{"cgroup/system.slice/w.scope/cgroup.procs", P(c.pid())}}));
   EXPECT_FALSE(t.exists("cgroup/fencecheck-r1-w1"));
   t.clear_writes();
-  f.heal();  // idempotent
+  EXPECT_TRUE(f.heal());  // idempotent
   EXPECT_TRUE(t.writes().empty());
 }
 
@@ -187,7 +188,7 @@ TEST(CpuThrottleV2, QuotaFromSpec) {
                      t.fs());
   f.inject();
   EXPECT_EQ(t.writes().front(), (W{"cgroup/fencecheck-r1-w2/cpu.max", "10000 20000"}));
-  f.heal();
+  EXPECT_TRUE(f.heal());
 }
 
 TEST(CpuThrottleV2, HealOfAVanishedTargetOnlyRemovesTheCgroup) {
@@ -201,7 +202,7 @@ TEST(CpuThrottleV2, HealOfAVanishedTargetOnlyRemovesTheCgroup) {
   c.reap();
   t.remove_process(pid);
   t.clear_writes();
-  f.heal();
+  EXPECT_TRUE(f.heal());
   EXPECT_FALSE(f.active());
   EXPECT_TRUE(t.writes().empty());
   EXPECT_FALSE(t.exists("cgroup/fencecheck-r1-w1"));
@@ -218,7 +219,7 @@ TEST(CpuThrottleV2, ProcessesStartedInsideAreMovedOutToo) {
   t.file("cgroup/fencecheck-r1-w1/cgroup.procs", P(c.pid()) + "\n4190077\n");
   t.file("proc/4190077/cgroup", "0::/fencecheck-r1-w1\n");
   t.clear_writes();
-  f.heal();
+  EXPECT_TRUE(f.heal());
   EXPECT_EQ(t.writes(), (Writes{{"cgroup/system.slice/w.scope/cgroup.procs", P(c.pid())},
                                 {"cgroup/system.slice/w.scope/cgroup.procs", "4190077"}}));
 }
@@ -276,7 +277,7 @@ TEST(CpuThrottleV2, LedgerRecordHoldsWhatCleanupNeeds) {
   EXPECT_EQ(before["quota_us"], 2000);
   f.inject();
   EXPECT_EQ(f.ledger_record(), before);
-  f.heal();
+  EXPECT_TRUE(f.heal());
 }
 
 TEST(CpuThrottleV2, HealerUndoesItFromTheRecordAlone) {
@@ -299,7 +300,7 @@ TEST(CpuThrottleV2, HealerUndoesItFromTheRecordAlone) {
     EXPECT_EQ(t.writes(), (Writes{{"cgroup/system.slice/w.scope/cgroup.procs", P(c.pid())}}));
     EXPECT_FALSE(t.exists("cgroup/fencecheck-r1-w1"));
     t.clear_writes();
-    f.heal();  // the live object's heal after the healer: nothing left to do but no harm
+    EXPECT_TRUE(f.heal());  // the live object's heal after the healer: nothing left to do but no harm
     EXPECT_FALSE(f.active());
   }
   // Idempotent: a second cleanup finds nothing.
@@ -384,7 +385,7 @@ TEST(CpuThrottleV1, InjectWritesPeriodQuotaProcsAndEveryThread) {
   for (pid_t tid : tids) want.push_back({"cgroup/cpu/fencecheck-r1-w1/tasks", P(tid)});
   EXPECT_EQ(t.writes(), want);
   t.clear_writes();
-  f.heal();
+  EXPECT_TRUE(f.heal());
   EXPECT_EQ(t.writes(), (Writes{{"cgroup/cpu/cgroup.procs", P(c.pid())}}));
   EXPECT_FALSE(t.exists("cgroup/cpu/fencecheck-r1-w1"));
 }
@@ -402,7 +403,7 @@ TEST(CpuThrottleV1, EachThreadGoesBackToItsOwnCgroup) {
   EXPECT_EQ(rec["controller"], "cpu");
   f.inject();
   t.clear_writes();
-  f.heal();
+  EXPECT_TRUE(f.heal());
   EXPECT_EQ(t.writes(), (Writes{{"cgroup/cpu/cgroup.procs", P(c.pid())}, {"cgroup/cpu/other/tasks", "4190002"}}));
 }
 
@@ -416,7 +417,7 @@ TEST(CpuThrottleV1, ThreadsCreatedWhileThrottledAreMovedBack) {
   t.file("cgroup/cpu/fencecheck-r1-w1/tasks", P(c.pid()) + "\n4190055\n");
   t.file("proc/4190055/cgroup", "1:cpu:/fencecheck-r1-w1\n");
   t.clear_writes();
-  f.heal();
+  EXPECT_TRUE(f.heal());
   EXPECT_EQ(t.writes(), (Writes{{"cgroup/cpu/cgroup.procs", P(c.pid())}, {"cgroup/cpu/tasks", "4190055"}}));
 }
 
@@ -454,7 +455,7 @@ TEST(FreezeV1, InjectFreezesAndWaitsForFrozenHealThawsMovesBackRemoves) {
   t.clear_writes();
   f.inject();
   EXPECT_TRUE(t.writes().empty());
-  f.heal();
+  EXPECT_TRUE(f.heal());
   EXPECT_EQ(t.writes(), (Writes{{"cgroup/freezer/fencecheck-r1-w1/freezer.state", "THAWED"},
                                 {"cgroup/freezer/cgroup.procs", P(c.pid())}}));
   EXPECT_FALSE(t.exists("cgroup/freezer/fencecheck-r1-w1"));
@@ -472,7 +473,7 @@ TEST(FreezeV1, HealOfAVanishedTargetThawsAndRemoves) {
   c.reap();
   t.remove_process(pid);
   t.clear_writes();
-  f.heal();
+  EXPECT_TRUE(f.heal());
   EXPECT_EQ(t.writes(), (Writes{{"cgroup/freezer/fencecheck-r1-w1/freezer.state", "THAWED"}}));
   EXPECT_FALSE(t.exists("cgroup/freezer/fencecheck-r1-w1"));
   EXPECT_FALSE(f.active());
@@ -495,7 +496,7 @@ TEST(FreezeV1, HealerThawsFromTheRecord) {
                       "; removed cgroup " + (t.root() / "freezer/fencecheck-r1-w1").string());
   EXPECT_EQ(t.writes(), (Writes{{"cgroup/freezer/fencecheck-r1-w1/freezer.state", "THAWED"},
                                 {"cgroup/freezer/cgroup.procs", P(c.pid())}}));
-  f.heal();
+  EXPECT_TRUE(f.heal());
 }
 
 TEST(Healers, RefuseARecordThatNamesNoFencecheckCgroup) {
@@ -522,7 +523,7 @@ TEST(FreezeV2, InjectWaitsForCgroupEventsFrozen) {
   EXPECT_EQ(t.writes(), (Writes{{"cgroup/fencecheck-r1-w1/cgroup.procs", P(c.pid())},
                                 {"cgroup/fencecheck-r1-w1/cgroup.freeze", "1"}}));
   t.clear_writes();
-  f.heal();
+  EXPECT_TRUE(f.heal());
   EXPECT_EQ(t.writes(), (Writes{{"cgroup/fencecheck-r1-w1/cgroup.freeze", "0"},
                                 {"cgroup/system.slice/w.scope/cgroup.procs", P(c.pid())}}));
   EXPECT_FALSE(t.exists("cgroup/fencecheck-r1-w1"));
@@ -549,6 +550,37 @@ TEST(FreezeV2, NotFrozenInTimeIsUndoneAndReported) {
   EXPECT_FALSE(t.exists("cgroup/fencecheck-r1-w1"));
 }
 
+// The freeze that does not settle in time, and whose undo cannot remove the cgroup either.
+TEST(FreezeV2, NotFrozenInTimeWithAnUndoThatFailsStaysActiveAndOutstanding) {
+  FakeCgroupTree t("freeze-v2-undo-fails");
+  t.make_v2();
+  fctest::SleepChild c;
+  t.add_process(c.pid(), {c.pid()}, kV2Proc);
+  t.file("cgroup/fencecheck-r1-w1/cgroup.events", "populated 1\nfrozen 0\n");
+  t.on_write([&](const std::string& rel, const std::string& value) {
+    if (rel == "cgroup/fencecheck-r1-w1/cgroup.freeze" && value == "1")
+      std::filesystem::create_directories(t.root() / "fencecheck-r1-w1" / "child");
+  });
+  FreezeFault f(*ProcessRef::of(c.pid()), "w1", "r1", FreezeSpec{std::chrono::milliseconds(30)}, t.fs());
+  fctest::FailedUndo undo(f, t.dir() / "faults.ledger");
+  const std::string what = undo.inject_fails_and_stays_in_effect();
+  EXPECT_NE(what.find("not frozen within 30 ms"), std::string::npos) << what;
+  EXPECT_NE(what.find("; its undo failed too: freeze w1 (pid " + P(c.pid()) + "): cannot remove cgroup "),
+            std::string::npos)
+      << what;
+  // The undo thawed and moved the process back (then kept moving what the fake's cgroup.procs
+  // still lists while it tried to remove the cgroup); only the cgroup is left.
+  ASSERT_GE(t.writes().size(), 4u);
+  EXPECT_EQ(Writes(t.writes().begin(), t.writes().begin() + 4),
+            (Writes{{"cgroup/fencecheck-r1-w1/cgroup.procs", P(c.pid())},
+                    {"cgroup/fencecheck-r1-w1/cgroup.freeze", "1"},
+                    {"cgroup/fencecheck-r1-w1/cgroup.freeze", "0"},
+                    {"cgroup/system.slice/w.scope/cgroup.procs", P(c.pid())}}));
+  std::filesystem::remove(t.root() / "fencecheck-r1-w1" / "child");
+  undo.heal_takes_effect();
+  EXPECT_FALSE(t.exists("cgroup/fencecheck-r1-w1"));
+}
+
 TEST(FreezeV2, HealFallsBackToTheNearestAncestorWhenTheOriginalIsGone) {
   FakeCgroupTree t("freeze-v2-origgone");
   t.make_v2();
@@ -559,7 +591,7 @@ TEST(FreezeV2, HealFallsBackToTheNearestAncestorWhenTheOriginalIsGone) {
   f.inject();
   std::filesystem::remove_all(t.root() / "system.slice/w.scope");  // e.g. systemd removed the scope
   t.clear_writes();
-  f.heal();
+  EXPECT_TRUE(f.heal());
   EXPECT_EQ(t.writes(), (Writes{{"cgroup/fencecheck-r1-w1/cgroup.freeze", "0"},
                                 {"cgroup/system.slice/cgroup.procs", P(c.pid())}}));
 }
@@ -601,7 +633,7 @@ TEST(CpuThrottleV2, MovesTheWholeTreeInAndEachProcessBackToItsOwnCgroup) {
   EXPECT_EQ(f.last_walk().acted, 3u);
   EXPECT_EQ(f.ledger_record(), before);
   t.clear_writes();
-  f.heal();
+  EXPECT_TRUE(f.heal());
   EXPECT_EQ(t.writes(), (Writes{{"cgroup/system.slice/w.scope/cgroup.procs", P(c.pid())},
                                 {"cgroup/system.slice/w.scope/cgroup.procs", P(kChild)},
                                 {"cgroup/other.scope/cgroup.procs", P(kGrandchild)}}));
@@ -621,7 +653,7 @@ TEST(CpuThrottleV2, AProcessBornInsideGoesBackWhereItsParentGoes) {
   f.inject();
   for (const auto& [file, value] : t.writes()) EXPECT_NE(value, P(kBorn)) << file;
   t.clear_writes();
-  f.heal();
+  EXPECT_TRUE(f.heal());
   EXPECT_EQ(t.writes().back(), (W{"cgroup/other.scope/cgroup.procs", P(kBorn)}));
 }
 
@@ -646,6 +678,35 @@ TEST(CpuThrottleV2, ATreeWithAProcessInAnotherFencecheckCgroupIsRefusedAndUndone
   EXPECT_FALSE(t.exists("cgroup/fencecheck-r1-w1"));
 }
 
+// An inject that fails part-way undoes what it did through heal(), and that undo's result counts:
+// when the cgroup cannot be removed (a child cgroup appeared in it), the fault stays active, the
+// message says the undo failed, the ledger keeps it outstanding, and a later heal finishes it.
+TEST(CpuThrottleV2, AFailedInjectWhoseUndoFailsStaysActiveAndOutstanding) {
+  FakeCgroupTree t("throttle-v2-undo-fails");
+  t.make_v2();
+  fctest::SleepChild c;
+  const auto ref = *ProcessRef::of(c.pid());
+  add_tree_v2(t, ref, "0::/fencecheck-r1-w2\n");  // the grandchild makes inject() fail
+  t.on_write([&](const std::string& rel, const std::string&) {
+    if (rel == "cgroup/fencecheck-r1-w1/cgroup.procs")
+      std::filesystem::create_directories(t.root() / "fencecheck-r1-w1" / "child");
+  });
+  CpuThrottleFault f(ref, "w1", "r1", {}, t.fs());
+  fctest::FailedUndo undo(f, t.dir() / "faults.ledger");
+  const std::string what = undo.inject_fails_and_stays_in_effect();
+  EXPECT_NE(what.find("pid " + P(kGrandchild) + " of its tree is already in a fencecheck cgroup"), std::string::npos)
+      << what;
+  EXPECT_NE(what.find("; its undo failed too: cpu-throttle w1 (pid " + P(c.pid()) + "): cannot remove cgroup "),
+            std::string::npos)
+      << what;
+  EXPECT_NE(f.heal_failure().find("Directory not empty"), std::string::npos) << f.heal_failure();
+  EXPECT_TRUE(t.exists("cgroup/fencecheck-r1-w1"));
+
+  std::filesystem::remove(t.root() / "fencecheck-r1-w1" / "child");
+  undo.heal_takes_effect();
+  EXPECT_FALSE(t.exists("cgroup/fencecheck-r1-w1"));
+}
+
 TEST(CpuThrottleV2, TheHealerPutsEachDescendantBackFromTheRecord) {
   FakeCgroupTree t("throttle-v2-tree-healer");
   t.make_v2();
@@ -662,7 +723,7 @@ TEST(CpuThrottleV2, TheHealerPutsEachDescendantBackFromTheRecord) {
                                 {"cgroup/other.scope/cgroup.procs", P(kGrandchild)}}));
   EXPECT_NE(said.find("moved 1 descendant(s) back"), std::string::npos) << said;
   EXPECT_FALSE(t.exists("cgroup/fencecheck-r1-w1"));
-  f.heal();
+  EXPECT_TRUE(f.heal());
 }
 
 TEST(FreezeV1, TheWholeTreeGoesInBeforeTheFreezeAndBackAfterTheThaw) {
@@ -682,7 +743,7 @@ TEST(FreezeV1, TheWholeTreeGoesInBeforeTheFreezeAndBackAfterTheThaw) {
                                 {dir + "tasks", P(kChild + 10)},
                                 {dir + "freezer.state", "FROZEN"}}));
   t.clear_writes();
-  f.heal();
+  EXPECT_TRUE(f.heal());
   EXPECT_EQ(t.writes(), (Writes{{dir + "freezer.state", "THAWED"},
                                 {"cgroup/freezer/cgroup.procs", P(c.pid())},
                                 {"cgroup/freezer/cgroup.procs", P(kChild)}}));

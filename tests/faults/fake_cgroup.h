@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -101,9 +102,13 @@ class FakeCgroupTree {
     fencecheck::faults::CgroupFs f(dir_ / "cgroup", dir_ / "proc");
     f.observe_writes([this](const std::filesystem::path& p, const std::string& v) {
       writes_.emplace_back(p.lexically_relative(dir_).string(), v);
+      if (on_write_) on_write_(writes_.back().first, v);
     });
     return f;
   }
+  /// Called before each write (path relative to the tree's directory, exact value): a test's way to
+  /// change the tree at a given step, e.g. to make a cgroup impossible to remove.
+  void on_write(std::function<void(const std::string& rel, const std::string& value)> f) { on_write_ = std::move(f); }
   [[nodiscard]] const std::vector<Write>& writes() const { return writes_; }
   void clear_writes() { writes_.clear(); }
   [[nodiscard]] const std::filesystem::path& dir() const { return dir_; }
@@ -112,6 +117,7 @@ class FakeCgroupTree {
  private:
   std::filesystem::path dir_;
   std::vector<Write> writes_;
+  std::function<void(const std::string&, const std::string&)> on_write_;
 };
 
 }  // namespace fctest

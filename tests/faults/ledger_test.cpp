@@ -95,7 +95,7 @@ TEST(FaultLedger, CleanupNeverTouchesALiveRun) {
   ASSERT_EQ(said.size(), 1u);
   EXPECT_NE(said[0].find("still running"), std::string::npos);
   EXPECT_TRUE(fctest::wait_state(c.pid(), [](char s) { return s == 'T'; }));
-  f.heal();
+  EXPECT_TRUE(f.heal());
 }
 
 TEST(FaultLedger, ARecordOfAGoneProcessHealsAsGone) {
@@ -301,7 +301,7 @@ class StuckFault final : public Fault {
   [[nodiscard]] std::string_view kind() const override { return "stuck-test"; }
   [[nodiscard]] std::string target() const override { return "t1"; }
   void inject() override { active_ = true; }
-  bool heal() noexcept override {
+  [[nodiscard]] bool heal() noexcept override {
     if (!active_) return healed();
     if (stuck) return not_healed("stuck-test t1: still stuck");
     active_ = false;

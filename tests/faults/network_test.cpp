@@ -14,6 +14,7 @@
 #include "fencecheck/faults/netns.h"
 #include "fencecheck/faults/partition.h"
 #include "cbpf.h"
+#include "undo_failure.h"
 #include "healers.h"
 #include "../support/remove_at_end.h"
 
@@ -506,7 +507,7 @@ TEST(PartitionFault, OneWayFiltersOneHookAndHealRemovesExactlyIt) {
   ASSERT_EQ(r.calls().size(), 1u);
   EXPECT_EQ(r.calls()[0][7], "ingress");
   r.clear();
-  replies.heal();
+  EXPECT_TRUE(replies.heal());
   EXPECT_EQ(r.calls(), (Calls{{"tc", "-n", "fc-r1-hub", "filter", "del", "dev", dev, "egress", "protocol", "all", "pref",
                                "201", "handle", "1", "bpf"}}));
   r.clear();
@@ -554,7 +555,7 @@ TEST(PartitionFault, FromLockServiceDropsOnlyThatAddressBothWays) {
   r.clear();
   f.inject();  // idempotent
   EXPECT_TRUE(r.calls().empty());
-  f.heal();
+  EXPECT_TRUE(f.heal());
   EXPECT_FALSE(f.active());
   EXPECT_EQ(r.calls(),
             (Calls{{"tc", "-n", "fc-r1-hub", "filter", "del", "dev", dev, "ingress", "protocol", "all", "pref", "200",
@@ -562,7 +563,7 @@ TEST(PartitionFault, FromLockServiceDropsOnlyThatAddressBothWays) {
                    {"tc", "-n", "fc-r1-hub", "filter", "del", "dev", dev, "egress", "protocol", "all", "pref", "200",
                     "handle", "1", "bpf"}}));
   r.clear();
-  f.heal();  // idempotent
+  EXPECT_TRUE(f.heal());  // idempotent
   EXPECT_TRUE(r.calls().empty());
 }
 
@@ -586,9 +587,9 @@ TEST(PartitionFault, FromResourceAndFullUseTheirOwnPreference) {
                             {"device", lab.host("w1").hub_link}, {"pref", 100}, {"hooks", {"ingress", "egress"}}}));
   EXPECT_EQ(res.ledger_record()["address"], "10.213.0.3");
   r.clear();
-  full.heal();  // heals only its own filters
+  EXPECT_TRUE(full.heal());  // heals only its own filters
   for (const auto& c : r.calls()) EXPECT_EQ(c[11], "100");
-  res.heal();
+  EXPECT_TRUE(res.heal());
 }
 
 TEST(PartitionFault, AHalfAddedPartitionIsUndone) {
@@ -609,6 +610,30 @@ TEST(PartitionFault, AHalfAddedPartitionIsUndone) {
   EXPECT_EQ(calls[2][7], "ingress");
 }
 
+// The half-added partition whose undo fails too: it stays active and outstanding, the message
+// says so, only the filter this inject added is ever deleted (never the one already in effect),
+// and a later heal removes it.
+TEST(PartitionFault, AHalfAddedPartitionWhoseUndoFailsStaysActiveAndOutstanding) {
+  bool refuse_del = true;
+  RecordingCommandRunner r([&](const Argv& a) -> std::string {
+    if (contains(a, "add") && contains(a, "egress"))
+      throw CommandError(a, 2, "Error: Filter already exists.\nWe have an error talking to the kernel");
+    if (contains(a, "del") && refuse_del) throw CommandError(a, 2, "RTNETLINK answers: Operation not permitted");
+    return "";
+  });
+  NetworkLab lab({"r1", {"w1"}}, r);
+  PartitionFault f(lab, "w1", PartitionSpec::full());
+  fctest::FailedUndo undo(f, temp_file("partition-undo.ledger"));
+  const std::string what = undo.inject_fails_and_stays_in_effect();
+  EXPECT_NE(what.find("already in effect"), std::string::npos) << what;
+  EXPECT_NE(what.find("; its undo failed too: partition w1"), std::string::npos) << what;
+  EXPECT_NE(what.find("Operation not permitted; still in effect"), std::string::npos) << what;
+  refuse_del = false;
+  undo.heal_takes_effect();
+  for (const auto& c : r.calls())
+    if (contains(c, "del")) EXPECT_EQ(c[7], "ingress") << "the egress filter was another partition's";
+}
+
 TEST(PartitionFault, NoBpfClassifierIsUnavailable) {
   RecordingCommandRunner r(fail_when([](const Argv& a) { return contains(a, "bpf"); }, "Error: TC classifier not found."));
   NetworkLab lab({"r1", {"w1"}}, r);
@@ -626,16 +651,16 @@ TEST(PartitionFault, HealOfAVanishedLabIsQuietAnotherFailureKeepsItActive) {
   NetworkLab lab({"r1", {"w1"}}, r);
   PartitionFault gone(lab, "w1", PartitionSpec::full());
   gone.inject();
-  gone.heal();
+  EXPECT_TRUE(gone.heal());
   EXPECT_FALSE(gone.active());
 
   err = "RTNETLINK answers: Operation not permitted";
   PartitionFault stuck(lab, "w1", PartitionSpec::from("resource"));
   stuck.inject();
-  stuck.heal();
+  EXPECT_FALSE(stuck.heal());
   EXPECT_TRUE(stuck.active());
   err = "Error: Filter with specified priority/protocol not found.";
-  stuck.heal();
+  EXPECT_TRUE(stuck.heal());
   EXPECT_FALSE(stuck.active());
 }
 
@@ -677,7 +702,7 @@ TEST(NetemFault, DelaysAndLosesOnBothEndsOfTheHostLink) {
                             {"links", {{{"netns", "fc-r1-w1"}, {"device", h.host_link}}, {{"netns", "fc-r1-hub"}, {"device", h.hub_link}}}},
                             {"args", {"delay", "100ms", "10ms", "loss", "5%"}}}));
   r.clear();
-  f.heal();
+  EXPECT_TRUE(f.heal());
   EXPECT_EQ(r.calls(), (Calls{{"tc", "-n", "fc-r1-hub", "qdisc", "del", "dev", h.hub_link, "root"},
                               {"tc", "-n", "fc-r1-w1", "qdisc", "del", "dev", h.host_link, "root"}}));
   EXPECT_FALSE(f.active());
@@ -707,6 +732,24 @@ TEST(NetemFault, SecondEndFailingUndoesTheFirst) {
   auto calls = r.calls();
   ASSERT_EQ(calls.size(), 3u);
   EXPECT_EQ(calls[2], (Argv{"tc", "-n", "fc-r1-w1", "qdisc", "del", "dev", lab.host("w1").host_link, "root"}));
+}
+
+TEST(NetemFault, SecondEndFailingWithAnUndoThatFailsStaysActiveAndOutstanding) {
+  bool refuse_del = true;
+  RecordingCommandRunner r([&](const Argv& a) -> std::string {
+    if (contains(a, "add") && a[2] == "fc-r1-hub") throw CommandError(a, 2, "RTNETLINK answers: No buffer space available");
+    if (contains(a, "del") && refuse_del) throw CommandError(a, 2, "RTNETLINK answers: Operation not permitted");
+    return "";
+  });
+  NetworkLab lab({"r1", {"w1"}}, r);
+  NetemFault f(lab, "w1", {std::chrono::milliseconds(50), {}, 0});
+  fctest::FailedUndo undo(f, temp_file("netem-undo.ledger"));
+  const std::string what = undo.inject_fails_and_stays_in_effect();
+  EXPECT_NE(what.find("No buffer space available; its undo failed too: netem w1"), std::string::npos) << what;
+  refuse_del = false;
+  undo.heal_takes_effect();
+  for (const auto& c : r.calls())
+    if (contains(c, "del")) EXPECT_EQ(c[2], "fc-r1-w1") << "the hub's qdisc was never added: never deleted";
 }
 
 // ---------------------------------------------------------------- ledger healers from records

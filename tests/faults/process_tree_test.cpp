@@ -208,7 +208,7 @@ TEST_F(SigstopTree, StopsEveryProcessOfTheTreeAndHealContinuesThemAll) {
   EXPECT_EQ(fault->last_walk().walks, 2) << "a tree that did not change: one walk, one to confirm";
   EXPECT_EQ(pids(walk_tree(ref_of(tree.pid()))), pids(members)) << "a stopped tree does not change";
 
-  fault->heal();
+  EXPECT_TRUE(fault->heal());
   EXPECT_FALSE(fault->active());
   EXPECT_TRUE(fault->stopped().empty());
   EXPECT_TRUE(all_continued());
@@ -239,7 +239,7 @@ TEST(SigstopTreeForking, AForkingTreeIsStoppedWholeAndStopsGrowing) {
   ASSERT_TRUE(fctest::wait_until([&] { return walk_tree(ref_of(control.pid())).size() >= control_then + 3; }, 5s));
   EXPECT_EQ(pids(walk_tree(ref_of(tree.pid()))), pids(stopped));
   EXPECT_TRUE(fctest::wait_until([&] { return none_can_run(stopped); }, 2s));
-  fault.heal();
+  EXPECT_TRUE(fault.heal());
   EXPECT_TRUE(fctest::wait_until([&] { return none_in_state(stopped, 'T'); }, 5s));
 }
 
@@ -262,7 +262,7 @@ TEST_F(SigstopTree, TheLedgerHealerContinuesTheRootAndEveryStoppedDescendant) {
   EXPECT_TRUE(all_continued());
   EXPECT_TRUE(FaultLedger::outstanding(path).empty());
   std::filesystem::remove(path);
-  fault->heal();  // after cleanup: nothing left, no harm
+  EXPECT_TRUE(fault->heal());  // after cleanup: nothing left, no harm
 }
 
 TEST_F(SigstopTree, TheLedgerHealerLeavesRunningDescendantsAlone) {
@@ -285,7 +285,7 @@ TEST_F(SigstopTree, EmergencyContinueReachesEveryProcessOfTheTree) {
 TEST_F(SigstopTree, ADescendantKilledWhileStoppedCountsAsHealed) {
   stop_all();
   ASSERT_EQ(::kill(members.back().ref.pid, SIGKILL), 0);  // the grandchild
-  fault->heal();
+  EXPECT_TRUE(fault->heal());
   EXPECT_FALSE(fault->active());
   members.pop_back();
   EXPECT_TRUE(all_continued());

@@ -1,8 +1,12 @@
 // SIGSTOP fault on a real child process: baseline -> inject -> observe (state T) -> heal -> observe.
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <filesystem>
+
 #include "child.h"
 #include "fencecheck/faults/sigstop.h"
+#include "undo_failure.h"
 
 using namespace fencecheck::faults;
 
@@ -32,13 +36,64 @@ TEST(SigstopFault, StopsAndContinuesTheTarget) {
   EXPECT_TRUE(fault.active());
   EXPECT_TRUE(fctest::wait_state(child.pid(), [](char s) { return s == 'T'; }));
   fault.inject();  // idempotent
-  fault.heal();
+  EXPECT_TRUE(fault.heal());
   EXPECT_FALSE(fault.active());
   EXPECT_TRUE(fctest::wait_state(child.pid(), [](char s) { return s != 'T'; }));
-  fault.heal();  // idempotent
+  EXPECT_TRUE(fault.heal());  // idempotent
   auto rec = fault.ledger_record();
   EXPECT_EQ(rec["pid"], child.pid());
   EXPECT_EQ(rec["start_ticks"], ref->start_ticks);
+}
+
+// An inject that fails part-way (the tree's second process cannot be stopped) continues what it
+// had stopped through heal(); when that SIGCONT fails too, the root stays stopped, the fault stays
+// active and outstanding in the ledger, the message says so, and a later heal continues it.
+TEST(SigstopFault, AFailedInjectWhoseUndoFailsStaysActiveAndOutstanding) {
+  fctest::TreeChild tree(fctest::TreeChild::sh("sleep 1000 & wait"));
+  const auto root = ProcessRef::of(tree.pid());
+  ASSERT_TRUE(root);
+  ASSERT_TRUE(fctest::wait_until([&] { return !children_of(*root).empty(); }, std::chrono::seconds(10)));
+  bool refuse_cont = true;
+  SigstopFault fault(*root, "w1", [&](const ProcessRef& p, int sig) {
+    if (sig == SIGSTOP && p.pid != root->pid) return EPERM;  // the descendant cannot be stopped
+    if (sig == SIGCONT && refuse_cont) return EPERM;          // nor the root continued, for now
+    return 0;
+  });
+  fctest::FailedUndo undo(fault, std::filesystem::path(::testing::TempDir()) /
+                                     ("sigstop-undo-" + std::to_string(::getpid()) + ".ledger"));
+  const std::string what = undo.inject_fails_and_stays_in_effect();
+  EXPECT_NE(what.find("failed: Operation not permitted"), std::string::npos) << what;
+  EXPECT_NE(what.find("; its undo failed too: sigstop w1 (pid " + std::to_string(root->pid) + "): pid " +
+                      std::to_string(root->pid) + ": kill(SIGCONT) failed: Operation not permitted"),
+            std::string::npos)
+      << what;
+  ASSERT_EQ(fault.stopped().size(), 1u);
+  EXPECT_EQ(fault.stopped()[0].pid, root->pid);
+  EXPECT_TRUE(fctest::wait_state(root->pid, [](char s) { return s == 'T'; })) << "really stopped, and kept";
+
+  refuse_cont = false;
+  undo.heal_takes_effect();
+  EXPECT_TRUE(fctest::wait_state(root->pid, [](char s) { return s != 'T'; }));
+}
+
+// The same failure with an undo that works: nothing is left stopped and the fault is inactive.
+TEST(SigstopFault, AFailedInjectIsUndone) {
+  fctest::TreeChild tree(fctest::TreeChild::sh("sleep 1000 & wait"));
+  const auto root = ProcessRef::of(tree.pid());
+  ASSERT_TRUE(root);
+  ASSERT_TRUE(fctest::wait_until([&] { return !children_of(*root).empty(); }, std::chrono::seconds(10)));
+  SigstopFault fault(*root, "w1", [&](const ProcessRef& p, int sig) {
+    return sig == SIGSTOP && p.pid != root->pid ? EPERM : 0;
+  });
+  try {
+    fault.inject();
+    FAIL() << "must throw";
+  } catch (const FaultError& e) {
+    EXPECT_NE(std::string(e.what()).find("Operation not permitted; undone"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fault.active());
+  EXPECT_TRUE(fault.stopped().empty());
+  EXPECT_TRUE(fctest::wait_state(root->pid, [](char s) { return s != 'T'; }));
 }
 
 TEST(SigstopFault, GuardContinuesOnScopeExitIncludingExceptions) {
@@ -82,7 +137,7 @@ TEST(SigstopFault, HealOfAVanishedTargetIsQuiet) {
   SigstopFault fault(*ref, "w1");
   fault.inject();
   child.reap();  // SIGKILL works on a stopped process
-  fault.heal();
+  EXPECT_TRUE(fault.heal());
   EXPECT_FALSE(fault.active());
 }
 

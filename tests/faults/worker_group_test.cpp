@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -49,7 +51,7 @@ TEST(WorkerGroup, ItsMembersAreTheLeaderAndWhatItForked) {
   WorkerGroup group(*leader, "w1");
   group.inject();
   EXPECT_EQ(group.target(), "w1 (process group " + std::to_string(pid) + ")");
-  group.heal();  // the worker is done: nothing it forked outlives it
+  EXPECT_TRUE(group.heal());  // the worker is done: nothing it forked outlives it
   EXPECT_FALSE(group.active());
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
@@ -60,7 +62,10 @@ TEST(WorkerGroup, ItsMembersAreTheLeaderAndWhatItForked) {
 TEST(WorkerGroup, CleanupEndsTheOrphansOfADeadLeaderFromTheLedger) {
   // The leader forks two sleepers, one of them stopped (a sigstop nobody will continue), and dies
   // as PR_SET_PDEATHSIG kills it when the harness is kill -9'ed.
-  const pid_t pid = start_group_leader("sleep 1000 & kill -STOP $!; sleep 1000 & wait");
+  // SIGHUP ignored (and inherited): when the leader dies, the kernel sends SIGHUP and SIGCONT to an
+  // orphaned process group with a stopped member (POSIX, "orphaned process group"), which would
+  // end the children before cleanup could.
+  const pid_t pid = start_group_leader("trap '' HUP; sleep 1000 & kill -STOP $!; sleep 1000 & wait");
   const auto leader = ProcessRef::of(pid);
   ASSERT_TRUE(leader);
   ASSERT_TRUE(wait_for_members(*leader, 3u));
@@ -83,6 +88,40 @@ TEST(WorkerGroup, CleanupEndsTheOrphansOfADeadLeaderFromTheLedger) {
   EXPECT_TRUE(wait_for_members(*leader, 0u));
   EXPECT_TRUE(heal_outstanding(ledger_path, true).empty()) << "healed once, then nothing is outstanding";
   fs::remove(ledger_path);
+}
+
+// A /proc/<pid>/stat line (proc(5)) with the given state, pgrp (field 5) and starttime (field 22).
+std::string stat_line(pid_t pid, char state, pid_t pgrp, std::uint64_t start_ticks) {
+  std::string s = std::to_string(pid) + " (sleep) " + state + " 1 " + std::to_string(pgrp);
+  for (int field = 6; field < 22; ++field) s += " 0";
+  return s + " " + std::to_string(start_ticks) + " 0 0\n";
+}
+
+// A member still alive after SIGKILL (as a task in uninterruptible sleep would be, shown here by a
+// /proc that still lists it): the group is not healed, says which PID, and stays active; once the
+// member is gone (a zombie counts as ended) the heal takes effect.
+TEST(WorkerGroup, AMemberAliveAfterSigkillIsNotHealed) {
+  const pid_t pid = start_group_leader("sleep 1000");
+  const auto leader = ProcessRef::of(pid);
+  ASSERT_TRUE(leader);
+  const fs::path proc = fs::path(::testing::TempDir()) / ("fake-proc-" + std::to_string(::getpid()));
+  fs::remove_all(proc);
+  fs::create_directories(proc / std::to_string(pid));
+  std::ofstream(proc / std::to_string(pid) / "stat") << stat_line(pid, 'D', pid, leader->start_ticks);
+  WorkerGroup group(*leader, "w1", std::chrono::milliseconds(50), proc.string());
+  group.inject();
+  EXPECT_FALSE(group.heal());
+  EXPECT_TRUE(group.active());
+  EXPECT_EQ(group.heal_failure(), "worker-group w1 (process group " + std::to_string(pid) + "): 1 process(es) of process group " +
+                                      std::to_string(pid) + " still alive 50 ms after SIGKILL: pid " + std::to_string(pid));
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid) << "the SIGKILL itself was sent";
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+  std::ofstream(proc / std::to_string(pid) / "stat", std::ios::trunc) << stat_line(pid, 'Z', pid, leader->start_ticks);
+  EXPECT_TRUE(group.heal());
+  EXPECT_FALSE(group.active());
+  fs::remove_all(proc);
 }
 
 TEST(WorkerGroup, ANumberNowNamingAnotherProcessIsNotOurGroup) {

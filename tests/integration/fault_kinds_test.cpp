@@ -635,6 +635,17 @@ TEST(HealFailure, AFaultThatCannotBeHealedStaysOutstandingIsNamedAndExits3) {
   ASSERT_NE(throttle_id, 0);
   EXPECT_EQ(ops[throttle_id], 0) << fctest::slurp(dir / "faults.ledger");
 
+  // While the cgroup cannot go, cleanup cannot heal it either: it says so and exits 3, and the
+  // entry stays outstanding for its next call.
+  auto stuck = fctest::run_fencecheck({"cleanup", dir.string()}, work);
+  EXPECT_EQ(stuck.code, 3) << stuck.out << stuck.err;
+  EXPECT_NE(stuck.out.find("cpu-throttle: heal failed: "), std::string::npos) << stuck.out;
+  EXPECT_NE(stuck.out.find(": still outstanding, not healed: "), std::string::npos) << stuck.out;
+  EXPECT_NE(stuck.out.find(", 1 of them NOT healed (still in effect or still running; the next cleanup retries)\n"),
+            std::string::npos)
+      << stuck.out;
+  EXPECT_TRUE(fs::exists(cgroup));
+
   // Cleanup heals it once the cgroup can go, and records that.
   fs::remove(blocker);
   auto r = fctest::run_fencecheck({"cleanup", dir.string()}, work);

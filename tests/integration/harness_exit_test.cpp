@@ -340,6 +340,33 @@ TEST(HarnessExit, KillMinus9ThenCleanupLeavesNothingBehind) {
   EXPECT_NE(again.out.find("0 entries handled"), std::string::npos) << again.out;
 }
 
+// An entry cleanup cannot heal (here: a kind no healer knows, as a damaged or newer ledger would
+// hold) is not "handled": cleanup lists it as still outstanding and exits 3, on every call, until
+// it is healed; a ledger with nothing left exits 0.
+TEST(HarnessExit, CleanupExits3WhileAnEntryStaysOutstanding) {
+  auto work = fctest::fresh_dir("cleanup-outstanding");
+  const fs::path dir = work / "runs" / "r1";
+  fs::create_directories(dir);
+  std::ofstream(dir / "faults.ledger") << R"({"op":"inject","id":1,"kind":"no-such-kind","run_id":"r1","harness_pid":1,"harness_start_ticks":1})"
+                                       << "\n";
+  for (int call = 0; call < 2; ++call) {
+    auto r = fctest::run_fencecheck({"cleanup", dir.string()}, work);
+    EXPECT_EQ(r.code, 3) << r.out << r.err;
+    EXPECT_NE(r.out.find("r1: unknown fault kind 'no-such-kind' in " + (dir / "faults.ledger").string() + "; cannot heal it\n"),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("r1: still outstanding, not healed: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("fencecheck cleanup: 1 ledger(s) read, 1 entry handled, 1 of them NOT healed (still in effect or still running; "
+                        "the next cleanup retries)\n"),
+              std::string::npos)
+        << r.out;
+  }
+  std::ofstream(dir / "faults.ledger", std::ios::app) << R"({"op":"heal","id":1})" << "\n";
+  auto r = fctest::run_fencecheck({"cleanup", dir.string()}, work);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "fencecheck cleanup: 1 ledger(s) read, 0 entries handled\n");
+}
+
 // A run root cleanup cannot read threw a std::filesystem::filesystem_error out of main (abort,
 // exit 134); now it is bad input: exit 2 naming the path and the cause, before anything is healed.
 TEST(HarnessExit, CleanupOnAnUnreadableRunRootExits2NamingItAndWhy) {

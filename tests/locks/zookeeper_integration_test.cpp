@@ -539,7 +539,7 @@ TEST(ZooKeeperCleanup, AnOrphanedServerIsStoppedAndALiveHarnessesIsNot) {
   const fs::path run = server.dir.path();
   const int pid = server.inst->pid();
   ASSERT_GT(pid, 0);
-  auto lines = kind().stop_orphans(run, false);
+  auto lines = kind().stop_orphans(run, false).said;
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find("belongs to a live harness"), std::string::npos) << lines[0];
   EXPECT_TRUE(server.inst->healthy()) << "left alone";
@@ -555,7 +555,9 @@ TEST(ZooKeeperCleanup, AnOrphanedServerIsStoppedAndALiveHarnessesIsNot) {
   ::waitpid(dead, nullptr, 0);
   text = text.substr(0, text.find("harness ")) + "harness " + std::to_string(dead) + "\n";
   std::ofstream(run / "zookeeper.pid", std::ios::trunc) << text;
-  lines = locks::stop_orphaned_lock_services(run, false);
+  const auto report = locks::stop_orphaned_lock_services(run, false);
+  EXPECT_EQ(report.not_stopped, 0);
+  lines = report.said;
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find("stopped the orphaned embedded ZooKeeper pid " + std::to_string(pid)), std::string::npos)
       << lines[0];
@@ -570,7 +572,7 @@ TEST(ZooKeeperCleanup, AnOrphanedServerIsStoppedAndALiveHarnessesIsNot) {
   }
   std::ofstream(run / "zookeeper.pid") << "pid " << other << "\nconfig " << (run / "zookeeper.cfg").string()
                                         << "\nharness 1\n";
-  lines = kind().stop_orphans(run, true);
+  lines = kind().stop_orphans(run, true).said;
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find("not this run's ZooKeeper"), std::string::npos) << lines[0];
   EXPECT_EQ(::kill(other, 0), 0) << "the other program still runs";

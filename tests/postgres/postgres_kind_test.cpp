@@ -461,10 +461,10 @@ TEST(PostgresKind, StopOrphanedPostgresStopsOnlyThatRunsPostmaster) {
   const fs::path fake = run_dir("not-postgres");
   fs::create_directories(fake / "postgres-data");
   std::ofstream(fake / "postgres-data" / "postmaster.pid") << ::getpid() << "\n" << (fake / "postgres-data").string() << "\n";
-  pg::stop_orphaned_postgres(fake);
+  EXPECT_TRUE(pg::stop_orphaned_postgres(fake)) << "another process's pid file: no postmaster of the run left running";
   EXPECT_FALSE(pg::running_postmaster(fake).has_value()) << "a pid file naming another process is no postmaster";
   EXPECT_TRUE(process_alive(::getpid()));
-  pg::stop_orphaned_postgres(run_dir("empty"));  // nothing there: nothing happens
+  EXPECT_TRUE(pg::stop_orphaned_postgres(run_dir("empty")));  // nothing there: nothing happens
 
 #ifdef FENCECHECK_POSTGRES_HOLDER
   // A harness killed with SIGKILL while its embedded server runs.
@@ -544,7 +544,7 @@ TEST(PostgresKind, StopOrphanedPostgresStopsOnlyThatRunsPostmaster) {
     ASSERT_TRUE(eventually([&] { return PQping(ping.c_str()) == PQPING_OK; }, 30s)) << "the daemon did not start";
     ASSERT_EQ(postmaster_pid(data_dir), daemon);
     EXPECT_EQ(pg::running_postmaster(dir), std::optional<int>(daemon)) << "what `fencecheck cleanup` asks first";
-    pg::stop_orphaned_postgres(dir);
+    EXPECT_TRUE(pg::stop_orphaned_postgres(dir));
     EXPECT_FALSE(process_alive(daemon)) << "stop_orphaned_postgres returns after the postmaster is gone";
     EXPECT_FALSE(pg::running_postmaster(dir).has_value());
     ::waitpid(daemon, nullptr, 0);

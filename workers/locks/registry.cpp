@@ -21,10 +21,13 @@ const LockServiceKind* find_lock_service_kind(std::string_view name) {
   return nullptr;
 }
 
-std::vector<std::string> stop_orphaned_lock_services(const std::filesystem::path& run_dir, bool force) {
-  std::vector<std::string> out;
-  for (Row row : kKinds)
-    for (auto& line : row().stop_orphans(run_dir, force)) out.push_back(std::move(line));
+OrphanReport stop_orphaned_lock_services(const std::filesystem::path& run_dir, bool force) {
+  OrphanReport out;
+  for (Row row : kKinds) {
+    auto r = row().stop_orphans(run_dir, force);
+    for (auto& line : r.said) out.said.push_back(std::move(line));
+    out.not_stopped += r.not_stopped;
+  }
   return out;
 }
 

@@ -191,8 +191,8 @@ void EmbeddedZooKeeper::stop() noexcept {
   }
 }
 
-std::vector<std::string> stop_orphaned_zookeeper(const fs::path& run_dir, bool force) {
-  std::vector<std::string> out;
+OrphanReport stop_orphaned_zookeeper(const fs::path& run_dir, bool force) {
+  OrphanReport out;
   try {
     std::ifstream in(run_dir / kPidFile);
     if (!in) return out;
@@ -208,31 +208,41 @@ std::vector<std::string> stop_orphaned_zookeeper(const fs::path& run_dir, bool f
     const auto p = static_cast<pid_t>(pid);
     const std::string cmd = pid > 1 ? cmdline_of(pid) : "";
     if (pid <= 1 || config.empty() || harness::process_gone(p)) {
-      out.push_back("zookeeper: the embedded server " + (run_dir / kPidFile).string() + " names (pid " +
+      out.said.push_back("zookeeper: the embedded server " + (run_dir / kPidFile).string() + " names (pid " +
                     std::to_string(pid) + ") is gone (it ended with its harness); removed the record");
       fs::remove(run_dir / kPidFile, ec);
       return out;
     }
     if (cmd.find(kMainClass) == std::string::npos || cmd.find(config) == std::string::npos) {
-      out.push_back("zookeeper: " + (run_dir / kPidFile).string() + " names pid " + std::to_string(pid) +
+      out.said.push_back("zookeeper: " + (run_dir / kPidFile).string() + " names pid " + std::to_string(pid) +
                     ", which is not this run's ZooKeeper server (another program); left it alone, removed the record");
       fs::remove(run_dir / kPidFile, ec);
       return out;
     }
     if (!force && owner > 1 && parent_of(pid) == owner && !harness::process_gone(static_cast<pid_t>(owner))) {
-      out.push_back("zookeeper: pid " + std::to_string(pid) + " belongs to a live harness (pid " +
+      out.said.push_back("zookeeper: pid " + std::to_string(pid) + " belongs to a live harness (pid " +
                     std::to_string(owner) + "); left alone (--force stops it)");
       return out;
     }
     ::kill(p, SIGCONT);
     ::kill(p, SIGTERM);
-    if (!harness::wait_process_gone(p, 5s)) ::kill(p, SIGKILL);
-    out.push_back("zookeeper: stopped the orphaned embedded ZooKeeper pid " + std::to_string(pid) + " (" + config + ")");
+    if (!harness::wait_process_gone(p, 5s)) {
+      ::kill(p, SIGKILL);
+      if (!harness::wait_process_gone(p, 2s)) {  // kept: the next cleanup tries again
+        out.said.push_back("zookeeper: the orphaned embedded ZooKeeper pid " + std::to_string(pid) + " (" + config +
+                           ") still runs 2 s after SIGKILL; not stopped, its record kept");
+        ++out.not_stopped;
+        return out;
+      }
+    }
+    out.said.push_back("zookeeper: stopped the orphaned embedded ZooKeeper pid " + std::to_string(pid) + " (" + config + ")");
     fs::remove(run_dir / kPidFile, ec);
   } catch (const std::exception& e) {
-    out.push_back("zookeeper cleanup of " + run_dir.string() + ": " + e.what());
+    out.said.push_back("zookeeper cleanup of " + run_dir.string() + ": " + e.what());
+    ++out.not_stopped;
   } catch (...) {  // not a std::exception: name the run at least
-    out.push_back("zookeeper cleanup of " + run_dir.string() + ": failed (unknown exception)");
+    out.said.push_back("zookeeper cleanup of " + run_dir.string() + ": failed (unknown exception)");
+    ++out.not_stopped;
   }
   return out;
 }

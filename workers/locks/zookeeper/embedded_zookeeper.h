@@ -54,6 +54,8 @@
 #include <string>
 #include <vector>
 
+#include "fencecheck/locks/lock_service_kind.h"  // OrphanReport
+
 namespace fencecheck::harness {
 class ChildProcess;
 }
@@ -122,10 +124,11 @@ class EmbeddedZooKeeper {
   std::chrono::milliseconds start_time_{0};
 };
 
-/// What stop_orphaned_zookeeper found and did, one sentence per server ("" when nothing ran).
+/// What stop_orphaned_zookeeper found and did, one sentence per server (none when nothing ran).
 /// Ends the embedded server `run_dir/zookeeper.pid` names when that process still runs with that
-/// configuration and its parent is gone (pid 1 or a subreaper adopted it), or always with `force`.
-/// Never throws.
-[[nodiscard]] std::vector<std::string> stop_orphaned_zookeeper(const std::filesystem::path& run_dir, bool force);
+/// configuration and its parent is gone (pid 1 or a subreaper adopted it), or always with `force`:
+/// SIGTERM, SIGKILL after 5 s, and then it must be gone within 2 s; otherwise it says so, counts it
+/// in not_stopped and keeps the record, so that the next cleanup retries. Never throws.
+[[nodiscard]] OrphanReport stop_orphaned_zookeeper(const std::filesystem::path& run_dir, bool force);
 
 }  // namespace fencecheck::locks::zk

@@ -237,7 +237,7 @@ class ZooKeeperKind final : public LockServiceKind {
     }
   }
 
-  std::vector<std::string> stop_orphans(const std::filesystem::path& run_dir, bool force) const override {
+  OrphanReport stop_orphans(const std::filesystem::path& run_dir, bool force) const override {
     return stop_orphaned_zookeeper(run_dir, force);
   }
 };

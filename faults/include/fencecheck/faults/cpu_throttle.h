@@ -72,7 +72,7 @@ class CpuThrottleFault final : public Fault {
   /// meanwhile counts as healed (a vanished tree: only the cgroup is removed). When the cgroup cannot be removed within 2 s the cause goes to
   /// stderr, active() stays true and heal() returns false (heal_failure() says why), so that a
   /// later heal() retries.
-  bool heal() noexcept override;
+  [[nodiscard]] bool heal() noexcept override;
   [[nodiscard]] bool active() const override { return active_; }
   /// {"target","pid","start_ticks","cgroup_version","mount","cgroup_dir","original",
   ///  "thread_originals" (v1: TID -> cgroup, only those not in "original"),"period_us","quota_us"}

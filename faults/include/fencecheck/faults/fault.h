@@ -41,13 +41,18 @@ class Fault {
   [[nodiscard]] virtual std::string_view kind() const = 0;
   /// Human name of the target, e.g. "w1 (pid 4242)".
   [[nodiscard]] virtual std::string target() const = 0;
-  /// Makes the fault take effect. Idempotent. Throws FaultError; on throw nothing is in effect.
+  /// Makes the fault take effect. Idempotent. Throws FaultError (or FaultUnavailable) after
+  /// undoing, through heal(), what it did before it failed (undo_failed_inject()). When that undo
+  /// took effect nothing is in effect and active() is false; when it did not, active() stays true,
+  /// heal_failure() and the message say why, and the caller must heal() it again (FaultLedger::heal
+  /// records the heal only once it takes effect; until then the ledger keeps it outstanding).
   virtual void inject() = 0;
   /// Undoes it. Idempotent, never throws; a vanished target counts as healed. Returns true when
   /// nothing of the fault is left in effect (healed now, earlier, or never injected); false when
   /// part of it could not be undone: active() stays true, heal_failure() says why, and a later
-  /// heal() retries.
-  virtual bool heal() noexcept = 0;
+  /// heal() retries. The result is the only word on whether the machine is restored: never
+  /// discard it (the ledger records a heal only on true).
+  [[nodiscard]] virtual bool heal() noexcept = 0;
   [[nodiscard]] virtual bool active() const = 0;
   /// Why the last heal() did not take effect (e.g. "cannot remove cgroup ...: Device or resource
   /// busy for 2000 ms"); empty when it did, or before any heal().
@@ -61,6 +66,15 @@ class Fault {
   bool healed() noexcept {
     heal_failure_.clear();
     return true;
+  }
+  /// For inject()'s failure path: the caller has left the fault active() with what the failed
+  /// inject did so far (heal() undoes exactly that); this calls heal() and returns `failure` with
+  /// its outcome appended ("; undone", or "; its undo failed too: <why>; still in effect until a
+  /// heal takes effect"), the message for the caller to throw. When the undo failed, active() stays
+  /// true and heal_failure() says why, so the caller's heal() retries. Throws only std::bad_alloc.
+  [[nodiscard]] std::string undo_failed_inject(const std::string& failure) {
+    if (heal()) return failure + "; undone";
+    return failure + "; its undo failed too: " + heal_failure() + "; still in effect until a heal takes effect";
   }
   /// For heal()'s return: false, keeping why for heal_failure(). Never throws (on a failed
   /// allocation the reason is left empty).
@@ -81,7 +95,9 @@ class Fault {
 class FaultGuard {
  public:
   explicit FaultGuard(Fault& fault) : fault_(&fault) {}
-  ~FaultGuard() { if (fault_) fault_->heal(); }
+  /// A heal that did not take effect here leaves the fault active(); the guard has no one to tell,
+  /// so whoever needs the machine restored checks active() or records the fault in a ledger.
+  ~FaultGuard() { if (fault_) (void)fault_->heal(); }
   FaultGuard(const FaultGuard&) = delete;
   FaultGuard& operator=(const FaultGuard&) = delete;
   /// Stops guarding (the caller healed it itself).

@@ -65,7 +65,7 @@ class FreezeFault final : public Fault {
   /// When the cgroup cannot be removed within 2 s the cause goes to stderr, active() stays true
   /// and heal() returns false (heal_failure() says why; the process is thawed and moved back
   /// regardless).
-  bool heal() noexcept override;
+  [[nodiscard]] bool heal() noexcept override;
   [[nodiscard]] bool active() const override { return active_; }
   /// {"target","pid","start_ticks","cgroup_version","mount","cgroup_dir","original",
   ///  "thread_originals","descendant_originals"} as in CpuThrottleFault::ledger_record().

@@ -44,12 +44,13 @@ class NetemFault final : public Fault {
   /// "w1 (fc-<run>-w1) delay 100ms 10ms loss 5%".
   [[nodiscard]] std::string target() const override;
   /// Adds both qdiscs. Throws FaultUnavailable when the kernel has no netem qdisc, FaultError on
-  /// any other tc failure; on throw nothing is left (a qdisc added first is deleted again).
+  /// any other tc failure, after deleting through heal() a qdisc it had added first; when that
+  /// delete fails, active() stays true and the message says why (Fault::inject()).
   void inject() override;
   /// Deletes both root qdiscs. Never throws; a namespace, link or qdisc already gone counts as
   /// healed. Another failure goes to stderr, active() stays true and heal() returns false
   /// (heal_failure() says why).
-  bool heal() noexcept override;
+  [[nodiscard]] bool heal() noexcept override;
   [[nodiscard]] bool active() const override { return active_; }
   /// {"target","links":[{"netns","device"},{"netns","device"}],"args":[...]}.
   [[nodiscard]] nlohmann::json ledger_record() const override;
@@ -62,6 +63,7 @@ class NetemFault final : public Fault {
   std::string host_, host_netns_, hub_netns_, host_link_, hub_link_;
   NetemSpec spec_;
   bool active_ = false;
+  std::size_t qdiscs_in_effect_ = 0;  // inject_commands() that took effect, in order: what heal() deletes
 };
 
 }  // namespace fencecheck::faults

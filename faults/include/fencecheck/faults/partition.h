@@ -108,12 +108,13 @@ class PartitionFault final : public Fault {
   [[nodiscard]] std::string target() const override;
   /// Adds the filter of each of spec.hooks(). Throws FaultError when tc fails (e.g. the same
   /// partition is already in effect) and FaultUnavailable when the kernel lacks the bpf
-  /// classifier or clsact (then nothing is left: a half-added filter is deleted again).
+  /// classifier or clsact, after deleting through heal() the filters it had added (only those:
+  /// never another partition's); when that delete fails, active() stays true (Fault::inject()).
   void inject() override;
   /// Deletes the filters inject() added. Never throws; a namespace, link or filter already gone
   /// counts as healed. Another failure goes to stderr, active() stays true and heal() returns
   /// false (heal_failure() says why; heal() again retries).
-  bool heal() noexcept override;
+  [[nodiscard]] bool heal() noexcept override;
   [[nodiscard]] bool active() const override { return active_; }
   /// {"target","spec","direction","netns","device","pref","hooks":[...],"address"}: hooks are
   /// exactly those inject() adds a filter to; "spec" is describe(), "direction" to_string().
@@ -129,6 +130,7 @@ class PartitionFault final : public Fault {
   PartitionSpec spec_;
   int pref_;
   bool active_ = false;
+  std::size_t hooks_in_effect_ = 0;  // inject_commands() that took effect, in order: what heal() deletes
 };
 
 /// The classic-BPF program (tc's "bytecode" syntax: "<count>,<code> <jt> <jf> <k>,...", the

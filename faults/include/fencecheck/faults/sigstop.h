@@ -18,6 +18,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,9 +36,14 @@ inline constexpr std::chrono::milliseconds kSigstopSettleTimeout{2000};
 /// Not thread-safe (fault.h): one thread drives it; emergency_continue_all() may run concurrently.
 class SigstopFault final : public Fault {
  public:
+  /// A test's seam: called before each SIGSTOP or SIGCONT this fault sends, with the process and
+  /// the signal; a non-zero return (an errno, e.g. EPERM) makes that send fail with it, and the
+  /// signal is not sent. Empty: every signal is sent.
+  using SignalFilter = std::function<int(const ProcessRef& process, int sig)>;
+
   /// target: the worker process, the root of the tree. target_name is the worker id, for
   /// messages and the ledger.
-  SigstopFault(ProcessRef target, std::string target_name);
+  SigstopFault(ProcessRef target, std::string target_name, SignalFilter filter = {});
   ~SigstopFault() override;
   SigstopFault(const SigstopFault&) = delete;
   SigstopFault& operator=(const SigstopFault&) = delete;
@@ -47,7 +53,8 @@ class SigstopFault final : public Fault {
   /// Sends SIGSTOP to every process of the tree (converging walk, above). Throws FaultError when
   /// the root is gone or is not the one started, when more than 1024 processes would be stopped
   /// at once (the emergency table's size), when a kill fails, or when the tree still changes
-  /// after 100 walks; then every process it stopped is continued again.
+  /// after 100 walks; then every process it stopped is continued again through heal(), and one
+  /// that could not be is kept stopped and listed, active() stays true (Fault::inject()).
   void inject() override;
   /// Sends SIGCONT to every process this fault stopped that is still that process, deepest first
   /// and the root last (the reverse of the order they were stopped in), so that the worker the
@@ -57,7 +64,7 @@ class SigstopFault final : public Fault {
   /// counts as not healed. Returns false when any process could not be continued: those stay
   /// stopped and listed (stopped()), active() stays true, heal_failure() names each pid and why,
   /// and a later heal() retries them.
-  bool heal() noexcept override;
+  [[nodiscard]] bool heal() noexcept override;
   [[nodiscard]] bool active() const override { return active_; }
   /// {"pid","start_ticks","target"}: the root. Written before inject(), when the descendants are
   /// not yet known; the ledger healer finds them by walking the tree from the root.
@@ -83,8 +90,12 @@ class SigstopFault final : public Fault {
   /// Frees the emergency slots and pidfds of stopped_ and empties it.
   void release_all() noexcept;
 
+  /// The signal to `s`, through its pidfd or a checked kill(2), after the filter. 0 or an errno.
+  int send(const ProcessRef& ref, int pidfd, int sig) const noexcept;
+
   ProcessRef ref_;
   std::string name_;
+  SignalFilter filter_;
   bool active_ = false;
   std::vector<Stopped> stopped_;
   ConvergeResult walk_;

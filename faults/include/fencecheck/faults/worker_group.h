@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -24,19 +25,39 @@ namespace fencecheck::faults {
 /// from <proc>/*/stat (field 5, pgrp; field 22, starttime: proc(5)). Empty when the number now
 /// names another group: a live process with PID pgid whose start time is not the leader's (Linux
 /// does not hand a PID out again while a process group still uses it as its id, so a number whose
-/// leader is gone still names the same group). Thread-safe.
-[[nodiscard]] std::vector<ProcessRef> group_members(const ProcessRef& leader, const std::string& proc = "/proc");
+/// leader is gone still names the same group). With alive_only, a zombie (state Z or X: ended,
+/// waiting for its parent's wait(2)) is left out. Thread-safe.
+[[nodiscard]] std::vector<ProcessRef> group_members(const ProcessRef& leader, const std::string& proc = "/proc",
+                                                    bool alive_only = false);
+
+/// How long end_group() waits, by default, for the members it killed to be gone. SIGKILL is
+/// delivered at once, but a task in uninterruptible sleep (state D) ends only when it wakes.
+inline constexpr std::chrono::milliseconds kGroupEndWait{2000};
+
+/// What end_group() did: how many members it sent SIGKILL to, and which were still alive (not
+/// ended, not a zombie) when it stopped waiting. An empty `alive` is the proof the group is gone.
+struct GroupEnd {
+  int killed = 0;
+  std::vector<ProcessRef> alive;
+  /// "" when alive is empty, else "2 process(es) of process group 42 still alive 2000 ms after
+  /// SIGKILL: pid 43, 44".
+  std::string failure;
+};
 
 /// Ends every member of the group (group_members): SIGKILL, through signal_process (never a
-/// reused PID); SIGKILL ends a stopped process too (signal(7)). Returns how many it killed. Never
-/// throws. Thread-safe.
-int end_group(const ProcessRef& leader) noexcept;
+/// reused PID); SIGKILL ends a stopped process too (signal(7)). Then waits up to `wait` until no
+/// member is alive (group_members with alive_only; a zombie counts as ended), polling <proc>.
+/// Never throws. Thread-safe.
+GroupEnd end_group(const ProcessRef& leader, std::chrono::milliseconds wait = kGroupEndWait,
+                   const std::string& proc = "/proc") noexcept;
 
 /// The ledger's record of one command worker's process group. Not thread-safe (fault.h).
 class WorkerGroup final : public Fault {
  public:
-  /// leader: the worker's own process, the group's leader (its PID is the group's id).
-  WorkerGroup(ProcessRef leader, std::string worker);
+  /// leader: the worker's own process, the group's leader (its PID is the group's id). wait and
+  /// proc: end_group()'s (a test points proc at a fake /proc).
+  WorkerGroup(ProcessRef leader, std::string worker, std::chrono::milliseconds wait = kGroupEndWait,
+              std::string proc = "/proc");
   ~WorkerGroup() override = default;
 
   /// "worker-group": the ledger's healer ends the group's members.
@@ -45,13 +66,13 @@ class WorkerGroup final : public Fault {
   [[nodiscard]] std::string target() const override;
   /// Nothing to do: the group exists from the worker's start. Marks it active.
   void inject() override { active_ = true; }
-  /// Ends what is left of the group (end_group). Never throws. Always true: SIGKILL cannot be
-  /// caught, blocked or ignored (signal(7)), so a member that is not ended was gone already.
-  bool heal() noexcept override {
-    (void)end();
-    return healed();
-  }
-  /// heal(), saying how many processes it killed (0 when inactive). Never throws.
+  /// Ends what is left of the group (end_group) and returns true only once no member is alive:
+  /// SIGKILL cannot be caught, blocked or ignored (signal(7)), but a member in uninterruptible
+  /// sleep outlives it until it wakes, and a kill can fail (EPERM). When a member is still alive
+  /// after the wait: false, active() stays true and heal_failure() names the PIDs. Never throws.
+  [[nodiscard]] bool heal() noexcept override;
+  /// Sends SIGKILL to what is left of the group now, without waiting, and returns how many (0 when
+  /// inactive); active() is unchanged: heal() proves the group gone. Never throws.
   int end() noexcept;
   [[nodiscard]] bool active() const override { return active_; }
   /// {"pgid", "start_ticks" (the leader's), "target"}.
@@ -60,6 +81,8 @@ class WorkerGroup final : public Fault {
  private:
   ProcessRef leader_;
   std::string worker_;
+  std::chrono::milliseconds wait_;
+  std::string proc_;
   bool active_ = false;
 };
 

@@ -38,13 +38,13 @@ namespace fencecheck::harness {
 class LockServiceRestartFault final : public faults::Fault {
  public:
   LockServiceRestartFault(Services& services, bool fresh_data) : services_(services), fresh_(fresh_data) {}
-  ~LockServiceRestartFault() override { heal(); }
+  ~LockServiceRestartFault() override { (void)heal(); }  // a last try; the ledger keeps it outstanding
   [[nodiscard]] std::string_view kind() const override { return "lock-service-restart"; }
   [[nodiscard]] std::string target() const override { return fresh_ ? "lock-service (fresh data)" : "lock-service"; }
   void inject() override;
   /// Starts the lock service again. A failure to start is logged and returns false (active()
   /// stays true; a later heal() tries again): the run then sees the outage continue.
-  bool heal() noexcept override;
+  [[nodiscard]] bool heal() noexcept override;
   [[nodiscard]] bool active() const override { return active_; }
   [[nodiscard]] nlohmann::json ledger_record() const override { return {{"target", "lock-service"}, {"fresh_data", fresh_}}; }
 

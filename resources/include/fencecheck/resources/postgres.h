@@ -137,9 +137,12 @@ inline constexpr std::string_view kNone = "none";
 /// directory (the postmaster runs in its data directory), never any other process: SIGINT (fast
 /// shutdown, 19.5 "Shutting Down the Server"), then SIGQUIT after 10 s, then SIGKILL after 2 s
 /// more. Then removes a cluster directory of its own outside the run directory, and the
-/// .location file. Says what it did through spdlog (info). Never throws. Not thread-safe with
-/// respect to a live instance of the same run (call it for runs whose harness is dead).
-void stop_orphaned_postgres(const std::filesystem::path& run_dir);
+/// .location file. Says what it did through spdlog (info). Returns true when no postmaster of the
+/// run is left running (none ran, or it is stopped now); false when one survived SIGKILL or the
+/// run's files could not be read (then a cluster directory of its own and the .location file are
+/// kept, so that the next cleanup retries). Never throws. Not thread-safe with respect to a live
+/// instance of the same run (call it for runs whose harness is dead).
+[[nodiscard]] bool stop_orphaned_postgres(const std::filesystem::path& run_dir);
 
 /// The PID of run directory `run_dir`'s embedded postmaster while one runs, found and checked as
 /// stop_orphaned_postgres finds and checks it (postgres-data, or where postgres-data.location

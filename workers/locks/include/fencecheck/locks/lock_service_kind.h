@@ -116,6 +116,12 @@ class LockServiceInstance {
   virtual void stop() noexcept = 0;
 };
 
+/// What `fencecheck cleanup` found of a kind's embedded servers left running, and did.
+struct OrphanReport {
+  std::vector<std::string> said;  ///< one sentence per server found
+  int not_stopped = 0;            ///< found orphaned and not proven stopped: cleanup exits 3
+};
+
 class LockServiceKind {
  public:
   virtual ~LockServiceKind() = default;
@@ -155,10 +161,11 @@ class LockServiceKind {
                                                                   const LockServiceRunContext& ctx) const = 0;
   /// `fencecheck cleanup`: ends an embedded server of this kind that a dead harness left running
   /// for the run directory `run_dir` (each kind records its own server there); one sentence per
-  /// server found. One whose harness still runs is left alone unless `force`. The default finds
-  /// nothing (a server that PR_SET_PDEATHSIG always takes along with its harness). Never throws.
-  [[nodiscard]] virtual std::vector<std::string> stop_orphans(const std::filesystem::path& /*run_dir*/,
-                                                              bool /*force*/) const {
+  /// server found, and how many it could not prove stopped (their record is kept, so that the
+  /// next cleanup retries). One whose harness still runs is left alone unless `force`. The default
+  /// finds nothing (a server that PR_SET_PDEATHSIG always takes along with its harness). Never
+  /// throws.
+  [[nodiscard]] virtual OrphanReport stop_orphans(const std::filesystem::path& /*run_dir*/, bool /*force*/) const {
     return {};
   }
 };
@@ -167,7 +174,8 @@ class LockServiceKind {
 [[nodiscard]] const LockServiceKind* find_lock_service_kind(std::string_view name);
 /// Every registered name, in table order ("etcd", "zookeeper", "redis", "none").
 [[nodiscard]] std::vector<std::string_view> lock_service_kind_names();
-/// stop_orphans of every registered kind for one run directory, the sentences in table order.
-[[nodiscard]] std::vector<std::string> stop_orphaned_lock_services(const std::filesystem::path& run_dir, bool force);
+/// stop_orphans of every registered kind for one run directory: the sentences in table order, and
+/// the sum of what was not stopped.
+[[nodiscard]] OrphanReport stop_orphaned_lock_services(const std::filesystem::path& run_dir, bool force);
 
 }  // namespace fencecheck::locks
