@@ -413,7 +413,8 @@ void Run::launch_worker(WorkerState& w) {
                                          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(*d.abort_on_pause).count())});
     if (d.token_source != TokenSource::kIssuer)
       spec.args.insert(spec.args.end(), {"--token-source", std::string(to_string(d.token_source))});
-    if (d.self_stop_at) spec.args.insert(spec.args.end(), {"--self-stop-at", std::string(to_string(*d.self_stop_at))});
+    if (d.self_stop_at != SelfStopAt::kNever)
+      spec.args.insert(spec.args.end(), {"--self-stop-at", std::string(to_string(d.self_stop_at))});
     if (d.keepalive != KeepaliveMode::kThread)
       spec.args.insert(spec.args.end(), {"--keepalive", std::string(to_string(d.keepalive))});
     if (d.cpu_per_write)

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fencecheck/harness/scenario.h"
+#include "fencecheck/workers/worker.h"
 #include "fencecheck/locks/lock_service_kind.h"
 #include "fencecheck/resources/resource_kind.h"
 
@@ -621,7 +622,8 @@ const BadFile kBadFiles[] = {
      "name: t\n"
      "lease_ttl: 2s\n"
      "lock_service: {kind: consul}\n",
-     3, 22, "lock_service.kind: unknown lock service kind \"consul\"; expected one of: " + lock_kind_names()},
+     // The whole list, written out: a list computed from the registry would pass whatever it held.
+     3, 22, "lock_service.kind: unknown lock service kind \"consul\"; expected one of: etcd, zookeeper, redis, none"},
     {"LockServiceKindMissing",
      "name: t\n"
      "lease_ttl: 2s\n"
@@ -1398,7 +1400,7 @@ TEST(ScenarioCatalogueFields, EveryNewFieldIsReadTyped) {
   EXPECT_EQ(w1.design.abort_on_pause, Duration(100ms));
   EXPECT_EQ(w1.design.token_source, TokenSource::kTimestamp);
   EXPECT_EQ(w1.design.clock_offset, Duration(-30s));
-  EXPECT_EQ(w1.design.self_stop_at, SelfStopPoint::kCheck);
+  EXPECT_EQ(w1.design.self_stop_at, SelfStopAt::kCheck);
   EXPECT_EQ(w1.design.keepalive, KeepaliveMode::kInline);
   EXPECT_EQ(w1.design.cpu_per_write, Duration(5ms));
   EXPECT_EQ(s.workers()[1].design.keepalive, KeepaliveMode::kThread);
@@ -1573,8 +1575,8 @@ TEST(ScenarioLockService, InlineKeepaliveIsTheKindsToGiveAndOnlyZooKeeperCannot)
 TEST(ScenarioLockService, TheOverrideRefusesWhatItCannotApplySayingWhy) {
   Scenario s = parse_scenario(kMinimal, "m.yaml");
   EXPECT_EQ(override_refused(s, "consul"),
-            "--lock-service consul cannot apply to scenario t: unknown lock service kind \"consul\"; expected one of: " +
-                lock_kind_names());
+            "--lock-service consul cannot apply to scenario t: unknown lock service kind \"consul\"; expected one of: "
+            "etcd, zookeeper, redis, none");
   Scenario ext = parse_scenario(kMinimal + "lock_service: {kind: etcd, endpoints: [\"http://127.0.0.1:2379\"]}\n", "e.yaml");
   EXPECT_EQ(override_refused(ext, "etcd"),
             "--lock-service etcd cannot apply to scenario t: it names lock_service.endpoints (the user's etcd); only a "
@@ -1719,7 +1721,7 @@ TEST(ScenarioCatalogueFields, PredicatesOfTheFaultKinds) {
   EXPECT_EQ(to_string(JobKind::kSideEffect), "side-effect");
   EXPECT_EQ(to_string(EffectMode::kUnfenced), "unfenced");
   EXPECT_EQ(to_string(TokenSource::kTimestamp), "timestamp");
-  EXPECT_EQ(to_string(SelfStopPoint::kCheck), "check");
+  EXPECT_EQ(to_string(SelfStopAt::kCheck), "check");
   EXPECT_EQ(to_string(PartitionFrom::kLockService), "lock-service");
   EXPECT_EQ(to_string(PartitionDirection::kBoth), "both");
   EXPECT_EQ(to_string(PartitionDirection::kRequests), "requests");
@@ -1984,7 +1986,7 @@ TEST(ScenarioCatalogue, TheNamedAnomalyOfEachItem) {
   // Items 8 and 11: the pause lands before the side effect, not racing it.
   for (const char* f : {"08-unfenced-side-effect-broken.yaml", "08-unfenced-side-effect-correct.yaml",
                         "11-idempotent-effect-broken.yaml", "11-idempotent-effect-correct.yaml"}) {
-    EXPECT_EQ(load(f).workers()[0].design.self_stop_at, SelfStopPoint::kEffect) << f;
+    EXPECT_EQ(load(f).workers()[0].design.self_stop_at, SelfStopAt::kEffect) << f;
     EXPECT_EQ(load(f).faults()[0].kind, FaultKind::kSelfStop) << f;
   }
   EXPECT_EQ(load("08-unfenced-side-effect-broken.yaml").job().effect, EffectMode::kUnfenced);
@@ -2034,6 +2036,23 @@ TEST(ScenarioFaultsSuite, EachFaultKindHasAFencedAndAnUnfencedTwin) {
   }
 }
 
+// The design enums are one definition for the scenario and fencecheck-worker
+// (fencecheck/proto/design.h); the orchestrator hands each value over as its scenario spelling
+// (to_string) on the worker's command line, so the worker must read every one back as the same
+// value.
+TEST(ScenarioNames, TheWorkerReadsEveryDesignValueAsTheScenarioSpellsIt) {
+  for (auto k : {JobKind::kSegments, JobKind::kCounter, JobKind::kSideEffect})
+    EXPECT_EQ(fencecheck::job_kind_from_name(to_string(k)), k) << to_string(k);
+  for (auto t : {TokenSource::kIssuer, TokenSource::kTimestamp})
+    EXPECT_EQ(fencecheck::token_source_from_name(to_string(t)), t) << to_string(t);
+  for (auto m : {KeepaliveMode::kThread, KeepaliveMode::kInline})
+    EXPECT_EQ(fencecheck::keepalive_mode_from_name(to_string(m)), m) << to_string(m);
+  for (auto p : {SelfStopAt::kCheck, SelfStopAt::kEffect})
+    EXPECT_EQ(fencecheck::self_stop_at_from_name(to_string(p)), p) << to_string(p);
+  EXPECT_EQ(to_string(SelfStopAt::kNever), "never");
+  EXPECT_FALSE(fencecheck::self_stop_at_from_name("never")) << "never is the flag's absence, not a value";
+}
+
 TEST(ScenarioCatalogueFields, SelfStopAtEffectAndPriorRevisions) {
   const std::string yaml =
       "name: t\n"
@@ -2049,7 +2068,7 @@ TEST(ScenarioCatalogueFields, SelfStopAtEffectAndPriorRevisions) {
       "expect: {outcome: anomaly, anomalies: [duplicate-effect]}\n";
   Scenario s = parse_scenario(yaml, "t.yaml");
   EXPECT_EQ(s.lock_service().prior_revisions, 250);
-  EXPECT_EQ(s.workers()[0].design.self_stop_at, SelfStopPoint::kEffect);
+  EXPECT_EQ(s.workers()[0].design.self_stop_at, SelfStopAt::kEffect);
   EXPECT_FALSE(s.workers()[0].design.check_lease_before_write);  // effect needs no lease check
   const nlohmann::json j = to_json(s);
   EXPECT_EQ(j["lock_service"]["prior_revisions"], 250);

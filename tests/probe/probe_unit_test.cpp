@@ -503,7 +503,7 @@ TEST(ProbeFile, EveryBadFileIsAnErrorAtItsPlace) {
       {"resorce:\n  kind: store\n", 1, 1, "unknown key \"resorce\": a probe file holds only `resource:`"},
       {"", 1, 1, "the file is empty"},
       {"- resource\n", 1, 1, "expected a mapping `resource: {kind: ..., ...}`"},
-      {"resource:\n  kind: stor\n", 2, 9, "unknown resource kind \"stor\"; expected one of: store"},
+      {"resource:\n  kind: stor\n", 2, 9, "unknown resource kind \"stor\"; expected one of: store, postgres, http"},
       {"resource:\n  kind: store\n  check_window: 5ms\n", 3, 17, "check_window is only for fencing check-then-write"},
       {"  resource:\n    kind: store\n    fencing: 3\n", 3, 14, "unknown fencing mode \"3\""},
   };

@@ -90,9 +90,9 @@ constexpr std::array<Row<TokenSource>, 3> kTokenSources{{
     {TokenSource::kIssuer, "etcd", true},
     {TokenSource::kTimestamp, "timestamp", true},
 }};
-constexpr std::array<Row<SelfStopPoint>, 2> kSelfStopPoints{{
-    {SelfStopPoint::kCheck, "check", true},
-    {SelfStopPoint::kEffect, "effect", true},
+constexpr std::array<Row<SelfStopAt>, 2> kSelfStopPoints{{
+    {SelfStopAt::kCheck, "check", true},
+    {SelfStopAt::kEffect, "effect", true},
 }};
 constexpr std::array<Row<KeepaliveMode>, 2> kKeepaliveModes{{
     {KeepaliveMode::kThread, "thread", true}, {KeepaliveMode::kInline, "inline", true}}};
@@ -155,7 +155,7 @@ std::string_view to_string(Outcome o) { return name_in(kOutcomes, o); }
 std::string_view to_string(JobKind k) { return name_in(kJobKinds, k); }
 std::string_view to_string(EffectMode m) { return name_in(kEffectModes, m); }
 std::string_view to_string(TokenSource t) { return name_in(kTokenSources, t); }
-std::string_view to_string(SelfStopPoint p) { return name_in(kSelfStopPoints, p); }
+std::string_view to_string(SelfStopAt p) { return p == SelfStopAt::kNever ? "never" : name_in(kSelfStopPoints, p); }
 std::string_view to_string(KeepaliveMode m) { return name_in(kKeepaliveModes, m); }
 std::string_view to_string(PartitionFrom f) { return name_in(kPartitionFroms, f); }
 std::string_view to_string(PartitionDirection d) { return name_in(kPartitionDirections, d); }
@@ -1126,7 +1126,7 @@ class ScenarioParser {
         }
         if (spec.kind == FaultKind::kSelfStop) {
           const WorkerSpec& w = s.workers_[worker_index.at(spec.target)];
-          if (!w.design.self_stop_at)
+          if (w.design.self_stop_at == SelfStopAt::kNever)
             fail(target, "self-stop needs a worker that stops itself, but " + w.id +
                              "'s design has no self_stop_at");
           if (auto it = self_stopped.find(w.id); it != self_stopped.end())
@@ -1139,7 +1139,7 @@ class ScenarioParser {
         if (spec.kind == FaultKind::kSelfStop) {
           if (auto t = f.get("trigger"))
             fail(*t, "self-stop has no trigger: " + spec.target + " stops itself at its design's self_stop_at (" +
-                         std::string(to_string(*s.workers_[worker_index.at(spec.target)].design.self_stop_at)) +
+                         std::string(to_string(s.workers_[worker_index.at(spec.target)].design.self_stop_at)) +
                          ") and the harness continues it `duration` later");
           spec.trigger = SelfTrigger{};
         } else {
@@ -1180,13 +1180,13 @@ class ScenarioParser {
 
     // A worker that stops itself needs someone to continue it, and a point it reaches.
     for (std::size_t i = 0; i < s.workers_.size(); ++i)
-      if (s.workers_[i].design.self_stop_at == SelfStopPoint::kEffect && s.job_.kind != JobKind::kSideEffect)
+      if (s.workers_[i].design.self_stop_at == SelfStopAt::kEffect && s.job_.kind != JobKind::kSideEffect)
         fail(*self_stop_values[i], "self_stop_at: effect stops the worker before a side effect, so it needs "
                                    "job kind side-effect (the job is " + std::string(to_string(s.job_.kind)) + ")");
     for (std::size_t i = 0; i < s.workers_.size(); ++i)
-      if (s.workers_[i].design.self_stop_at && !self_stopped.count(s.workers_[i].id))
+      if (s.workers_[i].design.self_stop_at != SelfStopAt::kNever && !self_stopped.count(s.workers_[i].id))
         fail(*self_stop_values[i], s.workers_[i].id + " stops itself at " +
-                                       std::string(to_string(*s.workers_[i].design.self_stop_at)) +
+                                       std::string(to_string(s.workers_[i].design.self_stop_at)) +
                                        " but no self-stop fault continues it: add {kind: self-stop, target: " +
                                        s.workers_[i].id + ", duration: ...} to faults");
 
@@ -1533,7 +1533,7 @@ class ScenarioParser {
     auto stop = m.get("self_stop_at");
     if (stop) {
       d.self_stop_at = choice(*stop, kSelfStopPoints, "self-stop point");
-      if (d.self_stop_at == SelfStopPoint::kCheck && !d.check_lease_before_write)
+      if (d.self_stop_at == SelfStopAt::kCheck && !d.check_lease_before_write)
         fail(*stop, "self_stop_at: check stops the worker after its lease check, so it needs "
                     "check_lease_before_write: true");
     }
@@ -1839,7 +1839,7 @@ nlohmann::json to_json(const Scenario& s) {
                         {"token_source", std::string(to_string(d.token_source))}};
       if (d.abort_on_pause) dj["abort_on_pause"] = format_duration(*d.abort_on_pause);
       if (d.clock_offset) dj["clock_offset"] = format_duration(*d.clock_offset);
-      if (d.self_stop_at) dj["self_stop_at"] = std::string(to_string(*d.self_stop_at));
+      if (d.self_stop_at != SelfStopAt::kNever) dj["self_stop_at"] = std::string(to_string(d.self_stop_at));
       dj["keepalive"] = std::string(to_string(d.keepalive));
       if (d.cpu_per_write) dj["cpu_per_write"] = format_duration(*d.cpu_per_write);
       wj["design"] = std::move(dj);

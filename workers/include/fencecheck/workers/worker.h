@@ -104,35 +104,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fencecheck/proto/design.h"  // JobKind, TokenSource, KeepaliveMode, SelfStopAt
 #include "fencecheck/proto/event.h"
 #include "fencecheck/resources/effect_mode.h"
 
 namespace fencecheck {
-
-/// What the worker does with its holding (--job).
-enum class JobKind {
-  kSegments,    ///< "segments": segments x chunks chunks to one key
-  kCounter,     ///< "counter": --increments read-modify-write increments of one counter
-  kSideEffect,  ///< "side-effect": segments, plus one side effect after each completed segment
-};
-/// Where tokens come from (--token-source).
-enum class TokenSource {
-  kIssuer,     ///< "issuer" (alias "etcd"): the lock service's own token (etcd: the lock key's
-               ///< create_revision): the correct source
-  kTimestamp,  ///< "timestamp": CLOCK_REALTIME ns at acquire (a mistake: clocks are not an issuer)
-};
-/// Where lease renewals run (--keepalive).
-enum class KeepaliveMode {
-  kThread,  ///< "thread": a keepalive thread of its own, every interval (etcd's clientv3 does this)
-  kInline,  ///< "inline": on the job's own thread, before a mutation once the interval has passed
-            ///< (a single-threaded event loop: Node.js, asyncio). Work on that thread delays renewals.
-};
-/// Where the worker SIGSTOPs itself, once (--self-stop-at).
-enum class SelfStopAt {
-  kNever,  ///< (flag absent)
-  kCheck,   ///< "check": after the first successful lease check, before its write
-  kEffect,  ///< "effect": after its first completed segment, before that segment's side effect
-};
 
 /// Wire names ("segments", "counter", "side-effect"; "issuer", "timestamp"; "check", "effect"), total and
 /// pure, and their inverses (nullopt for an unknown name; token_source_from_name also takes "etcd",

@@ -28,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fencecheck/proto/design.h"
 #include "fencecheck/proto/event.h"
 #include "fencecheck/resources/effect_mode.h"
 
@@ -75,7 +76,8 @@ enum class Outcome { kSafe, kAnomaly };
 /// What each worker does while holding the lock. segments: write `segments` x `chunks` chunks;
 /// counter: `increments` read-modify-write increments of one counter; side-effect: segments, plus
 /// one side effect ("webhook", "payout") after each completed segment, guarded per `effect`.
-enum class JobKind { kSegments, kCounter, kSideEffect };
+/// One enum with fencecheck-worker's --job (fencecheck/proto/design.h).
+using JobKind = fencecheck::JobKind;
 /// How the resource guards a side effect: fenced (the same token check as writes), unfenced
 /// (always applied: partial fencing, catalogue item 8), idempotent (applied once per effect id,
 /// catalogue item 11). One enum with the store's (effect_mode.h): the scenario's job.effect is the
@@ -84,16 +86,16 @@ using EffectMode = fencecheck::EffectMode;
 /// Where a worker's fencing token comes from: issuer (the lock service's own token, e.g. etcd's
 /// lock key create_revision: the only ordering authority; written "issuer", or "etcd", its old
 /// name) or timestamp (wall-clock ns at acquire: NOT an ordering authority, catalogue item 6).
-enum class TokenSource { kIssuer, kTimestamp };
-/// Where a self-stopping worker stops itself. check: after its lease check, before the write it
-/// guards (needs check_lease_before_write; catalogue item 10). effect: after the last chunk of its
-/// first segment was accepted, before that segment's side effect (needs job kind side-effect;
-/// catalogue items 8 and 11).
-enum class SelfStopPoint { kCheck, kEffect };
+using TokenSource = fencecheck::TokenSource;
+/// Where a self-stopping worker stops itself: never (the field absent); check: after its lease
+/// check, before the write it guards (needs check_lease_before_write; catalogue item 10); effect:
+/// after the last chunk of its first segment was accepted, before that segment's side effect
+/// (needs job kind side-effect; catalogue items 8 and 11).
+using SelfStopAt = fencecheck::SelfStopAt;
 /// Where a worker renews its lease: its own thread (etcd clientv3's way), or inline on the job's
 /// thread before a write once the keepalive interval has passed (a single-threaded event loop),
 /// where work on that thread delays renewals (catalogue item 12, the throttle fault scenarios).
-enum class KeepaliveMode { kThread, kInline };
+using KeepaliveMode = fencecheck::KeepaliveMode;
 /// What a partition cuts the worker off from.
 enum class PartitionFrom { kLockService, kResource, kFull };
 /// Which way a partition loses packets (faults/partition.h): both ways; the worker's requests
@@ -110,7 +112,8 @@ enum class PartitionDirection { kBoth, kRequests, kReplies };
 [[nodiscard]] std::string_view to_string(JobKind k);
 [[nodiscard]] std::string_view to_string(EffectMode m);
 [[nodiscard]] std::string_view to_string(TokenSource t);
-[[nodiscard]] std::string_view to_string(SelfStopPoint p);
+/// "check", "effect"; "never" for kNever (never written to a scenario).
+[[nodiscard]] std::string_view to_string(SelfStopAt p);
 [[nodiscard]] std::string_view to_string(KeepaliveMode m);  ///< "thread", "inline"
 [[nodiscard]] std::string_view to_string(PartitionFrom f);
 [[nodiscard]] std::string_view to_string(PartitionDirection d);  ///< "both", "requests", "replies"
@@ -299,7 +302,7 @@ struct WorkerDesign {
   /// The worker SIGSTOPs itself once, at this point; a self-stop fault on it continues it. check
   /// needs check_lease_before_write (the point is after the lease check); effect needs job kind
   /// side-effect.
-  std::optional<SelfStopPoint> self_stop_at;
+  SelfStopAt self_stop_at = SelfStopAt::kNever;
   /// Where lease renewals run (fencecheck-worker --keepalive).
   KeepaliveMode keepalive = KeepaliveMode::kThread;
   /// CPU time (not wall time) the worker's job thread spends before each write, the work that
