@@ -221,170 +221,184 @@ int cmd_cleanup(const std::string& run_dir, const std::string& run_root, bool fo
   return kExitMet;
 }
 
-}  // namespace
+const char* const kLockServiceHelp =
+    "Run every scenario against this lock-service kind (etcd, ...) instead of its own lock_service.kind, so one "
+    "suite runs against each lock service; a scenario that names lock_service.endpoints or fields of its own "
+    "kind is refused (docs/scenario-format.md)";
 
-int main(int argc, char** argv) {
-  // Logs go to stderr: stdout carries only results (the table, or --json).
-  spdlog::set_default_logger(spdlog::stderr_color_mt("fencecheck"));
-  register_harness_ledger_healers();
-  CLI::App app{"fencecheck: proves, with real processes, whether fencing keeps a lock's users safe"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("fencecheck ") + FENCECHECK_VERSION);  // CMake's project(VERSION)
-
-  std::vector<std::string> run_paths;
+/// `fencecheck run`: its command line, bound by add_run().
+struct RunArgs {
+  std::vector<std::string> paths;
   RunOptions opts;
   std::string run_root = "runs";
   std::string bin_dir;
   bool json_out = false;
+  std::string lock_service_kind;
+  std::string metrics_listen;
+  std::string metrics_linger = "30s";  // kDefaultMetricsLinger
+  std::string pushgateway;
+  std::string junit_path;
+  std::size_t keep_runs = 0, keep_nights = 0, keep_days = 0;  // at most one is set (CLI11 excludes)
+  std::string duration_text;
+  int repeat = 1;
+};
+
+CLI::App* add_run(CLI::App& app, RunArgs& a) {
   auto* run = app.add_subcommand("run", "Run scenarios (YAML files or suite directories) for real");
-  run->add_option("paths", run_paths, "Scenario files or directories")->required();
-  run->add_option("--run-root", run_root, "Where run directories are created")->capture_default_str();
-  run->add_option("--bin-dir", bin_dir, "Where fencecheck-worker and fencecheck-store are (default: beside fencecheck)");
-  run->add_flag("--skip-unavailable", opts.skip_unavailable,
+  run->add_option("paths", a.paths, "Scenario files or directories")->required();
+  run->add_option("--run-root", a.run_root, "Where run directories are created")->capture_default_str();
+  run->add_option("--bin-dir", a.bin_dir, "Where fencecheck-worker and fencecheck-store are (default: beside fencecheck)");
+  run->add_flag("--skip-unavailable", a.opts.skip_unavailable,
                 "Skip (never pass) a scenario whose faults this environment cannot inject");
-  run->add_flag("--json", json_out, "Print the results as JSON instead of a table");
-  run->add_flag("--keep-data", opts.keep_data,
+  run->add_flag("--json", a.json_out, "Print the results as JSON instead of a table");
+  run->add_flag("--keep-data", a.opts.keep_data,
                 "Keep the embedded services' data directories (etcd-data, store-data, ...) in each run directory; "
                 "by default they are removed once the run has ended (history, read-back, verdict, report and "
                 "logs always stay)");
-  std::string lock_service_kind;
-  const std::string lock_service_help =
-      "Run every scenario against this lock-service kind (etcd, ...) instead of its own lock_service.kind, so one "
-      "suite runs against each lock service; a scenario that names lock_service.endpoints or fields of its own "
-      "kind is refused (docs/scenario-format.md)";
-  run->add_option("--lock-service", lock_service_kind, lock_service_help);
-  std::string metrics_listen;
-  std::string pushgateway;
-  auto* listen_opt = run->add_option("--metrics-listen", metrics_listen,
+  run->add_option("--lock-service", a.lock_service_kind, kLockServiceHelp);
+  auto* listen_opt = run->add_option("--metrics-listen", a.metrics_listen,
                                      "Serve /metrics while the run goes, on a loopback HOST:PORT (127.0.0.1:9464; port 0: any)");
-  std::string metrics_linger = "30s";  // kDefaultMetricsLinger
-  run->add_option("--metrics-linger", metrics_linger,
+  run->add_option("--metrics-linger", a.metrics_linger,
                   "After the run, keep /metrics up until one scrape has read the final results, at most this long "
                   "(e.g. 30s, 2m; 0s: exit at once)")
       ->needs(listen_opt)
       ->capture_default_str();
-  run->add_option("--pushgateway", pushgateway,
+  run->add_option("--pushgateway", a.pushgateway,
                   "Push each scenario's metrics to this Pushgateway (http://HOST:PORT) when it ends");
-  std::string junit_path;
-  run->add_option("--junit", junit_path,
+  run->add_option("--junit", a.junit_path,
                   "Also write the suite's JUnit XML here; its directory must exist (each run directory gets its own junit.xml)");
   // Retention afterwards (report.h, RetentionPolicy): one of three units, never this night's runs.
-  RetentionPolicy retention;
-  std::size_t keep_runs = 0, keep_nights = 0, keep_days = 0;
-  auto* keep_opt = run->add_option("--keep", keep_runs, "Keep only the newest N run directories under --run-root (never this run's)")
+  auto* keep_opt = run->add_option("--keep", a.keep_runs, "Keep only the newest N run directories under --run-root (never this run's)")
                        ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}));
   auto* nights_opt =
-      run->add_option("--keep-nights", keep_nights,
+      run->add_option("--keep-nights", a.keep_nights,
                       "Keep the run directories of the newest N nights (invocations of fencecheck run) under --run-root, each "
                       "night whole")
           ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
-  auto* days_opt = run->add_option("--keep-days", keep_days,
+  auto* days_opt = run->add_option("--keep-days", a.keep_days,
                                    "Keep the nights that began less than D x 24 h ago under --run-root, each night whole")
                        ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
   keep_opt->excludes(nights_opt)->excludes(days_opt);
   nights_opt->excludes(days_opt);
-  std::string duration_text;
-  run->add_option("--duration", duration_text,
+  run->add_option("--duration", a.duration_text,
                   "How long each scenario's fault schedule runs (90s, 30m, 1h), instead of its schedule.duration; the "
                   "timeout moves with it. Scenarios without a schedule are left alone");
-  const std::map<std::string, RunOptions::CompressHistory> compress_modes{
+  static const std::map<std::string, RunOptions::CompressHistory> compress_modes{
       {"auto", RunOptions::CompressHistory::kAuto},
       {"always", RunOptions::CompressHistory::kAlways},
       {"never", RunOptions::CompressHistory::kNever}};
-  run->add_option("--compress-history", opts.compress_history,
+  run->add_option("--compress-history", a.opts.compress_history,
                   "At the end of each run, replace history.jsonl by history.jsonl.zst (zstd): auto (when it is 16 MiB "
                   "or more: a long run's), always, never. fencecheck report reads either")
       ->transform(CLI::CheckedTransformer(compress_modes, CLI::ignore_case))
       ->default_str("auto");
-  int repeat = 1;
-  run->add_option("--repeat", repeat,
+  run->add_option("--repeat", a.repeat,
                   "Run each scenario N times in a row, each run its own run directory (is its verdict repeatable?)")
       ->check(CLI::Range(1, 1000));
+  return run;
+}
 
-  std::vector<std::string> validate_paths;
+/// `fencecheck validate`: its command line, bound by add_validate().
+struct ValidateArgs {
+  std::vector<std::string> paths;
+  std::string lock_service_kind;
+};
+
+CLI::App* add_validate(CLI::App& app, ValidateArgs& a) {
   auto* validate = app.add_subcommand("validate", "Load and validate scenarios; start nothing");
-  validate->add_option("paths", validate_paths, "Scenario files or directories")->required();
-  validate->add_option("--lock-service", lock_service_kind, lock_service_help);
+  validate->add_option("paths", a.paths, "Scenario files or directories")->required();
+  validate->add_option("--lock-service", a.lock_service_kind, kLockServiceHelp);
+  return validate;
+}
 
-  std::string cleanup_dir;
+/// `fencecheck cleanup`: its command line, bound by add_cleanup().
+struct CleanupArgs {
+  std::string run_dir;
+  std::string run_root = "runs";
   bool force = false;
+};
+
+CLI::App* add_cleanup(CLI::App& app, CleanupArgs& a) {
   auto* cleanup = app.add_subcommand("cleanup", "Heal what a killed harness left behind (from its fault ledgers)");
-  cleanup->add_option("run_dir", cleanup_dir, "One run directory (default: every run under --run-root)");
-  cleanup->add_option("--run-root", run_root, "Where run directories are")->capture_default_str();
-  cleanup->add_flag("--force", force, "Also heal entries whose harness still looks alive");
+  cleanup->add_option("run_dir", a.run_dir, "One run directory (default: every run under --run-root)");
+  cleanup->add_option("--run-root", a.run_root, "Where run directories are")->capture_default_str();
+  cleanup->add_flag("--force", a.force, "Also heal entries whose harness still looks alive");
+  return cleanup;
+}
 
-  ReportCommandOptions report_opts;
-  std::vector<std::string> report_dirs;
-  std::string report_junit;
+/// `fencecheck report`: its command line, bound by add_report(); report_command() does the work.
+struct ReportArgs {
+  ReportCommandOptions opts;
+  std::vector<std::string> dirs;
+  std::string junit;
+  double from = -1, to = -1;
+  CLI::Option* from_opt = nullptr;
+  CLI::Option* to_opt = nullptr;
+};
+
+CLI::App* add_report(CLI::App& app, ReportArgs& a) {
   auto* report = app.add_subcommand("report", "Judge stored runs again: rewrite verdict.json, junit.xml and report.html");
-  report->add_option("run_dirs", report_dirs, "Run directories (e.g. runs/latest)")->required();
-  report->add_option("--junit", report_junit, "Also write the suite's JUnit XML here");
-  report->add_flag("--json", report_opts.json, "Print the results as JSON instead of a table");
-  double report_from = -1, report_to = -1;
-  auto* from_opt = report->add_option("--from", report_from,
-                                      "With --to: draw the run's events from this many seconds after its start on a page "
-                                      "of their own (report-FROMs-TOs.html), nothing else rewritten");
-  auto* to_opt = report->add_option("--to", report_to, "With --from: the window's end, seconds after the run's start");
-  from_opt->needs(to_opt);
-  to_opt->needs(from_opt);
+  report->add_option("run_dirs", a.dirs, "Run directories (e.g. runs/latest)")->required();
+  report->add_option("--junit", a.junit, "Also write the suite's JUnit XML here");
+  report->add_flag("--json", a.opts.json, "Print the results as JSON instead of a table");
+  a.from_opt = report->add_option("--from", a.from,
+                                  "With --to: draw the run's events from this many seconds after its start on a page "
+                                  "of their own (report-FROMs-TOs.html), nothing else rewritten");
+  a.to_opt = report->add_option("--to", a.to, "With --from: the window's end, seconds after the run's start");
+  a.from_opt->needs(a.to_opt);
+  a.to_opt->needs(a.from_opt);
+  return report;
+}
 
-  ProbeCommandOptions probe_opts;
-  std::string probe_file;
-  std::int64_t probe_timeout_ms = 5000;
+int cmd_report(ReportArgs& a) {
+  for (const auto& d : a.dirs) a.opts.run_dirs.emplace_back(d);
+  a.opts.junit = a.junit;
+  if (*a.from_opt) a.opts.from_s = a.from;
+  if (*a.to_opt) a.opts.to_s = a.to;
+  return report_command(a.opts, std::cout, std::cerr);
+}
+
+/// `fencecheck probe`: its command line, bound by add_probe(); probe_command() does the work.
+struct ProbeArgs {
+  ProbeCommandOptions opts;
+  std::string file;
+  std::int64_t timeout_ms = 5000;
+};
+
+CLI::App* add_probe(CLI::App& app, ProbeArgs& a) {
   auto* probe_cmd = app.add_subcommand("probe", "Check one resource against the rules of fencing, with no lock service and no workers");
-  probe_cmd->add_option("file", probe_file, "A file holding a `resource:` mapping, or a scenario")->required();
-  probe_cmd->add_option("--run-root", probe_opts.run_root, "Where the probe's directory (embedded data, logs) is created")
+  probe_cmd->add_option("file", a.file, "A file holding a `resource:` mapping, or a scenario")->required();
+  probe_cmd->add_option("--run-root", a.opts.run_root, "Where the probe's directory (embedded data, logs) is created")
       ->capture_default_str();
-  probe_cmd->add_option("--bin-dir", probe_opts.bin_dir, "Where fencecheck-store is (default: beside fencecheck)");
-  probe_cmd->add_option("--seed", probe_opts.probe.seed, "Seed of the concurrent rule's schedule")->capture_default_str();
-  probe_cmd->add_option("--rounds", probe_opts.probe.rounds, "Rounds of the concurrent rule")
+  probe_cmd->add_option("--bin-dir", a.opts.bin_dir, "Where fencecheck-store is (default: beside fencecheck)");
+  probe_cmd->add_option("--seed", a.opts.probe.seed, "Seed of the concurrent rule's schedule")->capture_default_str();
+  probe_cmd->add_option("--rounds", a.opts.probe.rounds, "Rounds of the concurrent rule")
       ->check(CLI::Range(1, 100000))->capture_default_str();
-  probe_cmd->add_option("--writers", probe_opts.probe.writers, "Concurrent writers (threads) per round")
+  probe_cmd->add_option("--writers", a.opts.probe.writers, "Concurrent writers (threads) per round")
       ->check(CLI::Range(2, 64))->capture_default_str();
-  probe_cmd->add_option("--token-base", probe_opts.probe.token_base,
+  probe_cmd->add_option("--token-base", a.opts.probe.token_base,
                         "Every token sent is above it (a resource that needs larger tokens)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 62))->capture_default_str();
-  probe_cmd->add_option("--timeout-ms", probe_timeout_ms, "Bound on each request, milliseconds")
+  probe_cmd->add_option("--timeout-ms", a.timeout_ms, "Bound on each request, milliseconds")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{600000}))->capture_default_str();
-  probe_cmd->add_option("--json", probe_opts.json_path, "Also write the report as JSON to FILE (\"-\": JSON on stdout instead of the table)");
-  probe_cmd->add_option("--junit", probe_opts.junit_path, "Also write JUnit XML to FILE (one test case per rule)");
+  probe_cmd->add_option("--json", a.opts.json_path, "Also write the report as JSON to FILE (\"-\": JSON on stdout instead of the table)");
+  probe_cmd->add_option("--junit", a.opts.junit_path, "Also write JUnit XML to FILE (one test case per rule)");
+  return probe_cmd;
+}
 
-  // An unknown word where the subcommand goes: name it and list the subcommands (CLI11 alone says
-  // only "The following argument was not expected").
-  std::string names;
-  bool known = false;
-  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
-    names += (names.empty() ? "" : ", ") + sub->get_name();
-    known = known || (argc > 1 && sub->check_name(argv[1]));
-  }
-  if (argc > 1 && argv[1][0] != '-' && !known) {
-    std::cerr << "fencecheck: unknown subcommand '" << argv[1] << "'; expected one of: " << names
-              << " (fencecheck --help)\n";
-    return kExitBadInput;
-  }
+int cmd_probe(ProbeArgs& a) {
+  a.opts.file = a.file;
+  a.opts.probe.timeout = std::chrono::milliseconds(a.timeout_ms);
+  return probe_command(a.opts, std::cout, std::cerr);
+}
+
+/// The scenarios of `paths`, moved onto `lock_service_kind` when given and their schedules set to
+/// `duration_text` when given; nullopt after saying why on stderr (bad input: exit 2).
+std::optional<std::vector<Scenario>> load_scenarios(const std::vector<std::string>& paths,
+                                                    const std::string& lock_service_kind,
+                                                    const std::string& duration_text) {
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : kExitBadInput;
-  }
-
-  if (*cleanup) return cmd_cleanup(cleanup_dir, run_root, force);
-  if (*probe_cmd) {
-    probe_opts.file = probe_file;
-    probe_opts.probe.timeout = std::chrono::milliseconds(probe_timeout_ms);
-    return probe_command(probe_opts, std::cout, std::cerr);
-  }
-  if (*report) {
-    for (const auto& d : report_dirs) report_opts.run_dirs.emplace_back(d);
-    report_opts.junit = report_junit;
-    if (*from_opt) report_opts.from_s = report_from;
-    if (*to_opt) report_opts.to_s = report_to;
-    return report_command(report_opts, std::cout, std::cerr);
-  }
-
-  std::vector<Scenario> scenarios;
-  try {
-    scenarios = load_all(*run ? run_paths : validate_paths);
+    std::vector<Scenario> scenarios = load_all(paths);
     if (!lock_service_kind.empty())
       for (auto& s : scenarios) s = with_lock_service_kind(s, lock_service_kind);
     if (!duration_text.empty()) {
@@ -398,64 +412,106 @@ int main(int argc, char** argv) {
         if (s.schedule()) s = with_schedule_duration(s, *d), any = true;
       if (!any) throw std::invalid_argument("--duration sets how long a fault schedule runs, and no scenario given has a schedule");
     }
+    return scenarios;
   } catch (const ScenarioError& err) {
     std::cerr << err.what() << "\n";
-    return kExitBadInput;
   } catch (const std::exception& err) {
     std::cerr << "fencecheck: " << err.what() << "\n";
-    return kExitBadInput;
   }
-  if (*validate) {
-    for (const auto& s : scenarios) std::cout << s.source() << ": ok (" << s.name() << ")\n";
-    return kExitMet;
+  return std::nullopt;
+}
+
+int cmd_validate(const ValidateArgs& a) {
+  const auto scenarios = load_scenarios(a.paths, a.lock_service_kind, "");
+  if (!scenarios) return kExitBadInput;
+  for (const auto& s : *scenarios) std::cout << s.source() << ": ok (" << s.name() << ")\n";
+  return kExitMet;
+}
+
+/// The metrics observer --metrics-listen and --pushgateway ask for (null when neither), and the
+/// linger; checked before anything starts (docs/observability.md): a bad or non-loopback address
+/// is exit 2, one another process listens on is the environment's (exit 3), named with the cause.
+/// nullopt: `exit` says the exit code, the reason is on stderr.
+struct MetricsSetup {
+  std::unique_ptr<MetricsObserver> observer;
+  std::chrono::milliseconds linger{0};
+};
+std::optional<MetricsSetup> make_metrics(const RunArgs& a, int& exit) {
+  MetricsSetup m;
+  exit = kExitBadInput;
+  if (!a.metrics_listen.empty()) {
+    std::string why;
+    const auto d = parse_duration(a.metrics_linger, &why);
+    if (!d) {
+      std::cerr << "fencecheck: --metrics-linger " << a.metrics_linger << ": " << why << " (expected e.g. 30s, 2m, 0s)\n";
+      return std::nullopt;
+    }
+    m.linger = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
   }
+  if (a.metrics_listen.empty() && a.pushgateway.empty()) return m;
+  MetricsObserver::Options mo;
+  try {
+    if (!a.metrics_listen.empty()) mo.listen = parse_listen_address(a.metrics_listen);
+    if (!a.pushgateway.empty()) mo.pushgateway = parse_pushgateway_url(a.pushgateway);
+  } catch (const MetricsConfigError& err) {
+    std::cerr << "fencecheck: " << err.what() << "\n";
+    return std::nullopt;
+  }
+  try {
+    m.observer = std::make_unique<MetricsObserver>(std::move(mo));
+  } catch (const std::exception& err) {
+    std::cerr << "fencecheck: " << err.what() << "\n";
+    exit = kExitEnvironment;
+    return std::nullopt;
+  }
+  return m;
+}
+
+/// --keep, --keep-nights or --keep-days, applied to the run root once the night is over (never to
+/// this night's own run directories).
+void prune_after_night(const RunArgs& a, const std::vector<ScenarioResult>& results) {
+  if (a.keep_runs == 0 && a.keep_nights == 0 && a.keep_days == 0) return;
+  RetentionPolicy retention;
+  retention.unit = a.keep_runs > 0     ? RetentionPolicy::Unit::kRuns
+                   : a.keep_nights > 0 ? RetentionPolicy::Unit::kNights
+                                       : RetentionPolicy::Unit::kDays;
+  retention.count = a.keep_runs + a.keep_nights + a.keep_days;  // exactly one is set (excludes)
+  const std::string flag = a.keep_runs > 0 ? "--keep" : a.keep_nights > 0 ? "--keep-nights" : "--keep-days";
+  std::vector<fs::path> mine;
+  for (const auto& r : results) mine.push_back(r.run_dir);
+  const PruneResult pruned = prune_run_root(a.run_root, retention, mine);
+  if (!pruned.removed.empty())
+    spdlog::info("{} {}: removed {} older run director{} under {}", flag, retention.count, pruned.removed.size(),
+                 pruned.removed.size() == 1 ? "y" : "ies", a.run_root);
+  for (const auto& e : pruned.errors) spdlog::warn("{} {}: {}", flag, retention.count, e);
+}
+
+int cmd_run(RunArgs& a) {
+  auto loaded = load_scenarios(a.paths, a.lock_service_kind, a.duration_text);
+  if (!loaded) return kExitBadInput;
+  const std::vector<Scenario>& scenarios = *loaded;
+  RunOptions& opts = a.opts;
 
   // The command line's paths, before anything starts (preflight.h): the programs the suite needs,
   // a run root that can be created and written, a --junit file whose directory exists.
   {
-    const bool explicit_bin = !bin_dir.empty();
-    const auto bin_problem = check_bin_dir(explicit_bin ? fs::path(bin_dir) : self_bin_dir(), explicit_bin,
+    const bool explicit_bin = !a.bin_dir.empty();
+    const auto bin_problem = check_bin_dir(explicit_bin ? fs::path(a.bin_dir) : self_bin_dir(), explicit_bin,
                                            needed_programs(scenarios));
     std::optional<std::string> problem = bin_problem;
-    if (!problem) problem = check_run_root(run_root);
-    if (!problem && !junit_path.empty()) problem = check_junit_path(junit_path, run_root);
+    if (!problem) problem = check_run_root(a.run_root);
+    if (!problem && !a.junit_path.empty()) problem = check_junit_path(a.junit_path, a.run_root);
     if (problem) {
       std::cerr << "fencecheck: " << *problem << "\n";
       // The default bin directory is the installation's, not an argument: that is the environment.
       return bin_problem && !explicit_bin ? kExitEnvironment : kExitBadInput;
     }
   }
-
-  // Metrics: refuse a bad or non-loopback address before anything starts (docs/observability.md);
-  // an address another process listens on is the environment's (exit 3), named with the cause.
-  std::unique_ptr<MetricsObserver> metrics;
-  std::chrono::milliseconds linger{0};
-  if (!metrics_listen.empty()) {
-    std::string why;
-    const auto d = parse_duration(metrics_linger, &why);
-    if (!d) {
-      std::cerr << "fencecheck: --metrics-linger " << metrics_linger << ": " << why << " (expected e.g. 30s, 2m, 0s)\n";
-      return kExitBadInput;
-    }
-    linger = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
-  }
-  if (!metrics_listen.empty() || !pushgateway.empty()) {
-    MetricsObserver::Options mo;
-    try {
-      if (!metrics_listen.empty()) mo.listen = parse_listen_address(metrics_listen);
-      if (!pushgateway.empty()) mo.pushgateway = parse_pushgateway_url(pushgateway);
-    } catch (const MetricsConfigError& err) {
-      std::cerr << "fencecheck: " << err.what() << "\n";
-      return kExitBadInput;
-    }
-    try {
-      metrics = std::make_unique<MetricsObserver>(std::move(mo));
-    } catch (const std::exception& err) {
-      std::cerr << "fencecheck: " << err.what() << "\n";
-      return kExitEnvironment;
-    }
-    opts.observers.push_back(metrics.get());
-  }
+  int metrics_exit = kExitBadInput;
+  auto metrics_setup = make_metrics(a, metrics_exit);
+  if (!metrics_setup) return metrics_exit;
+  std::unique_ptr<MetricsObserver> metrics = std::move(metrics_setup->observer);
+  if (metrics) opts.observers.push_back(metrics.get());
 
   // Reports: report.html and junit.xml in every run directory; live progress on a terminal.
   ReportObserver reporter;
@@ -468,9 +524,9 @@ int main(int argc, char** argv) {
 
   {
     std::error_code ec;  // --junit may go into the run root: it exists from here on (check_run_root vouched)
-    fs::create_directories(run_root, ec);
+    fs::create_directories(a.run_root, ec);
     if (ec) {
-      std::cerr << "fencecheck: --run-root " << run_root << ": " << ec.message() << "\n";
+      std::cerr << "fencecheck: --run-root " << a.run_root << ": " << ec.message() << "\n";
       return kExitBadInput;
     }
   }
@@ -479,15 +535,16 @@ int main(int argc, char** argv) {
   night.started = std::time(nullptr);
   night.id = new_night_id(night.started, static_cast<long>(::getpid()));
   opts.night = night.id;
-  opts.run_root = run_root;
-  opts.bin_dir = bin_dir;
+  opts.run_root = a.run_root;
+  opts.bin_dir = a.bin_dir;
   opts.interrupted = &g_interrupted;
-  opts.repetitions = repeat;
+  opts.repetitions = a.repeat;
   std::vector<ScenarioResult> results;
-  const std::size_t total = scenarios.size() * static_cast<std::size_t>(repeat);
+  const auto repeat = static_cast<std::size_t>(a.repeat);
+  const std::size_t total = scenarios.size() * repeat;
   for (std::size_t i = 0; i < total && !g_interrupted; ++i) {
-    const Scenario& sc = scenarios[i / static_cast<std::size_t>(repeat)];
-    opts.repetition = static_cast<int>(i % static_cast<std::size_t>(repeat)) + 1;
+    const Scenario& sc = scenarios[i / repeat];
+    opts.repetition = static_cast<int>(i % repeat) + 1;
     if (repeat > 1)
       spdlog::info("[{}/{}] {} (run {} of {}): {}", i + 1, total, sc.name(), opts.repetition, repeat, sc.description());
     else
@@ -499,28 +556,15 @@ int main(int argc, char** argv) {
   }
   progress.reset();  // the status line is gone before the table
   bool junit_failed = false;  // CI reads this file: not writing it is the harness failing (exit 4)
-  if (!junit_path.empty()) {
+  if (!a.junit_path.empty()) {
     try {
-      write_junit(junit_path, reporter.suite());
+      write_junit(a.junit_path, reporter.suite());
     } catch (const std::exception& err) {
       std::cerr << "fencecheck: --junit: " << err.what() << "\n";
       junit_failed = true;
     }
   }
-  if (keep_runs > 0 || keep_nights > 0 || keep_days > 0) {
-    retention.unit = keep_runs > 0     ? RetentionPolicy::Unit::kRuns
-                     : keep_nights > 0 ? RetentionPolicy::Unit::kNights
-                                       : RetentionPolicy::Unit::kDays;
-    retention.count = keep_runs + keep_nights + keep_days;  // exactly one is set (excludes)
-    const std::string flag = keep_runs > 0 ? "--keep" : keep_nights > 0 ? "--keep-nights" : "--keep-days";
-    std::vector<fs::path> mine;
-    for (const auto& r : results) mine.push_back(r.run_dir);
-    const PruneResult pruned = prune_run_root(run_root, retention, mine);
-    if (!pruned.removed.empty())
-      spdlog::info("{} {}: removed {} older run director{} under {}", flag, retention.count, pruned.removed.size(),
-                   pruned.removed.size() == 1 ? "y" : "ies", run_root);
-    for (const auto& e : pruned.errors) spdlog::warn("{} {}: {}", flag, retention.count, e);
-  }
+  prune_after_night(a, results);
   // The night's summary file and the links for the on-call person (night.h): a failure here is the
   // harness failing (exit 4), like an unwritable --junit file.
   night.finished = std::time(nullptr);
@@ -529,29 +573,76 @@ int main(int argc, char** argv) {
   night.results = results;
   std::optional<NightFiles> night_files;
   try {
-    night_files = write_night_summary(run_root, night);
+    night_files = write_night_summary(a.run_root, night);
   } catch (const std::exception& err) {
     std::cerr << "fencecheck: night summary: " << err.what() << "\n";
     if (!g_interrupted) night.exit_code = kExitInternal;
   }
-  if (json_out) {
+  if (a.json_out) {
     std::cout << format_results_json(results) << std::flush;
-    if (night_files) std::cerr << format_night_footer(night, *night_files, run_root);  // stdout holds only the JSON
+    if (night_files) std::cerr << format_night_footer(night, *night_files, a.run_root);  // stdout holds only the JSON
   } else {
     std::cout << format_results_table(results) << format_repeat_summary(results);
-    if (night_files) std::cout << format_night_footer(night, *night_files, run_root);
+    if (night_files) std::cout << format_night_footer(night, *night_files, a.run_root);
     std::cout << std::flush;
   }
   if (metrics) {  // a failed push is reported, never a verdict: the exit code stays the scenarios'
     for (const auto& p : metrics->pushes())
-      if (!p.ok) (json_out ? std::cerr : std::cout) << "metrics push FAILED for " << p.scenario << " (" << p.url << "): " << p.error << "\n";
-    if (!metrics->pushes().empty() && !json_out)
-      std::cout << "metrics pushed to " << pushgateway << ": "
+      if (!p.ok) (a.json_out ? std::cerr : std::cout) << "metrics push FAILED for " << p.scenario << " (" << p.url << "): " << p.error << "\n";
+    if (!metrics->pushes().empty() && !a.json_out)
+      std::cout << "metrics pushed to " << a.pushgateway << ": "
                 << std::count_if(metrics->pushes().begin(), metrics->pushes().end(), [](const auto& p) { return p.ok; })
                 << " of " << metrics->pushes().size() << " scenario(s)\n";
   }
   if (g_interrupted) return night.exit_code;  // 130
   // The final scrape (docs/observability.md): a Ctrl-C here only cuts the wait short.
-  if (metrics) (void)metrics->linger(linger, &g_interrupted);
+  if (metrics) (void)metrics->linger(metrics_setup->linger, &g_interrupted);
   return night.exit_code;
+}
+
+/// An unknown word where the subcommand goes: names it and lists the subcommands (CLI11 alone says
+/// only "The following argument was not expected"). True when it said so (exit 2).
+bool refuse_unknown_subcommand(CLI::App& app, int argc, char** argv) {
+  std::string names;
+  bool known = false;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+    known = known || (argc > 1 && sub->check_name(argv[1]));
+  }
+  if (argc <= 1 || argv[1][0] == '-' || known) return false;
+  std::cerr << "fencecheck: unknown subcommand '" << argv[1] << "'; expected one of: " << names << " (fencecheck --help)\n";
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Logs go to stderr: stdout carries only results (the table, or --json).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("fencecheck"));
+  register_harness_ledger_healers();
+  CLI::App app{"fencecheck: proves, with real processes, whether fencing keeps a lock's users safe"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("fencecheck ") + FENCECHECK_VERSION);  // CMake's project(VERSION)
+  RunArgs run_args;
+  ValidateArgs validate_args;
+  CleanupArgs cleanup_args;
+  ReportArgs report_args;
+  ProbeArgs probe_args;
+  auto* run = add_run(app, run_args);
+  auto* validate = add_validate(app, validate_args);
+  auto* cleanup = add_cleanup(app, cleanup_args);
+  auto* report = add_report(app, report_args);
+  auto* probe = add_probe(app, probe_args);
+  if (refuse_unknown_subcommand(app, argc, argv)) return kExitBadInput;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitBadInput;
+  }
+  if (*cleanup) return cmd_cleanup(cleanup_args.run_dir, cleanup_args.run_root, cleanup_args.force);
+  if (*probe) return cmd_probe(probe_args);
+  if (*report) return cmd_report(report_args);
+  if (*validate) return cmd_validate(validate_args);
+  if (*run) return cmd_run(run_args);
+  return kExitBadInput;  // require_subcommand(1): not reached
 }
