@@ -532,15 +532,18 @@ void worker_lane(Model& m, const std::string& w, Lane& lane) {
   }
 }
 
-void lock_lane(Model& m, Lane& lane) {
+/// kind: the scenario's lock-service kind ("etcd", "zookeeper", ...); empty when the page has no
+/// scenario (the lane then says so without naming one).
+void lock_lane(Model& m, Lane& lane, const std::string& kind) {
   const History& h = m.h;
   const auto& ts = m.ts;
   lane.cls = "lock";
   lane.title = "lock service";
-  lane.subtitle = "etcd: who owns the lock";
+  lane.subtitle = kind.empty() ? "who owns the lock" : kind + ": who owns the lock";
   lane.attrs = " id=\"lane-lock\"";
 
-  // Ownership: the live key with the lowest create_revision (= token) holds the lock.
+  // Ownership: the live key with the lowest token (etcd: create_revision; ZooKeeper: the lock
+  // znode's czxid; Redis: the fence counter's value) holds the lock.
   std::map<std::int64_t, std::pair<std::string, std::size_t>> live;  // token -> (lock_key, grant index)
   std::optional<std::int64_t> owner;
   std::int64_t owner_since = 0;
@@ -884,7 +887,7 @@ std::string timeline_svg(Model& m, const ReportData& d, const std::vector<Expiry
   std::vector<Lane> lanes(1);
   fault_lane(m, lanes.back());
   lanes.emplace_back();
-  lock_lane(m, lanes.back());
+  lock_lane(m, lanes.back(), d.scenario ? d.scenario->lock_service().kind : std::string());
   for (const auto& w : m.workers) {
     lanes.emplace_back();
     worker_lane(m, w, lanes.back());

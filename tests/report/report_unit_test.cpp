@@ -461,6 +461,19 @@ TEST_F(ReportHtml, NamesTheLockServiceAndWhatItsTokenIs) {
   EXPECT_THAT(zk_title, HasSubstr("fencing token: the lock znode&#39;s czxid"));
 }
 
+// The lock-service lane names the scenario's kind (it said "etcd" whatever the kind), and no kind
+// when the page has no scenario.
+TEST_F(ReportHtml, TheLockLaneNamesTheScenariosLockService) {
+  EXPECT_THAT(page(a), HasSubstr(">etcd: who owns the lock<"));
+  sc = with_lock_service_kind(sc, "zookeeper");
+  const std::string zk = page(a);
+  EXPECT_THAT(zk, HasSubstr(">zookeeper: who owns the lock<"));
+  EXPECT_EQ(zk.find("etcd: who owns the lock"), std::string::npos);
+  const ScenarioResult r = result_for(a, true);
+  const std::string none = render_report_html(ReportData{nullptr, s.h, s.rb, a, r, "unit test"});
+  EXPECT_THAT(none, HasSubstr(">who owns the lock<"));
+}
+
 TEST_F(ReportHtml, MarksThePauseTheHoldingsTheRejectionAndTheExpiry) {
   const std::string html = page(a);
   // w1 paused 6.004 s (its own measurement), shaded with its length.
