@@ -101,7 +101,15 @@ std::string stat_line(pid_t pid, char state, pid_t pgrp, std::uint64_t start_tic
 // /proc that still lists it): the group is not healed, says which PID, and stays active; once the
 // member is gone (a zombie counts as ended) the heal takes effect.
 TEST(WorkerGroup, AMemberAliveAfterSigkillIsNotHealed) {
-  const pid_t pid = start_group_leader("sleep 1000");
+  // sleep itself as the leader, not under sh -c: a shell that forks it would leave it running
+  // once the fake /proc below names only the shell.
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ASSERT_GT(pid, 0);
   const auto leader = ProcessRef::of(pid);
   ASSERT_TRUE(leader);
   const fs::path proc = fs::path(::testing::TempDir()) / ("fake-proc-" + std::to_string(::getpid()));
@@ -122,6 +130,7 @@ TEST(WorkerGroup, AMemberAliveAfterSigkillIsNotHealed) {
   EXPECT_TRUE(group.heal());
   EXPECT_FALSE(group.active());
   fs::remove_all(proc);
+  ::kill(-pid, SIGKILL);  // nothing of the group outlives the test, whatever happened above
 }
 
 TEST(WorkerGroup, ANumberNowNamingAnotherProcessIsNotOurGroup) {
