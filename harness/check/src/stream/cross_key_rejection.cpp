@@ -9,9 +9,10 @@
 //   - for a rejection the resource recorded (no index: the read-back's, judged after every
 //     write.fail, as the in-memory checker did), anything the base accepted at any time; such a
 //     rejection joins the group (X, H) a write.fail made without that test.
-// A write.fail is also explained when the base accepted (at any time) the token H itself and a
-// write.invoke to the base with a token >= H came before the write.fail: that write may have been
-// accepted before the rejection, its write.ok received after it (replies race).
+// A write.fail is also explained when the base accepted (at any time) the token H itself and the
+// base's highest write.invoke token before the write.fail was >= H: a write with H may have been
+// accepted before the rejection, its write.ok received after it (replies race). Only H's own
+// acceptance explains it (consider()); the invoked maximum stands in for "H was sent before".
 // Pass 1 settles at once each write.fail that the base's running maximum or its effects explain
 // (the prefix only grows); the others wait until the end of the pass (look-ahead: the logged
 // writes without a write.ok, and every key's accepted tokens over the whole run, which the search
