@@ -160,6 +160,10 @@ class NoFields final : public fencecheck::resources::ResourceFields {
   std::int64_t integer(std::string_view name, std::int64_t, std::int64_t) const override { fail(name, "absent"); }
   std::chrono::nanoseconds duration(std::string_view name) const override { fail(name, "absent"); }
   bool boolean(std::string_view name) const override { fail(name, "absent"); }
+  std::chrono::nanoseconds duration_or_zero(std::string_view name) const override { fail(name, "absent"); }
+  double percentage(std::string_view name, double, double, std::string_view) const override { fail(name, "absent"); }
+  std::vector<std::pair<std::string, std::string>> env_map(std::string_view name) const override { fail(name, "absent"); }
+  std::filesystem::path base_dir() const override { return "."; }
   std::size_t choice(std::string_view name, const std::vector<std::string_view>&, std::string_view) const override {
     fail(name, "absent");
   }

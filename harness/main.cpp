@@ -619,7 +619,6 @@ bool refuse_unknown_subcommand(CLI::App& app, int argc, char** argv) {
 int main(int argc, char** argv) {
   // Logs go to stderr: stdout carries only results (the table, or --json).
   spdlog::set_default_logger(spdlog::stderr_color_mt("fencecheck"));
-  register_harness_ledger_healers();
   CLI::App app{"fencecheck: proves, with real processes, whether fencing keeps a lock's users safe"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("fencecheck ") + FENCECHECK_VERSION);  // CMake's project(VERSION)

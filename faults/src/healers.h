@@ -1,5 +1,5 @@
-// Internal: the ledger healer of each built-in fault kind, listed in one table (ledger.cpp) so
-// that `fencecheck cleanup` knows every kind without static-initialisation tricks.
+// Internal: the ledger healers of the built-in fault kinds (called by their kinds, faults/kinds/)
+// and of the two ledger entries that are no fault (a worker group, the network lab; ledger.cpp).
 #pragma once
 
 #include <string>

@@ -6,26 +6,25 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <set>
 
+#include "fencecheck/faults/fault_kind.h"
 #include "fencecheck/faults/process.h"
 #include "healers.h"
 
 namespace fencecheck::faults {
 namespace {
 
-std::map<std::string, LedgerHealer>& healers() {
-  static std::map<std::string, LedgerHealer> table{
-      {"sigstop", detail::heal_sigstop_record},
-      {"worker-group", detail::heal_worker_group_record},
-      {"cpu-throttle", [](const nlohmann::json& e) { return detail::heal_cpu_throttle_record(e); }},
-      {"freeze", [](const nlohmann::json& e) { return detail::heal_freeze_record(e); }},
-      {"netns-lab", [](const nlohmann::json& e) { return detail::heal_netns_lab_record(e, detail::healer_runner()); }},
-      {"partition", [](const nlohmann::json& e) { return detail::heal_partition_record(e, detail::healer_runner()); }},
-      {"netem", [](const nlohmann::json& e) { return detail::heal_netem_record(e, detail::healer_runner()); }},
-  };
-  return table;
+/// The healer of an entry's kind: a fault kind's (fault_kind.h: every Fault's records), or one of
+/// the two entries that are no fault: a command worker's process group and the network lab.
+std::function<std::string(const nlohmann::json&)> healer_of(const std::string& kind) {
+  if (const FaultKind* k = find_fault_kind(kind)) return [k](const nlohmann::json& e) { return k->heal_record(e); };
+  if (kind == "worker-group") return detail::heal_worker_group_record;
+  if (kind == "netns-lab")
+    return [](const nlohmann::json& e) { return detail::heal_netns_lab_record(e, detail::healer_runner()); };
+  return nullptr;
 }
 
 // One write(2) per entry, no fsync. The ledger exists for one crash: the harness's (kill -9, an
@@ -64,8 +63,6 @@ std::vector<nlohmann::json> read_entries(const std::filesystem::path& path) {
 
 }  // namespace
 
-const std::map<std::string, LedgerHealer>& ledger_healers() { return healers(); }
-void register_ledger_healer(const std::string& kind, LedgerHealer healer) { healers()[kind] = std::move(healer); }
 
 FaultLedger::FaultLedger(std::filesystem::path path, std::string run_id) : path_(std::move(path)), run_id_(std::move(run_id)) {
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -161,13 +158,13 @@ std::vector<std::string> heal_outstanding(const std::filesystem::path& path, boo
       said.push_back("a damaged entry in " + path.string() + " (" + e.dump() + "): " + err.what() + "; cannot heal it");
       continue;
     }
-    auto it = healers().find(kind);
-    if (it == healers().end()) {
+    const auto heal = healer_of(kind);
+    if (!heal) {
       said.push_back("unknown fault kind '" + kind + "' in " + path.string() + "; cannot heal it");
       continue;
     }
     try {
-      said.push_back(it->second(e));
+      said.push_back(heal(e));
       if (!ledger) ledger = std::make_unique<FaultLedger>(path, e.value("run_id", ""));
       ledger->record_heal(e.value("id", std::int64_t{0}));
     } catch (const std::exception& err) {

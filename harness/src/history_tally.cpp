@@ -66,7 +66,7 @@ std::vector<std::string> HistoryTally::shortfalls(const Scenario& sc, const std:
   std::vector<std::string> out;
   const auto& planned = sc.faults();
   for (std::size_t i = 0; i < planned.size(); ++i) {
-    const FaultTarget id{std::string(to_string(planned[i].kind)), planned[i].target};
+    const FaultTarget id{planned[i].kind, planned[i].target};
     if (auto& n = injected[id]; n > 0) {
       --n;
       continue;

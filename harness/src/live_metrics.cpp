@@ -287,7 +287,7 @@ void LiveMetrics::event(const Event& e) {
       break;
     case EventKind::kFaultHeal:
       // The harness's own measure of a stopped worker's pause: the stopping fault's window.
-      if (const auto kind = fault_kind_named(e.fault); kind && stops_process(*kind) && e.duration_ns && !e.target.empty()) {
+      if (stops_process(e.fault) && e.duration_ns && !e.target.empty()) {
         auto& longest = m.fault_pause_max(r.scenario, e.target);
         longest.Set(std::max(longest.Value(), static_cast<double>(*e.duration_ns) / 1e9));
       }

@@ -218,13 +218,28 @@ class Run {
   bool fault_unavailable_ = false;
   /// Kinds of the schedule whose injection failed with FaultUnavailable, and why: later draws of
   /// them are skipped.
-  std::map<FaultKind, std::string> unavailable_kinds_;
+  std::map<std::string, std::string> unavailable_kinds_;
   /// Per fault kind, how many planned faults of it this machine could not give (not injected, or
   /// a later draw of the schedule skipped for it) and the first reason: the summary says so.
-  std::map<FaultKind, std::pair<int, std::string>> not_run_;
+  std::map<std::string, std::pair<int, std::string>> not_run_;
   std::vector<ActiveFault> active_;
   std::unique_ptr<faults::FaultLedger> ledger_;
   Services* services_ = nullptr;  // the run's services (owned by execute()'s frame)
+  /// The embedded lock service as fault kinds act on it (lock-service-restart): the run's
+  /// Services, and the issuer watch told before a restart on an empty data directory.
+  class LockControl final : public faults::LockServiceControl {
+   public:
+    explicit LockControl(Run& run) : run_(run) {}
+    void stop_lock_service(bool fresh_data_next) override {
+      run_.services_->stop_lock_service();
+      if (fresh_data_next && run_.watch_) run_.watch_->restarted_fresh();
+    }
+    void start_lock_service(bool fresh_data) override { run_.services_->start_lock_service(fresh_data); }
+
+   private:
+    Run& run_;
+  };
+  LockControl lock_control_{*this};
   locks::IssuerWatch* watch_ = nullptr;  // the lock service's own history (owned by execute()'s frame)
   std::string lock_name_;
   std::int64_t start_ns_ = 0;
@@ -564,7 +579,7 @@ void Run::not_injected(const FaultSpec& spec, Event e, const std::exception& err
     // says why); with --skip-unavailable the rest of the schedule still runs and is judged.
     if (unavailable_kinds_.emplace(spec.kind, err.what()).second)
       spdlog::warn("{}: {} is unavailable on this machine; the schedule's later {} faults are skipped: {}", sc_.name(),
-                   to_string(spec.kind), to_string(spec.kind), err.what());
+                   spec.kind, spec.kind, err.what());
     if (opt_.skip_unavailable) return;
   }
   fault_unavailable_ = true;
@@ -573,10 +588,10 @@ void Run::not_injected(const FaultSpec& spec, Event e, const std::exception& err
 void Run::inject(const FaultSpec& spec) {
   Event e;
   e.source = "harness";
-  e.fault = std::string(to_string(spec.kind));
+  e.fault = spec.kind;
   e.target = spec.target;
   std::optional<faults::ProcessRef> ref;
-  if (spec.kind != FaultKind::kLockServiceRestart) {
+  if (targets_worker(spec.kind)) {
     auto& w = workers_.at(spec.target);
     if (w.queued) {
       // Its start trigger happened and it waits for its turn to launch: a fault aimed at it
@@ -595,7 +610,8 @@ void Run::inject(const FaultSpec& spec) {
   ActiveFault af;
   af.spec = &spec;
   try {
-    af.fault = make_fault(spec, ref, dir_.run_id(), *services_);
+    af.fault = make_fault(spec, ref, dir_.run_id(), services_->lab(),
+                          sc_.lock_service().embedded() ? &lock_control_ : nullptr);
     af.ledger_id = ledger_->record_inject(*af.fault);  // durable before it takes effect
   } catch (const std::exception& err) {
     not_injected(spec, std::move(e), err);
@@ -628,7 +644,6 @@ void Run::inject(const FaultSpec& spec) {
   e.detail = af.fault->target();
   spdlog::info("{}: {} {} for {}", sc_.name(), e.fault, af.fault->target(), format_duration(spec.duration));
   record(std::move(e));
-  if (spec.kind == FaultKind::kLockServiceRestart && spec.fresh_data && watch_) watch_->restarted_fresh();
   active_.push_back(std::move(af));
 }
 
@@ -767,7 +782,7 @@ void Run::write_schedule_line(const PlannedFault& p, const FaultSpec& spec, cons
   nlohmann::json line{{"index", p.index},
                       {"t_ms", ms(Clock::now() - start_)},
                       {"planned_ms", ms(p.at)},
-                      {"kind", std::string(to_string(spec.kind))},
+                      {"kind", spec.kind},
                       {"rule", rule},
                       {"duration", format_duration(spec.duration)},
                       {"duration_ms", ms(spec.duration)},
@@ -783,7 +798,7 @@ void Run::write_schedule_line(const PlannedFault& p, const FaultSpec& spec, cons
 bool Run::fire_scheduled(const PlannedFault& p, bool last_chance) {
   FaultSpec spec = p.fault;
   const std::uint64_t seed = sc_.schedule_seed();
-  const std::string kind(to_string(spec.kind));
+  const std::string& kind = spec.kind;
   const std::string rule = targets_worker(spec.kind) ? std::string(to_string(p.rule)) : std::string(kLockServiceTarget);
   if (const auto u = unavailable_kinds_.find(spec.kind); u != unavailable_kinds_.end()) {
     write_schedule_line(p, spec, rule, "unavailable on this machine: " + u->second);
@@ -1132,14 +1147,14 @@ ScenarioResult Run::execute() {
     // One truthful line: whether the expectation was met, and what did not run (issue 32).
     std::string what;
     for (const auto& [kind, n] : not_run_)
-      what += std::string(what.empty() ? "" : "; ") + std::to_string(n.first) + " planned " + std::string(to_string(kind)) +
+      what += std::string(what.empty() ? "" : "; ") + std::to_string(n.first) + " planned " + kind +
               (n.first == 1 ? " fault" : " faults") + " could not run on this machine (" + n.second + ")";
     r.reasons.insert(r.reasons.begin(), std::string(met ? "met its expectation" : "did not meet its expectation") + ", but " +
                                             (what.empty() ? "a planned fault could not run on this machine" : what) +
                                             ": exit 3 (`fencecheck run --skip-unavailable` accepts a run without them)");
   }
   for (const auto& [kind, why] : unavailable_kinds_)
-    spdlog::warn("{}: the schedule did not exercise {}: unavailable on this machine ({})", sc_.name(), to_string(kind), why);
+    spdlog::warn("{}: the schedule did not exercise {}: unavailable on this machine ({})", sc_.name(), kind, why);
   name_unhealed(r);
   const RunFigures figures =
       run_figures(sc_, lock_name_, tally_, rb, analysis, r.met, r.duration_s, static_cast<double>(std::time(nullptr)));

@@ -122,7 +122,7 @@ TEST(ScenarioLoad, SmokeFencedScenarioHasEveryValue) {
   EXPECT_EQ(*s.workers()[1].start_after, (EventTrigger{"w1", EventKind::kAcquireOk, 1}));
   ASSERT_EQ(s.faults().size(), 1u);
   const FaultSpec& f = s.faults()[0];
-  EXPECT_EQ(f.kind, FaultKind::kSigstop);
+  EXPECT_EQ(f.kind, "sigstop");
   EXPECT_EQ(f.target, "w1");
   ASSERT_TRUE(std::holds_alternative<EventTrigger>(f.trigger));
   EXPECT_EQ(std::get<EventTrigger>(f.trigger), (EventTrigger{"w1", EventKind::kWriteOk, 2}));
@@ -1411,33 +1411,26 @@ TEST(ScenarioCatalogueFields, EveryNewFieldIsReadTyped) {
 
   ASSERT_EQ(s.faults().size(), 8u);
   const auto& f = s.faults();
-  EXPECT_EQ(f[0].kind, FaultKind::kCpuThrottle);
-  EXPECT_DOUBLE_EQ(f[0].quota, 0.005);
-  EXPECT_EQ(f[0].period, Duration(1s));
-  EXPECT_EQ(f[1].kind, FaultKind::kFreeze);
+  // Each kind's own parameters, in their written form with every default filled (FaultSpec::params).
+  EXPECT_EQ(f[0].kind, "cpu-throttle");
+  EXPECT_EQ(f[0].params, (nlohmann::json{{"quota", "0.5%"}, {"period", "1s"}}));
+  EXPECT_EQ(f[1].kind, "freeze");
   EXPECT_EQ(f[1].target, "w2");
-  EXPECT_EQ(f[2].kind, FaultKind::kPartition);
-  EXPECT_EQ(f[2].from, PartitionFrom::kLockService);
-  EXPECT_EQ(f[2].direction, PartitionDirection::kBoth);  // the default
-  EXPECT_EQ(f[3].from, PartitionFrom::kFull);
-  EXPECT_EQ(f[3].direction, PartitionDirection::kReplies);
-  EXPECT_EQ(f[4].kind, FaultKind::kNetem);
-  EXPECT_EQ(f[4].delay, Duration(200ms));
-  EXPECT_EQ(f[4].jitter, Duration(50ms));
-  EXPECT_DOUBLE_EQ(f[4].loss, 0.025);
-  EXPECT_EQ(f[5].delay, Duration(0));
-  EXPECT_DOUBLE_EQ(f[5].loss, 1.0);
-  EXPECT_EQ(f[6].kind, FaultKind::kLockServiceRestart);
+  EXPECT_EQ(f[1].params, nlohmann::json::object());
+  EXPECT_EQ(f[2].kind, "partition");
+  EXPECT_EQ(f[2].params, (nlohmann::json{{"from", "lock-service"}, {"direction", "both"}}));  // the default direction
+  EXPECT_EQ(f[3].params, (nlohmann::json{{"from", "full"}, {"direction", "replies"}}));
+  EXPECT_EQ(f[4].kind, "netem");
+  EXPECT_EQ(f[4].params, (nlohmann::json{{"delay", "200ms"}, {"jitter", "50ms"}, {"loss", "2.5%"}}));
+  EXPECT_EQ(f[5].params, (nlohmann::json{{"delay", "0s"}, {"jitter", "0s"}, {"loss", "100%"}}));
+  EXPECT_EQ(f[6].kind, "lock-service-restart");
   EXPECT_EQ(f[6].target, "lock-service");
-  EXPECT_TRUE(f[6].fresh_data);
+  EXPECT_EQ(f[6].params, (nlohmann::json{{"fresh_data", true}}));
   EXPECT_EQ(f[6].duration, Duration(1ms));
-  EXPECT_EQ(f[7].kind, FaultKind::kSelfStop);
+  EXPECT_EQ(f[7].kind, "self-stop");
   EXPECT_TRUE(std::holds_alternative<SelfTrigger>(f[7].trigger));
   EXPECT_EQ(f[7].duration, Duration(6s));
-  // Parameters of other kinds keep their defaults.
-  EXPECT_FALSE(f[0].from.has_value());
-  EXPECT_FALSE(f[1].fresh_data);
-  EXPECT_DOUBLE_EQ(f[2].quota, 0.02);
+  EXPECT_EQ(f[7].params, nlohmann::json::object());
   EXPECT_EQ(s.expect().anomalies, (std::vector<std::string>{"duplicate-effect", "fenced-out", "token-regression"}));
   EXPECT_TRUE(s.expect().progress_after_heal);
   EXPECT_DOUBLE_EQ(s.expect().pause_tolerance.value_or(0), 0.15);
@@ -1458,9 +1451,8 @@ TEST(ScenarioCatalogueFields, DefaultsOfTheNewFields) {
   EXPECT_EQ(s.network_spec().subnet, "10.213.0.0/24");
   EXPECT_EQ(s.job().kind, JobKind::kCounter);
   EXPECT_EQ(s.job().increments, 10);
-  EXPECT_DOUBLE_EQ(s.faults()[0].quota, 0.02);
-  EXPECT_EQ(s.faults()[0].period, Duration(100ms));
-  EXPECT_FALSE(s.faults()[1].fresh_data);
+  EXPECT_EQ(s.faults()[0].params, (nlohmann::json{{"quota", "2%"}, {"period", "100ms"}}));
+  EXPECT_EQ(s.faults()[1].params, (nlohmann::json{{"fresh_data", false}}));
   EXPECT_FALSE(s.expect().progress_after_heal);
 
   Scenario m = parse_scenario(kMinimal, "m.yaml");
@@ -1665,8 +1657,8 @@ TEST(ScenarioLockServiceNone, RefusesWhatNeedsALockServiceFencecheckRuns) {
             "and this scenario's lock service is kind none, which has none: the trigger would never fire");
   EXPECT_EQ(load_error(none_scenario("", "faults:\n  - {kind: lock-service-restart, target: lock-service, trigger: "
                                          "{at: 1s}, duration: 1s}\n")),
-            "n.yaml:11:12: faults[0].kind: lock-service-restart restarts the lock service fencecheck runs; this "
-            "scenario's lock service is kind none (the workers' own lock): there is none to restart");
+            "n.yaml:11:12: faults[0].kind: lock-service-restart acts on the lock service fencecheck runs; this "
+            "scenario's lock service is kind none (the workers' own lock): there is none to act on");
 }
 
 TEST(ScenarioLockServiceNone, RefusesAnExpectationOnExpiriesItCannotCount) {
@@ -1704,28 +1696,25 @@ TEST(ScenarioCatalogueFields, ExactlyOneMillisecondQuotaIsEnough) {
       "faults: [{kind: cpu-throttle, target: w1, trigger: {at: 1s}, duration: 5s, quota: 0.1%, period: 1s}]\n"
       "expect: {outcome: safe}\n",
       "q.yaml");
-  EXPECT_DOUBLE_EQ(s.faults()[0].quota, 0.001);
+  EXPECT_EQ(s.faults()[0].params.at("quota"), "0.1%");
 }
 
 TEST(ScenarioCatalogueFields, PredicatesOfTheFaultKinds) {
-  EXPECT_TRUE(targets_worker(FaultKind::kSelfStop));
-  EXPECT_FALSE(targets_worker(FaultKind::kLockServiceRestart));
-  EXPECT_TRUE(needs_network_namespaces(FaultKind::kPartition));
-  EXPECT_TRUE(needs_network_namespaces(FaultKind::kNetem));
-  EXPECT_FALSE(needs_network_namespaces(FaultKind::kCpuThrottle));
-  EXPECT_TRUE(stops_process(FaultKind::kSigstop));
-  EXPECT_TRUE(stops_process(FaultKind::kFreeze));
-  EXPECT_TRUE(stops_process(FaultKind::kSelfStop));
-  EXPECT_FALSE(stops_process(FaultKind::kCpuThrottle));
-  EXPECT_EQ(to_string(FaultKind::kLockServiceRestart), "lock-service-restart");
+  EXPECT_TRUE(targets_worker("self-stop"));
+  EXPECT_FALSE(targets_worker("lock-service-restart"));
+  EXPECT_FALSE(targets_worker("no-such-kind"));
+  EXPECT_TRUE(needs_network_namespaces("partition"));
+  EXPECT_TRUE(needs_network_namespaces("netem"));
+  EXPECT_FALSE(needs_network_namespaces("cpu-throttle"));
+  EXPECT_TRUE(stops_process("sigstop"));
+  EXPECT_TRUE(stops_process("freeze"));
+  EXPECT_TRUE(stops_process("self-stop"));
+  EXPECT_FALSE(stops_process("cpu-throttle"));
+  EXPECT_FALSE(stops_process("no-such-kind"));
   EXPECT_EQ(to_string(JobKind::kSideEffect), "side-effect");
   EXPECT_EQ(to_string(EffectMode::kUnfenced), "unfenced");
   EXPECT_EQ(to_string(TokenSource::kTimestamp), "timestamp");
   EXPECT_EQ(to_string(SelfStopAt::kCheck), "check");
-  EXPECT_EQ(to_string(PartitionFrom::kLockService), "lock-service");
-  EXPECT_EQ(to_string(PartitionDirection::kBoth), "both");
-  EXPECT_EQ(to_string(PartitionDirection::kRequests), "requests");
-  EXPECT_EQ(to_string(PartitionDirection::kReplies), "replies");
 }
 
 TEST(Duration, SignedParseAndFormat) {
@@ -1880,7 +1869,8 @@ TEST(ScenarioJson, ABadScenarioJsonIsAScenarioError) {
     FAIL();
   } catch (const ScenarioError& e) {
     EXPECT_EQ(e.file(), "run/scenario.json");
-    EXPECT_EQ(e.message(), "faults[0].quota: quota is only for cpu-throttle (this fault is sigstop)");
+    EXPECT_EQ(e.message(), "faults[0]: \"quota\" is a field of fault kind cpu-throttle, not of kind sigstop; kind "
+                           "sigstop takes: kind, target, trigger, duration");
     EXPECT_GT(e.line(), 1);
   }
   try {
@@ -1927,7 +1917,7 @@ TEST(ScenarioCatalogue, EveryFileLoadsAndPairsBrokenWithCorrect) {
       Scenario c = load_scenario(twin);
       // The same fault; item 7's design under test is the issuer's state (fresh_data).
       auto fault_of = [](std::vector<FaultSpec> f) {
-        for (auto& x : f) x.fresh_data = false;
+        for (auto& x : f) x.params["fresh_data"] = false;
         return f;
       };
       EXPECT_EQ(fault_of(b->faults()), fault_of(c.faults())) << twin;
@@ -1979,15 +1969,15 @@ TEST(ScenarioCatalogue, TheNamedAnomalyOfEachItem) {
   EXPECT_EQ(load("06-timestamp-token-broken.yaml").workers()[1].design.token_source, TokenSource::kTimestamp);
   EXPECT_EQ(load("06-timestamp-token-correct.yaml").workers()[1].design.token_source, TokenSource::kIssuer);
   EXPECT_EQ(load("06-timestamp-token-correct.yaml").workers()[1].design.clock_offset, Duration(-30s));
-  EXPECT_TRUE(load("07-issuer-reset-broken.yaml").faults()[0].fresh_data);
-  EXPECT_FALSE(load("07-issuer-reset-correct.yaml").faults()[0].fresh_data);
+  EXPECT_EQ(load("07-issuer-reset-broken.yaml").faults()[0].params.at("fresh_data"), true);
+  EXPECT_EQ(load("07-issuer-reset-correct.yaml").faults()[0].params.at("fresh_data"), false);
   EXPECT_EQ(load("07-issuer-reset-broken.yaml").lock_service().prior_revisions, 100);  // an issuer with history
   EXPECT_EQ(load("07-issuer-reset-correct.yaml").lock_service().prior_revisions, 100);
   // Items 8 and 11: the pause lands before the side effect, not racing it.
   for (const char* f : {"08-unfenced-side-effect-broken.yaml", "08-unfenced-side-effect-correct.yaml",
                         "11-idempotent-effect-broken.yaml", "11-idempotent-effect-correct.yaml"}) {
     EXPECT_EQ(load(f).workers()[0].design.self_stop_at, SelfStopAt::kEffect) << f;
-    EXPECT_EQ(load(f).faults()[0].kind, FaultKind::kSelfStop) << f;
+    EXPECT_EQ(load(f).faults()[0].kind, "self-stop") << f;
   }
   EXPECT_EQ(load("08-unfenced-side-effect-broken.yaml").job().effect, EffectMode::kUnfenced);
   EXPECT_EQ(load("08-unfenced-side-effect-correct.yaml").job().effect, EffectMode::kFenced);
@@ -1996,8 +1986,8 @@ TEST(ScenarioCatalogue, TheNamedAnomalyOfEachItem) {
   // Item 12 starves the holder below its keepalive rate: a quota of a few percent at most.
   Scenario starved = load_scenario(dir / "12-cpu-starved-holder-broken.yaml");
   ASSERT_EQ(starved.faults().size(), 1u);
-  EXPECT_EQ(starved.faults()[0].kind, FaultKind::kCpuThrottle);
-  EXPECT_LE(starved.faults()[0].quota, 0.01);
+  EXPECT_EQ(starved.faults()[0].kind, "cpu-throttle");
+  EXPECT_LE(parse_percent(starved.faults()[0].params.at("quota").get<std::string>()).value(), 0.01);
 }
 
 TEST(ScenarioFaultsSuite, EachFaultKindHasAFencedAndAnUnfencedTwin) {
@@ -2018,19 +2008,17 @@ TEST(ScenarioFaultsSuite, EachFaultKindHasAFencedAndAnUnfencedTwin) {
     EXPECT_EQ(fenced.faults(), unfenced.faults());
     EXPECT_EQ(fenced.job(), unfenced.job());
   }
-  EXPECT_EQ(load_scenario(dir / "throttle-past-lease.yaml").faults()[0].kind, FaultKind::kCpuThrottle);
-  EXPECT_EQ(load_scenario(dir / "freeze-past-lease.yaml").faults()[0].kind, FaultKind::kFreeze);
+  EXPECT_EQ(load_scenario(dir / "throttle-past-lease.yaml").faults()[0].kind, "cpu-throttle");
+  EXPECT_EQ(load_scenario(dir / "freeze-past-lease.yaml").faults()[0].kind, "freeze");
   Scenario p = load_scenario(dir / "partition-from-lock-service.yaml");
   EXPECT_EQ(p.network(), NetworkMode::kNamespaces);
-  EXPECT_EQ(p.faults()[0].kind, FaultKind::kPartition);
-  EXPECT_EQ(p.faults()[0].from, PartitionFrom::kLockService);
-  EXPECT_EQ(p.faults()[0].direction, PartitionDirection::kBoth);
+  EXPECT_EQ(p.faults()[0].kind, "partition");
+  EXPECT_EQ(p.faults()[0].params, (nlohmann::json{{"from", "lock-service"}, {"direction", "both"}}));
   for (const std::string from : {"resource", "lock-service"}) {
     Scenario one_way = load_scenario(dir / ("partition-replies-from-" + from + ".yaml"));
     ASSERT_EQ(one_way.faults().size(), 1u);
-    EXPECT_EQ(one_way.faults()[0].kind, FaultKind::kPartition);
-    EXPECT_EQ(one_way.faults()[0].from, from == "resource" ? PartitionFrom::kResource : PartitionFrom::kLockService);
-    EXPECT_EQ(one_way.faults()[0].direction, PartitionDirection::kReplies);
+    EXPECT_EQ(one_way.faults()[0].kind, "partition");
+    EXPECT_EQ(one_way.faults()[0].params, (nlohmann::json{{"from", from}, {"direction", "replies"}}));
     EXPECT_EQ(one_way.resource().fencing(), "per-key");
     EXPECT_EQ(one_way.expect().outcome, Outcome::kSafe);
   }

@@ -92,7 +92,7 @@ TEST(HttpKind, StartsFieldsAreRefusedWhereTheyMeanNothing) {
        "holds {host} or {port}, which only a service the kind starts has (start: [argv...])");
   says(FakeFields{{"start", json::array({""})}}, "start[0]", "expected the service's program");
   says(FakeFields{{"start", json::array({"svc"})}, {"start_cwd", ""}}, "start_cwd", "expected a directory");
-  says(FakeFields{{"start", json::array({"svc"})}, {"start_timeout", "0s"}}, "start_timeout",
+  says(FakeFields{{"start", json::array({"svc"})}, {"start_timeout", "1500us"}}, "start_timeout",
        "expected a positive whole number of milliseconds");
   says(FakeFields{{"start", json::array({"svc"})}, {"url", "https://{host}:{port}"}}, "url", "uses https");
   // A placeholder the kind does not know is a typo, never passed on as written.

@@ -256,9 +256,9 @@ TEST(SoakMixed, ThePlanOfItsSeedDrawsEveryKindItLists) {
   const Scenario sc = load_scenario(path(FENCECHECK_SOURCE_DIR) / "scenarios/nightly/soak-mixed.yaml");
   ASSERT_TRUE(sc.schedule().has_value());
   std::set<std::string> listed, planned;
-  for (const auto& k : sc.schedule()->faults) listed.insert(std::string(to_string(k.fault.kind)));
+  for (const auto& k : sc.schedule()->faults) listed.insert(k.fault.kind);
   for (const auto& p : plan_schedule(*sc.schedule(), sc.schedule_seed()))
-    planned.insert(std::string(to_string(p.fault.kind)));
+    planned.insert(p.fault.kind);
   EXPECT_EQ(listed.size(), 6u);
   EXPECT_EQ(planned, listed);
 }
@@ -294,7 +294,7 @@ TEST(SoakMixed, NinetySecondsOfEveryKindStaySafe) {
   for (std::size_t i = 0; i < plan.size(); ++i) {
     const json& l = lines[i];
     EXPECT_EQ(l["index"], i);
-    EXPECT_EQ(l["kind"], std::string(to_string(plan[i].fault.kind)));
+    EXPECT_EQ(l["kind"], plan[i].fault.kind);
     EXPECT_NE(l.contains("target"), l.contains("skipped")) << l.dump();
     if (l.contains("target")) {
       ++fired;

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fencecheck/proto/units.h"
 #include "fencecheck/resources/resource_kind.h"
 
 namespace fencecheck::testing {
@@ -78,23 +79,25 @@ class FakeFields final : public resources::ResourceFields {
     if (n < min || n > max) fail(name, "must be in " + std::to_string(min) + ".." + std::to_string(max));
     return n;
   }
-  /// A whole number with a unit: "250us", "100ms", "2s", "1m" (the loader's parse_duration also
-  /// takes fractions: "1.5s"; a test that needs them spells them in a smaller unit).
+  /// A duration as the loader reads it (fencecheck/proto/units.h's parse_duration: "1.5s"),
+  /// above zero.
   std::chrono::nanoseconds duration(std::string_view name) const override {
-    const std::string s = string(name);
-    std::size_t used = 0;
-    long long n = 0;
-    try {
-      n = std::stoll(s, &used);
-    } catch (const std::logic_error&) {
-      fail(name, "expected a duration such as 200ms or 2s");
-    }
-    const std::string unit = s.substr(used);
-    const std::pair<const char*, long long> units[] = {
-        {"ns", 1}, {"us", 1000}, {"ms", 1000000}, {"s", 1000000000}, {"m", 60000000000}};
-    for (const auto& [u, scale] : units)
-      if (unit == u && n >= 0) return std::chrono::nanoseconds(n * scale);
-    fail(name, "expected a duration such as 200ms or 2s");
+    const auto d = duration_or_zero(name);
+    if (d.count() == 0) fail(name, "expected a positive duration, got \"" + string(name) + "\"");
+    return d;
+  }
+  std::chrono::nanoseconds duration_or_zero(std::string_view name) const override {
+    const auto d = parse_duration(string(name));
+    if (!d) fail(name, "expected a duration such as 200ms or 2s");
+    return *d;
+  }
+  double percentage(std::string_view name, double lo_pct, double hi_pct, std::string_view example) const override {
+    const auto f = parse_percent(string(name));
+    if (!f) fail(name, "expected a percentage like \"" + std::string(example) + "\"");
+    if (!(*f * 100.0 >= lo_pct) || *f * 100.0 > hi_pct)
+      fail(name, "expected a percentage between " + format_percent(lo_pct / 100.0) + " and " +
+                     format_percent(hi_pct / 100.0));
+    return *f;
   }
   bool boolean(std::string_view name) const override {
     const auto& v = at(name);

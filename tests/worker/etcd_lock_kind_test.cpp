@@ -12,6 +12,7 @@
 #include "fencecheck/locks/etcd/etcd_client.h"
 #include "fencecheck/locks/lock_client.h"
 #include "fencecheck/locks/lock_service_kind.h"
+#include "../support/fake_resource_fields.h"
 #include "test_support.h"
 
 namespace fencecheck::locks {
@@ -47,26 +48,8 @@ class EtcdKindTest : public ::testing::Test {
     ctx_.run_id = "t";
     instance_ = kind_->open({}, kind_->parse(fields_), ctx_);
   }
-  /// A KindFields nobody reads: etcd has no fields of its own.
-  struct NoFields final : KindFields {
-    std::string file() const override { return "t.yaml"; }
-    bool has(std::string_view) const override { return false; }
-    std::string string(std::string_view) const override { throw std::logic_error("no fields"); }
-    std::vector<std::string> string_list(std::string_view) const override { throw std::logic_error("no fields"); }
-    std::int64_t integer(std::string_view, std::int64_t, std::int64_t) const override { throw std::logic_error("no fields"); }
-    std::chrono::nanoseconds duration(std::string_view) const override { throw std::logic_error("no fields"); }
-    bool boolean(std::string_view) const override { throw std::logic_error("no fields"); }
-    std::vector<std::pair<std::string, std::string>> env_map(std::string_view) const override {
-      throw std::logic_error("no fields");
-    }
-    std::filesystem::path base_dir() const override { return "."; }
-    std::size_t choice(std::string_view, const std::vector<std::string_view>&, std::string_view) const override {
-      throw std::logic_error("no fields");
-    }
-    [[noreturn]] void fail(std::string_view, const std::string& m, std::optional<std::size_t>) const override {
-      throw std::logic_error(m);
-    }
-  } fields_;
+  /// No fields: etcd has none of its own.
+  testing::FakeFields fields_;
 
   test::TempDir dir_{"etcd-kind"};
   const LockServiceKind* kind_ = nullptr;

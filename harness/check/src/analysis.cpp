@@ -38,9 +38,8 @@ Figures compute_figures(const History& history, const ReadBack& readback, const 
 std::map<std::string, std::chrono::nanoseconds> longest_stops(const std::vector<FaultWindow>& faults) {
   std::map<std::string, std::chrono::nanoseconds> out;
   for (const auto& f : faults) {
-    const auto kind = fault_kind_named(f.fault);
     const auto d = f.actual ? f.actual : f.planned;
-    if (!kind || !stops_process(*kind) || !d) continue;
+    if (!stops_process(f.fault) || !d) continue;
     auto [it, fresh] = out.try_emplace(f.target, *d);
     if (!fresh) it->second = std::max(it->second, *d);
   }

@@ -163,7 +163,7 @@ ExpectationResult evaluate(const Expectation& ex, const Analysis& analysis, cons
       auto& p = planned[fault.target];
       p = std::max(p, fault.duration);
       auto& k = kinds[fault.target];
-      const std::string name(to_string(fault.kind));
+      const std::string& name = fault.kind;
       if (std::find(k.begin(), k.end(), name) == k.end()) k.push_back(name);
     }
     for (const auto& w : targets) {

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "fencecheck/faults/fault_kind.h"
 #include "fencecheck/harness/yaml_documents.h"
 #include "fencecheck/locks/lock_service_kind.h"
 #include "fencecheck/proto/chunk.h"
@@ -64,15 +65,6 @@ constexpr std::array<Row<NetworkMode>, 2> kNetworkModes{{
     {NetworkMode::kHost, "host", true},
     {NetworkMode::kNamespaces, "namespaces", true},
 }};
-constexpr std::array<Row<FaultKind>, 7> kFaultKinds{{
-    {FaultKind::kSigstop, "sigstop", true},
-    {FaultKind::kCpuThrottle, "cpu-throttle", true},
-    {FaultKind::kFreeze, "freeze", true},
-    {FaultKind::kPartition, "partition", true},
-    {FaultKind::kNetem, "netem", true},
-    {FaultKind::kLockServiceRestart, "lock-service-restart", true},
-    {FaultKind::kSelfStop, "self-stop", true},
-}};
 constexpr std::array<Row<Outcome>, 2> kOutcomes{{{Outcome::kSafe, "safe", true}, {Outcome::kAnomaly, "anomaly", true}}};
 constexpr std::array<Row<JobKind>, 3> kJobKinds{{
     {JobKind::kSegments, "segments", true},
@@ -96,19 +88,9 @@ constexpr std::array<Row<SelfStopAt>, 2> kSelfStopPoints{{
 }};
 constexpr std::array<Row<KeepaliveMode>, 2> kKeepaliveModes{{
     {KeepaliveMode::kThread, "thread", true}, {KeepaliveMode::kInline, "inline", true}}};
-constexpr std::array<Row<PartitionFrom>, 3> kPartitionFroms{{
-    {PartitionFrom::kLockService, "lock-service", true},
-    {PartitionFrom::kResource, "resource", true},
-    {PartitionFrom::kFull, "full", true},
-}};
 constexpr std::array<Row<ScheduleTarget>, 2> kScheduleTargets{{
     {ScheduleTarget::kHolders, "holders", true},
     {ScheduleTarget::kWorkers, "workers", true},
-}};
-constexpr std::array<Row<PartitionDirection>, 3> kPartitionDirections{{
-    {PartitionDirection::kBoth, "both", true},
-    {PartitionDirection::kRequests, "requests", true},
-    {PartitionDirection::kReplies, "replies", true},
 }};
 
 template <typename E, std::size_t N>
@@ -145,29 +127,28 @@ std::string ResourceSpec::fencing() const {
 }
 
 std::string_view to_string(NetworkMode m) { return name_in(kNetworkModes, m); }
-std::string_view to_string(FaultKind k) { return name_in(kFaultKinds, k); }
-std::optional<FaultKind> fault_kind_named(std::string_view name) {
-  for (const auto& row : kFaultKinds)
-    if (row.name == name) return row.value;
-  return std::nullopt;
-}
 std::string_view to_string(Outcome o) { return name_in(kOutcomes, o); }
 std::string_view to_string(JobKind k) { return name_in(kJobKinds, k); }
 std::string_view to_string(EffectMode m) { return name_in(kEffectModes, m); }
 std::string_view to_string(TokenSource t) { return name_in(kTokenSources, t); }
 std::string_view to_string(SelfStopAt p) { return p == SelfStopAt::kNever ? "never" : name_in(kSelfStopPoints, p); }
 std::string_view to_string(KeepaliveMode m) { return name_in(kKeepaliveModes, m); }
-std::string_view to_string(PartitionFrom f) { return name_in(kPartitionFroms, f); }
-std::string_view to_string(PartitionDirection d) { return name_in(kPartitionDirections, d); }
 std::string_view to_string(ScheduleTarget t) { return name_in(kScheduleTargets, t); }
 
-std::vector<std::string_view> known_fault_kinds() { return implemented_names(kFaultKinds); }
+std::vector<std::string_view> known_fault_kinds() { return faults::fault_kind_names(); }
 std::vector<std::string_view> known_job_kinds() { return implemented_names(kJobKinds); }
 
-bool targets_worker(FaultKind k) { return k != FaultKind::kLockServiceRestart; }
-bool needs_network_namespaces(FaultKind k) { return k == FaultKind::kPartition || k == FaultKind::kNetem; }
-bool stops_process(FaultKind k) {
-  return k == FaultKind::kSigstop || k == FaultKind::kFreeze || k == FaultKind::kSelfStop;
+bool targets_worker(std::string_view kind) {
+  const faults::FaultKind* k = faults::find_fault_kind(kind);
+  return k != nullptr && k->target() == faults::FaultTarget::kWorker;
+}
+bool needs_network_namespaces(std::string_view kind) {
+  const faults::FaultKind* k = faults::find_fault_kind(kind);
+  return k != nullptr && k->needs_network_namespaces();
+}
+bool stops_process(std::string_view kind) {
+  const faults::FaultKind* k = faults::find_fault_kind(kind);
+  return k != nullptr && k->stops_process();
 }
 
 const std::vector<std::string>& known_anomalies() {
@@ -215,142 +196,17 @@ bool is_lock_service_trigger_event(EventKind kind) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Durations
+// Durations: fencecheck/proto/units.h
 
 namespace {
 
-struct Unit {
-  std::string_view name;
-  std::int64_t ns;
-};
 /// fencecheck-worker's pause-detector tick (its --tick-ms default, which the harness never changes).
 constexpr Duration kWorkerTick = std::chrono::milliseconds(5);
 
-// Longest suffix first so "ms" is not read as "m" + "s". Hours are read ("1h", for long schedules)
-// but never written: format_duration keeps minutes ("60m"), as scenario.json always had it.
-constexpr std::array<Unit, 6> kUnits{{{"ns", 1}, {"us", 1'000}, {"ms", 1'000'000}, {"s", 1'000'000'000},
-                                      {"m", 60'000'000'000}, {"h", 3'600'000'000'000}}};
-
-bool all_digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-bool looks_numeric(std::string_view s) {
-  if (!s.empty() && (s.front() == '-' || s.front() == '+')) s.remove_prefix(1);
-  auto dot = s.find('.');
-  if (dot == std::string_view::npos) return all_digits(s);
-  return all_digits(s.substr(0, dot)) && all_digits(s.substr(dot + 1));
-}
+bool all_digits(std::string_view s) { return fencecheck::all_digits(s); }
+bool looks_numeric(std::string_view s) { return fencecheck::is_plain_decimal(s); }
 
 }  // namespace
-
-std::optional<Duration> parse_duration(std::string_view text, std::string* error) {
-  auto fail = [&](std::string why) -> std::optional<Duration> {
-    if (error) *error = std::move(why);
-    return std::nullopt;
-  };
-  if (text.empty()) return fail("empty");
-  if (looks_numeric(text)) return fail("no unit");
-  const Unit* unit = nullptr;
-  std::string_view number;
-  for (const auto& u : kUnits) {
-    // Try two-letter units before "s" and "m".
-    if (text.size() > u.name.size() && text.substr(text.size() - u.name.size()) == u.name) {
-      std::string_view n = text.substr(0, text.size() - u.name.size());
-      if (looks_numeric(n)) {
-        unit = &u;
-        number = n;
-        break;
-      }
-    }
-  }
-  if (!unit) return fail("not a duration");
-  if (number.front() == '-') return fail("negative");
-  if (number.front() == '+') number.remove_prefix(1);
-  auto dot = number.find('.');
-  std::string_view whole = number.substr(0, dot);
-  std::string_view frac = dot == std::string_view::npos ? std::string_view{} : number.substr(dot + 1);
-  if (whole.empty() && frac.empty()) return fail("not a duration");
-  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
-  std::int64_t w = 0;
-  if (!whole.empty()) {
-    auto [p, ec] = std::from_chars(whole.data(), whole.data() + whole.size(), w);
-    if (ec != std::errc() || p != whole.data() + whole.size()) return fail("too large");
-  }
-  if (w > kMax / unit->ns) return fail("too large");
-  std::int64_t ns = w * unit->ns;
-  // The fraction must come out as whole nanoseconds.
-  std::int64_t scale = unit->ns;
-  for (char c : frac) {
-    int digit = c - '0';
-    if (scale % 10 != 0) {
-      if (digit != 0) return fail("finer than a nanosecond");
-      continue;
-    }
-    scale /= 10;
-    if (ns > kMax - digit * scale) return fail("too large");
-    ns += digit * scale;
-  }
-  return Duration(ns);
-}
-
-std::optional<Duration> parse_signed_duration(std::string_view text, std::string* error) {
-  bool negative = false;
-  if (!text.empty() && (text.front() == '-' || text.front() == '+')) {
-    negative = text.front() == '-';
-    text.remove_prefix(1);
-    if (!text.empty() && (text.front() == '-' || text.front() == '+')) {
-      if (error) *error = "not a duration";
-      return std::nullopt;
-    }
-  }
-  auto d = parse_duration(text, error);
-  if (!d) return std::nullopt;
-  return negative ? -*d : *d;
-}
-
-std::string format_duration(Duration d) {
-  std::int64_t ns = d.count();
-  if (ns == 0) return "0s";
-  if (ns < 0) {
-    if (ns == std::numeric_limits<std::int64_t>::min()) return std::to_string(ns) + "ns";
-    return "-" + format_duration(Duration(-ns));
-  }
-  for (auto it = kUnits.rbegin(); it != kUnits.rend(); ++it) {
-    // 120s reads better than 2m only when it is not whole minutes; prefer s for under 10 minutes.
-    if (it->name == "m" && ns < 600'000'000'000) continue;
-    if (it->name == "h") continue;
-    if (ns % it->ns == 0) return std::to_string(ns / it->ns) + std::string(it->name);
-  }
-  return std::to_string(ns) + "ns";
-}
-
-namespace {
-
-/// The percentage text's number parsed exactly as the loader does (from_chars, then / 100).
-std::optional<double> percent_value(std::string_view number) {
-  double pct = 0;
-  auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), pct);
-  if (ec != std::errc() || ptr != number.data() + number.size()) return std::nullopt;
-  return pct / 100.0;
-}
-
-}  // namespace
-
-std::string format_percent(double fraction) {
-  char buf[64];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof buf, "%.*g", precision, fraction * 100.0);
-    std::string_view text(buf);
-    if (text.find_first_of("eE") != std::string_view::npos) continue;  // the loader reads plain decimals only
-    if (auto back = percent_value(text); back && *back == fraction) return std::string(text) + "%";
-  }
-  std::snprintf(buf, sizeof buf, "%.17f", fraction * 100.0);
-  std::string text(buf);
-  while (text.size() > 1 && text.back() == '0') text.pop_back();
-  if (!text.empty() && text.back() == '.') text.pop_back();
-  return text + "%";
-}
 
 // ---------------------------------------------------------------------------------------------
 // The parser
@@ -737,6 +593,13 @@ class ScenarioParser {
     }
     std::chrono::nanoseconds duration(std::string_view name) const override { return p_.duration(m_.require(name)); }
     bool boolean(std::string_view name) const override { return p_.boolean(m_.require(name)); }
+    std::chrono::nanoseconds duration_or_zero(std::string_view name) const override {
+      return p_.duration_or_zero(m_.require(name));
+    }
+    double percentage(std::string_view name, double lo_pct, double hi_pct, std::string_view example) const override {
+      return p_.percentage_between(m_.require(name), lo_pct, hi_pct, format_percent(lo_pct / 100.0),
+                                   format_percent(hi_pct / 100.0), std::string(example));
+    }
     std::vector<std::pair<std::string, std::string>> env_map(std::string_view name) const override {
       return p_.env_map(m_.require(name));
     }
@@ -1102,71 +965,8 @@ class ScenarioParser {
 
     // faults
     std::map<std::string, std::string> self_stopped;  // worker -> the path of its self-stop fault
-    if (auto fv = m.get("faults")) {
-      for (const Value& item : list(*fv, true)) {
-        Map f(*this, item,
-              {"kind", "target", "trigger", "duration", "quota", "period", "from", "direction", "delay", "jitter",
-               "loss", "fresh_data"});
-        FaultSpec spec;
-        Value kind_value = f.require("kind");
-        spec.kind = choice(kind_value, kFaultKinds, "fault kind");
-        const std::string kind(to_string(spec.kind));
-        reject_other_kinds_parameters(f, spec.kind);
-        check_fault_kind_needs(kind_value, spec.kind, s);
-
-        // target
-        Value target = f.require("target");
-        if (targets_worker(spec.kind)) {
-          spec.target = known_worker(target);
-        } else {
-          spec.target = string(target);
-          if (spec.target != kLockServiceTarget)
-            fail(target, kind + " acts on the lock service: target must be \"" + std::string(kLockServiceTarget) +
-                             "\", got " + quote(spec.target));
-        }
-        if (spec.kind == FaultKind::kSelfStop) {
-          const WorkerSpec& w = s.workers_[worker_index.at(spec.target)];
-          if (w.design.self_stop_at == SelfStopAt::kNever)
-            fail(target, "self-stop needs a worker that stops itself, but " + w.id +
-                             "'s design has no self_stop_at");
-          if (auto it = self_stopped.find(w.id); it != self_stopped.end())
-            fail(target, w.id + " already has a self-stop fault (" + it->second + "): it stops itself only once");
-          self_stopped.emplace(w.id, item.path);
-        }
-
-        // trigger
-        std::optional<Value> trigger_value;
-        if (spec.kind == FaultKind::kSelfStop) {
-          if (auto t = f.get("trigger"))
-            fail(*t, "self-stop has no trigger: " + spec.target + " stops itself at its design's self_stop_at (" +
-                         std::string(to_string(s.workers_[worker_index.at(spec.target)].design.self_stop_at)) +
-                         ") and the harness continues it `duration` later");
-          spec.trigger = SelfTrigger{};
-        } else {
-          auto [trigger, value] = event_trigger(f.require("trigger"), known_worker, /*allow_at=*/true);
-          spec.trigger = trigger;
-          trigger_value = value;
-        }
-
-        // duration, within the run
-        Value dur = f.require("duration");
-        spec.duration = duration(dur);
-        if (const auto* at = std::get_if<TimeTrigger>(&spec.trigger)) {
-          if (at->at >= s.timeout_)
-            fail(*trigger_value, "fires at " + format_duration(at->at) + ", not before the run timeout " + timeout_text);
-          if (at->at + spec.duration > s.timeout_)
-            fail(dur, "the fault window " + format_duration(at->at) + " + " + format_duration(spec.duration) +
-                          " ends at " + format_duration(at->at + spec.duration) + ", past the run timeout " +
-                          timeout_text);
-        } else if (spec.duration >= s.timeout_) {
-          fail(dur, "the fault lasts " + format_duration(spec.duration) + ", which ends past the run timeout " +
-                        timeout_text);
-        }
-
-        fault_parameters(f, kind_value, spec);
-        s.faults_.push_back(std::move(spec));
-      }
-    }
+    if (auto fv = m.get("faults"))
+      for (const Value& item : list(*fv, true)) s.faults_.push_back(parse_fault(item, s, known_worker, self_stopped));
     if (auto sv = m.get("schedule")) {
       s.schedule_ = parse_schedule(*sv, s);
       // A repeating job numbers each holding's segments from its token (JobSpec::repeat): the
@@ -1295,132 +1095,110 @@ class ScenarioParser {
     std::tie(spec.min_interval, spec.max_interval) = duration_range(m.require("interval"));
     if (auto x = m.get("max_at_once")) spec.max_at_once = integer(*x, 1, 64);
     for (const Value& item : list(m.require("faults"), false)) {
-      Map f(*this, item,
-            {"kind", "weight", "duration", "target", "quota", "period", "from", "direction", "delay", "jitter", "loss",
-             "fresh_data"});
+      std::vector<std::string_view> keys;
+      const faults::FaultKind& kind = fault_kind_of(item, {"kind", "weight", "duration", "target"}, s, &keys);
+      Map f(*this, item, keys);
       ScheduleKind k;
-      const Value kind_value = f.require("kind");
-      k.fault.kind = choice(kind_value, kFaultKinds, "fault kind");
-      if (k.fault.kind == FaultKind::kSelfStop)
-        fail(kind_value, "self-stop cannot be scheduled: a worker stops itself once, at its design's self_stop_at; "
-                         "schedule sigstop instead");
-      reject_other_kinds_parameters(f, k.fault.kind);
-      check_fault_kind_needs(kind_value, k.fault.kind, s);
+      k.fault.kind = std::string(kind.name());
+      if (kind.self_triggered())
+        fail(f.require("kind"), k.fault.kind + " cannot be scheduled: a worker stops itself once, at its design's "
+                                "self_stop_at; schedule sigstop instead");
       if (auto w = f.get("weight")) k.weight = integer(*w, 1, 1'000'000);
       const Value d = f.require("duration");
       std::tie(k.min_duration, k.max_duration) = duration_range(d);
       if (k.max_duration >= spec.duration)
         fail(d, "a fault of up to " + format_duration(k.max_duration) + " does not fit in the schedule's duration " +
                     format_duration(spec.duration));
-      if (targets_worker(k.fault.kind)) {
+      if (kind.target() == faults::FaultTarget::kWorker) {
         if (auto t = f.get("target")) k.target = choice(*t, kScheduleTargets, "schedule target");
       } else {
         k.fault.target = std::string(kLockServiceTarget);
         if (auto t = f.get("target"); t && string(*t) != kLockServiceTarget)
-          fail(*t, "lock-service-restart acts on the lock service: target must be \"" + std::string(kLockServiceTarget) +
+          fail(*t, k.fault.kind + " acts on the lock service: target must be \"" + std::string(kLockServiceTarget) +
                        "\" (or left out), got " + quote(string(*t)));
       }
-      fault_parameters(f, kind_value, k.fault);
+      k.fault.params = kind.parse(Fields(*this, f));
       spec.faults.push_back(std::move(k));
     }
     return spec;
   }
 
-  /// A fault parameter given to another kind (`faults:` items, `schedule.faults` items): an error
-  /// at its value naming the kind it belongs to.
-  void reject_other_kinds_parameters(const Map& f, FaultKind kind) const {
-    struct Owned {
-      std::string_view field;
-      FaultKind owner;
-    };
-    static constexpr std::array<Owned, 8> kParameters{{{"quota", FaultKind::kCpuThrottle},
-                                                        {"period", FaultKind::kCpuThrottle},
-                                                        {"from", FaultKind::kPartition},
-                                                        {"direction", FaultKind::kPartition},
-                                                        {"delay", FaultKind::kNetem},
-                                                        {"jitter", FaultKind::kNetem},
-                                                        {"loss", FaultKind::kNetem},
-                                                        {"fresh_data", FaultKind::kLockServiceRestart}}};
-    for (const auto& p : kParameters)
-      if (auto v = f.get(p.field); v && p.owner != kind)
-        fail(*v, std::string(p.field) + " is only for " + std::string(to_string(p.owner)) + " (this fault is " +
-                     std::string(to_string(kind)) + ")");
-  }
-
-  /// What a fault kind needs from the rest of the plan (network namespaces, the embedded lock
-  /// service), checked at its `kind`.
-  void check_fault_kind_needs(const Value& kind_value, FaultKind kind, const Scenario& s) const {
-    if (needs_network_namespaces(kind) && s.network_.mode != NetworkMode::kNamespaces)
-      fail(kind_value, std::string(to_string(kind)) + " needs `network: namespaces` (this scenario's network is " +
+  /// A `faults:` or `schedule.faults` item's kind, a name on the fault axis (fault_kind.h), with
+  /// every key of the item checked: `shared` are the loader's own fields of such an item, the rest
+  /// the kind's own (a field of another kind names it). Sets *keys to the keys the item may have,
+  /// and checks what the kind needs of the plan (network namespaces, the embedded lock service).
+  const faults::FaultKind& fault_kind_of(const Value& item, std::vector<std::string_view> shared, const Scenario& s,
+                                        std::vector<std::string_view>* keys) const {
+    KindTable table{item.path, "fault kind", std::move(shared), {}};
+    for (auto n : faults::fault_kind_names()) table.kinds.emplace_back(n, faults::find_fault_kind(n)->fields());
+    auto [name, allowed] = kind_of(item, table);
+    *keys = allowed;
+    const faults::FaultKind& kind = *faults::find_fault_kind(name);
+    const Value kind_value = Map(*this, item, allowed).require("kind");
+    if (kind.needs_network_namespaces() && s.network_.mode != NetworkMode::kNamespaces)
+      fail(kind_value, name + " needs `network: namespaces` (this scenario's network is " +
                            std::string(to_string(s.network_.mode)) + ")");
-    if (kind == FaultKind::kLockServiceRestart && s.lock_service_.kind == kNoLockService)
-      fail(kind_value, "lock-service-restart restarts the lock service fencecheck runs; this scenario's lock service "
-                       "is kind none (the workers' own lock): there is none to restart");
-    if (kind == FaultKind::kLockServiceRestart && !s.lock_service_.embedded())
-      fail(kind_value, "lock-service-restart needs the embedded lock service; the harness cannot restart the "
-                       "external one at lock_service.endpoints");
+    if (kind.target() == faults::FaultTarget::kLockService && s.lock_service_.kind == kNoLockService)
+      fail(kind_value, name + " acts on the lock service fencecheck runs; this scenario's lock service is kind none "
+                       "(the workers' own lock): there is none to act on");
+    if (kind.target() == faults::FaultTarget::kLockService && !s.lock_service_.embedded())
+      fail(kind_value, name + " needs the embedded lock service; the harness cannot act on the external one at "
+                       "lock_service.endpoints");
+    return kind;
   }
 
-  /// The kind's own parameters (quota, period, from, direction, delay, jitter, loss, fresh_data).
-  void fault_parameters(const Map& f, const Value& kind_value, FaultSpec& spec) const {
-    switch (spec.kind) {
-      case FaultKind::kCpuThrottle: {
-        auto quota = f.get("quota");
-        auto period = f.get("period");
-        if (quota) spec.quota = percentage_between(*quota, 0.1, 100.0, "0.1%", "100%", "2%");
-        if (period) {
-          spec.period = duration(*period);
-          if (spec.period < std::chrono::milliseconds(1) || spec.period > std::chrono::seconds(1))
-            fail(*period, "expected a CFS period between 1ms and 1s (the kernel's bounds), got " +
-                              quote(period->node.Scalar()));
-          whole(*period, spec.period, std::chrono::microseconds(1), "microsecond",
-                "the kernel's CFS period is in microseconds");
-        }
-        // faults/cpu_throttle.h: quota us = round(fraction x period us), at least 1000 us.
-        const auto period_us = std::chrono::duration_cast<std::chrono::microseconds>(spec.period).count();
-        const auto quota_us = std::llround(spec.quota * static_cast<double>(period_us));
-        if (quota_us < 1000)
-          fail(quota ? *quota : (period ? *period : kind_value),
-               "quota " + format_percent(spec.quota) + " of a " + format_duration(spec.period) + " period is " +
-                   std::to_string(quota_us) +
-                   "us of CPU per period, below the kernel's minimum of 1000us; raise the quota or lengthen the "
-                   "period");
-        break;
-      }
-      case FaultKind::kPartition:
-        spec.from = choice(f.require("from"), kPartitionFroms, "partition source");
-        if (auto d = f.get("direction")) spec.direction = choice(*d, kPartitionDirections, "partition direction");
-        break;
-      case FaultKind::kNetem: {
-        auto delay = f.get("delay");
-        auto jitter = f.get("jitter");
-        auto loss = f.get("loss");
-        if (delay) {
-          spec.delay = duration_or_zero(*delay);
-          whole(*delay, spec.delay, std::chrono::microseconds(1), "microsecond", "netem's resolution");
-        }
-        if (jitter) {
-          spec.jitter = duration_or_zero(*jitter);
-          whole(*jitter, spec.jitter, std::chrono::microseconds(1), "microsecond", "netem's resolution");
-        }
-        if (loss) spec.loss = percentage_between(*loss, 0.0, 100.0, "0%", "100%", "1%");
-        if (spec.jitter.count() > 0 && spec.delay.count() == 0)
-          fail(*jitter, "jitter needs a non-zero delay (jitter varies the delay)");
-        if (spec.jitter > spec.delay)
-          fail(*jitter, "jitter " + format_duration(spec.jitter) + " exceeds the delay " +
-                            format_duration(spec.delay));
-        if (spec.delay.count() == 0 && spec.loss == 0.0)
-          fail(f.self(), "netem needs a non-zero delay or loss: otherwise it does nothing");
-        break;
-      }
-      case FaultKind::kLockServiceRestart:
-        if (auto v = f.get("fresh_data")) spec.fresh_data = boolean(*v);
-        break;
-      case FaultKind::kSigstop:
-      case FaultKind::kFreeze:
-      case FaultKind::kSelfStop:
-        break;
+  /// One `faults:` item: the shared fields (kind, target, trigger, duration, within the run's
+  /// timeout), then the kind's own through its parse(). self_stopped: worker -> the item that
+  /// continues it (a worker stops itself once).
+  template <typename KnownWorker>
+  FaultSpec parse_fault(const Value& item, const Scenario& s, KnownWorker&& known_worker,
+                        std::map<std::string, std::string>& self_stopped) const {
+    std::vector<std::string_view> keys;
+    const faults::FaultKind& kind = fault_kind_of(item, {"kind", "target", "trigger", "duration"}, s, &keys);
+    Map f(*this, item, keys);
+    FaultSpec spec;
+    spec.kind = std::string(kind.name());
+    Value target = f.require("target");
+    if (kind.target() == faults::FaultTarget::kWorker) {
+      spec.target = known_worker(target);
+    } else {
+      spec.target = string(target);
+      if (spec.target != kLockServiceTarget)
+        fail(target, spec.kind + " acts on the lock service: target must be \"" + std::string(kLockServiceTarget) +
+                         "\", got " + quote(spec.target));
     }
+    std::optional<Value> trigger_value;
+    if (kind.self_triggered()) {
+      const WorkerSpec& w = *s.find_worker(spec.target);
+      if (w.design.self_stop_at == SelfStopAt::kNever)
+        fail(target, spec.kind + " needs a worker that stops itself, but " + w.id + "'s design has no self_stop_at");
+      if (auto it = self_stopped.find(w.id); it != self_stopped.end())
+        fail(target, w.id + " already has a self-stop fault (" + it->second + "): it stops itself only once");
+      self_stopped.emplace(w.id, item.path);
+      if (auto t = f.get("trigger"))
+        fail(*t, spec.kind + " has no trigger: " + spec.target + " stops itself at its design's self_stop_at (" +
+                     std::string(to_string(w.design.self_stop_at)) + ") and the harness continues it `duration` later");
+      spec.trigger = SelfTrigger{};
+    } else {
+      auto [trigger, value] = event_trigger(f.require("trigger"), known_worker, /*allow_at=*/true);
+      spec.trigger = trigger;
+      trigger_value = value;
+    }
+    // duration, within the run
+    const std::string timeout_text = format_duration(s.timeout_);
+    Value dur = f.require("duration");
+    spec.duration = duration(dur);
+    if (const auto* at = std::get_if<TimeTrigger>(&spec.trigger)) {
+      if (at->at >= s.timeout_)
+        fail(*trigger_value, "fires at " + format_duration(at->at) + ", not before the run timeout " + timeout_text);
+      if (at->at + spec.duration > s.timeout_)
+        fail(dur, "the fault window " + format_duration(at->at) + " + " + format_duration(spec.duration) + " ends at " +
+                      format_duration(at->at + spec.duration) + ", past the run timeout " + timeout_text);
+    } else if (spec.duration >= s.timeout_) {
+      fail(dur, "the fault lasts " + format_duration(spec.duration) + ", which ends past the run timeout " + timeout_text);
+    }
+    spec.params = kind.parse(Fields(*this, f));
+    return spec;
   }
 
   /// workers[i].command / env / cwd (docs/worker-protocol.md). Pure: where the program is, and
@@ -1726,30 +1504,10 @@ nlohmann::json trigger_json(const EventTrigger& t) {
   return {{"worker", t.worker}, {"event", std::string(kind_name(t.event))}, {"count", t.count}};
 }
 
-/// The kind's own parameters of a fault (`faults:` and `schedule.faults` items alike).
+/// The kind's own parameters of a fault (`faults:` and `schedule.faults` items alike): already in
+/// their written form (FaultSpec::params).
 void add_fault_parameters(nlohmann::json& fj, const FaultSpec& f) {
-  switch (f.kind) {
-    case FaultKind::kCpuThrottle:
-      fj["quota"] = format_percent(f.quota);
-      fj["period"] = format_duration(f.period);
-      break;
-    case FaultKind::kPartition:
-      if (f.from) fj["from"] = std::string(to_string(*f.from));
-      fj["direction"] = std::string(to_string(f.direction));
-      break;
-    case FaultKind::kNetem:
-      fj["delay"] = format_duration(f.delay);
-      fj["jitter"] = format_duration(f.jitter);
-      fj["loss"] = format_percent(f.loss);
-      break;
-    case FaultKind::kLockServiceRestart:
-      fj["fresh_data"] = f.fresh_data;
-      break;
-    case FaultKind::kSigstop:
-    case FaultKind::kFreeze:
-    case FaultKind::kSelfStop:
-      break;
-  }
+  for (const auto& [key, value] : f.params.items()) fj[key] = value;
 }
 
 nlohmann::json range_json(Duration lo, Duration hi) {
@@ -1764,7 +1522,7 @@ nlohmann::json schedule_json(const ScheduleSpec& sc) {
   j["max_at_once"] = sc.max_at_once;
   auto& kinds = j["faults"] = nlohmann::json::array();
   for (const auto& k : sc.faults) {
-    nlohmann::json kj{{"kind", std::string(to_string(k.fault.kind))},
+    nlohmann::json kj{{"kind", k.fault.kind},
                       {"weight", k.weight},
                       {"duration", range_json(k.min_duration, k.max_duration)},
                       {"target", targets_worker(k.fault.kind) ? std::string(to_string(k.target)) : k.fault.target}};
@@ -1848,7 +1606,7 @@ nlohmann::json to_json(const Scenario& s) {
   }
   auto& faults = j["faults"] = nlohmann::json::array();
   for (const auto& f : s.faults()) {
-    nlohmann::json fj{{"kind", std::string(to_string(f.kind))}, {"target", f.target},
+    nlohmann::json fj{{"kind", f.kind}, {"target", f.target},
                       {"duration", format_duration(f.duration)}};
     if (const auto* e = std::get_if<EventTrigger>(&f.trigger)) fj["trigger"] = trigger_json(*e);
     else if (const auto* t = std::get_if<TimeTrigger>(&f.trigger)) fj["trigger"] = {{"at", format_duration(t->at)}};
@@ -1930,7 +1688,7 @@ Scenario with_schedule_duration(const Scenario& s, Duration duration) {
     throw cannot("expected a positive whole number of milliseconds");
   for (const auto& k : s.schedule_->faults)
     if (k.max_duration >= duration)
-      throw cannot("its schedule draws " + std::string(to_string(k.fault.kind)) + " faults of up to " +
+      throw cannot("its schedule draws " + k.fault.kind + " faults of up to " +
                    format_duration(k.max_duration) + ", which do not fit");
   Scenario out = s;
   const Duration margin = s.timeout_ - s.schedule_->duration;  // > 0: the loader's rule

@@ -58,7 +58,7 @@ std::vector<PlannedFault> plan_schedule(const ScheduleSpec& spec, std::uint64_t 
     p.at = t;
     p.fault = kind.fault;
     p.fault.duration = d;
-    p.fault.target = kind.fault.kind == FaultKind::kLockServiceRestart ? std::string(kLockServiceTarget) : std::string();
+    p.fault.target = targets_worker(kind.fault.kind) ? std::string() : std::string(kLockServiceTarget);
     p.rule = kind.target;
     p.kind_index = k;
     out.push_back(std::move(p));

@@ -65,18 +65,10 @@ class FaultLedger {
   std::mutex mu_;
 };
 
-/// Heals one outstanding ledger entry from its record alone (another process, after a crash).
-/// Returns a sentence saying what it did ("continued pid 123 (w1)", "pid 123 already gone").
-/// Never throws: an entry of an unknown kind gives a sentence saying so.
-using LedgerHealer = std::function<std::string(const nlohmann::json& entry)>;
-
-/// The healer for each fault kind: the built-in kinds are listed in ledger.cpp's table.
-[[nodiscard]] const std::map<std::string, LedgerHealer>& ledger_healers();
-/// Registers (or replaces) the healer for a kind, e.g. a test's fake. Not thread-safe: call at start-up.
-void register_ledger_healer(const std::string& kind, LedgerHealer healer);
-
 /// Heals every outstanding entry of the ledger at path, appending a heal entry for each, and
-/// returns one sentence per entry. Entries whose harness is alive are skipped (never touch a live
+/// returns one sentence per entry. Each entry is healed by its kind's healer: the fault kind's
+/// (FaultKind::heal_record, fault_kind.h, registered ones included), or the network lab's or a
+/// worker group's. A healer that throws leaves the entry outstanding and says why. Entries whose harness is alive are skipped (never touch a live
 /// run) unless force is true. Never throws for a single entry's failure.
 std::vector<std::string> heal_outstanding(const std::filesystem::path& path, bool force = false);
 

@@ -63,6 +63,13 @@ class ResourceFields {
   [[nodiscard]] virtual std::chrono::nanoseconds duration(std::string_view name) const = 0;
   /// The field as a boolean; throws otherwise.
   [[nodiscard]] virtual bool boolean(std::string_view name) const = 0;
+  /// The field as a duration that may be zero ("0ms"), never negative; throws otherwise.
+  [[nodiscard]] virtual std::chrono::nanoseconds duration_or_zero(std::string_view name) const = 0;
+  /// The field as a percentage from lo_pct to hi_pct (in percent, both inclusive) as a fraction
+  /// ("2%" -> 0.02; fencecheck/proto/units.h's parse_percent); throws at the field otherwise, with
+  /// `example` ("2%") showing the form when the value is no percentage at all.
+  [[nodiscard]] virtual double percentage(std::string_view name, double lo_pct, double hi_pct,
+                                          std::string_view example) const = 0;
   /// The field as a mapping of environment variable names ([A-Za-z_][A-Za-z0-9_]*) to string
   /// values, sorted by name; throws at the field (or at the key) when it is not a mapping of
   /// scalars, a key is no variable name, or a key repeats. Keys are named "<field>.<key>" in fail().

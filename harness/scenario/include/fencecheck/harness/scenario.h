@@ -30,6 +30,7 @@
 
 #include "fencecheck/proto/design.h"
 #include "fencecheck/proto/event.h"
+#include "fencecheck/proto/units.h"
 #include "fencecheck/resources/effect_mode.h"
 
 namespace fencecheck::harness {
@@ -57,21 +58,13 @@ class ScenarioError : public std::runtime_error {
 };
 
 // Enumerations. Each has a name table; the loader accepts only names whose row is implemented, so
-// adding a kind later is one enumerator plus one table row (scenario.cpp). (Lock-service and
-// resource kinds are names on their axes instead: fencecheck/locks/lock_service_kind.h,
-// fencecheck/resources/resource_kind.h.)
+// adding a kind later is one enumerator plus one table row (scenario.cpp). (Lock-service,
+// resource and fault kinds are names on their axes instead: fencecheck/locks/lock_service_kind.h,
+// fencecheck/resources/resource_kind.h, fencecheck/faults/fault_kind.h.)
 /// host: every process on the host's loopback. namespaces: each worker in its own network
 /// namespace, the services on a bridge, addresses from NetworkSpec::subnet (needed by partition
 /// and netem faults; faults/include/fencecheck/faults/netns.h).
 enum class NetworkMode { kHost, kNamespaces };
-/// What a fault does to its target (catalogue-plan.md, "faults"):
-/// sigstop: SIGSTOP, healed by SIGCONT; cpu-throttle: a cgroup CPU quota; freeze: the cgroup
-/// freezer; partition: drop packets between the worker's namespace and the lock service, the
-/// resource or everything; netem: delay/jitter/loss on the worker's link; lock-service-restart:
-/// stop the embedded lock service for `duration`, then start it again (optionally on an empty data dir);
-/// self-stop: the worker SIGSTOPs itself at its design's self_stop_at point and the harness
-/// continues it `duration` later.
-enum class FaultKind { kSigstop, kCpuThrottle, kFreeze, kPartition, kNetem, kLockServiceRestart, kSelfStop };
 enum class Outcome { kSafe, kAnomaly };
 /// What each worker does while holding the lock. segments: write `segments` x `chunks` chunks;
 /// counter: `increments` read-modify-write increments of one counter; side-effect: segments, plus
@@ -96,18 +89,7 @@ using SelfStopAt = fencecheck::SelfStopAt;
 /// thread before a write once the keepalive interval has passed (a single-threaded event loop),
 /// where work on that thread delays renewals (catalogue item 12, the throttle fault scenarios).
 using KeepaliveMode = fencecheck::KeepaliveMode;
-/// What a partition cuts the worker off from.
-enum class PartitionFrom { kLockService, kResource, kFull };
-/// Which way a partition loses packets (faults/partition.h): both ways; the worker's requests
-/// (connections open, the request never arrives: nothing acts); or the replies (the request
-/// arrives and acts, the reply never comes back: the outcome is unknown to the worker).
-enum class PartitionDirection { kBoth, kRequests, kReplies };
-
 [[nodiscard]] std::string_view to_string(NetworkMode m);
-[[nodiscard]] std::string_view to_string(FaultKind k);
-/// The fault kind whose name (to_string) is `name` ("sigstop", ...), nullopt for any other text.
-/// Pure; never throws.
-[[nodiscard]] std::optional<FaultKind> fault_kind_named(std::string_view name);
 [[nodiscard]] std::string_view to_string(Outcome o);
 [[nodiscard]] std::string_view to_string(JobKind k);
 [[nodiscard]] std::string_view to_string(EffectMode m);
@@ -115,10 +97,9 @@ enum class PartitionDirection { kBoth, kRequests, kReplies };
 /// "check", "effect"; "never" for kNever (never written to a scenario).
 [[nodiscard]] std::string_view to_string(SelfStopAt p);
 [[nodiscard]] std::string_view to_string(KeepaliveMode m);  ///< "thread", "inline"
-[[nodiscard]] std::string_view to_string(PartitionFrom f);
-[[nodiscard]] std::string_view to_string(PartitionDirection d);  ///< "both", "requests", "replies"
 
-/// The names the loader accepts today, in table order (for messages and docs).
+/// The names the loader accepts today, in table order (for messages and docs): the fault axis's
+/// registered kinds (faults::fault_kind_names()), and the job kinds.
 [[nodiscard]] std::vector<std::string_view> known_fault_kinds();
 [[nodiscard]] std::vector<std::string_view> known_job_kinds();
 
@@ -131,13 +112,15 @@ inline constexpr std::string_view kNoLockService = "none";
 /// The subnet of `network: namespaces` when none is given (faults/netns.h's default).
 inline constexpr std::string_view kDefaultSubnet = "10.213.0.0/24";
 
-/// Fault kinds whose target is a worker (every kind but lock-service-restart).
-[[nodiscard]] bool targets_worker(FaultKind k);
-/// Fault kinds that need `network: namespaces` (partition, netem).
-[[nodiscard]] bool needs_network_namespaces(FaultKind k);
-/// Fault kinds that stop every thread of the target, so its own ticker measures the fault as a
-/// pause (sigstop, freeze, self-stop): what `expect.pause_tolerance` compares against.
-[[nodiscard]] bool stops_process(FaultKind k);
+/// Fault kinds are names on the fault axis (fencecheck/faults/fault_kind.h, faults/kinds/): these
+/// ask the kind registered under `kind`, and answer false for a name no kind has.
+/// The kind's target is a worker (every built-in kind but lock-service-restart).
+[[nodiscard]] bool targets_worker(std::string_view kind);
+/// The kind needs `network: namespaces` (partition, netem).
+[[nodiscard]] bool needs_network_namespaces(std::string_view kind);
+/// The kind stops every thread of the target, so its own ticker measures the fault as a pause
+/// (sigstop, freeze, self-stop): what `expect.pause_tolerance` compares against.
+[[nodiscard]] bool stops_process(std::string_view kind);
 
 /// The anomaly names a scenario's `expect.anomalies` may list (docs/architecture.md, "Checkers", plus
 /// corrupt-chunk), in that order.
@@ -149,19 +132,13 @@ inline constexpr std::string_view kDefaultSubnet = "10.213.0.0/24";
 /// harness's own event about a worker, so it is not a trigger.)
 [[nodiscard]] bool is_worker_event(EventKind kind);
 
-/// Parses "2s", "500ms", "1.5s", "250us", "10ns", "2m", "1h". nullopt (and *error set when given) for
-/// anything else: no unit, unknown unit, negative, not a number, or too large. Zero parses (the
-/// loader rejects it where a positive duration is needed).
-[[nodiscard]] std::optional<Duration> parse_duration(std::string_view text, std::string* error = nullptr);
-/// The same with an optional sign: "-30s", "+1.5s", "30s" (for clock offsets). Errors as
-/// parse_duration's, never "negative".
-[[nodiscard]] std::optional<Duration> parse_signed_duration(std::string_view text, std::string* error = nullptr);
-/// The shortest exact spelling: 2000000000ns -> "2s", 1500ms -> "1500ms", 90s -> "90s"; a negative
-/// duration gets a leading '-' ("-30s"). parse_signed_duration(format_duration(d)) == d.
-[[nodiscard]] std::string format_duration(Duration d);
-/// A fraction as the shortest percentage text that reads back to exactly the same fraction:
-/// 0.02 -> "2%", 0.125 -> "12.5%", 0.001 -> "0.1%".
-[[nodiscard]] std::string format_percent(double fraction);
+/// Durations and percentages as scenarios write them: one definition for every layer
+/// (fencecheck/proto/units.h).
+using fencecheck::format_duration;
+using fencecheck::format_percent;
+using fencecheck::parse_duration;
+using fencecheck::parse_percent;
+using fencecheck::parse_signed_duration;
 
 /// The lock-service event kinds a trigger may wait for (is_lock_service_trigger_event): lock.grant
 /// (a lock key was created: with etcd's and ZooKeeper's recipes a waiter's key is created when it
@@ -349,36 +326,24 @@ struct WorkerSpec {
   bool operator==(const WorkerSpec&) const = default;
 };
 
-/// One planned fault. The kind-specific fields hold their defaults for other kinds (the loader
-/// rejects a parameter given to the wrong kind: "quota is only for cpu-throttle").
+/// One planned fault: the fields every kind shares, and the kind's own parameters as its kind
+/// parsed them (faults::FaultKind::parse: written form, defaults filled).
 struct FaultSpec {
-  FaultKind kind = FaultKind::kSigstop;
-  /// A worker id; kLockServiceTarget ("lock-service") for lock-service-restart; for self-stop a
-  /// worker whose design has self_stop_at.
+  /// A name on the fault axis (faults::find_fault_kind): "sigstop", "cpu-throttle", "freeze",
+  /// "partition", "netem", "lock-service-restart", "self-stop", or a kind registered at run time.
+  std::string kind = "sigstop";
+  /// A worker id; kLockServiceTarget ("lock-service") for a kind that acts on the lock service;
+  /// for self-stop a worker whose design has self_stop_at.
   std::string target;
-  FaultTrigger trigger;  ///< SelfTrigger exactly for self-stop
+  FaultTrigger trigger;  ///< SelfTrigger exactly for a self-triggered kind (self-stop)
   /// > 0. How long the fault lasts before it is healed; lock-service-restart: the downtime before
   /// the lock service starts again; self-stop: how long after the worker stopped itself it is continued.
   Duration duration{};
-  /// cpu-throttle: the share of ONE cpu the target may use, 0.001 .. 1.0 (written 0.1% .. 100%).
-  double quota = 0.02;
-  /// cpu-throttle: the CFS period, 1 ms .. 1 s, whole microseconds; quota x period >= 1 ms (the
-  /// kernel's minimum quota, Documentation/scheduler/sched-bwc.rst).
-  Duration period = std::chrono::milliseconds(100);
-  /// partition (set exactly then): what the target is cut off from.
-  std::optional<PartitionFrom> from;
-  /// partition: which way packets are lost (`direction:`, default both).
-  PartitionDirection direction = PartitionDirection::kBoth;
-  /// netem: one-way delay per direction, >= 0, whole microseconds.
-  Duration delay{};
-  /// netem: delay variation, 0 .. delay (needs delay > 0), whole microseconds.
-  Duration jitter{};
-  /// netem: packet loss per direction, 0 .. 1.0 (written 0% .. 100%). delay or loss is non-zero.
-  double loss = 0.0;
-  /// lock-service-restart: start the lock service again on an EMPTY data dir (etcd: the issuer's
-  /// revision counter resets, catalogue item 7); false: on the same data (etcd: revisions and leases
-  /// survive). What each kind does: LockServiceKind::restart_effect.
-  bool fresh_data = false;
+  /// The kind's own parameters in their written form, every default filled (cpu-throttle:
+  /// {"quota": "2%", "period": "100ms"}; partition: {"from": "lock-service", "direction": "both"};
+  /// netem: {"delay", "jitter", "loss"}; lock-service-restart: {"fresh_data": false}; {} for the
+  /// kinds without any). What scenario.json carries; what the kind's make() reads.
+  nlohmann::json params = nlohmann::json::object();
   bool operator==(const FaultSpec&) const = default;
 };
 
@@ -391,8 +356,7 @@ enum class ScheduleTarget { kHolders, kWorkers };
 
 /// One kind of fault a schedule mixes in, with its weight, its duration range and its target rule.
 struct ScheduleKind {
-  /// The kind and the kind's own parameters (quota, period, from, direction, delay, jitter, loss,
-  /// fresh_data) as a FaultSpec of `faults:` has them; target, trigger and duration unused (the
+  /// The kind and the kind's own parameters (FaultSpec::params) as a FaultSpec of `faults:` has them; target, trigger and duration unused (the
   /// schedule draws the duration, the target is chosen when the fault fires; lock-service-restart's
   /// target is kLockServiceTarget). Never self-stop (a worker stops itself, the harness cannot).
   FaultSpec fault;
