@@ -181,7 +181,13 @@ struct Model {
   std::map<std::int64_t, std::string> token_color;
   std::set<std::size_t> evidence;                 ///< every event an anomaly cites
   std::set<std::size_t> expiry_deletes;           ///< lock.delete events that are lease expiries during work
-  std::map<std::size_t, std::int64_t> stale_accepted;  ///< write.ok index -> the high-water it was below
+  /// write.ok index -> the high-water it was below: exactly the writes the stale-write-accepted
+  /// checker names (build_model), never decided here.
+  std::map<std::size_t, std::int64_t> stale_accepted;
+  /// Why no write can be marked accepted below the mark when the stale-write-accepted checker did
+  /// not judge ("the stale-write-accepted check did not run", "... was unknown: <why>"); empty
+  /// when it judged (valid or invalid).
+  std::string stale_unjudged;
   std::set<std::size_t> drawn;                    ///< events that have a mark-N
   std::set<std::int64_t> release_revisions;       ///< revisions of release.ok events (deletes they explain)
   /// (lock_key, token) of every release.invoke -> the first one's history index: a delete of that
@@ -218,8 +224,35 @@ bool is_lane_source(const std::string& s) { return !s.empty() && s != "harness" 
 /// event right after the gap), else receive time.
 std::int64_t pause_end(const Event& e) { return e.src_ns > 0 ? e.src_ns : e.t_ns; }
 
+/// The stale-write-accepted checker's name, and its anomalies'.
+constexpr std::string_view kStaleCheck = "stale-write-accepted";
+
+/// Fills m.stale_accepted and m.stale_unjudged from the stale-write-accepted checker's result: a
+/// write is accepted below the key's high-water mark exactly when that checker names it (judged in
+/// the resource's acceptance order and real time, never here in the order replies reached the
+/// harness: a write accepted before a pause whose reply came after it is no stale acceptance,
+/// issue 31 item 6). Each of its anomalies is one (key, client, token) (checkers.h): its lowest
+/// token is the stale one, the others the higher tokens the resource had accepted before; the
+/// write.oks it cites with the stale token on its key are the stale writes (the others it cites
+/// are the higher writes, accepted in order), drawn below its highest token.
+void stale_writes(const Analysis& a, const History& h, Model& m) {
+  const auto c = std::find_if(a.checkers.begin(), a.checkers.end(), [](const CheckerResult& r) { return r.name == kStaleCheck; });
+  if (c == a.checkers.end()) {
+    m.stale_unjudged = "the stale-write-accepted check did not run";
+    return;
+  }
+  if (c->verdict == Verdict::kUnknown)
+    m.stale_unjudged = "the stale-write-accepted check was unknown" + (c->error.empty() ? std::string() : ": " + c->error);
+  for (const auto& an : c->anomalies) {
+    if (an.name != kStaleCheck || an.tokens.size() < 2) continue;
+    for (std::size_t i : an.evidence)
+      if (i < h.size() && h[i].kind == EventKind::kWriteOk && h[i].token == an.tokens.front() && h[i].key == an.key)
+        m.stale_accepted.emplace(i, an.tokens.back());
+  }
+}
+
 Model build_model(const ReportData& d) {
-  Model m{d.history, d.analysis, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  Model m{d.history, d.analysis, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   const History& h = d.history;
   // Time range: run.start .. run.end (else first .. last event), widened to every pause start.
   std::optional<std::int64_t> start, end;
@@ -265,17 +298,7 @@ Model build_model(const ReportData& d) {
     for (std::size_t i : x.evidence)
       if (i < h.size() && h[i].kind == EventKind::kLockDelete) m.expiry_deletes.insert(i);
 
-  // Writes accepted below the key's high-water mark: what the stale-write-accepted checker found
-  // (in the resource's acceptance order and real time), never decided here in the order replies
-  // reached the harness: a write accepted before a pause whose reply came after it is no stale
-  // acceptance (issue 31 item 6). Each cited write.ok below the anomaly's highest token.
-  for (const auto& c : d.analysis.checkers)
-    for (const auto& an : c.anomalies) {
-      if (an.name != "stale-write-accepted" || an.tokens.empty()) continue;
-      const std::int64_t mark = an.tokens.back();
-      for (std::size_t i : an.evidence)
-        if (i < h.size() && h[i].kind == EventKind::kWriteOk && h[i].token && *h[i].token < mark) m.stale_accepted.emplace(i, mark);
-    }
+  stale_writes(d.analysis, h, m);
   return m;
 }
 
@@ -866,8 +889,9 @@ struct ExpiryStory {
                                            ///< expiry to the old token's next write (at most three)
   std::optional<std::size_t> outcome;      ///< the holder's first write result with the old token after it
   /// "rejected", "accepted" (below the mark: the stale-write-accepted checker's finding),
-  /// "in-order" (accepted, and no checker found it stale: no higher token had been accepted for its
-  /// key, e.g. accepted before the pause with its reply late), "unknown" or "none".
+  /// "in-order" (accepted, and the checker judged it not stale: no higher token had been accepted for its
+  /// key, e.g. accepted before the pause with its reply late), "unjudged" (accepted, and the checker
+  /// did not judge: Model::stale_unjudged), "unknown" or "none".
   std::string outcome_kind = "none";
 };
 
@@ -907,7 +931,7 @@ std::vector<ExpiryStory> expiry_stories(const Model& m) {
         st.outcome_kind = kind;
         // The checkers decide whether an accepted write was stale (in acceptance order), not the
         // order its reply reached the harness.
-        if (st.outcome_kind == "accepted" && !m.stale_accepted.count(i)) st.outcome_kind = "in-order";
+        if (st.outcome_kind == "accepted" && !m.stale_accepted.count(i)) st.outcome_kind = m.stale_unjudged.empty() ? "in-order" : "unjudged";
         break;
       }
     }
@@ -932,6 +956,7 @@ std::string outcome_words(const Model& m, const ExpiryStory& st) {
     auto it = m.stale_accepted.find(*st.outcome);
     return head + " was ACCEPTED" + (it != m.stale_accepted.end() ? " below high-water " + std::to_string(it->second) : std::string());
   }
+  if (st.outcome_kind == "unjudged") return head + " was accepted; whether below the high-water mark is not known: " + m.stale_unjudged;
   if (st.outcome_kind == "in-order")
     return head + " was accepted in order: no higher token had been accepted for " + e.key + " (its reply came late)";
   return head + ": outcome unknown";
@@ -1003,7 +1028,8 @@ std::string timeline_svg(Model& m, const ReportData& d, const std::vector<Expiry
       {"<rect x=\"0\" y=\"0\" width=\"12\" height=\"10\" fill=\"url(#hatch-pause)\"/>", "paused (measured by the worker)"},
       {"<rect class=\"write-mark accepted\" x=\"5\" y=\"0\" width=\"3\" height=\"10\" fill=\"" + kTokenColors[1] + "\"/>", "write accepted"},
       {"<rect class=\"write-mark rejected\" x=\"4\" y=\"0\" width=\"5\" height=\"10\"/>", "write rejected"},
-      {"<rect class=\"write-mark accepted-stale\" x=\"4\" y=\"0\" width=\"4\" height=\"10\"/>", "accepted below high-water"},
+      {"<rect class=\"write-mark accepted-stale\" x=\"4\" y=\"0\" width=\"4\" height=\"10\"/>",
+       m.stale_unjudged.empty() ? "accepted below high-water" : "accepted below high-water: not judged"},
       {"<rect class=\"write-mark unknown\" x=\"4\" y=\"0\" width=\"4\" height=\"10\"/>", "outcome unknown"},
       {"<path class=\"grant\" d=\"M1.5 10 L6 1 L10.5 10 Z\"/>", "lock key created"},
       {"<path class=\"delete-x\" d=\"M2 0 L10 10 M10 0 L2 10\"/>", "lock key deleted"},
@@ -1361,7 +1387,7 @@ h3 { font-size: 15px; margin: 14px 0 4px; }
 #headline li { margin: 3px 0; } #headline a { color: var(--ink); } #headline .then { color: var(--muted); padding: 0 2px; }
 #headline a.hl-pause { color: #1f3a52; font-weight: bold; } #headline a.hl-expiry { color: var(--bad); }
 #headline a.hl-successor { font-weight: bold; } #headline a.hl-rejected { color: var(--ok); font-weight: bold; }
-#headline a.hl-accepted { color: var(--bad); font-weight: bold; } #headline a.hl-in-order { color: var(--muted); } #headline a.hl-unknown { color: var(--warn); }
+#headline a.hl-accepted { color: var(--bad); font-weight: bold; } #headline a.hl-in-order { color: var(--muted); } #headline a.hl-unjudged { color: var(--warn); } #headline a.hl-unknown { color: var(--warn); }
 ol.story { padding-left: 22px; margin: 6px 0; } ol.story li { margin: 2px 0; }
 ol.story .t { font-family: "DejaVu Sans Mono", monospace; font-size: 12px; color: var(--muted); }
 ol.story li.rejected, ol.story li.expiry { color: var(--bad); } ol.story li.stale { color: var(--warn); font-weight: bold; }
@@ -1716,11 +1742,18 @@ std::string history_scope(const ReportData& d) {
   return o.str();
 }
 
-/// "Timeline": the note on how to read it and the drawn timeline (timeline_svg).
-std::string timeline_section(const std::string& svg) {
+/// "Timeline": the note on how to read it (and, when the stale-write-accepted checker did not
+/// judge, that no write is marked accepted below the mark, and why) and the drawn timeline.
+std::string timeline_section(const Model& m, const std::string& svg) {
+  std::string unjudged;
+  if (!m.stale_unjudged.empty())
+    unjudged = "<p class=\"note stale-unjudged\" id=\"stale-unjudged\">" +
+               std::string(m.stale_accepted.empty() ? "No write is marked accepted below the high-water mark: "
+                                                    : "Only the writes it named are marked accepted below the high-water mark: ") +
+               html(m.stale_unjudged) + ", and the page does not judge that itself.</p>\n";
   return "<section id=\"timeline-section\"><h2>Timeline</h2>\n<p class=\"note\">Hover a mark for its details; click it for its "
          "event. A worker's bar is the lock held with its fencing token; hatched red: the lock service had already deleted its "
-         "key while it still believed it held the lock.</p>\n<div class=\"figure-wrap\">\n" +
+         "key while it still believed it held the lock.</p>\n" + unjudged + "<div class=\"figure-wrap\">\n" +
          svg + "</div>\n</section>\n";
 }
 
@@ -1881,7 +1914,7 @@ std::string render_report_html(const ReportData& d) {
   const std::vector<ExpiryStory> stories = expiry_stories(m);
   const std::string svg = timeline_svg(m, d, stories);  // fills m.drawn, which the table uses
   std::string page = page_head(d) + page_header(d, m, stories) + protocol_errors_section(d, m) + history_scope(d) +
-                     "<section id=\"story\"><h2>What happened</h2>\n" + story(m) + "</section>\n" + timeline_section(svg);
+                     "<section id=\"story\"><h2>What happened</h2>\n" + story(m) + "</section>\n" + timeline_section(m, svg);
   // A window page stops at its events: the verdict and the figures are the run's page's.
   if (!d.first_index) page += verdict_section(d, m) + figures_section(d, m);
   return page + events_section(d, m) + page_end();
