@@ -182,7 +182,7 @@ struct Model {
   std::set<std::size_t> evidence;                 ///< every event an anomaly cites
   std::set<std::size_t> expiry_deletes;           ///< lock.delete events that are lease expiries during work
   /// write.ok index -> the high-water it was below: exactly the writes the stale-write-accepted
-  /// checker names (build_model), never decided here.
+  /// checker names (stale_writes), never decided here.
   std::map<std::size_t, std::int64_t> stale_accepted;
   /// Why no write can be marked accepted below the mark when the stale-write-accepted checker did
   /// not judge ("the stale-write-accepted check did not run", "... was unknown: <why>"); empty
