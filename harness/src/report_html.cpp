@@ -181,7 +181,13 @@ struct Model {
   std::map<std::int64_t, std::string> token_color;
   std::set<std::size_t> evidence;                 ///< every event an anomaly cites
   std::set<std::size_t> expiry_deletes;           ///< lock.delete events that are lease expiries during work
-  std::map<std::size_t, std::int64_t> stale_accepted;  ///< write.ok index -> the high-water it was below
+  /// write.ok index -> the high-water it was below: exactly the writes the stale-write-accepted
+  /// checker names (stale_writes), never decided here.
+  std::map<std::size_t, std::int64_t> stale_accepted;
+  /// Why no write can be marked accepted below the mark when the stale-write-accepted checker did
+  /// not judge ("the stale-write-accepted check did not run", "... was unknown: <why>"); empty
+  /// when it judged (valid or invalid).
+  std::string stale_unjudged;
   std::set<std::size_t> drawn;                    ///< events that have a mark-N
   std::set<std::int64_t> release_revisions;       ///< revisions of release.ok events (deletes they explain)
   /// (lock_key, token) of every release.invoke -> the first one's history index: a delete of that
@@ -218,8 +224,35 @@ bool is_lane_source(const std::string& s) { return !s.empty() && s != "harness" 
 /// event right after the gap), else receive time.
 std::int64_t pause_end(const Event& e) { return e.src_ns > 0 ? e.src_ns : e.t_ns; }
 
+/// The stale-write-accepted checker's name, and its anomalies'.
+constexpr std::string_view kStaleCheck = "stale-write-accepted";
+
+/// Fills m.stale_accepted and m.stale_unjudged from the stale-write-accepted checker's result: a
+/// write is accepted below the key's high-water mark exactly when that checker names it (judged in
+/// the resource's acceptance order and real time, never here in the order replies reached the
+/// harness: a write accepted before a pause whose reply came after it is no stale acceptance,
+/// issue 31 item 6). Each of its anomalies is one (key, client, token) (checkers.h): its lowest
+/// token is the stale one, the others the higher tokens the resource had accepted before; the
+/// write.oks it cites with the stale token on its key are the stale writes (the others it cites
+/// are the higher writes, accepted in order), drawn below its highest token.
+void stale_writes(const Analysis& a, const History& h, Model& m) {
+  const auto c = std::find_if(a.checkers.begin(), a.checkers.end(), [](const CheckerResult& r) { return r.name == kStaleCheck; });
+  if (c == a.checkers.end()) {
+    m.stale_unjudged = "the stale-write-accepted check did not run";
+    return;
+  }
+  if (c->verdict == Verdict::kUnknown)
+    m.stale_unjudged = "the stale-write-accepted check was unknown" + (c->error.empty() ? std::string() : ": " + c->error);
+  for (const auto& an : c->anomalies) {
+    if (an.name != kStaleCheck || an.tokens.size() < 2) continue;
+    for (std::size_t i : an.evidence)
+      if (i < h.size() && h[i].kind == EventKind::kWriteOk && h[i].token == an.tokens.front() && h[i].key == an.key)
+        m.stale_accepted.emplace(i, an.tokens.back());
+  }
+}
+
 Model build_model(const ReportData& d) {
-  Model m{d.history, d.analysis, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  Model m{d.history, d.analysis, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   const History& h = d.history;
   // Time range: run.start .. run.end (else first .. last event), widened to every pause start.
   std::optional<std::int64_t> start, end;
@@ -265,25 +298,32 @@ Model build_model(const ReportData& d) {
     for (std::size_t i : x.evidence)
       if (i < h.size() && h[i].kind == EventKind::kLockDelete) m.expiry_deletes.insert(i);
 
-  // Writes accepted below the key's high-water mark: what the stale-write-accepted checker found
-  // (in the resource's acceptance order and real time), never decided here in the order replies
-  // reached the harness: a write accepted before a pause whose reply came after it is no stale
-  // acceptance (issue 31 item 6). Each cited write.ok below the anomaly's highest token.
-  for (const auto& c : d.analysis.checkers)
-    for (const auto& an : c.anomalies) {
-      if (an.name != "stale-write-accepted" || an.tokens.empty()) continue;
-      const std::int64_t mark = an.tokens.back();
-      for (std::size_t i : an.evidence)
-        if (i < h.size() && h[i].kind == EventKind::kWriteOk && h[i].token && *h[i].token < mark) m.stale_accepted.emplace(i, mark);
-    }
+  stale_writes(d.analysis, h, m);
   return m;
 }
 
 // ---- lanes -------------------------------------------------------------------------------------
 
-void worker_lane(Model& m, const std::string& w, Lane& lane) {
-  const History& h = m.h;
-  const auto& ts = m.ts;
+/// A worker's process as the harness saw it: its first sign of life, and its worker.exit.
+struct WorkerProcess {
+  std::optional<std::int64_t> started, exited;
+  std::optional<std::size_t> exit_index;
+};
+
+WorkerProcess worker_process(const History& h, const std::string& w) {
+  WorkerProcess p;
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    const Event& e = h[i];
+    if (e.source == "harness" && e.target == w && e.kind == EventKind::kLog && e.detail.rfind("started worker", 0) == 0 && !p.started)
+      p.started = e.t_ns;
+    if (e.source == "harness" && e.target == w && e.kind == EventKind::kWorkerExit) p.exited = e.t_ns, p.exit_index = i;
+    if (e.source == w && !p.started) p.started = e.t_ns;
+  }
+  return p;
+}
+
+/// The lane's title and attributes: "worker", or "black box" for a worker that sent no events.
+void worker_lane_heading(const Model& m, const std::string& w, Lane& lane) {
   lane.cls = "worker";
   lane.title = w;
   lane.subtitle = "worker";
@@ -294,28 +334,22 @@ void worker_lane(Model& m, const std::string& w, Lane& lane) {
     lane.subtitle = "black box";
     lane.attrs += data_attr("black-box", "true");
   }
+}
+
+/// The process line (started .. exited) and the dashed waits for the lock (acquire.invoke ..
+/// acquire.ok / acquire.fail).
+void draw_process_and_waits(const Model& m, const std::string& w, const WorkerProcess& p, Lane& lane) {
+  const History& h = m.h;
+  const auto& ts = m.ts;
   const std::int64_t run_end = ts.t1;
-
-  // The process: started .. exited.
-  std::optional<std::int64_t> started, exited;
-  std::optional<std::size_t> exit_index;
-  for (std::size_t i = 0; i < h.size(); ++i) {
-    const Event& e = h[i];
-    if (e.source == "harness" && e.target == w && e.kind == EventKind::kLog && e.detail.rfind("started worker", 0) == 0 && !started)
-      started = e.t_ns;
-    if (e.source == "harness" && e.target == w && e.kind == EventKind::kWorkerExit) exited = e.t_ns, exit_index = i;
-    if (e.source == w && !started) started = e.t_ns;
+  if (p.started) {
+    lane.body << "<line class=\"process\" x1=\"" << num(ts.x(*p.started)) << "\" y1=\"15\" x2=\""
+              << num(ts.x(p.exited.value_or(run_end))) << "\" y2=\"15\"/>\n";
   }
-  if (started) {
-    lane.body << "<line class=\"process\" x1=\"" << num(ts.x(*started)) << "\" y1=\"15\" x2=\""
-              << num(ts.x(exited.value_or(run_end))) << "\" y2=\"15\"/>\n";
-  }
-
-  // Waiting for the lock: acquire.invoke .. acquire.ok / acquire.fail.
   for (std::size_t i = 0; i < h.size(); ++i) {
     const Event& e = h[i];
     if (e.source != w || e.kind != EventKind::kAcquireInvoke) continue;
-    std::int64_t until = exited.value_or(run_end);
+    std::int64_t until = p.exited.value_or(run_end);
     for (std::size_t j = i + 1; j < h.size(); ++j)
       if (h[j].source == w && (h[j].kind == EventKind::kAcquireOk || h[j].kind == EventKind::kAcquireFail)) {
         until = h[j].t_ns;
@@ -327,30 +361,64 @@ void worker_lane(Model& m, const std::string& w, Lane& lane) {
     if (x1 - x0 > text_width("waiting for the lock") + 8)
       lane.body << "<text class=\"bar-text waiting-text\" x=\"" << num(x0 + 4) << "\" y=\"11\">waiting for the lock</text>\n";
   }
+}
 
-  // Holdings: acquire.ok .. the worker stops acting as the holder (its release, a rejected write
-  // with that token, a new acquire, its exit). The lock service's delete of its key, when it comes
-  // first, splits the bar: after it, the worker's belief is stale.
+/// When worker `w` stopped acting as the holder of the acquire.ok at `i`: its release, a rejected
+/// write with that token, a new acquire, its exit (lease.lost is not an end: a worker may keep
+/// writing with the token it has, as unfenced runs do); else its exit or the run's end.
+struct BeliefEnd {
+  std::size_t index = 0;  ///< the event that ended it; h.size() when none did
+  std::int64_t t = 0;
+  std::string why;
+};
+
+BeliefEnd belief_end(const Model& m, const std::string& w, std::size_t i, const WorkerProcess& p) {
+  const History& h = m.h;
+  const Event& a = h[i];
+  BeliefEnd end{h.size(), p.exited.value_or(m.ts.t1), p.exited ? "the worker exited" : "the run ended"};
+  for (std::size_t j = i + 1; j < h.size(); ++j) {
+    const Event& e = h[j];
+    const bool own = e.source == w;
+    if ((own && (e.kind == EventKind::kReleaseInvoke || e.kind == EventKind::kAcquireInvoke ||
+                 (e.kind == EventKind::kWriteFail && e.token == a.token))) ||
+        (e.source == "harness" && e.target == w && e.kind == EventKind::kWorkerExit))
+      return {j, e.t_ns, std::string(kind_name(e.kind))};
+  }
+  return end;
+}
+
+/// The hatched bar after the lock service deleted `w`'s key (event `del`) while `w` still believed
+/// it held the lock (until `end`).
+void draw_stale_belief(const Model& m, const std::string& w, std::int64_t token, std::size_t del, const BeliefEnd& end,
+                       Lane& lane) {
+  const auto& ts = m.ts;
+  const Event& d = m.h[del];
+  const std::string tok = std::to_string(token);
+  const double s0 = ts.x(d.t_ns), s1 = ts.x(end.t);
+  const std::string stip = "the lock service deleted " + w + "'s key (token " + tok + ") " + m.at(d.t_ns) + ", but " + w +
+                           " still believed it held the lock until " + m.at(end.t) + " (" + end.why + ")";
+  std::string long_text = "lease gone: " + w + " still believes it holds token " + tok;
+  std::string sshape = rect(s0, 6, s1, 18, "stale", " fill=\"url(#hatch-stale)\"");
+  std::string slabel;
+  if (s1 - s0 > text_width(long_text) + 6) sshape += "<text class=\"bar-text stale-text\" x=\"" + num(s0 + 3) + "\" y=\"19\">" + html(long_text) + "</text>";
+  else slabel = "stale token " + tok;
+  lane.mark("holding stale", std::nullopt, {},
+            data_attr("worker", w) + data_attr("token", token) + data_attr("start-s", secs(ts.rel_s(d.t_ns))) +
+                data_attr("end-s", secs(ts.rel_s(end.t))),
+            stip, sshape, slabel, s0, Align::kStart, "stale-label");
+}
+
+/// Holdings: a bar per acquire.ok until the worker stops acting as the holder (belief_end). The
+/// lock service's delete of its key, when it comes first, splits the bar: after it, the worker's
+/// belief is stale.
+void draw_holdings(Model& m, const std::string& w, const WorkerProcess& p, Lane& lane) {
+  const History& h = m.h;
+  const auto& ts = m.ts;
   for (std::size_t i = 0; i < h.size(); ++i) {
     const Event& a = h[i];
     if (a.source != w || a.kind != EventKind::kAcquireOk) continue;
     const std::int64_t token = a.token.value_or(0);
-    std::size_t belief_end_index = h.size();
-    std::int64_t belief_end = exited.value_or(run_end);
-    std::string belief_end_why = exited ? "the worker exited" : "the run ended";
-    for (std::size_t j = i + 1; j < h.size(); ++j) {
-      const Event& e = h[j];
-      const bool own = e.source == w;
-      // lease.lost is not an end: a worker may keep writing with the token it has (unfenced runs do).
-      if ((own && (e.kind == EventKind::kReleaseInvoke || e.kind == EventKind::kAcquireInvoke ||
-                   (e.kind == EventKind::kWriteFail && e.token == a.token))) ||
-          (e.source == "harness" && e.target == w && e.kind == EventKind::kWorkerExit)) {
-        belief_end_index = j;
-        belief_end = e.t_ns;
-        belief_end_why = std::string(kind_name(e.kind));
-        break;
-      }
-    }
+    const BeliefEnd end = belief_end(m, w, i, p);
     std::optional<std::size_t> del;
     for (std::size_t j = i + 1; j < h.size(); ++j)
       if (h[j].kind == EventKind::kLockDelete && !a.lock_key.empty() && h[j].lock_key == a.lock_key) {
@@ -360,9 +428,8 @@ void worker_lane(Model& m, const std::string& w, Lane& lane) {
     // Stale: the key was deleted before the worker stopped acting as the holder, and not by its own
     // release (the watch can report the release's delete before the worker's release.invoke
     // arrives; a release.ok with the delete's revision says whose delete it was).
-    const bool stale = del && *del < belief_end_index &&
-                       !(h[*del].revision && m.release_revisions.count(*h[*del].revision));
-    const std::int64_t solid_end = stale ? h[*del].t_ns : belief_end;
+    const bool stale = del && *del < end.index && !(h[*del].revision && m.release_revisions.count(*h[*del].revision));
+    const std::int64_t solid_end = stale ? h[*del].t_ns : end.t;
     const double x0 = ts.x(a.t_ns), x1 = ts.x(solid_end);
     const std::string tok = std::to_string(token);
     std::string tip = w + " holds the lock with token " + tok + " (" + m.at(a.t_ns) + " .. " + m.at(solid_end) + ")";
@@ -376,24 +443,14 @@ void worker_lane(Model& m, const std::string& w, Lane& lane) {
                   data_attr("end-s", secs(ts.rel_s(solid_end))),
               tip, shape, fits ? std::string() : text, x0, Align::kStart, "holding-label");
     m.drawn.insert(i);
-    if (stale) {
-      const double s0 = ts.x(h[*del].t_ns), s1 = ts.x(belief_end);
-      const std::string stip = "the lock service deleted " + w + "'s key (token " + tok + ") " + m.at(h[*del].t_ns) +
-                               ", but " + w + " still believed it held the lock until " + m.at(belief_end) + " (" +
-                               belief_end_why + ")";
-      std::string long_text = "lease gone: " + w + " still believes it holds token " + tok;
-      std::string sshape = rect(s0, 6, s1, 18, "stale", " fill=\"url(#hatch-stale)\"");
-      std::string slabel;
-      if (s1 - s0 > text_width(long_text) + 6) sshape += "<text class=\"bar-text stale-text\" x=\"" + num(s0 + 3) + "\" y=\"19\">" + html(long_text) + "</text>";
-      else slabel = "stale token " + tok;
-      lane.mark("holding stale", std::nullopt, {},
-                data_attr("worker", w) + data_attr("token", token) + data_attr("start-s", secs(ts.rel_s(h[*del].t_ns))) +
-                    data_attr("end-s", secs(ts.rel_s(belief_end))),
-                stip, sshape, slabel, s0, Align::kStart, "stale-label");
-    }
+    if (stale) draw_stale_belief(m, w, token, *del, end, lane);
   }
+}
 
-  // Pauses the worker measured itself: shaded, with their length.
+/// Pauses the worker measured itself: shaded, with their length.
+void draw_pauses(Model& m, const std::string& w, Lane& lane) {
+  const History& h = m.h;
+  const auto& ts = m.ts;
   for (std::size_t i = 0; i < h.size(); ++i) {
     const Event& e = h[i];
     if (e.source != w || e.kind != EventKind::kPause || !e.duration_ns) continue;
@@ -413,8 +470,65 @@ void worker_lane(Model& m, const std::string& w, Lane& lane) {
               tip, shape, fits ? std::string() : label, (x0 + x1) / 2, Align::kMiddle, "pause-label");
     m.drawn.insert(i);
   }
+}
 
-  // Chunks written: one mark per outcome; a write.invoke that never got an outcome is unknown.
+/// One write outcome's mark as drawn: its classes, tooltip, label (with its class) and shape.
+struct WriteMark {
+  std::string cls, tip, label, label_cls, shape;
+};
+
+/// The mark of the write outcome at history index `i` (write.ok, write.fail or write.info) of
+/// worker `w`. `stale_labels` counts, per token, the accepted-stale labels shown so far (only the
+/// first is labelled, with `stale_counts` of that token's stale writes).
+WriteMark write_outcome_mark(const Model& m, const std::string& w, std::size_t i, std::map<std::int64_t, int>& stale_labels,
+                             const std::map<std::int64_t, int>& stale_counts) {
+  const Event& e = m.h[i];
+  const std::int64_t token = e.token.value_or(0);
+  const std::string tok = std::to_string(token);
+  const std::string where = e.key + " segment " + opt_str(e.segment) + " chunk " + opt_str(e.chunk);
+  const double x = m.ts.x(e.t_ns);
+  WriteMark k;
+  if (e.kind == EventKind::kWriteOk) {
+    auto stale = m.stale_accepted.find(i);
+    if (stale != m.stale_accepted.end()) {
+      k.cls = "write accepted-stale";
+      k.tip = w + " wrote " + where + " with token " + tok + ": ACCEPTED although the key's high-water mark was " +
+              std::to_string(stale->second) + " " + m.at(e.t_ns);
+      if (stale_labels[token]++ == 0) {
+        k.label = "token " + tok + " accepted below high-water " + std::to_string(stale->second);
+        if (stale_counts.at(token) > 1) k.label += " (" + std::to_string(stale_counts.at(token)) + " writes)";
+      }
+      k.label_cls = "stale-label";
+      k.shape = rect(x - 2, 29, x + 2, 13, "write-mark accepted-stale");
+    } else {
+      k.cls = "write accepted";
+      k.tip = w + " wrote " + where + " with token " + tok + ": accepted (high-water " + opt_str(e.high_water) + ") " + m.at(e.t_ns);
+      k.shape = rect(x - 1.5, 30, x + 1.5, 11, "write-mark accepted", " fill=\"" + m.color(token) + "\"");
+    }
+  } else if (e.kind == EventKind::kWriteFail) {
+    k.cls = "write rejected";
+    k.tip = w + " wrote " + where + " with token " + tok + ": REJECTED by the fence (high-water " + opt_str(e.high_water) + ") " +
+            m.at(e.t_ns) + (e.detail.empty() ? "" : ": " + e.detail);
+    k.label = "token " + tok + " rejected";
+    if (e.high_water) k.label += " (high-water " + std::to_string(*e.high_water) + ")";
+    k.label_cls = "rejected-label";
+    k.shape = rect(x - 3.5, 28, x + 3.5, 15, "write-mark rejected") + "<path class=\"cross\" d=\"M" + num(x - 3) + " 30 L" +
+              num(x + 3) + " 41 M" + num(x + 3) + " 30 L" + num(x - 3) + " 41\"/>";
+  } else {
+    k.cls = "write unknown";
+    k.tip = w + " wrote " + where + " with token " + tok + ": outcome unknown " + m.at(e.t_ns) + (e.detail.empty() ? "" : ": " + e.detail);
+    k.label = "token " + tok + " outcome unknown";
+    k.label_cls = "unknown-label";
+    k.shape = rect(x - 2.5, 29, x + 2.5, 13, "write-mark unknown");
+  }
+  if (m.evidence.count(i)) k.cls += " evidence";
+  return k;
+}
+
+/// Chunks written: one mark per outcome; a write.invoke that never got an outcome is unknown
+/// ("no reply"), drawn after the outcomes.
+void draw_writes(Model& m, const std::string& w, Lane& lane) {
+  const History& h = m.h;
   std::map<std::tuple<std::string, std::int64_t, std::int64_t, std::int64_t>, std::size_t> pending;
   auto write_key = [](const Event& e) {
     return std::make_tuple(e.key, e.segment.value_or(-1), e.chunk.value_or(-1), e.token.value_or(-1));
@@ -423,113 +537,85 @@ void worker_lane(Model& m, const std::string& w, Lane& lane) {
   std::map<std::int64_t, int> stale_counts;
   for (const auto& [i, hw] : m.stale_accepted)
     if (h[i].source == w) ++stale_counts[h[i].token.value_or(0)];
-  for (std::size_t i = 0; i <= h.size(); ++i) {
-    if (i < h.size()) {
-      const Event& e = h[i];
-      if (e.source != w) continue;
-      if (e.kind == EventKind::kWriteInvoke) {
-        pending[write_key(e)] = i;
-        continue;
-      }
-      if (e.kind != EventKind::kWriteOk && e.kind != EventKind::kWriteFail && e.kind != EventKind::kWriteInfo) continue;
-      pending.erase(write_key(e));
-      const std::int64_t token = e.token.value_or(0);
-      const std::string where = e.key + " segment " + opt_str(e.segment) + " chunk " + opt_str(e.chunk);
-      std::string data = data_attr("worker", w) + data_attr("token", token) + data_attr("key", e.key) +
-                         data_attr("segment", opt_str(e.segment)) + data_attr("chunk", opt_str(e.chunk));
-      if (e.high_water) data += data_attr("high-water", *e.high_water);
-      const double x = ts.x(e.t_ns);
-      std::string cls, tip, label, label_cls, shape;
-      if (e.kind == EventKind::kWriteOk) {
-        auto stale = m.stale_accepted.find(i);
-        if (stale != m.stale_accepted.end()) {
-          cls = "write accepted-stale";
-          tip = w + " wrote " + where + " with token " + std::to_string(token) + ": ACCEPTED although the key's high-water mark was " +
-                std::to_string(stale->second) + " " + m.at(e.t_ns);
-          if (stale_labels[token]++ == 0) {
-            label = "token " + std::to_string(token) + " accepted below high-water " + std::to_string(stale->second);
-            if (stale_counts[token] > 1) label += " (" + std::to_string(stale_counts[token]) + " writes)";
-          }
-          label_cls = "stale-label";
-          shape = rect(x - 2, 29, x + 2, 13, "write-mark accepted-stale");
-        } else {
-          cls = "write accepted";
-          tip = w + " wrote " + where + " with token " + std::to_string(token) + ": accepted (high-water " + opt_str(e.high_water) +
-                ") " + m.at(e.t_ns);
-          shape = rect(x - 1.5, 30, x + 1.5, 11, "write-mark accepted", " fill=\"" + m.color(token) + "\"");
-        }
-      } else if (e.kind == EventKind::kWriteFail) {
-        cls = "write rejected";
-        tip = w + " wrote " + where + " with token " + std::to_string(token) + ": REJECTED by the fence (high-water " +
-              opt_str(e.high_water) + ") " + m.at(e.t_ns) + (e.detail.empty() ? "" : ": " + e.detail);
-        label = "token " + std::to_string(token) + " rejected";
-        if (e.high_water) label += " (high-water " + std::to_string(*e.high_water) + ")";
-        label_cls = "rejected-label";
-        shape = rect(x - 3.5, 28, x + 3.5, 15, "write-mark rejected") + "<path class=\"cross\" d=\"M" + num(x - 3) + " 30 L" +
-                num(x + 3) + " 41 M" + num(x + 3) + " 30 L" + num(x - 3) + " 41\"/>";
-      } else {
-        cls = "write unknown";
-        tip = w + " wrote " + where + " with token " + std::to_string(token) + ": outcome unknown " + m.at(e.t_ns) +
-              (e.detail.empty() ? "" : ": " + e.detail);
-        label = "token " + std::to_string(token) + " outcome unknown";
-        label_cls = "unknown-label";
-        shape = rect(x - 2.5, 29, x + 2.5, 13, "write-mark unknown");
-      }
-      if (m.evidence.count(i)) cls += " evidence";
-      lane.mark(cls, i, "mark-" + std::to_string(i), data, tip, shape, label, x, Align::kStart, label_cls);
-      m.drawn.insert(i);
-    } else {
-      for (const auto& [k, idx] : pending) {  // invoked, never answered
-        const Event& e = h[idx];
-        const double x = ts.x(e.t_ns);
-        lane.mark("write unknown no-reply", idx, "mark-" + std::to_string(idx),
-                  data_attr("worker", w) + data_attr("token", e.token.value_or(0)) + data_attr("key", e.key),
-                  w + " sent " + e.key + " segment " + opt_str(e.segment) + " chunk " + opt_str(e.chunk) + " with token " +
-                      opt_str(e.token) + " and never reported an outcome",
-                  rect(x - 2.5, 29, x + 2.5, 13, "write-mark unknown"), "no reply (token " + opt_str(e.token) + ")", x,
-                  Align::kStart, "unknown-label");
-        m.drawn.insert(idx);
-      }
-    }
-  }
-
-  // What the worker learned, finished, or how it ended.
   for (std::size_t i = 0; i < h.size(); ++i) {
     const Event& e = h[i];
-    if (e.source == w && e.kind == EventKind::kLeaseLost) {
-      const double x = ts.x(e.t_ns);
+    if (e.source != w) continue;
+    if (e.kind == EventKind::kWriteInvoke) {
+      pending[write_key(e)] = i;
+      continue;
+    }
+    if (e.kind != EventKind::kWriteOk && e.kind != EventKind::kWriteFail && e.kind != EventKind::kWriteInfo) continue;
+    pending.erase(write_key(e));
+    std::string data = data_attr("worker", w) + data_attr("token", e.token.value_or(0)) + data_attr("key", e.key) +
+                       data_attr("segment", opt_str(e.segment)) + data_attr("chunk", opt_str(e.chunk));
+    if (e.high_water) data += data_attr("high-water", *e.high_water);
+    const WriteMark k = write_outcome_mark(m, w, i, stale_labels, stale_counts);
+    lane.mark(k.cls, i, "mark-" + std::to_string(i), data, k.tip, k.shape, k.label, m.ts.x(e.t_ns), Align::kStart, k.label_cls);
+    m.drawn.insert(i);
+  }
+  for (const auto& [key, idx] : pending) {  // invoked, never answered
+    const Event& e = h[idx];
+    const double x = m.ts.x(e.t_ns);
+    lane.mark("write unknown no-reply", idx, "mark-" + std::to_string(idx),
+              data_attr("worker", w) + data_attr("token", e.token.value_or(0)) + data_attr("key", e.key),
+              w + " sent " + e.key + " segment " + opt_str(e.segment) + " chunk " + opt_str(e.chunk) + " with token " +
+                  opt_str(e.token) + " and never reported an outcome",
+              rect(x - 2.5, 29, x + 2.5, 13, "write-mark unknown"), "no reply (token " + opt_str(e.token) + ")", x, Align::kStart,
+              "unknown-label");
+    m.drawn.insert(idx);
+  }
+}
+
+/// What the worker learned (lease.lost), finished (job.done) or failed to get (acquire.fail), and
+/// how it ended (its worker.exit: labelled when not "exit 0").
+void draw_notes_and_exit(Model& m, const std::string& w, const WorkerProcess& p, Lane& lane) {
+  const History& h = m.h;
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    const Event& e = h[i];
+    if (e.source != w) continue;
+    const double x = m.ts.x(e.t_ns);
+    if (e.kind == EventKind::kLeaseLost) {
       lane.mark("lease-lost", i, "mark-" + std::to_string(i), data_attr("worker", w) + (e.token ? data_attr("token", *e.token) : ""),
                 w + " learned from a keepalive that its lease is gone " + m.at(e.t_ns),
                 "<circle class=\"lease-lost\" cx=\"" + num(x) + "\" cy=\"15\" r=\"3.5\"/>", "lease lost", x, Align::kStart,
                 "note-label");
-      m.drawn.insert(i);
-    } else if (e.source == w && e.kind == EventKind::kJobDone) {
-      const double x = ts.x(e.t_ns);
+    } else if (e.kind == EventKind::kJobDone) {
       lane.mark("job-done", i, "mark-" + std::to_string(i), data_attr("worker", w) + (e.token ? data_attr("token", *e.token) : ""),
                 w + " finished its job " + m.at(e.t_ns) + (e.token ? " (token " + std::to_string(*e.token) + ")" : ""),
                 "<path class=\"flag\" d=\"M" + num(x) + " 4 L" + num(x) + " 26 M" + num(x) + " 4 L" + num(x + 7) + " 8 L" +
                     num(x) + " 12\"/>",
                 "job done", x, Align::kStart, "note-label");
-      m.drawn.insert(i);
-    } else if (e.source == w && e.kind == EventKind::kAcquireFail) {
-      const double x = ts.x(e.t_ns);
+    } else if (e.kind == EventKind::kAcquireFail) {
       lane.mark("acquire-fail", i, "mark-" + std::to_string(i), data_attr("worker", w),
                 w + " failed to acquire the lock " + m.at(e.t_ns) + ": " + e.detail,
                 "<circle class=\"acquire-fail\" cx=\"" + num(x) + "\" cy=\"15\" r=\"3.5\"/>", "acquire failed", x,
                 Align::kStart, "unknown-label");
-      m.drawn.insert(i);
+    } else {
+      continue;
     }
+    m.drawn.insert(i);
   }
-  if (exit_index) {
-    const Event& e = h[*exit_index];
-    const double x = ts.x(e.t_ns);
-    const bool clean = e.detail == "exit 0";
-    lane.mark(clean ? "exit" : "exit abnormal", *exit_index, "mark-" + std::to_string(*exit_index), data_attr("worker", w),
-              w + " ended " + m.at(e.t_ns) + ": " + e.detail, "<line class=\"exit\" x1=\"" + num(x) + "\" y1=\"8\" x2=\"" +
-              num(x) + "\" y2=\"22\"/>",
-              clean ? std::string() : e.detail, x, Align::kStart, "unknown-label");
-    m.drawn.insert(*exit_index);
-  }
+  if (!p.exit_index) return;
+  const Event& e = h[*p.exit_index];
+  const double x = m.ts.x(e.t_ns);
+  const bool clean = e.detail == "exit 0";
+  lane.mark(clean ? "exit" : "exit abnormal", *p.exit_index, "mark-" + std::to_string(*p.exit_index), data_attr("worker", w),
+            w + " ended " + m.at(e.t_ns) + ": " + e.detail,
+            "<line class=\"exit\" x1=\"" + num(x) + "\" y1=\"8\" x2=\"" + num(x) + "\" y2=\"22\"/>",
+            clean ? std::string() : e.detail, x, Align::kStart, "unknown-label");
+  m.drawn.insert(*p.exit_index);
+}
+
+/// One worker's lane: its process and waits, the lock held, pauses, writes, notes and exit, drawn
+/// in that order (later marks' labels take the rows left free).
+void worker_lane(Model& m, const std::string& w, Lane& lane) {
+  worker_lane_heading(m, w, lane);
+  const WorkerProcess p = worker_process(m.h, w);
+  draw_process_and_waits(m, w, p, lane);
+  draw_holdings(m, w, p, lane);
+  draw_pauses(m, w, lane);
+  draw_writes(m, w, lane);
+  draw_notes_and_exit(m, w, p, lane);
 }
 
 /// kind: the scenario's lock-service kind ("etcd", "zookeeper", ...); empty when the page has no
@@ -803,8 +889,9 @@ struct ExpiryStory {
                                            ///< expiry to the old token's next write (at most three)
   std::optional<std::size_t> outcome;      ///< the holder's first write result with the old token after it
   /// "rejected", "accepted" (below the mark: the stale-write-accepted checker's finding),
-  /// "in-order" (accepted, and no checker found it stale: no higher token had been accepted for its
-  /// key, e.g. accepted before the pause with its reply late), "unknown" or "none".
+  /// "in-order" (accepted, and the checker judged it not stale: no higher token had been accepted for its
+  /// key, e.g. accepted before the pause with its reply late), "unjudged" (accepted, and the checker
+  /// did not judge: Model::stale_unjudged), "unknown" or "none".
   std::string outcome_kind = "none";
 };
 
@@ -844,7 +931,7 @@ std::vector<ExpiryStory> expiry_stories(const Model& m) {
         st.outcome_kind = kind;
         // The checkers decide whether an accepted write was stale (in acceptance order), not the
         // order its reply reached the harness.
-        if (st.outcome_kind == "accepted" && !m.stale_accepted.count(i)) st.outcome_kind = "in-order";
+        if (st.outcome_kind == "accepted" && !m.stale_accepted.count(i)) st.outcome_kind = m.stale_unjudged.empty() ? "in-order" : "unjudged";
         break;
       }
     }
@@ -869,6 +956,7 @@ std::string outcome_words(const Model& m, const ExpiryStory& st) {
     auto it = m.stale_accepted.find(*st.outcome);
     return head + " was ACCEPTED" + (it != m.stale_accepted.end() ? " below high-water " + std::to_string(it->second) : std::string());
   }
+  if (st.outcome_kind == "unjudged") return head + " was accepted; whether below the high-water mark is not known: " + m.stale_unjudged;
   if (st.outcome_kind == "in-order")
     return head + " was accepted in order: no higher token had been accepted for " + e.key + " (its reply came late)";
   return head + ": outcome unknown";
@@ -940,7 +1028,8 @@ std::string timeline_svg(Model& m, const ReportData& d, const std::vector<Expiry
       {"<rect x=\"0\" y=\"0\" width=\"12\" height=\"10\" fill=\"url(#hatch-pause)\"/>", "paused (measured by the worker)"},
       {"<rect class=\"write-mark accepted\" x=\"5\" y=\"0\" width=\"3\" height=\"10\" fill=\"" + kTokenColors[1] + "\"/>", "write accepted"},
       {"<rect class=\"write-mark rejected\" x=\"4\" y=\"0\" width=\"5\" height=\"10\"/>", "write rejected"},
-      {"<rect class=\"write-mark accepted-stale\" x=\"4\" y=\"0\" width=\"4\" height=\"10\"/>", "accepted below high-water"},
+      {"<rect class=\"write-mark accepted-stale\" x=\"4\" y=\"0\" width=\"4\" height=\"10\"/>",
+       m.stale_unjudged.empty() ? "accepted below high-water" : "accepted below high-water: not judged"},
       {"<rect class=\"write-mark unknown\" x=\"4\" y=\"0\" width=\"4\" height=\"10\"/>", "outcome unknown"},
       {"<path class=\"grant\" d=\"M1.5 10 L6 1 L10.5 10 Z\"/>", "lock key created"},
       {"<path class=\"delete-x\" d=\"M2 0 L10 10 M10 0 L2 10\"/>", "lock key deleted"},
@@ -1298,7 +1387,7 @@ h3 { font-size: 15px; margin: 14px 0 4px; }
 #headline li { margin: 3px 0; } #headline a { color: var(--ink); } #headline .then { color: var(--muted); padding: 0 2px; }
 #headline a.hl-pause { color: #1f3a52; font-weight: bold; } #headline a.hl-expiry { color: var(--bad); }
 #headline a.hl-successor { font-weight: bold; } #headline a.hl-rejected { color: var(--ok); font-weight: bold; }
-#headline a.hl-accepted { color: var(--bad); font-weight: bold; } #headline a.hl-in-order { color: var(--muted); } #headline a.hl-unknown { color: var(--warn); }
+#headline a.hl-accepted { color: var(--bad); font-weight: bold; } #headline a.hl-in-order { color: var(--muted); } #headline a.hl-unjudged { color: var(--warn); } #headline a.hl-unknown { color: var(--warn); }
 ol.story { padding-left: 22px; margin: 6px 0; } ol.story li { margin: 2px 0; }
 ol.story .t { font-family: "DejaVu Sans Mono", monospace; font-size: 12px; color: var(--muted); }
 ol.story li.rejected, ol.story li.expiry { color: var(--bad); } ol.story li.stale { color: var(--warn); font-weight: bold; }
@@ -1537,22 +1626,55 @@ std::string whole_run_section(const ReportData& d) {
   return o.str();
 }
 
-}  // namespace
+// ---- the page's sections -------------------------------------------------------------------------
 
-std::string render_report_html(const ReportData& d) {
-  Model m = build_model(d);
+/// From <!DOCTYPE> to <body>: the title (scenario, met, verdict) and the style sheet.
+std::string page_head(const ReportData& d) {
   const ScenarioResult& r = d.result;
-  const std::vector<ExpiryStory> stories = expiry_stories(m);
-  const std::string svg = timeline_svg(m, d, stories);  // fills m.drawn, which the table uses
-
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
     << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
     << "<meta name=\"generator\" content=\"" << html(d.generator) << "\">\n"
     << "<title>" << html(r.scenario) << " \xE2\x80\x94 " << html(r.skipped ? "skipped" : r.met ? "met" : "NOT met") << " (" << html(r.verdict)
     << ") \xE2\x80\x94 fencecheck</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n";
+  return o.str();
+}
 
-  // Header.
+/// The page's end: the annotating script.
+std::string page_end() { return std::string("<script>") + kScript + "</script>\n</body>\n</html>\n"; }
+
+/// The figures under the headline (<div class="summary">): anomalies, rejected writes, expiries,
+/// longest pause, duration, and the scenario's lease TTL, lock service, lock, resource, fencing.
+std::string summary_figures(const ReportData& d) {
+  const ScenarioResult& r = d.result;
+  std::string anomalies;
+  for (const auto& a : r.anomalies) anomalies += (anomalies.empty() ? "" : ", ") + a;
+  std::ostringstream o;
+  o << "<div class=\"summary\">"
+    << "<div>anomalies<b id=\"fig-anomalies\">" << (r.anomalies.empty() ? "none" : html(anomalies)) << "</b></div>"
+    << "<div>rejected writes<b id=\"fig-rejected\">" << r.rejected_writes << "</b></div>"
+    << "<div>lease expiries during work<b id=\"fig-expiries\">" << expiries_text(r) << "</b></div>"
+    << "<div>longest pause<b id=\"fig-pause\">" << html(longest_pause_text(r)) << "</b></div>"
+    << "<div>duration<b id=\"fig-duration\">" << rt::seconds(r.duration_s) << "</b></div>";
+  if (d.scenario != nullptr)
+    o << "<div>lease TTL<b>"
+      << (d.scenario->lease_ttl().count() % 1000 == 0 ? std::to_string(d.scenario->lease_ttl().count() / 1000) + " s"
+                                                       : std::to_string(d.scenario->lease_ttl().count()) + " ms")
+      << "</b></div>"
+      << "<div>lock service<b id=\"fig-lock-service\" title=\"" << html(lock_service_summary(*d.scenario)) << "\">"
+      << html(d.scenario->lock_service().kind) << "</b></div>"
+      << "<div>lock<b id=\"fig-lock\">" << html(d.scenario->lock_service().lock) << "</b></div>"
+      << "<div>resource<b>" << html(d.scenario->resource().kind) << "</b></div>"
+      << "<div>fencing<b>" << html(resource_design(*d.scenario)) << "</b></div>";
+  o << "</div>\n";
+  return o.str();
+}
+
+/// <header id="summary">: the scenario, whether its expectation was met, the verdict, the
+/// description, the reasons, the black-box workers, the headline and the summary figures.
+std::string page_header(const ReportData& d, const Model& m, const std::vector<ExpiryStory>& stories) {
+  const ScenarioResult& r = d.result;
+  std::ostringstream o;
   const std::string met_cls = r.skipped ? "skipped" : r.met ? "met" : "not-met";
   o << "<header id=\"summary\">\n<h1>" << html(r.scenario) << "</h1>\n";
   o << "<p><span class=\"badge " << met_cls << "\" id=\"outcome\" data-met=\"" << (r.met ? "true" : "false") << "\">"
@@ -1573,46 +1695,34 @@ std::string render_report_html(const ReportData& d) {
         << " <span class=\"muted\">(it sent no worker-protocol events)</span></li>";
     o << "</ul>\n";
   }
-  o << headline(m, stories);
-  o << "<div class=\"summary\">"
-    << "<div>anomalies<b id=\"fig-anomalies\">" << (r.anomalies.empty() ? "none" : html([&] {
-         std::string s;
-         for (const auto& a : r.anomalies) s += (s.empty() ? "" : ", ") + a;
-         return s;
-       }()))
-    << "</b></div>"
-    << "<div>rejected writes<b id=\"fig-rejected\">" << r.rejected_writes << "</b></div>"
-    << "<div>lease expiries during work<b id=\"fig-expiries\">"
-    << expiries_text(r) << "</b></div>"
-    << "<div>longest pause<b id=\"fig-pause\">" << html(longest_pause_text(r)) << "</b></div>"
-    << "<div>duration<b id=\"fig-duration\">" << rt::seconds(r.duration_s) << "</b></div>";
-  if (d.scenario != nullptr)
-    o << "<div>lease TTL<b>"
-      << (d.scenario->lease_ttl().count() % 1000 == 0 ? std::to_string(d.scenario->lease_ttl().count() / 1000) + " s"
-                                                       : std::to_string(d.scenario->lease_ttl().count()) + " ms")
-      << "</b></div>"
-      << "<div>lock service<b id=\"fig-lock-service\" title=\"" << html(lock_service_summary(*d.scenario)) << "\">"
-      << html(d.scenario->lock_service().kind) << "</b></div>"
-      << "<div>lock<b id=\"fig-lock\">" << html(d.scenario->lock_service().lock) << "</b></div>"
-      << "<div>resource<b>" << html(d.scenario->resource().kind) << "</b></div>"
-      << "<div>fencing<b>" << html(resource_design(*d.scenario)) << "</b></div>";
-  o << "</div>\n";
+  o << headline(m, stories) << summary_figures(d);
   o << "<p class=\"note\">Run directory: <code>" << html(r.run_dir.string()) << "</code> \xC2\xB7 written by "
     << html(d.generator) << " \xC2\xB7 times are seconds since the run started (the orchestrator's monotonic clock)</p>\n</header>\n";
+  return o.str();
+}
 
-  if (!d.analysis.protocol_errors.empty()) {
-    // Lines a worker sent that broke the worker protocol, each with the line itself.
-    o << "<section id=\"protocol-errors\"><h2>Protocol errors</h2>\n<p class=\"note\">Lines that broke the worker "
-         "protocol: what the worker did there is unknown, so the run cannot be judged safe.</p>\n"
-      << "<table class=\"protocol-errors\"><thead><tr><th>worker</th><th>line</th><th>problem</th><th>the line as "
-         "received</th><th>event</th></tr></thead><tbody>\n";
-    for (const auto& pe : d.analysis.protocol_errors)
-      o << "<tr class=\"protocol-error\"" << data_attr("worker", pe.worker) << "><td>" << html(pe.worker) << "</td><td>"
-        << (pe.line_no ? std::to_string(*pe.line_no) : std::string("?")) << "</td><td>" << html(pe.detail)
-        << "</td><td><code class=\"offending-line\">" << html(pe.line) << "</code></td><td>" << ev_link(m, pe.index)
-        << "</td></tr>\n";
-    o << "</tbody></table>\n</section>\n";
-  }
+/// "Protocol errors" (only when there are any): lines a worker sent that broke the worker
+/// protocol, each with the line itself.
+std::string protocol_errors_section(const ReportData& d, const Model& m) {
+  if (d.analysis.protocol_errors.empty()) return {};
+  std::ostringstream o;
+  o << "<section id=\"protocol-errors\"><h2>Protocol errors</h2>\n<p class=\"note\">Lines that broke the worker "
+       "protocol: what the worker did there is unknown, so the run cannot be judged safe.</p>\n"
+    << "<table class=\"protocol-errors\"><thead><tr><th>worker</th><th>line</th><th>problem</th><th>the line as "
+       "received</th><th>event</th></tr></thead><tbody>\n";
+  for (const auto& pe : d.analysis.protocol_errors)
+    o << "<tr class=\"protocol-error\"" << data_attr("worker", pe.worker) << "><td>" << html(pe.worker) << "</td><td>"
+      << (pe.line_no ? std::to_string(*pe.line_no) : std::string("?")) << "</td><td>" << html(pe.detail)
+      << "</td><td><code class=\"offending-line\">" << html(pe.line) << "</code></td><td>" << ev_link(m, pe.index)
+      << "</td></tr>\n";
+  o << "</tbody></table>\n</section>\n";
+  return o.str();
+}
+
+/// What part of the history the page draws, when not all of it: a window page's events, or a long
+/// run's first events (then "The whole run" too, when there is an overview).
+std::string history_scope(const ReportData& d) {
+  std::ostringstream o;
   if (d.first_index) {
     // A window page: the window's events only; the verdict and the figures are the run's page's.
     o << "<p class=\"note window-page\" id=\"window-page\">A window of the run: history events " << *d.first_index << " to "
@@ -1629,22 +1739,57 @@ std::string render_report_html(const ReportData& d) {
          "command for a page of any window.</p>\n";
   }
   if (d.overview != nullptr && (d.first_index || d.history_events > d.history.size())) o << whole_run_section(d);
-  o << "<section id=\"story\"><h2>What happened</h2>\n" << story(m) << "</section>\n";
-  o << "<section id=\"timeline-section\"><h2>Timeline</h2>\n<p class=\"note\">Hover a mark for its details; click it for its "
-       "event. A worker's bar is the lock held with its fencing token; hatched red: the lock service had already deleted its "
-       "key while it still believed it held the lock.</p>\n<div class=\"figure-wrap\">\n"
-    << svg << "</div>\n</section>\n";
+  return o.str();
+}
 
-  if (d.first_index) {
-    o << "<section id=\"events\"><h2>Events</h2>\n<p class=\"note\">The window's events (# = history.jsonl's index, "
-         "line = # + 1), in the order the orchestrator received them.</p>\n"
-      << event_table(m, d.history.size(), *d.first_index) << "</section>\n";
-    o << "<script>" << kScript << "</script>\n</body>\n</html>\n";
-    return o.str();
+/// "Timeline": the note on how to read it (and, when the stale-write-accepted checker did not
+/// judge, that no write is marked accepted below the mark, and why) and the drawn timeline.
+std::string timeline_section(const Model& m, const std::string& svg) {
+  std::string unjudged;
+  if (!m.stale_unjudged.empty())
+    unjudged = "<p class=\"note stale-unjudged\" id=\"stale-unjudged\">" +
+               std::string(m.stale_accepted.empty() ? "No write is marked accepted below the high-water mark: "
+                                                    : "Only the writes it named are marked accepted below the high-water mark: ") +
+               html(m.stale_unjudged) + ", and the page does not judge that itself.</p>\n";
+  return "<section id=\"timeline-section\"><h2>Timeline</h2>\n<p class=\"note\">Hover a mark for its details; click it for its "
+         "event. A worker's bar is the lock held with its fencing token; hatched red: the lock service had already deleted its "
+         "key while it still believed it held the lock.</p>\n" + unjudged + "<div class=\"figure-wrap\">\n" +
+         svg + "</div>\n</section>\n";
+}
+
+/// One anomaly (the k-th on the page), found by checker `c`: its description, key, segment,
+/// tokens, writers, store seqs, and a link to every event it cites.
+std::string anomaly_section(const Model& m, const CheckerResult& c, const Anomaly& an, std::size_t k) {
+  std::ostringstream o;
+  o << "<section class=\"anomaly\" id=\"anomaly-" << k << "\"" << data_attr("anomaly", an.name) << ">\n<h3>" << html(an.name)
+    << " <span class=\"muted\">(checker " << html(c.name) << ")</span></h3>\n<p>" << html(an.description) << "</p>\n<p class=\"note\">";
+  if (!an.key.empty()) o << "key <code>" << html(an.key) << "</code> ";
+  if (an.segment) o << "segment " << *an.segment << " ";
+  if (!an.tokens.empty()) {
+    o << "\xC2\xB7 tokens";
+    for (auto t : an.tokens) o << " " << t;
+    o << " ";
   }
+  if (!an.clients.empty()) {
+    o << "\xC2\xB7 writers";
+    for (const auto& cl : an.clients) o << " " << html(cl);
+    o << " ";
+  }
+  if (!an.readback_seqs.empty()) {
+    o << "\xC2\xB7 store seqs";
+    for (auto sq : an.readback_seqs) o << " " << sq;
+  }
+  o << "</p>\nEvidence (" << an.evidence.size() << " events):<ul class=\"evidence-list\">";
+  for (std::size_t i : an.evidence) o << "<li>" << ev_link(m, i) << "</li>";
+  o << "</ul>\n</section>\n";
+  return o.str();
+}
 
-  // Verdict and anomalies.
-  o << "<section id=\"verdict\"><h2>Verdict: <span class=\"" << verdict_class(r.verdict) << "\">" << html(r.verdict) << "</span></h2>\n";
+/// "Verdict": each checker's verdict, anomaly count and note, then every anomaly.
+std::string verdict_section(const ReportData& d, const Model& m) {
+  std::ostringstream o;
+  o << "<section id=\"verdict\"><h2>Verdict: <span class=\"" << verdict_class(d.result.verdict) << "\">" << html(d.result.verdict)
+    << "</span></h2>\n";
   o << "<table class=\"checkers\"><thead><tr><th>checker</th><th>verdict</th><th>anomalies</th><th>note</th></tr></thead><tbody>\n";
   for (const auto& c : d.analysis.checkers)
     o << "<tr class=\"checker " << verdict_class(verdict_name(c.verdict)) << "\"><td>" << html(c.name) << "</td><td>"
@@ -1652,36 +1797,15 @@ std::string render_report_html(const ReportData& d) {
   o << "</tbody></table>\n";
   std::size_t k = 0;
   for (const auto& c : d.analysis.checkers)
-    for (const auto& an : c.anomalies) {
-      ++k;
-      o << "<section class=\"anomaly\" id=\"anomaly-" << k << "\"" << data_attr("anomaly", an.name) << ">\n<h3>" << html(an.name)
-        << " <span class=\"muted\">(checker " << html(c.name) << ")</span></h3>\n<p>" << html(an.description) << "</p>\n<p class=\"note\">";
-      if (!an.key.empty()) o << "key <code>" << html(an.key) << "</code> ";
-      if (an.segment) o << "segment " << *an.segment << " ";
-      if (!an.tokens.empty()) {
-        o << "\xC2\xB7 tokens";
-        for (auto t : an.tokens) o << " " << t;
-        o << " ";
-      }
-      if (!an.clients.empty()) {
-        o << "\xC2\xB7 writers";
-        for (const auto& cl : an.clients) o << " " << html(cl);
-        o << " ";
-      }
-      if (!an.readback_seqs.empty()) {
-        o << "\xC2\xB7 store seqs";
-        for (auto sq : an.readback_seqs) o << " " << sq;
-      }
-      o << "</p>\nEvidence (" << an.evidence.size() << " events):<ul class=\"evidence-list\">";
-      for (std::size_t i : an.evidence) o << "<li>" << ev_link(m, i) << "</li>";
-      o << "</ul>\n</section>\n";
-    }
+    for (const auto& an : c.anomalies) o << anomaly_section(m, c, an, ++k);
   if (k == 0) o << "<p>No anomaly: every checker found the history and the read-back consistent.</p>\n";
   o << "</section>\n";
+  return o.str();
+}
 
-  // Figures.
-  const auto& f = d.analysis.figures;
-  o << "<section id=\"figures\"><h2>Figures</h2>\n";
+/// The figures' first tables: rejected writes, lease expiries during work, measured pauses, faults.
+std::string figure_tables(const Model& m, const Figures& f) {
+  std::ostringstream o;
   o << "<h3>Rejected writes</h3><table><thead><tr><th>key</th><th>writer</th><th>write.fail events</th><th>the store's rejections</th></tr></thead><tbody>";
   for (const auto& rw : f.rejected_writes)
     o << "<tr><td>" << html(rw.key) << "</td><td>" << html(rw.client) << "</td><td>" << rw.history << "</td><td>" << rw.readback << "</td></tr>";
@@ -1711,54 +1835,89 @@ std::string render_report_html(const ReportData& d) {
   }
   if (f.faults.empty()) o << "<tr><td colspan=\"5\">none</td></tr>";
   o << "</tbody></table>\n";
-  if (!f.unknown_outcomes.empty()) {
-    // A write whose writer never learned what became of it (a lost acknowledgement), and what the
-    // resource says it was: the checkers judge what the resource holds.
-    o << "<h3>Writes of unknown outcome</h3><p class=\"note\">The writer got no reply (write.info); the "
-         "read-back says what became of each. The checkers judge what the resource holds, whatever its writer "
-         "believed.</p><table class=\"unknown-outcomes\"><thead><tr><th>writer</th><th>key</th><th>segment</th>"
-         "<th>chunk</th><th>token</th><th>the resource says</th><th>event</th></tr></thead><tbody>";
-    auto cell = [](const std::optional<std::int64_t>& v) { return v ? std::to_string(*v) : std::string(); };
-    for (const auto& u : f.unknown_outcomes)
-      o << "<tr" << data_attr("resolution", std::string(resolution_name(u.resolution))) << "><td>" << html(u.worker)
-        << "</td><td>" << html(u.key) << "</td><td>" << cell(u.segment) << "</td><td>" << cell(u.chunk) << "</td><td>"
-        << cell(u.token) << "</td><td>" << html(u.note) << "</td><td>" << ev_link(m, u.index) << "</td></tr>";
-    o << "</tbody></table>\n";
-  }
-  if (!d.readback.high_water.empty()) {
-    o << "<h3>Read back from the resource (" << html(d.readback.resource) << ", fencing " << html(d.readback.fencing)
-      << ")</h3><table><thead><tr><th>key</th><th>final high-water</th><th>chunks stored</th><th>accepted writes</th><th>rejections</th></tr></thead><tbody>";
-    // The log's entries per key, counted in one read (a long run's log has tens of millions).
-    std::map<std::string, std::size_t, std::less<>> logged;
-    if (d.log) {
-      std::vector<std::size_t> by_id;
-      for (const LoggedWrite w : *d.log) {
-        if (by_id.size() <= w.key_id) by_id.resize(w.key_id + 1);
-        ++by_id[w.key_id];
-      }
-      for (std::uint32_t id = 0; id < by_id.size(); ++id)
-        if (by_id[id] > 0) logged[d.log->key_name(id)] = by_id[id];
-    } else {
-      for (const auto& w : d.readback.log) ++logged[w.key];
-    }
-    for (const auto& entry : d.readback.high_water) {
-      const std::string& key = entry.first;
-      auto rows_of_key = [&key](const auto& rows) {
-        return std::count_if(rows.begin(), rows.end(), [&key](const auto& row) { return row.key == key; });
-      };
-      const auto log_rows = logged.find(key);
-      o << "<tr><td>" << html(key) << "</td><td>" << entry.second << "</td><td>" << rows_of_key(d.readback.chunks) << "</td><td>"
-        << (log_rows == logged.end() ? 0 : log_rows->second) << "</td><td>" << rows_of_key(d.readback.rejections) << "</td></tr>";
-    }
-    o << "</tbody></table>\n";
-  }
-  o << "</section>\n";
-
-  o << "<section id=\"events\"><h2>Events</h2>\n<p class=\"note\">Every event of history.jsonl (line = index + 1), in the order the "
-       "orchestrator received it. Highlighted: cited by an anomaly.</p>\n"
-    << event_table(m, d.history_events) << "</section>\n";
-  o << "<script>" << kScript << "</script>\n</body>\n</html>\n";
   return o.str();
+}
+
+/// "Writes of unknown outcome" (only when there are any): a write whose writer never learned what
+/// became of it (a lost acknowledgement), and what the resource says it was.
+std::string unknown_outcomes_table(const Model& m, const Figures& f) {
+  if (f.unknown_outcomes.empty()) return {};
+  std::ostringstream o;
+  o << "<h3>Writes of unknown outcome</h3><p class=\"note\">The writer got no reply (write.info); the "
+       "read-back says what became of each. The checkers judge what the resource holds, whatever its writer "
+       "believed.</p><table class=\"unknown-outcomes\"><thead><tr><th>writer</th><th>key</th><th>segment</th>"
+       "<th>chunk</th><th>token</th><th>the resource says</th><th>event</th></tr></thead><tbody>";
+  auto cell = [](const std::optional<std::int64_t>& v) { return v ? std::to_string(*v) : std::string(); };
+  for (const auto& u : f.unknown_outcomes)
+    o << "<tr" << data_attr("resolution", std::string(resolution_name(u.resolution))) << "><td>" << html(u.worker)
+      << "</td><td>" << html(u.key) << "</td><td>" << cell(u.segment) << "</td><td>" << cell(u.chunk) << "</td><td>"
+      << cell(u.token) << "</td><td>" << html(u.note) << "</td><td>" << ev_link(m, u.index) << "</td></tr>";
+  o << "</tbody></table>\n";
+  return o.str();
+}
+
+/// "Read back from the resource" (only when it reported high-water marks): per key its final
+/// mark, chunks stored, accepted writes (the accept log's entries) and rejections.
+std::string readback_table(const ReportData& d) {
+  if (d.readback.high_water.empty()) return {};
+  std::ostringstream o;
+  o << "<h3>Read back from the resource (" << html(d.readback.resource) << ", fencing " << html(d.readback.fencing)
+    << ")</h3><table><thead><tr><th>key</th><th>final high-water</th><th>chunks stored</th><th>accepted writes</th><th>rejections</th></tr></thead><tbody>";
+  // The log's entries per key, counted in one read (a long run's log has tens of millions).
+  std::map<std::string, std::size_t, std::less<>> logged;
+  if (d.log) {
+    std::vector<std::size_t> by_id;
+    for (const LoggedWrite w : *d.log) {
+      if (by_id.size() <= w.key_id) by_id.resize(w.key_id + 1);
+      ++by_id[w.key_id];
+    }
+    for (std::uint32_t id = 0; id < by_id.size(); ++id)
+      if (by_id[id] > 0) logged[d.log->key_name(id)] = by_id[id];
+  } else {
+    for (const auto& w : d.readback.log) ++logged[w.key];
+  }
+  for (const auto& entry : d.readback.high_water) {
+    const std::string& key = entry.first;
+    auto rows_of_key = [&key](const auto& rows) {
+      return std::count_if(rows.begin(), rows.end(), [&key](const auto& row) { return row.key == key; });
+    };
+    const auto log_rows = logged.find(key);
+    o << "<tr><td>" << html(key) << "</td><td>" << entry.second << "</td><td>" << rows_of_key(d.readback.chunks) << "</td><td>"
+      << (log_rows == logged.end() ? 0 : log_rows->second) << "</td><td>" << rows_of_key(d.readback.rejections) << "</td></tr>";
+  }
+  o << "</tbody></table>\n";
+  return o.str();
+}
+
+/// "Figures": the tables of figure_tables, the writes of unknown outcome and the read-back.
+std::string figures_section(const ReportData& d, const Model& m) {
+  const auto& f = d.analysis.figures;
+  return "<section id=\"figures\"><h2>Figures</h2>\n" + figure_tables(m, f) + unknown_outcomes_table(m, f) + readback_table(d) +
+         "</section>\n";
+}
+
+/// "Events": the event table, with the note for a window page or for the run's own page.
+std::string events_section(const ReportData& d, const Model& m) {
+  if (d.first_index)
+    return "<section id=\"events\"><h2>Events</h2>\n<p class=\"note\">The window's events (# = history.jsonl's index, "
+           "line = # + 1), in the order the orchestrator received them.</p>\n" +
+           event_table(m, d.history.size(), *d.first_index) + "</section>\n";
+  return "<section id=\"events\"><h2>Events</h2>\n<p class=\"note\">Every event of history.jsonl (line = index + 1), in the order the "
+         "orchestrator received it. Highlighted: cited by an anomaly.</p>\n" +
+         event_table(m, d.history_events) + "</section>\n";
+}
+
+}  // namespace
+
+std::string render_report_html(const ReportData& d) {
+  Model m = build_model(d);
+  const std::vector<ExpiryStory> stories = expiry_stories(m);
+  const std::string svg = timeline_svg(m, d, stories);  // fills m.drawn, which the table uses
+  std::string page = page_head(d) + page_header(d, m, stories) + protocol_errors_section(d, m) + history_scope(d) +
+                     "<section id=\"story\"><h2>What happened</h2>\n" + story(m) + "</section>\n" + timeline_section(m, svg);
+  // A window page stops at its events: the verdict and the figures are the run's page's.
+  if (!d.first_index) page += verdict_section(d, m) + figures_section(d, m);
+  return page + events_section(d, m) + page_end();
 }
 
 void RunOverview::observe(const Event& e) {

@@ -685,6 +685,118 @@ TEST_F(ReportHtml, AWriteAcceptedBeforeThePauseWhoseReplyCameAfterItIsNotCalledS
   EXPECT_TRUE(marks(html, "write-mark accepted-stale").empty());
 }
 
+/// The story against an unfenced resource: w1's write with token 2 (event 25) accepted, its
+/// reply's high-water 3.
+History unfenced(const History& story) {
+  History h;
+  for (std::size_t i = 0; i < story.size(); ++i) {
+    Event e = story[i];
+    if (i == 25) {
+      e.kind = EventKind::kWriteOk;
+      e.detail.clear();
+    }
+    h.add(std::move(e));
+  }
+  return h;
+}
+
+/// The ids of the marks with these classes, in document order.
+std::vector<std::string> mark_ids(const std::string& html, const std::string& classes) {
+  std::vector<std::string> ids;
+  for (auto& t : marks(html, classes)) ids.push_back(t["id"]);
+  return ids;
+}
+
+// Issue 33: a write is drawn accepted below the mark exactly when the stale-write-accepted checker
+// names it. The resource (unfenced) accepted w1's token 2 after w2's token 3 and again after w3's
+// token 4: one anomaly (ledger, w1, token 2) with tokens 2, 3, 4 that also cites w2's and w3's
+// writes, the higher ones it was accepted after. w2's token 3 lies below the anomaly's highest
+// token (4), yet it was accepted in order: the page once marked it stale all the same.
+TEST_F(ReportHtml, OnlyTheWritesTheCheckerNamesAreMarkedAcceptedBelowTheMark) {
+  Story t;
+  t.h = History{};
+  t.add(0, "harness", EventKind::kRunStart);                                  // 0
+  t.add(10, "w1", EventKind::kWriteInvoke, Story::write(2, 0, 0));            // 1
+  t.add(20, "w1", EventKind::kWriteOk, Story::write(2, 0, 0));                // 2
+  t.add(30, "w2", EventKind::kWriteInvoke, Story::write(3, 0, 1));            // 3
+  t.add(40, "w2", EventKind::kWriteOk, Story::write(3, 0, 1));                // 4: the higher write, in order
+  t.add(50, "w1", EventKind::kWriteInvoke, Story::write(2, 0, 2));            // 5
+  t.add(60, "w1", EventKind::kWriteOk, Story::write(2, 0, 2));                // 6: below 3
+  t.add(70, "w3", EventKind::kWriteInvoke, Story::write(4, 0, 3));            // 7
+  t.add(80, "w3", EventKind::kWriteOk, Story::write(4, 0, 3));                // 8
+  t.add(90, "w1", EventKind::kWriteInvoke, Story::write(2, 1, 0));            // 9
+  t.add(100, "w1", EventKind::kWriteOk, Story::write(2, 1, 0));               // 10: below 4
+  t.add(110, "harness", EventKind::kRunEnd);                                   // 11
+  ReadBack rb;
+  rb.log = {AcceptedWrite{1, "ledger", 0, 0, 2, "w1"}, AcceptedWrite{2, "ledger", 0, 1, 3, "w2"},
+            AcceptedWrite{3, "ledger", 0, 2, 2, "w1"}, AcceptedWrite{4, "ledger", 0, 3, 4, "w3"},
+            AcceptedWrite{5, "ledger", 1, 0, 2, "w1"}};
+  rb.high_water["ledger"] = 4;
+  const Analysis an = analyze(t.h, rb, CheckContext::of(sc));
+  const CheckerResult* stale = nullptr;
+  for (const auto& c : an.checkers)
+    if (c.name == "stale-write-accepted") stale = &c;
+  ASSERT_NE(stale, nullptr);
+  ASSERT_EQ(stale->anomalies.size(), 1u);
+  EXPECT_THAT(stale->anomalies[0].tokens, ElementsAre(2, 3, 4));
+  EXPECT_THAT(stale->anomalies[0].evidence, ::testing::IsSupersetOf({4u, 6u, 8u, 10u}));  // cites w2's write too
+
+  const std::string html = render_report_html(ReportData{&sc, t.h, rb, an, result_for(an, false), "unit test"});
+  EXPECT_THAT(mark_ids(html, "mark write accepted-stale"), ElementsAre("mark-6", "mark-10"));
+  EXPECT_THAT(mark_ids(html, "mark hw-point accepted-stale"), ElementsAre("hw-6", "hw-10"));
+  auto w2 = marks(html, "mark write", {{"data-worker", "w2"}});
+  ASSERT_EQ(w2.size(), 1u);
+  EXPECT_EQ(w2[0]["class"], "mark write accepted evidence");
+  EXPECT_THAT(element_text(html, "mark-6"), HasSubstr("token 2 accepted below high-water 4 (2 writes)"));
+  EXPECT_THAT(html, HasSubstr("w1&#39;s write with token 2 (ledger segment 0 chunk 2) was ACCEPTED although the high-water "
+                              "mark was 4 (2 such writes)"));
+  EXPECT_THAT(html, Not(HasSubstr("id=\"stale-unjudged\"")));
+}
+
+// Issue 33: when the stale-write-accepted checker did not judge (unknown, or not run), no write is
+// marked accepted below the mark (not even one whose own reply shows a high-water above its
+// token), the timeline says why, and the headline does not call the old token's write accepted in
+// order (which only the checker can say).
+TEST_F(ReportHtml, AStaleCheckThatDidNotJudgeMarksNoWriteAndSaysSo) {
+  const History h = unfenced(s.h);
+  const Analysis judged = analyze(h, s.rb);
+  auto stale_of = [](Analysis& a) {
+    return std::find_if(a.checkers.begin(), a.checkers.end(), [](const CheckerResult& c) { return c.name == "stale-write-accepted"; });
+  };
+  auto page_with = [&](const Analysis& a) { return render_report_html(ReportData{&sc, h, s.rb, a, result_for(a, false), "unit test"}); };
+  // Judged, the checker names event 25, and the page draws it so.
+  EXPECT_THAT(mark_ids(page_with(judged), "mark write accepted-stale"), ElementsAre("mark-25"));
+
+  Analysis unknown = judged;
+  auto c = stale_of(unknown);
+  ASSERT_NE(c, unknown.checkers.end());
+  c->verdict = Verdict::kUnknown;
+  c->anomalies.clear();
+  c->error = "needs resource.accept-log, which resource kind x does not give as configured: not checked";
+  const std::string html = page_with(unknown);
+  EXPECT_THAT(mark_ids(html, "mark write accepted-stale"), IsEmpty());
+  EXPECT_THAT(mark_ids(html, "hw-point accepted-stale"), IsEmpty());
+  EXPECT_EQ(marks(html, "mark write accepted", {{"id", "mark-25"}}).size(), 1u);
+  EXPECT_THAT(html, HasSubstr("id=\"stale-unjudged\">No write is marked accepted below the high-water mark: the "
+                              "stale-write-accepted check was unknown: needs resource.accept-log, which resource kind x "
+                              "does not give as configured: not checked, and the page does not judge that itself.</p>"));
+  EXPECT_THAT(html, HasSubstr(">accepted below high-water: not judged</text>"));
+  auto lines = headline_items(html);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["data-outcome"], "unjudged");
+  EXPECT_THAT(html, HasSubstr("w1&#39;s write with token 2 was accepted; whether below the high-water mark is not known: "
+                              "the stale-write-accepted check was unknown"));
+  EXPECT_THAT(html, Not(HasSubstr("accepted in order")));
+
+  Analysis not_run = judged;
+  not_run.checkers.erase(stale_of(not_run));
+  const std::string none = page_with(not_run);
+  EXPECT_THAT(mark_ids(none, "mark write accepted-stale"), IsEmpty());
+  EXPECT_THAT(none, HasSubstr("id=\"stale-unjudged\">No write is marked accepted below the high-water mark: the "
+                              "stale-write-accepted check did not run, and the page"));
+  EXPECT_THAT(none, Not(HasSubstr("accepted in order")));
+}
+
 TEST_F(ReportHtml, TellsTheStoryInSentences) {
   const std::string html = page(a);
   EXPECT_THAT(html, HasSubstr("w1 acquired the lock: token 2"));
@@ -718,15 +830,7 @@ TEST_F(ReportHtml, CueLinesTieTheLanesAtTheExpiryAndTheBouncedWrite) {
 
 TEST_F(ReportHtml, HeadlinesAStaleWriteTheResourceAccepted) {
   // The same story against an unfenced resource: w1's write with token 2 is accepted.
-  History h;
-  for (std::size_t i = 0; i < s.h.size(); ++i) {
-    Event e = s.h[i];
-    if (i == 25) {
-      e.kind = EventKind::kWriteOk;
-      e.detail.clear();
-    }
-    h.add(std::move(e));
-  }
+  const History h = unfenced(s.h);
   const std::string html = page_of(h, false);
   auto lines = headline_items(html);
   ASSERT_EQ(lines.size(), 1u);

@@ -20,7 +20,9 @@
 //                  the lock service deleted its key while the worker still believed it held it, a
 //                  hatched "stale" bar; pauses shaded with their measured length; every chunk
 //                  written as a mark: accepted, rejected (with token and high-water), outcome
-//                  unknown, or accepted below the key's high-water mark (what fencing prevents);
+//                  unknown, or accepted below the key's high-water mark (what fencing prevents:
+//                  exactly the writes the stale-write-accepted checker names; when that checker
+//                  did not judge, none is marked and the timeline says why, <p id="stale-unjudged">);
 //      high-water  per resource key: the store's high-water mark over time (a step line), every
 //                  write's token as a point, rejections marked;
 //  - the verdict: each checker, each anomaly with links to the events that prove it;

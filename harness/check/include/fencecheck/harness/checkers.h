@@ -13,6 +13,10 @@
 //     a higher token had completed (real-time order; a write accepted before a pause but reported
 //     after it is not flagged);
 //   - the history: a write.ok whose reply's high_water is above its own token.
+//   One anomaly per (key, client, token): its lowest token is that stale token, the others the
+//   higher tokens the resource had accepted before it; of the write.oks it cites, those with the
+//   stale token on its key are the stale writes (report.html marks exactly these), the others the
+//   higher writes.
 //   Side-effect events (key "<job key>.effect") are not writes to the resource's state and are left
 //   to duplicate-effect (an idempotent duplicate is acknowledged but not applied).
 //
