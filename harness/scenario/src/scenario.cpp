@@ -714,84 +714,106 @@ class ScenarioParser {
     const Duration ttl_d = duration(ttl);
 
     if (auto v = m.get("timeout")) s.timeout_ = duration(*v);
-    const std::string timeout_text = format_duration(s.timeout_);
 
-    // lock_service: the kind is a name on the lock-service axis; the loader reads the fields every
-    // kind shares, every other field is the kind's own.
-    {
-      KindTable table{"lock_service", "lock service kind", {"kind", "endpoints", "lock", "prior_revisions", "run_suffix", "issuers"}, {}};
-      for (auto n : locks::lock_service_kind_names()) table.kinds.emplace_back(n, locks::find_lock_service_kind(n)->fields());
-      // No lock_service: the embedded etcd, every field of it at its default.
-      YAML::Node none(YAML::NodeType::Map);
-      none["kind"] = "etcd";
-      const std::optional<Value> given = m.get("lock_service");
-      const Value lv = given ? *given : Value{none, root.Mark(), "lock_service"};
-      if (!lv.node.IsMap()) fail(lv, "expected a mapping with kind and the kind's fields, got " + describe(lv.node));
-      auto [kind, allowed] = kind_of(lv, table);
-      const locks::LockServiceKind* lk = locks::find_lock_service_kind(kind);
-      Map ls(*this, lv, allowed);
-      auto& spec = s.lock_service_;
-      spec.kind = kind;
-      if (auto e = ls.get("endpoints")) {
-        for (const Value& item : list(*e, true)) {  // [] is the same as no endpoints: embedded
-          std::string endpoint = string(item);
-          if (std::string why = lk->check_endpoint(endpoint); !why.empty()) fail(item, why);
-          spec.endpoints.push_back(endpoint);
-        }
-      }
-      if (auto l = ls.get("lock")) {
-        std::string lock = string(*l);
-        if (!valid_lock_name(lock))
-          fail(*l, "expected a lock name of 1-256 characters of [A-Za-z0-9_.-/], got " + quote(lock));
-        spec.lock = lock;
-      }
-      if (auto r = ls.get("run_suffix")) spec.run_suffix = boolean(*r);
-      if (auto p = ls.get("prior_revisions")) {
-        spec.prior_revisions = integer(*p, 0, 100000);
-        if (spec.prior_revisions > 0 && !spec.embedded())
-          fail(*p, "prior_revisions advances the embedded " + kind + "'s revision counter; an external lock service "
-                   "(lock_service.endpoints) has its own history");
-      }
-      if (kind == kNoLockService && spec.prior_revisions > 0)
-        fail(*ls.get("prior_revisions"), "prior_revisions advances the revision counter of a lock service fencecheck "
-                                         "runs; kind none runs none");
-      if (auto n = ls.get("issuers")) {
-        spec.issuers = static_cast<int>(integer(*n, 1, 4));
-        if (spec.issuers > 1 && kind == kNoLockService)
-          fail(*n, "issuers starts that many lock services side by side; kind none starts none");
-        if (spec.issuers > 1 && !spec.embedded())
-          fail(*n, "issuers starts that many embedded " + kind + " servers side by side; with lock_service.endpoints "
-                   "the lock services are your own: give one scenario per issuer instead");
-      }
-      if (given) spec.positions = positions_of(lv, ls);
-      spec.config = lk->parse(Fields(*this, ls));
-      if (std::string why = lk->check_lease_ttl(std::chrono::duration_cast<std::chrono::milliseconds>(ttl_d),
-                                                 ttl.node.Scalar());
-          !why.empty())
-        fail(ttl, why);
-    }
+    parse_lock_service(m, root, ttl, ttl_d, s);
     no_issuer_history_ = s.lock_service_.kind == kNoLockService;
     whole(ttl, ttl_d, std::chrono::milliseconds(1), "millisecond", "workers take the lease TTL in milliseconds");
     s.lease_ttl_ = std::chrono::duration_cast<std::chrono::milliseconds>(ttl_d);
     if (s.lock_service_.lock.empty()) s.lock_service_.lock = "fencecheck/" + s.name_;
 
-    // resource: the kind is a name on the resource axis; every other field is the kind's own.
-    {
-      Value rv = m.require("resource");
-      if (!rv.node.IsMap()) fail(rv, "expected a mapping with kind and the kind's fields, got " + describe(rv.node));
-      KindTable table{"resource", "resource kind", {"kind"}, {}};
-      for (auto n : resources::resource_kind_names()) table.kinds.emplace_back(n, resources::find_resource_kind(n)->fields());
-      auto [kind, allowed] = kind_of(rv, table);
-      const resources::ResourceKind* rk = resources::find_resource_kind(kind);
-      Map r(*this, rv, allowed);
-      s.resource_.kind = kind;
-      s.resource_.positions = positions_of(rv, r);
-      s.resource_.config = rk->parse(Fields(*this, r));
-    }
+    parse_resource(m, s);
+    const NetworkValues net = parse_network(m, s);
+    parse_job(m, s);
+    const WorkerValues workers = parse_workers(m, s, net);
+    parse_faults(m, s, workers);
+    parse_expect(m, s);
+    return s;
+  }
 
-    // network: "host", "namespaces", or {mode, subnet}
-    std::optional<Value> network_value, subnet_value;
-    int subnet_prefix = 0;
+  // ---- the scenario's sections, in the order parse() reads them
+
+  /// `lock_service`: the kind is a name on the lock-service axis; the loader reads the fields every
+  /// kind shares, every other field is the kind's own. ttl: `lease_ttl`, checked by the kind.
+  void parse_lock_service(const Map& m, const YAML::Node& root, const Value& ttl, Duration ttl_d, Scenario& s) const {
+    KindTable table{"lock_service", "lock service kind", {"kind", "endpoints", "lock", "prior_revisions", "run_suffix", "issuers"}, {}};
+    for (auto n : locks::lock_service_kind_names()) table.kinds.emplace_back(n, locks::find_lock_service_kind(n)->fields());
+    // No lock_service: the embedded etcd, every field of it at its default.
+    YAML::Node none(YAML::NodeType::Map);
+    none["kind"] = "etcd";
+    const std::optional<Value> given = m.get("lock_service");
+    const Value lv = given ? *given : Value{none, root.Mark(), "lock_service"};
+    if (!lv.node.IsMap()) fail(lv, "expected a mapping with kind and the kind's fields, got " + describe(lv.node));
+    auto [kind, allowed] = kind_of(lv, table);
+    const locks::LockServiceKind* lk = locks::find_lock_service_kind(kind);
+    Map ls(*this, lv, allowed);
+    auto& spec = s.lock_service_;
+    spec.kind = kind;
+    if (auto e = ls.get("endpoints")) {
+      for (const Value& item : list(*e, true)) {  // [] is the same as no endpoints: embedded
+        std::string endpoint = string(item);
+        if (std::string why = lk->check_endpoint(endpoint); !why.empty()) fail(item, why);
+        spec.endpoints.push_back(endpoint);
+      }
+    }
+    if (auto l = ls.get("lock")) {
+      std::string lock = string(*l);
+      if (!valid_lock_name(lock))
+        fail(*l, "expected a lock name of 1-256 characters of [A-Za-z0-9_.-/], got " + quote(lock));
+      spec.lock = lock;
+    }
+    if (auto r = ls.get("run_suffix")) spec.run_suffix = boolean(*r);
+    if (auto p = ls.get("prior_revisions")) {
+      spec.prior_revisions = integer(*p, 0, 100000);
+      if (spec.prior_revisions > 0 && !spec.embedded())
+        fail(*p, "prior_revisions advances the embedded " + kind + "'s revision counter; an external lock service "
+                 "(lock_service.endpoints) has its own history");
+    }
+    if (kind == kNoLockService && spec.prior_revisions > 0)
+      fail(*ls.get("prior_revisions"), "prior_revisions advances the revision counter of a lock service fencecheck "
+                                       "runs; kind none runs none");
+    if (auto n = ls.get("issuers")) {
+      spec.issuers = static_cast<int>(integer(*n, 1, 4));
+      if (spec.issuers > 1 && kind == kNoLockService)
+        fail(*n, "issuers starts that many lock services side by side; kind none starts none");
+      if (spec.issuers > 1 && !spec.embedded())
+        fail(*n, "issuers starts that many embedded " + kind + " servers side by side; with lock_service.endpoints "
+                 "the lock services are your own: give one scenario per issuer instead");
+    }
+    if (given) spec.positions = positions_of(lv, ls);
+    spec.config = lk->parse(Fields(*this, ls));
+    if (std::string why = lk->check_lease_ttl(std::chrono::duration_cast<std::chrono::milliseconds>(ttl_d),
+                                               ttl.node.Scalar());
+        !why.empty())
+      fail(ttl, why);
+  }
+
+  /// `resource`: the kind is a name on the resource axis; every other field is the kind's own.
+  void parse_resource(const Map& m, Scenario& s) const {
+    Value rv = m.require("resource");
+    if (!rv.node.IsMap()) fail(rv, "expected a mapping with kind and the kind's fields, got " + describe(rv.node));
+    KindTable table{"resource", "resource kind", {"kind"}, {}};
+    for (auto n : resources::resource_kind_names()) table.kinds.emplace_back(n, resources::find_resource_kind(n)->fields());
+    auto [kind, allowed] = kind_of(rv, table);
+    const resources::ResourceKind* rk = resources::find_resource_kind(kind);
+    Map r(*this, rv, allowed);
+    s.resource_.kind = kind;
+    s.resource_.positions = positions_of(rv, r);
+    s.resource_.config = rk->parse(Fields(*this, r));
+  }
+
+  /// Where `network` and its subnet were written, and the subnet's prefix length (0 on the host
+  /// network): the workers' count is checked against the subnet once they are known.
+  struct NetworkValues {
+    std::optional<Value> network, subnet;
+    int prefix = 0;
+  };
+
+  /// `network`: "host", "namespaces", or {mode, subnet}.
+  NetworkValues parse_network(const Map& m, Scenario& s) const {
+    NetworkValues net;
+    auto& network_value = net.network;
+    auto& subnet_value = net.subnet;
+    int& subnet_prefix = net.prefix;
     if (auto v = m.get("network")) {
       network_value = v;
       Value mode_value = *v;
@@ -817,61 +839,84 @@ class ScenarioParser {
       if (!cidr) fail(subnet_value ? *subnet_value : *network_value, why);
       subnet_prefix = cidr->second;
     }
+    return net;
+  }
 
-    // job
-    {
-      Map j(*this, m.require("job"),
-            {"kind", "key", "segments", "chunks", "chunk_bytes", "chunk_interval", "increments", "effect", "repeat"});
-      if (auto v = j.get("kind")) {
-        s.job_.kind = choice(*v, kJobKinds, "job kind");
-        if (s.job_.kind != JobKind::kSegments &&
-            !resources::find_resource_kind(s.resource_.kind)->evidence(s.resource_.config).effects)
-          fail(*v, "job kind " + std::string(to_string(s.job_.kind)) + " needs a resource with counters and side "
-                   "effects (kind store); resource kind " + s.resource_.kind + " has only chunk writes (job kind segments)");
-      }
-      const std::string kind(to_string(s.job_.kind));
-      auto only_for = [&](std::string_view field, bool allowed, const std::string& kinds) -> std::optional<Value> {
-        auto v = j.get(field);
-        if (v && !allowed)
-          fail(*v, std::string(field) + " is only for " + kinds + " (this job is " + kind + ")");
-        return v;
-      };
-      Value key = j.require("key");
-      s.job_.key = string(key);
-      if (!is_safe_name(s.job_.key, 256))
-        fail(key, "expected a resource key of 1-256 characters of [A-Za-z0-9_.-], got " + quote(s.job_.key));
-      const bool chunked = s.job_.kind != JobKind::kCounter;
-      const std::string chunk_kinds = "job kinds segments or side-effect";
-      if (auto v = only_for("segments", chunked, chunk_kinds)) s.job_.segments = integer(*v, 1, 1'000'000);
-      if (auto v = only_for("chunks", chunked, chunk_kinds)) s.job_.chunks = integer(*v, 1, 1'000'000);
-      if (auto v = only_for("chunk_bytes", chunked, chunk_kinds)) s.job_.chunk_bytes = integer(*v, 1, 1 << 20);
-      if (auto v = j.get("chunk_interval")) {
-        s.job_.chunk_interval = duration(*v);
-        // fencecheck-worker takes it in whole ms (--chunk-interval-ms): 250us would become 0.
-        whole(*v, s.job_.chunk_interval, std::chrono::milliseconds(1), "millisecond",
-              "the worker's chunk interval has millisecond resolution");
-      }
-      if (auto v = only_for("increments", s.job_.kind == JobKind::kCounter, "job kind counter"))
-        s.job_.increments = integer(*v, 1, 1'000'000);
-      if (auto v = only_for("effect", s.job_.kind == JobKind::kSideEffect, "job kind side-effect"))
-        s.job_.effect = choice(*v, kEffectModes, "effect mode");
-      // repeat: the schedule's duration is what ends a repeating job, and a schedule needs
-      // workers that work for all of it.
-      s.job_.repeat = m.has("schedule");
-      if (auto v = j.get("repeat")) {
-        s.job_.repeat = boolean(*v);
-        if (s.job_.repeat && !m.has("schedule"))
-          fail(*v, "repeat runs the job until the schedule's duration ends, and this scenario has no schedule "
-                   "(add a schedule, or leave repeat out)");
-        if (!s.job_.repeat && m.has("schedule"))
-          fail(*v, "a schedule needs workers that work for its whole duration: repeat must be true (its default "
-                   "with a schedule)");
-      }
+  /// `job`: what each worker does while it holds the lock.
+  void parse_job(const Map& m, Scenario& s) const {
+    Map j(*this, m.require("job"),
+          {"kind", "key", "segments", "chunks", "chunk_bytes", "chunk_interval", "increments", "effect", "repeat"});
+    if (auto v = j.get("kind")) {
+      s.job_.kind = choice(*v, kJobKinds, "job kind");
+      if (s.job_.kind != JobKind::kSegments &&
+          !resources::find_resource_kind(s.resource_.kind)->evidence(s.resource_.config).effects)
+        fail(*v, "job kind " + std::string(to_string(s.job_.kind)) + " needs a resource with counters and side "
+                 "effects (kind store); resource kind " + s.resource_.kind + " has only chunk writes (job kind segments)");
     }
+    const std::string kind(to_string(s.job_.kind));
+    auto only_for = [&](std::string_view field, bool allowed, const std::string& kinds) -> std::optional<Value> {
+      auto v = j.get(field);
+      if (v && !allowed)
+        fail(*v, std::string(field) + " is only for " + kinds + " (this job is " + kind + ")");
+      return v;
+    };
+    Value key = j.require("key");
+    s.job_.key = string(key);
+    if (!is_safe_name(s.job_.key, 256))
+      fail(key, "expected a resource key of 1-256 characters of [A-Za-z0-9_.-], got " + quote(s.job_.key));
+    const bool chunked = s.job_.kind != JobKind::kCounter;
+    const std::string chunk_kinds = "job kinds segments or side-effect";
+    if (auto v = only_for("segments", chunked, chunk_kinds)) s.job_.segments = integer(*v, 1, 1'000'000);
+    if (auto v = only_for("chunks", chunked, chunk_kinds)) s.job_.chunks = integer(*v, 1, 1'000'000);
+    if (auto v = only_for("chunk_bytes", chunked, chunk_kinds)) s.job_.chunk_bytes = integer(*v, 1, 1 << 20);
+    if (auto v = j.get("chunk_interval")) {
+      s.job_.chunk_interval = duration(*v);
+      // fencecheck-worker takes it in whole ms (--chunk-interval-ms): 250us would become 0.
+      whole(*v, s.job_.chunk_interval, std::chrono::milliseconds(1), "millisecond",
+            "the worker's chunk interval has millisecond resolution");
+    }
+    if (auto v = only_for("increments", s.job_.kind == JobKind::kCounter, "job kind counter"))
+      s.job_.increments = integer(*v, 1, 1'000'000);
+    if (auto v = only_for("effect", s.job_.kind == JobKind::kSideEffect, "job kind side-effect"))
+      s.job_.effect = choice(*v, kEffectModes, "effect mode");
+    // repeat: the schedule's duration is what ends a repeating job, and a schedule needs
+    // workers that work for all of it.
+    s.job_.repeat = m.has("schedule");
+    if (auto v = j.get("repeat")) {
+      s.job_.repeat = boolean(*v);
+      if (s.job_.repeat && !m.has("schedule"))
+        fail(*v, "repeat runs the job until the schedule's duration ends, and this scenario has no schedule "
+                 "(add a schedule, or leave repeat out)");
+      if (!s.job_.repeat && m.has("schedule"))
+        fail(*v, "a schedule needs workers that work for its whole duration: repeat must be true (its default "
+                 "with a schedule)");
+    }
+  }
 
-    // workers: ids first (so start_after may name a later worker), then references.
+  /// Each worker's `workers` mapping and where its design's self_stop_at was written: the faults
+  /// and the schedule check against them.
+  struct WorkerValues {
+    std::vector<Map> maps;
+    std::vector<std::optional<Value>> self_stops;
+  };
+
+  /// A worker id a trigger or a fault names, or the error at it listing the workers.
+  std::string known_worker_of(const Value& v, const Scenario& s) const {
+    std::string id = string(v);
+    if (s.find_worker(id) == nullptr) {
+      std::vector<std::string_view> ids;
+      for (const auto& w : s.workers_) ids.push_back(w.id);
+      std::string hint = id == kLockServiceTarget ? " (only lock-service-restart acts on the lock service)" : "";
+      fail(v, "unknown worker " + quote(id) + hint + "; workers are: " + join(ids));
+    }
+    return id;
+  }
+
+  /// `workers`: ids first (so start_after may name a later worker), then references.
+  WorkerValues parse_workers(const Map& m, Scenario& s, const NetworkValues& net) const {
     std::vector<Value> worker_values = list(m.require("workers"), false);
-    std::vector<Map> worker_maps;
+    WorkerValues out;
+    std::vector<Map>& worker_maps = out.maps;
     worker_maps.reserve(worker_values.size());
     std::map<std::string, std::size_t> worker_index;
     for (const Value& wv : worker_values) {
@@ -889,21 +934,10 @@ class ScenarioParser {
       worker_index.emplace(w.id, s.workers_.size());
       s.workers_.push_back(std::move(w));
     }
-    auto worker_list = [&] {
-      std::vector<std::string_view> ids;
-      for (const auto& w : s.workers_) ids.push_back(w.id);
-      return join(ids);
-    };
-    auto known_worker = [&](const Value& v) {
-      std::string id = string(v);
-      if (!worker_index.count(id)) {
-        std::string hint = id == kLockServiceTarget ? " (only lock-service-restart acts on the lock service)" : "";
-        fail(v, "unknown worker " + quote(id) + hint + "; workers are: " + worker_list());
-      }
-      return id;
-    };
+    auto known_worker = [&](const Value& v) { return known_worker_of(v, s); };
     std::vector<std::optional<Value>> start_after_values(s.workers_.size());
-    std::vector<std::optional<Value>> self_stop_values(s.workers_.size());
+    std::vector<std::optional<Value>>& self_stop_values = out.self_stops;
+    self_stop_values.resize(s.workers_.size());
     for (std::size_t i = 0; i < s.workers_.size(); ++i) {
       const Map& wm = worker_maps[i];
       WorkerSpec& w = s.workers_[i];
@@ -918,7 +952,8 @@ class ScenarioParser {
       if (delay) {
         w.start_delay = duration(*delay);
         if (*w.start_delay >= s.timeout_)
-          fail(*delay, "starts at " + format_duration(*w.start_delay) + ", not before the run timeout " + timeout_text);
+          fail(*delay, "starts at " + format_duration(*w.start_delay) + ", not before the run timeout " +
+                          format_duration(s.timeout_));
       }
       if (auto key = wm.get("key")) {
         w.key = string(*key);
@@ -953,6 +988,7 @@ class ScenarioParser {
         if (chain.size() > s.workers_.size() + 1) break;  // a cycle not through i; found from its own members
       }
     }
+    const auto& [network_value, subnet_value, subnet_prefix] = net;
     if (s.network_.mode == NetworkMode::kNamespaces) {
       // faults/netns.h: the hub, the lock service, the resource, then one address per worker.
       const std::uint64_t usable = (std::uint64_t{1} << (32 - subnet_prefix)) - 2;
@@ -962,8 +998,14 @@ class ScenarioParser {
              "subnet " + s.network_.subnet + " has " + std::to_string(usable) + " host addresses; the hub, 2 services and " +
                  std::to_string(s.workers_.size()) + " worker(s) need " + std::to_string(needed));
     }
+    return out;
+  }
 
-    // faults
+  /// `faults` and `schedule`, and the self-stopping workers they must continue.
+  void parse_faults(const Map& m, Scenario& s, const WorkerValues& workers) const {
+    auto known_worker = [&](const Value& v) { return known_worker_of(v, s); };
+    const auto& worker_maps = workers.maps;
+    const auto& self_stop_values = workers.self_stops;
     std::map<std::string, std::string> self_stopped;  // worker -> the path of its self-stop fault
     if (auto fv = m.get("faults"))
       for (const Value& item : list(*fv, true)) s.faults_.push_back(parse_fault(item, s, known_worker, self_stopped));
@@ -989,71 +1031,70 @@ class ScenarioParser {
                                        std::string(to_string(s.workers_[i].design.self_stop_at)) +
                                        " but no self-stop fault continues it: add {kind: self-stop, target: " +
                                        s.workers_[i].id + ", duration: ...} to faults");
+  }
 
-    // expect
-    {
-      Map e(*this, m.require("expect"),
-            {"outcome", "anomalies", "min_rejected_writes", "min_expiries_during_work", "pause_tolerance",
-             "progress_after_heal", "accept_unknown"});
-      s.expect_.outcome = choice(e.require("outcome"), kOutcomes, "outcome");
-      std::vector<Value> listed;
-      if (auto a = e.get("anomalies")) {
-        listed = list(*a, true);
-        if (s.expect_.outcome == Outcome::kSafe && !listed.empty())
-          fail(*a, "anomalies can only be listed with outcome: anomaly (outcome is safe)");
-        if (s.expect_.outcome == Outcome::kAnomaly && listed.empty())
-          fail(*a, "outcome anomaly needs at least one anomaly in the list");
-        std::vector<std::string_view> known(known_anomalies().begin(), known_anomalies().end());
-        for (const Value& item : listed) {
-          std::string name_s = string(item);
-          if (!is_known_anomaly(name_s))
-            fail(item, "unknown anomaly " + quote(name_s) + "; known anomalies: " + join(known));
-          if (std::find(s.expect_.anomalies.begin(), s.expect_.anomalies.end(), name_s) != s.expect_.anomalies.end())
-            fail(item, "anomaly " + quote(name_s) + " is listed twice");
-          s.expect_.anomalies.push_back(name_s);
-        }
-      } else if (s.expect_.outcome == Outcome::kAnomaly) {
-        fail(e.self().mark, e.self().path,
-             "outcome anomaly needs \"anomalies\": the list of anomalies the run must show");
+  /// `expect`: what the run must show.
+  void parse_expect(const Map& m, Scenario& s) const {
+    Map e(*this, m.require("expect"),
+          {"outcome", "anomalies", "min_rejected_writes", "min_expiries_during_work", "pause_tolerance",
+           "progress_after_heal", "accept_unknown"});
+    s.expect_.outcome = choice(e.require("outcome"), kOutcomes, "outcome");
+    std::vector<Value> listed;
+    if (auto a = e.get("anomalies")) {
+      listed = list(*a, true);
+      if (s.expect_.outcome == Outcome::kSafe && !listed.empty())
+        fail(*a, "anomalies can only be listed with outcome: anomaly (outcome is safe)");
+      if (s.expect_.outcome == Outcome::kAnomaly && listed.empty())
+        fail(*a, "outcome anomaly needs at least one anomaly in the list");
+      std::vector<std::string_view> known(known_anomalies().begin(), known_anomalies().end());
+      for (const Value& item : listed) {
+        std::string name_s = string(item);
+        if (!is_known_anomaly(name_s))
+          fail(item, "unknown anomaly " + quote(name_s) + "; known anomalies: " + join(known));
+        if (std::find(s.expect_.anomalies.begin(), s.expect_.anomalies.end(), name_s) != s.expect_.anomalies.end())
+          fail(item, "anomaly " + quote(name_s) + " is listed twice");
+        s.expect_.anomalies.push_back(name_s);
       }
-      if (auto v = e.get("min_rejected_writes"))
-        s.expect_.min_rejected_writes = integer(*v, 0, std::numeric_limits<std::int64_t>::max());
-      if (auto v = e.get("min_expiries_during_work")) {
-        s.expect_.min_expiries_during_work = integer(*v, 0, std::numeric_limits<std::int64_t>::max());
-        // The figure counts the issuer's deletes (lock.delete): kind none has none to count, and
-        // an expectation on a figure nobody measured could only be met or failed by a zero.
-        if (s.lock_service_.kind == kNoLockService)
-          fail(*v, "min_expiries_during_work counts the lock service's expiries; this scenario's lock service is kind "
-                   "none, which has no issuer history to count them in");
-      }
-      if (auto v = e.get("pause_tolerance")) {
-        s.expect_.pause_tolerance = percentage(*v);
-        bool any = std::any_of(s.faults_.begin(), s.faults_.end(),
-                               [](const FaultSpec& f) { return stops_process(f.kind); });
-        if (!any)
-          fail(*v, "pause_tolerance needs at least one fault that stops a worker (sigstop, freeze or self-stop) to "
-                   "compare pauses with");
-      }
-      if (auto a = e.get("accept_unknown")) {
-        if (s.expect_.outcome != Outcome::kSafe)
-          fail(*a, "accept_unknown is for outcome: safe (an expected anomaly is found or not, whatever else is unknown)");
-        std::vector<std::string_view> known(known_anomalies().begin(), known_anomalies().end());
-        for (const Value& item : list(*a, true)) {
-          std::string name_s = string(item);
-          if (!is_known_anomaly(name_s)) fail(item, "unknown checker " + quote(name_s) + "; checkers: " + join(known));
-          if (std::find(s.expect_.accept_unknown.begin(), s.expect_.accept_unknown.end(), name_s) !=
-              s.expect_.accept_unknown.end())
-            fail(item, "checker " + quote(name_s) + " is listed twice");
-          s.expect_.accept_unknown.push_back(name_s);
-        }
-      }
-      if (auto v = e.get("progress_after_heal")) {
-        s.expect_.progress_after_heal = boolean(*v);
-        if (s.expect_.progress_after_heal && s.faults_.empty() && !s.schedule_)
-          fail(*v, "progress_after_heal needs at least one fault: it measures progress after the last heal");
+    } else if (s.expect_.outcome == Outcome::kAnomaly) {
+      fail(e.self().mark, e.self().path,
+           "outcome anomaly needs \"anomalies\": the list of anomalies the run must show");
+    }
+    if (auto v = e.get("min_rejected_writes"))
+      s.expect_.min_rejected_writes = integer(*v, 0, std::numeric_limits<std::int64_t>::max());
+    if (auto v = e.get("min_expiries_during_work")) {
+      s.expect_.min_expiries_during_work = integer(*v, 0, std::numeric_limits<std::int64_t>::max());
+      // The figure counts the issuer's deletes (lock.delete): kind none has none to count, and
+      // an expectation on a figure nobody measured could only be met or failed by a zero.
+      if (s.lock_service_.kind == kNoLockService)
+        fail(*v, "min_expiries_during_work counts the lock service's expiries; this scenario's lock service is kind "
+                 "none, which has no issuer history to count them in");
+    }
+    if (auto v = e.get("pause_tolerance")) {
+      s.expect_.pause_tolerance = percentage(*v);
+      bool any = std::any_of(s.faults_.begin(), s.faults_.end(),
+                             [](const FaultSpec& f) { return stops_process(f.kind); });
+      if (!any)
+        fail(*v, "pause_tolerance needs at least one fault that stops a worker (sigstop, freeze or self-stop) to "
+                 "compare pauses with");
+    }
+    if (auto a = e.get("accept_unknown")) {
+      if (s.expect_.outcome != Outcome::kSafe)
+        fail(*a, "accept_unknown is for outcome: safe (an expected anomaly is found or not, whatever else is unknown)");
+      std::vector<std::string_view> known(known_anomalies().begin(), known_anomalies().end());
+      for (const Value& item : list(*a, true)) {
+        std::string name_s = string(item);
+        if (!is_known_anomaly(name_s)) fail(item, "unknown checker " + quote(name_s) + "; checkers: " + join(known));
+        if (std::find(s.expect_.accept_unknown.begin(), s.expect_.accept_unknown.end(), name_s) !=
+            s.expect_.accept_unknown.end())
+          fail(item, "checker " + quote(name_s) + " is listed twice");
+        s.expect_.accept_unknown.push_back(name_s);
       }
     }
-    return s;
+    if (auto v = e.get("progress_after_heal")) {
+      s.expect_.progress_after_heal = boolean(*v);
+      if (s.expect_.progress_after_heal && s.faults_.empty() && !s.schedule_)
+        fail(*v, "progress_after_heal needs at least one fault: it measures progress after the last heal");
+    }
   }
 
  private:
