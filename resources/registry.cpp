@@ -1,10 +1,6 @@
 // The resource kinds registered by name (resource_kind.h): the constant table, one row per kind in
 // kinds.h's FC_RESOURCE_KINDS, then the kinds register_resource_kind added at run time (tests,
 // out-of-tree kinds); proto/kind_registry.h holds both.
-#include <stdexcept>
-#include <string>
-#include <utility>
-
 #include "fencecheck/proto/kind_registry.h"
 #include "kinds.h"
 
@@ -36,19 +32,7 @@ void register_resource_kind(const ResourceKind& kind) {
 }
 
 OrphanReport stop_orphaned_resources(const std::filesystem::path& run_dir, bool force) {
-  OrphanReport out;
-  for (const ResourceKind* k : registry().all()) {
-    OrphanReport one;
-    try {
-      one = k->stop_orphans(run_dir, force);
-    } catch (const std::exception& e) {  // the hook never throws; one that does has not proven anything stopped
-      one.said.push_back(std::string(k->name()) + " cleanup of " + run_dir.string() + ": " + e.what());
-      one.not_stopped = 1;
-    }
-    for (auto& line : one.said) out.said.push_back(std::move(line));
-    out.not_stopped += one.not_stopped;
-  }
-  return out;
+  return registry().stop_orphans<OrphanReport>(run_dir, force);
 }
 
 }  // namespace fencecheck::resources

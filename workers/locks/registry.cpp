@@ -1,8 +1,6 @@
 // The lock-service kinds registered by name (lock_service_kind.h): the constant table, one row per
 // kind in kinds.h's FC_LOCK_SERVICE_KINDS, then the kinds register_lock_service_kind added at run
 // time (tests, out-of-tree kinds); proto/kind_registry.h holds both.
-#include <utility>
-
 #include "fencecheck/locks/lock_service_kind.h"
 #include "fencecheck/proto/kind_registry.h"
 #include "kinds.h"
@@ -31,13 +29,7 @@ void register_lock_service_kind(const LockServiceKind& kind) {
 }
 
 OrphanReport stop_orphaned_lock_services(const std::filesystem::path& run_dir, bool force) {
-  OrphanReport out;
-  for (const LockServiceKind* k : registry().all()) {
-    auto r = k->stop_orphans(run_dir, force);
-    for (auto& line : r.said) out.said.push_back(std::move(line));
-    out.not_stopped += r.not_stopped;
-  }
-  return out;
+  return registry().stop_orphans<OrphanReport>(run_dir, force);
 }
 
 }  // namespace fencecheck::locks

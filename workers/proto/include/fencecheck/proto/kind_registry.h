@@ -9,6 +9,7 @@
 // (built-in kinds are function-local statics; a registered kind must outlive every use).
 #pragma once
 
+#include <filesystem>
 #include <mutex>
 #include <span>
 #include <stdexcept>
@@ -19,7 +20,7 @@
 
 namespace fencecheck {
 
-/// `Kind` has `std::string_view name() const`.
+/// `Kind` has `std::string_view name() const` (and, for stop_orphans(), `stop_orphans(run_dir, force)`).
 template <class Kind>
 class KindRegistry {
  public:
@@ -46,6 +47,19 @@ class KindRegistry {
   [[nodiscard]] std::vector<std::string_view> names() const {
     std::vector<std::string_view> out;
     for (const Kind* k : all()) out.push_back(k->name());
+    return out;
+  }
+  /// Every kind's stop_orphans(run_dir, force) (`fencecheck cleanup`), in all()'s order: their
+  /// sentences one after another and the sum of what was not stopped. `Report` has `said` (a
+  /// vector of strings) and `not_stopped` (an int).
+  template <class Report>
+  [[nodiscard]] Report stop_orphans(const std::filesystem::path& run_dir, bool force) const {
+    Report out;
+    for (const Kind* k : all()) {
+      Report one = k->stop_orphans(run_dir, force);
+      for (auto& line : one.said) out.said.push_back(std::move(line));
+      out.not_stopped += one.not_stopped;
+    }
     return out;
   }
   /// Adds `kind` after every kind there is. `also()` runs first, under the registry's lock (the
