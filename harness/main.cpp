@@ -29,7 +29,7 @@
 #include <spdlog/spdlog.h>
 
 #include "fencecheck/locks/lock_service_kind.h"
-#include "fencecheck/resources/postgres.h"
+#include "fencecheck/resources/resource_kind.h"
 
 #include "fencecheck/faults/ledger.h"
 #include "fencecheck/faults/sweep.h"
@@ -81,19 +81,6 @@ std::vector<Scenario> load_all(const std::vector<std::string>& paths) {
     }
   }
   return all;
-}
-
-/// The PID of the parent of run `dir`'s embedded PostgreSQL postmaster
-/// (postgres::running_postmaster), or nullopt when none runs. The postmaster's parent is the
-/// harness that started it (setpriv execs in place); 1 (or a subreaper) once that harness died.
-std::optional<int> postmaster_parent(const fs::path& dir) {
-  const auto pid = fencecheck::postgres::running_postmaster(dir);
-  if (!pid) return std::nullopt;
-  std::ifstream status("/proc/" + std::to_string(*pid) + "/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("PPid:", 0) == 0) return std::stoi(line.substr(5));
-  return std::nullopt;
 }
 
 /// The ledgers of every run directory under run_root (none when it does not exist). A run root
@@ -152,32 +139,17 @@ int cmd_cleanup(const std::string& run_dir, const std::string& run_root, bool fo
       ++healed;
     }
   }
-  // An embedded PostgreSQL a dead harness left running (the kind re-arms PDEATHSIG after dropping
-  // to the postgres user, so this is rare: a postmaster whose harness died between fork and exec,
-  // or one detached by hand). A postmaster whose harness is alive is that run's, not an orphan.
+  // An embedded resource or lock-service server a dead harness left running (each kind records its
+  // own in the run directory: postgres-data, zookeeper.pid; PR_SET_PDEATHSIG normally takes it
+  // along with the harness). Each kind says what it found; what it could not stop is not healed.
   for (const auto& l : ledgers) {
-    const fs::path dir = l.parent_path();
-    const auto parent = postmaster_parent(dir);
-    if (parent && *parent > 1 && !force) {
-      std::cout << dir.filename().string() << ": its PostgreSQL belongs to a live harness (pid " << *parent
-                << "); left alone (--force stops it)\n";
-      continue;
-    }
-    if (!fencecheck::postgres::stop_orphaned_postgres(dir)) {
-      std::cout << dir.filename().string() << ": its PostgreSQL" << (parent ? " (pid " + std::to_string(*parent) + ")" : "")
-                << " could not be stopped (see the log above); the next cleanup retries\n";
-      ++not_healed;
-    } else if (parent) {
-      ++healed;
-    }
-  }
-  // An embedded lock-service server a dead harness left running (each kind records its own in the
-  // run directory: zookeeper.pid; PR_SET_PDEATHSIG normally takes it along with the harness).
-  for (const auto& l : ledgers) {
-    const auto orphans = fencecheck::locks::stop_orphaned_lock_services(l.parent_path(), force);
-    for (const auto& line : orphans.said) std::cout << l.parent_path().filename().string() << ": " << line << "\n";
-    healed += static_cast<int>(orphans.said.size()) - orphans.not_stopped;
-    not_healed += orphans.not_stopped;
+    const auto say = [&](const auto& orphans) {
+      for (const auto& line : orphans.said) std::cout << l.parent_path().filename().string() << ": " << line << "\n";
+      healed += static_cast<int>(orphans.said.size()) - orphans.not_stopped;
+      not_healed += orphans.not_stopped;
+    };
+    say(fencecheck::resources::stop_orphaned_resources(l.parent_path(), force));
+    say(fencecheck::locks::stop_orphaned_lock_services(l.parent_path(), force));
   }
   // Then namespaces and cgroups that a ledger names but a crash left behind after all.
   fencecheck::faults::SweepOptions sweep;

@@ -41,6 +41,7 @@
 #include "fencecheck/harness/verdict_json.h"
 #include "fencecheck/proto/event.h"
 #include "fencecheck/proto/worker_protocol.h"
+#include "fencecheck/resources/resource_kind.h"
 #include "fencecheck/workers/worker.h"
 
 namespace fencecheck::harness {
@@ -363,11 +364,9 @@ std::vector<std::pair<std::string, std::string>> Run::protocol_env(const WorkerS
     std::erase_if(env, [](const auto& kv) { return kv.first == "FENCECHECK_LOCK_ENDPOINTS"; });
   // The lock service's own conventional variables (etcd: ETCDCTL_ENDPOINTS, ETCDCTL_API).
   for (auto& [name, value] : services_->issuer(sc_.issuer_of(w)).worker_env()) env.emplace_back(name, value);
-  // The resource's address in the form its clients take: a URL (store, http) or a DSN (postgres).
-  if (endpoint.contains("url") && endpoint["url"].is_string())
-    env.emplace_back("FENCECHECK_RESOURCE_URL", endpoint["url"].get<std::string>());
-  if (endpoint.contains("dsn") && endpoint["dsn"].is_string())
-    env.emplace_back("FENCECHECK_RESOURCE_DSN", endpoint["dsn"].get<std::string>());
+  // The resource kind's own variables: its address in the form its clients take (a URL, a DSN).
+  for (auto& [name, value] : resources::find_resource_kind(sc_.resource().kind)->worker_env(endpoint))
+    env.emplace_back(std::move(name), std::move(value));
   return env;
 }
 

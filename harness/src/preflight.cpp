@@ -9,22 +9,28 @@
 #include <cstring>
 #include <fstream>
 
+#include "fencecheck/resources/resource_kind.h"
+
 namespace fencecheck::harness {
 namespace fs = std::filesystem;
 
-std::vector<std::string> needed_programs(const std::vector<Scenario>& scenarios) {
-  bool worker = false, store = false;
-  for (const auto& s : scenarios) {
-    worker = worker || std::any_of(s.workers().begin(), s.workers().end(), [](const WorkerSpec& w) { return !w.command; });
-    store = store || s.resource().kind == "store";
-  }
-  std::vector<std::string> out;
-  if (worker) out.emplace_back("fencecheck-worker");
-  if (store) out.emplace_back("fencecheck-store");
+std::vector<NeededProgram> needed_programs(const std::vector<Scenario>& scenarios) {
+  std::vector<NeededProgram> out;
+  const auto add = [&](std::string name, std::string why) {
+    if (std::none_of(out.begin(), out.end(), [&](const NeededProgram& p) { return p.name == name; }))
+      out.push_back({std::move(name), std::move(why)});
+  };
+  for (const auto& s : scenarios)
+    if (std::any_of(s.workers().begin(), s.workers().end(), [](const WorkerSpec& w) { return !w.command; }))
+      add("fencecheck-worker", "needed by scenarios with a reference worker");
+  for (const auto& s : scenarios)
+    if (const auto* kind = resources::find_resource_kind(s.resource().kind))
+      for (auto& p : kind->programs(s.resource().config))
+        add(std::move(p), "needed by scenarios whose resource kind is " + s.resource().kind);
   return out;
 }
 
-std::optional<std::string> check_bin_dir(const fs::path& dir, bool explicit_flag, const std::vector<std::string>& programs) {
+std::optional<std::string> check_bin_dir(const fs::path& dir, bool explicit_flag, const std::vector<NeededProgram>& programs) {
   const std::string shown = explicit_flag ? "--bin-dir " + dir.string() : "beside fencecheck (" + dir.string() + ")";
   const std::string hint = explicit_flag ? "" : "; pass --bin-dir DIR where they are";
   std::error_code ec;
@@ -33,15 +39,13 @@ std::optional<std::string> check_bin_dir(const fs::path& dir, bool explicit_flag
     return shown + ": " + (fs::exists(dir, ec) ? "not a directory" : "no such directory") + hint;
   }
   std::string missing;
-  for (const auto& p : programs) {
+  for (const auto& [p, needed] : programs) {
     const fs::path exe = dir / p;
     const bool file = fs::is_regular_file(exe, ec);  // follows symlinks, as exec does
     std::string why;
     if (!file) why = fs::exists(exe, ec) ? " (not a regular file)" : "";
     else if (::access(exe.c_str(), X_OK) != 0) why = " (not executable)";
     else continue;
-    const std::string needed = p == "fencecheck-worker" ? "needed by scenarios with a reference worker"
-                                                        : "needed by scenarios whose resource kind is store";
     missing += (missing.empty() ? "" : ", ") + p + why + " [" + needed + "]";
   }
   if (missing.empty()) return std::nullopt;

@@ -1,4 +1,4 @@
-// Fuzz target: the reference store's log replay (FencedStore::open, resources/src/store.cpp): a
+// Fuzz target: the reference store's log replay (FencedStore::open, resources/store/store.cpp): a
 // store log, valid or damaged anywhere, as fencecheck-store finds it on disk when it starts.
 //
 // Input: the bytes of <data_dir>/store.log (seeds: valid logs written by the real store, in

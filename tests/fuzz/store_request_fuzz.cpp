@@ -1,4 +1,4 @@
-// Fuzz target: the reference store's request handling (resources/src/store_server.cpp): routing
+// Fuzz target: the reference store's request handling (resources/store/store_server.cpp): routing
 // by method and path, the Fencing-Token / Fencecheck-Client / Fencecheck-Effect headers, bodies
 // (chunks, counter values, effect ids), driven in process through StoreServer::handle() — the
 // same routes and handlers a connection reaches once httplib has parsed the request — against a

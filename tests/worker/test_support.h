@@ -1,5 +1,5 @@
 // Shared helpers for the worker tests: a temp dir, a tiny fenced store speaking the
-// fencecheck-store contract (resources/include/fencecheck/resources/store_server.h: chunk PUT,
+// fencecheck-store contract (resources/store/include/fencecheck/resources/store_server.h: chunk PUT,
 // counter GET/PUT, effect POST), and a condition-variable "wait until" for collected events.
 #pragma once
 

@@ -1,6 +1,8 @@
-// fencecheck — the lock-service kinds' private registry rows (lock_service_kind.h and
-// lock_client.h are the public side). One function per kind and side, each defined in the kind's
-// own folder; registry.cpp and src/lock_client.cpp list them.
+// fencecheck — the lock-service kinds' registry rows (lock_service_kind.h and lock_client.h are
+// the public side). Adding a kind is its folder workers/locks/<kind>/ (found by CMakeLists.txt)
+// and one row in FC_LOCK_SERVICE_KINDS below; the row declares the kind's two functions, each
+// defined in the kind's own folder, and puts them in both tables: registry.cpp's kinds (the
+// harness's side) and src/lock_client.cpp's clients (the worker's side).
 #pragma once
 
 #include <memory>
@@ -15,19 +17,26 @@ namespace fencecheck::locks {
 class LockServiceKind;
 }  // namespace fencecheck::locks
 
+// One row per kind, in table order (lock_service_kind_names(), the unknown-kind messages).
+#define FC_LOCK_SERVICE_KINDS(ROW) \
+  ROW(etcd)                        \
+  ROW(zookeeper)                   \
+  ROW(redis)                       \
+  ROW(none)
+
 namespace fencecheck::locks::detail {
 
-const LockServiceKind& etcd_kind();       // etcd/etcd_kind.cpp
-const LockServiceKind& zookeeper_kind();  // zookeeper/zookeeper_kind.cpp
-const LockServiceKind& redis_kind();      // redis/redis_kind.cpp
-const LockServiceKind& none_kind();       // none/none_kind.cpp
+// const LockServiceKind& <kind>_kind(): the harness's side, in <kind>/<kind>_kind.cpp.
+#define FC_LOCK_SERVICE_KIND_DECLARE(kind) const LockServiceKind& kind##_kind();
+FC_LOCK_SERVICE_KINDS(FC_LOCK_SERVICE_KIND_DECLARE)
+#undef FC_LOCK_SERVICE_KIND_DECLARE
 
-// The worker-side clients (make_lock_client dispatches on "kind"). Each throws
-// std::invalid_argument naming the field an endpoint lacks.
-std::unique_ptr<LockClient> make_etcd_lock_client(const nlohmann::json& endpoint, const LockClientOptions& options);
-std::unique_ptr<LockClient> make_zookeeper_lock_client(const nlohmann::json& endpoint, const LockClientOptions& options);
-std::unique_ptr<LockClient> make_redis_lock_client(const nlohmann::json& endpoint, const LockClientOptions& options);
-/// Kind none: always throws std::invalid_argument (fencecheck-worker has no lock to take).
-std::unique_ptr<LockClient> make_none_lock_client(const nlohmann::json& endpoint, const LockClientOptions& options);
+// The worker-side clients (make_lock_client finds them by the endpoint's "kind"). Each throws
+// std::invalid_argument naming the field an endpoint lacks; kind none's always throws
+// (fencecheck-worker has no lock to take).
+#define FC_LOCK_CLIENT_DECLARE(kind) \
+  std::unique_ptr<LockClient> make_##kind##_lock_client(const nlohmann::json& endpoint, const LockClientOptions& options);
+FC_LOCK_SERVICE_KINDS(FC_LOCK_CLIENT_DECLARE)
+#undef FC_LOCK_CLIENT_DECLARE
 
 }  // namespace fencecheck::locks::detail

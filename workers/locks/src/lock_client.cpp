@@ -1,7 +1,6 @@
-// make_lock_client: the worker side's registry (lock_client.h). One row per kind.
+// make_lock_client: the worker side's registry (lock_client.h), one row per kind of kinds.h.
 #include "fencecheck/locks/lock_client.h"
 
-#include <array>
 #include <string>
 #include <utility>
 
@@ -13,12 +12,10 @@ namespace fencecheck::locks {
 namespace {
 
 using Make = std::unique_ptr<LockClient> (*)(const nlohmann::json&, const LockClientOptions&);
-// ROWS: each kind adds its row when its folder lands.
-constexpr std::array<std::pair<std::string_view, Make>, 4> kClients{
-    {{"etcd", &detail::make_etcd_lock_client},
-     {"zookeeper", &detail::make_zookeeper_lock_client},
-     {"redis", &detail::make_redis_lock_client},
-     {"none", &detail::make_none_lock_client}}};
+// One row per kind of kinds.h's FC_LOCK_SERVICE_KINDS.
+#define FC_LOCK_CLIENT_ROW(kind) std::pair<std::string_view, Make>{#kind, &detail::make_##kind##_lock_client},
+constexpr std::pair<std::string_view, Make> kClients[] = {FC_LOCK_SERVICE_KINDS(FC_LOCK_CLIENT_ROW)};
+#undef FC_LOCK_CLIENT_ROW
 
 }  // namespace
 

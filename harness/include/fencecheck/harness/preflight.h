@@ -16,10 +16,17 @@
 
 namespace fencecheck::harness {
 
-/// The programs a suite needs from the bin directory: "fencecheck-worker" when a scenario has a
-/// reference worker (a worker without `command:`), "fencecheck-store" when a scenario's resource
-/// kind is `store` (resources/kinds/store_kind.cpp starts it). Pure.
-[[nodiscard]] std::vector<std::string> needed_programs(const std::vector<Scenario>& scenarios);
+/// A program the bin directory must hold, and why ("needed by scenarios with a reference worker").
+struct NeededProgram {
+  std::string name;  ///< "fencecheck-worker", "fencecheck-store"
+  std::string why;
+};
+
+/// The programs a suite needs from the bin directory, each once, in first-need order:
+/// "fencecheck-worker" when a scenario has a reference worker (a worker without `command:`), then
+/// what each scenario's resource kind says it runs (ResourceKind::programs: kind store
+/// "fencecheck-store"). Pure.
+[[nodiscard]] std::vector<NeededProgram> needed_programs(const std::vector<Scenario>& scenarios);
 
 /// `--bin-dir DIR` (explicit = true) or the default, the directory of the running fencecheck:
 /// DIR must be a directory holding each of `programs` as an executable regular file. The message
@@ -27,7 +34,7 @@ namespace fencecheck::harness {
 /// "--bin-dir /opt/x: not a directory" or "--bin-dir /opt/x: no fencecheck-worker in it (needed by
 /// scenarios with a reference worker)". Never throws.
 [[nodiscard]] std::optional<std::string> check_bin_dir(const std::filesystem::path& dir, bool explicit_flag,
-                                                       const std::vector<std::string>& programs);
+                                                       const std::vector<NeededProgram>& programs);
 
 /// `--run-root DIR`: DIR, or when it does not exist yet the nearest ancestor that does (where
 /// RunDirectory::create will create it), must be a directory in which this process can create a

@@ -4,7 +4,7 @@
 // by default an embedded server (etcd: Debian's etcd-server) the kind starts itself on free loopback
 // ports with a fresh data dir under the run directory; with `lock_service.endpoints` in the
 // scenario, the user's service, checked for health first.
-// Resource: the scenario's resource kind (resources/kinds/): fencecheck-store by default, started
+// Resource: the scenario's resource kind (resources/<kind>/): fencecheck-store by default, started
 // as a child on 127.0.0.1 with a free port; an embedded PostgreSQL; or the user's database or HTTP
 // service.
 //

@@ -9,13 +9,19 @@
 //    workers write through (writer.h), a health check, the read-back into the one shape the
 //    checkers read (fencecheck/proto/readback.h), and stop();
 //  - says what evidence it can give (evidence()): an accept log in order, rejections, high-water
-//    marks. Checkers that need evidence the kind cannot give say unknown, never valid.
+//    marks. Checkers that need evidence the kind cannot give say unknown, never valid;
+//  - says what the harness must provide and do around it: the programs it runs from the bin
+//    directory (programs(), checked before a run starts), the variables a command worker is given
+//    (worker_env()), the worker's writer (make_writer()) and the orphans `fencecheck cleanup`
+//    ends (stop_orphans()). The harness asks the kind; it knows no kind by name.
 //
-// Kinds: store (resources/kinds/store_kind.cpp), postgres (postgres_kind.cpp), http
-// (http_kind.cpp). The registry is a constant table (registry.cpp): adding a kind is one file and
-// one row.
+// Kinds: store (resources/store/), postgres (resources/postgres/), http (resources/http/), each in
+// its own folder. The registry is a constant table (resources/kinds.h's FC_RESOURCE_KINDS, one row
+// per kind: static libraries drop self-registering objects), which register_resource_kind extends
+// at run time (tests, out-of-tree kinds).
 //
-// Thread-safety: ResourceKind objects are immutable singletons, callable from any thread.
+// Thread-safety: ResourceKind objects are immutable and live as long as the program (built-in
+// ones are function-local statics), callable from any thread.
 // ResourceInstance is not thread-safe (the orchestrator's main thread owns it): open() may start
 // child processes, which must be forked by the main thread (child_process.h).
 #pragma once
@@ -38,6 +44,7 @@
 
 #include "fencecheck/proto/readback.h"
 #include "fencecheck/resources/effect_mode.h"
+#include "fencecheck/resources/writer.h"
 
 namespace fencecheck::resources {
 
@@ -178,6 +185,13 @@ class ResourceInstance {
   virtual bool restart() { return false; }
 };
 
+/// What `fencecheck cleanup` found of a kind's embedded instances left running for one run
+/// directory, and did: the lock-service axis's OrphanReport (locks/lock_service_kind.h), same shape.
+struct OrphanReport {
+  std::vector<std::string> said;  ///< one sentence per instance found, for the user
+  int not_stopped = 0;            ///< found orphaned and not proven stopped: cleanup exits 3
+};
+
 class ResourceKind {
  public:
   virtual ~ResourceKind() = default;
@@ -201,11 +215,47 @@ class ResourceKind {
   /// thread only.
   [[nodiscard]] virtual std::unique_ptr<ResourceInstance> open(const nlohmann::json& config,
                                                                const ResourceRunContext& ctx) const = 0;
+  /// The programs open() runs from the harness's bin directory (ResourceRunContext::bin_dir) for
+  /// this configuration: kind store "fencecheck-store". `fencecheck run` checks them before
+  /// anything starts (harness/preflight.h). Default: none. Pure.
+  [[nodiscard]] virtual std::vector<std::string> programs(const nlohmann::json& /*config*/) const { return {}; }
+  /// The kind's own variables for a command worker, from the endpoint its instance gave
+  /// (ResourceInstance::endpoint()): the resource's address in the form its clients take
+  /// (docs/worker-protocol.md: store and http FENCECHECK_RESOURCE_URL, postgres
+  /// FENCECHECK_RESOURCE_DSN). Never a password. Default: none. Pure.
+  [[nodiscard]] virtual std::vector<std::pair<std::string, std::string>> worker_env(
+      const nlohmann::json& /*endpoint*/) const {
+    return {};
+  }
+  /// The worker's writer for an endpoint this kind's instance gave; what make_resource_writer
+  /// (writer.h) builds for {"kind": name(), ...}. Throws std::invalid_argument naming the field an
+  /// endpoint lacks.
+  [[nodiscard]] virtual std::unique_ptr<ResourceWriter> make_writer(const nlohmann::json& endpoint,
+                                                                    std::chrono::milliseconds timeout) const = 0;
+  /// `fencecheck cleanup`: ends an embedded instance of this kind that a dead harness left running
+  /// for the run directory `run_dir` (each kind records its own there); one sentence per instance
+  /// found, and how many it could not prove stopped (their record is kept, so that the next cleanup
+  /// retries). One whose harness still runs is left alone unless `force`. Default: finds nothing
+  /// (an instance that PR_SET_PDEATHSIG always takes along with its harness). Never throws.
+  [[nodiscard]] virtual OrphanReport stop_orphans(const std::filesystem::path& /*run_dir*/, bool /*force*/) const {
+    return {};
+  }
 };
 
-/// The kind registered under `name`, or nullptr.
+/// The kind registered under `name` (built in or registered at run time), or nullptr. Thread-safe.
 [[nodiscard]] const ResourceKind* find_resource_kind(std::string_view name);
-/// Every registered name, in table order ("store", "postgres", "http").
+/// Every registered name: the built-in table's order ("store", "postgres", "http"), then the kinds
+/// registered at run time in registration order. Thread-safe.
 [[nodiscard]] std::vector<std::string_view> resource_kind_names();
+/// Adds `kind` to the registry at run time, after the built-in table, together with its writer
+/// (register_resource_writer with kind.make_writer), so that the scenario loader, the harness and
+/// make_resource_writer find it by name like a built-in kind. For tests and out-of-tree kinds; the
+/// built-in kinds are rows of resources/kinds.h. `kind` must outlive every later use of the
+/// registry (a static). Throws std::invalid_argument when a kind or writer of that name is already
+/// registered (nothing is then added). Thread-safe; there is no unregistration.
+void register_resource_kind(const ResourceKind& kind);
+/// stop_orphans of every registered kind for one run directory (`fencecheck cleanup`): the
+/// sentences in registry order, and the sum of what was not stopped. Never throws.
+[[nodiscard]] OrphanReport stop_orphaned_resources(const std::filesystem::path& run_dir, bool force);
 
 }  // namespace fencecheck::resources

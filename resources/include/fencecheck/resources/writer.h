@@ -16,10 +16,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -110,5 +112,16 @@ class ResourceWriter {
 /// field for an endpoint that is not valid (unknown kind, missing field).
 [[nodiscard]] std::unique_ptr<ResourceWriter> make_resource_writer(const nlohmann::json& endpoint,
                                                                    std::chrono::milliseconds timeout);
+
+/// Builds a kind's writer from an endpoint (make_resource_writer's per-kind step).
+using ResourceWriterFactory =
+    std::function<std::unique_ptr<ResourceWriter>(const nlohmann::json& endpoint, std::chrono::milliseconds timeout)>;
+/// Adds the writer of kind `name` to the writer registry at run time, after the built-in table
+/// (one row per kind in resources/kinds.h). resources::register_resource_kind calls it for a kind's
+/// own make_writer; a worker-only program (which links no kinds) may call it directly. For tests
+/// and out-of-tree kinds. Throws std::invalid_argument when `name` already has a writer. Thread-safe.
+void register_resource_writer(std::string_view name, ResourceWriterFactory factory);
+/// Every kind with a writer: the built-in table's order, then those registered. Thread-safe.
+[[nodiscard]] std::vector<std::string> resource_writer_names();
 
 }  // namespace fencecheck

@@ -20,9 +20,11 @@
 //
 // Kinds: etcd (workers/locks/etcd/), zookeeper (workers/locks/zookeeper/), redis
 // (workers/locks/redis/), none (workers/locks/none/: a lock fencecheck does not manage; nothing
-// started, no issuer history). The registry is a constant table (workers/locks/registry.cpp).
+// started, no issuer history). The registry is a constant table (workers/locks/kinds.h's
+// FC_LOCK_SERVICE_KINDS, one row per kind: static libraries drop self-registering objects), which
+// register_lock_service_kind extends at run time (tests, out-of-tree kinds).
 //
-// Thread-safety: LockServiceKind objects are immutable singletons. A LockServiceInstance belongs
+// Thread-safety: LockServiceKind objects are immutable and live as long as the program. A LockServiceInstance belongs
 // to the orchestrator's main thread (it forks children: child_process.h); an IssuerWatch delivers
 // events on a thread of its own.
 #pragma once
@@ -170,12 +172,20 @@ class LockServiceKind {
   }
 };
 
-/// The kind registered under `name`, or nullptr.
+/// The kind registered under `name` (built in or registered at run time), or nullptr. Thread-safe.
 [[nodiscard]] const LockServiceKind* find_lock_service_kind(std::string_view name);
-/// Every registered name, in table order ("etcd", "zookeeper", "redis", "none").
+/// Every registered name: the built-in table's order ("etcd", "zookeeper", "redis", "none"), then
+/// the kinds registered at run time in registration order. Thread-safe.
 [[nodiscard]] std::vector<std::string_view> lock_service_kind_names();
-/// stop_orphans of every registered kind for one run directory: the sentences in table order, and
-/// the sum of what was not stopped.
+/// Adds `kind` to the registry at run time, after the built-in table, so that the scenario loader
+/// and the harness find it by name like a built-in kind (the worker side's make_lock_client does
+/// not: a kind registered this way is for command workers). For tests and out-of-tree kinds; the
+/// built-in kinds are rows of workers/locks/kinds.h. `kind` must outlive every later use of the
+/// registry (a static). Throws std::invalid_argument when a kind of that name is already
+/// registered (nothing is then added). Thread-safe; there is no unregistration.
+void register_lock_service_kind(const LockServiceKind& kind);
+/// stop_orphans of every registered kind for one run directory: the sentences in registry order,
+/// and the sum of what was not stopped.
 [[nodiscard]] OrphanReport stop_orphaned_lock_services(const std::filesystem::path& run_dir, bool force);
 
 }  // namespace fencecheck::locks

@@ -18,20 +18,25 @@
 // maintain would hand the checkers false evidence (an empty log is "nothing was accepted").
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <tuple>
+#include <utility>
 
 #include <libpq-fe.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "../src/postgres_embedded.h"
-#include "../src/postgres_libpq.h"
+#include "postgres_embedded.h"
+#include "postgres_libpq.h"
 #include "fencecheck/resources/postgres.h"
 #include "fencecheck/resources/postgres_sql.h"
-#include "kinds.h"
+#include "../kinds.h"
 
 namespace fencecheck::resources::detail {
 namespace {
@@ -464,6 +469,48 @@ class PostgresKind final : public ResourceKind {
 
   std::unique_ptr<ResourceInstance> open(const nlohmann::json& config, const ResourceRunContext& ctx) const override {
     return std::make_unique<PostgresInstance>(config, ctx);
+  }
+
+  std::vector<std::pair<std::string, std::string>> worker_env(const nlohmann::json& endpoint) const override {
+    return {{"FENCECHECK_RESOURCE_DSN", endpoint.value("dsn", "")}};
+  }
+
+  std::unique_ptr<ResourceWriter> make_writer(const nlohmann::json& endpoint, std::chrono::milliseconds timeout) const override {
+    return fencecheck::detail::make_postgres_writer(endpoint, timeout);
+  }
+
+  // An embedded PostgreSQL a dead harness left running (the kind re-arms PDEATHSIG after dropping
+  // to the postgres user, so this is rare: a postmaster whose harness died between fork and exec,
+  // or one detached by hand). A postmaster whose harness is alive is that run's, not an orphan.
+  OrphanReport stop_orphans(const std::filesystem::path& run_dir, bool force) const override {
+    OrphanReport out;
+    const auto parent = postmaster_parent(run_dir);
+    if (parent && *parent > 1 && !force) {
+      out.said.push_back("its PostgreSQL belongs to a live harness (pid " + std::to_string(*parent) +
+                         "); left alone (--force stops it)");
+      return out;
+    }
+    if (!pg::stop_orphaned_postgres(run_dir)) {
+      out.said.push_back("its PostgreSQL" + (parent ? " (pid " + std::to_string(*parent) + ")" : std::string()) +
+                         " could not be stopped (see the log above); the next cleanup retries");
+      ++out.not_stopped;
+    } else if (parent) {
+      out.said.push_back("stopped its orphaned PostgreSQL (its parent was pid " + std::to_string(*parent) + ")");
+    }
+    return out;
+  }
+
+ private:
+  /// The parent pid of run_dir's running postmaster (1 or a subreaper once its harness died), or
+  /// nullopt when none runs.
+  static std::optional<int> postmaster_parent(const std::filesystem::path& run_dir) {
+    const auto pid = pg::running_postmaster(run_dir);
+    if (!pid) return std::nullopt;
+    std::ifstream status("/proc/" + std::to_string(*pid) + "/status");
+    std::string line;
+    while (std::getline(status, line))
+      if (line.rfind("PPid:", 0) == 0) return std::stoi(line.substr(5));
+    return std::nullopt;
   }
 };
 

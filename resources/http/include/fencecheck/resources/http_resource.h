@@ -22,7 +22,7 @@
 //   string "error" as the service's message.
 //
 // Two sides use this header: the worker (HttpResourceClient, built from the endpoint JSON the
-// harness hands it) and the harness's kind (resources/kinds/http_kind.cpp), which validates the
+// harness hands it) and the harness's kind (resources/http/http_kind.cpp), which validates the
 // scenario's fields with the same check_* functions, so both sides refuse the same things.
 #pragma once
 

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../kinds/kinds.h"
+#include "../kinds.h"
 #include "fencecheck/resources/postgres.h"
 #include "fencecheck/resources/postgres_sql.h"
 #include "postgres_libpq.h"

@@ -2,7 +2,7 @@
 // SQL, the DSN redaction every message uses, and the cleanup of an embedded server a killed
 // harness left behind.
 //
-// The kind itself is registered as "postgres" (resource_kind.h; resources/kinds/postgres_kind.cpp);
+// The kind itself is registered as "postgres" (resource_kind.h; resources/postgres/postgres_kind.cpp);
 // its writer is PostgresWriter (postgres_writer.h); named parameters are compiled by
 // postgres_sql.h.
 #pragma once

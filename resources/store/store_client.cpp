@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fencecheck/http/client.h"
-#include "../kinds/kinds.h"
+#include "../kinds.h"
 
 namespace fencecheck {
 namespace {

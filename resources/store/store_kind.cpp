@@ -15,7 +15,7 @@
 
 #include "fencecheck/harness/child_process.h"
 #include "fencecheck/resources/store_client.h"
-#include "kinds.h"
+#include "../kinds.h"
 
 namespace fencecheck::resources::detail {
 namespace {
@@ -139,6 +139,13 @@ class StoreKind final : public ResourceKind {
       throw ResourceUnavailable("fencecheck-store not found in " + ctx.bin_dir.string() +
                                 " (it is built beside fencecheck; FENCECHECK_BIN_DIR or --bin-dir point elsewhere)");
     return std::make_unique<StoreInstance>(config, ctx);
+  }
+  std::vector<std::string> programs(const nlohmann::json&) const override { return {"fencecheck-store"}; }
+  std::vector<std::pair<std::string, std::string>> worker_env(const nlohmann::json& endpoint) const override {
+    return {{"FENCECHECK_RESOURCE_URL", endpoint.value("url", "")}};
+  }
+  std::unique_ptr<ResourceWriter> make_writer(const nlohmann::json& endpoint, std::chrono::milliseconds timeout) const override {
+    return fencecheck::detail::make_store_writer(endpoint, timeout);
   }
 };
 

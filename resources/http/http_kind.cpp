@@ -45,7 +45,7 @@
 #include "fencecheck/harness/child_process.h"
 #include "fencecheck/http/client.h"
 #include "fencecheck/resources/http_resource.h"
-#include "kinds.h"
+#include "../kinds.h"
 
 namespace fencecheck::resources::detail {
 namespace {
@@ -545,6 +545,14 @@ class Kind final : public ResourceKind {
 
   std::string design(const nlohmann::json& config) const override {
     return "service's own rule, rejected = HTTP " + std::to_string(config_of(config).contract.rejected_status);
+  }
+
+  std::vector<std::pair<std::string, std::string>> worker_env(const nlohmann::json& endpoint) const override {
+    return {{"FENCECHECK_RESOURCE_URL", endpoint.value("url", "")}};
+  }
+
+  std::unique_ptr<ResourceWriter> make_writer(const nlohmann::json& endpoint, std::chrono::milliseconds timeout) const override {
+    return fencecheck::detail::make_http_writer(endpoint, timeout);
   }
 
   std::unique_ptr<ResourceInstance> open(const nlohmann::json& config, const ResourceRunContext& ctx) const override {
