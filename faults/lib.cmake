@@ -12,15 +12,11 @@ add_library(fencecheck_faults
   src/netns.cpp
   src/partition.cpp
   src/netem.cpp
-  src/sweep.cpp
-  # The fault axis (fault_kind.h): one file per kind, and their table.
-  kinds/registry.cpp
-  kinds/sigstop.cpp
-  kinds/cpu_throttle.cpp
-  kinds/freeze.cpp
-  kinds/partition.cpp
-  kinds/netem.cpp
-  kinds/lock_service_restart.cpp)
+  src/sweep.cpp)
+# The fault axis (fault_kind.h): one file per kind and their table, every .cpp in kinds/, so a new
+# kind's file needs no line here (its row goes in kinds/kinds.h).
+file(GLOB FC_FAULT_KIND_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/kinds/*.cpp)
+target_sources(fencecheck_faults PRIVATE ${FC_FAULT_KIND_SOURCES})
 # The field reader every axis shares (ResourceFields, a header-only interface) comes from
 # resources/include; units (durations, percentages) from fencecheck_proto.
 target_include_directories(fencecheck_faults PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include

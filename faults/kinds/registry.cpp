@@ -1,59 +1,34 @@
-// The fault kinds registered by name (fault_kind.h): the built-in table, then those registered at
-// run time. Adding a built-in kind is one file in this folder and one row here (and its line in
-// faults/lib.cmake).
-#include <array>
-#include <mutex>
+// The fault kinds registered by name (fault_kind.h): the constant table, one row per kind in
+// kinds.h's FC_FAULT_KINDS, then the kinds register_fault_kind added at run time (tests,
+// out-of-tree kinds); proto/kind_registry.h holds both, as for the other axes.
 #include <stdexcept>
 
 #include "fencecheck/faults/fault_kind.h"
+#include "fencecheck/proto/kind_registry.h"
 #include "kinds.h"
 
 namespace fencecheck::faults {
 namespace {
 
-using Row = const FaultKind& (*)();
-// The order is the one messages and docs list them in.
-constexpr std::array<Row, 7> kKinds{&detail::sigstop_kind,   &detail::cpu_throttle_kind,        &detail::freeze_kind,
-                                    &detail::partition_kind, &detail::netem_kind, &detail::lock_service_restart_kind,
-                                    &detail::self_stop_kind};
+using Registry = KindRegistry<FaultKind>;
+#define FC_FAULT_KIND_ROW(kind) &detail::kind##_kind,
+constexpr Registry::Row kKinds[] = {FC_FAULT_KINDS(FC_FAULT_KIND_ROW)};
+#undef FC_FAULT_KIND_ROW
 
-struct Added {
-  std::mutex mu;
-  std::vector<const FaultKind*> kinds;
-};
-Added& added() {
-  static Added a;
-  return a;
+Registry& registry() {
+  static Registry r(kKinds, "fault kind");
+  return r;
 }
 
 }  // namespace
 
-const FaultKind* find_fault_kind(std::string_view name) {
-  for (Row row : kKinds)
-    if (row().name() == name) return &row();
-  Added& a = added();
-  std::lock_guard lock(a.mu);
-  for (const FaultKind* k : a.kinds)
-    if (k->name() == name) return k;
-  return nullptr;
-}
+const FaultKind* find_fault_kind(std::string_view name) { return registry().find(name); }
 
-std::vector<std::string_view> fault_kind_names() {
-  std::vector<std::string_view> out;
-  for (Row row : kKinds) out.push_back(row().name());
-  Added& a = added();
-  std::lock_guard lock(a.mu);
-  for (const FaultKind* k : a.kinds) out.push_back(k->name());
-  return out;
-}
+std::vector<std::string_view> fault_kind_names() { return registry().names(); }
 
 void register_fault_kind(const FaultKind& kind) {
   if (kind.name().empty()) throw std::invalid_argument("register_fault_kind: a fault kind needs a name");
-  if (find_fault_kind(kind.name()) != nullptr)
-    throw std::invalid_argument("register_fault_kind: fault kind " + std::string(kind.name()) + " is registered already");
-  Added& a = added();
-  std::lock_guard lock(a.mu);
-  a.kinds.push_back(&kind);
+  registry().add(kind, [] {});
 }
 
 nlohmann::json FaultKind::parse(const FaultFields&) const { return nlohmann::json::object(); }
