@@ -16,8 +16,10 @@
 #include "fencecheck/faults/fault_kind.h"
 #include "fencecheck/faults/ledger.h"
 #include "fencecheck/harness/fault_plan.h"
+#include "fencecheck/harness/orchestrator.h"
 #include "fencecheck/harness/scenario.h"
 #include "fencecheck/harness/schedule.h"
+#include "../support/temp_dir.h"
 
 namespace fencecheck::harness {
 namespace {
@@ -77,10 +79,49 @@ class PokeKind final : public faults::FaultKind {
 
 const PokeKind kPoke;
 
+/// A fault whose inject acts, then fails, and whose undo never takes effect: what a cgroup that
+/// cannot be removed or a filter that cannot be deleted looks like to the orchestrator.
+class StuckFault final : public faults::Fault {
+ public:
+  explicit StuckFault(std::string target) : target_(std::move(target)) {}
+  std::string_view kind() const override { return "test-stuck"; }
+  std::string target() const override { return target_; }
+  void inject() override {
+    poke_log().push_back("stuck " + target_);
+    active_ = true;
+    throw faults::FaultError(undo_failed_inject("test-stuck on " + target_ + ": the second step failed"));
+  }
+  bool heal() noexcept override {
+    poke_log().push_back("unstick tried");
+    return not_healed("test-stuck: the device is busy");
+  }
+  bool active() const override { return active_; }
+  nlohmann::json ledger_record() const override { return {{"target", target_}}; }
+
+ private:
+  std::string target_;
+  bool active_ = false;
+};
+
+class StuckKind final : public faults::FaultKind {
+ public:
+  std::string_view name() const override { return "test-stuck"; }
+  std::unique_ptr<faults::Fault> make(const nlohmann::json&, const faults::FaultContext& ctx) const override {
+    (void)ctx.need_process(name());
+    return std::make_unique<StuckFault>(ctx.target);
+  }
+  std::string heal_record(const nlohmann::json& entry) const override {
+    return "unstuck " + entry.at("target").get<std::string>();
+  }
+};
+
+const StuckKind kStuck;
+
 class TestOnlyFaultKind : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (faults::find_fault_kind("test-poke") == nullptr) faults::register_fault_kind(kPoke);
+    if (faults::find_fault_kind("test-stuck") == nullptr) faults::register_fault_kind(kStuck);
   }
   void SetUp() override { poke_log().clear(); }
 };
@@ -102,7 +143,7 @@ TEST_F(TestOnlyFaultKind, TheRegistryHasItOnceAfterTheBuiltInKinds) {
   EXPECT_EQ(faults::find_fault_kind("test-poke"), &kPoke);
   EXPECT_EQ(faults::fault_kind_names(),
             (std::vector<std::string_view>{"sigstop", "cpu-throttle", "freeze", "partition", "netem",
-                                           "lock-service-restart", "self-stop", "test-poke"}));
+                                           "lock-service-restart", "self-stop", "test-poke", "test-stuck"}));
   EXPECT_THROW(faults::register_fault_kind(kPoke), std::invalid_argument);
   EXPECT_TRUE(targets_worker("test-poke"));
   EXPECT_FALSE(stops_process("test-poke"));
@@ -136,7 +177,7 @@ TEST_F(TestOnlyFaultKind, ItsErrorsCarryTheFileLineAndColumn) {
   // The whole list of known kinds, the test kind last.
   EXPECT_EQ(load_error(kHead + "faults: [{kind: test-pokes, target: w1, trigger: {at: 1s}, duration: 2s}]\n"),
             "p.yaml:7:17: faults[0].kind: unknown fault kind \"test-pokes\"; expected one of: sigstop, cpu-throttle, "
-            "freeze, partition, netem, lock-service-restart, self-stop, test-poke");
+            "freeze, partition, netem, lock-service-restart, self-stop, test-poke, test-stuck");
 }
 
 TEST_F(TestOnlyFaultKind, PreflightAsksItWhatTheMachineLacks) {
@@ -195,6 +236,48 @@ TEST_F(TestOnlyFaultKind, CleanupHealsItsLedgerRecordsWithItsHealer) {
   EXPECT_EQ(poke_log(), (std::vector<std::string>{"healed record of w1"}));
   EXPECT_TRUE(faults::FaultLedger::outstanding(path).empty());
   std::filesystem::remove_all(dir);
+}
+
+// The orchestrator's failed-inject path, through a real run: the inject acted and failed, its undo
+// did not take effect, so the ledger keeps the fault outstanding (no heal entry), the run tries
+// once more at its end, names it, fails with the environment's exit code, and `cleanup`'s sweep
+// heals it later with the kind's healer.
+TEST_F(TestOnlyFaultKind, AFailedInjectWhoseUndoFailsStaysOutstandingAndTheRunSaysSo) {
+  testing::TempDir root("stuck-runs");
+  const Scenario sc = parse_scenario(
+      "name: stuck\nlease_ttl: 2s\nlock_service: {kind: none}\nresource: {kind: store}\njob: {key: k}\n"
+      "workers:\n  - {id: w1, command: [/bin/sleep, '2']}\n"
+      "faults: [{kind: test-stuck, target: w1, trigger: {at: 200ms}, duration: 1s}]\n"
+      "expect: {outcome: safe}\n",
+      "stuck.yaml");
+  RunOptions opt;
+  opt.run_root = root.path();
+  const ScenarioResult result = run_scenario(sc, opt);
+  EXPECT_FALSE(result.met);
+  EXPECT_EQ(result.exit_code, 3);
+  bool named = false;
+  for (const auto& r : result.reasons)
+    named = named || r.find("fault not healed, still in effect when the run ended: test-stuck on w1: test-stuck: the "
+                            "device is busy") != std::string::npos;
+  EXPECT_TRUE(named) << ::testing::PrintToString(result.reasons);
+  // Acted once, its undo tried by the failed inject, by the ledger's heal, and once more at the end.
+  ASSERT_FALSE(poke_log().empty());
+  EXPECT_EQ(poke_log().front(), "stuck w1");
+  EXPECT_GE(std::count(poke_log().begin(), poke_log().end(), "unstick tried"), 2);
+  // The history says it was not undone.
+  std::ifstream history(result.run_dir / "history.jsonl");
+  std::string line;
+  bool said = false;
+  while (std::getline(history, line)) said = said || line.find("not undone after its inject failed") != std::string::npos;
+  EXPECT_TRUE(said);
+  // Outstanding in the ledger: an inject entry and no heal.
+  const auto ledger = result.run_dir / "faults.ledger";
+  const auto outstanding = faults::FaultLedger::outstanding(ledger);
+  ASSERT_EQ(outstanding.size(), 1u);
+  EXPECT_EQ(outstanding[0].value("kind", ""), "test-stuck");
+  // cleanup's sweep (its harness, this process, is alive: force) heals it with the kind's healer.
+  EXPECT_EQ(faults::heal_outstanding(ledger, /*force=*/true), (std::vector<std::string>{"unstuck w1"}));
+  EXPECT_TRUE(faults::FaultLedger::outstanding(ledger).empty());
 }
 
 }  // namespace
