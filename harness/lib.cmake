@@ -1,28 +1,38 @@
-# fencecheck_harness: orchestrator, services, run directory, metrics; and the CLI.
+# fencecheck_harness: the run, the reports, the metrics and the probe (rooms below); and the CLI.
 # fencecheck_process: ChildProcess alone, for every part that starts a program (the resource kinds'
 # embedded instances, the orchestrator's workers and services).
 add_library(fencecheck_process src/child_process.cpp src/server_support.cpp)
 target_include_directories(fencecheck_process PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
 target_link_libraries(fencecheck_process PUBLIC fencecheck_proto Boost::filesystem Threads::Threads PRIVATE spdlog::spdlog)
 
+# The harness's rooms, each with its sources (src/) and public headers (include/; the include
+# strings stay "fencecheck/harness/<name>.h"):
+#   run/      the run: orchestrator, services, fault plan, preflight, run directory, the night's
+#             suite, the network lab's scope, the history tally
+#   report/   the reports: report.html, the text summary, JUnit, progress lines, retention
+#   metrics/  the metrics: the live /metrics registry and the file metrics
+#   probe/    `fencecheck probe`: a user's service checked for fencing in isolation
+set(FC_HARNESS_ROOMS run report metrics probe)
 add_library(fencecheck_harness
-  src/services.cpp
-  src/fault_plan.cpp
-  src/run_dir.cpp
-  src/netns_scope.cpp
-  src/metrics.cpp
-  src/live_metrics.cpp
-  src/orchestrator.cpp
-  src/junit.cpp
-  src/history_tally.cpp
-  src/report.cpp
-  src/report_html.cpp
-  src/report_retention.cpp
-  src/progress.cpp
-  src/probe.cpp
-  src/preflight.cpp
-  src/night.cpp)
-target_include_directories(fencecheck_harness PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
+  run/src/orchestrator.cpp
+  run/src/services.cpp
+  run/src/fault_plan.cpp
+  run/src/preflight.cpp
+  run/src/run_dir.cpp
+  run/src/night.cpp
+  run/src/netns_scope.cpp
+  run/src/history_tally.cpp
+  report/src/report.cpp
+  report/src/report_html.cpp
+  report/src/report_retention.cpp
+  report/src/junit.cpp
+  report/src/progress.cpp
+  metrics/src/metrics.cpp
+  metrics/src/live_metrics.cpp
+  probe/src/probe.cpp)
+foreach(room ${FC_HARNESS_ROOMS})
+  target_include_directories(fencecheck_harness PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/${room}/include)
+endforeach()
 target_link_libraries(fencecheck_harness PUBLIC
   fencecheck_process fencecheck_scenario fencecheck_check fencecheck_faults fencecheck_workers fencecheck_lock_kinds fencecheck_resources
   fencecheck_resource_kinds fencecheck_proto

@@ -1,5 +1,5 @@
 // Fuzz target: a run directory's history.jsonl and readback.json as `fencecheck report` reads them
-// back (load_history_jsonl, readback_from_json: harness/src/report.cpp's load_run_directory) and
+// back (load_history_jsonl, readback_from_json: harness/report/src/report.cpp's load_run_directory) and
 // judges them again (analyze with the scenario's context, evaluate, verdict_to_json: its
 // judge_stored_run and the verdict.json it rewrites).
 //

@@ -1,4 +1,4 @@
-// Unit tests for the metrics (harness/src/metrics.cpp, live_metrics.cpp): build_registry's exact
+// Unit tests for the metrics (harness/metrics/src/metrics.cpp, live_metrics.cpp): build_registry's exact
 // samples and bucket boundaries, the text format, the live registry driven by events, the
 // loopback-only address parsing, the push (to an in-process HTTP server on 127.0.0.1:0) and the
 // CLI's refusals. Every socket is on 127.0.0.1.
