@@ -15,12 +15,17 @@ class LockServiceRestartFault final : public Fault {
   ~LockServiceRestartFault() override { (void)heal(); }  // a last try; the ledger keeps it outstanding
   std::string_view kind() const override { return "lock-service-restart"; }
   std::string target() const override { return fresh_ ? "lock-service (fresh data)" : "lock-service"; }
+  /// Stops the lock service. A stop that fails may have stopped part of it (a process killed, its
+  /// data directory left): the undo starts it again on the SAME data (whatever is still running
+  /// stays; start is a no-op then), and the FaultError says whether that took effect.
   void inject() override {
     if (active_) return;
     try {
       control_.stop_lock_service(fresh_);
     } catch (const std::exception& err) {
-      throw FaultError(std::string("lock-service-restart: ") + err.what());
+      active_ = true;
+      undoing_ = true;
+      throw FaultError(undo_failed_inject(std::string("lock-service-restart: the lock service did not stop: ") + err.what()));
     }
     active_ = true;
   }
@@ -29,11 +34,12 @@ class LockServiceRestartFault final : public Fault {
   bool heal() noexcept override {
     if (!active_) return healed();
     try {
-      control_.start_lock_service(fresh_);
+      control_.start_lock_service(fresh_ && !undoing_);
     } catch (const std::exception& err) {
       return not_healed(std::string("lock-service-restart: the lock service did not come back: ") + err.what());
     }
     active_ = false;
+    undoing_ = false;
     return healed();
   }
   bool active() const override { return active_; }
@@ -43,6 +49,7 @@ class LockServiceRestartFault final : public Fault {
   LockServiceControl& control_;
   bool fresh_;
   bool active_ = false;
+  bool undoing_ = false;  ///< the heal undoes a failed stop: start on the same data
 };
 
 class LockServiceRestart final : public FaultKind {
