@@ -151,7 +151,7 @@ const char* outcome_name(fencecheck::WriteOutcome o) {
 
 /// `resource: {kind: postgres}` with no field of its own: what the scenario loader hands the kind's
 /// parse() for that mapping. parse() only asks has() of each field; anything else is a bug here.
-class NoFields final : public fencecheck::resources::ResourceFields {
+class NoFields final : public fencecheck::KindFields {
  public:
   std::string file() const override { return "bench_postgres"; }
   bool has(std::string_view) const override { return false; }

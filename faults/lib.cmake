@@ -17,8 +17,7 @@ add_library(fencecheck_faults
 # kind's file needs no line here (its row goes in kinds/kinds.h).
 file(GLOB FC_FAULT_KIND_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/kinds/*.cpp)
 target_sources(fencecheck_faults PRIVATE ${FC_FAULT_KIND_SOURCES})
-# The field reader every axis shares (ResourceFields, a header-only interface) comes from
-# resources/include; units (durations, percentages) from fencecheck_proto.
-target_include_directories(fencecheck_faults PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
-                                                    ${CMAKE_SOURCE_DIR}/resources/include)
-target_link_libraries(fencecheck_faults PUBLIC nlohmann_json::nlohmann_json fencecheck_proto)
+# The field reader every axis shares (KindFields, fencecheck/proto/kind_fields.h) and units
+# (durations, percentages) come from fencecheck_proto; write_all from fencecheck_process.
+target_include_directories(fencecheck_faults PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
+target_link_libraries(fencecheck_faults PUBLIC nlohmann_json::nlohmann_json fencecheck_proto PRIVATE fencecheck_process)

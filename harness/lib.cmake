@@ -1,9 +1,5 @@
 # fencecheck_harness: the run, the reports, the metrics and the probe (rooms below); and the CLI.
-# fencecheck_process: ChildProcess alone, for every part that starts a program (the resource kinds'
-# embedded instances, the orchestrator's workers and services).
-add_library(fencecheck_process src/child_process.cpp src/server_support.cpp)
-target_include_directories(fencecheck_process PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
-target_link_libraries(fencecheck_process PUBLIC fencecheck_proto Boost::filesystem Threads::Threads PRIVATE spdlog::spdlog)
+# (ChildProcess and the embedded servers' helpers are fencecheck_process, workers/process/.)
 
 # The harness's rooms, each with its sources (src/) and public headers (include/; the include
 # strings stay "fencecheck/harness/<name>.h"):

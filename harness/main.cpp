@@ -33,7 +33,7 @@
 
 #include "fencecheck/faults/ledger.h"
 #include "fencecheck/faults/sweep.h"
-#include "fencecheck/harness/child_process.h"
+#include "fencecheck/process/child_process.h"
 #include "fencecheck/harness/fault_plan.h"
 #include "fencecheck/faults/sigstop.h"
 #include "fencecheck/harness/live_metrics.h"
@@ -468,7 +468,7 @@ int cmd_run(RunArgs& a) {
   // a run root that can be created and written, a --junit file whose directory exists.
   {
     const bool explicit_bin = !a.bin_dir.empty();
-    const auto bin_problem = check_bin_dir(explicit_bin ? fs::path(a.bin_dir) : self_bin_dir(), explicit_bin,
+    const auto bin_problem = check_bin_dir(explicit_bin ? fs::path(a.bin_dir) : fencecheck::process::self_bin_dir(), explicit_bin,
                                            needed_programs(scenarios));
     std::optional<std::string> problem = bin_problem;
     if (!problem) problem = check_run_root(a.run_root);

@@ -37,7 +37,7 @@ target_link_libraries(fencecheck_resource_writers
 
 add_library(fencecheck_resource_kinds ${FC_RESOURCE_KIND_SOURCES})
 target_include_directories(fencecheck_resource_kinds PUBLIC ${FC_RESOURCE_INCLUDE_DIRS})
-# fencecheck_process (harness/: ChildProcess) is defined later; CMake resolves it at generate time.
+# fencecheck_process (workers/process/: ChildProcess, free_tcp_port, tail_text) is below both axes.
 target_link_libraries(fencecheck_resource_kinds
   PUBLIC fencecheck_resource_writers fencecheck_proto nlohmann_json::nlohmann_json
   PRIVATE fencecheck_process fencecheck_http PostgreSQL::PostgreSQL spdlog::spdlog Boost::filesystem)

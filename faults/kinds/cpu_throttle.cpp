@@ -29,7 +29,7 @@ class CpuThrottle final : public FaultKind {
  public:
   std::string_view name() const override { return "cpu-throttle"; }
   std::vector<std::string_view> fields() const override { return {"quota", "period"}; }
-  nlohmann::json parse(const FaultFields& f) const override {
+  nlohmann::json parse(const KindFields& f) const override {
     const double quota = f.has("quota") ? f.percentage("quota", 0.1, 100.0, "2%") : kDefaultQuota;
     std::chrono::nanoseconds period = kDefaultPeriod;
     if (f.has("period")) {

@@ -57,7 +57,7 @@ class LockServiceRestart final : public FaultKind {
   std::string_view name() const override { return "lock-service-restart"; }
   FaultTarget target() const override { return FaultTarget::kLockService; }
   std::vector<std::string_view> fields() const override { return {"fresh_data"}; }
-  nlohmann::json parse(const FaultFields& f) const override {
+  nlohmann::json parse(const KindFields& f) const override {
     return {{"fresh_data", f.has("fresh_data") && f.boolean("fresh_data")}};
   }
   std::unique_ptr<Fault> make(const nlohmann::json& params, const FaultContext& ctx) const override {

@@ -42,7 +42,7 @@ class Netem final : public FaultKind {
  public:
   std::string_view name() const override { return "netem"; }
   std::vector<std::string_view> fields() const override { return {"delay", "jitter", "loss"}; }
-  nlohmann::json parse(const FaultFields& f) const override {
+  nlohmann::json parse(const KindFields& f) const override {
     auto micros = [&](const char* field) {
       if (!f.has(field)) return std::chrono::nanoseconds(0);
       const auto d = f.duration_or_zero(field);

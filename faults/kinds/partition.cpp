@@ -16,7 +16,7 @@ class Partition final : public FaultKind {
  public:
   std::string_view name() const override { return "partition"; }
   std::vector<std::string_view> fields() const override { return {"from", "direction"}; }
-  nlohmann::json parse(const FaultFields& f) const override {
+  nlohmann::json parse(const KindFields& f) const override {
     const auto from = kFroms[f.choice("from", kFroms, "partition source")];
     const auto direction = f.has("direction") ? kDirections[f.choice("direction", kDirections, "partition direction")]
                                               : kDirections[0];

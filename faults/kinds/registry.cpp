@@ -31,7 +31,7 @@ void register_fault_kind(const FaultKind& kind) {
   registry().add(kind, [] {});
 }
 
-nlohmann::json FaultKind::parse(const FaultFields&) const { return nlohmann::json::object(); }
+nlohmann::json FaultKind::parse(const KindFields&) const { return nlohmann::json::object(); }
 
 std::vector<std::string> FaultKind::missing_prerequisites(const nlohmann::json&, const std::string&) const { return {}; }
 

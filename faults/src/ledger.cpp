@@ -12,6 +12,7 @@
 
 #include "fencecheck/faults/fault_kind.h"
 #include "fencecheck/faults/process.h"
+#include "fencecheck/process/write_all.h"
 #include "healers.h"
 
 namespace fencecheck::faults {
@@ -27,25 +28,14 @@ std::function<std::string(const nlohmann::json&)> healer_of(const std::string& k
   return nullptr;
 }
 
-// One write(2) per entry, no fsync. The ledger exists for one crash: the harness's (kill -9, an
+// How entries are written (record_inject, record_heal: process::write_all): one write(2) per entry,
+// no fsync. The ledger exists for one crash: the harness's (kill -9, an
 // abort), after which `fencecheck cleanup` heals what it left. Once write() returns, the line is
 // in the kernel's page cache and outlives the harness. What the ledger records (stopped processes,
 // cgroups, network namespaces, tc filters and qdiscs) is kernel state that dies with the machine,
 // so a power loss leaves nothing to heal and there is nothing an fsync would protect. The fsync
 // cost 0.4-4 ms (up to 10+ under neighbours' I/O) between the decision and every fault's effect
 // (docs/performance.md, fault timing).
-bool write_all(int fd, const std::string& line) {
-  std::size_t done = 0;
-  while (done < line.size()) {
-    ssize_t n = ::write(fd, line.data() + done, line.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
 
 std::vector<nlohmann::json> read_entries(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -85,7 +75,7 @@ std::int64_t FaultLedger::record_inject(const Fault& fault) {
   e["run_id"] = run_id_;
   e["harness_pid"] = ::getpid();
   if (auto self = ProcessRef::of(::getpid())) e["harness_start_ticks"] = self->start_ticks;
-  if (!write_all(fd_, e.dump() + "\n"))
+  if (!fencecheck::process::write_all(fd_, e.dump() + "\n"))
     throw std::runtime_error("cannot write fault ledger " + path_.string() + ": " + std::strerror(errno) +
                              "; not injecting " + std::string(fault.kind()));
   return id;
@@ -95,7 +85,7 @@ void FaultLedger::record_heal(std::int64_t id) noexcept {
   std::lock_guard lock(mu_);
   try {
     nlohmann::json e{{"op", "heal"}, {"id", id}};
-    if (!write_all(fd_, e.dump() + "\n"))
+    if (!fencecheck::process::write_all(fd_, e.dump() + "\n"))
       std::cerr << "fencecheck: cannot record heal " << id << " in " << path_ << ": " << std::strerror(errno) << "\n";
   } catch (const std::exception& err) {  // std::bad_alloc building the line: the entry stays outstanding
     std::cerr << "fencecheck: cannot record heal " << id << " in " << path_ << ": " << err.what()

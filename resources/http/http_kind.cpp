@@ -42,7 +42,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fencecheck/harness/child_process.h"
+#include "fencecheck/process/child_process.h"
+#include "fencecheck/process/server_support.h"
 #include "fencecheck/http/client.h"
 #include "fencecheck/resources/http_resource.h"
 #include "../kinds.h"
@@ -235,10 +236,10 @@ ReadBackResult fetch_readback(const HttpContract& c, const std::string& path) {
 /// stdout copied to a log on the reader thread, stopped by stop().
 class StartedService {
  public:
-  StartedService(harness::ChildSpec spec, const std::filesystem::path& stdout_log, const ResourceRunContext& ctx)
+  StartedService(process::ChildSpec spec, const std::filesystem::path& stdout_log, const ResourceRunContext& ctx)
       : out_(stdout_log, std::ios::trunc), stderr_log_(spec.stderr_log) {
     argv0_ = spec.exe.string();
-    proc_ = std::make_unique<harness::ChildProcess>(std::move(spec), [this](std::string_view line, std::int64_t, bool eof) {
+    proc_ = std::make_unique<process::ChildProcess>(std::move(spec), [this](std::string_view line, std::int64_t, bool eof) {
       if (!eof) out_ << line << '\n' << std::flush;
     });
     if (ctx.hold_process_group) release_ = ctx.hold_process_group(proc_->pid(), "http service");
@@ -272,23 +273,17 @@ class StartedService {
   std::ofstream out_;
   std::filesystem::path stderr_log_;
   std::string argv0_;
-  std::unique_ptr<harness::ChildProcess> proc_;
+  std::unique_ptr<process::ChildProcess> proc_;
   std::function<void()> release_;
 };
 
-/// The last lines of a log (at most 10, 2 KiB), for why a started service did not answer.
+/// The last lines of a log (at most 10, 2 KiB: process::tail_text), on one line ('|' between
+/// them: the results table's reasons are lines), for why a started service did not answer.
 std::string log_tail(const std::filesystem::path& log) {
-  std::ifstream in(log, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (text.size() > 2048) text = text.substr(text.size() - 2048);
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  std::size_t at = text.size();
-  for (int lines = 0; lines < 10 && at != std::string::npos && at > 0; ++lines) at = text.rfind('\n', at - 1);
-  if (at != std::string::npos && at < text.size()) text = text.substr(at + 1);
-  std::replace(text.begin(), text.end(), '\n', '|');  // one line: the results table's reasons are lines
+  std::string text = process::tail_text(process::read_text(log), 10, 2048);
+  std::replace(text.begin(), text.end(), '\n', '|');
   return text;
 }
-
 class Instance final : public ResourceInstance {
  public:
   explicit Instance(Config config, std::unique_ptr<StartedService> started = nullptr)
@@ -385,23 +380,6 @@ class Instance final : public ResourceInstance {
   std::unique_ptr<StartedService> started_;
 };
 
-/// A free TCP port on `host` (bound to port 0, then released: the kernel's choice, ip(7)), or 0.
-int free_port(const std::string& host) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = 0;
-  if (::inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1) a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int port = 0;
-  socklen_t len = sizeof a;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
-
 class Kind final : public ResourceKind {
  public:
   std::string_view name() const override { return "http"; }
@@ -412,7 +390,7 @@ class Kind final : public ResourceKind {
             "start_timeout"};
   }
 
-  nlohmann::json parse(const ResourceFields& f) const override {
+  nlohmann::json parse(const KindFields& f) const override {
     const bool start = f.has("start");
     if (!f.has("url") && !start)
       f.fail("", "kind http needs url, the service's address (http://host:port), or start, the program that runs "
@@ -607,8 +585,13 @@ class Kind final : public ResourceKind {
     int port = ctx.port;
     if (url_template.find("{port}") == std::string::npos) {
       port = parse_http_url(url_for_checks(url_template)).port;
-    } else if (port == 0 && (port = free_port(ctx.host)) == 0) {
-      throw ResourceUnavailable("no free TCP port on " + ctx.host + " for the http service resource.start runs");
+    } else if (port == 0) {
+      try {
+        port = process::free_tcp_port(ctx.host);
+      } catch (const std::runtime_error& e) {
+        throw ResourceUnavailable("no free TCP port on " + ctx.host + " for the http service resource.start runs: " +
+                                  e.what());
+      }
     }
     const std::vector<std::pair<std::string, std::string>> values = {{"{host}", ctx.host},
                                                                      {"{port}", std::to_string(port)},
@@ -622,11 +605,11 @@ class Kind final : public ResourceKind {
     std::error_code ec;
     if (!std::filesystem::is_directory(cwd, ec))
       throw ResourceConfigError("start_cwd", "the http service's working directory " + cwd.string() + " is not a directory");
-    const auto program = harness::find_program(argv.front(), cwd);
+    const auto program = process::find_program(argv.front(), cwd);
     if (!program)
       throw ResourceConfigError("start", "the http service's program " + argv.front() + " " +
-                                             harness::program_not_found(argv.front(), cwd));
-    harness::ChildSpec spec;
+                                             process::program_not_found(argv.front(), cwd));
+    process::ChildSpec spec;
     spec.name = "http service";
     spec.exe = *program;
     spec.args.assign(argv.begin() + 1, argv.end());

@@ -25,8 +25,8 @@
 #include <libpq-fe.h>
 #include <spdlog/spdlog.h>
 
-#include "fencecheck/harness/child_process.h"
-#include "fencecheck/harness/server_support.h"
+#include "fencecheck/process/child_process.h"
+#include "fencecheck/process/server_support.h"
 #include "fencecheck/resources/postgres.h"
 #include "fencecheck/resources/resource_kind.h"
 #include "postgres_libpq.h"
@@ -120,12 +120,12 @@ void make_dir(const fs::path& dir, uid_t uid, gid_t gid, bool chown_it) {
 }
 
 /// Runs a program to its end; its stdout lines are appended to its stderr log afterwards.
-int run_to_end(harness::ChildSpec spec, std::chrono::milliseconds bound, std::string& output) {
+int run_to_end(process::ChildSpec spec, std::chrono::milliseconds bound, std::string& output) {
   std::mutex mu;
   std::string out;
   int code = -1;
   {
-    harness::ChildProcess proc(spec, [&](std::string_view line, std::int64_t, bool eof) {
+    process::ChildProcess proc(spec, [&](std::string_view line, std::int64_t, bool eof) {
       if (eof) return;
       std::lock_guard lock(mu);
       out.append(line);
@@ -141,7 +141,7 @@ int run_to_end(harness::ChildSpec spec, std::chrono::milliseconds bound, std::st
 
 }  // namespace
 
-EmbeddedPostgres::EmbeddedPostgres(EmbeddedOptions options) : options_(std::move(options)) {
+EmbeddedPostgres::EmbeddedPostgres(process::EmbeddedOptions options) : options_(std::move(options)) {
   try {
     create();
   } catch (...) {
@@ -168,7 +168,7 @@ void EmbeddedPostgres::create() {
     gid_ = pw->pw_gid;
     switch_user_ = true;
     groups = groups_of(pw->pw_name, gid_);
-    if (!harness::find_on_path("setpriv"))
+    if (!process::find_on_path("setpriv"))
       throw ResourceUnavailable("the embedded PostgreSQL needs setpriv (util-linux) to run as user postgres");
   } else {
     uid_ = ::geteuid();
@@ -203,7 +203,7 @@ void EmbeddedPostgres::create() {
   make_dir(data_dir_, uid_, gid_, switch_user_);
   make_dir(socket_dir_, uid_, gid_, switch_user_);
 
-  harness::ChildSpec init;
+  process::ChildSpec init;
   init.name = "postgres-initdb";
   init.exe = bindir_ / "initdb";
   init.prefix = as_user();
@@ -214,7 +214,7 @@ void EmbeddedPostgres::create() {
   const int code = run_to_end(init, 120s, output);
   if (code != 0)
     throw ResourceUnavailable("initdb for the embedded PostgreSQL failed (exit " + std::to_string(code) + "); " +
-                              init.stderr_log.string() + ":\n" + harness::tail_text(harness::read_text(init.stderr_log)));
+                              init.stderr_log.string() + ":\n" + process::tail_text(process::read_text(init.stderr_log)));
   if (!own_dir_.empty())
     std::ofstream(init.stderr_log, std::ios::app)
         << "fencecheck: the run directory is not traversable by uid " << uid_ << "; the cluster is in "
@@ -274,16 +274,16 @@ void EmbeddedPostgres::start() {
   const int attempts = options_.port > 0 || port_ > 0 ? 1 : 5;
   std::string last;
   for (int attempt = 1; attempt <= attempts; ++attempt) {
-    const int port = options_.port > 0 ? options_.port : port_ > 0 ? port_ : harness::free_tcp_port(options_.host);
+    const int port = options_.port > 0 ? options_.port : port_ > 0 ? port_ : process::free_tcp_port(options_.host);
     ++starts_;
-    harness::ChildSpec spec;
+    process::ChildSpec spec;
     spec.name = "postgres";
     spec.exe = bindir_ / "postgres";
     spec.prefix = as_user();
     spec.stderr_log = log(starts_ == 1 ? "postgres" : "postgres-" + std::to_string(starts_));
     spec.args = {"-D", data_dir_.string(), "-p", std::to_string(port), "-k", socket_dir_.string(),
                  "-c", "listen_addresses=" + options_.host, "-c", "max_connections=300"};
-    proc_ = std::make_unique<harness::ChildProcess>(spec, [](std::string_view, std::int64_t, bool) {});
+    proc_ = std::make_unique<process::ChildProcess>(spec, [](std::string_view, std::int64_t, bool) {});
     const std::string port_s = std::to_string(port);
     const char* keywords[] = {"host", "port", "dbname", "user", "connect_timeout", "sslmode", "gssencmode", nullptr};
     const char* values[] = {options_.host.c_str(), port_s.c_str(), "postgres", kSuperuser, "2", "disable", "disable",
@@ -299,11 +299,11 @@ void EmbeddedPostgres::start() {
     const bool exited = !proc_->running();
     if (!exited) stop();
     proc_.reset();
-    const std::string text = harness::read_text(spec.stderr_log);
-    last = harness::start_failure(
+    const std::string text = process::read_text(spec.stderr_log);
+    last = process::start_failure(
         "the embedded PostgreSQL (" + spec.exe.string() + " on " + options_.host + ":" + port_s + ")", exited,
         {"accepted connections", "accept connections"}, options_.start_timeout, spec.stderr_log, text);
-    if (!exited || !harness::port_was_taken(text)) break;
+    if (!exited || !process::port_was_taken(text)) break;
     spdlog::warn("embedded PostgreSQL: port {} was taken; retrying with another (attempt {})", port, attempt);
   }
   throw ResourceUnavailable(last);
@@ -411,11 +411,11 @@ bool stop_cluster(const fs::path& data_dir) {
   spdlog::info("postgres cleanup: stopping the orphaned embedded PostgreSQL pid {} (data {})", pid, data_dir.string());
   ::kill(p, SIGCONT);
   ::kill(p, SIGINT);
-  if (harness::wait_process_gone(p, 10s)) return true;
+  if (process::wait_process_gone(p, 10s)) return true;
   ::kill(p, SIGQUIT);
-  if (harness::wait_process_gone(p, 2s)) return true;
+  if (process::wait_process_gone(p, 2s)) return true;
   ::kill(p, SIGKILL);
-  if (harness::wait_process_gone(p, 2s)) return true;
+  if (process::wait_process_gone(p, 2s)) return true;
   spdlog::error("postgres cleanup: pid {} survived SIGKILL for 2 s; not stopped", pid);
   return false;
 }

@@ -31,7 +31,9 @@
 #include <string>
 #include <vector>
 
-namespace fencecheck::harness {
+#include "fencecheck/process/server_support.h"  // EmbeddedOptions
+
+namespace fencecheck::process {
 class ChildProcess;
 }
 
@@ -40,24 +42,15 @@ namespace fencecheck::postgres::detail {
 /// The file in the run directory naming a cluster directory outside it (one line: its path).
 inline constexpr const char* kLocationFile = "postgres-data.location";
 
-struct EmbeddedOptions {
-  std::filesystem::path run_dir;
-  /// The log file of a named process; run_dir/logs/<name>.log when empty.
-  std::function<std::filesystem::path(const std::string&)> log_path;
-  std::string run_id;
-  std::string host = "127.0.0.1";
-  int port = 0;  ///< 0: a free port of `host`, kept across restarts
-  std::chrono::milliseconds start_timeout{60000};
-  std::chrono::milliseconds stop_grace{10000};  ///< fast shutdown's bound before SIGQUIT, then SIGKILL
-};
-
 class EmbeddedPostgres {
  public:
   /// Finds the binaries and the user, creates the cluster (initdb), starts the server, waits until
   /// it accepts connections (PQping) and creates database `fencecheck`. Throws
   /// resources::ResourceUnavailable (no binaries, no unprivileged user, the server does not start:
   /// with the tail of its log) or std::runtime_error.
-  explicit EmbeddedPostgres(EmbeddedOptions options);
+  /// `options` (process::EmbeddedOptions): port 0 is a free port of host, kept across restarts;
+  /// stop_grace is fast shutdown's bound before SIGQUIT, then SIGKILL.
+  explicit EmbeddedPostgres(process::EmbeddedOptions options);
   /// stop(), then remove_own_dir().
   ~EmbeddedPostgres();
   EmbeddedPostgres(const EmbeddedPostgres&) = delete;
@@ -88,7 +81,7 @@ class EmbeddedPostgres {
   std::filesystem::path log(const std::string& name) const;
   std::vector<std::string> as_user() const;
 
-  EmbeddedOptions options_;
+  process::EmbeddedOptions options_;
   std::filesystem::path bindir_;
   uid_t uid_ = 0;
   gid_t gid_ = 0;
@@ -98,7 +91,7 @@ class EmbeddedPostgres {
   std::filesystem::path socket_dir_;
   int port_ = 0;
   int starts_ = 0;
-  std::unique_ptr<harness::ChildProcess> proc_;
+  std::unique_ptr<process::ChildProcess> proc_;
   std::chrono::milliseconds init_time_{0};
   std::chrono::milliseconds start_time_{0};
 };

@@ -179,12 +179,13 @@ class PostgresInstance final : public ResourceInstance {
       worker_dsn_ = shown_;
       ping_external();
     } else {
-      pq::EmbeddedOptions o;
+      process::EmbeddedOptions o;
       o.run_dir = ctx.run_dir;
       o.log_path = ctx.log_path;
       o.run_id = ctx.run_id;
       o.host = ctx.host;
       o.port = ctx.port;
+      o.stop_grace = 10s;  // fast shutdown's bound before SIGQUIT
       server_ = std::make_unique<pq::EmbeddedPostgres>(std::move(o));
       dsn_ = server_->dsn("fencecheck");
       shown_ = pg::redact_dsn(dsn_);
@@ -400,7 +401,7 @@ class PostgresKind final : public ResourceKind {
     return {"dsn", "schema", "write", "read_back", "accept_log", "high_water"};
   }
 
-  nlohmann::json parse(const ResourceFields& f) const override {
+  nlohmann::json parse(const KindFields& f) const override {
     nlohmann::json out = nlohmann::json::object();
     const bool embedded = !f.has("dsn");
     if (!embedded) {

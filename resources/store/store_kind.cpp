@@ -13,15 +13,15 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "fencecheck/harness/child_process.h"
+#include "fencecheck/process/child_process.h"
 #include "fencecheck/resources/store_client.h"
 #include "../kinds.h"
 
 namespace fencecheck::resources::detail {
 namespace {
 
-using harness::ChildProcess;
-using harness::ChildSpec;
+using process::ChildProcess;
+using process::ChildSpec;
 
 constexpr std::chrono::milliseconds kDefaultCheckWindow{200};
 const std::vector<std::string_view> kModes{"per-key", "none", "global", "check-then-write"};
@@ -112,7 +112,7 @@ class StoreKind final : public ResourceKind {
   std::string_view name() const override { return "store"; }
   std::vector<std::string_view> fields() const override { return {"fencing", "check_window"}; }
 
-  nlohmann::json parse(const ResourceFields& f) const override {
+  nlohmann::json parse(const KindFields& f) const override {
     nlohmann::json out = nlohmann::json::object();
     const std::string mode = f.has("fencing") ? std::string(kModes[f.choice("fencing", kModes, "fencing mode")]) : "per-key";
     out["fencing"] = mode;

@@ -60,7 +60,7 @@ class PokeKind final : public faults::FaultKind {
  public:
   std::string_view name() const override { return "test-poke"; }
   std::vector<std::string_view> fields() const override { return {"strength"}; }
-  nlohmann::json parse(const faults::FaultFields& f) const override {
+  nlohmann::json parse(const fencecheck::KindFields& f) const override {
     return {{"strength", f.has("strength") ? f.integer("strength", 1, 10) : 3}};
   }
   std::vector<std::string> missing_prerequisites(const nlohmann::json& params, const std::string& what) const override {

@@ -1,4 +1,4 @@
-// Unit: the http ResourceKind (harness side). parse() through a fake ResourceFields: every default,
+// Unit: the http ResourceKind (harness side). parse() through a fake KindFields: every default,
 // the round trip, and each refusal's field, words and offset; evidence(); open(), healthy() and
 // readback() against an in-process cpp-httplib service.
 #include <chrono>

@@ -70,12 +70,12 @@ RunResult run_fencecheck(const std::string& name, const std::string& yaml) {
   std::ofstream(file) << yaml;
   RunResult r;
   {
-    harness::ChildSpec spec;
+    process::ChildSpec spec;
     spec.name = "fencecheck";
     spec.exe = FENCECHECK_BIN;
     spec.args = {"run", "--run-root", (work / "runs").string(), file.string()};
     spec.stderr_log = work / "fencecheck.stderr";
-    harness::ChildProcess fc(spec, [](std::string_view, std::int64_t, bool) {});
+    process::ChildProcess fc(spec, [](std::string_view, std::int64_t, bool) {});
     r.exit_code = fc.wait_for(std::chrono::minutes(3)).value_or(-1);
   }
   const fs::path dir = work / "runs" / "latest";
@@ -197,14 +197,14 @@ json probe(const std::string& name, const std::string& url, int& exit_code,
   std::ofstream(file) << "resource: {kind: http, url: \"" << url << "\", health: /healthz}\n";
   std::string out;
   {
-    harness::ChildSpec spec;
+    process::ChildSpec spec;
     spec.name = "fencecheck-probe";
     spec.exe = FENCECHECK_BIN;
     spec.args = {"probe", "--run-root", (work / "runs").string(), "--rounds", "20", "--json", "-"};
     spec.args.insert(spec.args.end(), extra.begin(), extra.end());
     spec.args.push_back(file.string());
     spec.stderr_log = work / "probe.stderr";
-    harness::ChildProcess fc(spec, [&out](std::string_view line, std::int64_t, bool eof) {
+    process::ChildProcess fc(spec, [&out](std::string_view line, std::int64_t, bool eof) {
       if (!eof) out.append(line).append("\n");
     });
     exit_code = fc.wait_for(std::chrono::minutes(2)).value_or(-1);

@@ -30,7 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../support/temp_dir.h"
-#include "fencecheck/harness/child_process.h"
+#include "fencecheck/process/child_process.h"
 #include "fencecheck/resources/http_resource.h"
 #include "fencecheck/resources/resource_kind.h"
 #include "fencecheck/resources/store_client.h"

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../support/temp_dir.h"
-#include "fencecheck/harness/child_process.h"
+#include "fencecheck/process/child_process.h"
 #include "support.h"
 
 namespace fencecheck::testing {
@@ -30,12 +30,12 @@ class Process {
  public:
   Process(const std::string& name, std::filesystem::path exe, std::vector<std::string> args)
       : dir_("http-" + name), lines_(std::make_shared<Lines>()) {
-    harness::ChildSpec spec;
+    process::ChildSpec spec;
     spec.name = name;
     spec.exe = std::move(exe);
     spec.args = std::move(args);
     spec.stderr_log = stderr_log_ = dir_.path() / (name + ".stderr");
-    child_ = std::make_unique<harness::ChildProcess>(
+    child_ = std::make_unique<process::ChildProcess>(
         spec, [lines = lines_](std::string_view line, std::int64_t, bool eof) { lines->push(line, eof); });
     const auto first = lines_->next();
     if (!first) throw std::runtime_error(name + " printed no line; stderr: " + stderr_text());
@@ -66,7 +66,7 @@ class Process {
   TempDir dir_;
   std::filesystem::path stderr_log_;
   std::shared_ptr<Lines> lines_;
-  std::unique_ptr<harness::ChildProcess> child_;
+  std::unique_ptr<process::ChildProcess> child_;
   nlohmann::json hello_;
   std::string url_;
 };

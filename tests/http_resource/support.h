@@ -1,4 +1,4 @@
-// tests/http_resource — shared helpers: a fake ResourceFields (the scenario loader's side, in
+// tests/http_resource — shared helpers: a fake KindFields (the scenario loader's side, in
 // memory) and a service process whose stdout lines a test can wait for.
 #pragma once
 

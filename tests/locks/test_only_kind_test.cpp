@@ -36,7 +36,7 @@ class LatchKind final : public locks::LockServiceKind {
  public:
   std::string_view name() const override { return "latch"; }
   std::vector<std::string_view> fields() const override { return {"latch_mode"}; }
-  nlohmann::json parse(const locks::KindFields& f) const override {
+  nlohmann::json parse(const fencecheck::KindFields& f) const override {
     return {{"latch_mode", f.has("latch_mode") ? kModes[f.choice("latch_mode", kModes, "latch mode")] : "soft"}};
   }
   std::string check_endpoint(std::string_view endpoint) const override {

@@ -25,7 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fake_resource_fields.h"
-#include "fencecheck/harness/child_process.h"
+#include "fencecheck/process/child_process.h"
 #include "fencecheck/locks/lock_client.h"
 #include "fencecheck/locks/lock_service_kind.h"
 #include "temp_dir.h"
@@ -106,12 +106,12 @@ std::size_t count(const std::vector<Event>& events, EventKind kind) {
 class Holder {
  public:
   Holder(const fs::path& dir, const std::string& endpoint, int ttl_ms, const std::string& lock) {
-    fencecheck::harness::ChildSpec spec;
+    fencecheck::process::ChildSpec spec;
     spec.name = "holder";
     spec.exe = FENCECHECK_ZOOKEEPER_HOLDER;
     spec.args = {endpoint, std::to_string(ttl_ms), lock};
     spec.stderr_log = dir / "holder.stderr";
-    proc_ = std::make_unique<fencecheck::harness::ChildProcess>(spec, [this](std::string_view line, std::int64_t, bool eof) {
+    proc_ = std::make_unique<fencecheck::process::ChildProcess>(spec, [this](std::string_view line, std::int64_t, bool eof) {
       std::lock_guard l(mu_);
       if (eof) closed_ = true;
       else lines_.emplace_back(line);
@@ -151,7 +151,7 @@ class Holder {
   std::condition_variable cv_;
   std::vector<std::string> lines_;
   bool closed_ = false;
-  std::unique_ptr<fencecheck::harness::ChildProcess> proc_;
+  std::unique_ptr<fencecheck::process::ChildProcess> proc_;
 };
 
 /// The n-th whitespace-separated field of a line, as an integer.

@@ -46,7 +46,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "../support/temp_dir.h"
-#include "fencecheck/harness/child_process.h"
+#include "fencecheck/process/child_process.h"
 #include "fencecheck/harness/live_metrics.h"
 #include "fencecheck/harness/metrics.h"
 
@@ -119,19 +119,19 @@ std::string read_file(const fs::path& p) {
 
 /// A program started by the test; killed (SIGCONT, SIGTERM, SIGKILL) at scope exit.
 struct Program {
-  std::unique_ptr<ChildProcess> proc;
+  std::unique_ptr<process::ChildProcess> proc;
   std::mutex mu;
   std::string out;  // stdout
   fs::path log;     // stderr
 
   Program(const std::string& name, const fs::path& exe, std::vector<std::string> args, const fs::path& log_path)
       : log(log_path) {
-    ChildSpec spec;
+    process::ChildSpec spec;
     spec.name = name;
     spec.exe = exe;
     spec.args = std::move(args);
     spec.stderr_log = log_path;
-    proc = std::make_unique<ChildProcess>(spec, [this](std::string_view line, std::int64_t, bool eof) {
+    proc = std::make_unique<process::ChildProcess>(spec, [this](std::string_view line, std::int64_t, bool eof) {
       if (eof) return;
       std::lock_guard lock(mu);
       out.append(line).push_back('\n');
@@ -328,8 +328,8 @@ class Prometheus : public ::testing::Test {
     stack_ = new Stack;
     Stack& s = *stack_;
     auto fail = [&](std::string why) { s.failure = std::move(why); };
-    const auto prom_bin = find_on_path("prometheus");
-    const auto pg_bin = find_on_path("prometheus-pushgateway");
+    const auto prom_bin = process::find_on_path("prometheus");
+    const auto pg_bin = process::find_on_path("prometheus-pushgateway");
     if (!prom_bin || !pg_bin) return fail("prometheus / prometheus-pushgateway not installed (scripts/install-deps.sh)");
     s.dir = std::make_unique<TempDir>("prom");
     const fs::path d = s.dir->path();
@@ -697,8 +697,8 @@ struct LoopbackPrometheus {
   std::string failure;
 
   LoopbackPrometheus(const fs::path& dir, const std::string& more_scrape_configs) {
-    const auto prom_bin = find_on_path("prometheus");
-    const auto pg_bin = find_on_path("prometheus-pushgateway");
+    const auto prom_bin = process::find_on_path("prometheus");
+    const auto pg_bin = process::find_on_path("prometheus-pushgateway");
     if (!prom_bin || !pg_bin) {
       failure = "prometheus / prometheus-pushgateway not installed (scripts/install-deps.sh)";
       return;

@@ -69,7 +69,7 @@ class ShelfKind final : public resources::ResourceKind {
  public:
   std::string_view name() const override { return "shelf"; }
   std::vector<std::string_view> fields() const override { return {"slots", "label"}; }
-  nlohmann::json parse(const resources::ResourceFields& f) const override {
+  nlohmann::json parse(const fencecheck::KindFields& f) const override {
     nlohmann::json out = nlohmann::json::object();
     out["slots"] = f.has("slots") ? f.integer("slots", 1, 8) : 4;
     out["label"] = f.has("label") ? f.string("label") : "plain";

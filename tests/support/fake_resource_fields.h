@@ -1,6 +1,6 @@
-// fencecheck tests — a resources::ResourceFields over a JSON object, standing in for the scenario
-// loader (harness/scenario/src/scenario.cpp's Fields), so a resource kind's parse() can be tested
-// alone: scalars as YAML gives them (string() of an integer is its text, integer() of a numeric
+// fencecheck tests — a fencecheck::KindFields over a JSON object, standing in for the scenario
+// loader (harness/scenario/src/scenario.cpp's Fields), so a kind's parse() (resource or
+// lock-service) can be tested alone: scalars as YAML gives them (string() of an integer is its text, integer() of a numeric
 // string its value), and fail() throws FieldError with the field, the message and the offset, so a
 // test asserts where the loader's error would point. Not thread-safe.
 #pragma once
@@ -17,8 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fencecheck/proto/kind_fields.h"
 #include "fencecheck/proto/units.h"
-#include "fencecheck/resources/resource_kind.h"
 
 namespace fencecheck::testing {
 
@@ -31,7 +31,7 @@ struct FieldError : std::runtime_error {
   std::optional<std::size_t> offset;
 };
 
-class FakeFields final : public resources::ResourceFields {
+class FakeFields final : public fencecheck::KindFields {
  public:
   using Value = nlohmann::json;
   FakeFields() = default;

@@ -17,6 +17,7 @@
 #include "../support/raw_http_server.h"
 #include "fencecheck/http/client.h"
 #include "fencecheck/locks/etcd/embedded_etcd.h"
+#include "fencecheck/process/server_support.h"
 #include "test_support.h"
 
 namespace fencecheck {
@@ -125,7 +126,7 @@ TEST(HttpClientTest, TheSinkReturningFalseEndsTheExchangeAsCanceled) {
 }
 
 TEST(HttpClientTest, ConnectionRefusedIsAConnectionFailure) {
-  const int port = pick_free_loopback_port();
+  const int port = process::free_tcp_port("127.0.0.1");
   http::Reply reply = http::exchange(loopback(port), post("/v3/lease/grant", "{}"), {});
   EXPECT_EQ(reply.failure, http::Failure::kConnection);
   EXPECT_EQ(reply.status, 0);
@@ -229,7 +230,7 @@ TEST(HttpClientTest, AnAlreadyStoppedTokenDoesNotConnect) {
   std::stop_source stop;
   stop.request_stop();
   // A closed port: had it connected, the failure would be kConnection.
-  http::Reply reply = http::exchange(loopback(pick_free_loopback_port()), post("/", ""), {}, stop.get_token());
+  http::Reply reply = http::exchange(loopback(process::free_tcp_port("127.0.0.1")), post("/", ""), {}, stop.get_token());
   EXPECT_EQ(reply.failure, http::Failure::kCanceled);
   EXPECT_EQ(reply.error_text(), "Canceled (stop requested before the call)");
 }

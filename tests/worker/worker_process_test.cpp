@@ -1,6 +1,7 @@
 // Runs the real fencecheck-worker binary against a real etcd (EmbeddedEtcd) and an in-test fenced
 // store, reads its JSON-lines events as they come, and checks the protocol from three sides: the
 // worker's events, etcd's own history (a watch on the lock prefix) and what the store received.
+#include "fencecheck/process/server_support.h"
 #include "worker_process_support.h"
 
 namespace fencecheck {
@@ -237,7 +238,7 @@ TEST_F(WorkerProcessTest, SigtermWhileWaitingForTheLockReleasesAndExits) {
 
 TEST_F(WorkerProcessTest, UnreachableEtcdFailsAcquiresThenExitsOne) {
   test::FakeStore store;
-  const std::string dead = "http://127.0.0.1:" + std::to_string(pick_free_loopback_port());
+  const std::string dead = "http://127.0.0.1:" + std::to_string(process::free_tcp_port("127.0.0.1"));
   auto a = args("w5", "nowhere", store.url(), {"--max-acquires", "2"});
   a[3] = dead;  // --etcd
   auto run = run_worker_process(a, dir_->path() / "dead.err");

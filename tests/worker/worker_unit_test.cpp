@@ -12,6 +12,7 @@
 #include "fencecheck/proto/base64.h"
 #include "fencecheck/proto/event.h"
 #include "fencecheck/locks/etcd/embedded_etcd.h"
+#include "fencecheck/process/server_support.h"
 #include "fencecheck/locks/etcd/etcd_client.h"
 #include "fencecheck/workers/worker.h"
 #include "fencecheck/workers/worker_cli.h"
@@ -94,7 +95,7 @@ TEST(EtcdClientTest, PrefixRangeEndIncrementsTheLastByte) {
 }
 
 TEST(EtcdClientTest, UnreachableEndpointErrorNamesTheEndpoint) {
-  const std::string endpoint = "http://127.0.0.1:" + std::to_string(pick_free_loopback_port());
+  const std::string endpoint = "http://127.0.0.1:" + std::to_string(process::free_tcp_port("127.0.0.1"));
   EtcdClient etcd(endpoint, EtcdClient::Options{500ms, 1000ms});
   try {
     (void)etcd.lease_grant(5s);

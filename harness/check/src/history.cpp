@@ -13,7 +13,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
+
+#include "fencecheck/process/write_all.h"
 
 namespace fencecheck::harness {
 
@@ -70,19 +73,6 @@ ssize_t read_some(int fd, char* buf, std::size_t n) {
     const ssize_t r = ::read(fd, buf, n);
     if (r >= 0 || errno != EINTR) return r;
   }
-}
-
-bool write_all(int fd, const char* p, std::size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
 }
 
 constexpr std::size_t kBuffer = 128 * 1024;
@@ -378,7 +368,7 @@ CompressedHistory compress_history(const std::filesystem::path& path, int level)
     while (!done) {
       ZSTD_outBuffer ob{obuf.data(), obuf.size(), 0};
       const std::size_t remaining = check(ZSTD_compressStream2(cctx.get(), &ob, &ib, mode));
-      if (!write_all(out.get(), obuf.data(), ob.pos))
+      if (!process::write_all(out.get(), std::string_view(obuf.data(), ob.pos)))
         throw fail("cannot write " + tmp.string() + ": " + std::strerror(errno));
       result.compressed_bytes += ob.pos;
       done = mode == ZSTD_e_end ? remaining == 0 : ib.pos == ib.size;

@@ -27,7 +27,7 @@
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
-#include "fencecheck/harness/child_process.h"
+#include "fencecheck/process/child_process.h"
 #include "fencecheck/harness/orchestrator.h"
 #include "fencecheck/harness/yaml_documents.h"
 #include "fencecheck/http/client.h"
@@ -1427,7 +1427,7 @@ int probe_command(const ProbeCommandOptions& options, std::ostream& out, std::os
   resources::ResourceRunContext ctx;
   ctx.run_dir = dir;
   ctx.log_path = [dir](const std::string& name) { return dir / "logs" / (name + ".log"); };
-  ctx.bin_dir = options.bin_dir.empty() ? self_bin_dir() : options.bin_dir;
+  ctx.bin_dir = options.bin_dir.empty() ? process::self_bin_dir() : options.bin_dir;
   ctx.run_id = dir.filename().string();
 
   std::unique_ptr<resources::ResourceInstance> instance;

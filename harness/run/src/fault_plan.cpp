@@ -3,7 +3,7 @@
 #include <unistd.h>
 
 #include "fencecheck/faults/fault_kind.h"
-#include "fencecheck/harness/child_process.h"
+#include "fencecheck/process/child_process.h"
 #include "fencecheck/locks/lock_service_kind.h"
 #include "fencecheck/workers/worker.h"
 
@@ -25,8 +25,8 @@ std::vector<std::string> missing_prerequisites(const Scenario& sc) {
   const bool root = ::geteuid() == 0;
   if (sc.network() == NetworkMode::kNamespaces) {
     if (!root) missing.push_back("network: namespaces needs root (ip netns add, veth, tc)");
-    if (!find_on_path("ip")) missing.push_back("network: namespaces needs iproute2's `ip` (apt-get install iproute2)");
-    if (!find_on_path("tc")) missing.push_back("network: namespaces needs iproute2's `tc` (apt-get install iproute2)");
+    if (!process::find_on_path("ip")) missing.push_back("network: namespaces needs iproute2's `ip` (apt-get install iproute2)");
+    if (!process::find_on_path("tc")) missing.push_back("network: namespaces needs iproute2's `tc` (apt-get install iproute2)");
   }
   // The fixed faults, and every kind the schedule may draw (its targets are chosen when it fires).
   std::vector<FaultSpec> planned = sc.faults();

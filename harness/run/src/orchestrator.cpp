@@ -25,7 +25,7 @@
 #include "fencecheck/faults/sweep.h"
 #include "fencecheck/faults/process.h"
 #include "fencecheck/faults/worker_group.h"
-#include "fencecheck/harness/child_process.h"
+#include "fencecheck/process/child_process.h"
 #include "fencecheck/harness/fault_plan.h"
 #include "fencecheck/harness/report.h"
 #include "fencecheck/harness/night.h"
@@ -91,7 +91,7 @@ class Inbox {
 
 struct WorkerState {
   const WorkerSpec* spec = nullptr;
-  std::unique_ptr<ChildProcess> proc;
+  std::unique_ptr<process::ChildProcess> proc;
   bool started = false;
   bool eof = false;     ///< its event channel closed: it is exiting
   bool exited = false;
@@ -357,7 +357,7 @@ std::vector<std::pair<std::string, std::string>> Run::protocol_env(const WorkerS
        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(job.chunk_interval).count())},
       {"FENCECHECK_JOB_REPEAT", job.repeat ? "1" : "0"},
       {"FENCECHECK_EVENTS_FD", std::to_string(kWorkerEventsFd)},
-      {"FENCECHECK_BIN_DIR", (opt_.bin_dir.empty() ? self_bin_dir() : opt_.bin_dir).string()},
+      {"FENCECHECK_BIN_DIR", (opt_.bin_dir.empty() ? process::self_bin_dir() : opt_.bin_dir).string()},
   };
   // Kind none: no lock service, so no endpoint to give (FENCECHECK_LOCK_SERVICE says "none").
   if (sc_.lock_service().kind == kNoLockService)
@@ -373,7 +373,7 @@ std::vector<std::pair<std::string, std::string>> Run::protocol_env(const WorkerS
 void Run::launch_worker(WorkerState& w) {
   const auto& job = sc_.job();
   const std::string id = w.spec->id;
-  ChildSpec spec;
+  process::ChildSpec spec;
   spec.name = id;
   spec.stderr_log = dir_.log_path(id);
   spec.stdout_log = dir_.path() / "logs" / (id + ".stdout.log");
@@ -401,7 +401,7 @@ void Run::launch_worker(WorkerState& w) {
     spec.own_process_group = true;
     spec.env.insert(spec.env.end(), command->env.begin(), command->env.end());
   } else {
-    spec.exe = (opt_.bin_dir.empty() ? self_bin_dir() : opt_.bin_dir) / "fencecheck-worker";
+    spec.exe = (opt_.bin_dir.empty() ? process::self_bin_dir() : opt_.bin_dir) / "fencecheck-worker";
     // The lease TTL in whole seconds when it is (etcd's always is), else in milliseconds.
     const auto ttl_ms = sc_.lease_ttl().count();
     spec.args = {"--id", id, "--lock-service", services_->issuer(sc_.issuer_of(*w.spec)).endpoint().dump(), "--resource",
@@ -446,7 +446,7 @@ void Run::launch_worker(WorkerState& w) {
   // The reader thread's own count of the channel's lines (it alone touches it).
   auto line_no = std::make_shared<std::int64_t>(0);
   try {
-    w.proc = std::make_unique<ChildProcess>(spec, [this, id, line_no](std::string_view line, std::int64_t recv_ns, bool eof) {
+    w.proc = std::make_unique<process::ChildProcess>(spec, [this, id, line_no](std::string_view line, std::int64_t recv_ns, bool eof) {
       Inbound in;
       in.from = id;
       if (eof) {

@@ -11,7 +11,7 @@
 #include "fencecheck/faults/command.h"
 #include "fencecheck/faults/ledger.h"
 #include "fencecheck/faults/worker_group.h"
-#include "fencecheck/harness/child_process.h"
+#include "fencecheck/process/child_process.h"
 #include "fencecheck/harness/netns_scope.h"
 
 namespace fencecheck::harness {
@@ -41,7 +41,7 @@ Services::Services(const Scenario& sc, const RunDirectory& dir, const RunOptions
   resources::ResourceRunContext rctx;
   rctx.run_dir = dir.path();
   rctx.log_path = [&dir](const std::string& name) { return dir.log_path(name); };
-  rctx.bin_dir = opt.bin_dir.empty() ? self_bin_dir() : opt.bin_dir;
+  rctx.bin_dir = opt.bin_dir.empty() ? process::self_bin_dir() : opt.bin_dir;
   rctx.run_id = dir.run_id();
   // How the resource guards side effects is its design, fixed when it starts (issue 14): the
   // scenario's job.effect configures it; the workers cannot choose it per request.

@@ -1,5 +1,5 @@
 #include "fencecheck/harness/scenario.h"
-#include "fencecheck/harness/child_process.h"
+#include "fencecheck/process/child_process.h"
 
 #include <algorithm>
 #include <array>
@@ -573,9 +573,9 @@ class ScenarioParser {
     return {l, static_cast<int>(indent + (offset - std::min(offset, value_line_start))) + 1};
   }
 
-  /// The loader's side of resources::ResourceFields (= locks::KindFields): reads and fails through
+  /// The loader's side of fencecheck::KindFields (proto/kind_fields.h): reads and fails through
   /// this parser, so a kind's errors carry file:line:col. Shared by the resource and lock-service axes.
-  class Fields final : public resources::ResourceFields {
+  class Fields final : public fencecheck::KindFields {
    public:
     Fields(const ScenarioParser& p, const Map& m) : p_(p), m_(m) {}
     std::string file() const override { return p_.file_; }
@@ -1676,7 +1676,7 @@ Scenario Scenario::for_run(const std::string& run_id) const {
 }
 
 std::optional<std::filesystem::path> resolve_worker_program(const WorkerCommand& command) {
-  return find_program(command.argv.front(), command.cwd);
+  return process::find_program(command.argv.front(), command.cwd);
 }
 
 void check_worker_commands(const Scenario& scenario) {
@@ -1700,7 +1700,7 @@ void check_worker_commands(const Scenario& scenario) {
     else why = "is not executable (chmod +x, or run it through its interpreter: command: [/usr/bin/python3, " + program + "])";
     throw ScenarioError(scenario.source(), line, col, at + "worker " + w.id + "'s program " + shown.string() + " " + why);
   }
-  // kind http's start: the service's program, found as the run will (harness::find_program).
+  // kind http's start: the service's program, found as the run will (process::find_program).
   const ResourceSpec& r = scenario.resource();
   if (r.kind != "http" || !r.config.contains("start") || !r.config["start"].is_array() || r.config["start"].empty()) return;
   const std::string program = r.config["start"][0].get<std::string>();
@@ -1711,9 +1711,9 @@ void check_worker_commands(const Scenario& scenario) {
   if (!fs::is_directory(cwd, ec))
     throw ScenarioError(scenario.source(), where.first, where.second,
                         "resource.start: the http service's working directory " + cwd.string() + " is not a directory");
-  if (!find_program(program, cwd))
+  if (!process::find_program(program, cwd))
     throw ScenarioError(scenario.source(), where.first, where.second,
-                        "resource.start: the http service's program " + program + " " + program_not_found(program, cwd));
+                        "resource.start: the http service's program " + program + " " + process::program_not_found(program, cwd));
 }
 
 Scenario with_lock_service_kind(const Scenario& s, std::string_view kind) {

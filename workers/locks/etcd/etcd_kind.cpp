@@ -8,7 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "fencecheck/harness/child_process.h"  // find_on_path
+#include "fencecheck/process/child_process.h"  // find_on_path
 #include "fencecheck/locks/etcd/embedded_etcd.h"
 #include "fencecheck/locks/etcd/etcd_client.h"
 #include "fencecheck/locks/lock_service_kind.h"
@@ -259,7 +259,7 @@ class EtcdKind final : public LockServiceKind {
   std::unique_ptr<LockServiceInstance> open(const std::vector<std::string>& endpoints, const nlohmann::json& /*config*/,
                                             const LockServiceRunContext& ctx) const override {
     if (endpoints.empty()) {
-      if (!harness::find_on_path("etcd"))
+      if (!process::find_on_path("etcd"))
         throw LockServiceUnavailable("etcd not found on PATH: install Debian's etcd-server (apt-get install etcd-server), "
                                      "or give lock_service.endpoints in the scenario");
       EmbeddedEtcd::Options options;

@@ -15,7 +15,9 @@
 //   (no background rewrite: no forked child that could outlive the server) and no RDB snapshots.
 // - `--notify-keyspace-events Kg$x`: keyspace notifications (K) for generic commands (g: del,
 //   expire), string commands ($: set) and expiries (x): the issuer's history (redis_watch.cpp).
-// - PR_SET_PDEATHSIG=SIGKILL, set in the child between fork and exec, and the child checks that its
+// - Started through process::ChildProcess (fencecheck/process/child_process.h, the one way
+//   fencecheck starts a program), stdout and stderr appended to the log (ChildSpec::output_log):
+//   PR_SET_PDEATHSIG=SIGKILL, set in the child between fork and exec, and the child checks that its
 //   parent is still the one that forked it (else it exits 127 at once). A harness that dies in any
 //   way (kill -9 too) takes the server with it, and redis-server never forks a long-lived child
 //   with these settings (no BGSAVE, no AOF rewrite, no daemonizing): so, unlike the postgres kind,
@@ -31,9 +33,14 @@
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "redis_connection.h"
+
+namespace fencecheck::process {
+class ChildProcess;
+}
 
 namespace fencecheck::locks::redis_detail {
 
@@ -68,21 +75,19 @@ class EmbeddedRedis {
 
   [[nodiscard]] bool running();
   /// The running server's pid, 0 when stopped.
-  [[nodiscard]] pid_t pid() const { return pid_; }
+  [[nodiscard]] pid_t pid() const;
   /// host and port (valid after the first start).
   [[nodiscard]] Endpoint endpoint() const { return Endpoint{options_.host, port_}; }
 
  private:
-  bool reap(bool block);
-
   EmbeddedRedisOptions options_;
   std::filesystem::path binary_;
   int port_ = 0;
-  pid_t pid_ = 0;
+  std::unique_ptr<process::ChildProcess> proc_;
 };
 
-/// The path of redis-server: `explicit_path` when given and executable, else the first on PATH;
-/// empty when there is none.
+/// The path of redis-server: `explicit_path` when given and executable, else the first on PATH
+/// (process::find_on_path); empty when there is none.
 [[nodiscard]] std::filesystem::path find_redis_server(const std::filesystem::path& explicit_path = {});
 
 }  // namespace fencecheck::locks::redis_detail

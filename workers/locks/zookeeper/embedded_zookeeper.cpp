@@ -13,8 +13,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "fencecheck/harness/child_process.h"
-#include "fencecheck/harness/server_support.h"
+#include "fencecheck/process/child_process.h"
+#include "fencecheck/process/server_support.h"
 #include "fencecheck/locks/lock_service_kind.h"
 #include "zk_handle.h"
 
@@ -29,7 +29,7 @@ constexpr const char* kJars[] = {"/usr/share/java/zookeeper.jar", "/usr/share/ja
 
 /// The command line of a process, its NUL separators as spaces; "" when it is gone.
 std::string cmdline_of(long pid) {
-  std::string text = harness::read_text("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string text = process::read_text("/proc/" + std::to_string(pid) + "/cmdline");
   for (char& c : text)
     if (c == '\0') c = ' ';
   return text;
@@ -46,7 +46,8 @@ long parent_of(long pid) {
 
 }  // namespace
 
-EmbeddedZooKeeper::EmbeddedZooKeeper(EmbeddedOptions options) : options_(std::move(options)) {
+EmbeddedZooKeeper::EmbeddedZooKeeper(process::EmbeddedOptions options, std::chrono::milliseconds tick_time)
+    : options_(std::move(options)), tick_time_(tick_time) {
   if (const char* cp = std::getenv("FENCECHECK_ZOOKEEPER_CLASSPATH"); cp && *cp) {
     classpath_ = cp;
   } else {
@@ -60,7 +61,7 @@ EmbeddedZooKeeper::EmbeddedZooKeeper(EmbeddedOptions options) : options_(std::mo
       classpath_ += (classpath_.empty() ? "" : ":") + std::string(jar);
     }
   }
-  const auto java = harness::find_on_path("java");
+  const auto java = process::find_on_path("java");
   if (!java)
     throw LockServiceUnavailable(
         "the embedded ZooKeeper needs java on PATH: install Debian's zookeeper package (it depends on a Java runtime: "
@@ -91,7 +92,7 @@ bool EmbeddedZooKeeper::running() const { return proc_ && proc_->running(); }
 pid_t EmbeddedZooKeeper::pid() const { return running() ? proc_->pid() : 0; }
 
 void EmbeddedZooKeeper::write_config(int port) const {
-  const long tick = options_.tick_time.count();
+  const long tick = tick_time_.count();
   std::ofstream cfg(config_, std::ios::trunc);
   cfg << "# Written by fencecheck for one run (workers/locks/zookeeper/embedded_zookeeper.h says why each value).\n"
       << "tickTime=" << tick << "\n"
@@ -125,10 +126,10 @@ void EmbeddedZooKeeper::start(bool fresh_data) {
   const int attempts = options_.port > 0 || port_ > 0 ? 1 : 5;
   std::string last;
   for (int attempt = 1; attempt <= attempts; ++attempt) {
-    const int port = options_.port > 0 ? options_.port : port_ > 0 ? port_ : harness::free_tcp_port(options_.host);
+    const int port = options_.port > 0 ? options_.port : port_ > 0 ? port_ : process::free_tcp_port(options_.host);
     write_config(port);
     ++starts_;
-    harness::ChildSpec spec;
+    process::ChildSpec spec;
     spec.name = "zookeeper";
     spec.exe = java_;
     spec.stderr_log = log(starts_ == 1 ? "zookeeper" : "zookeeper-" + std::to_string(starts_));
@@ -145,7 +146,7 @@ void EmbeddedZooKeeper::start(bool fresh_data) {
                  kMainClass,
                  config_.string()};
     const auto t0 = Clock::now();
-    proc_ = std::make_unique<harness::ChildProcess>(spec, [](std::string_view line, std::int64_t, bool eof) {
+    proc_ = std::make_unique<process::ChildProcess>(spec, [](std::string_view line, std::int64_t, bool eof) {
       if (!eof) spdlog::debug("zookeeper stdout: {}", line);
     });
     logs_.push_back(spec.stderr_log);
@@ -166,12 +167,12 @@ void EmbeddedZooKeeper::start(bool fresh_data) {
     const bool exited = !proc_->running();
     if (!exited) stop();
     proc_.reset();
-    const std::string text = harness::read_text(spec.stderr_log);
-    last = harness::start_failure("the embedded ZooKeeper (" + java_.string() + " " + kMainClass + " on " +
+    const std::string text = process::read_text(spec.stderr_log);
+    last = process::start_failure("the embedded ZooKeeper (" + java_.string() + " " + kMainClass + " on " +
                                       options_.host + ":" + std::to_string(port) + ")",
                                   exited, {"served clients", "serve clients"}, options_.start_timeout,
                                   spec.stderr_log, text);
-    if (!exited || !harness::port_was_taken(text)) break;
+    if (!exited || !process::port_was_taken(text)) break;
     spdlog::warn("embedded ZooKeeper: port {} was taken; retrying with another (attempt {})", port, attempt);
   }
   throw LockServiceUnavailable(last);
@@ -207,7 +208,7 @@ OrphanReport stop_orphaned_zookeeper(const fs::path& run_dir, bool force) {
     std::error_code ec;
     const auto p = static_cast<pid_t>(pid);
     const std::string cmd = pid > 1 ? cmdline_of(pid) : "";
-    if (pid <= 1 || config.empty() || harness::process_gone(p)) {
+    if (pid <= 1 || config.empty() || process::process_gone(p)) {
       out.said.push_back("zookeeper: the embedded server " + (run_dir / kPidFile).string() + " names (pid " +
                     std::to_string(pid) + ") is gone (it ended with its harness); removed the record");
       fs::remove(run_dir / kPidFile, ec);
@@ -219,16 +220,16 @@ OrphanReport stop_orphaned_zookeeper(const fs::path& run_dir, bool force) {
       fs::remove(run_dir / kPidFile, ec);
       return out;
     }
-    if (!force && owner > 1 && parent_of(pid) == owner && !harness::process_gone(static_cast<pid_t>(owner))) {
+    if (!force && owner > 1 && parent_of(pid) == owner && !process::process_gone(static_cast<pid_t>(owner))) {
       out.said.push_back("zookeeper: pid " + std::to_string(pid) + " belongs to a live harness (pid " +
                     std::to_string(owner) + "); left alone (--force stops it)");
       return out;
     }
     ::kill(p, SIGCONT);
     ::kill(p, SIGTERM);
-    if (!harness::wait_process_gone(p, 5s)) {
+    if (!process::wait_process_gone(p, 5s)) {
       ::kill(p, SIGKILL);
-      if (!harness::wait_process_gone(p, 2s)) {  // kept: the next cleanup tries again
+      if (!process::wait_process_gone(p, 2s)) {  // kept: the next cleanup tries again
         out.said.push_back("zookeeper: the orphaned embedded ZooKeeper pid " + std::to_string(pid) + " (" + config +
                            ") still runs 2 s after SIGKILL; not stopped, its record kept");
         ++out.not_stopped;

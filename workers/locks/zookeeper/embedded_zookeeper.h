@@ -55,8 +55,9 @@
 #include <vector>
 
 #include "fencecheck/locks/lock_service_kind.h"  // OrphanReport
+#include "fencecheck/process/server_support.h"  // EmbeddedOptions
 
-namespace fencecheck::harness {
+namespace fencecheck::process {
 class ChildProcess;
 }
 
@@ -67,23 +68,15 @@ inline constexpr const char* kPidFile = "zookeeper.pid";
 /// The main class of the embedded server (what the orphan sweep looks for in a command line).
 inline constexpr const char* kMainClass = "org.apache.zookeeper.server.ZooKeeperServerMain";
 
-struct EmbeddedOptions {
-  std::filesystem::path run_dir;
-  /// The log file of a named process; run_dir/logs/<name>.log when empty.
-  std::function<std::filesystem::path(const std::string&)> log_path;
-  std::string host = "127.0.0.1";
-  int port = 0;  ///< 0: a free port of `host` (up to 5 tries when it is taken), kept across restarts
-  std::chrono::milliseconds tick_time{100};
-  std::chrono::milliseconds start_timeout{60000};
-  std::chrono::milliseconds stop_grace{5000};
-};
-
 class EmbeddedZooKeeper {
  public:
   /// Finds java and the jars, writes the configuration, starts the server and waits until it
   /// serves. Throws LockServiceUnavailable (no java, no jars, the server exits or does not answer:
   /// with the tail of its log).
-  explicit EmbeddedZooKeeper(EmbeddedOptions options);
+  /// `options`: process::EmbeddedOptions (port 0: a free port of host, up to 5 tries when it is
+  /// taken, kept across restarts; stop_grace: after SIGTERM, before SIGKILL); `tick_time`: the
+  /// server's tickTime.
+  EmbeddedZooKeeper(process::EmbeddedOptions options, std::chrono::milliseconds tick_time);
   /// stop().
   ~EmbeddedZooKeeper();
   EmbeddedZooKeeper(const EmbeddedZooKeeper&) = delete;
@@ -112,7 +105,8 @@ class EmbeddedZooKeeper {
   void write_config(int port) const;
   std::filesystem::path log(const std::string& name) const;
 
-  EmbeddedOptions options_;
+  process::EmbeddedOptions options_;
+  std::chrono::milliseconds tick_time_;
   std::filesystem::path java_;
   std::string classpath_;
   std::filesystem::path data_dir_;
@@ -120,7 +114,7 @@ class EmbeddedZooKeeper {
   int port_ = 0;
   int starts_ = 0;
   std::vector<std::filesystem::path> logs_;
-  std::unique_ptr<harness::ChildProcess> proc_;
+  std::unique_ptr<process::ChildProcess> proc_;
   std::chrono::milliseconds start_time_{0};
 };
 

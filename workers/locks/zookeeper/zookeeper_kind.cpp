@@ -53,13 +53,13 @@ class ZooKeeperInstance final : public LockServiceInstance {
   /// Embedded.
   ZooKeeperInstance(const nlohmann::json& config, const LockServiceRunContext& ctx)
       : expiries_(std::make_shared<ExpiryLog>()) {
-    EmbeddedOptions o;
+    process::EmbeddedOptions o;
     o.run_dir = ctx.run_dir;
     o.log_path = ctx.log_path;
+    o.run_id = ctx.run_id;
     o.host = ctx.host;
     if (ctx.lab) o.port = 2181;  // the lab's lock-service address is the server's own: its usual port
-    o.tick_time = tick_of(config);
-    server_ = std::make_unique<EmbeddedZooKeeper>(std::move(o));
+    server_ = std::make_unique<EmbeddedZooKeeper>(std::move(o), tick_of(config));
     expiries_->add(server_->logs().back());
     endpoints_ = {server_->endpoint()};
   }

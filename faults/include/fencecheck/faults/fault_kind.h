@@ -36,13 +36,9 @@
 #include "fencecheck/faults/fault.h"
 #include "fencecheck/faults/netns.h"
 #include "fencecheck/faults/process.h"
-#include "fencecheck/resources/resource_kind.h"  // ResourceFields: the loader's field reader, shared by every axis
+#include "fencecheck/proto/kind_fields.h"  // KindFields: the loader's field reader, shared by every axis
 
 namespace fencecheck::faults {
-
-/// The loader's reader of one `faults:` item's fields (file:line:col errors), shared with the
-/// resource and lock-service axes.
-using FaultFields = resources::ResourceFields;
 
 /// What a fault acts on: one worker (its process, its cgroup, its network namespace), or the lock
 /// service fencecheck runs (its target is written "lock-service").
@@ -94,7 +90,7 @@ class FaultKind {
   /// parameters in their written form with every default filled ({"quota": "2%", "period":
   /// "100ms"}): what the scenario's JSON carries and make() reads; parse of that JSON gives it
   /// back unchanged. Errors through fields.fail() (ScenarioError with file:line:col). Default: {}.
-  [[nodiscard]] virtual nlohmann::json parse(const FaultFields& fields) const;
+  [[nodiscard]] virtual nlohmann::json parse(const KindFields& fields) const;
   /// Needs `network: namespaces` (the loader refuses it on the host network). Default: false.
   [[nodiscard]] virtual bool needs_network_namespaces() const { return false; }
   /// Stops every thread of its target, so the target's own ticker measures it as a pause (what

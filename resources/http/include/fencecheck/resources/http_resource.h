@@ -53,7 +53,7 @@ inline constexpr std::string_view kHttpDefaultReadBack = "/v1/readback";
 
 /// A field of the contract that is not valid: which field, why, and (for a string) the byte offset
 /// inside it of the first offending character, so the scenario loader can point at it
-/// (ResourceFields::fail). what() is the reason alone, without the field's name.
+/// (KindFields::fail). what() is the reason alone, without the field's name.
 class HttpContractError : public std::invalid_argument {
  public:
   HttpContractError(std::string field, const std::string& message, std::optional<std::size_t> offset = std::nullopt)

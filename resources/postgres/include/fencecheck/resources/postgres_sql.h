@@ -33,7 +33,7 @@ namespace fencecheck::postgres {
 
 /// A statement the compiler refuses, with the byte offset in the statement's text of the character
 /// at fault (the `$` of a bad parameter, the quote that opens an unterminated string, ...), so the
-/// scenario loader can point at it (ResourceFields::fail(field, what(), offset())). `statement()`
+/// scenario loader can point at it (KindFields::fail(field, what(), offset())). `statement()`
 /// is the statement's index when a list of statements was compiled (compile_write_sql), else 0.
 class SqlCompileError : public std::invalid_argument {
  public:

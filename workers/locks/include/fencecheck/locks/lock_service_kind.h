@@ -43,12 +43,9 @@
 #include <nlohmann/json.hpp>
 
 #include "fencecheck/proto/event.h"
-#include "fencecheck/resources/resource_kind.h"  // ResourceFields: the loader's field reader, shared by every axis
+#include "fencecheck/proto/kind_fields.h"  // KindFields: the loader's field reader, shared by every axis
 
 namespace fencecheck::locks {
-
-/// The loader's reader of one kind's mapping (file:line:col errors), shared with the resource axis.
-using KindFields = resources::ResourceFields;
 
 /// The environment lacks what the kind needs: its server binary ("redis-server not found: install
 /// Debian's redis-server"), or none of the user's endpoints answers. The run's exit code 3.

@@ -10,7 +10,8 @@
 
 namespace fencecheck {
 
-/// Owns one `etcd` child process. RAII: the destructor stops it.
+/// Owns one `etcd` child process, started through process::ChildProcess (fencecheck/process/
+/// child_process.h, the one way fencecheck starts a program). RAII: the destructor stops it.
 ///
 /// The child runs with prctl(PR_SET_PDEATHSIG, SIGKILL), so it dies with the process that
 /// started it even after a kill -9. Linux delivers that signal when the *thread* that forked the
@@ -50,7 +51,7 @@ class EmbeddedEtcd {
 
   /// Launches `etcd --name default --data-dir data_dir` on Options::host, on two free ports (client
   /// and peer; or the fixed ones from Options) with stdout and stderr appended to log_file, and returns once GET /health says true.
-  /// Ports are picked by binding port 0 and releasing it, so another process can take one before
+  /// Ports are picked by binding port 0 and releasing it (process::free_tcp_port), so another process can take one before
   /// etcd binds it: etcd then exits with "address already in use", and start() retries with new
   /// ports (Options::port_attempts), removing the member directory the failed attempt created.
   /// Throws std::runtime_error when: etcd is not installed ("etcd not found: install Debian's
@@ -78,9 +79,5 @@ class EmbeddedEtcd {
   std::string client_url_;
   std::string peer_url_;
 };
-
-/// A currently free TCP port on 127.0.0.1 (bind port 0, read it, close). Another process may
-/// take it before the caller binds it. Throws std::runtime_error when no socket can be bound.
-[[nodiscard]] int pick_free_loopback_port();
 
 }  // namespace fencecheck

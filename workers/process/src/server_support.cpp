@@ -1,5 +1,5 @@
 // server_support.h: helpers shared by the embedded servers.
-#include "fencecheck/harness/server_support.h"
+#include "fencecheck/process/server_support.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -14,7 +14,7 @@
 #include <stdexcept>
 #include <thread>
 
-namespace fencecheck::harness {
+namespace fencecheck::process {
 
 int free_tcp_port(const std::string& host) {
   const bool v6 = host.find(':') != std::string::npos;
@@ -48,15 +48,32 @@ int free_tcp_port(const std::string& host) {
   return ntohs(v6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
 }
 
-std::string read_text(const std::filesystem::path& file) {
+std::string read_text(const std::filesystem::path& file, std::uintmax_t from) {
   std::ifstream in(file, std::ios::binary);
+  if (!in) return {};
+  if (from > 0) in.seekg(static_cast<std::streamoff>(from));
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
 
-std::string tail_text(const std::string& text, std::size_t max_bytes) {
-  return text.size() <= max_bytes ? text : "..." + text.substr(text.size() - max_bytes);
+std::string tail_text(std::string_view text, std::size_t max_lines, std::size_t max_bytes) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.remove_suffix(1);
+  std::size_t start = text.size();
+  std::size_t lines = 0;
+  while (lines < max_lines && start > 0) {
+    const std::size_t nl = text.rfind('\n', start - 1);
+    ++lines;
+    if (nl == std::string_view::npos) {
+      start = 0;
+      break;
+    }
+    start = nl + (lines < max_lines ? 0 : 1);
+  }
+  if (max_lines == 0) start = text.size();
+  if (text.size() - start > max_bytes) start = text.size() - max_bytes;
+  if (start < text.size() && text[start] == '\n') ++start;
+  return (start > 0 ? "..." : "") + std::string(text.substr(start));
 }
 
 std::string start_failure(const std::string& what, bool exited, const std::pair<std::string, std::string>& ready,
@@ -70,6 +87,7 @@ std::string start_failure(const std::string& what, bool exited, const std::pair<
 
 bool port_was_taken(const std::string& log_text) {
   return log_text.find("Address already in use") != std::string::npos ||
+         log_text.find("address already in use") != std::string::npos ||
          log_text.find("could not bind") != std::string::npos;
 }
 
@@ -89,4 +107,4 @@ bool wait_process_gone(pid_t pid, std::chrono::milliseconds bound) {
   return true;
 }
 
-}  // namespace fencecheck::harness
+}  // namespace fencecheck::process

@@ -1,11 +1,15 @@
-// fencecheck — a child process the harness started: etcd, the store, or a worker.
+// fencecheck — a child process the harness started: a worker, the store, an embedded server
+// (etcd, ZooKeeper, Redis, PostgreSQL), a user's http service. The one way fencecheck starts a
+// program (fencecheck_process, workers/process/: below both axes and the harness, which all use it).
 //
 // Launched with Boost.Process (v1). Its stdout is read line by line on a reader thread and each
 // line handed to a callback with the orchestrator's receive time (CLOCK_MONOTONIC ns); its stderr
-// goes to a log file in the run directory. The child gets PR_SET_PDEATHSIG=SIGKILL (prctl(2)), so
-// a harness that is kill -9'ed takes its children with it. Note prctl's rule: the signal fires
-// when the *thread* that forked the child exits, so every ChildProcess must be created by the
-// orchestrator's main thread, which outlives them all.
+// goes to a log file in the run directory (or stdout and stderr are both appended to one log:
+// ChildSpec::output_log, an embedded server's). The child gets PR_SET_PDEATHSIG=SIGKILL (prctl(2)),
+// and exits 127 at once when its parent died before that took effect, so a harness that is kill
+// -9'ed takes its children with it. Note prctl's rule: the signal fires when the *thread* that
+// forked the child exits, so every ChildProcess must be created by the orchestrator's main
+// thread, which outlives them all.
 #pragma once
 
 #include <sys/types.h>
@@ -21,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-namespace fencecheck::harness {
+namespace fencecheck::process {
 
 struct ChildSpec {
   std::string name;                      ///< "etcd", "store", "w1": for messages
@@ -31,6 +35,14 @@ struct ChildSpec {
   std::vector<std::string> prefix;       ///< optional wrapper argv, e.g. {"ip","netns","exec","fc-x"}
   /// Variables added to (or replacing in) the harness's environment, e.g. {"FAKETIME","-30s"}.
   std::vector<std::pair<std::string, std::string>> env;
+  /// Variables of the harness's environment whose names start with one of these are not passed on
+  /// (before `env` is applied), e.g. {"ETCD_"}: etcd reads ETCD_* variables as flags.
+  std::vector<std::string> env_drop_prefixes;
+  /// Non-empty: stdout and stderr both go to this file, opened O_APPEND and created when missing
+  /// (a restarted server adds to its log), and no lines are read: the LineHandler is never called
+  /// and may be empty; `stderr_log`, `events_fd` and `stdout_log` are ignored. An embedded
+  /// server's form.
+  std::filesystem::path output_log;
   /// > 2: the lines handed to the LineHandler come from a pipe the child has open as this file
   /// descriptor (the worker protocol's event channel, docs/worker-protocol.md), and stdout goes to
   /// `stdout_log`. 0: the lines are the child's stdout (etcd, the store).
@@ -67,7 +79,7 @@ using LineHandler = std::function<void(std::string_view line, std::int64_t recv_
 class ChildProcess {
  public:
   /// Starts the program. Throws std::runtime_error naming the program when it cannot be started
-  /// (missing executable, exec failure).
+  /// (missing executable, a log that cannot be opened, exec failure).
   ChildProcess(ChildSpec spec, LineHandler on_line);
   /// Stops it (terminate()) if still running and joins the reader thread.
   ~ChildProcess();
@@ -97,4 +109,4 @@ class ChildProcess {
 /// Finds a program as find_program() does, relative to the working directory; nullopt when absent.
 [[nodiscard]] std::optional<std::filesystem::path> find_on_path(std::string_view program);
 
-}  // namespace fencecheck::harness
+}  // namespace fencecheck::process

@@ -1,4 +1,5 @@
-#include "fencecheck/harness/child_process.h"
+// child_process.h: the one way fencecheck starts a program.
+#include "fencecheck/process/child_process.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -22,18 +23,26 @@
 
 namespace bp = boost::process;
 
-namespace fencecheck::harness {
+namespace fencecheck::process {
 namespace {
 
 /// Runs in the child between fork and exec: only async-signal-safe calls (fork(2)).
 struct ChildSetup : bp::extend::handler {
+  pid_t parent = 0;       ///< the harness: the child exits 127 when it is no longer its parent
   int events_write = -1;  ///< the event pipe's write end (O_CLOEXEC), or -1
   int events_fd = 0;      ///< the descriptor number the child sees it as
+  int output_fd = -1;     ///< ChildSpec::output_log (O_APPEND, O_CLOEXEC), or -1
   const char* cwd = nullptr;
   bool own_group = false;
   template <typename Executor>
   void on_exec_setup(Executor&) const {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // The parent died between fork and prctl: no signal will come, so end here.
+    if (::getppid() != parent) ::_exit(127);
+    if (output_fd >= 0) {  // after Boost's own redirections (this handler comes last): it wins
+      ::dup2(output_fd, STDOUT_FILENO);
+      ::dup2(output_fd, STDERR_FILENO);
+    }
     // Without own_group the child stays in the harness's process group, so that Ctrl-C stops
     // everything and the harness heals first. A command worker's group is its own, so that
     // terminate() reaches every process it forked (the harness still ends it on Ctrl-C).
@@ -122,20 +131,36 @@ ChildProcess::ChildProcess(ChildSpec spec, LineHandler on_line) : impl_(std::mak
     args.insert(args.end(), s.args.begin(), s.args.end());
   }
   bp::environment env = boost::this_process::environment();
+  if (!s.env_drop_prefixes.empty()) {
+    std::vector<std::string> dropped;
+    for (const auto& entry : env)
+      for (const auto& prefix : s.env_drop_prefixes)
+        if (entry.get_name().rfind(prefix, 0) == 0) dropped.push_back(entry.get_name());
+    for (const auto& name : dropped) env.erase(name);
+  }
   for (const auto& [name, value] : s.env) env[name] = value;
   ChildSetup setup;
+  setup.parent = ::getpid();
   setup.own_group = s.own_process_group;
   const std::string cwd = s.cwd.string();
   if (!cwd.empty()) setup.cwd = cwd.c_str();
   int pipe_fds[2] = {-1, -1};
-  if (s.events_fd > 2) {
+  const bool to_log = !s.output_log.empty();
+  if (to_log) {
+    setup.output_fd = ::open(s.output_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (setup.output_fd < 0)
+      throw std::runtime_error("cannot start " + s.name + ": cannot open its log " + s.output_log.string() + ": " +
+                               std::strerror(errno));
+  } else if (s.events_fd > 2) {
     if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
       throw std::runtime_error("cannot start " + s.name + ": pipe2: " + std::strerror(errno));
     setup.events_write = pipe_fds[1];
     setup.events_fd = s.events_fd;
   }
   try {
-    if (s.events_fd > 2)
+    if (to_log)
+      impl_->child = bp::child(program.string(), bp::args(args), bp::std_in < bp::null, env, setup);
+    else if (s.events_fd > 2)
       impl_->child = bp::child(program.string(), bp::args(args), bp::std_out > s.stdout_log.string(),
                                bp::std_err > s.stderr_log.string(), bp::std_in < bp::null, env, setup);
     else
@@ -143,8 +168,11 @@ ChildProcess::ChildProcess(ChildSpec spec, LineHandler on_line) : impl_(std::mak
                                bp::std_err > s.stderr_log.string(), bp::std_in < bp::null, env, setup);
   } catch (const std::exception& err) {
     if (pipe_fds[0] >= 0) ::close(pipe_fds[0]), ::close(pipe_fds[1]);
+    if (setup.output_fd >= 0) ::close(setup.output_fd);
     throw std::runtime_error("cannot start " + s.name + " (" + program.string() + "): " + err.what());
   }
+  if (setup.output_fd >= 0) ::close(setup.output_fd);  // the child has its own copies
+  if (to_log) return;  // no lines to read
   if (pipe_fds[1] >= 0) ::close(pipe_fds[1]);  // the child's copy is the only writer: EOF when its tree is done
   impl_->events_read = pipe_fds[0];
   impl_->reader = std::thread([impl = impl_.get(), on_line = std::move(on_line)] {
@@ -254,4 +282,4 @@ std::string program_not_found(const std::string& program, const std::filesystem:
   return "(relative to " + cwd.string() + ") does not exist or is not executable";
 }
 
-}  // namespace fencecheck::harness
+}  // namespace fencecheck::process
