@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fencecheck/process/server_support.h"
 #include "fencecheck/resources/resource_kind.h"
 #include "../support/fake_resource_fields.h"
 
@@ -46,20 +47,9 @@ std::string thrown_by_open(const nlohmann::json& cfg, std::string* field = nullp
   return "(opened)";
 }
 
-/// A loopback port nothing listens on (bound without listen(2) to have the kernel pick a free one,
-/// then closed): a connect to it is refused.
-inline int closed_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    throw std::runtime_error("closed_port: cannot bind");
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+/// A loopback port nothing listens on (process::free_tcp_port: bound without listen(2) to have the
+/// kernel pick a free one, then closed): a connect to it is refused.
+inline int closed_port() { return process::free_tcp_port("127.0.0.1"); }
 
 /// Waits until `server`'s accept loop runs (listen_after_bind() on another thread): a stop()
 /// before that is lost (cpp-httplib 0.11 stops only a running server) and the join would hang.

@@ -27,6 +27,7 @@
 #include <prometheus/text_serializer.h>
 
 #include "../support/busy_port.h"
+#include "fencecheck/process/server_support.h"
 #include "fencecheck/harness/analysis.h"
 #include "fencecheck/harness/live_metrics.h"
 #include "fencecheck/harness/metrics.h"
@@ -169,20 +170,6 @@ std::vector<std::string> sample_lines(const std::string& text) {
   for (std::string line; std::getline(in, line);)
     if (!line.empty() && line[0] != '#') out.push_back(line);
   return out;
-}
-
-/// A loopback port nothing listens on (bound, then closed).
-int closed_loopback_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
 }
 
 Scenario test_scenario(const std::string& name) {
@@ -628,7 +615,7 @@ TEST(PushMetrics, ReportsARefusalWithItsStatus) {
 }
 
 TEST(PushMetrics, ReportsNoAnswerWithoutThrowing) {
-  const int port = closed_loopback_port();
+  const int port = process::free_tcp_port("127.0.0.1");
   const auto out = push_metrics(parse_pushgateway_url("http://127.0.0.1:" + std::to_string(port)),
                                 build_registry(known_figures()), "s", "ci-1");
   EXPECT_FALSE(out.ok);
@@ -885,7 +872,7 @@ TEST(MetricsObserver, LingersUntilTheFinalResultsAreScraped) {
 
 TEST(MetricsObserver, RecordsAFailedPushAndCarriesOn) {
   MetricsObserver::Options o;
-  o.pushgateway = parse_pushgateway_url("http://127.0.0.1:" + std::to_string(closed_loopback_port()));
+  o.pushgateway = parse_pushgateway_url("http://127.0.0.1:" + std::to_string(process::free_tcp_port("127.0.0.1")));
   o.instance = "ci";
   MetricsObserver obs(o);
   const Scenario sc = test_scenario("s");

@@ -47,6 +47,7 @@
 
 #include "../support/temp_dir.h"
 #include "fencecheck/process/child_process.h"
+#include "fencecheck/process/server_support.h"
 #include "fencecheck/harness/live_metrics.h"
 #include "fencecheck/harness/metrics.h"
 
@@ -75,21 +76,6 @@ class TempDir : public ::fencecheck::testing::TempDir {
   explicit TempDir(const std::string& tag) : ::fencecheck::testing::TempDir("obs-" + tag) {}
 };
 
-/// A loopback port that was free a moment ago (bound to 127.0.0.1:0, then closed).
-int free_loopback_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return 0;
-  }
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 /// Polls `ready` every 50 ms until it holds or `bound` passes; true when it held.
 bool poll_until(std::chrono::milliseconds bound, const std::function<bool()>& ready) {
@@ -334,14 +320,14 @@ class Prometheus : public ::testing::Test {
     s.dir = std::make_unique<TempDir>("prom");
     const fs::path d = s.dir->path();
 
-    s.pg_port = free_loopback_port();
+    s.pg_port = process::free_tcp_port("127.0.0.1");
     s.pushgateway = std::make_unique<Program>(
         "pushgateway", *pg_bin,
         // In memory only: Debian's build persists to /var/lib/prometheus/pushgateway.data by
         // default, which would carry groups from earlier (or concurrent) runs into this one.
         std::vector<std::string>{"--web.listen-address=127.0.0.1:" + std::to_string(s.pg_port), "--persistence.file="},
         d / "pushgateway.log");
-    s.prom_port = free_loopback_port();
+    s.prom_port = process::free_tcp_port("127.0.0.1");
     std::ofstream(d / "prometheus.yml") << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
                                         << "rule_files:\n  - '" << (kSource / "dashboards" / "alerts.yml").string() << "'\n"
                                         << "scrape_configs:\n  - job_name: pushgateway\n    honor_labels: true\n"
@@ -703,12 +689,12 @@ struct LoopbackPrometheus {
       failure = "prometheus / prometheus-pushgateway not installed (scripts/install-deps.sh)";
       return;
     }
-    pg_port = free_loopback_port();
+    pg_port = process::free_tcp_port("127.0.0.1");
     pushgateway = std::make_unique<Program>(
         "pushgateway", *pg_bin,
         std::vector<std::string>{"--web.listen-address=127.0.0.1:" + std::to_string(pg_port), "--persistence.file="},
         dir / "pushgateway.log");
-    prom_port = free_loopback_port();
+    prom_port = process::free_tcp_port("127.0.0.1");
     std::ofstream(dir / "prometheus.yml") << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
                                           << "scrape_configs:\n  - job_name: pushgateway\n    honor_labels: true\n"
                                           << "    static_configs:\n      - targets: ['127.0.0.1:" << pg_port << "']\n"
@@ -729,7 +715,7 @@ struct LoopbackPrometheus {
 TEST(TwoWaysOut, ThePanelsCountEveryFaultOnceAndTheLastResultIsScraped) {
   TempDir dir("twoways");
   const fs::path d = dir.path();
-  const int live_port = free_loopback_port();
+  const int live_port = process::free_tcp_port("127.0.0.1");
   LoopbackPrometheus stack(d, "  - job_name: fencecheck-live\n    static_configs:\n      - targets: ['127.0.0.1:" +
                                   std::to_string(live_port) + "']\n");
   ASSERT_TRUE(stack.failure.empty()) << stack.failure;
@@ -856,7 +842,7 @@ TEST(TwoWaysOut, ThePausePanelReadsSixAndTwentySeconds) {
 
 TEST(PushFailure, IsReportedAndLeavesTheVerdictAlone) {
   TempDir dir("pushfail");
-  const int port = free_loopback_port();  // nothing listens there
+  const int port = process::free_tcp_port("127.0.0.1");  // nothing listens there
   auto [code, out] = run_fencecheck({"run", (kSource / "scenarios" / "smoke" / "sigstop-past-lease.yaml").string(),
                                      "--run-root", (dir.path() / "runs").string(),
                                      "--pushgateway", "http://127.0.0.1:" + std::to_string(port)},
@@ -897,7 +883,7 @@ std::string scrape_until_exposed(int port, const std::string& series, std::chron
 
 TEST(LiveEndpoint, ShowsTheFaultWhileTheRunIsGoing) {
   TempDir dir("live");
-  const int port = free_loopback_port();
+  const int port = process::free_tcp_port("127.0.0.1");
   Program run("fencecheck", kFencecheck,
               {"run", (kSource / "scenarios" / "smoke" / "sigstop-past-lease.yaml").string(), "--run-root",
                (dir.path() / "runs").string(), "--metrics-listen", "127.0.0.1:" + std::to_string(port)},
@@ -946,7 +932,7 @@ TEST(LiveEndpoint, ShowsTheFaultWhileTheRunIsGoing) {
 // scraped. At the end the checkers' own count replaces the live one (never lower).
 TEST(LiveEndpoint, CountsAnAnomalyTheMomentItIsFound) {
   TempDir dir("live-anomaly");
-  const int port = free_loopback_port();
+  const int port = process::free_tcp_port("127.0.0.1");
   Program run("fencecheck", kFencecheck,
               {"run", (kSource / "tests" / "observability" / "live" / "live-anomaly.yaml").string(), "--run-root",
                (dir.path() / "runs").string(), "--metrics-listen", "127.0.0.1:" + std::to_string(port)},
