@@ -27,6 +27,7 @@
 
 namespace fencecheck::process {
 
+/// What to start and where its output goes. Plain data.
 struct ChildSpec {
   std::string name;                      ///< "etcd", "store", "w1": for messages
   std::filesystem::path exe;             ///< absolute path of the program
@@ -45,7 +46,7 @@ struct ChildSpec {
   std::filesystem::path output_log;
   /// > 2: the lines handed to the LineHandler come from a pipe the child has open as this file
   /// descriptor (the worker protocol's event channel, docs/worker-protocol.md), and stdout goes to
-  /// `stdout_log`. 0: the lines are the child's stdout (etcd, the store).
+  /// `stdout_log`. 0: the lines are the child's stdout (the store, a user's http service).
   int events_fd = 0;
   /// With events_fd: where stdout goes (created / truncated). Ignored otherwise.
   std::filesystem::path stdout_log;
