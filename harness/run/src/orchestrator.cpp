@@ -26,6 +26,7 @@
 #include "fencecheck/faults/process.h"
 #include "fencecheck/faults/worker_group.h"
 #include "fencecheck/process/child_process.h"
+#include "fencecheck/process/server_support.h"
 #include "fencecheck/harness/fault_plan.h"
 #include "fencecheck/harness/report.h"
 #include "fencecheck/harness/night.h"
@@ -502,31 +503,13 @@ void Run::launch_worker(WorkerState& w) {
   record(std::move(e));
 }
 
-/// The last lines of a worker's stderr log (at most 20 lines, 4 KiB), for a failed worker's reasons.
+/// The last lines of a worker's stderr log (at most 20 lines, 4 KiB), for a failed worker's reasons:
+/// the process library's one log-tail helper, over the log's last 8 KiB.
 std::string stderr_tail(const fs::path& log) {
-  std::ifstream in(log, std::ios::binary);
-  if (!in) return {};
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  const std::streamoff from = std::max<std::streamoff>(0, size - 4096);
-  in.seekg(from);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (from > 0) {
-    const auto nl = text.find('\n');
-    text = nl == std::string::npos ? text : text.substr(nl + 1);
-  }
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-  std::size_t lines = 0, cut = text.size();
-  while (cut > 0 && lines < 20) {
-    const auto nl = text.rfind('\n', cut - 1);
-    ++lines;
-    if (nl == std::string::npos) {
-      cut = 0;
-      break;
-    }
-    cut = nl;
-  }
-  return cut == 0 ? text : text.substr(cut + 1);
+  std::error_code ec;
+  const std::uintmax_t size = fs::file_size(log, ec);
+  if (ec) return {};
+  return process::tail_text(process::read_text(log, size > 8192 ? size - 8192 : 0), 20, 4096);
 }
 
 void Run::record_exit(WorkerState& w, const std::string& id, const std::string& how) {
