@@ -26,7 +26,7 @@ std::string heal_netns_lab_record(const nlohmann::json& entry, CommandRunner& ru
 std::string heal_partition_record(const nlohmann::json& entry, CommandRunner& runner);
 std::string heal_netem_record(const nlohmann::json& entry, CommandRunner& runner);
 
-/// The runner the healer table uses (a SystemCommandRunner).
+/// The runner the network kinds' healers use (a SystemCommandRunner).
 CommandRunner& healer_runner();
 
 }  // namespace fencecheck::faults::detail

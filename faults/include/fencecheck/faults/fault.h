@@ -37,7 +37,7 @@ class Fault {
  public:
   virtual ~Fault() = default;
   /// Stable kind name as scenarios spell it: "sigstop", "cpu-throttle", "freeze", "partition",
-  /// "netem". It keys the ledger's healer table (ledger.cpp).
+  /// "netem". It names the fault kind (fault_kind.h) whose heal_record() heals its ledger record.
   [[nodiscard]] virtual std::string_view kind() const = 0;
   /// Human name of the target, e.g. "w1 (pid 4242)".
   [[nodiscard]] virtual std::string target() const = 0;
