@@ -203,9 +203,6 @@ namespace {
 /// fencecheck-worker's pause-detector tick (its --tick-ms default, which the harness never changes).
 constexpr Duration kWorkerTick = std::chrono::milliseconds(5);
 
-bool all_digits(std::string_view s) { return fencecheck::all_digits(s); }
-bool looks_numeric(std::string_view s) { return fencecheck::is_plain_decimal(s); }
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -401,7 +398,7 @@ class ScenarioParser {
     const std::string& s = v.node.Scalar();
     if (s.size() < 2 || s.back() != '%') fail(v, like + ", got " + quote(s));
     std::string_view num(s.data(), s.size() - 1);
-    if (!looks_numeric(num) || num.front() == '+' || num.front() == '-') fail(v, like + ", got " + quote(s));
+    if (!is_plain_decimal(num) || num.front() == '+' || num.front() == '-') fail(v, like + ", got " + quote(s));
     double pct = 0;
     if (auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), pct);
         ec != std::errc() || ptr != num.data() + num.size())
