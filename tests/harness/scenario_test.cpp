@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fencecheck/harness/scenario.h"
+#include "fencecheck/harness/worker_command.h"
 #include "fencecheck/workers/worker.h"
 #include "fencecheck/locks/lock_service_kind.h"
 #include "fencecheck/resources/resource_kind.h"
@@ -2130,6 +2131,60 @@ TEST(ScenarioCommand, CheckWorkerCommandsNamesTheWorkerThePathAndWhy) {
   fs::create_directories(dir / "sub");
   EXPECT_EQ(error("./sub"), at + fs::absolute(dir / "sub").lexically_normal().string() + " is not a regular file");
   EXPECT_EQ(error("no-such-program-fc").rfind(at + "no-such-program-fc is not on PATH", 0), 0u) << error("no-such-program-fc");
+}
+
+TEST(ScenarioCommand, ScriptArgumentFindsTheFileAKnownInterpreterRuns) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(script_argument(V{"/usr/bin/python3", "../../order_worker.py", "--shard", "eu"}), 1u);
+  EXPECT_EQ(script_argument(V{"python3.11", "-u", "-W", "ignore", "w.py"}), 4u);
+  EXPECT_EQ(script_argument(V{"python3", "-uWignore", "w.py"}), 2u);
+  EXPECT_EQ(script_argument(V{"python3", "-X", "dev", "--", "w.py"}), 4u);
+  EXPECT_EQ(script_argument(V{"python3", "-m", "orders.worker"}), std::nullopt);
+  EXPECT_EQ(script_argument(V{"python3", "-uc", "print(1)"}), std::nullopt);
+  EXPECT_EQ(script_argument(V{"python3", "-"}), std::nullopt);
+  EXPECT_EQ(script_argument(V{"node", "--require", "ts-node/register", "w.js"}), 3u);
+  EXPECT_EQ(script_argument(V{"nodejs", "--require=x", "--trace-warnings", "w.js"}), 3u);
+  EXPECT_EQ(script_argument(V{"node", "-e", "1"}), std::nullopt);
+  EXPECT_EQ(script_argument(V{"bash", "-eu", "-o", "pipefail", "run.sh", "x"}), 4u);
+  EXPECT_EQ(script_argument(V{"/bin/sh", "-c", "exec ./w"}), std::nullopt);
+  EXPECT_EQ(script_argument(V{"java", "-Xmx64m", "-jar", "w.jar"}), 3u);
+  EXPECT_EQ(script_argument(V{"java", "-cp", "w.jar", "orders.Main"}), std::nullopt);
+  EXPECT_EQ(script_argument(V{"/usr/bin/env", "PYTHONPATH=lib", "python3", "w.py"}), 3u);
+  EXPECT_EQ(script_argument(V{"./my-worker", "w.py"}), std::nullopt);  // not an interpreter
+  EXPECT_EQ(script_argument(V{"python3"}), std::nullopt);
+  EXPECT_EQ(script_argument(V{"pythonista", "w.py"}), std::nullopt);
+}
+
+TEST(ScenarioCommand, CheckWorkerCommandsRefusesAMissingScriptAtItsArgument) {
+  const fs::path dir = test_dir() / "scriptcheck";
+  fs::create_directories(dir / "sub");
+  write_file(dir / "worker.py", "print('hi')\n");
+  auto error = [&](const std::string& command, const std::string& extra = "") -> std::string {
+    try {
+      check_worker_commands(load_scenario(write_file(dir / "s.yaml", "name: t\nlease_ttl: 2s\nlock_service: {kind: none}\n"
+                                                                     "resource: {kind: store}\njob: {key: k}\n"
+                                                                     "workers:\n  - id: w1\n    command: " +
+                                                                         command + "\n" + extra + "expect: {outcome: safe}\n")));
+      return "";
+    } catch (const ScenarioError& e) {
+      return std::to_string(e.line()) + ":" + std::to_string(e.column()) + " " + e.message();
+    }
+  };
+  EXPECT_EQ(error("[/usr/bin/python3, worker.py]"), "");
+  EXPECT_EQ(error("[/usr/bin/python3, ../worker.py]", "    cwd: sub\n"), "");
+  EXPECT_EQ(error("[/usr/bin/python3, -m, orders]"), "");  // a module, not a file
+  EXPECT_EQ(error("[sh, -c, \"exec ./gone\"]"), "");          // the shell's business
+  const std::string abs = fs::absolute(dir).lexically_normal().string();
+  EXPECT_EQ(error("[/usr/bin/python3, ../../order_worker.py]"),
+            "8:33 workers.w1.command[1]: worker w1's script ../../order_worker.py (relative to " + abs + ": " +
+                (fs::absolute(dir) / "../../order_worker.py").lexically_normal().string() +
+                ") does not exist; the interpreter would exit at start and the run would read as the system failing (a relative "
+                "script is taken from the worker's cwd: the scenario file's directory unless `cwd:` says otherwise)");
+  EXPECT_EQ(error("[/usr/bin/python3, worker.py]", "    cwd: sub\n").rfind("8:33 workers.w1.command[1]: worker w1's script worker.py (relative to " + abs + "/sub: ", 0), 0u);
+  EXPECT_EQ(error("[bash, -e, /nonexistent/fc-run.sh]").rfind("8:25 workers.w1.command[2]: worker w1's script /nonexistent/fc-run.sh does not exist; the interpreter would exit", 0), 0u)
+      << error("[bash, -e, /nonexistent/fc-run.sh]");
+  EXPECT_EQ(error("[/usr/bin/env, PYTHONPATH=lib, python3, gone.py]").rfind("8:54 workers.w1.command[3]: worker w1's script gone.py (relative to", 0), 0u)
+      << error("[/usr/bin/env, PYTHONPATH=lib, python3, gone.py]");
 }
 
 TEST(ScenarioCommand, CheckWorkerCommandsFindsAnHttpServicesStartProgramBeforeAnythingStarts) {

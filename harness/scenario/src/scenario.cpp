@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
+#include <cerrno>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -22,6 +24,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "fencecheck/faults/fault_kind.h"
+#include "fencecheck/harness/worker_command.h"
 #include "fencecheck/harness/yaml_documents.h"
 #include "fencecheck/locks/lock_service_kind.h"
 #include "fencecheck/proto/chunk.h"
@@ -1262,6 +1265,7 @@ class ScenarioParser {
       std::string arg = string(item);
       if (arg.find('\0') != std::string::npos) fail(item, "an argument cannot hold a NUL byte");
       c.argv.push_back(std::move(arg));
+      c.arg_positions.push_back(position(item.mark));
     }
     if (c.argv.front().empty()) fail(list(*command, false).front(), "expected the program's name or path, got an empty string");
     c.position = position(command->mark);
@@ -1676,6 +1680,31 @@ std::optional<std::filesystem::path> resolve_worker_program(const WorkerCommand&
   return process::find_program(command.argv.front(), command.cwd);
 }
 
+namespace {
+
+/// A known interpreter's script (worker_command.h) that names no readable file: ScenarioError
+/// at the argument (issue 34 item 6: a misspelt script otherwise reads as "the system failed").
+void check_script_argument(const Scenario& scenario, const std::string& worker, const WorkerCommand& c) {
+  namespace fs = std::filesystem;
+  const auto index = script_argument(c.argv);
+  if (!index) return;
+  const std::string& script = c.argv[*index];
+  const fs::path path = fs::path(script).is_absolute() ? fs::path(script) : (c.cwd / script).lexically_normal();
+  std::error_code ec;
+  std::string why;
+  if (!fs::exists(path, ec)) why = "does not exist";
+  else if (::access(path.c_str(), R_OK) != 0) why = "cannot be read (" + std::string(std::strerror(errno)) + ")";
+  if (why.empty()) return;
+  const auto [line, col] = *index < c.arg_positions.size() ? c.arg_positions[*index] : c.position;
+  const std::string shown = fs::path(script).is_absolute() ? script : script + " (relative to " + c.cwd.string() + ": " + path.string() + ")";
+  throw ScenarioError(scenario.source(), line, col,
+                      "workers." + worker + ".command[" + std::to_string(*index) + "]: worker " + worker + "'s script " + shown +
+                          " " + why + "; the interpreter would exit at start and the run would read as the system failing (a relative script is taken "
+                          "from the worker's cwd: the scenario file's directory unless `cwd:` says otherwise)");
+}
+
+}  // namespace
+
 void check_worker_commands(const Scenario& scenario) {
   namespace fs = std::filesystem;
   for (const WorkerSpec& w : scenario.workers()) {
@@ -1686,7 +1715,10 @@ void check_worker_commands(const Scenario& scenario) {
     std::error_code ec;
     if (!fs::is_directory(c.cwd, ec))
       throw ScenarioError(scenario.source(), line, col, at + "worker " + w.id + "'s cwd " + c.cwd.string() + " is not a directory");
-    if (resolve_worker_program(c)) continue;
+    if (resolve_worker_program(c)) {
+      check_script_argument(scenario, w.id, c);
+      continue;
+    }
     const std::string& program = c.argv.front();
     fs::path shown(program);
     if (program.find('/') != std::string::npos && shown.is_relative()) shown = (c.cwd / shown).lexically_normal();

@@ -306,6 +306,9 @@ struct WorkerCommand {
   /// Where `command:` is in the scenario file (1-based line, column), for errors found when the
   /// program is looked up (check_worker_commands). Not part of the plan: equality ignores it.
   std::pair<int, int> position{0, 0};
+  /// Where each argument of `command:` is (line, column; parallel to argv when loaded from a
+  /// file, else empty), for the script check. Not part of the plan either.
+  std::vector<std::pair<int, int>> arg_positions;
   bool operator==(const WorkerCommand& o) const { return argv == o.argv && env == o.env && cwd == o.cwd; }
 };
 
