@@ -18,8 +18,10 @@
 set -eu
 mode=${1:?usage: worker.sh forking|lying|exit3|crashes|gives-up|never-acquires|silent|background|escaping [fencecheck-worker flags...]}
 shift
+# FC_TEST_WORKER_BIN_DIR: where fencecheck-worker is when the test copied it (and this script) to a
+# directory an unprivileged account can reach (command_worker_test.cpp, "AsNobody").
 worker() {
-  "$FENCECHECK_BIN_DIR/fencecheck-worker" --id "$FENCECHECK_WORKER_ID" --etcd "$FENCECHECK_LOCK_ENDPOINTS" \
+  "${FC_TEST_WORKER_BIN_DIR:-$FENCECHECK_BIN_DIR}/fencecheck-worker" --id "$FENCECHECK_WORKER_ID" --etcd "$FENCECHECK_LOCK_ENDPOINTS" \
     --resource "$FENCECHECK_RESOURCE" --lock "$FENCECHECK_LOCK_NAME" --key "$FENCECHECK_KEY" \
     --ttl-s "$FENCECHECK_LEASE_TTL_S" --segments "$FENCECHECK_JOB_SEGMENTS" --chunks "$FENCECHECK_JOB_CHUNKS" \
     --chunk-bytes "$FENCECHECK_CHUNK_BYTES" --chunk-interval-ms "$FENCECHECK_CHUNK_INTERVAL_MS" \
@@ -27,7 +29,7 @@ worker() {
 }
 case "$mode" in
   forking)
-    echo "worker.sh: $FENCECHECK_WORKER_ID forking the holder two levels down"
+    echo "worker.sh: $FENCECHECK_WORKER_ID forking the holder two levels down (uid $(id -u))"
     ( worker "$@" & wait $! ) &
     wait $!
     ;;

@@ -1,5 +1,6 @@
 // Unit tests for the scenario model and loader: good files load with the right values (including
 // the two smoke scenarios), and every kind of bad file fails with its exact file:line:col and message.
+#include <unistd.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -2112,9 +2113,11 @@ TEST(ScenarioCommand, CheckWorkerCommandsNamesTheWorkerThePathAndWhy) {
                                                       "workers:\n  - id: w1\n  - id: w2\n    command: [" +
                                                           argv0 + "]\nexpect: {outcome: safe}\n"));
   };
+  // As the harness's own account: this test is about paths (the account's own checks: below).
+  const AccountDefaults self{::geteuid(), std::nullopt, std::to_string(::geteuid())};
   auto error = [&](const std::string& argv0) -> std::string {
     try {
-      check_worker_commands(scenario(argv0));
+      check_worker_commands(scenario(argv0), self);
       return "";
     } catch (const ScenarioError& e) {
       EXPECT_EQ(e.line(), 8);
@@ -2185,6 +2188,99 @@ TEST(ScenarioCommand, CheckWorkerCommandsRefusesAMissingScriptAtItsArgument) {
       << error("[bash, -e, /nonexistent/fc-run.sh]");
   EXPECT_EQ(error("[/usr/bin/env, PYTHONPATH=lib, python3, gone.py]").rfind("8:54 workers.w1.command[3]: worker w1's script gone.py (relative to", 0), 0u)
       << error("[/usr/bin/env, PYTHONPATH=lib, python3, gone.py]");
+}
+
+TEST(WorkerAccount, TheWorkersUserThenTheVariableThenSudoUserThenNobody) {
+  const AccountDefaults root{0, std::nullopt, std::nullopt};
+  const WorkerAccount nobody = resolve_worker_account(std::nullopt, root);
+  EXPECT_EQ(nobody.name, "nobody");
+  EXPECT_EQ(nobody.uid, 65534u);
+  EXPECT_EQ(nobody.chosen_by, "the default account");
+  EXPECT_TRUE(nobody.switches);
+  AccountDefaults sudo = root;
+  sudo.sudo_user = "daemon";
+  EXPECT_EQ(resolve_worker_account(std::nullopt, sudo).name, "daemon");
+  EXPECT_EQ(resolve_worker_account(std::nullopt, sudo).chosen_by, "SUDO_USER");
+  sudo.sudo_user = "root";  // `sudo -s` from root: not an unprivileged user
+  EXPECT_EQ(resolve_worker_account(std::nullopt, sudo).name, "nobody");
+  AccountDefaults var = sudo;
+  var.worker_user = "bin";
+  EXPECT_EQ(resolve_worker_account(std::nullopt, var).name, "bin");
+  EXPECT_EQ(resolve_worker_account(std::nullopt, var).chosen_by, "FENCECHECK_WORKER_USER");
+  const WorkerAccount as_root = resolve_worker_account(std::string("root"), var);
+  EXPECT_EQ(as_root.uid, 0u);
+  EXPECT_FALSE(as_root.switches);
+  EXPECT_EQ(as_root.chosen_by, "workers[].user");
+  const WorkerAccount bare = resolve_worker_account(std::string("64999"), root);  // no passwd entry
+  EXPECT_EQ(bare.name, "64999");
+  EXPECT_EQ(bare.gid, 64999u);
+  EXPECT_EQ(bare.home, "/");
+  EXPECT_EQ(account_prefix(bare, "/usr/bin/setpriv"),
+            (std::vector<std::string>{"/usr/bin/setpriv", "--reuid=64999", "--regid=64999", "--clear-groups", "--pdeathsig=keep", "--"}));
+  EXPECT_EQ(account_prefix(nobody, "/usr/bin/setpriv"),
+            (std::vector<std::string>{"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--init-groups", "--pdeathsig=keep", "--"}));
+  EXPECT_TRUE(account_prefix(as_root, "/usr/bin/setpriv").empty());
+  try {
+    (void)resolve_worker_account(std::string("nobdy"), root);
+    ADD_FAILURE() << "an unknown account was taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "no account \"nobdy\" on this machine (getpwnam; from workers[].user): give an existing account name or a numeric uid");
+  }
+  // A harness that is not root runs workers as itself, and cannot switch.
+  const AccountDefaults user{1000, std::string("alice"), std::nullopt};
+  EXPECT_FALSE(resolve_worker_account(std::nullopt, user).switches);
+  EXPECT_EQ(resolve_worker_account(std::nullopt, user).chosen_by, "the harness's own account");
+  try {
+    (void)resolve_worker_account(std::string("nobody"), user);
+    ADD_FAILURE() << "a non-root harness switched accounts";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("running worker programs as nobody (from workers[].user) needs root; the harness runs as ", 0), 0u) << e.what();
+  }
+}
+
+TEST(WorkerAccount, ValidateRefusesAProgramTheAccountCannotReach) {
+  if (::geteuid() != 0) GTEST_SKIP() << "switching accounts needs root";
+  const fs::path dir = test_dir() / "account";
+  fs::create_directories(dir / "private" / "w");
+  fs::create_directories(dir / "open");
+  fs::permissions(dir, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  fs::permissions(dir / "private", fs::perms::owner_all);  // 0700: nobody cannot search it
+  fs::permissions(dir / "open", fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec |
+                                    fs::perms::group_read | fs::perms::others_read);
+  write_file(dir / "private" / "w" / "worker.py", "print(1)\n");
+  write_file(dir / "open" / "worker.py", "print(1)\n");
+  fs::permissions(dir / "open" / "worker.py", fs::perms::owner_read | fs::perms::owner_write);  // 0600: unreadable to nobody
+  auto error = [&](const std::string& where, const std::string& user) -> std::string {
+    try {
+      check_worker_commands(load_scenario(write_file(dir / "s.yaml", "name: t\nlease_ttl: 2s\nlock_service: {kind: none}\n"
+                                                                     "resource: {kind: store}\njob: {key: k}\n"
+                                                                     "workers:\n  - id: w1\n    command: [/usr/bin/python3, worker.py]\n"
+                                                                     "    cwd: " + where + "\n" + user +
+                                                                         "expect: {outcome: safe}\n")),
+                            AccountDefaults{0, std::nullopt, std::nullopt});
+      return "";
+    } catch (const ScenarioError& e) {
+      return std::to_string(e.line()) + ":" + std::to_string(e.column()) + " " + e.message();
+    }
+  };
+  const std::string cwd = (fs::absolute(dir) / "private" / "w").lexically_normal().string();
+  EXPECT_EQ(error("private/w", ""),
+            "8:14 workers.w1.command: worker w1 runs as nobody (the default account) and nobody cannot enter the worker's cwd " + cwd +
+                " (a directory on its path is not searchable by it, or it does not exist): make the files reachable by nobody, "
+                "name another account with `user:` (or FENCECHECK_WORKER_USER for every worker), or `user: root` for a worker "
+                "that needs root (docs/worker-protocol.md, \"The worker's account\")");
+  EXPECT_EQ(error("private/w", "    user: root\n"), "");  // a worker that needs root says so
+  EXPECT_EQ(error("open", "").rfind("8:14 workers.w1.command: worker w1 runs as nobody (the default account) and nobody cannot read " +
+                                        (fs::absolute(dir) / "open" / "worker.py").lexically_normal().string(), 0), 0u)
+      << error("open", "");
+  EXPECT_EQ(error("open", "    user: daemon\n").rfind("10:11 workers.w1.user: worker w1 runs as daemon (workers[].user) and daemon cannot read", 0), 0u)
+      << error("open", "    user: daemon\n");
+  fs::permissions(dir / "open" / "worker.py", fs::perms::others_read, fs::perm_options::add);
+  EXPECT_EQ(error("open", ""), "");
+  EXPECT_EQ(error("open", "    user: nobdy\n"),
+            "10:11 workers.w1.user: worker w1: no account \"nobdy\" on this machine (getpwnam; from workers[].user): give an existing "
+            "account name or a numeric uid");
+  EXPECT_EQ(error("open", "    user: \"-x\"\n").rfind("10:11 workers[0].user: expected an account name", 0), 0u) << error("open", "    user: \"-x\"\n");
 }
 
 TEST(ScenarioCommand, CheckWorkerCommandsFindsAnHttpServicesStartProgramBeforeAnythingStarts) {

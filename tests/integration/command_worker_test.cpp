@@ -72,11 +72,40 @@ RunOutcome run_yaml(const std::string& name, const std::string& yaml, const std:
   return r;
 }
 
+/// worker.sh and fencecheck-worker copied to a directory of their own (0755, under /tmp), which
+/// the unprivileged account can reach wherever the checkout is (a clone under /root is not).
+/// The workers run as `user: nobody` from there (issue 34 item 7: every fault acts on them).
+struct Unprivileged {
+  fs::path dir;
+  Unprivileged() {
+    dir = fs::temp_directory_path() / ("fc-cw-nobody-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    fs::copy_file(kWorkerScript, dir / "worker.sh");
+    fs::copy_file(fs::path(FENCECHECK_BIN).parent_path() / "fencecheck-worker", dir / "fencecheck-worker");
+    const auto open = fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                      fs::perms::others_exec;
+    for (const auto& p : {dir, dir / "worker.sh", dir / "fencecheck-worker"}) fs::permissions(p, open);
+  }
+  ~Unprivileged() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  /// The worker's extra fields: the account, and where the copied fencecheck-worker is.
+  [[nodiscard]] std::string fields() const {
+    return ", user: nobody, env: {FC_TEST_WORKER_BIN_DIR: " + dir.string() + "}";
+  }
+};
+
 /// Two forking command workers; w1 hit by `fault` (a YAML flow mapping without target/trigger)
-/// after its 2nd accepted write; the store fenced or not.
+/// after its 2nd accepted write; the store fenced or not. With `as` the workers run as nobody
+/// from its copy.
 std::string forking_scenario(const std::string& name, const std::string& fault, const std::string& fencing,
                              const std::string& expect, const std::string& network = "host",
-                             const std::string& chunk_interval = "100ms", const std::string& worker_flags = "") {
+                             const std::string& chunk_interval = "100ms", const std::string& worker_flags = "",
+                             const Unprivileged* as = nullptr) {
+  const std::string script = as ? (as->dir / "worker.sh").string() : kWorkerScript.string();
+  const std::string fields = as ? as->fields() : "";
   return "name: " + name + "\n" +
          "seed: 7\n"
          "lease_ttl: 2s\n"
@@ -85,9 +114,9 @@ std::string forking_scenario(const std::string& name, const std::string& fault, 
          "network: " + network + "\n" +
          "job: {key: ledger, segments: 3, chunks: 4, chunk_bytes: 256, chunk_interval: " + chunk_interval + "}\n" +
          "workers:\n"
-         "  - {id: w1, command: [" + kWorkerScript.string() + ", forking" + worker_flags + "]}\n" +
-         "  - {id: w2, command: [" + kWorkerScript.string() + ", forking" + worker_flags +
-         "], start_after: {worker: w1, event: acquire.ok}}\n" +
+         "  - {id: w1, command: [" + script + ", forking" + worker_flags + "]" + fields + "}\n" +
+         "  - {id: w2, command: [" + script + ", forking" + worker_flags +
+         "], start_after: {worker: w1, event: acquire.ok}" + fields + "}\n" +
          "faults:\n"
          "  - {" + fault + ", target: w1, trigger: {worker: w1, event: write.ok, count: 2}}\n" +
          "expect: " + expect + "\n";
@@ -95,10 +124,26 @@ std::string forking_scenario(const std::string& name, const std::string& fault, 
 
 bool root() { return ::geteuid() == 0; }
 
+/// The holder's shell said which uid it runs as (worker.sh forking), and the harness said which
+/// account it started w1 as: both must be nobody's.
+void expect_ran_as_nobody(const RunOutcome& r) {
+  EXPECT_NE(fctest::slurp(r.dir / "logs" / "w1.stdout.log").find("forking the holder two levels down (uid 65534)"), std::string::npos)
+      << fctest::slurp(r.dir / "logs" / "w1.stdout.log");
+  bool said = false;
+  for (const auto& e : r.history)
+    said = said || e.value("detail", "").find("started worker w1 (pid ") == 0 &&
+                       e.value("detail", "").find(", as nobody uid 65534: workers[].user)") != std::string::npos;
+  EXPECT_TRUE(said) << "the harness did not say it started w1 as nobody";
+}
+
 TEST(CommandWorker, SigstopReachesTheForkedHolderAndAnUnfencedStoreShowsTheDamage) {
+  // As nobody (the harness root: every fault must act on a worker of another account).
+  const Unprivileged as;
   const RunOutcome r = run_yaml("cw-sigstop-unfenced",
                          forking_scenario("cw-sigstop-unfenced", "kind: sigstop, duration: 6s", "none",
-                                          "{outcome: anomaly, anomalies: [interleaved-segment], min_expiries_during_work: 1}"));
+                                          "{outcome: anomaly, anomalies: [interleaved-segment], min_expiries_during_work: 1}",
+                                          "host", "100ms", "", root() ? &as : nullptr));
+  if (root()) expect_ran_as_nobody(r);
   ASSERT_FALSE(r.dir.empty()) << r.result.err;
   EXPECT_EQ(r.result.code, 0) << r.reasons() << r.result.err;
   EXPECT_TRUE(r.anomalies().count("interleaved-segment")) << r.reasons();
@@ -123,9 +168,12 @@ TEST(CommandWorker, SigstopOfAForkingWorkerAgainstAFencedStoreIsSafe) {
 
 TEST(CommandWorker, FreezePutsTheWholeTreeInTheCgroup) {
   if (!root()) GTEST_SKIP() << "freeze needs root (cgroups)";
+  const Unprivileged as;
   const RunOutcome r = run_yaml("cw-freeze", forking_scenario("cw-freeze", "kind: freeze, duration: 6s", "none",
-                                                       "{outcome: anomaly, anomalies: [interleaved-segment], min_expiries_during_work: 1}"));
+                                                       "{outcome: anomaly, anomalies: [interleaved-segment], min_expiries_during_work: 1}",
+                                                       "host", "100ms", "", &as));
   ASSERT_FALSE(r.dir.empty()) << r.result.err;
+  expect_ran_as_nobody(r);
   EXPECT_EQ(r.result.code, 0) << r.reasons() << r.result.err;
   EXPECT_GE(r.longest_pause_s("w1"), 5.5);
 }
@@ -135,11 +183,13 @@ TEST(CommandWorker, CpuThrottleStarvesTheWholeTree) {
   // 0.1% of one CPU for 6 s on a holder that renews its lease on its job's thread between writes
   // that cost 5 ms of CPU each (scenarios/faults/throttle-past-lease-unfenced.yaml's design):
   // its keepalives starve and its lease expires, and its next write lands after w2's.
+  const Unprivileged as;
   const RunOutcome r = run_yaml("cw-throttle",
                          forking_scenario("cw-throttle", "kind: cpu-throttle, quota: 0.1%, period: 1s, duration: 6s", "none",
                                           "{outcome: anomaly, anomalies: [stale-write-accepted], min_expiries_during_work: 1}",
-                                          "host", "100ms", ", --keepalive, inline, --cpu-per-write-ms, 5"));
+                                          "host", "100ms", ", --keepalive, inline, --cpu-per-write-ms, 5", &as));
   ASSERT_FALSE(r.dir.empty()) << r.result.err;
+  expect_ran_as_nobody(r);
   EXPECT_EQ(r.result.code, 0) << r.reasons() << r.result.err;
   // Under 0.1% of a CPU per 1 s period the holder's own ticker sees gaps of about a period.
   EXPECT_GE(r.longest_pause_s("w1"), 0.5);
@@ -148,11 +198,13 @@ TEST(CommandWorker, CpuThrottleStarvesTheWholeTree) {
 TEST(CommandWorker, PartitionCutsTheWholeTreeOffFromTheLockService) {
   if (!root()) GTEST_SKIP() << "partition needs root (network namespaces)";
   // w1's tree loses the lock service but keeps the store: its lease expires while it writes on.
+  const Unprivileged as;
   const RunOutcome r = run_yaml("cw-partition",
                          forking_scenario("cw-partition", "kind: partition, from: lock-service, duration: 6s", "none",
                                           "{outcome: anomaly, anomalies: [stale-write-accepted], min_expiries_during_work: 1}",
-                                          "namespaces", "500ms"));
+                                          "namespaces", "500ms", "", &as));
   ASSERT_FALSE(r.dir.empty()) << r.result.err;
+  expect_ran_as_nobody(r);
   EXPECT_EQ(r.result.code, 0) << r.reasons() << r.result.err;
   bool lost = false;
   for (const auto& e : r.history)

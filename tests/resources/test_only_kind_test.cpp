@@ -231,20 +231,20 @@ TEST(TestOnlyResourceKind, CleanupsOrphanSweepReportsItsSentencesAndWhatItCouldN
 
 /// The orchestrator starts the kind's instance and gives a command worker the kind's own variables
 /// (worker_env of the instance's endpoint) besides FENCECHECK_RESOURCE, with no harness code naming
-/// the kind: the worker writes what it was given into the run directory.
+/// the kind: the worker writes what it was given into its own directory.
 TEST(TestOnlyResourceKind, ARunOpensItAndGivesACommandWorkerItsVariables) {
   testing::TempDir root("shelf-runs");
   const auto sc = harness::parse_scenario(
       "name: shelf-run\nlease_ttl: 2s\nlock_service: {kind: none}\nresource: {kind: shelf, label: oak}\n"
       "job: {key: k}\nworkers:\n"
       "  - id: w1\n"
-      "    command: [/bin/sh, -c, 'printf \"%s|%s\" \"$SHELF_SPOT\" \"$FENCECHECK_RESOURCE\" > \"$FENCECHECK_RUN_DIR/given\"']\n"
+      "    command: [/bin/sh, -c, 'printf \"%s|%s\" \"$SHELF_SPOT\" \"$FENCECHECK_RESOURCE\" > \"$FENCECHECK_WORKER_DIR/given\"']\n"
       "expect: {outcome: safe}\n",
       "shelf.yaml");
   harness::RunOptions opt;
   opt.run_root = root.path();
   const auto result = harness::run_scenario(sc, opt);
-  std::ifstream in(result.run_dir / "given");
+  std::ifstream in(result.run_dir / "workers" / "w1" / "given");
   ASSERT_TRUE(in) << "the worker did not run; reasons: " << ::testing::PrintToString(result.reasons);
   std::stringstream given;
   given << in.rdbuf();

@@ -1,11 +1,15 @@
 #include "fencecheck/harness/orchestrator.h"
+#include "fencecheck/harness/worker_command.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <condition_variable>
 #include <ctime>
 #include <deque>
@@ -106,6 +110,8 @@ struct WorkerState {
   bool never = false;  ///< will never start (its trigger's worker ended first)
   bool queued = false;  ///< its start trigger happened; it waits in Run::launch_queue_
   std::optional<Clock::time_point> start_at;
+  /// A command worker's own directory (FENCECHECK_WORKER_DIR) while it runs; empty otherwise.
+  fs::path scratch;
 };
 
 struct ActiveFault {
@@ -137,6 +143,7 @@ class Run {
   ~Run() {
     try {
       heal_all();
+      collect_worker_dirs();  // a run that failed before its end leaves nothing under /tmp
     } catch (const std::exception& err) {  // recording the heal's event failed; the heals themselves never throw
       spdlog::error("{}: while healing at the end of a failed run: {}", sc_.name(), err.what());
     }
@@ -192,6 +199,8 @@ class Run {
   /// The history is complete: closes history.jsonl and, as opt_.compress_history says, replaces
   /// it by history.jsonl.zst (a failure is logged; the plain file stays).
   void finish_history();
+  /// Copies each command worker's FENCECHECK_WORKER_DIR into <run dir>/workers/<id>/ and removes it.
+  void collect_worker_dirs();
 
   const Scenario& sc_;
   const RunOptions& opt_;
@@ -314,6 +323,20 @@ void Run::launch_queued() {
   }
 }
 
+void Run::collect_worker_dirs() {
+  for (auto& [id, w] : workers_) {
+    if (w.scratch.empty()) continue;
+    std::error_code ec;
+    const fs::path kept = dir_.path() / "workers" / id;
+    fs::create_directories(kept, ec);
+    // The worker's files, never what its symlinks point to (copied as root).
+    if (!ec) fs::copy(w.scratch, kept, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
+    if (ec) spdlog::warn("{}: worker {}'s directory {} not kept: {}", sc_.name(), id, w.scratch.string(), ec.message());
+    fs::remove_all(w.scratch, ec);
+    w.scratch.clear();
+  }
+}
+
 void Run::finish_history() {
   history_out_.close();
   using Mode = RunOptions::CompressHistory;
@@ -375,6 +398,7 @@ void Run::launch_worker(WorkerState& w) {
   const auto& job = sc_.job();
   const std::string id = w.spec->id;
   process::ChildSpec spec;
+  std::optional<WorkerAccount> account;  // a command worker's
   spec.name = id;
   spec.stderr_log = dir_.log_path(id);
   spec.stdout_log = dir_.path() / "logs" / (id + ".stdout.log");
@@ -400,6 +424,31 @@ void Run::launch_worker(WorkerState& w) {
     spec.args.assign(command->argv.begin() + 1, command->argv.end());
     spec.cwd = command->cwd;
     spec.own_process_group = true;
+    // The account it runs as (docs/worker-protocol.md, "The worker's account"): setpriv(1) after
+    // the namespace's `ip netns exec`, so the harness, as root, still signals, throttles and
+    // isolates it. Its own HOME, USER and LOGNAME (a team's ~/.pgpass is its account's).
+    account = resolve_worker_account(command->user, AccountDefaults::from_environment());
+    if (account->switches) {
+      const auto setpriv = process::find_on_path("setpriv");
+      if (!setpriv) throw EnvironmentError("setpriv (util-linux) is not on PATH: it runs command workers as " + account->name);
+      const auto prefix = account_prefix(*account, setpriv->string());
+      spec.prefix.insert(spec.prefix.end(), prefix.begin(), prefix.end());
+      spec.env.insert(spec.env.end(), {{"HOME", account->home}, {"USER", account->name}, {"LOGNAME", account->name}});
+      spec.owner = std::pair{account->uid, account->gid};
+    }
+    // Its own directory, its account's to write: the run directory is the harness's evidence
+    // (history, verdict), which the system under test must not be able to touch, and may sit
+    // under a directory its account cannot enter. So a fresh directory under the system's
+    // temporary directory (sticky, every account's), copied into <run dir>/workers/<id>/ when
+    // the run ends (collect_worker_dirs).
+    w.scratch = fs::temp_directory_path() / ("fencecheck-" + dir_.run_id() + "-" + id);
+    std::error_code ec;
+    fs::remove_all(w.scratch, ec);
+    if (!fs::create_directory(w.scratch, ec) || ::chmod(w.scratch.c_str(), 0700) != 0 ||
+        (account->switches && ::chown(w.scratch.c_str(), account->uid, account->gid) != 0))
+      throw EnvironmentError("cannot make " + w.scratch.string() + " for worker " + id + " (" + account->name + "): " +
+                             (ec ? ec.message() : std::string(std::strerror(errno))));
+    spec.env.emplace_back("FENCECHECK_WORKER_DIR", w.scratch.string());
     spec.env.insert(spec.env.end(), command->env.begin(), command->env.end());
   } else {
     spec.exe = (opt_.bin_dir.empty() ? process::self_bin_dir() : opt_.bin_dir) / "fencecheck-worker";
@@ -499,7 +548,9 @@ void Run::launch_worker(WorkerState& w) {
   e.source = "harness";
   e.kind = EventKind::kLog;
   e.target = id;
-  e.detail = "started worker " + id + " (pid " + std::to_string(w.proc->pid()) + ")";
+  e.detail = "started worker " + id + " (pid " + std::to_string(w.proc->pid()) +
+             (account ? ", as " + account->name + " uid " + std::to_string(account->uid) + ": " + account->chosen_by : std::string()) +
+             ")";
   record(std::move(e));
 }
 
@@ -1085,6 +1136,7 @@ ScenarioResult Run::execute() {
     spdlog::error("{}: {}", sc_.name(), r.reasons.back());
     name_unhealed(r, /*add_reasons=*/true);
     notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "done"); });
+    collect_worker_dirs();
     finish_history();
     return r;
   }
@@ -1147,6 +1199,7 @@ ScenarioResult Run::execute() {
   log = PackedLog{};
   notify(opt_, [&](RunObserver& o) { o.on_phase(sc_, "done"); });
   notify(opt_, [&](RunObserver& o) { o.on_finish(sc_, r, analysis, figures); });
+  collect_worker_dirs();
   finish_history();
   return r;
 }

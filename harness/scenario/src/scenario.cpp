@@ -920,7 +920,7 @@ class ScenarioParser {
     worker_maps.reserve(worker_values.size());
     std::map<std::string, std::size_t> worker_index;
     for (const Value& wv : worker_values) {
-      worker_maps.emplace_back(*this, wv, std::vector<std::string_view>{"id", "start_after", "start_delay", "key", "issuer", "design", "command", "env", "cwd"});
+      worker_maps.emplace_back(*this, wv, std::vector<std::string_view>{"id", "start_after", "start_delay", "key", "issuer", "design", "command", "env", "cwd", "user"});
       Value id = worker_maps.back().require("id");
       WorkerSpec w;
       w.id = string(id);
@@ -1248,6 +1248,7 @@ class ScenarioParser {
     auto command = wm.get("command");
     auto env = wm.get("env");
     auto cwd = wm.get("cwd");
+    auto user = wm.get("user");
     // An empty command (a template variable that expanded to nothing) must not quietly test
     // fencecheck-worker instead of the user's program.
     if (auto given = wm.raw("command"); given && !command)
@@ -1256,6 +1257,7 @@ class ScenarioParser {
     if (!command) {
       if (env) fail(*env, "env is for a command worker (workers[].command); fencecheck-worker gets the harness's environment");
       if (cwd) fail(*cwd, "cwd is for a command worker (workers[].command)");
+      if (user) fail(*user, "user is for a command worker (workers[].command); fencecheck-worker runs as the harness");
       return;
     }
     if (auto design = wm.get("design"))
@@ -1276,6 +1278,18 @@ class ScenarioParser {
       const std::string dir = string(*cwd);
       if (dir.empty()) fail(*cwd, "expected a directory, got an empty string");
       c.cwd = (base / dir).lexically_normal();
+    }
+    if (user) {
+      c.user = string(*user);
+      const bool uid = !c.user->empty() && all_digits(*c.user) && c.user->size() <= 10;
+      const bool name = !c.user->empty() && c.user->size() <= 32 && c.user->front() != '-' &&
+                        std::all_of(c.user->begin(), c.user->end(), [](char ch) {
+                          return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-';
+                        });
+      if (!uid && !name)
+        fail(*user, "expected an account name (1-32 characters of [A-Za-z0-9._-], not starting with '-') or a numeric uid, got " +
+                        quote(*c.user));
+      c.user_position = position(user->mark);
     }
     w.command = std::move(c);
   }
@@ -1631,6 +1645,7 @@ nlohmann::json to_json(const Scenario& s) {
       for (const auto& [name, value] : w.command->env) env[name] = value;
       if (!env.empty()) wj["env"] = std::move(env);
       wj["cwd"] = w.command->cwd.string();
+      if (w.command->user) wj["user"] = *w.command->user;
     } else {
       const WorkerDesign& d = w.design;
       nlohmann::json dj{{"retry_same_token", d.retry_same_token},
@@ -1684,17 +1699,17 @@ namespace {
 
 /// A known interpreter's script (worker_command.h) that names no readable file: ScenarioError
 /// at the argument (issue 34 item 6: a misspelt script otherwise reads as "the system failed").
-void check_script_argument(const Scenario& scenario, const std::string& worker, const WorkerCommand& c) {
+std::optional<std::filesystem::path> check_script_argument(const Scenario& scenario, const std::string& worker, const WorkerCommand& c) {
   namespace fs = std::filesystem;
   const auto index = script_argument(c.argv);
-  if (!index) return;
+  if (!index) return std::nullopt;
   const std::string& script = c.argv[*index];
   const fs::path path = fs::path(script).is_absolute() ? fs::path(script) : (c.cwd / script).lexically_normal();
   std::error_code ec;
   std::string why;
   if (!fs::exists(path, ec)) why = "does not exist";
   else if (::access(path.c_str(), R_OK) != 0) why = "cannot be read (" + std::string(std::strerror(errno)) + ")";
-  if (why.empty()) return;
+  if (why.empty()) return path;
   const auto [line, col] = *index < c.arg_positions.size() ? c.arg_positions[*index] : c.position;
   const std::string shown = fs::path(script).is_absolute() ? script : script + " (relative to " + c.cwd.string() + ": " + path.string() + ")";
   throw ScenarioError(scenario.source(), line, col,
@@ -1703,9 +1718,31 @@ void check_script_argument(const Scenario& scenario, const std::string& worker, 
                           "from the worker's cwd: the scenario file's directory unless `cwd:` says otherwise)");
 }
 
+/// The worker's account exists, may be switched to, and can run the program (item 7).
+void check_account(const Scenario& scenario, const std::string& worker, const WorkerCommand& c,
+                   const std::filesystem::path& program, const std::optional<std::filesystem::path>& script,
+                   const AccountDefaults& defaults) {
+  const auto [line, col] = c.user ? c.user_position : c.position;
+  const std::string at = c.user ? "workers." + worker + ".user: " : "workers." + worker + ".command: ";
+  WorkerAccount account;
+  try {
+    account = resolve_worker_account(c.user, defaults);
+  } catch (const std::invalid_argument& e) {
+    throw ScenarioError(scenario.source(), line, col, at + "worker " + worker + ": " + e.what());
+  }
+  if (auto why = account_cannot_run(account, c.cwd, program, script))
+    throw ScenarioError(scenario.source(), line, col,
+                        at + "worker " + worker + " runs as " + account.name + " (" + account.chosen_by + ") and " + *why +
+                            ": make the files reachable by " + account.name + ", name another account with `user:` (or "
+                            "FENCECHECK_WORKER_USER for every worker), or `user: root` for a worker that needs root "
+                            "(docs/worker-protocol.md, \"The worker's account\")");
+}
+
 }  // namespace
 
-void check_worker_commands(const Scenario& scenario) {
+void check_worker_commands(const Scenario& scenario) { check_worker_commands(scenario, AccountDefaults::from_environment()); }
+
+void check_worker_commands(const Scenario& scenario, const AccountDefaults& defaults) {
   namespace fs = std::filesystem;
   for (const WorkerSpec& w : scenario.workers()) {
     if (!w.command) continue;
@@ -1715,8 +1752,9 @@ void check_worker_commands(const Scenario& scenario) {
     std::error_code ec;
     if (!fs::is_directory(c.cwd, ec))
       throw ScenarioError(scenario.source(), line, col, at + "worker " + w.id + "'s cwd " + c.cwd.string() + " is not a directory");
-    if (resolve_worker_program(c)) {
-      check_script_argument(scenario, w.id, c);
+    if (const auto program = resolve_worker_program(c)) {
+      const auto script = check_script_argument(scenario, w.id, c);
+      check_account(scenario, w.id, c, *program, script, defaults);
       continue;
     }
     const std::string& program = c.argv.front();

@@ -1,10 +1,19 @@
 #include "fencecheck/harness/worker_command.h"
 
+#include <grp.h>
+#include <pwd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
 #include <string_view>
 
-namespace fencecheck {
+namespace fencecheck::harness {
 namespace {
 
 enum class Family { kNone, kPython, kNode, kShell, kJava, kEnv };
@@ -103,4 +112,129 @@ std::optional<std::size_t> script_argument(const std::vector<std::string>& argv)
   return std::nullopt;
 }
 
-}  // namespace fencecheck
+}  // namespace fencecheck::harness
+
+// ---- the worker's account (issue 34 item 7) ----
+
+namespace fencecheck::harness {
+namespace {
+
+std::optional<WorkerAccount> lookup(const std::string& user) {
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* found = nullptr;
+  const bool numeric = !user.empty() && std::all_of(user.begin(), user.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (numeric) {
+    const unsigned long uid = std::strtoul(user.c_str(), nullptr, 10);
+    if (uid > 0xFFFFFFFEul) return std::nullopt;
+    if (::getpwuid_r(static_cast<uid_t>(uid), &pw, buf.data(), buf.size(), &found) == 0 && found)
+      return WorkerAccount{found->pw_name, found->pw_uid, found->pw_gid, found->pw_dir, "", false};
+    return WorkerAccount{user, static_cast<uid_t>(uid), static_cast<gid_t>(uid), "/", "", false};
+  }
+  if (::getpwnam_r(user.c_str(), &pw, buf.data(), buf.size(), &found) == 0 && found)
+    return WorkerAccount{found->pw_name, found->pw_uid, found->pw_gid, found->pw_dir, "", false};
+  return std::nullopt;
+}
+
+std::string self_name(uid_t uid) {
+  auto a = lookup(std::to_string(uid));
+  return a ? a->name : std::to_string(uid);
+}
+
+}  // namespace
+
+AccountDefaults AccountDefaults::from_environment() {
+  AccountDefaults d;
+  d.harness_euid = ::geteuid();
+  const auto var = [](const char* name) -> std::optional<std::string> {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return std::nullopt;
+    return std::string(v);
+  };
+  d.sudo_user = var("SUDO_USER");
+  d.worker_user = var("FENCECHECK_WORKER_USER");
+  return d;
+}
+
+WorkerAccount resolve_worker_account(const std::optional<std::string>& user, const AccountDefaults& defaults) {
+  std::string wanted;
+  std::string chosen_by;
+  if (user) {
+    wanted = *user;
+    chosen_by = "workers[].user";
+  } else if (defaults.worker_user) {
+    wanted = *defaults.worker_user;
+    chosen_by = "FENCECHECK_WORKER_USER";
+  } else if (defaults.harness_euid != 0) {
+    auto self = lookup(std::to_string(defaults.harness_euid));
+    WorkerAccount a = *self;
+    a.chosen_by = "the harness's own account";
+    return a;
+  } else if (defaults.sudo_user && *defaults.sudo_user != "root") {
+    wanted = *defaults.sudo_user;
+    chosen_by = "SUDO_USER";
+  } else {
+    wanted = kDefaultWorkerAccount;
+    chosen_by = "the default account";
+  }
+  auto a = lookup(wanted);
+  if (!a)
+    throw std::invalid_argument("no account " + std::string(1, '"') + wanted + "\" on this machine (getpwnam; from " + chosen_by +
+                                "): give an existing account name or a numeric uid");
+  a->chosen_by = chosen_by;
+  a->switches = a->uid != defaults.harness_euid;
+  if (a->switches && defaults.harness_euid != 0)
+    throw std::invalid_argument("running worker programs as " + a->name + " (from " + chosen_by + ") needs root; the harness runs as " +
+                                self_name(defaults.harness_euid) + ": drop the setting, or run fencecheck as root (sudo)");
+  return *a;
+}
+
+std::optional<std::string> account_cannot_run(const WorkerAccount& account, const std::filesystem::path& cwd,
+                                              const std::filesystem::path& program,
+                                              const std::optional<std::filesystem::path>& script) {
+  if (!account.switches) return std::nullopt;
+  // The groups before fork: getgrouplist reads /etc/group, which is not async-signal-safe.
+  std::vector<gid_t> groups(64);
+  int n = static_cast<int>(groups.size());
+  if (::getgrouplist(account.name.c_str(), account.gid, groups.data(), &n) < 0) {
+    groups.resize(static_cast<std::size_t>(n));
+    if (::getgrouplist(account.name.c_str(), account.gid, groups.data(), &n) < 0) n = 0;
+  }
+  groups.resize(static_cast<std::size_t>(std::max(n, 0)));
+  if (groups.empty()) groups.push_back(account.gid);
+  const pid_t pid = ::fork();
+  if (pid < 0) return "cannot check the account " + account.name + ": fork: " + std::strerror(errno);
+  if (pid == 0) {
+    // Only async-signal-safe calls from here (fork(2) in a threaded process).
+    if (::setgroups(groups.size(), groups.data()) != 0 || ::setgid(account.gid) != 0 || ::setuid(account.uid) != 0) ::_exit(20);
+    if (::chdir(cwd.c_str()) != 0) ::_exit(30 + (errno & 0x3f) % 30);
+    if (::access(program.c_str(), X_OK) != 0) ::_exit(60 + (errno == EACCES ? 0 : 1));
+    if (script && ::access(script->c_str(), R_OK) != 0) ::_exit(70 + (errno == EACCES ? 0 : 1));
+    ::_exit(0);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status)) return "cannot check the account " + account.name + ": the check's child died";
+  const int code = WEXITSTATUS(status);
+  if (code == 0) return std::nullopt;
+  if (code == 20) return "cannot switch to " + account.name + " (uid " + std::to_string(account.uid) + ")";
+  if (code >= 30 && code < 60)
+    return account.name + " cannot enter the worker's cwd " + cwd.string() +
+           " (a directory on its path is not searchable by it, or it does not exist)";
+  if (code == 60 || code == 61) return account.name + " cannot execute " + program.string();
+  return account.name + " cannot read " + script->string();
+}
+
+std::vector<std::string> account_prefix(const WorkerAccount& account, const std::string& setpriv) {
+  if (!account.switches) return {};
+  const bool has_entry = account.name != std::to_string(account.uid) || account.home != "/";
+  return {setpriv,
+          "--reuid=" + std::to_string(account.uid),
+          "--regid=" + std::to_string(account.gid),
+          has_entry ? "--init-groups" : "--clear-groups",
+          "--pdeathsig=keep",
+          "--"};
+}
+
+}  // namespace fencecheck::harness

@@ -34,6 +34,9 @@ struct ChildSetup : bp::extend::handler {
   int output_fd = -1;     ///< ChildSpec::output_log (O_APPEND, O_CLOEXEC), or -1
   const char* cwd = nullptr;
   bool own_group = false;
+  bool chown_io = false;  ///< ChildSpec::owner set: hand stdout, stderr and the channel to it
+  uid_t owner_uid = 0;
+  gid_t owner_gid = 0;
   template <typename Executor>
   void on_exec_setup(Executor&) const {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -54,6 +57,13 @@ struct ChildSetup : bp::extend::handler {
       } else {
         ::dup2(events_write, events_fd);  // the duplicate does not inherit FD_CLOEXEC
       }
+    }
+    if (chown_io) {
+      // Errors ignored: /dev/null (no log) is not ours to chown, and what is left root's only
+      // matters to a program that reopens it by name.
+      (void)::fchown(STDOUT_FILENO, owner_uid, owner_gid);
+      (void)::fchown(STDERR_FILENO, owner_uid, owner_gid);
+      if (events_write >= 0) (void)::fchown(events_fd, owner_uid, owner_gid);
     }
     if (cwd && ::chdir(cwd) != 0) ::_exit(126);
   }
@@ -142,6 +152,11 @@ ChildProcess::ChildProcess(ChildSpec spec, LineHandler on_line) : impl_(std::mak
   ChildSetup setup;
   setup.parent = ::getpid();
   setup.own_group = s.own_process_group;
+  if (s.owner) {
+    setup.chown_io = true;
+    setup.owner_uid = s.owner->first;
+    setup.owner_gid = s.owner->second;
+  }
   const std::string cwd = s.cwd.string();
   if (!cwd.empty()) setup.cwd = cwd.c_str();
   int pipe_fds[2] = {-1, -1};

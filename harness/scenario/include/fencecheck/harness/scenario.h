@@ -309,7 +309,15 @@ struct WorkerCommand {
   /// Where each argument of `command:` is (line, column; parallel to argv when loaded from a
   /// file, else empty), for the script check. Not part of the plan either.
   std::vector<std::pair<int, int>> arg_positions;
-  bool operator==(const WorkerCommand& o) const { return argv == o.argv && env == o.env && cwd == o.cwd; }
+  /// `user:` as written (an account name of [A-Za-z0-9._-], 1-32 characters, or a decimal uid):
+  /// the account the program runs as. Unset: the default (resolve_worker_account(),
+  /// worker_command.h: FENCECHECK_WORKER_USER, else the invoking user under sudo, else nobody).
+  std::optional<std::string> user;
+  /// Where `user:` is, for errors found when the account is looked up. Not part of the plan.
+  std::pair<int, int> user_position{0, 0};
+  bool operator==(const WorkerCommand& o) const {
+    return argv == o.argv && env == o.env && cwd == o.cwd && user == o.user;
+  }
 };
 
 struct WorkerSpec {
@@ -503,7 +511,13 @@ class Scenario {
 /// so that a stored run's scenario.json re-reads after its program is gone. Likewise kind http's
 /// `start` program and `start_cwd` (docs/resource-http.md), at `resource.start`, unless the
 /// program's path holds a placeholder ({bin_dir}...), which only the run resolves.
+/// A known interpreter's script must name a readable file (worker_command.h, script_argument:
+/// ScenarioError at that argument). Each command worker's account (resolve_worker_account with
+/// AccountDefaults::from_environment(), or `defaults` when given) must exist and be able to enter
+/// the cwd, execute the program and read the script (ScenarioError at `user:`, else at `command:`).
 void check_worker_commands(const Scenario& scenario);
+struct AccountDefaults;
+void check_worker_commands(const Scenario& scenario, const AccountDefaults& defaults);
 /// The absolute path check_worker_commands() finds for a command worker's argv[0]; nullopt when
 /// there is none (not found, not executable).
 [[nodiscard]] std::optional<std::filesystem::path> resolve_worker_program(const WorkerCommand& command);

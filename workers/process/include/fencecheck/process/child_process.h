@@ -56,6 +56,11 @@ struct ChildSpec {
   /// group: a user's program that forks (a shell script, etcdctl running a command) is ended with
   /// every process it started that stayed in its group.
   bool own_process_group = false;
+  /// Set (uid, gid): the child's stdout, stderr and event channel are handed to this account
+  /// (fchown(2) in the child, before exec) because the program runs as it (a command worker under
+  /// setpriv, `prefix`): a program that reopens them by name (/dev/fd/3, /dev/stderr; both go
+  /// through /proc/self/fd and check the file's owner) would otherwise get EACCES.
+  std::optional<std::pair<uid_t, gid_t>> owner;
 };
 
 /// Called on the reader thread for every stdout line (without the newline), with the receive
