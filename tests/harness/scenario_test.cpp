@@ -591,6 +591,16 @@ const BadFile kBadFiles[] = {
      "job.payload: payload opaque says the workers write bytes of their own, and every worker of this scenario is "
      "fencecheck-worker, which writes self-describing chunks: give a worker a command (your program), or leave "
      "payload out"},
+    {"OpaquePayloadCannotExpectCorruptChunk",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k, payload: opaque}\n"
+     "workers: [{id: w1, command: [/bin/true]}]\n"
+     "expect: {outcome: anomaly, anomalies: [stale-write-accepted, corrupt-chunk]}\n",
+     6, 62,
+     "expect.anomalies[1]: corrupt-chunk judges fencecheck's self-describing chunks, and this job's payload is "
+     "opaque (the bytes are the system's own): it is never run, so it can never be found"},
     {"JobKeyUnsafe",
      "name: t\n"
      "lease_ttl: 2s\n"

@@ -1061,6 +1061,10 @@ class ScenarioParser {
           fail(item, "unknown anomaly " + quote(name_s) + "; known anomalies: " + join(known));
         if (std::find(s.expect_.anomalies.begin(), s.expect_.anomalies.end(), name_s) != s.expect_.anomalies.end())
           fail(item, "anomaly " + quote(name_s) + " is listed twice");
+        // An expectation nothing can meet: the chunk-byte rule is not run on the system's own bytes.
+        if (name_s == "corrupt-chunk" && s.job_.payload == PayloadMode::kOpaque)
+          fail(item, "corrupt-chunk judges fencecheck's self-describing chunks, and this job's payload is opaque "
+                     "(the bytes are the system's own): it is never run, so it can never be found");
         s.expect_.anomalies.push_back(name_s);
       }
     } else if (s.expect_.outcome == Outcome::kAnomaly) {

@@ -1,8 +1,11 @@
 """What every Python example worker needs from fencecheck, apart from its lock: the worker
-protocol's environment and events, the self-describing chunks, the HTTP service with the store's
-API, and the job of segments of chunks. Standard library only; the examples import it from
-../python-common (workers/examples/python-etcd3/worker.py, workers/examples/python-redis/worker.py,
-workers/examples/python-kazoo/worker.py).
+protocol's environment and events, the self-describing chunks (or, with the scenario's
+`job.payload: opaque`, rows of the team's own JSON), the HTTP service with the store's API, the
+scenario's own PostgreSQL `write` statement (ScenarioWrite), and the job of segments of chunks.
+Standard library only (ScenarioWrite takes a DB-API connection the worker opened, psycopg2's);
+the examples import it from ../python-common (workers/examples/python-etcd3/worker.py,
+workers/examples/python-redis/worker.py, workers/examples/python-kazoo/worker.py,
+workers/examples/python-pg-advisory/worker.py).
 
 The protocol: docs/worker-protocol.md. The service: docs/resource-http.md (PUT
 /v1/keys/{key}/segments/{segment}/chunks/{chunk} with Fencing-Token and Fencecheck-Client).
@@ -50,6 +53,73 @@ def encode_chunk(worker, token, key, segment, chunk, size):
     if len(out) + tail < size:
         out += "x" * (size - len(out) - tail)
     return (out + f" crc={zlib.crc32(out.encode()) & 0xFFFFFFFF:08x}").encode()
+
+
+def payload():
+    """The scenario's job.payload: "self-describing" (fencecheck's chunks, encode_chunk) or
+    "opaque" (the system's own bytes: json_row). FENCECHECK_JOB_PAYLOAD; self-describing when unset
+    (a harness from before it)."""
+    return os.environ.get("FENCECHECK_JOB_PAYLOAD", "self-describing")
+
+
+def json_row(worker, token, key, segment, chunk):
+    """A row as a team's own service writes it: a shipment's JSON, nothing of fencecheck's format.
+    With job.payload opaque the checkers never read these bytes; who wrote a row, and under which
+    token, is what the resource's writer and token columns say (docs/worker-protocol.md)."""
+    return json.dumps({"shipment": f"{key}-{segment}-{chunk}", "status": "packed", "packed_by": worker,
+                       "lease_token": token}, separators=(",", ":")).encode()
+
+
+def chunk_bytes(worker, token, key, segment, chunk, size):
+    """What the job writes to one slot, per the scenario's payload: encode_chunk() or json_row()."""
+    if payload() == "opaque":
+        return json_row(worker, token, key, segment, chunk)
+    return encode_chunk(worker, token, key, segment, chunk, size)
+
+
+class ScenarioWrite:
+    """The scenario's own `write` statement(s), as resource kind postgres hands them to a command
+    worker (docs/resource-postgres.md, "Your worker writes through the scenario's statement"):
+    FENCECHECK_PG_WRITE_COUNT statements, each FENCECHECK_PG_WRITE_<i>_POSITIONAL with $1..$6
+    standing for FENCECHECK_PG_WRITE_PARAMS (key, segment, chunk, token, writer, data) of the types
+    FENCECHECK_PG_WRITE_TYPES. Each is prepared once on `conn` (a DB-API connection in autocommit
+    mode: psycopg2's with conn.autocommit = True) and run the way fencecheck-worker runs it:
+
+      one statement: its row count decides, >= 1 accepted, 0 rejected, none (-1) unknown;
+      several: BEGIN ISOLATION LEVEL READ COMMITTED, each in order; the first with 0 rows rolls
+      back (rejected); a statement without a row count neither accepts nor rejects; else COMMIT.
+
+    So the SQL the probe tests and the SQL the runs test are the same text. A database error
+    propagates (the outcome is unknown: write.info); prepare again on a new connection after it."""
+
+    def __init__(self, conn, program="worker.py"):
+        self.conn = conn
+        self.params = env("FENCECHECK_PG_WRITE_PARAMS", program).split(",")
+        types = env("FENCECHECK_PG_WRITE_TYPES", program)
+        count = int(env("FENCECHECK_PG_WRITE_COUNT", program))
+        self.names = [f"fencecheck_write_{i}" for i in range(1, count + 1)]
+        with conn.cursor() as cur:
+            for i, name in enumerate(self.names, start=1):
+                # No parameters passed: the driver sends the text as it is (no %-interpolation).
+                cur.execute(f"PREPARE {name} ({types}) AS {env(f'FENCECHECK_PG_WRITE_{i}_POSITIONAL', program)}")
+        self.call = "EXECUTE {} (" + ", ".join(["%s"] * len(self.params)) + ")"
+
+    def write(self, **values):
+        """Runs the statement(s) with values for key, segment, chunk, token, writer, data (bytes).
+        Returns "accepted", "rejected" or "unknown" (a single statement with no row count)."""
+        args = [values[p] for p in self.params]
+        with self.conn.cursor() as cur:
+            if len(self.names) == 1:
+                cur.execute(self.call.format(self.names[0]), args)
+                return "unknown" if cur.rowcount < 0 else "accepted" if cur.rowcount >= 1 else "rejected"
+            cur.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+            for name in self.names:
+                cur.execute(self.call.format(name), args)
+                if cur.rowcount == 0:
+                    cur.execute("ROLLBACK")
+                    return "rejected"
+            cur.execute("COMMIT")
+            return "accepted"
 
 
 class Service:
@@ -115,7 +185,7 @@ class Job:
         while self.segment < self.segments:
             for c in range(self.chunks):
                 emit("write.invoke", key=self.key, segment=self.segment, chunk=c, token=token)
-                data = encode_chunk(self.me, token, self.key, self.segment, c, self.chunk_bytes)
+                data = chunk_bytes(self.me, token, self.key, self.segment, c, self.chunk_bytes)
                 outcome, mark, detail = self.service.put_chunk(self.key, self.segment, c, token, data)
                 fields = dict(key=self.key, segment=self.segment, chunk=c, token=token)
                 if mark is not None:
