@@ -164,9 +164,62 @@ class Service:
         return "unknown", None, detail
 
 
+class PostgresRows:
+    """The chunks go to the run's PostgreSQL (resource kind postgres) through the scenario's own
+    `write` statements (ScenarioWrite), with put_chunk() as Service's. psycopg2 (Debian's
+    python3-psycopg2) is imported only here, so the other examples need nothing but the standard
+    library. One connection, made again (and the statements prepared again) after an error."""
+
+    def __init__(self, dsn, writer, program="worker.py"):
+        import psycopg2  # noqa: PLC0415 - only a worker writing to PostgreSQL needs it
+        self.psycopg2, self.dsn, self.writer, self.program = psycopg2, dsn, writer, program
+        endpoint = json.loads(os.environ.get("FENCECHECK_RESOURCE", "{}") or "{}")
+        # The key's mark after a rejection: the resource's high_water query (key, token), when it
+        # has one that takes no parameters; else the rejection says 0 (the reply did not say it).
+        mark_query = endpoint.get("high_water") if isinstance(endpoint, dict) else None
+        self.mark_query = mark_query if isinstance(mark_query, str) and "$" not in mark_query else None
+        self.conn = None
+
+    def _connect(self):
+        self.conn = self.psycopg2.connect(self.dsn)
+        self.conn.autocommit = True
+        self.statement = ScenarioWrite(self.conn, self.program)
+
+    def _mark(self, key):
+        if not self.mark_query:
+            return 0
+        with self.conn.cursor() as cur:
+            cur.execute(self.mark_query)
+            return next((int(row[1]) for row in cur.fetchall() if row[0] == key), 0)
+
+    def put_chunk(self, key, segment, chunk, token, data):
+        """(outcome, high_water, detail); outcome is ok, fenced or unknown."""
+        try:
+            if self.conn is None:
+                self._connect()
+            outcome = self.statement.write(key=key, segment=segment, chunk=chunk, token=token, writer=self.writer,
+                                           data=data)
+            if outcome == "accepted":
+                return "ok", None, "accepted"
+            if outcome == "rejected":
+                try:
+                    mark = self._mark(key)
+                except self.psycopg2.Error:
+                    mark = 0  # the rejection stands; only its mark is not known
+                return "fenced", mark, "rejected: the scenario's write statement changed no row"
+            return "unknown", None, "the statement reported no row count"
+        except self.psycopg2.Error as e:
+            if self.conn is not None:
+                self.conn.close()
+            self.conn = None
+            return "unknown", None, f"{type(e).__name__}: {e}".strip()
+
+
 class Job:
     """The job the harness describes in FENCECHECK_JOB_*: segments of chunks to one key, one chunk
-    every FENCECHECK_CHUNK_INTERVAL_MS, each write reported as write.invoke and its outcome."""
+    every FENCECHECK_CHUNK_INTERVAL_MS, each write reported as write.invoke and its outcome. The
+    chunks go to the HTTP service (FENCECHECK_RESOURCE_URL), or with resource kind postgres through
+    the scenario's own write statements (PostgresRows)."""
 
     def __init__(self, program="worker.py"):
         self.me = env("FENCECHECK_WORKER_ID", program)
@@ -175,7 +228,10 @@ class Job:
         self.chunks = int(env("FENCECHECK_JOB_CHUNKS", program))
         self.chunk_bytes = int(env("FENCECHECK_CHUNK_BYTES", program))
         self.interval = int(env("FENCECHECK_CHUNK_INTERVAL_MS", program)) / 1000.0
-        self.service = Service(env("FENCECHECK_RESOURCE_URL", program), self.me)
+        if os.environ.get("FENCECHECK_RESOURCE_KIND") == "postgres":
+            self.service = PostgresRows(env("FENCECHECK_RESOURCE_DSN", program), self.me, program)
+        else:
+            self.service = Service(env("FENCECHECK_RESOURCE_URL", program), self.me)
         self.segment = 0  # the segment being written: a holding that stops redoes it from chunk 0
 
     def run(self, token):
