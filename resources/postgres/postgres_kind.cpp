@@ -473,7 +473,15 @@ class PostgresKind final : public ResourceKind {
   }
 
   std::vector<std::pair<std::string, std::string>> worker_env(const nlohmann::json& endpoint) const override {
-    return {{"FENCECHECK_RESOURCE_DSN", endpoint.value("dsn", "")}};
+    std::vector<std::pair<std::string, std::string>> env{{"FENCECHECK_RESOURCE_DSN", endpoint.value("dsn", "")}};
+    // The scenario's own write statement(s), so a command worker runs the very SQL the probe and
+    // fencecheck-worker run (issue 34, item 4; docs/resource-postgres.md, "Your worker writes
+    // through the scenario's statement").
+    if (auto w = endpoint.find("write"); w != endpoint.end() && (w->is_string() || w->is_array()))
+      for (auto& kv : pg::write_statement_env(w->is_string() ? std::vector<std::string>{w->get<std::string>()}
+                                                             : w->get<std::vector<std::string>>()))
+        env.push_back(std::move(kv));
+    return env;
   }
 
   std::unique_ptr<ResourceWriter> make_writer(const nlohmann::json& endpoint, std::chrono::milliseconds timeout) const override {

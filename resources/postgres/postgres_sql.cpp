@@ -206,6 +206,31 @@ const std::vector<std::string_view>& write_parameters() {
   return kNames;
 }
 
+const std::vector<std::string_view>& write_parameter_types() {
+  static const std::vector<std::string_view> kTypes{"text", "int8", "int8", "int8", "text", "bytea"};
+  return kTypes;
+}
+
+std::vector<std::pair<std::string, std::string>> write_statement_env(const std::vector<std::string>& statements) {
+  const std::vector<CompiledSql> compiled = compile_write_sql(statements);
+  auto comma_list = [](const std::vector<std::string_view>& items) {
+    std::string out;
+    for (std::string_view item : items) out += (out.empty() ? "" : ",") + std::string(item);
+    return out;
+  };
+  std::vector<std::pair<std::string, std::string>> env;
+  if (statements.size() == 1) env.emplace_back("FENCECHECK_PG_WRITE", statements.front());
+  env.emplace_back("FENCECHECK_PG_WRITE_COUNT", std::to_string(statements.size()));
+  for (std::size_t i = 0; i < statements.size(); ++i) {
+    const std::string name = "FENCECHECK_PG_WRITE_" + std::to_string(i + 1);
+    env.emplace_back(name, statements[i]);
+    env.emplace_back(name + "_POSITIONAL", compiled[i].text);
+  }
+  env.emplace_back("FENCECHECK_PG_WRITE_PARAMS", comma_list(write_parameters()));
+  env.emplace_back("FENCECHECK_PG_WRITE_TYPES", comma_list(write_parameter_types()));
+  return env;
+}
+
 std::vector<CompiledSql> compile_write_sql(const std::vector<std::string>& statements) {
   if (statements.empty()) throw std::invalid_argument("write: no statement");
   std::vector<CompiledSql> out;

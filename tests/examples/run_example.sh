@@ -6,7 +6,8 @@
 # runs `PROGRAM ARGS... SCENARIO` N times (default 1), e.g. PROGRAM = catalogue_run_test (ctest)
 # or `fencecheck run`. Exit 77 (ctest's skip) when the example's client is not installed:
 # python-etcd3 needs Debian's python3-etcd3 for /usr/bin/python3, python-redis its python3-redis,
-# python-kazoo python3-kazoo, python-pg-advisory python3-psycopg2;
+# python-kazoo python3-kazoo, python-pg-advisory (and any Python example against kind postgres)
+# python3-psycopg2;
 # shell-etcdctl needs etcdctl, curl, gzip and od. Otherwise the exit status is PROGRAM's (with
 # N > 1: 0 only when every run exited 0, after a tally of the runs).
 #
@@ -40,6 +41,9 @@ if grep -q 'workers/examples/python-kazoo/' "$scenario"; then
   /usr/bin/python3 -c 'import kazoo' 2> /dev/null || skip "kazoo is not installed for /usr/bin/python3 (apt-get install python3-kazoo)"
 fi
 if grep -q 'workers/examples/python-pg-advisory/' "$scenario"; then
+  /usr/bin/python3 -c 'import psycopg2' 2> /dev/null || skip "psycopg2 is not installed for /usr/bin/python3 (apt-get install python3-psycopg2)"
+fi
+if grep -q 'workers/examples/python-' "$scenario" && grep -q 'kind: postgres' "$scenario"; then
   /usr/bin/python3 -c 'import psycopg2' 2> /dev/null || skip "psycopg2 is not installed for /usr/bin/python3 (apt-get install python3-psycopg2)"
 fi
 if grep -q 'workers/examples/shell-etcdctl/' "$scenario"; then

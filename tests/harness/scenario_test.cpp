@@ -478,7 +478,7 @@ const BadFile kBadFiles[] = {
      "job: {key: k, chunk: 3}\n",
      4, 15,
      "job: unknown key \"chunk\" (did you mean \"chunks\"?); allowed keys: kind, key, segments, chunks, "
-     "chunk_bytes, chunk_interval, increments, effect, repeat"},
+     "chunk_bytes, chunk_interval, increments, effect, repeat, payload"},
     {"DuplicateKey",
      "name: t\n"
      "lease_ttl: 2s\n"
@@ -568,6 +568,41 @@ const BadFile kBadFiles[] = {
      "resource: {kind: store}\n"
      "job: {key: k, chunk_bytes: 1048577}\n",
      4, 28, "job.chunk_bytes: expected an integer between 1 and 1048576, got 1048577"},
+    {"PayloadModeUnknown",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k, payload: raw}\n",
+     4, 24, "job.payload: unknown payload mode \"raw\"; expected one of: self-describing, opaque"},
+    {"PayloadIsForChunkedJobsOnly",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {kind: counter, key: k, payload: opaque}\n",
+     4, 39, "job.payload: payload is only for job kinds segments or side-effect (this job is counter)"},
+    {"PayloadOpaqueNeedsAWorkerThatWritesItsOwnBytes",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job:\n"
+     "  key: k\n"
+     "  payload: opaque\n"
+     "workers: [{id: w1}, {id: w2}]\n"
+     "expect: {outcome: safe}\n",
+     6, 12,
+     "job.payload: payload opaque says the workers write bytes of their own, and every worker of this scenario is "
+     "fencecheck-worker, which writes self-describing chunks: give a worker a command (your program), or leave "
+     "payload out"},
+    {"OpaquePayloadCannotExpectCorruptChunk",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "resource: {kind: store}\n"
+     "job: {key: k, payload: opaque}\n"
+     "workers: [{id: w1, command: [/bin/true]}]\n"
+     "expect: {outcome: anomaly, anomalies: [stale-write-accepted, corrupt-chunk]}\n",
+     6, 62,
+     "expect.anomalies[1]: corrupt-chunk judges fencecheck's self-describing chunks, and this job's payload is "
+     "opaque (the bytes are the system's own): it is never run, so it can never be found"},
     {"JobKeyUnsafe",
      "name: t\n"
      "lease_ttl: 2s\n"
@@ -1604,6 +1639,27 @@ std::string none_scenario(const std::string& extra = "", const std::string& tail
   return "name: t\nlease_ttl: 2s\nlock_service:\n  kind: none\n" + extra +
          "resource: {kind: store}\njob: {key: k}\nworkers:\n  - {id: w1, command: [/bin/true]}\n"
          "expect: {outcome: safe}\n" + tail;
+}
+
+TEST(ScenarioPayload, OpaqueLoadsWithACommandWorkerAndIsWrittenToJsonOnlyWhenSet) {
+  const std::string head = "name: t\nlease_ttl: 2s\nresource: {kind: store}\n";
+  const std::string tail = "workers:\n  - {id: w1, command: [/bin/true]}\n  - {id: w2}\nexpect: {outcome: safe}\n";
+  const Scenario opaque = parse_scenario(head + "job: {key: k, payload: opaque}\n" + tail, "p.yaml");
+  EXPECT_EQ(opaque.job().payload, PayloadMode::kOpaque);
+  EXPECT_EQ(to_json(opaque)["job"]["payload"], "opaque");
+  EXPECT_EQ(scenario_from_json(to_json(opaque)), opaque);
+  // The default, said or not: self-describing chunks, and scenario.json as it was before payload.
+  for (const std::string job : {"job: {key: k}\n", "job: {key: k, payload: self-describing}\n"}) {
+    const Scenario own = parse_scenario(head + job + tail, "p.yaml");
+    EXPECT_EQ(own.job().payload, PayloadMode::kSelfDescribing) << job;
+    EXPECT_FALSE(to_json(own)["job"].contains("payload")) << job;
+    EXPECT_EQ(scenario_from_json(to_json(own)), own) << job;
+  }
+  // side-effect jobs write chunks too.
+  EXPECT_EQ(parse_scenario(head + "job: {kind: side-effect, key: k, payload: opaque}\n" + tail, "p.yaml").job().payload,
+            PayloadMode::kOpaque);
+  EXPECT_EQ(to_string(PayloadMode::kOpaque), "opaque");
+  EXPECT_EQ(to_string(PayloadMode::kSelfDescribing), "self-describing");
 }
 
 TEST(ScenarioLockServiceNone, LoadsWithCommandWorkersAndNothingOfItsOwn) {

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <optional>
 #include <set>
 #include <string>
@@ -17,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "fencecheck/locks/etcd/embedded_etcd.h"
+#include "fencecheck/proto/base64.h"
 #include "run_util.h"
 
 namespace {
@@ -448,6 +450,27 @@ TEST(CommandWorker, ASilentWorkerIsJudgedAsABlackBoxFromTheLockServiceAndTheReso
   EXPECT_NE(r.result.out.find("black box: judged from the lock service and the resource"), std::string::npos) << r.result.out;
 }
 
+/// A run of the scenario file <work>/<file>, its runs under <work>/runs.
+struct FileRun {
+  fctest::Result result;
+  fs::path dir;  ///< the run's directory; empty when the run made none
+};
+/// A scenario of one command worker, /usr/bin/python3 `script`, under lock_service kind none (lock
+/// payments/ledger), with the YAML of its resource mapping, job mapping and expect mapping.
+std::string one_python_worker(const std::string& name, const std::string& resource, const std::string& job,
+                              const std::string& script, const std::string& expect) {
+  return "name: " + name + "\nlease_ttl: 2s\ntimeout: 60s\nlock_service: {kind: none, lock: payments/ledger}\n" +
+         "resource: " + resource + "\njob: " + job + "\nworkers:\n  - {id: w1, command: [/usr/bin/python3, " + script +
+         "]}\nexpect: " + expect + "\n";
+}
+
+FileRun run_file(const fs::path& work, const std::string& file) {
+  const fs::path root = work / "runs";
+  FileRun r{fctest::run_fencecheck({"run", "--run-root", root.string(), (work / file).string()}, work), {}};
+  if (fs::is_directory(root)) r.dir = fctest::only_run_dir(root);
+  return r;
+}
+
 TEST(LockServiceNone, NothingIsStartedAndTheIssuersCheckersAreUnknown) {
   // A worker that takes a lock of its own (here: none at all, token 1) and writes the job through
   // the examples' Python helpers; it says in a log event which lock-service variables it got.
@@ -463,16 +486,11 @@ TEST(LockServiceNone, NothingIsStartedAndTheIssuersCheckersAreUnknown) {
          "emit('acquire.ok', lock_key='own/1', token=1)\n"
          "assert Job().run(1) is None\n"
          "emit('job.done', token=1)\n";
-  std::ofstream(work / "none.yaml") << "name: cw-none\nlease_ttl: 2s\ntimeout: 60s\n"
-                                       "lock_service: {kind: none, lock: payments/ledger}\n"
-                                       "resource: {kind: store}\n"
-                                       "job: {key: ledger, segments: 1, chunks: 2, chunk_bytes: 64, chunk_interval: 10ms}\n"
-                                       "workers:\n  - {id: w1, command: [/usr/bin/python3, own_lock.py]}\n"
-                                       "expect: {outcome: safe}\n";
-  const fs::path root = work / "runs";
-  const fctest::Result r = fctest::run_fencecheck({"run", "--run-root", root.string(), (work / "none.yaml").string()}, work);
-  ASSERT_TRUE(fs::is_directory(root)) << r.out << r.err;
-  const fs::path dir = fctest::only_run_dir(root);
+  std::ofstream(work / "none.yaml") << one_python_worker(
+      "cw-none", "{kind: store}", "{key: ledger, segments: 1, chunks: 2, chunk_bytes: 64, chunk_interval: 10ms}",
+      "own_lock.py", "{outcome: safe}");
+  const auto [r, dir] = run_file(work, "none.yaml");
+  ASSERT_FALSE(dir.empty()) << r.out << r.err;
   EXPECT_EQ(r.code, 1) << "an unknown verdict never meets outcome safe\n" << r.out << r.err;
   const auto verdict = nlohmann::json::parse(fctest::slurp(dir / "verdict.json"));
   EXPECT_EQ(verdict["verdict"], "unknown");
@@ -549,5 +567,103 @@ void check_lock_name(bool run_suffix) {
 
 TEST(LockName, AnExternalEtcdGetsTheScenariosNameExactly) { check_lock_name(false); }
 TEST(LockName, RunSuffixAppendsTheRunIdVisibly) { check_lock_name(true); }
+
+/// issue 34, item 4: a command worker writes through the scenario's own `write` statements
+/// (resource kind postgres hands them over in FENCECHECK_PG_WRITE_*), with rows of its own JSON
+/// (job.payload: opaque). The worker says in a log event which variables it got; it writes two rows
+/// through python-common's ScenarioWrite (the two statements in one transaction, as
+/// fencecheck-worker runs them), and the run judges them from the writer and token columns.
+TEST(PostgresWrite, ACommandWorkerGetsTheScenariosStatementsAndWritesItsOwnJsonThroughThem) {
+  if (std::system("/usr/bin/python3 -c 'import psycopg2' 2>/dev/null") != 0)
+    GTEST_SKIP() << "psycopg2 is not installed for /usr/bin/python3 (apt-get install python3-psycopg2)";
+  const fs::path work = fctest::fresh_dir("cw-pg-write");
+  std::ofstream(work / "own_rows.py")
+      << "import json, os, sys\n"
+         "import psycopg2\n"
+         "sys.path.insert(0, " << nlohmann::json((fs::path(FENCECHECK_SOURCE_DIR) / "workers/examples/python-common").string())
+      << ")\n"
+         "from fencecheck_example import ScenarioWrite, chunk_bytes, emit\n"
+         "emit('hello', protocol=1)\n"
+         "told = {k: v for k, v in os.environ.items() if k.startswith('FENCECHECK_PG_WRITE') or k == 'FENCECHECK_JOB_PAYLOAD'}\n"
+         "emit('log', detail=json.dumps(told, sort_keys=True))\n"
+         "conn = psycopg2.connect(os.environ['FENCECHECK_RESOURCE_DSN'])\n"
+         "conn.autocommit = True\n"
+         "statement = ScenarioWrite(conn)\n"
+         "me, key = os.environ['FENCECHECK_WORKER_ID'], os.environ['FENCECHECK_KEY']\n"
+         "emit('acquire.ok', lock_key='own/1', token=1)\n"
+         "for c in range(2):\n"
+         "    emit('write.invoke', key=key, segment=0, chunk=c, token=1)\n"
+         "    outcome = statement.write(key=key, segment=0, chunk=c, token=1, writer=me,\n"
+         "                              data=chunk_bytes(me, 1, key, 0, c, 64))\n"
+         "    emit('write.ok' if outcome == 'accepted' else 'write.fail', key=key, segment=0, chunk=c, token=1,\n"
+         "         **({} if outcome == 'accepted' else {'high_water': 0, 'detail': outcome}))\n"
+         "emit('job.done', token=1)\n";
+  const std::string lock_sql = "SELECT pg_advisory_xact_lock(hashtextextended($key, 0))";
+  const std::string write_sql =
+      "WITH fenced AS (INSERT INTO fencecheck_fence AS fence (key, token) VALUES ($key, $token) ON CONFLICT (key) "
+      "DO UPDATE SET token = EXCLUDED.token WHERE fence.token <= EXCLUDED.token RETURNING fence.key), stored AS "
+      "(INSERT INTO fencecheck_chunks (key, segment, chunk, token, writer, data) SELECT $key, $segment, $chunk, "
+      "$token, $writer, $data FROM fenced ON CONFLICT (key, segment, chunk) DO UPDATE SET token = EXCLUDED.token, "
+      "writer = EXCLUDED.writer, data = EXCLUDED.data) INSERT INTO fencecheck_accept_log (key, segment, chunk, "
+      "token, writer) SELECT $key, $segment, $chunk, $token, $writer FROM fenced";
+  const nlohmann::json resource{
+      {"kind", "postgres"},
+      {"write", {lock_sql, write_sql}},
+      {"accept_log", "SELECT key, segment, chunk, token, writer FROM fencecheck_accept_log ORDER BY seq"},
+      {"high_water", "SELECT key, token FROM fencecheck_fence ORDER BY key"}};
+  std::ofstream(work / "pg.yaml") << one_python_worker(
+      "cw-pg-write", resource.dump(), "{key: ledger, segments: 1, chunks: 2, chunk_interval: 10ms, payload: opaque}",
+      "own_rows.py",
+      "{outcome: safe, accept_unknown: [foreign-release, token-regression, unaccounted-write, ungranted-holding, "
+      "corrupt-chunk]}");
+  const auto [r, dir] = run_file(work, "pg.yaml");
+  ASSERT_FALSE(dir.empty()) << r.out << r.err;
+  EXPECT_EQ(r.code, 0) << "met: every unknown is one the scenario accepts\n" << r.out << r.err;
+
+  // What the worker was told: each statement as written and compiled, the parameters and their
+  // types, and no FENCECHECK_PG_WRITE (there are two statements).
+  std::optional<nlohmann::json> told;
+  for (const auto& e : fctest::read_history(dir / "history.jsonl"))
+    if (e.value("source", "") == "w1" && e.value("kind", "") == "log") told = nlohmann::json::parse(e.value("detail", "{}"));
+  ASSERT_TRUE(told) << "the worker's log event";
+  const std::string positional_write =
+      "WITH fenced AS (INSERT INTO fencecheck_fence AS fence (key, token) VALUES ($1, $4) ON CONFLICT (key) "
+      "DO UPDATE SET token = EXCLUDED.token WHERE fence.token <= EXCLUDED.token RETURNING fence.key), stored AS "
+      "(INSERT INTO fencecheck_chunks (key, segment, chunk, token, writer, data) SELECT $1, $2, $3, "
+      "$4, $5, $6 FROM fenced ON CONFLICT (key, segment, chunk) DO UPDATE SET token = EXCLUDED.token, "
+      "writer = EXCLUDED.writer, data = EXCLUDED.data) INSERT INTO fencecheck_accept_log (key, segment, chunk, "
+      "token, writer) SELECT $1, $2, $3, $4, $5 FROM fenced";
+  EXPECT_EQ(*told, (nlohmann::json{{"FENCECHECK_JOB_PAYLOAD", "opaque"},
+                                   {"FENCECHECK_PG_WRITE_COUNT", "2"},
+                                   {"FENCECHECK_PG_WRITE_1", lock_sql},
+                                   {"FENCECHECK_PG_WRITE_1_POSITIONAL", "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"},
+                                   {"FENCECHECK_PG_WRITE_2", write_sql},
+                                   {"FENCECHECK_PG_WRITE_2_POSITIONAL", positional_write},
+                                   {"FENCECHECK_PG_WRITE_PARAMS", "key,segment,chunk,token,writer,data"},
+                                   {"FENCECHECK_PG_WRITE_TYPES", "text,int8,int8,int8,text,bytea"}}));
+
+  // The rows are the worker's own JSON, written through the scenario's statements.
+  const auto readback = nlohmann::json::parse(fctest::slurp(dir / "readback.json"));
+  ASSERT_EQ(readback["chunks"].size(), 2u) << readback.dump();
+  for (const auto& c : readback["chunks"]) {
+    EXPECT_EQ(c.value("client", ""), "w1") << c.dump();
+    EXPECT_EQ(c["token"], 1);
+    const auto row = nlohmann::json::parse(fencecheck::base64_decode(c.value("data_b64", "")));
+    EXPECT_EQ(row["shipment"], "ledger-0-" + std::to_string(c["chunk"].get<int>())) << row.dump();
+  }
+  ASSERT_EQ(readback["log"].size(), 2u);
+
+  // corrupt-chunk has nothing to judge; the checkers of the rows judged from the columns.
+  const auto verdict = nlohmann::json::parse(fctest::slurp(dir / "verdict.json"));
+  for (const auto& c : verdict["checkers"]) {
+    const std::string name = c["name"];
+    if (name == "corrupt-chunk") {
+      EXPECT_EQ(c["verdict"], "unknown") << c.dump();
+      EXPECT_EQ(c["error"], "payload: opaque: the bytes are the system's own") << c.dump();
+    }
+    if (name == "interleaved-segment" || name == "stale-write-accepted" || name == "lost-acknowledged-write")
+      EXPECT_EQ(c["verdict"], "valid") << c.dump();
+  }
+}
 
 }  // namespace

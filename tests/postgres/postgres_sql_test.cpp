@@ -259,3 +259,55 @@ TEST(PostgresKindFields, ErrorsPointAtTheFieldAndTheByte) {
 }
 
 }  // namespace
+
+// ---- what a command worker is told (issue 34, item 4)
+
+TEST(PostgresWorkerEnv, OneStatementIsHandedOverAsWrittenAndCompiled) {
+  const std::string sql = "UPDATE shipments SET payload = $data, token = $token\n WHERE key = $key AND token <= $token";
+  const nlohmann::json endpoint{{"kind", "postgres"}, {"dsn", "host=db dbname=orders"}, {"write", nlohmann::json::array({sql})}};
+  const auto env = kind().worker_env(endpoint);
+  const std::vector<std::pair<std::string, std::string>> want{
+      {"FENCECHECK_RESOURCE_DSN", "host=db dbname=orders"},
+      {"FENCECHECK_PG_WRITE", sql},
+      {"FENCECHECK_PG_WRITE_COUNT", "1"},
+      {"FENCECHECK_PG_WRITE_1", sql},
+      {"FENCECHECK_PG_WRITE_1_POSITIONAL", "UPDATE shipments SET payload = $6, token = $4\n WHERE key = $1 AND token <= $4"},
+      {"FENCECHECK_PG_WRITE_PARAMS", "key,segment,chunk,token,writer,data"},
+      {"FENCECHECK_PG_WRITE_TYPES", "text,int8,int8,int8,text,bytea"},
+  };
+  EXPECT_EQ(env, want);
+  // The endpoint's "write" as one string (as the scenario spells one statement) says the same.
+  nlohmann::json one = endpoint;
+  one["write"] = sql;
+  EXPECT_EQ(kind().worker_env(one), want);
+}
+
+TEST(PostgresWorkerEnv, SeveralStatementsAreOneVariableEachAndNoSingleStatementVariable) {
+  const std::vector<std::string> statements{
+      "SELECT pg_advisory_xact_lock(hashtextextended($key, 0))",
+      "SELECT 1 WHERE COALESCE((SELECT token FROM fence WHERE key = $key), 0) <= $token",
+      "INSERT INTO rows (key, token, writer, doc) VALUES ($key, $token, $writer, '$data is not a parameter here')"};
+  const auto env = kind().worker_env({{"kind", "postgres"}, {"dsn", "host=db"}, {"write", statements}});
+  const std::vector<std::pair<std::string, std::string>> want{
+      {"FENCECHECK_RESOURCE_DSN", "host=db"},
+      {"FENCECHECK_PG_WRITE_COUNT", "3"},
+      {"FENCECHECK_PG_WRITE_1", statements[0]},
+      {"FENCECHECK_PG_WRITE_1_POSITIONAL", "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"},
+      {"FENCECHECK_PG_WRITE_2", statements[1]},
+      {"FENCECHECK_PG_WRITE_2_POSITIONAL", "SELECT 1 WHERE COALESCE((SELECT token FROM fence WHERE key = $1), 0) <= $4"},
+      {"FENCECHECK_PG_WRITE_3", statements[2]},
+      {"FENCECHECK_PG_WRITE_3_POSITIONAL",
+       "INSERT INTO rows (key, token, writer, doc) VALUES ($1, $4, $5, '$data is not a parameter here')"},
+      {"FENCECHECK_PG_WRITE_PARAMS", "key,segment,chunk,token,writer,data"},
+      {"FENCECHECK_PG_WRITE_TYPES", "text,int8,int8,int8,text,bytea"},
+  };
+  EXPECT_EQ(env, want);
+}
+
+TEST(PostgresWorkerEnv, TheDefaultStatementIsHandedOverToo) {
+  const auto config = kind().parse(FakeFields(nlohmann::json::object()));
+  const auto env = kind().worker_env({{"kind", "postgres"}, {"dsn", "host=/tmp/s"}, {"write", config["write"]}});
+  ASSERT_EQ(env.size(), 7u);
+  EXPECT_EQ(env[1], (std::pair<std::string, std::string>{"FENCECHECK_PG_WRITE", std::string(pg::kDefaultWrite)}));
+  EXPECT_EQ(env[4].second, pg::compile_write_sql({std::string(pg::kDefaultWrite)})[0].text);
+}

@@ -65,6 +65,7 @@ CheckContext CheckContext::of(const Scenario& scenario) {
   c.job_kind = scenario.job().kind;
   c.resource_kind = scenario.resource().kind;
   c.lock_service_kind = scenario.lock_service().kind;
+  c.payload = scenario.job().payload;
   for (const auto& w : scenario.workers()) c.workers.push_back(w.id);
   if (const auto* kind = resources::find_resource_kind(scenario.resource().kind))
     c.evidence = kind->evidence(scenario.resource().config);
@@ -145,7 +146,7 @@ EvidenceUse detail::evidence_use_of(std::string_view name) {
   };
   static const std::vector<Row> kTable{
       {"interleaved-segment", {{kEvidenceChunks, kEvidenceLog, kEvidenceWorkerEvents}, {kEvidenceChunks}, {kEvidenceChunks}}},
-      {"corrupt-chunk", {{kEvidenceChunks, kEvidenceWorkerEvents}, {kEvidenceChunks}, {kEvidenceChunks}}},
+      {"corrupt-chunk", {{kEvidenceChunks, kEvidenceWorkerEvents}, {kEvidenceChunks}, {kEvidenceChunks}, true}},
       {"stale-write-accepted", {{kEvidenceLog, kEvidenceWorkerEvents}, {}, {kEvidenceLog}}},
       {"cross-key-rejection",
        {{kEvidenceWorkerEvents, kEvidenceRejections, kEvidenceLog}, {}, {kEvidenceRejections, kEvidenceLog}}},
@@ -208,6 +209,15 @@ std::string black_box_error(const std::vector<std::string>& silent, const std::s
 
 std::optional<CheckerResult> detail::unavailable_required(std::string_view name, const EvidenceUse& use,
                                                          const CheckContext& context) {
+  // The bytes are the system's own (job.payload: opaque): a rule about fencecheck's chunk format
+  // has nothing to judge, which must read neither as a violation nor as a pass.
+  if (use.needs_chunk_bytes && context.payload == PayloadMode::kOpaque) {
+    CheckerResult r;
+    r.name = std::string(name);
+    r.verdict = Verdict::kUnknown;
+    r.error = std::string(kOpaquePayloadReason);
+    return r;
+  }
   std::string missing;
   for (auto source : use.required)
     if (!available(source, context)) missing += (missing.empty() ? "" : ", ") + std::string(source);

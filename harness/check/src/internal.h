@@ -316,7 +316,8 @@ template <typename T>
 /// The evidence table of the checker named `name` (Checker::evidence_use()'s; checker.cpp).
 [[nodiscard]] EvidenceUse evidence_use_of(std::string_view name);
 /// run_checkers()'s result for a checker whose required sources the context says the resource
-/// cannot give (unknown, "needs ..."), or nullopt when it can run.
+/// cannot give (unknown, "needs ..."), or that needs the chunks' bytes when the payload is opaque
+/// (unknown, kOpaquePayloadReason), or nullopt when it can run.
 [[nodiscard]] std::optional<CheckerResult> unavailable_required(std::string_view name, const EvidenceUse& use,
                                                               const CheckContext& context);
 /// run_checkers()'s post-processing of one checker's result: normalizes its anomalies, makes a

@@ -380,6 +380,7 @@ std::vector<std::pair<std::string, std::string>> Run::protocol_env(const WorkerS
       {"FENCECHECK_CHUNK_INTERVAL_MS",
        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(job.chunk_interval).count())},
       {"FENCECHECK_JOB_REPEAT", job.repeat ? "1" : "0"},
+      {"FENCECHECK_JOB_PAYLOAD", std::string(to_string(job.payload))},
       {"FENCECHECK_EVENTS_FD", std::to_string(kWorkerEventsFd)},
       {"FENCECHECK_BIN_DIR", (opt_.bin_dir.empty() ? process::self_bin_dir() : opt_.bin_dir).string()},
   };

@@ -91,6 +91,8 @@ constexpr std::array<Row<SelfStopAt>, 2> kSelfStopPoints{{
 }};
 constexpr std::array<Row<KeepaliveMode>, 2> kKeepaliveModes{{
     {KeepaliveMode::kThread, "thread", true}, {KeepaliveMode::kInline, "inline", true}}};
+constexpr std::array<Row<PayloadMode>, 2> kPayloadModes{{
+    {PayloadMode::kSelfDescribing, "self-describing", true}, {PayloadMode::kOpaque, "opaque", true}}};
 constexpr std::array<Row<ScheduleTarget>, 2> kScheduleTargets{{
     {ScheduleTarget::kHolders, "holders", true},
     {ScheduleTarget::kWorkers, "workers", true},
@@ -136,6 +138,7 @@ std::string_view to_string(EffectMode m) { return name_in(kEffectModes, m); }
 std::string_view to_string(TokenSource t) { return name_in(kTokenSources, t); }
 std::string_view to_string(SelfStopAt p) { return p == SelfStopAt::kNever ? "never" : name_in(kSelfStopPoints, p); }
 std::string_view to_string(KeepaliveMode m) { return name_in(kKeepaliveModes, m); }
+std::string_view to_string(PayloadMode m) { return name_in(kPayloadModes, m); }
 std::string_view to_string(ScheduleTarget t) { return name_in(kScheduleTargets, t); }
 
 std::vector<std::string_view> known_fault_kinds() { return faults::fault_kind_names(); }
@@ -725,6 +728,11 @@ class ScenarioParser {
     const NetworkValues net = parse_network(m, s);
     parse_job(m, s);
     const WorkerValues workers = parse_workers(m, s, net);
+    if (payload_value_ && s.job_.payload == PayloadMode::kOpaque &&
+        std::none_of(s.workers_.begin(), s.workers_.end(), [](const WorkerSpec& w) { return w.command.has_value(); }))
+      fail(*payload_value_, "payload opaque says the workers write bytes of their own, and every worker of this "
+                            "scenario is fencecheck-worker, which writes self-describing chunks: give a worker a "
+                            "command (your program), or leave payload out");
     parse_faults(m, s, workers);
     parse_expect(m, s);
     return s;
@@ -843,9 +851,10 @@ class ScenarioParser {
   }
 
   /// `job`: what each worker does while it holds the lock.
-  void parse_job(const Map& m, Scenario& s) const {
+  void parse_job(const Map& m, Scenario& s) {
     Map j(*this, m.require("job"),
-          {"kind", "key", "segments", "chunks", "chunk_bytes", "chunk_interval", "increments", "effect", "repeat"});
+          {"kind", "key", "segments", "chunks", "chunk_bytes", "chunk_interval", "increments", "effect", "repeat",
+           "payload"});
     if (auto v = j.get("kind")) {
       s.job_.kind = choice(*v, kJobKinds, "job kind");
       if (s.job_.kind != JobKind::kSegments &&
@@ -869,6 +878,8 @@ class ScenarioParser {
     if (auto v = only_for("segments", chunked, chunk_kinds)) s.job_.segments = integer(*v, 1, 1'000'000);
     if (auto v = only_for("chunks", chunked, chunk_kinds)) s.job_.chunks = integer(*v, 1, 1'000'000);
     if (auto v = only_for("chunk_bytes", chunked, chunk_kinds)) s.job_.chunk_bytes = integer(*v, 1, 1 << 20);
+    if ((payload_value_ = only_for("payload", chunked, chunk_kinds)))
+      s.job_.payload = choice(*payload_value_, kPayloadModes, "payload mode");
     if (auto v = j.get("chunk_interval")) {
       s.job_.chunk_interval = duration(*v);
       // fencecheck-worker takes it in whole ms (--chunk-interval-ms): 250us would become 0.
@@ -1053,6 +1064,10 @@ class ScenarioParser {
           fail(item, "unknown anomaly " + quote(name_s) + "; known anomalies: " + join(known));
         if (std::find(s.expect_.anomalies.begin(), s.expect_.anomalies.end(), name_s) != s.expect_.anomalies.end())
           fail(item, "anomaly " + quote(name_s) + " is listed twice");
+        // An expectation nothing can meet: the chunk-byte rule is not run on the system's own bytes.
+        if (name_s == "corrupt-chunk" && s.job_.payload == PayloadMode::kOpaque)
+          fail(item, "corrupt-chunk judges fencecheck's self-describing chunks, and this job's payload is opaque "
+                     "(the bytes are the system's own): it is never run, so it can never be found");
         s.expect_.anomalies.push_back(name_s);
       }
     } else if (s.expect_.outcome == Outcome::kAnomaly) {
@@ -1463,6 +1478,7 @@ class ScenarioParser {
 
   std::string file_;
   std::string_view text_;  // the file's text, to locate an offset inside a scalar ("" when unknown)
+  std::optional<Value> payload_value_;  // job.payload as written (parse() checks it against the workers)
   bool no_issuer_history_ = false;  // lock_service kind none: no lock.grant / lock.delete will ever come
 };
 
@@ -1630,6 +1646,8 @@ nlohmann::json to_json(const Scenario& s) {
   jj["chunk_interval"] = format_duration(job.chunk_interval);
   if (job.kind == JobKind::kCounter) jj["increments"] = job.increments;
   if (job.kind == JobKind::kSideEffect) jj["effect"] = std::string(to_string(job.effect));
+  // Only when opaque: a self-describing job's JSON is byte for byte what it was before payload.
+  if (job.payload == PayloadMode::kOpaque) jj["payload"] = std::string(to_string(job.payload));
   if (job.repeat) jj["repeat"] = true;  // only with a schedule; absent otherwise, as before schedules
   j["job"] = std::move(jj);
   auto& workers = j["workers"] = nlohmann::json::array();

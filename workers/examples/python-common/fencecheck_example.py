@@ -1,8 +1,11 @@
 """What every Python example worker needs from fencecheck, apart from its lock: the worker
-protocol's environment and events, the self-describing chunks, the HTTP service with the store's
-API, and the job of segments of chunks. Standard library only; the examples import it from
-../python-common (workers/examples/python-etcd3/worker.py, workers/examples/python-redis/worker.py,
-workers/examples/python-kazoo/worker.py).
+protocol's environment and events, the self-describing chunks (or, with the scenario's
+`job.payload: opaque`, rows of the team's own JSON), the HTTP service with the store's API, the
+scenario's own PostgreSQL `write` statement (ScenarioWrite), and the job of segments of chunks.
+Standard library only (ScenarioWrite takes a DB-API connection the worker opened, psycopg2's);
+the examples import it from ../python-common (workers/examples/python-etcd3/worker.py,
+workers/examples/python-redis/worker.py, workers/examples/python-kazoo/worker.py,
+workers/examples/python-pg-advisory/worker.py).
 
 The protocol: docs/worker-protocol.md. The service: docs/resource-http.md (PUT
 /v1/keys/{key}/segments/{segment}/chunks/{chunk} with Fencing-Token and Fencecheck-Client).
@@ -52,6 +55,73 @@ def encode_chunk(worker, token, key, segment, chunk, size):
     return (out + f" crc={zlib.crc32(out.encode()) & 0xFFFFFFFF:08x}").encode()
 
 
+def payload():
+    """The scenario's job.payload: "self-describing" (fencecheck's chunks, encode_chunk) or
+    "opaque" (the system's own bytes: json_row). FENCECHECK_JOB_PAYLOAD; self-describing when unset
+    (a harness from before it)."""
+    return os.environ.get("FENCECHECK_JOB_PAYLOAD", "self-describing")
+
+
+def json_row(worker, token, key, segment, chunk):
+    """A row as a team's own service writes it: a shipment's JSON, nothing of fencecheck's format.
+    With job.payload opaque the checkers never read these bytes; who wrote a row, and under which
+    token, is what the resource's writer and token columns say (docs/worker-protocol.md)."""
+    return json.dumps({"shipment": f"{key}-{segment}-{chunk}", "status": "packed", "packed_by": worker,
+                       "lease_token": token}, separators=(",", ":")).encode()
+
+
+def chunk_bytes(worker, token, key, segment, chunk, size):
+    """What the job writes to one slot, per the scenario's payload: encode_chunk() or json_row()."""
+    if payload() == "opaque":
+        return json_row(worker, token, key, segment, chunk)
+    return encode_chunk(worker, token, key, segment, chunk, size)
+
+
+class ScenarioWrite:
+    """The scenario's own `write` statement(s), as resource kind postgres hands them to a command
+    worker (docs/resource-postgres.md, "Your worker writes through the scenario's statement"):
+    FENCECHECK_PG_WRITE_COUNT statements, each FENCECHECK_PG_WRITE_<i>_POSITIONAL with $1..$6
+    standing for FENCECHECK_PG_WRITE_PARAMS (key, segment, chunk, token, writer, data) of the types
+    FENCECHECK_PG_WRITE_TYPES. Each is prepared once on `conn` (a DB-API connection in autocommit
+    mode: psycopg2's with conn.autocommit = True) and run the way fencecheck-worker runs it:
+
+      one statement: its row count decides, >= 1 accepted, 0 rejected, none (-1) unknown;
+      several: BEGIN ISOLATION LEVEL READ COMMITTED, each in order; the first with 0 rows rolls
+      back (rejected); a statement without a row count neither accepts nor rejects; else COMMIT.
+
+    So the SQL the probe tests and the SQL the runs test are the same text. A database error
+    propagates (the outcome is unknown: write.info); prepare again on a new connection after it."""
+
+    def __init__(self, conn, program="worker.py"):
+        self.conn = conn
+        self.params = env("FENCECHECK_PG_WRITE_PARAMS", program).split(",")
+        types = env("FENCECHECK_PG_WRITE_TYPES", program)
+        count = int(env("FENCECHECK_PG_WRITE_COUNT", program))
+        self.names = [f"fencecheck_write_{i}" for i in range(1, count + 1)]
+        with conn.cursor() as cur:
+            for i, name in enumerate(self.names, start=1):
+                # No parameters passed: the driver sends the text as it is (no %-interpolation).
+                cur.execute(f"PREPARE {name} ({types}) AS {env(f'FENCECHECK_PG_WRITE_{i}_POSITIONAL', program)}")
+        self.call = "EXECUTE {} (" + ", ".join(["%s"] * len(self.params)) + ")"
+
+    def write(self, **values):
+        """Runs the statement(s) with values for key, segment, chunk, token, writer, data (bytes).
+        Returns "accepted", "rejected" or "unknown" (a single statement with no row count)."""
+        args = [values[p] for p in self.params]
+        with self.conn.cursor() as cur:
+            if len(self.names) == 1:
+                cur.execute(self.call.format(self.names[0]), args)
+                return "unknown" if cur.rowcount < 0 else "accepted" if cur.rowcount >= 1 else "rejected"
+            cur.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+            for name in self.names:
+                cur.execute(self.call.format(name), args)
+                if cur.rowcount == 0:
+                    cur.execute("ROLLBACK")
+                    return "rejected"
+            cur.execute("COMMIT")
+            return "accepted"
+
+
 class Service:
     """The HTTP service the chunks go to: one request per chunk, on its own connection."""
 
@@ -94,9 +164,62 @@ class Service:
         return "unknown", None, detail
 
 
+class PostgresRows:
+    """The chunks go to the run's PostgreSQL (resource kind postgres) through the scenario's own
+    `write` statements (ScenarioWrite), with put_chunk() as Service's. psycopg2 (Debian's
+    python3-psycopg2) is imported only here, so the other examples need nothing but the standard
+    library. One connection, made again (and the statements prepared again) after an error."""
+
+    def __init__(self, dsn, writer, program="worker.py"):
+        import psycopg2  # noqa: PLC0415 - only a worker writing to PostgreSQL needs it
+        self.psycopg2, self.dsn, self.writer, self.program = psycopg2, dsn, writer, program
+        endpoint = json.loads(os.environ.get("FENCECHECK_RESOURCE", "{}") or "{}")
+        # The key's mark after a rejection: the resource's high_water query (key, token), when it
+        # has one that takes no parameters; else the rejection says 0 (the reply did not say it).
+        mark_query = endpoint.get("high_water") if isinstance(endpoint, dict) else None
+        self.mark_query = mark_query if isinstance(mark_query, str) and "$" not in mark_query else None
+        self.conn = None
+
+    def _connect(self):
+        self.conn = self.psycopg2.connect(self.dsn)
+        self.conn.autocommit = True
+        self.statement = ScenarioWrite(self.conn, self.program)
+
+    def _mark(self, key):
+        if not self.mark_query:
+            return 0
+        with self.conn.cursor() as cur:
+            cur.execute(self.mark_query)
+            return next((int(row[1]) for row in cur.fetchall() if row[0] == key), 0)
+
+    def put_chunk(self, key, segment, chunk, token, data):
+        """(outcome, high_water, detail); outcome is ok, fenced or unknown."""
+        try:
+            if self.conn is None:
+                self._connect()
+            outcome = self.statement.write(key=key, segment=segment, chunk=chunk, token=token, writer=self.writer,
+                                           data=data)
+            if outcome == "accepted":
+                return "ok", None, "accepted"
+            if outcome == "rejected":
+                try:
+                    mark = self._mark(key)
+                except self.psycopg2.Error:
+                    mark = 0  # the rejection stands; only its mark is not known
+                return "fenced", mark, "rejected: the scenario's write statement changed no row"
+            return "unknown", None, "the statement reported no row count"
+        except self.psycopg2.Error as e:
+            if self.conn is not None:
+                self.conn.close()
+            self.conn = None
+            return "unknown", None, f"{type(e).__name__}: {e}".strip()
+
+
 class Job:
     """The job the harness describes in FENCECHECK_JOB_*: segments of chunks to one key, one chunk
-    every FENCECHECK_CHUNK_INTERVAL_MS, each write reported as write.invoke and its outcome."""
+    every FENCECHECK_CHUNK_INTERVAL_MS, each write reported as write.invoke and its outcome. The
+    chunks go to the HTTP service (FENCECHECK_RESOURCE_URL), or with resource kind postgres through
+    the scenario's own write statements (PostgresRows)."""
 
     def __init__(self, program="worker.py"):
         self.me = env("FENCECHECK_WORKER_ID", program)
@@ -105,7 +228,10 @@ class Job:
         self.chunks = int(env("FENCECHECK_JOB_CHUNKS", program))
         self.chunk_bytes = int(env("FENCECHECK_CHUNK_BYTES", program))
         self.interval = int(env("FENCECHECK_CHUNK_INTERVAL_MS", program)) / 1000.0
-        self.service = Service(env("FENCECHECK_RESOURCE_URL", program), self.me)
+        if os.environ.get("FENCECHECK_RESOURCE_KIND") == "postgres":
+            self.service = PostgresRows(env("FENCECHECK_RESOURCE_DSN", program), self.me, program)
+        else:
+            self.service = Service(env("FENCECHECK_RESOURCE_URL", program), self.me)
         self.segment = 0  # the segment being written: a holding that stops redoes it from chunk 0
 
     def run(self, token):
@@ -115,7 +241,7 @@ class Job:
         while self.segment < self.segments:
             for c in range(self.chunks):
                 emit("write.invoke", key=self.key, segment=self.segment, chunk=c, token=token)
-                data = encode_chunk(self.me, token, self.key, self.segment, c, self.chunk_bytes)
+                data = chunk_bytes(self.me, token, self.key, self.segment, c, self.chunk_bytes)
                 outcome, mark, detail = self.service.put_chunk(self.key, self.segment, c, token, data)
                 fields = dict(key=self.key, segment=self.segment, chunk=c, token=token)
                 if mark is not None:

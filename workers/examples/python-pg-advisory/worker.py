@@ -14,8 +14,16 @@ renews it by touching its lock session before every write. fencecheck manages no
                         lock session is gone, or a write is rejected, it stops, takes the lock
                         again with a new token and redoes its segment
 
+  worker.py ... --scenario-write
+                        the same token logic, but each write runs the scenario's own `write`
+                        statement(s), handed over in FENCECHECK_PG_WRITE_* (ScenarioWrite), instead
+                        of this program's SQL: the SQL fencecheck's probe tests is the SQL the run
+                        tests
+
 It speaks fencecheck's worker protocol v1 (FENCECHECK_* in, JSON event lines out on fd 3) and
 writes to the run's PostgreSQL (FENCECHECK_RESOURCE_DSN), the tables the scenario's schema declares.
+What it writes is fencecheck's self-describing chunks, or with the scenario's `job.payload: opaque`
+(FENCECHECK_JOB_PAYLOAD) one JSON document per row, the team's own bytes.
 Standard library plus Debian's python3-psycopg2; run it with /usr/bin/python3 (README.md).
 """
 import os
@@ -26,7 +34,7 @@ import zlib
 import psycopg2
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "python-common"))
-from fencecheck_example import emit, encode_chunk, env, give_up  # noqa: E402
+from fencecheck_example import ScenarioWrite, chunk_bytes, emit, env, give_up  # noqa: E402
 
 BROKEN_TOKEN = 1  # what the broken worker writes with, whoever holds the lock
 
@@ -88,21 +96,40 @@ class LockSession:
 
 
 def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in ("--broken", "--correct"):
-        sys.exit("usage: worker.py --broken|--correct")
+    usage = "usage: worker.py --broken|--correct [--scenario-write]"
+    if len(sys.argv) not in (2, 3) or sys.argv[1] not in ("--broken", "--correct"):
+        sys.exit(usage)
+    if len(sys.argv) == 3 and sys.argv[2] != "--scenario-write":
+        sys.exit(usage)
     broken = sys.argv[1] == "--broken"
+    scenario_write = len(sys.argv) == 3
     dsn = env("FENCECHECK_RESOURCE_DSN")
     me, key, lock_name = env("FENCECHECK_WORKER_ID"), env("FENCECHECK_KEY"), env("FENCECHECK_LOCK_NAME")
     segments, chunks = int(env("FENCECHECK_JOB_SEGMENTS")), int(env("FENCECHECK_JOB_CHUNKS"))
-    chunk_bytes = int(env("FENCECHECK_CHUNK_BYTES"))
+    size = int(env("FENCECHECK_CHUNK_BYTES"))
     interval = int(env("FENCECHECK_CHUNK_INTERVAL_MS")) / 1000.0
     ttl_ms = int(env("FENCECHECK_LEASE_TTL_MS"))
     lock_id = zlib.crc32(lock_name.encode())  # the advisory lock's bigint key, the same in every worker
     emit("hello", protocol=1)
     if os.environ.get("FENCECHECK_JOB_KIND", "segments") != "segments":
         return give_up(f"job kind {os.environ['FENCECHECK_JOB_KIND']!r}: this worker writes segments of chunks only")
-    data = connect(dsn)
     sql = BROKEN_SQL if broken else CORRECT_SQL
+
+    def data_session():
+        """The session the rows go to, and how a row is written on it: the scenario's statement(s)
+        prepared on it (--scenario-write), or this program's own SQL."""
+        conn = connect(dsn)
+        if scenario_write:
+            statement = ScenarioWrite(conn)
+            return conn, lambda params: statement.write(**params)
+
+        def own(params):
+            with conn.cursor() as cur:
+                cur.execute(sql, params)
+                return "accepted" if cur.rowcount >= 1 else "rejected"
+        return conn, own
+
+    data, write = data_session()
     segment = 0
     for attempt in range(1, 21):
         emit("acquire.invoke", lock=lock_name, ttl_ms=ttl_ms)
@@ -131,21 +158,25 @@ def main():
                 fields = dict(key=key, segment=segment, chunk=c, token=token)
                 emit("write.invoke", **fields)
                 params = dict(key=key, segment=segment, chunk=c, token=token, writer=me,
-                              data=encode_chunk(me, token, key, segment, c, chunk_bytes))
+                              data=chunk_bytes(me, token, key, segment, c, size))
                 try:
+                    outcome = write(params)
                     with data.cursor() as cur:
-                        cur.execute(sql, params)
-                        accepted = cur.rowcount >= 1
                         cur.execute("SELECT token FROM fencecheck_fence WHERE key = %s", (key,))
                         row = cur.fetchone()
                 except psycopg2.Error as e:
-                    emit("write.info", detail=f"{type(e).__name__}: {e}".strip(), **fields)
-                    stopped = "a write's outcome is unknown"
+                    outcome, row = "unknown", None
+                    detail = f"{type(e).__name__}: {e}".strip()
                     data.close()
-                    data = connect(dsn)
+                    data, write = data_session()
+                else:
+                    detail = "the statement reported no row count"
+                if outcome == "unknown":
+                    emit("write.info", detail=detail, **fields)
+                    stopped = "a write's outcome is unknown"
                     break
                 mark = row[0] if row else None
-                if accepted:
+                if outcome == "accepted":
                     emit("write.ok", **fields)
                 else:
                     emit("write.fail", high_water=mark, detail=f"fenced: token {token} is below the key's mark {mark}",

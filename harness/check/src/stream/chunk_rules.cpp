@@ -1,6 +1,9 @@
 // interleaved-segment and corrupt-chunk (checkers.h says what each finds): both are decided by the
 // read-back alone (the chunks; interleaved-segment also the accept log), before the history is
 // read; the history only adds the write.ok events that wrote the chunks, as evidence.
+// With job.payload opaque (CheckContext::payload) the bytes are the system's own: corrupt-chunk
+// says unknown (kOpaquePayloadReason) and interleaved-segment never decodes them, taking each
+// chunk's provenance from the resource's token and writer columns.
 #include <map>
 #include <optional>
 #include <set>
@@ -53,14 +56,16 @@ class InterleavedSegmentRule final : public ReadBackRule {
  public:
   std::string_view name() const override { return "interleaved-segment"; }
 
-  void begin(const ReadBack& readback, const PackedLog& log, const CheckContext&) override {
-    final_contents(readback);
+  void begin(const ReadBack& readback, const PackedLog& log, const CheckContext& context) override {
+    final_contents(readback, context.payload == PayloadMode::kOpaque);
     alternation_in_log(log);
   }
 
  private:
-  /// A segment's final contents from more than one holding (token, writer).
-  void final_contents(const ReadBack& readback) {
+  /// A segment's final contents from more than one holding (token, writer). Each chunk's
+  /// provenance is what its bytes say when they decode, else the store's columns; `opaque`: the
+  /// columns alone (the bytes are the system's own and say nothing about who wrote them).
+  void final_contents(const ReadBack& readback, bool opaque) {
     struct Provenance {
       const StoredChunk* chunk;
       std::int64_t token;
@@ -70,6 +75,10 @@ class InterleavedSegmentRule final : public ReadBackRule {
     std::map<std::pair<std::string, std::int64_t>, std::vector<Provenance>> segments;
     for (const StoredChunk& c : readback.chunks) {
       Provenance p{&c, c.token, c.client, {}};
+      if (opaque) {
+        segments[{c.key, c.segment}].push_back(std::move(p));
+        continue;
+      }
       ChunkDecode d = decode_chunk(c.data);
       if (d.ok) {
         p.token = d.header.token;
@@ -233,7 +242,16 @@ class CorruptChunkRule final : public ReadBackRule {
   std::string_view name() const override { return "corrupt-chunk"; }
   bool reads_log() const override { return false; }
 
-  void begin(const ReadBack& readback, const PackedLog&, const CheckContext&) override {
+  CheckerResult finish(const StreamEnd& end) override {
+    if (opaque_) return unknown_result(name(), std::string(kOpaquePayloadReason));
+    return ReadBackRule::finish(end);
+  }
+
+  void begin(const ReadBack& readback, const PackedLog&, const CheckContext& context) override {
+    // The bytes are the system's own: no chunk format to hold them to (run_checkers() does not run
+    // this rule then; a caller that does gets the same answer).
+    opaque_ = context.payload == PayloadMode::kOpaque;
+    if (opaque_) return;
     for (const StoredChunk& c : readback.chunks) {
       ChunkDecode d = decode_chunk(c.data);
       Anomaly a;
@@ -269,6 +287,9 @@ class CorruptChunkRule final : public ReadBackRule {
       anomalies_.push_back(std::move(a));
     }
   }
+
+ private:
+  bool opaque_ = false;
 };
 
 }  // namespace

@@ -70,9 +70,14 @@ struct CheckContext {
   /// called alone computes it from `workers` and the history. Set it only to what
   /// black_box_workers() returns for this history.
   std::optional<std::vector<std::string>> black_box;
+  /// What the chunks' bytes are (the scenario's job.payload). opaque: the system's own bytes, so a
+  /// checker that judges the bytes themselves (EvidenceUse::needs_chunk_bytes: corrupt-chunk) is
+  /// not run, unknown with kOpaquePayloadReason, and interleaved-segment takes each chunk's
+  /// provenance from the resource's token and writer columns alone (it never decodes the bytes).
+  PayloadMode payload = PayloadMode::kSelfDescribing;
 
-  /// The context of a scenario: its lease TTL, lock name, job kind, worker ids and its resource
-  /// kind's evidence. Pure.
+  /// The context of a scenario: its lease TTL, lock name, job kind, worker ids, payload mode and its
+  /// resource kind's evidence. Pure.
   [[nodiscard]] static CheckContext of(const Scenario& scenario);
 };
 
@@ -136,6 +141,8 @@ inline constexpr std::string_view kEvidenceLockService = "lock-service";     ///
 /// Why a checker that reads kEvidenceLockService is unknown under lock-service kind none.
 inline constexpr std::string_view kNoIssuerHistory = "the scenario's lock service is kind none: no issuer history";
 inline constexpr std::string_view kEvidenceChunks = "resource.chunks";       ///< each chunk slot's bytes as stored
+/// Why a checker that judges the chunks' own bytes is unknown with `job.payload: opaque`.
+inline constexpr std::string_view kOpaquePayloadReason = "payload: opaque: the bytes are the system's own";
 inline constexpr std::string_view kEvidenceLog = "resource.accept-log";      ///< accepted writes in the resource's order
 inline constexpr std::string_view kEvidenceRejections = "resource.rejections";  ///< writes the fence refused
 inline constexpr std::string_view kEvidenceHighWater = "resource.high-water";   ///< each key's mark
@@ -151,6 +158,10 @@ struct EvidenceUse {
   /// with any black-box worker it cannot say valid (run_checkers() makes a valid verdict unknown,
   /// naming the silent workers; an anomaly it proved from the other workers stays invalid).
   std::vector<std::string_view> black_box_from;
+  /// It judges the chunks' own bytes (the self-describing format, fencecheck/proto/chunk.h) and
+  /// nothing else: with CheckContext::payload opaque it is not run, and run_checkers() gives it
+  /// unknown with kOpaquePayloadReason (never valid, never invalid). corrupt-chunk only.
+  bool needs_chunk_bytes = false;
 };
 
 /// A checker. Implementations are pure and stateless: check() and check_with() may run
@@ -184,7 +195,9 @@ struct CheckRun {
 };
 
 /// Runs each checker; an exception becomes that checker's unknown verdict with the message in
-/// `error`. With the context's evidence known, a checker whose required sources the resource
+/// `error`. With the context's payload opaque, a checker that needs the chunks' bytes
+/// (EvidenceUse::needs_chunk_bytes) is not run: unknown, `error` kOpaquePayloadReason. With the
+/// context's evidence known, a checker whose required sources the resource
 /// cannot give is not run: unknown, `error` naming what is missing (never valid on evidence it
 /// lacks). With black-box workers (black_box_workers() of the context's `workers`), a checker
 /// that cannot judge them (EvidenceUse::black_box_from empty, or one of its sources missing) is

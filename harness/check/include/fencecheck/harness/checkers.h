@@ -2,10 +2,14 @@
 //
 // interleaved-segment: a segment's current content comes from more than one fencing token. Each
 //   chunk's provenance is what its own bytes say (decode_chunk), falling back to the store's
-//   metadata when the bytes do not decode. Evidence: the write.ok events that wrote those chunks
-//   (matched by source, token, key, segment, chunk), and the chunks' seqs.
+//   metadata when the bytes do not decode; with job.payload opaque (CheckContext::payload), the
+//   metadata alone (the writer and token columns: the bytes are never decoded). Evidence: the
+//   write.ok events that wrote those chunks (matched by source, token, key, segment, chunk), and
+//   the chunks' seqs.
 // corrupt-chunk: a stored chunk that does not decode (bad magic, torn, checksum mismatch), or whose
 //   self-description (worker, token, key, segment, chunk) disagrees with what the store recorded.
+//   With job.payload opaque: unknown, kOpaquePayloadReason (the bytes are the system's own; never
+//   valid, never invalid).
 // stale-write-accepted: the resource accepted a token lower than one it had already accepted for
 //   the key. Found three ways, merged per (key, client, token):
 //   - the store's log, per key in seq order: a token below the maximum accepted before it;

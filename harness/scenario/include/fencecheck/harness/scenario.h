@@ -89,6 +89,14 @@ using SelfStopAt = fencecheck::SelfStopAt;
 /// thread before a write once the keepalive interval has passed (a single-threaded event loop),
 /// where work on that thread delays renewals (catalogue item 12, the throttle fault scenarios).
 using KeepaliveMode = fencecheck::KeepaliveMode;
+/// What the bytes a worker writes are (scenario `job.payload`; docs/scenario-format.md, "job").
+/// self-describing: fencecheck's chunks (fencecheck/proto/chunk.h: worker, token, key, segment,
+/// chunk and a CRC in the bytes), judged by corrupt-chunk and used by interleaved-segment as each
+/// chunk's provenance. opaque: the system's own bytes (a shipment's JSON, a row of the team's
+/// own): no chunk-byte rule applies, so corrupt-chunk answers unknown ("payload: opaque: the bytes
+/// are the system's own", kOpaquePayloadReason in checker.h) and every other checker judges from
+/// the resource's token and writer columns, its accept log and the workers' events.
+enum class PayloadMode { kSelfDescribing, kOpaque };
 [[nodiscard]] std::string_view to_string(NetworkMode m);
 [[nodiscard]] std::string_view to_string(Outcome o);
 [[nodiscard]] std::string_view to_string(JobKind k);
@@ -97,6 +105,7 @@ using KeepaliveMode = fencecheck::KeepaliveMode;
 /// "check", "effect"; "never" for kNever (never written to a scenario).
 [[nodiscard]] std::string_view to_string(SelfStopAt p);
 [[nodiscard]] std::string_view to_string(KeepaliveMode m);  ///< "thread", "inline"
+[[nodiscard]] std::string_view to_string(PayloadMode m);    ///< "self-describing", "opaque"
 
 /// The names the loader accepts today, in table order (for messages and docs): the fault axis's
 /// registered kinds (faults::fault_kind_names()), and the job kinds.
@@ -249,6 +258,12 @@ struct JobSpec {
   Duration chunk_interval = std::chrono::milliseconds(50);
   std::int64_t increments = 10;    ///< counter: increments per holder, 1 .. 1 000 000
   EffectMode effect = EffectMode::kFenced;  ///< side-effect: how the resource guards the effect
+  /// segments, side-effect: what the chunks' bytes are. opaque needs a worker with a command (the
+  /// user's program writes its own bytes; fencecheck-worker writes self-describing chunks only).
+  /// With opaque, `segment` and `chunk` are the worker's own numbering of the slots (rows) it
+  /// writes, the same numbers in its events and in the read-back, and the job's segments, chunks
+  /// and chunk_bytes are what the harness suggests, not a shape anything checks.
+  PayloadMode payload = PayloadMode::kSelfDescribing;
   /// The job repeats until the run's schedule ends (fencecheck-worker --repeat): each holding is
   /// one round (the whole job, then job.done and a release), and the worker acquires again for
   /// the next round until it is told to stop. Each holding writes segments of its own (segment

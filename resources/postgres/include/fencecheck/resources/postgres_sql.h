@@ -27,6 +27,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace fencecheck::postgres {
@@ -101,5 +102,26 @@ struct CompiledSql {
 /// resource must compare it with the key's high-water mark)" at offset 0 of statement 0 when no
 /// statement uses $token. Throws std::invalid_argument for an empty list.
 [[nodiscard]] std::vector<CompiledSql> compile_write_sql(const std::vector<std::string>& statements);
+
+/// The types write_parameters() are declared with, in their order, as PostgreSQL spells them in
+/// PREPARE: "text", "int8", "int8", "int8", "text", "bytea".
+[[nodiscard]] const std::vector<std::string_view>& write_parameter_types();
+
+/// The environment a command worker gets for the `write` statements (issue 34, item 4;
+/// docs/worker-protocol.md, "The environment"), so that it runs the scenario's own SQL:
+///   FENCECHECK_PG_WRITE               the statement as written (named parameters), only when
+///                                     there is exactly one;
+///   FENCECHECK_PG_WRITE_COUNT         how many statements (>= 1), run in order in one
+///                                     transaction when more than one;
+///   FENCECHECK_PG_WRITE_<i>           statement i (1-based: FENCECHECK_PG_WRITE_1 is write[0]) as
+///                                     written, with $key $segment $chunk $token $writer $data;
+///   FENCECHECK_PG_WRITE_<i>_POSITIONAL the same compiled to $1..$6 (compile_write_sql()), for a
+///                                     client that prepares it: PREPARE name (<TYPES>) AS <this>;
+///   FENCECHECK_PG_WRITE_PARAMS        "key,segment,chunk,token,writer,data" ($1..$6 in order);
+///   FENCECHECK_PG_WRITE_TYPES         "text,int8,int8,int8,text,bytea" (their declared types).
+/// In that order. Throws what compile_write_sql() throws (never for statements the scenario
+/// loader accepted). Pure; thread-safe.
+[[nodiscard]] std::vector<std::pair<std::string, std::string>> write_statement_env(
+    const std::vector<std::string>& statements);
 
 }  // namespace fencecheck::postgres
