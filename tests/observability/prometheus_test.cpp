@@ -810,7 +810,7 @@ TEST(TwoWaysOut, ThePausePanelReadsSixAndTwentySeconds) {
     f.pauses_s = {{"w1", seconds}};
     f.fault_pauses_s = {{"w1", seconds}};  // the sigstop's window, as the harness measured it
     const auto out = push_metrics(parse_pushgateway_url("http://127.0.0.1:" + std::to_string(stack.pg_port)),
-                                  build_registry(f, MetricsSource::kPush), scenario, "test");
+                                  build_registry(f, MetricsSource::kPush), scenario, "test", "n1");
     ASSERT_TRUE(out.ok) << out.error;
   }
   PrometheusApi prom(stack.prom_port);
