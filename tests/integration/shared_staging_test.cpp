@@ -97,8 +97,17 @@ TEST_F(SharedStaging, ASecondRunOnTheSameLockIsRefusedAtTheStartNamingTheFirst) 
     for (const auto& e : fctest::read_history(b_dir / "history.jsonl"))
       EXPECT_TRUE(e.value("source", "") == "harness" || e.value("source", "") == "lock") << e.dump();
 
+  // --skip-unavailable skips what this machine cannot do, never a run refused for a busy lock: a
+  // night that did not run must not pass.
+  std::ofstream(work_ / "c.yaml") << scenario("orders-c", etcd_.client_url(), false);
+  const fctest::Result c = fctest::run_fencecheck(
+      {"run", "--skip-unavailable", "--run-root", (work_ / "c-runs").string(), (work_ / "c.yaml").string()}, work_);
+  ASSERT_EQ(first.wait_for(0s), std::future_status::timeout) << "the runs did not overlap: the first had ended";
+  EXPECT_EQ(c.code, 3) << c.out << c.err;
+  EXPECT_NE((c.out + c.err).find("run " + a_id + " on host"), std::string::npos) << c.out << c.err;
+
   const fctest::Result a = first.get();
-  EXPECT_EQ(a.code, 0) << "the first run is untouched by the refused one\n" << a.out << a.err;
+  EXPECT_EQ(a.code, 0) << "the first run is untouched by the refused ones\n" << a.out << a.err;
   // Released at the end: nothing left in the lock service.
   EXPECT_TRUE(fencecheck::EtcdClient(etcd_.client_url()).range_prefix("fencecheck-claims/").empty());
 }

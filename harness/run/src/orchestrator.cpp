@@ -1301,6 +1301,9 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
     // Bad input only the resource could see when it opened (resources::ResourceConfigError).
     r.exit_code = kExitBadInput;
     r.reasons.push_back(err.what());
+  } catch (const RunRefused& err) {  // another run holds the lock or a key (run_claim.h): never skipped
+    r.exit_code = kExitEnvironment;
+    r.reasons.push_back(err.what());
   } catch (const EnvironmentError& err) {
     r.exit_code = kExitEnvironment;
     r.skipped = options.skip_unavailable;

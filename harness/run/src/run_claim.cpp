@@ -8,7 +8,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "fencecheck/harness/services.h"  // EnvironmentError
 #include "fencecheck/resources/resource_kind.h"
 
 namespace fencecheck::harness {
@@ -44,8 +43,11 @@ std::unique_ptr<locks::HeldClaim> claim_run(const Scenario& sc, const RunDirecto
   std::unique_ptr<locks::HeldClaim> held;
   try {
     held = service.claim(mine, why);
-  } catch (const locks::LockServiceUnavailable& err) {  // ClaimRefused among them
+  } catch (const locks::ClaimRefused& err) {
     dir.write_json("claim.json", {{"claimed", false}, {"refused", err.what()}, {"claim", mine.to_json()}});
+    throw RunRefused(err.what());
+  } catch (const locks::LockServiceUnavailable& err) {
+    dir.write_json("claim.json", {{"claimed", false}, {"error", err.what()}, {"claim", mine.to_json()}});
     throw EnvironmentError(err.what());
   }
   if (!held) {

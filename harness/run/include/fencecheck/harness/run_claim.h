@@ -10,9 +10,18 @@
 
 #include "fencecheck/harness/run_dir.h"
 #include "fencecheck/harness/scenario.h"
+#include "fencecheck/harness/services.h"  // EnvironmentError
 #include "fencecheck/locks/lock_service_kind.h"
 
 namespace fencecheck::harness {
+
+/// Another run holds this run's lock or a key (locks::ClaimRefused): exit 3 like any environment
+/// error, but never skipped by --skip-unavailable (a night that did not run because a CI run held
+/// its lock must count against the night, not pass it).
+class RunRefused : public EnvironmentError {
+ public:
+  using EnvironmentError::EnvironmentError;
+};
 
 /// What run `run_id` of `sc` (the plan as the run carries it out: Scenario::for_run) claims: its
 /// lock name; and, when the resource is the user's (not embedded: ResourceKind::embedded), every
@@ -25,8 +34,9 @@ namespace fencecheck::harness {
 /// RunClaim, "names": [...], "ttl_s"} or {"claimed": false, "why": "..."} (an embedded service,
 /// kind none). Logs one line either way: a run that could not claim says that another run on the
 /// same lock or keys would not be detected. Returns the held claim (nullptr when none was taken).
-/// Throws EnvironmentError (exit 3) when another run holds a name (the message names its run id
-/// and host and how to isolate this run) or the service does not answer the claim.
+/// Throws RunRefused (exit 3, never skipped) when another run holds a name (the message names its
+/// run id and host and how to isolate this run); EnvironmentError (exit 3) when the service does
+/// not answer the claim.
 [[nodiscard]] std::unique_ptr<locks::HeldClaim> claim_run(const Scenario& sc, const RunDirectory& dir,
                                                           locks::LockServiceInstance& service);
 
