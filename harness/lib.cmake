@@ -18,6 +18,7 @@ add_library(fencecheck_harness
   run/src/night.cpp
   run/src/netns_scope.cpp
   run/src/history_tally.cpp
+  run/src/run_claim.cpp
   report/src/report.cpp
   report/src/report_html.cpp
   report/src/report_retention.cpp

@@ -13,12 +13,14 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iomanip>
 #include <map>
 #include <optional>
 #include <random>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -27,10 +29,12 @@
 #include <prometheus/text_serializer.h>
 
 #include "../support/busy_port.h"
+#include "../support/temp_dir.h"
 #include "fencecheck/process/server_support.h"
 #include "fencecheck/harness/analysis.h"
 #include "fencecheck/harness/live_metrics.h"
 #include "fencecheck/harness/metrics.h"
+#include "fencecheck/harness/night.h"
 #include "fencecheck/harness/orchestrator.h"
 #include "fencecheck/harness/scenario.h"
 #include "fencecheck/proto/event.h"
@@ -542,14 +546,81 @@ TEST(PushgatewayUrl, RefusesWhatItCannotPushTo) {
   }
 }
 
-TEST(GroupingPath, IsJobInstanceScenarioWithBase64ForUnsafeValues) {
-  EXPECT_EQ(grouping_path("sigstop-past-lease", "ci-1.example"),
-            "/metrics/job/fencecheck/instance/ci-1.example/scenario/sigstop-past-lease");
-  EXPECT_EQ(grouping_path("s", "a/b"), "/metrics/job/fencecheck/instance@base64/YS9i/scenario/s");
-  EXPECT_EQ(grouping_path("s", "ab"), "/metrics/job/fencecheck/instance/ab/scenario/s");
-  EXPECT_EQ(grouping_path("s", "a b"), "/metrics/job/fencecheck/instance@base64/YSBi/scenario/s");
-  EXPECT_EQ(grouping_path("s", "a b?"), "/metrics/job/fencecheck/instance@base64/YSBiPw==/scenario/s");
-  EXPECT_EQ(grouping_path("s", ""), "/metrics/job/fencecheck/instance@base64/=/scenario/s");
+TEST(GroupingPath, IsJobInstanceNightScenarioWithBase64ForUnsafeValues) {
+  EXPECT_EQ(grouping_path("sigstop-past-lease", "ci-1.example", "20261206T023000Z-4242"),
+            "/metrics/job/fencecheck/instance/ci-1.example/night/20261206T023000Z-4242/scenario/sigstop-past-lease");
+  EXPECT_EQ(grouping_path("s", "a/b", "n"), "/metrics/job/fencecheck/instance@base64/YS9i/night/n/scenario/s");
+  EXPECT_EQ(grouping_path("s", "ab", "n"), "/metrics/job/fencecheck/instance/ab/night/n/scenario/s");
+  EXPECT_EQ(grouping_path("s", "a b", "n"), "/metrics/job/fencecheck/instance@base64/YSBi/night/n/scenario/s");
+  EXPECT_EQ(grouping_path("s", "a b?", "n"), "/metrics/job/fencecheck/instance@base64/YSBiPw==/night/n/scenario/s");
+  EXPECT_EQ(grouping_path("s", "", "n"), "/metrics/job/fencecheck/instance@base64/=/night/n/scenario/s");
+  EXPECT_EQ(grouping_path("s", "ci", "a b"), "/metrics/job/fencecheck/instance/ci/night@base64/YSBi/scenario/s");
+}
+
+TEST(GroupingPath, TwoNightsOfOneScenarioOnOneHostAreTwoGroups) {
+  // A CI run and the nightly on one host at once (issue 34 item 3): before, both pushed to one
+  // group and the second overwrote the first's failure.
+  EXPECT_NE(grouping_path("orders", "ci-7", "20261206T030000Z-100"), grouping_path("orders", "ci-7", "20261206T030000Z-101"));
+}
+
+/// A /api/v1/metrics answer of Pushgateway 1.5 with the groups given as (labels, last run end,
+/// push time); a negative time leaves that family out.
+std::string api_metrics(const std::vector<std::tuple<nlohmann::json, double, double>>& groups) {
+  nlohmann::json data = nlohmann::json::array();
+  for (const auto& [labels, ended, pushed] : groups) {
+    nlohmann::json g{{"labels", labels}, {"last_push_successful", true}};
+    const auto family = [](double v) {
+      std::ostringstream text;
+      text << std::setprecision(17) << v;
+      return nlohmann::json{{"type", "GAUGE"}, {"metrics", {{{"labels", nlohmann::json::object()}, {"value", text.str()}}}}};
+    };
+    if (ended >= 0) g["fencecheck_last_run_timestamp_seconds"] = family(ended);
+    if (pushed >= 0) g["push_time_seconds"] = family(pushed);
+    data.push_back(g);
+  }
+  return nlohmann::json{{"status", "success"}, {"data", data}}.dump();
+}
+
+nlohmann::json group_labels(const std::string& instance, const std::string& night, const std::string& scenario) {
+  nlohmann::json l{{"job", "fencecheck"}, {"instance", instance}, {"scenario", scenario}};
+  if (!night.empty()) l["night"] = night;
+  return l;
+}
+
+TEST(PushedGroups, ParseTheApiAnswerWithTheRunsOwnEndElseThePushTime) {
+  const auto groups = parse_pushed_groups(api_metrics({{group_labels("ci", "n1", "s"), 1000.5, 1002},
+                                                       {group_labels("ci", "n2", "s"), -1, 2002},
+                                                       {group_labels("ci", "n3", "s"), -1, -1}}));
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_EQ(groups[0].labels.at("night"), "n1");
+  EXPECT_EQ(groups[0].labels.at("job"), "fencecheck");
+  EXPECT_EQ(groups[0].ended_s, 1000.5);
+  EXPECT_EQ(groups[1].ended_s, 2002);
+  EXPECT_EQ(groups[2].ended_s, 0);
+  EXPECT_THROW((void)parse_pushed_groups("<html>"), std::invalid_argument);
+  EXPECT_THROW((void)parse_pushed_groups(R"({"status":"error"})"), std::invalid_argument);
+}
+
+TEST(PushedGroups, ARunSupersedesOnlyEarlierNightsOfItsScenarioOnItsInstanceOnceScraped) {
+  using namespace std::chrono_literals;
+  // This run: night "now", scenario s on instance ci, started at 10000, pushing at 10100.
+  const auto groups = parse_pushed_groups(api_metrics({
+      {group_labels("ci", "old", "s"), 5000, 5001},         // yesterday's: superseded
+      {group_labels("ci", "", "s"), 4000, 4001},            // pushed before nights were in the key: superseded
+      {group_labels("ci", "overlap", "s"), 10050, 10051},   // ended after this run began: both stay
+      {group_labels("ci", "recent", "s"), 9950, 9951},      // ended before it began, but only 150 s ago: kept (grace 200 s)
+      {group_labels("ci", "now", "s"), 10100, 10100},       // this run's own group
+      {group_labels("ci-2", "old", "s"), 5000, 5001},       // another host's
+      {group_labels("ci", "old", "t"), 5000, 5001},         // another scenario's
+      {group_labels("ci", "unknown", "s"), -1, -1},         // no time: never deleted blindly
+  }));
+  const auto gone = superseded_groups(groups, "s", "ci", "now", 10000, 10100, 200s);
+  std::vector<std::string> nights;
+  for (const auto& g : gone) nights.push_back(g.labels.count("night") ? g.labels.at("night") : "(none)");
+  EXPECT_THAT(nights, ::testing::ElementsAre("old", "(none)"));
+  // The default grace (15 min) keeps the one that ended 150 s ago too; with none it goes.
+  EXPECT_EQ(superseded_groups(groups, "s", "ci", "now", 10000, 10100, kSupersededGroupGrace).size(), 2u);
+  EXPECT_EQ(superseded_groups(groups, "s", "ci", "now", 10000, 10100, 0s).size(), 3u);  // + "recent"
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -594,13 +665,13 @@ class FakePushgateway {
 TEST(PushMetrics, PutsBuildRegistryUnderTheGroupingKey) {
   FakePushgateway pg(200);
   const auto url = parse_pushgateway_url("http://127.0.0.1:" + std::to_string(pg.port()));
-  const auto out = push_metrics(url, build_registry(known_figures()), "s", "ci-1");
+  const auto out = push_metrics(url, build_registry(known_figures()), "s", "ci-1", "n1");
   EXPECT_TRUE(out.ok) << out.error;
   EXPECT_EQ(out.status, 200);
-  EXPECT_EQ(out.url, "http://127.0.0.1:" + std::to_string(pg.port()) + "/metrics/job/fencecheck/instance/ci-1/scenario/s");
+  EXPECT_EQ(out.url, "http://127.0.0.1:" + std::to_string(pg.port()) + "/metrics/job/fencecheck/instance/ci-1/night/n1/scenario/s");
   const auto got = pg.last();
   EXPECT_EQ(got.method, "PUT");  // replaces the whole group: a vanished anomaly does not linger
-  EXPECT_EQ(got.path, "/metrics/job/fencecheck/instance/ci-1/scenario/s");
+  EXPECT_EQ(got.path, "/metrics/job/fencecheck/instance/ci-1/night/n1/scenario/s");
   EXPECT_EQ(got.body, render_metrics(known_figures()));
   EXPECT_THAT(got.content_type, HasSubstr("text/plain"));
 }
@@ -608,7 +679,7 @@ TEST(PushMetrics, PutsBuildRegistryUnderTheGroupingKey) {
 TEST(PushMetrics, ReportsARefusalWithItsStatus) {
   FakePushgateway pg(400);
   const auto out = push_metrics(parse_pushgateway_url("http://127.0.0.1:" + std::to_string(pg.port())),
-                                build_registry(known_figures()), "s", "ci-1");
+                                build_registry(known_figures()), "s", "ci-1", "n1");
   EXPECT_FALSE(out.ok);
   EXPECT_EQ(out.status, 400);
   EXPECT_EQ(out.error, "HTTP 400 from the Pushgateway");
@@ -617,7 +688,7 @@ TEST(PushMetrics, ReportsARefusalWithItsStatus) {
 TEST(PushMetrics, ReportsNoAnswerWithoutThrowing) {
   const int port = process::free_tcp_port("127.0.0.1");
   const auto out = push_metrics(parse_pushgateway_url("http://127.0.0.1:" + std::to_string(port)),
-                                build_registry(known_figures()), "s", "ci-1");
+                                build_registry(known_figures()), "s", "ci-1", "n1");
   EXPECT_FALSE(out.ok);
   EXPECT_EQ(out.status, -7);  // CURLE_COULDNT_CONNECT
   EXPECT_THAT(out.error, HasSubstr("libcurl error 7"));
@@ -878,12 +949,33 @@ TEST(MetricsObserver, RecordsAFailedPushAndCarriesOn) {
   const Scenario sc = test_scenario("s");
   obs.on_start(sc, "/nonexistent");
   ScenarioResult result;
+  result.run_dir = "/nonexistent/20261206T030000Z-s";  // no night file: the run id is its night
   Analysis analysis;
   obs.on_finish(sc, result, analysis, known_figures());
   ASSERT_EQ(obs.pushes().size(), 1u);
   EXPECT_FALSE(obs.pushes()[0].ok);
   EXPECT_EQ(obs.pushes()[0].scenario, "s");
-  EXPECT_THAT(obs.pushes()[0].url, HasSubstr("/metrics/job/fencecheck/instance/ci/scenario/s"));
+  EXPECT_THAT(obs.pushes()[0].url, HasSubstr("/metrics/job/fencecheck/instance/ci/night/20261206T030000Z-s/scenario/s"));
+}
+
+TEST(MetricsObserver, PushesUnderTheNightTheRunDirectoryRecords) {
+  FakePushgateway pg(200);
+  MetricsObserver::Options o;
+  o.pushgateway = parse_pushgateway_url("http://127.0.0.1:" + std::to_string(pg.port()));
+  o.instance = "ci";
+  MetricsObserver obs(o);
+  const Scenario sc = test_scenario("s");
+  fencecheck::testing::TempDir dir("night");
+  const auto run_dir = dir.path() / "20261206T030001Z-s";
+  std::filesystem::create_directories(run_dir);
+  record_night(run_dir, "20261206T030000Z-4242");
+  ScenarioResult result;
+  result.run_dir = run_dir;
+  Analysis analysis;
+  obs.on_finish(sc, result, analysis, known_figures());
+  ASSERT_EQ(obs.pushes().size(), 1u);
+  EXPECT_TRUE(obs.pushes()[0].ok) << obs.pushes()[0].error;
+  EXPECT_EQ(pg.last().path, "/metrics/job/fencecheck/instance/ci/night/20261206T030000Z-4242/scenario/s");
 }
 
 TEST(MetricsObserver, NamesAnAddressItCannotBind) {

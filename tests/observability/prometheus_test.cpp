@@ -16,6 +16,8 @@
 //   TwoWaysOut.*   a Prometheus scraping the Pushgateway and the live endpoint of one run: each
 //                  panel, selecting one source, counts the run once; the last result is scraped.
 //                  And a 6 s / 20 s pause read through the pause panel within 10 %.
+//   TwoRuns.*      two runs of one scenario at once (one fails, one passes), both pushed: two
+//                  groups, the failure seen by Prometheus and the alert; superseded groups pruned.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -278,12 +280,13 @@ void expect_positive(const std::map<std::string, double>& m, const std::vector<s
 }
 
 /// Replaces the dashboard's variables in an expression: $scenario / ${scenario}, $worker /
-/// ${worker}, $source / ${source} (a single value: the dashboard never selects two sources).
+/// ${worker}, $source / ${source} (a single value: the dashboard never selects two sources),
+/// $night / ${night} (All: ".*", which also matches the file and live series that have none).
 std::string substitute(std::string expr, const std::string& scenario, const std::string& worker,
-                       const std::string& source = "push") {
+                       const std::string& source = "push", const std::string& night = ".*") {
   for (const auto& [var, value] : std::vector<std::pair<std::string, std::string>>{
            {"${scenario}", scenario}, {"$scenario", scenario}, {"${worker}", worker}, {"$worker", worker},
-           {"${source}", source}, {"$source", source}}) {
+           {"${source}", source}, {"$source", source}, {"${night}", night}, {"$night", night}}) {
     for (auto pos = expr.find(var); pos != std::string::npos; pos = expr.find(var, pos + value.size()))
       expr.replace(pos, var.size(), value);
   }
@@ -578,6 +581,8 @@ TEST_F(Prometheus, EveryDashboardVariableHasValues) {
   EXPECT_THAT(values["scenario"], ::testing::IsSupersetOf({kFenced, kUnfenced, kNotExercised, kFails}));
   // Every worker, not only those that paused: w2 never paused for long, w3.. do not exist here.
   EXPECT_THAT(values["worker"], ::testing::ElementsAre("w1", "w2"));
+  // Two invocations pushed (the smoke suite and the extra one): two nights, one per group.
+  EXPECT_EQ(values["night"].size(), 2u) << ::testing::PrintToString(values["night"]);
   EXPECT_THAT(prom.label_values("worker", R"(fencecheck_worker_info{scenario="obs-fencing-not-exercised"})"),
               ::testing::ElementsAre("w1", "w2"));
   for (const auto& v : dash.at("templating").at("list")) {
@@ -810,7 +815,7 @@ TEST(TwoWaysOut, ThePausePanelReadsSixAndTwentySeconds) {
     f.pauses_s = {{"w1", seconds}};
     f.fault_pauses_s = {{"w1", seconds}};  // the sigstop's window, as the harness measured it
     const auto out = push_metrics(parse_pushgateway_url("http://127.0.0.1:" + std::to_string(stack.pg_port)),
-                                  build_registry(f, MetricsSource::kPush), scenario, "test");
+                                  build_registry(f, MetricsSource::kPush), scenario, "test", "n1");
     ASSERT_TRUE(out.ok) << out.error;
   }
   PrometheusApi prom(stack.prom_port);
@@ -835,6 +840,112 @@ TEST(TwoWaysOut, ThePausePanelReadsSixAndTwentySeconds) {
   }
   // E (longest), F (the harness's fault window), A (p50), B (p99), C (mean) x 2 pauses x 2 worker selections
   EXPECT_EQ(checked, 20u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Two runs at once on one host (issue 34 item 3): a CI run and the nightly of one scenario, one
+// failing and one passing, both pushed. Before, both went to one group and the one pushed last
+// overwrote the other: a failure pushed first never reached Prometheus. Now each run's night is
+// in the grouping key: both groups exist, min_over_time drops to 0, the alert fires naming the
+// failed night; a later run deletes the groups it supersedes, never one that overlapped it.
+
+/// The night id of the only invocation that ran under `root` (its latest-night.json).
+std::string night_of(const fs::path& root) {
+  const json j = json::parse(read_file(root / "latest-night.json"), nullptr, false);
+  return j.is_object() ? j.value("night", "") : "";
+}
+
+TEST(TwoRuns, BothOverlappingRunsReachPrometheusAndTheFailureFires) {
+  TempDir dir("tworuns");
+  const fs::path d = dir.path();
+  LoopbackPrometheus stack(d, "");
+  ASSERT_TRUE(stack.failure.empty()) << stack.failure;
+  const std::string pg = "http://127.0.0.1:" + std::to_string(stack.pg_port);
+  // One scenario name, two designs: the unfenced store fails its expectation (safe), the fenced
+  // one meets it.
+  const std::string failing = read_file(kSource / "tests" / "observability" / "scenarios" / "unfenced-expected-safe.yaml");
+  ASSERT_NE(failing.find("name: obs-unfenced-expected-safe"), std::string::npos);
+  ASSERT_NE(failing.find("fencing: none"), std::string::npos);
+  auto renamed = [&](std::string text) {
+    return text.replace(text.find("name: obs-unfenced-expected-safe"), 32, "name: obs-two-runs");
+  };
+  std::string passing = renamed(failing);
+  passing.replace(passing.find("fencing: none"), 13, "fencing: per-key");
+  std::ofstream(d / "ci.yaml") << renamed(failing);
+  std::ofstream(d / "nightly.yaml") << passing;
+
+  Program ci("fencecheck", kFencecheck, {"run", (d / "ci.yaml").string(), "--run-root", (d / "runs-ci").string(),
+                                          "--pushgateway=" + pg}, d / "ci.log");
+  Program nightly("fencecheck", kFencecheck, {"run", (d / "nightly.yaml").string(), "--run-root",
+                                               (d / "runs-nightly").string(), "--pushgateway=" + pg}, d / "nightly.log");
+  const auto [ci_exit, ci_out] = finish(ci);
+  const auto [nightly_exit, nightly_out] = finish(nightly);
+  ASSERT_EQ(ci_exit, 1) << ci_out << read_file(d / "ci.log");
+  ASSERT_EQ(nightly_exit, 0) << nightly_out << read_file(d / "nightly.log");
+  const std::string ci_night = night_of(d / "runs-ci"), nightly_night = night_of(d / "runs-nightly");
+  ASSERT_FALSE(ci_night.empty());
+  ASSERT_NE(ci_night, nightly_night);
+
+  // Both groups are on the Pushgateway, each under its own night.
+  httplib::Client client("127.0.0.1", stack.pg_port);
+  auto res = client.Get("/api/v1/metrics");
+  ASSERT_TRUE(res && res->status == 200);
+  std::map<std::string, PushedGroup> groups;
+  for (auto& g : parse_pushed_groups(res->body))
+    if (g.labels["scenario"] == "obs-two-runs") groups[g.labels["night"]] = g;
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_TRUE(groups.count(ci_night));
+  EXPECT_TRUE(groups.count(nightly_night));
+  EXPECT_EQ(groups[ci_night].labels["instance"], default_instance());
+
+  // Prometheus sees each: the failure drops min_over_time to 0 whichever run pushed last.
+  PrometheusApi prom(stack.prom_port);
+  ASSERT_TRUE(poll_until(std::chrono::seconds(60), [&] {
+    return prom.query("fencecheck_scenario_passed{scenario=\"obs-two-runs\"}").size() == 2;
+  }));
+  const auto low = prom.query("min by (scenario) (min_over_time(fencecheck_scenario_passed{scenario=\"obs-two-runs\"}[10m]))");
+  ASSERT_EQ(low.size(), 1u);
+  EXPECT_EQ(low[0].value, 0);
+  const YAML::Node rules = YAML::LoadFile((kSource / "dashboards" / "alerts.yml").string());
+  bool evaluated = false;
+  for (const auto& rule : rules["groups"][0]["rules"]) {
+    if (rule["alert"].as<std::string>() != "FencecheckScenarioFailed") continue;
+    const auto fired = prom.query(rule["expr"].as<std::string>());
+    ASSERT_EQ(fired.size(), 1u);
+    EXPECT_EQ(fired[0].labels.at("scenario"), "obs-two-runs");
+    EXPECT_EQ(fired[0].labels.at("night"), ci_night);
+    evaluated = true;
+  }
+  EXPECT_TRUE(evaluated);
+  // The dashboard's pass/fail panel is red for the scenario; selecting the nightly's night, green.
+  const json dash = json::parse(read_file(kSource / "dashboards" / "fencecheck.json"));
+  for (const auto& panel : dash.at("panels")) {
+    if (panel.at("title") != "Scenario pass/fail over time") continue;
+    const std::string expr = panel.at("targets").at(0).at("expr");
+    const auto all = prom.query(substitute(expr, "obs-two-runs", ".*"));
+    ASSERT_EQ(all.size(), 1u);
+    EXPECT_EQ(all[0].value, 0);
+    const auto one = prom.query(substitute(expr, "obs-two-runs", ".*", "push", nightly_night));
+    ASSERT_EQ(one.size(), 1u);
+    EXPECT_EQ(one[0].value, 1);
+  }
+
+  // Cleaning: a run that began before both ended overlapped them: nothing is deleted. A later
+  // run deletes both, but not within the grace (15 min by default).
+  const auto url = parse_pushgateway_url(pg);
+  const double earliest_end = std::min(groups[ci_night].ended_s, groups[nightly_night].ended_s);
+  auto kept = prune_superseded_groups(url, "obs-two-runs", default_instance(), "later", earliest_end - 1, std::chrono::seconds(0));
+  EXPECT_TRUE(kept.error.empty()) << kept.error;
+  EXPECT_TRUE(kept.deleted.empty());
+  const double now_s = static_cast<double>(std::time(nullptr)) + 1;
+  kept = prune_superseded_groups(url, "obs-two-runs", default_instance(), "later", now_s);
+  EXPECT_TRUE(kept.deleted.empty()) << "within the grace";
+  const auto pruned = prune_superseded_groups(url, "obs-two-runs", default_instance(), "later", now_s, std::chrono::seconds(0));
+  EXPECT_TRUE(pruned.error.empty()) << pruned.error;
+  EXPECT_EQ(pruned.deleted.size(), 2u);
+  res = client.Get("/api/v1/metrics");
+  ASSERT_TRUE(res && res->status == 200);
+  for (auto& g : parse_pushed_groups(res->body)) EXPECT_NE(g.labels["scenario"], "obs-two-runs");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -461,6 +461,37 @@ TEST_F(ReportHtml, NamesTheLockServiceAndWhatItsTokenIs) {
   EXPECT_THAT(zk_title, HasSubstr("fencing token: the lock znode&#39;s czxid"));
 }
 
+// The run's claim on its lock service (claim.json, run_claim.h) is a summary figure: kind none
+// cannot claim, and the page says so (as the log does), with the reason as its tooltip; a held
+// claim says what holds it; a run without claim.json shows no figure.
+TEST_F(ReportHtml, SaysWhetherTheRunClaimedItsLockAndWhyNot) {
+  const auto dir = std::filesystem::temp_directory_path() / ("fc-report-claim-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto figure = [&](const std::string& claim_json) {
+    if (claim_json.empty()) std::filesystem::remove(dir / "claim.json");
+    else std::ofstream(dir / "claim.json") << claim_json;
+    ScenarioResult r = result_for(a, true);
+    r.run_dir = dir;
+    const std::string html = render_report_html(ReportData{&sc, s.h, s.rb, a, r, "unit test"});
+    std::string title;
+    for (auto& t : start_tags(html, "b"))
+      if (t["id"] == "fig-claim") title = t["title"];
+    const auto at = html.find("id=\"fig-claim\"");
+    if (at == std::string::npos) return std::pair<std::string, std::string>{"(no figure)", ""};
+    const auto open = html.find('>', at) + 1;
+    return std::pair{html.substr(open, html.find("</b>", open) - open), title};
+  };
+  const auto none = figure(R"({"claimed":false,"why":"kind none: fencecheck talks to no lock service, so it cannot claim the lock for this run"})");
+  EXPECT_EQ(none.first, "none");
+  EXPECT_THAT(none.second, HasSubstr("kind none: fencecheck talks to no lock service"));
+  const auto held = figure(R"({"claimed":true,"held":"etcd http://10.0.0.5:2379 lease 1f (TTL 10 s) on fencecheck-claims/lock/x"})");
+  EXPECT_EQ(held.first, "held");
+  EXPECT_THAT(held.second, HasSubstr("TTL 10 s"));
+  EXPECT_EQ(figure(R"({"claimed":false,"refused":"another run holds this run's lock"})").first, "refused");
+  EXPECT_EQ(figure("").first, "(no figure)");
+  std::filesystem::remove_all(dir);
+}
+
 // The lock-service lane names the scenario's kind (it said "etcd" whatever the kind), and no kind
 // when the page has no scenario.
 TEST_F(ReportHtml, TheLockLaneNamesTheScenariosLockService) {

@@ -15,10 +15,12 @@
 
 #include <curl/curl.h>
 #include <prometheus/exposer.h>
+#include <nlohmann/json.hpp>
 #include <prometheus/gateway.h>
 #include <spdlog/spdlog.h>
 
 #include "fencecheck/harness/analysis.h"
+#include "fencecheck/harness/night.h"
 #include "fencecheck/harness/scenario.h"
 #include "fencecheck/proto/event.h"
 
@@ -165,12 +167,127 @@ PushgatewayUrl parse_pushgateway_url(std::string_view text) {
   return u;
 }
 
-std::string grouping_path(const std::string& scenario, const std::string& instance) {
-  // In prometheus-cpp's order: the Gateway's labels are a std::map, so instance comes first.
+/// /metrics/job/fencecheck and every other label of `labels` in name order, each as
+/// grouping_label() spells it.
+static std::string group_path_of(const std::map<std::string, std::string>& labels) {
   std::string path = "/metrics/job/fencecheck";
-  for (const auto& [name, value] : {grouping_label("instance", instance), grouping_label("scenario", scenario)})
-    path += "/" + name + "/" + value;
+  for (const auto& [name, value] : labels) {
+    if (name == "job") continue;
+    const auto [n, v] = grouping_label(name, value);
+    path += "/" + n + "/" + v;
+  }
   return path;
+}
+
+std::string grouping_path(const std::string& scenario, const std::string& instance, const std::string& night) {
+  // In prometheus-cpp's order: the Gateway's labels are a std::map (instance, night, scenario).
+  return group_path_of({{"instance", instance}, {"night", night}, {"scenario", scenario}});
+}
+
+std::vector<PushedGroup> parse_pushed_groups(std::string_view body) {
+  const auto j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw std::invalid_argument("the Pushgateway's /api/v1/metrics is not JSON");
+  const auto data = j.find("data");
+  if (j.value("status", "") != "success" || data == j.end() || !data->is_array())
+    throw std::invalid_argument("the Pushgateway's /api/v1/metrics has no \"data\" list");
+  /// The first sample's value of a family in the group ("1.7e+09" as a string), if any.
+  const auto first_value = [](const nlohmann::json& group, const char* family) -> std::optional<double> {
+    const auto f = group.find(family);
+    if (f == group.end() || !f->is_object()) return std::nullopt;
+    const auto metrics = f->find("metrics");
+    if (metrics == f->end() || !metrics->is_array() || metrics->empty()) return std::nullopt;
+    const auto v = metrics->front().find("value");
+    if (v == metrics->front().end()) return std::nullopt;
+    try {
+      return v->is_string() ? std::stod(v->get<std::string>()) : v->get<double>();
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  };
+  std::vector<PushedGroup> out;
+  for (const auto& g : *data) {
+    const auto labels = g.find("labels");
+    if (!g.is_object() || labels == g.end() || !labels->is_object())
+      throw std::invalid_argument("a group of the Pushgateway's /api/v1/metrics has no \"labels\"");
+    PushedGroup group;
+    for (const auto& [k, v] : labels->items())
+      if (v.is_string()) group.labels[k] = v.get<std::string>();
+    group.ended_s = first_value(g, "fencecheck_last_run_timestamp_seconds").value_or(first_value(g, "push_time_seconds").value_or(0));
+    out.push_back(std::move(group));
+  }
+  return out;
+}
+
+std::vector<PushedGroup> superseded_groups(const std::vector<PushedGroup>& groups, const std::string& scenario,
+                                           const std::string& instance, const std::string& night, double run_started_s,
+                                           double now_s, std::chrono::seconds grace) {
+  const auto label = [](const PushedGroup& g, const std::string& name) {
+    const auto it = g.labels.find(name);
+    return it == g.labels.end() ? std::string() : it->second;
+  };
+  std::vector<PushedGroup> out;
+  for (const auto& g : groups) {
+    if (label(g, "job") != "fencecheck" || label(g, "instance") != instance || label(g, "scenario") != scenario) continue;
+    if (label(g, "night") == night) continue;  // this run's own group
+    if (g.ended_s <= 0 || g.ended_s >= run_started_s) continue;  // unknown, or overlapped this run: kept
+    if (g.ended_s > now_s - static_cast<double>(grace.count())) continue;  // not yet scraped for certain
+    out.push_back(g);
+  }
+  return out;
+}
+
+namespace {
+
+size_t append_body(char* data, size_t size, size_t count, void* out) {
+  static_cast<std::string*>(out)->append(data, size * count);
+  return size * count;
+}
+
+/// One HTTP request with libcurl: the status (negative: minus libcurl's error code), the body.
+int curl_request(const std::string& method, const std::string& url, std::string* body) {
+  CURL* curl = curl_easy_init();
+  if (!curl) return -static_cast<int>(CURLE_FAILED_INIT);
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 5L);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 30L);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, append_body);
+  std::string ignored;
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, body ? body : &ignored);
+  const CURLcode rc = curl_easy_perform(curl);
+  long status = 0;
+  if (rc == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_cleanup(curl);
+  return rc == CURLE_OK ? static_cast<int>(status) : -static_cast<int>(rc);
+}
+
+}  // namespace
+
+PruneOutcome prune_superseded_groups(const PushgatewayUrl& url, const std::string& scenario, const std::string& instance,
+                                     const std::string& night, double run_started_s, std::chrono::seconds grace) {
+  PruneOutcome out;
+  std::string body;
+  const int status = curl_request("GET", url.base() + "/api/v1/metrics", &body);
+  if (status != 200) {
+    out.error = "listing the groups (GET /api/v1/metrics): " + push_error_text(status);
+    return out;
+  }
+  std::vector<PushedGroup> groups;
+  try {
+    groups = parse_pushed_groups(body);
+  } catch (const std::invalid_argument& err) {
+    out.error = err.what();
+    return out;
+  }
+  const double now_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  for (const auto& g : superseded_groups(groups, scenario, instance, night, run_started_s, now_s, grace)) {
+    const std::string path = group_path_of(g.labels);
+    const int deleted = curl_request("DELETE", url.base() + path, nullptr);
+    if (deleted >= 200 && deleted < 300) out.deleted.push_back(path);
+    else out.error += (out.error.empty() ? "" : "; ") + ("DELETE " + path + ": " + push_error_text(deleted));
+  }
+  return out;
 }
 
 std::string default_instance() {
@@ -180,15 +297,16 @@ std::string default_instance() {
 }
 
 PushOutcome push_metrics(const PushgatewayUrl& url, const std::shared_ptr<prometheus::Registry>& registry,
-                         const std::string& scenario, const std::string& instance) {
+                         const std::string& scenario, const std::string& instance, const std::string& night) {
   PushOutcome out;
   out.scenario = scenario;
-  out.url = url.base() + grouping_path(scenario, instance);
+  out.url = url.base() + grouping_path(scenario, instance, night);
   try {
     const auto sc = grouping_label("scenario", scenario);
     const auto in = grouping_label("instance", instance);
+    const auto ni = grouping_label("night", night);
     prometheus::Gateway gateway(url.scheme + "://" + url.host, url.port, "fencecheck",
-                                prometheus::Labels{{sc.first, sc.second}, {in.first, in.second}});
+                                prometheus::Labels{{sc.first, sc.second}, {in.first, in.second}, {ni.first, ni.second}});
     gateway.RegisterCollectable(registry);
     // PUT, which replaces the whole group, so a series the previous run had and this one has not
     // (an anomaly that went away) disappears. prometheus-cpp 1.0's names are the other way round
@@ -502,14 +620,25 @@ void MetricsObserver::on_anomaly(const Scenario& /*scenario*/, const LiveAnomaly
   if (live_) live_->anomaly(anomaly.anomaly.name);
 }
 
-void MetricsObserver::on_finish(const Scenario& scenario, const ScenarioResult& /*result*/, const Analysis& /*analysis*/,
+void MetricsObserver::on_finish(const Scenario& scenario, const ScenarioResult& result, const Analysis& /*analysis*/,
                                 const RunFigures& figures) {
   if (live_) live_->finish(scenario.name(), build_registry(figures, MetricsSource::kLive));
   if (!options_.pushgateway) return;
-  PushOutcome outcome =
-      push_metrics(*options_.pushgateway, build_registry(figures, MetricsSource::kPush), figures.scenario, options_.instance);
+  // The night of the invocation that made the run directory; a run made without one (a library
+  // caller) is its own night: its run id.
+  const std::string night = recorded_night(result.run_dir).value_or(result.run_dir.filename().string());
+  PushOutcome outcome = push_metrics(*options_.pushgateway, build_registry(figures, MetricsSource::kPush),
+                                     figures.scenario, options_.instance, night);
   if (outcome.ok) {
     spdlog::info("{}: metrics pushed to {}", scenario.name(), outcome.url);
+    const PruneOutcome pruned = prune_superseded_groups(*options_.pushgateway, figures.scenario, options_.instance, night,
+                                                        figures.timestamp_s - figures.duration_s, options_.superseded_grace);
+    for (const auto& path : pruned.deleted)
+      spdlog::info("{}: deleted the superseded group {} from the Pushgateway (that run ended before this one began)",
+                   scenario.name(), path);
+    if (!pruned.error.empty())
+      spdlog::warn("{}: cleaning superseded groups from the Pushgateway: {} (they stay; the verdict stands)",
+                   scenario.name(), pruned.error);
   } else {
     spdlog::warn("{}: pushing metrics to {} failed: {} (the verdict stands)", scenario.name(), outcome.url, outcome.error);
   }

@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+
+#include <nlohmann/json.hpp>
 
 #include "report_text.h"
 
@@ -46,6 +49,23 @@ std::string lock_service_summary(const Scenario& sc) {
          ". Restart: " + kind->restart_effect(sc.lock_service().config);
 }
 std::string secs(double s) { return rt::format("%.2f", s); }
+
+/// The run's claim on its lock service as <run dir>/claim.json records it (run_claim.h): the
+/// figure's text ("held" or "none") and its tooltip (the held claim, or why there is none: an
+/// embedded service, kind none, a refusal); nullopt when the run has no claim.json (made before
+/// claims, or it never got that far).
+std::optional<std::pair<std::string, std::string>> claim_figure(const fs::path& run_dir) {
+  if (run_dir.empty()) return std::nullopt;
+  std::ifstream in(run_dir / "claim.json");
+  if (!in) return std::nullopt;
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  const auto text = [&](const char* name) { return j.contains(name) && j[name].is_string() ? j[name].get<std::string>() : ""; };
+  if (j.value("claimed", false)) return std::pair<std::string, std::string>{"held", text("held")};
+  if (!text("refused").empty()) return std::pair<std::string, std::string>{"refused", text("refused")};
+  if (!text("error").empty()) return std::pair<std::string, std::string>{"failed", text("error")};
+  return std::pair<std::string, std::string>{"none", text("why")};
+}
 
 /// Maps history times (ns) to x.
 struct TimeScale {
@@ -1663,8 +1683,13 @@ std::string summary_figures(const ReportData& d) {
       << "</b></div>"
       << "<div>lock service<b id=\"fig-lock-service\" title=\"" << html(lock_service_summary(*d.scenario)) << "\">"
       << html(d.scenario->lock_service().kind) << "</b></div>"
-      << "<div>lock<b id=\"fig-lock\">" << html(d.scenario->lock_service().lock) << "</b></div>"
-      << "<div>resource<b>" << html(d.scenario->resource().kind) << "</b></div>"
+      << "<div>lock<b id=\"fig-lock\">" << html(d.scenario->lock_service().lock) << "</b></div>";
+  // Whether another run could have used the same lock or keys (docs/scenario-format.md, "Runs that
+  // share a lock service"): kind none cannot claim, and says so here as well as in the log.
+  if (const auto claim = claim_figure(r.run_dir))
+    o << "<div>claim<b id=\"fig-claim\" title=\"" << html(claim->second) << "\">" << html(claim->first) << "</b></div>";
+  if (d.scenario != nullptr)
+    o << "<div>resource<b>" << html(d.scenario->resource().kind) << "</b></div>"
       << "<div>fencing<b>" << html(resource_design(*d.scenario)) << "</b></div>";
   o << "</div>\n";
   return o.str();

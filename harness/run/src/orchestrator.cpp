@@ -35,6 +35,7 @@
 #include "fencecheck/harness/report.h"
 #include "fencecheck/harness/night.h"
 #include "fencecheck/harness/metrics.h"
+#include "fencecheck/harness/run_claim.h"
 #include "fencecheck/harness/run_dir.h"
 #include "fencecheck/harness/schedule.h"
 #include "fencecheck/harness/services.h"
@@ -1053,6 +1054,9 @@ ScenarioResult Run::execute() {
   // The lock name exactly as the plan says (Scenario::for_run already appended the run id when
   // the scenario asked for lock_service.run_suffix): what the workers, checkers and metrics use.
   lock_name_ = sc_.lock_service().lock;
+  // The run's claim on a lock service it may share (run_claim.h): another run on the same lock or
+  // keys is refused here, exit 3, before any worker starts. Held until the run is judged.
+  const std::unique_ptr<locks::HeldClaim> claim = claim_run(sc_, dir_, services.lock_service());
 
   // 2. The lock service's own history: grants and deletes under the lock prefix; with
   // lock_service.issuers > 1 every issuer's, the events of issuers 2.. saying whose they are.
@@ -1166,7 +1170,11 @@ ScenarioResult Run::execute() {
   const auto not_taken = tally_.shortfalls(sc_, analysis.black_box_workers);
   er.reasons.insert(er.reasons.begin(), not_taken.begin(), not_taken.end());
   er.reasons.insert(er.reasons.end(), early_exits_.begin(), early_exits_.end());
-  const bool met = er.met && !timed_out_ && !interrupted_ && not_taken.empty() && early_exits_.empty();
+  const std::string lapsed = claim ? claim->lost() : std::string();
+  if (!lapsed.empty())
+    er.reasons.push_back("this run's claim on the lock service lapsed during the run (" + lapsed +
+                         "): another run may have used the same lock or keys");
+  const bool met = er.met && !timed_out_ && !interrupted_ && not_taken.empty() && early_exits_.empty() && lapsed.empty();
   er.met = met;  // verdict.json's expectation says the same as the table and the exit code
   r.duration_s = std::chrono::duration<double>(Clock::now() - wall_start).count();
   dir_.write_json("verdict.json", verdict_to_json(analysis, er, tally_.lock()));
@@ -1346,6 +1354,9 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   } catch (const ScenarioError& err) {
     // Bad input only the resource could see when it opened (resources::ResourceConfigError).
     r.exit_code = kExitBadInput;
+    r.reasons.push_back(err.what());
+  } catch (const RunRefused& err) {  // another run holds the lock or a key (run_claim.h): never skipped
+    r.exit_code = kExitEnvironment;
     r.reasons.push_back(err.what());
   } catch (const EnvironmentError& err) {
     r.exit_code = kExitEnvironment;

@@ -326,6 +326,38 @@ std::int64_t EtcdClient::put(std::string_view key, std::string_view value, std::
   }
 }
 
+CreateAllResult EtcdClient::create_all(const std::vector<std::pair<std::string, std::string>>& kvs,
+                                       std::int64_t lease) const {
+  if (kvs.empty()) throw std::invalid_argument("create_all: no keys");
+  const std::string path = "/v3/kv/txn";
+  json compare = json::array(), success = json::array(), failure = json::array();
+  for (const auto& [key, value] : kvs) {
+    // etcdserverpb.Compare: target CREATE, result EQUAL, create_revision 0 = "the key does not exist".
+    compare.push_back({{"key", base64_encode(key)}, {"result", "EQUAL"}, {"target", "CREATE"}, {"create_revision", "0"}});
+    json put{{"key", base64_encode(key)}, {"value", base64_encode(value)}};
+    if (lease != 0) put["lease"] = std::to_string(lease);
+    success.push_back({{"request_put", put}});
+    failure.push_back({{"request_range", {{"key", base64_encode(key)}}}});
+  }
+  json j = call(endpoint_, host_, port_, options_, path, json{{"compare", compare}, {"success", success}, {"failure", failure}});
+  try {
+    CreateAllResult r;
+    r.revision = header_revision(j);
+    r.created = boolean(j, "succeeded");  // proto3: false is omitted
+    if (r.created) return r;
+    if (auto responses = j.find("responses"); responses != j.end() && responses->is_array())
+      for (const auto& resp : *responses) {
+        auto range = resp.find("response_range");
+        if (range == resp.end() || !range->is_object()) continue;
+        if (auto found = range->find("kvs"); found != range->end() && found->is_array())
+          for (const auto& kv : *found) r.existing.push_back(parse_kv(kv));
+      }
+    return r;
+  } catch (const std::invalid_argument& e) {
+    throw_protocol(endpoint_, path, 200, e.what());
+  }
+}
+
 DeleteResult EtcdClient::delete_key(std::string_view key) const {
   const std::string path = "/v3/kv/deleterange";
   json j = call(endpoint_, host_, port_, options_, path, json{{"key", base64_encode(key)}});

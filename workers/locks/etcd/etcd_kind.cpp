@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <thread>
 
+#include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "fencecheck/process/child_process.h"  // find_on_path
@@ -156,6 +159,90 @@ class EtcdIssuerWatch final : public IssuerWatch {
   std::jthread thread_;  // last: starts after the fields above are initialised
 };
 
+/// Where a run's claim names go: outside every lock prefix ("fencecheck/<scenario>"), so no issuer
+/// watch sees a claim as a grant.
+constexpr std::string_view kClaimPrefix = "fencecheck-claims/";
+
+/// A run's claim in the user's etcd (LockServiceInstance::claim): the names put in one txn, only
+/// where absent, attached to a lease of kClaimTtl that a thread of its own renews every third of
+/// it. Release revokes the lease, which deletes exactly this claim's keys (a key another run put
+/// after a lapse has that run's lease).
+class EtcdHeldClaim final : public HeldClaim {
+ public:
+  EtcdHeldClaim(std::string url, std::int64_t lease, std::vector<std::string> keys)
+      : url_(std::move(url)), lease_(lease), keys_(std::move(keys)) {
+    thread_ = std::jthread([this](std::stop_token stop) { renew(std::move(stop)); });
+  }
+  ~EtcdHeldClaim() override { release(); }
+
+  void release() noexcept override {
+    if (thread_.joinable()) {
+      thread_.request_stop();
+      thread_.join();
+    }
+    if (released_.exchange(true)) return;
+    try {
+      EtcdClient(url_).lease_revoke(lease_);
+    } catch (const std::exception& err) {
+      spdlog::warn("etcd {}: cannot release this run's claim (lease {:x}): {}; it lapses by itself within {} s", url_,
+                   lease_, err.what(), kClaimTtl.count());
+    }
+  }
+
+  std::string lost() const override {
+    std::lock_guard lock(mu_);
+    return lost_;
+  }
+
+  std::string describe() const override {
+    return fmt::format("etcd {} lease {:x} (TTL {} s) on {}", url_, lease_, kClaimTtl.count(), fmt::join(keys_, ", "));
+  }
+
+ private:
+  void renew(std::stop_token stop) {
+    EtcdClient::Options options;
+    options.request_timeout = std::chrono::milliseconds(2000);
+    const EtcdClient etcd(url_, options);
+    auto last_ok = std::chrono::steady_clock::now();
+    std::mutex wait_mu;
+    std::condition_variable_any cv;
+    while (!stop.stop_requested()) {
+      {
+        std::unique_lock lock(wait_mu);
+        cv.wait_for(lock, stop, std::chrono::duration_cast<std::chrono::milliseconds>(kClaimTtl) / 3, [] { return false; });
+      }
+      if (stop.stop_requested()) return;
+      std::string why;
+      try {
+        if (etcd.lease_keepalive(lease_)) {
+          last_ok = std::chrono::steady_clock::now();
+          continue;
+        }
+        why = fmt::format("its lease {:x} was gone at a renewal (expired or revoked by someone else)", lease_);
+      } catch (const std::exception& err) {
+        if (std::chrono::steady_clock::now() - last_ok < kClaimTtl) {
+          spdlog::warn("etcd {}: renewing this run's claim failed: {}; retrying", url_, err.what());
+          continue;
+        }
+        why = fmt::format("no renewal reached etcd for {} s ({})", kClaimTtl.count(), err.what());
+      }
+      spdlog::error("etcd {}: this run's claim lapsed during the run: {}; another run may have started on the same "
+                    "lock or keys", url_, why);
+      std::lock_guard lock(mu_);
+      lost_ = why;
+      return;
+    }
+  }
+
+  std::string url_;
+  std::int64_t lease_;
+  std::vector<std::string> keys_;
+  std::atomic<bool> released_{false};
+  mutable std::mutex mu_;
+  std::string lost_;
+  std::jthread thread_;  // last: starts after the fields above are initialised
+};
+
 /// One etcd for one run: an embedded etcd-server (restartable at the same URL) or the user's member
 /// that answered /health first.
 class EtcdInstance final : public LockServiceInstance {
@@ -190,6 +277,52 @@ class EtcdInstance final : public LockServiceInstance {
   }
 
   int pid() const override { return etcd_ ? etcd_->pid() : 0; }
+
+  std::unique_ptr<HeldClaim> claim(const RunClaim& claim, std::string& why) override {
+    if (embedded_) {
+      why = "the etcd is embedded: no other run can reach it";
+      return nullptr;
+    }
+    const EtcdClient etcd(url_);
+    const std::string value = claim.to_json().dump();
+    std::vector<std::pair<std::string, std::string>> kvs;
+    for (const auto& name : claim.names()) kvs.emplace_back(std::string(kClaimPrefix) + name, value);
+    try {
+      const LeaseGrant lease = etcd.lease_grant(kClaimTtl);
+      CreateAllResult r;
+      try {
+        r = etcd.create_all(kvs, lease.id);
+      } catch (...) {
+        try {
+          etcd.lease_revoke(lease.id);
+        } catch (const std::exception&) {  // it lapses by itself within kClaimTtl
+        }
+        throw;
+      }
+      if (!r.created) {
+        etcd.lease_revoke(lease.id);
+        // The first name taken, as the caller lists them (the lock before the keys).
+        for (const auto& [key, unused] : kvs)
+          for (const auto& held : r.existing)
+            if (held.key == key) {
+              const auto parsed = nlohmann::json::parse(held.value, nullptr, false);
+              std::optional<RunClaim> holder;
+              if (!parsed.is_discarded()) holder = RunClaim::from_json(parsed);
+              const std::string name = key.substr(kClaimPrefix.size());
+              throw ClaimRefused(name, holder, claim_refusal_message(claim, name, holder, "etcd " + url_));
+            }
+        // Gone again between the txn and now: the holder ended; say so rather than retry blindly.
+        throw ClaimRefused(kvs.front().first, std::nullopt,
+                           claim_refusal_message(claim, kvs.front().first.substr(kClaimPrefix.size()), std::nullopt,
+                                                 "etcd " + url_));
+      }
+      std::vector<std::string> keys;
+      for (const auto& kv : kvs) keys.push_back(kv.first);
+      return std::make_unique<EtcdHeldClaim>(url_, lease.id, std::move(keys));
+    } catch (const EtcdError& err) {
+      throw LockServiceUnavailable("etcd " + url_ + ": cannot claim this run's lock and keys: " + err.what());
+    }
+  }
 
   void stop_server() override {
     if (!embedded_) throw std::logic_error("the lock service is external: not stopping it");

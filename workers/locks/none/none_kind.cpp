@@ -49,6 +49,10 @@ class NoInstance final : public LockServiceInstance {
     throw std::logic_error("lock service kind none has no server to start (the loader refuses lock-service-restart)");
   }
   void stop() noexcept override {}
+  std::unique_ptr<HeldClaim> claim(const RunClaim& /*claim*/, std::string& why) override {
+    why = "kind none: fencecheck talks to no lock service, so it cannot claim the lock for this run";
+    return nullptr;
+  }
 };
 
 class NoneKind final : public LockServiceKind {

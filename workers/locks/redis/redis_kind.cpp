@@ -9,7 +9,12 @@
 //     token: fenced | none      # fenced (default): INCR "<lock>:fence" with the grant; none: the
 //                               # plain Redis lock, no token (a holder sends a constant)
 #include <array>
+#include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 #include <hiredis/hiredis.h>
 #include <nlohmann/json.hpp>
@@ -67,6 +72,128 @@ void ensure_notifications(const Endpoint& ep) {
                ep.text(), flags, wanted);
 }
 
+/// Where a run's claim names go ("fencecheck-claims:<name>"): no lock's key or channel.
+constexpr std::string_view kClaimPrefix = "fencecheck-claims:";
+
+/// Claim: KEYS the claim's keys; ARGV value, TTL in ms. Sets every key (PX) only when none exists,
+/// atomically (one script): returns 0, or {index (1-based) of the first key held, its value}.
+constexpr std::string_view kClaim = R"lua(
+for i, k in ipairs(KEYS) do
+  if redis.call('EXISTS', k) == 1 then return {i, redis.call('GET', k)} end
+end
+for _, k in ipairs(KEYS) do redis.call('SET', k, ARGV[1], 'PX', ARGV[2]) end
+return 0
+)lua";
+
+/// Owner-checked renewal of every key. ARGV value, TTL in ms. The number of keys renewed.
+constexpr std::string_view kClaimRenew = R"lua(
+local n = 0
+for _, k in ipairs(KEYS) do
+  if redis.call('GET', k) == ARGV[1] then n = n + redis.call('PEXPIRE', k, ARGV[2]) end
+end
+return n
+)lua";
+
+/// Owner-checked release of every key (a key another run set after a lapse is left alone).
+constexpr std::string_view kClaimRelease = R"lua(
+local n = 0
+for _, k in ipairs(KEYS) do
+  if redis.call('GET', k) == ARGV[1] then n = n + redis.call('DEL', k) end
+end
+return n
+)lua";
+
+std::vector<std::string> eval_argv(std::string_view script, const std::vector<std::string>& keys,
+                                   std::initializer_list<std::string> args) {
+  std::vector<std::string> argv{"EVAL", std::string(script), std::to_string(keys.size())};
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+/// A run's claim in the user's Redis (LockServiceInstance::claim): SET PX of every name only where
+/// none exists (kClaim), renewed by a thread of its own every third of kClaimTtl with an
+/// owner-checked PEXPIRE, released with an owner-checked DEL.
+class RedisHeldClaim final : public HeldClaim {
+ public:
+  RedisHeldClaim(Endpoint endpoint, std::vector<std::string> keys, std::string value)
+      : endpoint_(std::move(endpoint)), keys_(std::move(keys)), value_(std::move(value)) {
+    thread_ = std::jthread([this](std::stop_token stop) { renew(std::move(stop)); });
+  }
+  ~RedisHeldClaim() override { release(); }
+
+  void release() noexcept override {
+    if (thread_.joinable()) {
+      thread_.request_stop();
+      thread_.join();
+    }
+    if (released_.exchange(true)) return;
+    try {
+      Connection c(endpoint_, 1000ms, 2000ms);
+      c.command(eval_argv(kClaimRelease, keys_, {value_}), "EVAL claim release");
+    } catch (const std::exception& err) {
+      spdlog::warn("redis {}: cannot release this run's claim: {}; it lapses by itself within {} s", endpoint_.text(),
+                   err.what(), kClaimTtl.count());
+    }
+  }
+
+  std::string lost() const override {
+    std::lock_guard lock(mu_);
+    return lost_;
+  }
+
+  std::string describe() const override {
+    std::string keys;
+    for (const auto& k : keys_) keys += (keys.empty() ? "" : ", ") + k;
+    return "redis " + endpoint_.url() + " keys with PX " + std::to_string(kClaimTtl.count() * 1000) + " ms: " + keys;
+  }
+
+ private:
+  void renew(std::stop_token stop) {
+    const auto ttl_ms = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(kClaimTtl).count());
+    auto last_ok = std::chrono::steady_clock::now();
+    std::mutex wait_mu;
+    std::condition_variable_any cv;
+    while (!stop.stop_requested()) {
+      {
+        std::unique_lock lock(wait_mu);
+        cv.wait_for(lock, stop, std::chrono::duration_cast<std::chrono::milliseconds>(kClaimTtl) / 3, [] { return false; });
+      }
+      if (stop.stop_requested()) return;
+      std::string why;
+      try {
+        Connection c(endpoint_, 1000ms, 2000ms);
+        const Reply r = c.command(eval_argv(kClaimRenew, keys_, {value_, ttl_ms}), "EVAL claim renew");
+        if (r->type == REDIS_REPLY_INTEGER && r->integer == static_cast<long long>(keys_.size())) {
+          last_ok = std::chrono::steady_clock::now();
+          continue;
+        }
+        why = "a renewal found " + redis_detail::describe(r.get()) + " of " + std::to_string(keys_.size()) +
+              " key(s) still this run's (expired or deleted by someone else)";
+      } catch (const std::exception& err) {
+        if (std::chrono::steady_clock::now() - last_ok < kClaimTtl) {
+          spdlog::warn("redis {}: renewing this run's claim failed: {}; retrying", endpoint_.text(), err.what());
+          continue;
+        }
+        why = "no renewal reached redis for " + std::to_string(kClaimTtl.count()) + " s (" + err.what() + ")";
+      }
+      spdlog::error("redis {}: this run's claim lapsed during the run: {}; another run may have started on the same "
+                    "lock or keys", endpoint_.text(), why);
+      std::lock_guard lock(mu_);
+      lost_ = why;
+      return;
+    }
+  }
+
+  Endpoint endpoint_;
+  std::vector<std::string> keys_;
+  std::string value_;
+  std::atomic<bool> released_{false};
+  mutable std::mutex mu_;
+  std::string lost_;
+  std::jthread thread_;  // last: starts after the fields above are initialised
+};
+
 class RedisInstance final : public LockServiceInstance {
  public:
   /// Embedded.
@@ -113,6 +240,38 @@ class RedisInstance final : public LockServiceInstance {
   }
 
   int pid() const override { return server_ ? server_->pid() : 0; }
+
+  std::unique_ptr<HeldClaim> claim(const RunClaim& claim, std::string& why) override {
+    if (server_) {
+      why = "the redis is embedded: no other run can reach it";
+      return nullptr;
+    }
+    std::vector<std::string> keys;
+    for (const auto& name : claim.names()) keys.push_back(std::string(kClaimPrefix) + name);
+    const std::string value = claim.to_json().dump();
+    const auto ttl_ms = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(kClaimTtl).count());
+    Reply r;
+    try {
+      Connection c(endpoint_, 1000ms, 5000ms);
+      r = c.command(eval_argv(kClaim, keys, {value, ttl_ms}), "EVAL claim");
+    } catch (const LockServiceError& err) {
+      throw LockServiceUnavailable("redis " + endpoint_.text() + ": cannot claim this run's lock and keys: " + err.what());
+    }
+    if (r->type == REDIS_REPLY_INTEGER && r->integer == 0)
+      return std::make_unique<RedisHeldClaim>(endpoint_, std::move(keys), value);
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+        r->element[0]->integer >= 1 && static_cast<std::size_t>(r->element[0]->integer) <= keys.size()) {
+      const std::string name = keys[static_cast<std::size_t>(r->element[0]->integer) - 1].substr(kClaimPrefix.size());
+      std::optional<RunClaim> holder;
+      if (r->element[1]->type == REDIS_REPLY_STRING) {
+        const auto parsed = nlohmann::json::parse(std::string(r->element[1]->str, r->element[1]->len), nullptr, false);
+        if (!parsed.is_discarded()) holder = RunClaim::from_json(parsed);
+      }
+      throw ClaimRefused(name, holder, claim_refusal_message(claim, name, holder, "redis " + endpoint_.url()));
+    }
+    throw LockServiceUnavailable("redis " + endpoint_.text() + ": the claim script answered " +
+                                 redis_detail::describe(r.get()));
+  }
 
   void stop_server() override {
     if (!server_) throw std::logic_error("the redis lock service is the user's: not stopping it");

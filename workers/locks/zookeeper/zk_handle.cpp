@@ -109,6 +109,14 @@ void create_done(int rc, const char* path, const Stat* stat, const void* data) {
     }
   });
 }
+void data_done(int rc, const char* value, int len, const Stat* stat, const void* data) {
+  complete<DataResult>(data, [&](DataResult& r) {
+    r.rc = rc;
+    if (rc != ZOK) return;
+    if (value && len > 0) r.data.assign(value, static_cast<std::size_t>(len));
+    r.stat = to_stat(stat);
+  });
+}
 /// A multi() in flight: the ops and their results live here until its completion (the C client
 /// writes the results before it calls the completion).
 struct MultiDelete {
@@ -302,6 +310,10 @@ StatResult Handle::exists(const std::string& path, bool watch, Millis bound) {
 ChildrenResult Handle::children(const std::string& path, bool watch, Millis bound) {
   return run<ChildrenResult>(
       [&](const void* d) { return zoo_aget_children2(zh_, path.c_str(), watch ? 1 : 0, children_done, d); }, bound);
+}
+
+DataResult Handle::get(const std::string& path, Millis bound) {
+  return run<DataResult>([&](const void* d) { return zoo_aget(zh_, path.c_str(), 0, data_done, d); }, bound);
 }
 
 StatResult Handle::set(const std::string& path, const std::string& data, int version, Millis bound) {

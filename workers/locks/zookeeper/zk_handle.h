@@ -61,6 +61,11 @@ struct DeleteResult {
   int rc = ZOK;           ///< the transaction's: ZOK, or the delete's error (ZNONODE, ZBADVERSION, ...)
   std::int64_t zxid = 0;  ///< with ZOK: the transaction's zxid, the delete's
 };
+struct DataResult {
+  int rc = ZOK;
+  std::string data;  ///< with ZOK: the znode's data
+  NodeStat stat;
+};
 struct ChildrenResult {
   int rc = ZOK;
   std::vector<std::string> children;  ///< names, not paths, in the server's order
@@ -125,6 +130,8 @@ class Handle {
   DeleteResult remove_at_zxid(const std::string& path, int version, const std::string& marker, Millis bound);
   StatResult exists(const std::string& path, bool watch, Millis bound);
   ChildrenResult children(const std::string& path, bool watch, Millis bound);
+  /// zoo_aget: the znode's data and stat (no watch).
+  DataResult get(const std::string& path, Millis bound);
   StatResult set(const std::string& path, const std::string& data, int version, Millis bound);
   /// zoo_async: the server this session talks to catches up with the leader (Programmer's Guide,
   /// "Consistency Guarantees": sync before a read to see every change committed before it).

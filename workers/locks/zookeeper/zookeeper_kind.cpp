@@ -14,6 +14,7 @@
 // every lock znode, so the zxids (tokens) start above it.
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -47,6 +48,55 @@ Millis tick_of(const nlohmann::json& config) {
     return kDefaultTick;
   }
 }
+
+/// Where a run's claim names go: one persistent parent outside every lock znode, one ephemeral
+/// child per name.
+constexpr const char* kClaimRoot = "/fencecheck-claims";
+
+/// A claim name as one znode name: '%' and '/' percent-encoded ("lock/a/b" -> "lock%2Fa%2Fb").
+std::string claim_znode(const std::string& name) {
+  std::string out = std::string(kClaimRoot) + "/";
+  for (char c : name) {
+    if (c == '%') out += "%25";
+    else if (c == '/') out += "%2F";
+    else out += c;
+  }
+  return out;
+}
+
+/// A run's claim in the user's ensemble (LockServiceInstance::claim): an ephemeral znode per name
+/// under kClaimRoot, owned by a session of kClaimTtl that the C client keeps alive from its own
+/// thread (the server may negotiate another timeout within its [2, 20] x tickTime: describe()
+/// says the one granted). Release deletes the znodes and closes the session; a killed harness's
+/// session expires and takes them along.
+class ZooKeeperHeldClaim final : public HeldClaim {
+ public:
+  ZooKeeperHeldClaim(std::unique_ptr<Handle> session, std::vector<std::string> paths)
+      : session_(std::move(session)), paths_(std::move(paths)) {}
+  ~ZooKeeperHeldClaim() override { release(); }
+
+  void release() noexcept override {
+    if (!session_) return;
+    for (const auto& p : paths_) (void)session_->remove(p, -1, 5s);
+    session_.reset();  // zookeeper_close: the session ends, with whatever ephemeral znode is left
+  }
+
+  std::string lost() const override {
+    if (session_ && session_->expired())
+      return "its ZooKeeper session " + session_hex(session_->session_id()) + " expired";
+    return "";
+  }
+
+  std::string describe() const override {
+    if (!session_) return "zookeeper claim (released)";
+    return session_->what() + " session " + session_hex(session_->session_id()) + " (timeout " +
+           std::to_string(session_->negotiated().count()) + " ms) with ephemeral " + joined(paths_);
+  }
+
+ private:
+  std::unique_ptr<Handle> session_;
+  std::vector<std::string> paths_;
+};
 
 class ZooKeeperInstance final : public LockServiceInstance {
  public:
@@ -136,6 +186,45 @@ class ZooKeeperInstance final : public LockServiceInstance {
 
   void stop_server() override {
     if (server_) server_->stop();
+  }
+
+  std::unique_ptr<HeldClaim> claim(const RunClaim& claim, std::string& why) override {
+    if (server_) {
+      why = "the zookeeper is embedded: no other run can reach it";
+      return nullptr;
+    }
+    const std::string where = "zookeeper " + joined(endpoints_);
+    std::unique_ptr<Handle> session;
+    try {
+      session = std::make_unique<Handle>(joined(endpoints_), std::chrono::duration_cast<Millis>(kClaimTtl), 5s, where);
+    } catch (const std::runtime_error& err) {
+      throw LockServiceUnavailable(std::string(err.what()) + ": cannot claim this run's lock and keys");
+    }
+    if (const int rc = session->ensure_path(kClaimRoot, 5s); rc != ZOK)
+      throw LockServiceUnavailable(session->error("create", kClaimRoot, rc) + ": cannot claim this run's lock and keys");
+    const std::string value = claim.to_json().dump();
+    std::vector<std::string> created;
+    // One create per name, not a multi: a name already held is read back at once. Two runs racing
+    // for overlapping names may then both be refused (each holding one name a moment): never both
+    // started.
+    for (const auto& name : claim.names()) {
+      const std::string path = claim_znode(name);
+      const int rc = session->create(path, value, ZOO_EPHEMERAL, 5s).rc;
+      if (rc == ZOK) {
+        created.push_back(path);
+        continue;
+      }
+      for (const auto& p : created) (void)session->remove(p, -1, 5s);
+      if (rc != ZNODEEXISTS)
+        throw LockServiceUnavailable(session->error("create", path, rc) + ": cannot claim this run's lock and keys");
+      std::optional<RunClaim> holder;
+      if (const auto held = session->get(path, 5s); held.rc == ZOK) {
+        const auto parsed = nlohmann::json::parse(held.data, nullptr, false);
+        if (!parsed.is_discarded()) holder = RunClaim::from_json(parsed);
+      }
+      throw ClaimRefused(name, holder, claim_refusal_message(claim, name, holder, where));
+    }
+    return std::make_unique<ZooKeeperHeldClaim>(std::move(session), std::move(created));
   }
 
   void start_server(bool fresh_data) override {

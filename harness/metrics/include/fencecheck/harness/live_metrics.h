@@ -10,10 +10,13 @@
 //                                     long) until /metrics has been served once with every
 //                                     scenario's final results (MetricsObserver::linger).
 //   --pushgateway URL                 at the end of each scenario, build_registry(figures) is
-//                                     PUT to URL/metrics/job/fencecheck/instance/<i>/scenario/<s>
-//                                     (source="push" on every series)
-//                                     (prometheus-cpp Gateway). A failed push is logged and
-//                                     reported; it never changes a verdict or the exit code.
+//                                     PUT to URL/metrics/job/fencecheck/instance/<i>/night/<n>/
+//                                     scenario/<s> (source="push" on every series; the night is
+//                                     the invocation's, night.h, so two runs never share a group)
+//                                     (prometheus-cpp Gateway), then the groups that run
+//                                     supersedes are deleted (prune_superseded_groups). A failed
+//                                     push is logged and reported; it never changes a verdict or
+//                                     the exit code.
 //
 // Units and names: metrics.h. Every address the harness *serves* on is loopback only.
 #pragma once
@@ -88,16 +91,63 @@ struct PushOutcome {
   std::string error;  ///< empty when ok
 };
 
-/// The grouping key path for a push: /metrics/job/fencecheck/instance/<i>/scenario/<s>. A value
-/// outside [A-Za-z0-9_.-] (or empty) is sent in the Pushgateway's base64url form
-/// (`<name>@base64/<value>`). Pure.
-[[nodiscard]] std::string grouping_path(const std::string& scenario, const std::string& instance);
+/// The grouping key path for a push: /metrics/job/fencecheck/instance/<i>/night/<n>/scenario/<s>
+/// (prometheus-cpp's order: its labels are a sorted map). The night is the `fencecheck run`
+/// invocation's id (night.h; the run id when there is none), so that two runs of one scenario on
+/// one host (a CI run and the nightly at once, or two nights) push to two groups and neither
+/// overwrites the other's result (issue 34 item 3). A value outside [A-Za-z0-9_.-] (or empty) is
+/// sent in the Pushgateway's base64url form (`<name>@base64/<value>`). Pure.
+[[nodiscard]] std::string grouping_path(const std::string& scenario, const std::string& instance,
+                                        const std::string& night);
 
 /// PUTs the registry (build_registry(figures, kPush); the PUT replaces the group's previous metrics) to
-/// the Pushgateway under job=fencecheck, scenario, instance. Blocks until the Pushgateway answers or
-/// libcurl gives up (libcurl's own connect timeout; prometheus-cpp sets none). Never throws.
+/// the Pushgateway under job=fencecheck, instance, night, scenario. Blocks until the Pushgateway
+/// answers or libcurl gives up (libcurl's own connect timeout; prometheus-cpp sets none). Never throws.
 [[nodiscard]] PushOutcome push_metrics(const PushgatewayUrl& url, const std::shared_ptr<prometheus::Registry>& registry,
-                                       const std::string& scenario, const std::string& instance);
+                                       const std::string& scenario, const std::string& instance,
+                                       const std::string& night);
+
+/// One group on a Pushgateway, as GET /api/v1/metrics lists it. Value type.
+struct PushedGroup {
+  std::map<std::string, std::string> labels;  ///< the grouping key: job, instance, night, scenario
+  /// The run's end by the harness's own clock (its fencecheck_last_run_timestamp_seconds), Unix
+  /// seconds; else the Pushgateway's push_time_seconds; 0 when neither is there.
+  double ended_s = 0;
+};
+
+/// The groups of a GET /api/v1/metrics answer ({"status":"success","data":[{"labels":{...},
+/// "push_time_seconds":{"metrics":[{"value":"..."}]}, "<metric>":{...}}, ...]}; Pushgateway
+/// 1.x). Throws std::invalid_argument naming what is not of that shape. Pure.
+[[nodiscard]] std::vector<PushedGroup> parse_pushed_groups(std::string_view api_metrics_body);
+
+/// How long a superseded group is kept after its run ended: several scrape intervals, so that a
+/// failure is scraped (and `min_over_time(fencecheck_scenario_passed[10m])` sees it) before a
+/// later run deletes it.
+inline constexpr std::chrono::minutes kSupersededGroupGrace{15};
+
+/// The groups a run of `scenario` pushed from `instance` in night `night` supersedes: job
+/// fencecheck, the same instance and scenario, another night (or no night: pushed before the
+/// night was in the key), whose run ended before this run started (`run_started_s`) and more than
+/// `grace` before `now_s` (Unix seconds). A run that overlapped this one is never superseded: both
+/// results stay, each in its own group. Pure.
+[[nodiscard]] std::vector<PushedGroup> superseded_groups(const std::vector<PushedGroup>& groups,
+                                                         const std::string& scenario, const std::string& instance,
+                                                         const std::string& night, double run_started_s, double now_s,
+                                                         std::chrono::seconds grace);
+
+/// What prune_superseded_groups() did. Value type.
+struct PruneOutcome {
+  std::vector<std::string> deleted;  ///< the grouping-key paths deleted
+  std::string error;                 ///< empty when the listing and every delete succeeded
+};
+
+/// Lists the Pushgateway's groups (GET /api/v1/metrics) and DELETEs those superseded_groups()
+/// names (now: the system clock), so that groups do not pile up night after night (the
+/// Pushgateway keeps a group until it is deleted). Bounded: 5 s to connect, 30 s per request.
+/// Never throws.
+[[nodiscard]] PruneOutcome prune_superseded_groups(const PushgatewayUrl& url, const std::string& scenario,
+                                                   const std::string& instance, const std::string& night,
+                                                   double run_started_s, std::chrono::seconds grace = kSupersededGroupGrace);
 
 /// This machine's host name (the default `instance`); "localhost" when it cannot be read.
 [[nodiscard]] std::string default_instance();
@@ -185,6 +235,8 @@ class MetricsObserver : public RunObserver {
     std::optional<ListenAddress> listen;          ///< serve /metrics here
     std::optional<PushgatewayUrl> pushgateway;    ///< push here at the end of each scenario
     std::string instance = default_instance();    ///< the push's instance label
+    /// How long a run's superseded groups are kept after it ended (prune_superseded_groups).
+    std::chrono::seconds superseded_grace = kSupersededGroupGrace;
   };
 
   /// Starts serving /metrics when options.listen is set. Throws std::runtime_error naming the

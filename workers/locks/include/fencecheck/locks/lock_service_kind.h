@@ -35,6 +35,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -81,6 +82,78 @@ class IssuerWatch {
   virtual void restarted_fresh() = 0;
 };
 
+/// What one run claims in a lock service it may share with other runs (docs/scenario-format.md,
+/// "Runs that share a lock service"; issue 34 item 3): its lock name and, when the resource is the
+/// user's, the resource keys its workers write. Two runs on one lock or one key judge each other's
+/// writes (a lost-acknowledged-write caused by the other run's w2), so the second is refused before
+/// any worker starts. Value type.
+struct RunClaim {
+  std::string run_id;
+  std::string host;      ///< the harness's host name (gethostname)
+  long pid = 0;          ///< the harness's pid
+  std::string started;   ///< when the run started, ISO 8601 UTC ("2026-12-06T03:00:00Z")
+  std::string scenario;
+  std::string lock;      ///< the run's lock name (after run_suffix)
+  std::string resource;  ///< the resource kind whose keys are claimed ("postgres"); "" when no keys
+  std::vector<std::string> keys;  ///< the resource keys, sorted and unique; empty for an embedded resource
+
+  /// {"run_id","host","pid","started","scenario","lock","resource","keys"}: the claim's value in
+  /// the lock service. Pure.
+  [[nodiscard]] nlohmann::json to_json() const;
+  /// The inverse of to_json(); a field missing or of the wrong type is left at its default (a
+  /// claim written by another version still names what it can). Never throws.
+  [[nodiscard]] static RunClaim from_json(const nlohmann::json& j);
+  /// The names this claim takes, each kind storing them under its own prefix: "lock/<lock>", then
+  /// "key/<resource>/<key>" per key. Keys are scoped by the resource kind only (the lock service
+  /// cannot tell two databases apart): two runs writing key "ledger" to two different PostgreSQL
+  /// servers are refused too, on the safe side. Pure.
+  [[nodiscard]] std::vector<std::string> names() const;
+};
+
+/// How long a claim outlives its harness: a killed harness's claim lapses by itself within this
+/// TTL (etcd: the lease's TTL, plus up to 0.5 s for etcd's lessor; redis: the keys' PX; zookeeper:
+/// the session timeout). A held claim is renewed every third of it.
+inline constexpr std::chrono::seconds kClaimTtl{10};
+
+/// The sentence a refused run ends with (exit 3): which name `mine` wanted, the holder's run id,
+/// host, pid, scenario and start (or that the holder's claim could not be read), where (`service`,
+/// e.g. "etcd http://10.0.0.5:2379"), and how to isolate the run: lock_service.run_suffix: true
+/// for a lock, keys of its own (job.key, workers[].key) for a resource key. `name` is one of
+/// mine.names(). Pure.
+[[nodiscard]] std::string claim_refusal_message(const RunClaim& mine, const std::string& name,
+                                                const std::optional<RunClaim>& holder, const std::string& service);
+
+/// Another run holds one of the names this run claims (exit 3 at the start: no worker started).
+class ClaimRefused : public LockServiceUnavailable {
+ public:
+  ClaimRefused(std::string name, std::optional<RunClaim> holder, const std::string& message)
+      : LockServiceUnavailable(message), name_(std::move(name)), holder_(std::move(holder)) {}
+  /// The name refused (RunClaim::names()).
+  [[nodiscard]] const std::string& name() const { return name_; }
+  /// The holder's claim as read back; nullopt when it vanished or could not be read.
+  [[nodiscard]] const std::optional<RunClaim>& holder() const { return holder_; }
+
+ private:
+  std::string name_;
+  std::optional<RunClaim> holder_;
+};
+
+/// A claim held for one run: renewed on a thread of its own until released. The destructor
+/// releases it.
+class HeldClaim {
+ public:
+  virtual ~HeldClaim() = default;
+  /// Deletes the claim's names (only while they are still this claim's) and stops renewing.
+  /// Idempotent; never throws (a release that fails leaves the claim to lapse within kClaimTtl).
+  virtual void release() noexcept = 0;
+  /// "" while the claim is held; otherwise why it lapsed during the run (a renewal found it gone):
+  /// another run may then have started on the same names. Thread-safe.
+  [[nodiscard]] virtual std::string lost() const = 0;
+  /// One line for logs and claim.json: "etcd lease 694d8c2c5e9e1f04 (TTL 10 s) on
+  /// fencecheck-claims/lock/staging/payments".
+  [[nodiscard]] virtual std::string describe() const = 0;
+};
+
 /// One lock service for one run: embedded or the user's.
 class LockServiceInstance {
  public:
@@ -113,6 +186,18 @@ class LockServiceInstance {
   virtual void start_server(bool fresh_data) = 0;
   /// Stops the embedded server for good (no-op for the user's). Idempotent; never throws.
   virtual void stop() noexcept = 0;
+  /// Claims `claim`'s names (RunClaim::names) for the run, atomically (all or none), bound to a
+  /// lease of kClaimTtl that the returned HeldClaim renews: etcd a txn putting
+  /// "fencecheck-claims/<name>" only where absent (create_revision == 0); redis a Lua script
+  /// setting "fencecheck-claims:<name>" only where absent, with PX; zookeeper ephemeral znodes
+  /// "/fencecheck-claims/<name, '/' as %2F>" in one multi. Returns nullptr when this instance takes
+  /// no claim, with the reason in `why`: an embedded server (no other run can reach it), or a kind
+  /// that cannot (none: fencecheck talks to no lock service). Throws ClaimRefused when another run
+  /// holds a name; LockServiceUnavailable when the service does not answer. Main thread.
+  [[nodiscard]] virtual std::unique_ptr<HeldClaim> claim(const RunClaim& /*claim*/, std::string& why) {
+    why = "this lock-service kind keeps no claims";
+    return nullptr;
+  }
 };
 
 /// What `fencecheck cleanup` found of a kind's embedded servers left running, and did.

@@ -45,6 +45,7 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace fencecheck {
@@ -128,6 +129,13 @@ struct DeleteResult {
 struct DeletePrefixResult {
   std::int64_t revision = 0;      ///< header revision: the delete's revision when anything was deleted
   std::vector<KeyValue> deleted;  ///< every key deleted, as it was just before (create_revision, lease)
+};
+
+/// Reply to create_all().
+struct CreateAllResult {
+  bool created = false;        ///< every key was put
+  std::int64_t revision = 0;   ///< the txn's header revision
+  std::vector<KeyValue> existing;  ///< when not created: the keys that already existed, in request order
 };
 
 /// One watch event (mvccpb.Event) with the header of the watch response that carried it.
@@ -214,6 +222,13 @@ class EtcdClient {
   /// POST /v3/kv/put; lease 0 = no lease. Returns the put's revision (header revision).
   /// Throws EtcdError (e.g. unknown lease: HTTP 404, grpc code 5).
   std::int64_t put(std::string_view key, std::string_view value, std::int64_t lease = 0) const;
+
+  /// POST /v3/kv/txn: puts every (key, value), attached to `lease` (0: none), only if none of the
+  /// keys exists (one compare per key: CREATE revision == 0), all in one revision; otherwise puts
+  /// nothing and ranges every key in the failure branch, returning those that exist. Atomic: of
+  /// two such calls on an overlapping key, exactly one creates. Throws EtcdError;
+  /// std::invalid_argument for an empty list.
+  CreateAllResult create_all(const std::vector<std::pair<std::string, std::string>>& kvs, std::int64_t lease) const;
 
   /// POST /v3/kv/deleterange for exactly one key, whoever holds it (this is how a "release by
   /// lock name" mistake deletes another holder's key). Throws EtcdError.
