@@ -77,7 +77,7 @@ std::string lock_kind_names() {
 
 /// Every key a `lock_service:` mapping may hold: the loader's shared fields, then each kind's own.
 std::string lock_service_keys() {
-  std::vector<std::string_view> all{"kind", "endpoints", "lock", "prior_revisions", "run_suffix", "issuers"};
+  std::vector<std::string_view> all{"kind", "endpoints", "lock", "prior_revisions", "run_suffix", "issuers", "client"};
   for (auto n : locks::lock_service_kind_names())
     for (auto f : locks::find_lock_service_kind(n)->fields())
       if (std::find(all.begin(), all.end(), f) == all.end()) all.push_back(f);
@@ -2366,6 +2366,46 @@ TEST(ScenarioCommand, CheckWorkerCommandsFindsAnHttpServicesStartProgramBeforeAn
   EXPECT_EQ(error("  start: [./svc.sh]\n  start_cwd: nowhere\n"),
             "resource.start: the http service's working directory " +
                 (fs::absolute(dir) / "nowhere").lexically_normal().string() + " is not a directory");
+}
+
+TEST(ScenarioLockName, AClientLayoutChecksTheLockAndStaysRightUnderRunSuffix) {
+  const std::string base = "name: t\nlease_ttl: 2s\nresource: {kind: store}\njob: {key: k}\nworkers: [{id: w1}]\n"
+                           "expect: {outcome: safe}\n";
+  auto error = [&](const std::string& ls) -> std::string {
+    try {
+      (void)parse_scenario(base + ls, "s.yaml");
+      return "";
+    } catch (const ScenarioError& e) {
+      return std::to_string(e.line()) + ":" + std::to_string(e.column()) + " " + e.message();
+    }
+  };
+  const Scenario etcd3 = parse_scenario(base + "lock_service: {kind: etcd, lock: /locks/orders, client: python-etcd3, run_suffix: true}\n");
+  EXPECT_EQ(etcd3.lock_service().client, "python-etcd3");
+  EXPECT_EQ(to_json(etcd3)["lock_service"]["client"], "python-etcd3");
+  EXPECT_EQ(scenario_from_json(to_json(etcd3), "scenario.json"), etcd3);
+  // The run's lock, and the name python-etcd3 is handed for it: its key /locks/<name> is the lock.
+  const std::string lock = etcd3.for_run("20261206-1").lock_service().lock;
+  EXPECT_EQ(lock, "/locks/orders/20261206-1");
+  const auto layouts = fencecheck::locks::find_lock_service_kind("etcd")->clients();
+  const auto py = std::find_if(layouts.begin(), layouts.end(), [](const auto& l) { return l.client == "python-etcd3"; });
+  ASSERT_NE(py, layouts.end());
+  EXPECT_EQ(fencecheck::locks::client_lock_name(*py, lock), "orders/20261206-1");
+  EXPECT_EQ("/locks/" + fencecheck::locks::client_lock_name(*py, lock), lock);
+  const auto zk = fencecheck::locks::find_lock_service_kind("zookeeper")->clients();
+  EXPECT_EQ(fencecheck::locks::client_lock_name(zk.at(1), "fencecheck/x/r1"), "/fencecheck/x/r1");  // kazoo
+  EXPECT_EQ(error("lock_service: {kind: etcd, lock: orders, client: python-etcd3}\n"),
+            "7:34 lock_service.lock: python-etcd3 keeps the lock named N at the key /locks/<name> (the lock must be "
+            "/locks/<name>): name the lock /locks/<name> (the key the lock service sees), got \"orders\"");
+  EXPECT_EQ(error("lock_service: {kind: etcd, client: python-etcd3}\n"),
+            "7:36 lock_service.client: python-etcd3 keeps the lock named N at the key /locks/<name> (the lock must be "
+            "/locks/<name>): name the lock /locks/<name> (the key the lock service sees), got \"fencecheck/t\" (the default lock name)");
+  EXPECT_EQ(error("lock_service: {kind: etcd, client: kazoo}\n"),
+            "7:36 lock_service.client: unknown client \"kazoo\" of lock service kind etcd; expected one of: v3lock, etcdctl, "
+            "go-concurrency, python-etcd3");
+  EXPECT_EQ(error("lock_service: {kind: zookeeper, client: curator}\n"), "");
+  EXPECT_EQ(error("lock_service: {kind: redis, client: redis-py}\n"), "");
+  EXPECT_EQ(error("lock_service: {kind: none, client: redis-py}\n").rfind("7:36 lock_service.client: lock service kind none knows no client layouts", 0), 0u)
+      << error("lock_service: {kind: none, client: redis-py}\n");
 }
 
 TEST(ScenarioLockName, UsedExactlyUnlessRunSuffixAsksForTheRunId) {

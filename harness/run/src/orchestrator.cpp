@@ -25,6 +25,7 @@
 #include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "fencecheck/locks/lock_service_kind.h"
 #include "fencecheck/faults/ledger.h"
 #include "fencecheck/faults/sweep.h"
 #include "fencecheck/faults/process.h"
@@ -385,6 +386,10 @@ std::vector<std::pair<std::string, std::string>> Run::protocol_env(const WorkerS
       {"FENCECHECK_EVENTS_FD", std::to_string(kWorkerEventsFd)},
       {"FENCECHECK_BIN_DIR", (opt_.bin_dir.empty() ? process::self_bin_dir() : opt_.bin_dir).string()},
   };
+  // The name in the scenario's client library's spelling (lock_service.client), after run_suffix.
+  if (const std::string& client = sc_.lock_service().client; !client.empty())
+    for (const auto& layout : locks::find_lock_service_kind(sc_.lock_service().kind)->clients())
+      if (layout.client == client) env.emplace_back("FENCECHECK_LOCK_CLIENT_NAME", locks::client_lock_name(layout, lock_name_));
   // Kind none: no lock service, so no endpoint to give (FENCECHECK_LOCK_SERVICE says "none").
   if (sc_.lock_service().kind == kNoLockService)
     std::erase_if(env, [](const auto& kv) { return kv.first == "FENCECHECK_LOCK_ENDPOINTS"; });

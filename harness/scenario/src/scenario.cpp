@@ -743,7 +743,7 @@ class ScenarioParser {
   /// `lock_service`: the kind is a name on the lock-service axis; the loader reads the fields every
   /// kind shares, every other field is the kind's own. ttl: `lease_ttl`, checked by the kind.
   void parse_lock_service(const Map& m, const YAML::Node& root, const Value& ttl, Duration ttl_d, Scenario& s) const {
-    KindTable table{"lock_service", "lock service kind", {"kind", "endpoints", "lock", "prior_revisions", "run_suffix", "issuers"}, {}};
+    KindTable table{"lock_service", "lock service kind", {"kind", "endpoints", "lock", "prior_revisions", "run_suffix", "issuers", "client"}, {}};
     for (auto n : locks::lock_service_kind_names()) table.kinds.emplace_back(n, locks::find_lock_service_kind(n)->fields());
     // No lock_service: the embedded etcd, every field of it at its default.
     YAML::Node none(YAML::NodeType::Map);
@@ -787,12 +787,36 @@ class ScenarioParser {
         fail(*n, "issuers starts that many embedded " + kind + " servers side by side; with lock_service.endpoints "
                  "the lock services are your own: give one scenario per issuer instead");
     }
+    if (auto c = ls.get("client")) parse_client(*c, ls, *lk, spec, "fencecheck/" + s.name_);
     if (given) spec.positions = positions_of(lv, ls);
     spec.config = lk->parse(Fields(*this, ls));
     if (std::string why = lk->check_lease_ttl(std::chrono::duration_cast<std::chrono::milliseconds>(ttl_d),
                                                ttl.node.Scalar());
         !why.empty())
       fail(ttl, why);
+  }
+
+  /// `lock_service.client`: a client library the kind knows the key layout of; the lock must fit
+  /// it (python-etcd3 keeps lock N at /locks/N: the lock must be /locks/<name>).
+  void parse_client(const Value& c, const Map& ls, const locks::LockServiceKind& lk, LockServiceSpec& spec,
+                    const std::string& default_lock) const {
+    const std::string client = string(c);
+    const std::string lock = spec.lock.empty() ? default_lock : spec.lock;
+    const auto clients = lk.clients();
+    std::string names;
+    for (const auto& l : clients) names += (names.empty() ? "" : ", ") + std::string(l.client);
+    if (clients.empty()) fail(c, "lock service kind " + spec.kind + " knows no client layouts");
+    const auto it = std::find_if(clients.begin(), clients.end(), [&](const auto& l) { return l.client == client; });
+    if (it == clients.end()) fail(c, "unknown client " + quote(client) + " of lock service kind " + spec.kind + "; expected one of: " + names);
+    if (!it->strip.empty() && lock.rfind(std::string(it->strip), 0) != 0) {
+      const std::string why = client + " keeps the lock named N at the key " + std::string(it->keys) + ": name the lock " +
+                              std::string(it->strip) + "<name> (the key the lock service sees), got " + quote(lock);
+      if (auto l = ls.get("lock")) fail(*l, why);
+      fail(c, why + " (the default lock name)");
+    }
+    if (lock.size() == it->strip.size() && !it->strip.empty())
+      fail(c, client + " needs a name after " + std::string(it->strip) + ", got " + quote(lock));
+    spec.client = client;
   }
 
   /// `resource`: the kind is a name on the resource axis; every other field is the kind's own.
@@ -1627,6 +1651,7 @@ nlohmann::json to_json(const Scenario& s) {
                     {"prior_revisions", s.lock_service().prior_revisions},
                     {"run_suffix", s.lock_service().run_suffix},
                     {"issuers", s.lock_service().issuers}};
+  if (!s.lock_service().client.empty()) lj["client"] = s.lock_service().client;
   for (const auto& [field, value] : s.lock_service().config.items()) lj[field] = value;  // the kind's own
   j["lock_service"] = std::move(lj);
   nlohmann::json rj{{"kind", s.resource().kind}};

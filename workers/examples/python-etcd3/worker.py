@@ -50,17 +50,21 @@ def main():
     w = start()
     broken, lock_name, ttl, job = w.broken, w.lock_name, w.ttl, w.job
     # python-etcd3 puts the lock named N at the key /locks/N itself. fencecheck watches the lock
-    # name's own key and the keys under it, so the scenario names its lock /locks/<something> and
-    # the lock here is <something>: its key is exactly the scenario's lock name.
-    if not lock_name.startswith(LOCK_PREFIX):
-        return give_up(f"the lock name {lock_name!r} is not under {LOCK_PREFIX}, where python-etcd3 keeps its "
-                       f"locks: name the scenario's lock {LOCK_PREFIX}<something>")
+    # name's own key and the keys under it, so the scenario names its lock /locks/<something>, says
+    # `client: python-etcd3`, and hands us <something> in FENCECHECK_LOCK_CLIENT_NAME (with
+    # run_suffix: <something>/<run id>): the key python-etcd3 makes is exactly the scenario's lock.
+    client_name = os.environ.get("FENCECHECK_LOCK_CLIENT_NAME")
+    if client_name is None:
+        if not lock_name.startswith(LOCK_PREFIX):
+            return give_up(f"the lock name {lock_name!r} is not under {LOCK_PREFIX}, where python-etcd3 keeps its "
+                           f"locks: name the scenario's lock {LOCK_PREFIX}<something> (and say client: python-etcd3)")
+        client_name = lock_name[len(LOCK_PREFIX):]
     endpoint = w.lock_endpoint
     client = etcd3.client(host=endpoint.hostname, port=endpoint.port or 2379)
 
     def hold():
         emit("acquire.invoke", lock=lock_name, ttl_ms=ttl * 1000)
-        lock = etcd3.Lock(lock_name[len(LOCK_PREFIX):], ttl=ttl, etcd_client=client)
+        lock = etcd3.Lock(client_name, ttl=ttl, etcd_client=client)
         # A try-lock, polled: python-etcd3 0.12.0's waiting acquire() raises TypeError under the
         # tenacity Debian 12 ships (8.2: its wait callback has the old signature; upstream issue
         # kragniz/python-etcd3#2149). timeout=0 stops before that callback is ever called.

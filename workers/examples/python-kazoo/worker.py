@@ -47,7 +47,8 @@ def main():
     broken, ttl, job = w.broken, w.ttl, w.job
     # The scenario's lock name "fencecheck/x" is the znode /fencecheck/x (what fencecheck watches).
     lock_name = w.lock_name.rstrip("/")
-    lock_path = lock_name if lock_name.startswith("/") else "/" + lock_name
+    # `client: kazoo` hands the znode's path in FENCECHECK_LOCK_CLIENT_NAME ("/" + the lock).
+    lock_path = os.environ.get("FENCECHECK_LOCK_CLIENT_NAME") or (lock_name if lock_name.startswith("/") else "/" + lock_name)
     # ZOOKEEPER_HOSTS: the connection string, "h:p,h:p" (FENCECHECK_LOCK_ENDPOINTS spells it the same).
     hosts = os.environ.get("ZOOKEEPER_HOSTS") or os.environ["FENCECHECK_LOCK_ENDPOINTS"]
 

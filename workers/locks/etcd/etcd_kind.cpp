@@ -366,6 +366,15 @@ class EtcdInstance final : public LockServiceInstance {
 class EtcdKind final : public LockServiceKind {
  public:
   std::string_view name() const override { return "etcd"; }
+  std::vector<ClientLayout> clients() const override {
+    // etcd's v3lock service (server/etcdserver/api/v3lock), `etcdctl lock` and Go's
+    // clientv3/concurrency.NewMutex(session, pfx) all keep the holder at <pfx>/<lease hex>;
+    // python-etcd3's Lock(name) keeps it at the key /locks/<name> itself (etcd3.Lock.lock_prefix).
+    return {{"v3lock", "", "", "<lock>/<lease hex>"},
+            {"etcdctl", "", "", "<lock>/<lease hex>"},
+            {"go-concurrency", "", "", "<lock>/<lease hex>"},
+            {"python-etcd3", "/locks/", "", "/locks/<name> (the lock must be /locks/<name>)"}};
+  }
   std::vector<std::string_view> fields() const override { return {}; }
   nlohmann::json parse(const KindFields& /*fields*/) const override { return nlohmann::json::object(); }
 

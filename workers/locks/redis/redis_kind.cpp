@@ -306,6 +306,11 @@ class RedisInstance final : public LockServiceInstance {
 class RedisKind final : public LockServiceKind {
  public:
   std::string_view name() const override { return "redis"; }
+  std::vector<ClientLayout> clients() const override {
+    // A single-instance Redis lock is one key holding the holder's random value: redis-py's
+    // Lock(name) and node-redlock's acquire([name]) both use the name as the key.
+    return {{"set-nx", "", "", "<lock>"}, {"redis-py", "", "", "<lock>"}, {"redlock", "", "", "<lock>"}};
+  }
   std::vector<std::string_view> fields() const override { return {"persistence", "token"}; }
 
   nlohmann::json parse(const KindFields& f) const override {

@@ -246,6 +246,14 @@ class ZooKeeperInstance final : public LockServiceInstance {
 class ZooKeeperKind final : public LockServiceKind {
  public:
   std::string_view name() const override { return "zookeeper"; }
+  std::vector<ClientLayout> clients() const override {
+    // The ZooKeeper lock recipe: sequential ephemeral children of the lock's znode. kazoo's
+    // Lock(path) names them <uuid>__lock__<seq>, Curator's InterProcessMutex(path)
+    // _c_<uuid>-lock-<seq>; both take the znode's absolute path.
+    return {{"recipe", "", "/", "/<lock>/<child>-<seq>"},
+            {"kazoo", "", "/", "/<lock>/<uuid>__lock__<seq>"},
+            {"curator", "", "/", "/<lock>/_c_<uuid>-lock-<seq>"}};
+  }
   std::vector<std::string_view> fields() const override { return {"tick_time"}; }
 
   nlohmann::json parse(const KindFields& f) const override {

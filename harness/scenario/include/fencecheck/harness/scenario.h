@@ -210,6 +210,10 @@ struct LockServiceSpec {
   /// it); the others start empty. Each worker takes its lock from one issuer
   /// (Scenario::issuer_of). Their tokens do not order each other.
   int issuers = 1;
+  /// The client library whose key layout the workers use (locks::ClientLayout: "python-etcd3",
+  /// "kazoo", ...), or "" (none said). Set: command workers get FENCECHECK_LOCK_CLIENT_NAME, the
+  /// name to hand that library, and the loader checked that `lock` fits its layout.
+  std::string client;
   /// The kind's own fields, normalized by LockServiceKind::parse ({} for etcd).
   nlohmann::json config = nlohmann::json::object();
   /// Where each field of `lock_service:` is in the scenario file (1-based line, column), "" for the
@@ -219,7 +223,7 @@ struct LockServiceSpec {
   [[nodiscard]] bool embedded() const { return endpoints.empty(); }
   bool operator==(const LockServiceSpec& o) const {
     return kind == o.kind && endpoints == o.endpoints && lock == o.lock && prior_revisions == o.prior_revisions &&
-           run_suffix == o.run_suffix && issuers == o.issuers && config == o.config;
+           run_suffix == o.run_suffix && issuers == o.issuers && client == o.client && config == o.config;
   }
 };
 

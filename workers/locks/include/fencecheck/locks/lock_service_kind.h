@@ -29,6 +29,7 @@
 // events on a thread of its own.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -206,6 +207,24 @@ struct OrphanReport {
   int not_stopped = 0;            ///< found orphaned and not proven stopped: cleanup exits 3
 };
 
+/// How one client library spells a lock of this kind (`lock_service.client`, issue 34 item 5):
+/// the name a worker hands the library for the scenario's lock, and the keys the library makes.
+/// The scenario's `lock` is always what the lock service sees (what the issuer watch watches);
+/// the client's name is `add` + the lock without `strip` (which the lock must start with).
+/// Plain data.
+struct ClientLayout {
+  std::string_view client;  ///< "python-etcd3", "v3lock", "kazoo"
+  std::string_view strip;   ///< a prefix the library adds itself: python-etcd3's "/locks/"
+  std::string_view add;     ///< a prefix the library wants that the lock name lacks: ZooKeeper's "/"
+  std::string_view keys;    ///< the keys it makes, for errors and docs: "<lock>/<lease hex>"
+};
+
+/// The name to hand `layout`'s library for `lock` (which starts with layout.strip: the loader
+/// checked). Pure.
+[[nodiscard]] inline std::string client_lock_name(const ClientLayout& layout, const std::string& lock) {
+  return std::string(layout.add) + lock.substr(std::min(lock.size(), layout.strip.size()));
+}
+
 class LockServiceKind {
  public:
   virtual ~LockServiceKind() = default;
@@ -233,6 +252,9 @@ class LockServiceKind {
   /// scenario of this kind; a scenario moved to this kind by --lock-service is unavailable there
   /// (exit 3, or skipped with --skip-unavailable). Pure.
   [[nodiscard]] virtual std::string inline_keepalive_problem() const { return ""; }
+  /// The client libraries whose key layout this kind knows (`lock_service.client`), first the
+  /// kind's own recipe. Default: none (the field is then refused). Pure.
+  [[nodiscard]] virtual std::vector<ClientLayout> clients() const { return {}; }
   /// What the fencing token is (for reports and docs): "the lock key's create_revision".
   [[nodiscard]] virtual std::string token_description() const = 0;
   /// What a restart does to the token counter, on the same data and on fresh data (docs, report).
