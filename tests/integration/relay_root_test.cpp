@@ -5,7 +5,9 @@
 // workers reach them only through the harness's relays in the lab: a partition from the lock
 // service makes etcd expire the holder's lease while it keeps writing (lease_expiries_during_work
 // >= 1, its stale writes rejected by the fenced store), which cannot happen if the workers' traffic
-// went around the lab. Root (namespaces); each test skips when not root or without etcd / ip.
+// went around the lab; a replies-only partition from an HTTP service lets w1's write through the
+// relay and loses only the reply. Root (namespaces); each test skips when not root or without
+// etcd / ip.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -213,6 +215,36 @@ TEST(RelayRoot, APostgresOnTheHostsLoopbackIsPartitionedFromTheWorkers) {
   ASSERT_GE(infos.size(), 1u);
   EXPECT_NE(infos[0].value("detail", "").find("no reply"), std::string::npos) << infos[0].dump();
   pg->stop();
+}
+
+TEST(RelayRoot, AnHttpServiceOnTheHostsLoopbackLosesOnlyItsRepliesToTheHolder) {
+  REQUIRE_ROOT_AND("etcd");
+  const auto work = fctest::fresh_dir("relay-http-service");
+  fctest::StoreProcess service(FENCECHECK_STORE_BIN, work / "service-data", "per-key");  // "the user's"
+  ASSERT_FALSE(service.url().empty());
+  const std::string yaml =
+      "name: relay-http-partition-replies-from-resource\nseed: 42\nlease_ttl: 2s\ntimeout: 60s\n"
+      "resource: {kind: http, url: '" + service.url() + "'}\nnetwork: namespaces\n"
+      "job: {key: ledger, segments: 3, chunks: 4, chunk_bytes: 256, chunk_interval: 500ms}\n"
+      "workers:\n  - id: w1\n  - id: w2\n    start_after: {worker: w1, event: acquire.ok}\n"
+      "faults:\n  - {kind: partition, target: w1, trigger: {worker: w1, event: write.ok, count: 2}, duration: 6s, "
+      "from: resource, direction: replies}\n"
+      "expect: {outcome: safe, progress_after_heal: true}\n";
+  auto r = run_scenario("http-loopback", yaml);
+  ASSERT_FALSE(r.dir.empty()) << r.result.out << r.result.err;
+  EXPECT_EQ(r.result.code, 0) << r.result.out << r.result.err;
+  EXPECT_TRUE(r.verdict["expectation"]["met"].get<bool>()) << r.verdict["expectation"].dump();
+  EXPECT_NE(r.result.err.find("relay 10.213.0.3:"), std::string::npos) << r.result.err;
+  // One way only, on the relayed path: w1's write reached the user's service and was applied
+  // (its accept log has it), but the reply never came back to w1.
+  std::vector<json> infos;
+  for (const auto& e : r.history)
+    if (e.value("source", "") == "w1" && e.value("kind", "") == "write.info") infos.push_back(e);
+  ASSERT_GE(infos.size(), 1u);
+  EXPECT_NE(infos[0].value("detail", "").find("no reply"), std::string::npos) << infos[0].dump();
+  const json& unknown = r.verdict["figures"]["unknown_outcomes"];
+  ASSERT_GE(unknown.size(), 1u) << r.verdict["figures"].dump();
+  EXPECT_EQ(unknown[0]["resolution"], "applied") << unknown.dump();
 }
 
 }  // namespace
