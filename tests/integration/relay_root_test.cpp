@@ -183,6 +183,36 @@ TEST(RelayRoot, AnEtcdOnAnotherHostIsReachedThroughTheRelayAndPartitioned) {
   etcd.wait();
 }
 
+/// scenarios/postgres/partition-from-resource.yaml's story against the user's resource at
+/// `resource` (a flow mapping), cut for 6 s in `direction` after w1's 2nd write; expected safe.
+std::string partition_from_resource(const std::string& name, const std::string& resource, const std::string& direction) {
+  return "name: " + name + "\nseed: 42\nlease_ttl: 2s\ntimeout: 90s\nresource: " + resource +
+         "\nnetwork: namespaces\n"
+         "job: {key: ledger, segments: 3, chunks: 4, chunk_bytes: 256, chunk_interval: 200ms}\n"
+         "workers:\n  - id: w1\n  - id: w2\n    start_after: {worker: w1, event: acquire.ok}\n"
+         "faults:\n  - {kind: partition, target: w1, trigger: {worker: w1, event: write.ok, count: 2}, duration: 6s, "
+         "from: resource, direction: " + direction + "}\n"
+         "expect: {outcome: safe, progress_after_heal: true}\n";
+}
+
+/// The run met its expectation, relayed the resource from the lab's resource address, and the
+/// cut took effect on the relayed path: w1's write during the partition got no reply. Returns
+/// w1's write.info events.
+std::vector<json> expect_resource_partition_took_effect(const Finished& r) {
+  std::vector<json> infos;
+  EXPECT_FALSE(r.dir.empty()) << r.result.out << r.result.err;
+  EXPECT_EQ(r.result.code, 0) << r.result.out << r.result.err;
+  if (r.dir.empty()) return infos;
+  EXPECT_TRUE(r.verdict["expectation"]["met"].get<bool>()) << r.verdict["expectation"].dump();
+  EXPECT_EQ(r.verdict["verdict"], "valid");
+  EXPECT_NE(r.result.err.find("relay 10.213.0.3:"), std::string::npos) << r.result.err;
+  for (const auto& e : r.history)
+    if (e.value("source", "") == "w1" && e.value("kind", "") == "write.info") infos.push_back(e);
+  EXPECT_GE(infos.size(), 1u);
+  if (!infos.empty()) EXPECT_NE(infos[0].value("detail", "").find("no reply"), std::string::npos) << infos[0].dump();
+  return infos;
+}
+
 TEST(RelayRoot, APostgresOnTheHostsLoopbackIsPartitionedFromTheWorkers) {
   REQUIRE_ROOT_AND("etcd");
   namespace pgt = fencecheck::pgtest;
@@ -194,26 +224,9 @@ TEST(RelayRoot, APostgresOnTheHostsLoopbackIsPartitionedFromTheWorkers) {
     GTEST_SKIP() << "no PostgreSQL here: " << e.what();
   }
   const std::string dsn = pg->endpoint()["dsn"].get<std::string>();
-  const std::string yaml =
-      "name: relay-pg-partition-from-resource\nseed: 42\nlease_ttl: 2s\ntimeout: 90s\n"
-      "resource: {kind: postgres, dsn: '" + dsn + "'}\nnetwork: namespaces\n"
-      "job: {key: ledger, segments: 3, chunks: 4, chunk_bytes: 256, chunk_interval: 200ms}\n"
-      "workers:\n  - id: w1\n  - id: w2\n    start_after: {worker: w1, event: acquire.ok}\n"
-      "faults:\n  - {kind: partition, target: w1, trigger: {worker: w1, event: write.ok, count: 2}, duration: 6s, "
-      "from: resource}\n"
-      "expect: {outcome: safe, progress_after_heal: true}\n";
-  auto r = run_scenario("pg-loopback", yaml);
-  ASSERT_FALSE(r.dir.empty()) << r.result.out << r.result.err;
-  EXPECT_EQ(r.result.code, 0) << r.result.out << r.result.err;
-  EXPECT_TRUE(r.verdict["expectation"]["met"].get<bool>()) << r.verdict["expectation"].dump();
-  EXPECT_EQ(r.verdict["verdict"], "valid");
-  EXPECT_NE(r.result.err.find("relay 10.213.0.3:"), std::string::npos) << r.result.err;
-  // The cut took effect on the relayed path: w1's write during the partition got no reply.
-  std::vector<json> infos;
-  for (const auto& e : r.history)
-    if (e.value("source", "") == "w1" && e.value("kind", "") == "write.info") infos.push_back(e);
-  ASSERT_GE(infos.size(), 1u);
-  EXPECT_NE(infos[0].value("detail", "").find("no reply"), std::string::npos) << infos[0].dump();
+  auto r = run_scenario("pg-loopback", partition_from_resource("relay-pg-partition-from-resource",
+                                                               "{kind: postgres, dsn: '" + dsn + "'}", "both"));
+  (void)expect_resource_partition_took_effect(r);
   pg->stop();
 }
 
@@ -222,26 +235,12 @@ TEST(RelayRoot, AnHttpServiceOnTheHostsLoopbackLosesOnlyItsRepliesToTheHolder) {
   const auto work = fctest::fresh_dir("relay-http-service");
   fctest::StoreProcess service(FENCECHECK_STORE_BIN, work / "service-data", "per-key");  // "the user's"
   ASSERT_FALSE(service.url().empty());
-  const std::string yaml =
-      "name: relay-http-partition-replies-from-resource\nseed: 42\nlease_ttl: 2s\ntimeout: 60s\n"
-      "resource: {kind: http, url: '" + service.url() + "'}\nnetwork: namespaces\n"
-      "job: {key: ledger, segments: 3, chunks: 4, chunk_bytes: 256, chunk_interval: 500ms}\n"
-      "workers:\n  - id: w1\n  - id: w2\n    start_after: {worker: w1, event: acquire.ok}\n"
-      "faults:\n  - {kind: partition, target: w1, trigger: {worker: w1, event: write.ok, count: 2}, duration: 6s, "
-      "from: resource, direction: replies}\n"
-      "expect: {outcome: safe, progress_after_heal: true}\n";
-  auto r = run_scenario("http-loopback", yaml);
-  ASSERT_FALSE(r.dir.empty()) << r.result.out << r.result.err;
-  EXPECT_EQ(r.result.code, 0) << r.result.out << r.result.err;
-  EXPECT_TRUE(r.verdict["expectation"]["met"].get<bool>()) << r.verdict["expectation"].dump();
-  EXPECT_NE(r.result.err.find("relay 10.213.0.3:"), std::string::npos) << r.result.err;
+  auto r = run_scenario("http-loopback", partition_from_resource("relay-http-partition-replies-from-resource",
+                                                                 "{kind: http, url: '" + service.url() + "'}", "replies"));
   // One way only, on the relayed path: w1's write reached the user's service and was applied
   // (its accept log has it), but the reply never came back to w1.
-  std::vector<json> infos;
-  for (const auto& e : r.history)
-    if (e.value("source", "") == "w1" && e.value("kind", "") == "write.info") infos.push_back(e);
+  const auto infos = expect_resource_partition_took_effect(r);
   ASSERT_GE(infos.size(), 1u);
-  EXPECT_NE(infos[0].value("detail", "").find("no reply"), std::string::npos) << infos[0].dump();
   const json& unknown = r.verdict["figures"]["unknown_outcomes"];
   ASSERT_GE(unknown.size(), 1u) << r.verdict["figures"].dump();
   EXPECT_EQ(unknown[0]["resolution"], "applied") << unknown.dump();
