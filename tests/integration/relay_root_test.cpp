@@ -9,6 +9,8 @@
 // relay and loses only the reply. Root (namespaces); each test skips when not root or without
 // etcd / ip.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -227,6 +229,41 @@ TEST(RelayRoot, APostgresOnTheHostsLoopbackIsPartitionedFromTheWorkers) {
   auto r = run_scenario("pg-loopback", partition_from_resource("relay-pg-partition-from-resource",
                                                                "{kind: postgres, dsn: '" + dsn + "'}", "both"));
   (void)expect_resource_partition_took_effect(r);
+  pg->stop();
+}
+
+TEST(RelayRoot, APostgresOnAnotherHostIsReachedThroughTheRelayAndPartitioned) {
+  REQUIRE_ROOT_AND("etcd");
+  namespace pgt = fencecheck::pgtest;
+  OtherHost other;
+  ASSERT_TRUE(other.ok()) << "could not make the other host's namespace";
+  // The database starts inside the other host's namespace (its postmaster is forked by this
+  // thread while it is there) and listens on that host's address only.
+  const auto dir = pgt::run_dir("relay-other");
+  auto ctx = pgt::context(dir);
+  ctx.host = other.ip();
+  ctx.port = 5432;
+  std::unique_ptr<fencecheck::resources::ResourceInstance> pg;
+  {
+    const int home = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    const int there = ::open(("/var/run/netns/" + other.netns()).c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_TRUE(home >= 0 && there >= 0 && ::setns(there, CLONE_NEWNET) == 0);
+    try {
+      pg = pgt::kind().open(pgt::kind().parse(pgt::FakeFields(json::object())), ctx);
+    } catch (const fencecheck::resources::ResourceUnavailable& e) {
+      (void)::setns(home, CLONE_NEWNET);
+      GTEST_SKIP() << "no PostgreSQL here: " << e.what();
+    }
+    ASSERT_EQ(::setns(home, CLONE_NEWNET), 0);
+    ::close(home);
+    ::close(there);
+  }
+  const std::string dsn = pg->endpoint()["dsn"].get<std::string>();
+  ASSERT_NE(dsn.find("host=" + other.ip()), std::string::npos) << dsn;
+  auto r = run_scenario("pg-other-host", partition_from_resource("relay-pg-other-host",
+                                                                 "{kind: postgres, dsn: '" + dsn + "'}", "both"));
+  (void)expect_resource_partition_took_effect(r);
+  EXPECT_NE(r.result.err.find(" -> " + other.ip() + ":5432 (resource postgres;"), std::string::npos) << r.result.err;
   pg->stop();
 }
 
