@@ -12,6 +12,7 @@ add_library(fencecheck_faults
   src/netns.cpp
   src/partition.cpp
   src/netem.cpp
+  src/relay.cpp
   src/sweep.cpp)
 # The fault axis (fault_kind.h): one file per kind and their table, every .cpp in kinds/, so a new
 # kind's file needs no line here (its row goes in kinds/kinds.h).

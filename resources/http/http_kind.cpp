@@ -529,6 +529,27 @@ class Kind final : public ResourceKind {
     return {{"FENCECHECK_RESOURCE_URL", endpoint.value("url", "")}};
   }
 
+  std::optional<NetAddress> endpoint_address(const nlohmann::json& endpoint, std::string* why) const override {
+    try {
+      const HttpUrl u = parse_http_url(endpoint.value("url", ""));
+      return NetAddress{u.host, static_cast<std::uint16_t>(u.port)};
+    } catch (const std::exception& err) {
+      *why = err.what();
+      return std::nullopt;
+    }
+  }
+  nlohmann::json endpoint_at(const nlohmann::json& endpoint, const NetAddress& at) const override {
+    HttpUrl u = parse_http_url(endpoint.value("url", ""));
+    u.host = at.host;
+    u.port = at.port;
+    nlohmann::json e = endpoint;
+    e["url"] = u.str();
+    return e;
+  }
+  std::optional<std::pair<std::string, std::string>> relay_problem(const nlohmann::json& config) const override {
+    return std::nullopt;  // the user's service at url (parse() checked it) is relayed; a started one runs in the lab
+  }
+
   std::unique_ptr<ResourceWriter> make_writer(const nlohmann::json& endpoint, std::chrono::milliseconds timeout) const override {
     return fencecheck::detail::make_http_writer(endpoint, timeout);
   }

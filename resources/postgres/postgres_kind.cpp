@@ -484,6 +484,21 @@ class PostgresKind final : public ResourceKind {
     return env;
   }
 
+  std::optional<NetAddress> endpoint_address(const nlohmann::json& endpoint, std::string* why) const override {
+    return postgres::dsn_address(endpoint.value("dsn", ""), why);
+  }
+  nlohmann::json endpoint_at(const nlohmann::json& endpoint, const NetAddress& at) const override {
+    nlohmann::json e = endpoint;
+    e["dsn"] = postgres::dsn_at(endpoint.value("dsn", ""), at);
+    return e;
+  }
+  std::optional<std::pair<std::string, std::string>> relay_problem(const nlohmann::json& config) const override {
+    if (!config.contains("dsn")) return std::nullopt;  // embedded: it runs in the lab
+    std::string why;
+    if (postgres::dsn_address(config["dsn"].get<std::string>(), &why)) return std::nullopt;
+    return std::pair<std::string, std::string>{"dsn", "network: namespaces relays the DSN's TCP address to the workers; " + why};
+  }
+
   std::unique_ptr<ResourceWriter> make_writer(const nlohmann::json& endpoint, std::chrono::milliseconds timeout) const override {
     return fencecheck::detail::make_postgres_writer(endpoint, timeout);
   }

@@ -142,6 +142,62 @@ bool dsn_has_password(std::string_view dsn) {
   return false;
 }
 
+std::optional<NetAddress> dsn_address(std::string_view dsn, std::string* why) {
+  auto opts = parse_dsn(dsn);
+  if (!opts) {
+    *why = "libpq cannot parse the DSN";
+    return std::nullopt;
+  }
+  std::string host, hostaddr, port;
+  for (const PQconninfoOption* o = opts.get(); o->keyword; ++o) {
+    if (!o->val) continue;
+    if (std::strcmp(o->keyword, "host") == 0) host = o->val;
+    else if (std::strcmp(o->keyword, "hostaddr") == 0) hostaddr = o->val;
+    else if (std::strcmp(o->keyword, "port") == 0) port = o->val;
+  }
+  const std::string& to = hostaddr.empty() ? host : hostaddr;
+  if (to.empty()) {
+    *why = "the DSN names no host, so libpq connects through a Unix socket, which cannot reach the workers' network "
+           "namespaces: name the server's TCP address (host=127.0.0.1) or use network: host";
+    return std::nullopt;
+  }
+  if (to.front() == '/' || to.front() == '@') {
+    *why = "host " + to + " is a Unix-socket directory, which cannot reach the workers' network namespaces: name the "
+           "server's TCP address (host=127.0.0.1) or use network: host";
+    return std::nullopt;
+  }
+  if (to.find(',') != std::string::npos || port.find(',') != std::string::npos) {
+    *why = "the DSN lists several hosts (" + to + "); a run in network: namespaces relays one: name one server";
+    return std::nullopt;
+  }
+  NetAddress a{to, 5432};
+  if (!port.empty()) {
+    const bool digits = port.size() <= 5 && std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const long n = digits ? std::stol(port) : 0;
+    if (n < 1 || n > 65535) {
+      *why = "port " + port + " is not in 1..65535";
+      return std::nullopt;
+    }
+    a.port = static_cast<std::uint16_t>(n);
+  }
+  return a;
+}
+
+std::string dsn_at(std::string_view dsn, const NetAddress& at) {
+  std::string why;
+  if (!dsn_address(dsn, &why)) throw std::invalid_argument(why);
+  auto opts = parse_dsn(dsn);
+  std::string out = "hostaddr=" + postgres::quoted(at.host) + " port=" + std::to_string(at.port);
+  for (const PQconninfoOption* o = opts.get(); o->keyword; ++o) {
+    if (!o->val || !*o->val || std::strcmp(o->keyword, "hostaddr") == 0 || std::strcmp(o->keyword, "port") == 0) continue;
+    out += ' ';
+    out += o->keyword;
+    out += '=';
+    out += quoted(o->val);
+  }
+  return out;
+}
+
 }  // namespace fencecheck::postgres
 
 namespace fencecheck::postgres::detail {

@@ -6,9 +6,8 @@
 // Each http run gets a fencecheck-store of its own, started here on 127.0.0.1:0 with the fencing
 // mode of the scenario's store (per-key, or none for the -unfenced twins), because the store's
 // marks outlive a run and every run's tokens start low again (a fresh embedded etcd).
-// The partition scenarios are not here: their workers live in network namespaces of the run's own
-// and cannot reach a service on the host's loopback; the PostgreSQL suite covers a partition from
-// an embedded resource.
+// The partition scenarios are not here: they need root (network namespaces); relay_root_test.cpp
+// runs a partition against an http service on the host's loopback, reached through the lab's relay.
 #include <unistd.h>
 
 #include <set>
@@ -26,30 +25,6 @@ namespace fs = std::filesystem;
 namespace bp = boost::process;
 
 const fs::path kScenarios = fs::path(FENCECHECK_SOURCE_DIR) / "scenarios";
-
-/// fencecheck-store on 127.0.0.1:0, as the harness starts it; stopped (SIGTERM) on destruction.
-class StoreProcess {
- public:
-  StoreProcess(const fs::path& data, const std::string& fencing) {
-    child_ = bp::child(FENCECHECK_STORE_BIN, bp::args({"--listen", "127.0.0.1:0", "--data-dir", data.string(), "--fencing", fencing}),
-                       bp::std_out > out_, bp::std_err > bp::null, bp::std_in < bp::null);
-    std::string line;
-    if (std::getline(out_, line)) {  // its first line announces the address: the event we wait for
-      auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_object() && j.contains("listening")) url_ = "http://" + j["listening"].get<std::string>();
-    }
-  }
-  ~StoreProcess() {
-    if (child_.running()) ::kill(child_.id(), SIGTERM);
-    child_.wait();
-  }
-  const std::string& url() const { return url_; }
-
- private:
-  bp::ipstream out_;
-  bp::child child_;
-  std::string url_;
-};
 
 struct Outcome {
   std::string verdict;
@@ -89,7 +64,7 @@ TEST_P(HttpKindAgainstTheStore, GivesTheSameVerdictAsKindStore) {
   ASSERT_TRUE(store.met) << ::testing::PrintToString(store.reasons);
 
   // The same plan, with its resource replaced by kind http at a store of the same fencing mode.
-  StoreProcess service(work / "service-data", sc.resource().fencing());
+  fctest::StoreProcess service(FENCECHECK_STORE_BIN, work / "service-data", sc.resource().fencing());
   ASSERT_FALSE(service.url().empty()) << "fencecheck-store did not announce its address";
   nlohmann::json plan = to_json(sc);
   plan["resource"] = {{"kind", "http"}, {"url", service.url()}};

@@ -94,4 +94,29 @@ inline bool is_stopped(pid_t pid) {
   return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'T';
 }
 
+/// fencecheck-store (`bin`) on 127.0.0.1:0, as the harness starts it, standing for a user's HTTP
+/// service; stopped (SIGTERM) on destruction.
+class StoreProcess {
+ public:
+  StoreProcess(const fs::path& bin, const fs::path& data, const std::string& fencing) {
+    child_ = bp::child(bin.string(), bp::args({"--listen", "127.0.0.1:0", "--data-dir", data.string(), "--fencing", fencing}),
+                       bp::std_out > out_, bp::std_err > bp::null, bp::std_in < bp::null);
+    std::string line;
+    if (std::getline(out_, line)) {  // its first line announces the address: the event we wait for
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_object() && j.contains("listening")) url_ = "http://" + j["listening"].get<std::string>();
+    }
+  }
+  ~StoreProcess() {
+    if (child_.running()) ::kill(child_.id(), SIGTERM);
+    child_.wait();
+  }
+  const std::string& url() const { return url_; }
+
+ private:
+  bp::ipstream out_;
+  bp::child child_;
+  std::string url_;
+};
+
 }  // namespace fctest

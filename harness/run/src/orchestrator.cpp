@@ -368,7 +368,7 @@ std::vector<std::pair<std::string, std::string>> Run::protocol_env(const WorkerS
       {"FENCECHECK_RUN_DIR", dir_.path().string()},
       {"FENCECHECK_SEED", std::to_string(sc_.seed())},
       {"FENCECHECK_LOCK_SERVICE", sc_.lock_service().kind},
-      {"FENCECHECK_LOCK_ENDPOINTS", services_->issuer(sc_.issuer_of(w)).endpoints_text()},
+      {"FENCECHECK_LOCK_ENDPOINTS", services_->worker_lock_endpoints_text(sc_.issuer_of(w))},
       {"FENCECHECK_LOCK_NAME", lock_name_},
       {"FENCECHECK_LEASE_TTL_S", std::to_string(std::chrono::ceil<std::chrono::seconds>(sc_.lease_ttl()).count())},
       {"FENCECHECK_LEASE_TTL_MS", std::to_string(sc_.lease_ttl().count())},
@@ -394,7 +394,7 @@ std::vector<std::pair<std::string, std::string>> Run::protocol_env(const WorkerS
   if (sc_.lock_service().kind == kNoLockService)
     std::erase_if(env, [](const auto& kv) { return kv.first == "FENCECHECK_LOCK_ENDPOINTS"; });
   // The lock service's own conventional variables (etcd: ETCDCTL_ENDPOINTS, ETCDCTL_API).
-  for (auto& [name, value] : services_->issuer(sc_.issuer_of(w)).worker_env()) env.emplace_back(name, value);
+  for (auto& [name, value] : services_->worker_lock_env(sc_.issuer_of(w))) env.emplace_back(name, value);
   // The resource kind's own variables: its address in the form its clients take (a URL, a DSN).
   for (auto& [name, value] : resources::find_resource_kind(sc_.resource().kind)->worker_env(endpoint))
     env.emplace_back(std::move(name), std::move(value));
@@ -461,7 +461,7 @@ void Run::launch_worker(WorkerState& w) {
     spec.exe = (opt_.bin_dir.empty() ? process::self_bin_dir() : opt_.bin_dir) / "fencecheck-worker";
     // The lease TTL in whole seconds when it is (etcd's always is), else in milliseconds.
     const auto ttl_ms = sc_.lease_ttl().count();
-    spec.args = {"--id", id, "--lock-service", services_->issuer(sc_.issuer_of(*w.spec)).endpoint().dump(), "--resource",
+    spec.args = {"--id", id, "--lock-service", services_->worker_lock_endpoint(sc_.issuer_of(*w.spec)).dump(), "--resource",
                  services_->resource_endpoint().dump(), "--lock", lock_name_, "--key", sc_.key_of(*w.spec),
                  ttl_ms % 1000 == 0 ? "--ttl-s" : "--ttl-ms", std::to_string(ttl_ms % 1000 == 0 ? ttl_ms / 1000 : ttl_ms),
                  "--segments", std::to_string(job.segments),

@@ -10,15 +10,36 @@
 
 #include "fencecheck/faults/command.h"
 #include "fencecheck/faults/ledger.h"
+#include "fencecheck/faults/relay.h"
 #include "fencecheck/faults/worker_group.h"
 #include "fencecheck/process/child_process.h"
 #include "fencecheck/harness/netns_scope.h"
+#include "home_netns.h"
 
 namespace fencecheck::harness {
 namespace fs = std::filesystem;
 
 namespace {
 constexpr int kLabResourcePort = 7070;  // the resource's port in its own namespace
+
+/// `list` (one endpoint or a comma-separated list) with each member that `rewrites` names replaced.
+std::string rewrite_list(const std::string& list, const std::vector<std::pair<std::string, std::string>>& rewrites) {
+  std::string out;
+  std::size_t from = 0;
+  while (true) {
+    const auto comma = list.find(',', from);
+    std::string member = list.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    for (const auto& [real, relayed] : rewrites)
+      if (member == real) {
+        member = relayed;
+        break;
+      }
+    out += member;
+    if (comma == std::string::npos) return out;
+    out += ',';
+    from = comma + 1;
+  }
+}
 }  // namespace
 
 struct Services::Impl {
@@ -31,7 +52,54 @@ struct Services::Impl {
   /// others follow, each with its own data directory and log. Empty once stopped.
   std::vector<std::unique_ptr<locks::LockServiceInstance>> issuers;
   std::unique_ptr<resources::ResourceInstance> resource;
+  /// network: namespaces with the user's services: the relays from the lab to them (relay.h), and
+  /// each of issuer 1's endpoints as the workers get it (real spelling, relayed spelling).
+  std::unique_ptr<faults::TcpRelay> relay;
+  std::vector<std::pair<std::string, std::string>> lock_rewrites;
+
+  /// Starts the relays for the user's lock service and resource (none when both are embedded) and
+  /// says what the workers get instead of their addresses. Throws EnvironmentError.
+  void start_relays(const Scenario& sc, const locks::LockServiceKind& lock_kind, const resources::ResourceKind& res_kind,
+                    nlohmann::json& resource_endpoint);
 };
+
+void Services::Impl::start_relays(const Scenario& sc, const locks::LockServiceKind& lock_kind,
+                                  const resources::ResourceKind& res_kind, nlohmann::json& resource_endpoint) {
+  const std::string lock_at = lab->service("lock-service").address, resource_at = lab->service("resource").address;
+  std::vector<faults::RelayRequest> requests;
+  std::vector<std::pair<std::string, NetAddress>> lock_targets;
+  std::string why;
+  if (!sc.lock_service().embedded() && sc.lock_service().kind != kNoLockService) {
+    const nlohmann::json e = issuers.front()->endpoint();
+    for (const auto& v : e.value("endpoints", nlohmann::json::array())) {
+      if (!v.is_string()) continue;
+      auto target = lock_kind.endpoint_address(v.get<std::string>(), &why);
+      if (!target) throw EnvironmentError("lock service endpoint " + v.get<std::string>() + " cannot be relayed into the network lab: " + why);
+      lock_targets.emplace_back(v.get<std::string>(), *target);
+      requests.push_back({"lock service " + v.get<std::string>(), lock_at, *target});
+    }
+  }
+  std::optional<NetAddress> resource_target;
+  if (!res_kind.embedded(sc.resource().config)) {
+    resource_target = res_kind.endpoint_address(resource_endpoint, &why);
+    if (!resource_target) throw EnvironmentError("resource " + sc.resource().kind + " cannot be relayed into the network lab: " + why);
+    requests.push_back({"resource " + sc.resource().kind, resource_at, *resource_target});
+  }
+  if (requests.empty()) return;
+  auto plan = faults::plan_relays(requests);
+  try {
+    relay = std::make_unique<faults::TcpRelay>(plan, hub->original_fd());
+  } catch (const std::exception& err) {
+    throw EnvironmentError(std::string("network: namespaces: ") + err.what());
+  }
+  for (const auto& [real, target] : lock_targets)
+    lock_rewrites.emplace_back(real, lock_kind.endpoint_at(real, faults::find_relay(plan, lock_at, target)->listen));
+  if (resource_target)
+    resource_endpoint = res_kind.endpoint_at(resource_endpoint, faults::find_relay(plan, resource_at, *resource_target)->listen);
+  for (const auto& r : plan)
+    spdlog::info("{}: relay {} -> {} ({}; from the harness's own network namespace)", sc.name(), r.listen.text(),
+                 r.target.text(), r.name);
+}
 
 Services::Services(const Scenario& sc, const RunDirectory& dir, const RunOptions& opt, faults::FaultLedger& ledger)
     : impl_(std::make_unique<Impl>()) {
@@ -77,7 +145,7 @@ Services::Services(const Scenario& sc, const RunDirectory& dir, const RunOptions
       impl_->lab.reset();
       throw EnvironmentError(std::string("network: namespaces needs network namespaces (root, iproute2): ") + err.what());
     }
-    impl_->hub = std::make_unique<NetnsScope>(impl_->lab->hub_netns());
+    impl_->hub = std::make_unique<NetnsScope>(impl_->lab->hub_netns());  // original_fd(): the harness's own
     lctx.host = impl_->lab->service("lock-service").address;
     lctx.lab = true;
     rctx.host = impl_->lab->service("resource").address;
@@ -99,7 +167,18 @@ Services::Services(const Scenario& sc, const RunDirectory& dir, const RunOptions
       ctx.log_path = [&dir, k](const std::string& name) { return dir.log_path(name + "-issuer-" + std::to_string(k)); };
     }
     try {
-      impl_->issuers.push_back(lock_kind->open(ls.endpoints, ls.config, ctx));
+      if (impl_->hub && !ls.embedded()) {
+        // The user's lock service is outside the lab: the harness talks to it from its own
+        // namespace (home_netns.h), the workers through a relay (start_relays).
+        std::unique_ptr<locks::LockServiceInstance> opened;
+        {
+          NetnsScope home(impl_->hub->original_fd(), "the harness's own");
+          opened = lock_kind->open(ls.endpoints, ls.config, ctx);
+        }
+        impl_->issuers.push_back(std::make_unique<detail::HomeLockService>(std::move(opened), impl_->hub->original_fd()));
+      } else {
+        impl_->issuers.push_back(lock_kind->open(ls.endpoints, ls.config, ctx));
+      }
     } catch (const locks::LockServiceUnavailable& err) {
       const std::string where = k > 1             ? " (issuer " + std::to_string(k) + ")"
                                 : ls.embedded() ? ""
@@ -114,7 +193,16 @@ Services::Services(const Scenario& sc, const RunDirectory& dir, const RunOptions
   const auto* kind = resources::find_resource_kind(sc.resource().kind);
   if (!kind) throw std::logic_error("resource kind " + sc.resource().kind + " is not registered");
   try {
-    impl_->resource = kind->open(sc.resource().config, rctx);
+    if (impl_->hub && !kind->embedded(sc.resource().config)) {
+      std::unique_ptr<resources::ResourceInstance> opened;
+      {
+        NetnsScope home(impl_->hub->original_fd(), "the harness's own");
+        opened = kind->open(sc.resource().config, rctx);
+      }
+      impl_->resource = std::make_unique<detail::HomeResource>(std::move(opened), impl_->hub->original_fd());
+    } else {
+      impl_->resource = kind->open(sc.resource().config, rctx);
+    }
   } catch (const resources::ResourceUnavailable& err) {
     throw EnvironmentError(std::string("resource ") + sc.resource().kind + ": " + err.what());
   } catch (const resources::ResourceConfigError& err) {
@@ -128,11 +216,16 @@ Services::Services(const Scenario& sc, const RunDirectory& dir, const RunOptions
   }
   resource_endpoint_ = impl_->resource->endpoint();
   spdlog::info("{}: resource {}", sc.name(), impl_->resource->describe());
+  if (impl_->lab) impl_->start_relays(sc, *lock_kind, *kind, resource_endpoint_);
 }
 
 Services::~Services() { stop(); }
 
 void Services::stop() {
+  if (impl_->relay) {  // the workers' connections to the user's services end with the run
+    impl_->relay->stop();
+    impl_->relay.reset();
+  }
   if (impl_->resource) {
     impl_->resource->stop();
     impl_->resource.reset();
@@ -171,6 +264,27 @@ locks::LockServiceInstance& Services::issuer(int index) const {
   if (index < 0 || static_cast<std::size_t>(index) >= impl_->issuers.size())
     throw std::out_of_range("no issuer " + std::to_string(index + 1) + " in this run");
   return *impl_->issuers[static_cast<std::size_t>(index)];
+}
+
+nlohmann::json Services::worker_lock_endpoint(int index) const {
+  nlohmann::json e = issuer(index).endpoint();
+  if (index != 0 || impl_->lock_rewrites.empty()) return e;
+  if (auto it = e.find("endpoints"); it != e.end() && it->is_array())
+    for (auto& v : *it)
+      if (v.is_string()) v = rewrite_list(v.get<std::string>(), impl_->lock_rewrites);
+  return e;
+}
+
+std::string Services::worker_lock_endpoints_text(int index) const {
+  const std::string text = issuer(index).endpoints_text();
+  return index == 0 ? rewrite_list(text, impl_->lock_rewrites) : text;
+}
+
+std::map<std::string, std::string> Services::worker_lock_env(int index) const {
+  auto env = issuer(index).worker_env();
+  if (index == 0)
+    for (auto& [name, value] : env) value = rewrite_list(value, impl_->lock_rewrites);
+  return env;
 }
 
 int Services::issuer_count() const { return std::max(1, static_cast<int>(impl_->issuers.size())); }

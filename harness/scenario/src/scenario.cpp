@@ -760,6 +760,9 @@ class ScenarioParser {
       for (const Value& item : list(*e, true)) {  // [] is the same as no endpoints: embedded
         std::string endpoint = string(item);
         if (std::string why = lk->check_endpoint(endpoint); !why.empty()) fail(item, why);
+        // network: namespaces relays each endpoint into the lab (docs/architecture.md, "Relays").
+        if (std::string why; kind != kNoLockService && in_network_lab(m) && !lk->endpoint_address(endpoint, &why))
+          fail(item, "network: namespaces relays each of the lock service's endpoints to the workers; " + why);
         spec.endpoints.push_back(endpoint);
       }
     }
@@ -831,6 +834,21 @@ class ScenarioParser {
     s.resource_.kind = kind;
     s.resource_.positions = positions_of(rv, r);
     s.resource_.config = rk->parse(Fields(*this, r));
+    // network: namespaces relays the user's resource into the lab (docs/architecture.md, "Relays").
+    if (in_network_lab(m))
+      if (auto problem = rk->relay_problem(s.resource_.config)) {
+        const std::optional<Value> field = problem->first.empty() ? std::nullopt : r.get(problem->first);
+        fail(field ? *field : rv, problem->second);
+      }
+  }
+
+  /// True when the scenario asks for `network: namespaces` (either spelling); a wrong value is
+  /// parse_network's to report. For the checks that need the mode before it is parsed.
+  static bool in_network_lab(const Map& m) {
+    const auto v = m.get("network");
+    if (!v) return false;
+    const YAML::Node mode = v->node.IsMap() ? v->node["mode"] : v->node;
+    return mode && mode.IsScalar() && mode.Scalar() == "namespaces";
   }
 
   /// Where `network` and its subnet were written, and the subnet's prefix length (0 on the host

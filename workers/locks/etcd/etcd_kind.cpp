@@ -383,6 +383,11 @@ class EtcdKind final : public LockServiceKind {
     return "expected an endpoint URL like \"http://127.0.0.1:2379\", got \"" + std::string(endpoint) + "\"";
   }
 
+  std::optional<NetAddress> endpoint_address(std::string_view endpoint, std::string* why) const override {
+    return url_address(endpoint, 0, why);
+  }
+  std::string endpoint_at(std::string_view endpoint, const NetAddress& at) const override { return url_at(endpoint, at); }
+
   std::string check_lease_ttl(std::chrono::milliseconds ttl, std::string_view written) const override {
     if (ttl.count() % 1000 == 0) return "";
     return "etcd leases are whole seconds: expected a whole number of seconds like \"2s\", got \"" + std::string(written) + "\"";

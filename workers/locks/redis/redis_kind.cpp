@@ -326,6 +326,11 @@ class RedisKind final : public LockServiceKind {
     return redis_detail::parse_endpoint(endpoint, &error) ? std::string() : error;
   }
 
+  std::optional<NetAddress> endpoint_address(std::string_view endpoint, std::string* why) const override {
+    return url_address(endpoint, 0, why);
+  }
+  std::string endpoint_at(std::string_view endpoint, const NetAddress& at) const override { return url_at(endpoint, at); }
+
   std::string token_description() const override {
     return "INCR of \"<lock>:fence\", in the same Lua script as the SET NX PX that grants the lock (token: fenced); "
            "token: none has no token at all";

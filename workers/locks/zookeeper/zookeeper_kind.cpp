@@ -289,6 +289,11 @@ class ZooKeeperKind final : public LockServiceKind {
     return out;
   }
 
+  std::optional<NetAddress> endpoint_address(std::string_view endpoint, std::string* why) const override {
+    return host_port_address(endpoint, why);
+  }
+  std::string endpoint_at(std::string_view /*endpoint*/, const NetAddress& at) const override { return at.text(); }
+
   std::string check_endpoint(std::string_view endpoint) const override {
     const std::string e(endpoint);
     const std::string expected = "expected host:port (a ZooKeeper client address, e.g. 127.0.0.1:2181), got \"" + e + "\"";

@@ -19,7 +19,9 @@
 // gets nothing (veths are created directly inside the namespaces, `ip -n <hub> link add ... peer
 // name ... netns <host>`), so no route, address, link or firewall rule of the host changes.
 // The lock service and the store get separate addresses so that a partition can cut a host off
-// from one but not the other by address alone (partition.h).
+// from one but not the other by address alone (partition.h). The scenario's own services (outside
+// the lab) are reached through relays listening on those same addresses (relay.h), so the same
+// partitions cut them.
 // Each hub-side port gets a clsact qdisc (tc-bpf(8), "clsact") at setup, the hook for partitions.
 //
 // Names: namespaces "fc-<run_id>-<host>" and "fc-<run_id>-hub"; links and the bridge are

@@ -43,6 +43,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fencecheck/proto/kind_fields.h"
+#include "fencecheck/proto/net_address.h"
 #include "fencecheck/proto/readback.h"
 #include "fencecheck/resources/effect_mode.h"
 #include "fencecheck/resources/writer.h"
@@ -184,6 +185,30 @@ class ResourceKind {
   /// The worker's writer for an endpoint this kind's instance gave; what make_resource_writer
   /// (writer.h) builds for {"kind": name(), ...}. Throws std::invalid_argument naming the field an
   /// endpoint lacks.
+  // ---- network: namespaces with the user's resource: the lab's relay (docs/architecture.md,
+  // "Relays"). The harness relays the address workers connect to from the lab's resource address,
+  // and workers get endpoint_at() of it; the harness's own connections (health, read-back) go to
+  // the real address. A kind that does not override these cannot be relayed.
+  /// The TCP address a worker's connections to `endpoint` (this kind's endpoint() JSON) go to.
+  /// nullopt with *why set when none can be relayed. Pure.
+  [[nodiscard]] virtual std::optional<NetAddress> endpoint_address(const nlohmann::json& /*endpoint*/,
+                                                                   std::string* why) const {
+    *why = "resource kind " + std::string(name()) + " does not say how workers reach it, so it cannot be relayed";
+    return std::nullopt;
+  }
+  /// `endpoint` with that address replaced by `at` (the relay's), every other field kept. Pure.
+  [[nodiscard]] virtual nlohmann::json endpoint_at(const nlohmann::json& endpoint, const NetAddress& /*at*/) const {
+    return endpoint;
+  }
+  /// `fencecheck validate` of a scenario with `network: namespaces`: for the user's resource
+  /// (embedded(config) false) the field (a key of `resource:`, "" for the mapping) and why workers
+  /// in namespaces cannot reach it through a relay; nullopt when they can or the resource is
+  /// embedded (it runs in the lab). Pure.
+  [[nodiscard]] virtual std::optional<std::pair<std::string, std::string>> relay_problem(const nlohmann::json& config) const {
+    if (embedded(config)) return std::nullopt;
+    return std::pair<std::string, std::string>{"", "resource kind " + std::string(name()) +
+                                                       " cannot be relayed into network: namespaces (use network: host)"};
+  }
   [[nodiscard]] virtual std::unique_ptr<ResourceWriter> make_writer(const nlohmann::json& endpoint,
                                                                     std::chrono::milliseconds timeout) const = 0;
   /// `fencecheck cleanup`: ends an embedded instance of this kind that a dead harness left running

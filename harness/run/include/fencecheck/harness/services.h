@@ -13,9 +13,13 @@
 // The calling (main) thread enters the hub for the life of the Services, so the lock service and
 // the store start there (the lock service on the lab's lock-service address and its kind's own
 // well-known port) and every harness-side connection (health, watch, read-back) is made from there;
-// workers are launched through `ip netns exec <their namespace>` (worker_prefix()).
+// workers are launched through `ip netns exec <their namespace>` (worker_prefix()). The user's
+// services (lock_service.endpoints, a resource's DSN or URL) stay outside the lab: the harness
+// reaches them from its own namespace (each call made from there), the workers through a relay per
+// endpoint on the lab's service address (fencecheck/faults/relay.h), which partitions and netem cut.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -60,7 +64,17 @@ class Services {
   [[nodiscard]] locks::LockServiceInstance& issuer(int index) const;
   /// How many lock services the run has (lock_service.issuers; 1 after stop()).
   [[nodiscard]] int issuer_count() const;
-  /// What workers are told about the resource (fencecheck/resources/writer.h's endpoint JSON).
+  /// What workers are told about issuer `index`'s lock service (0-based): its endpoint JSON,
+  /// FENCECHECK_LOCK_ENDPOINTS and its kind's variables (ETCDCTL_ENDPOINTS...). The instance's own
+  /// with `network: namespaces` and the user's lock service, each endpoint spelled at its relay in
+  /// the lab (docs/architecture.md, "Relays"); the harness itself uses the real ones. Throws as
+  /// issuer().
+  [[nodiscard]] nlohmann::json worker_lock_endpoint(int index) const;
+  [[nodiscard]] std::string worker_lock_endpoints_text(int index) const;
+  [[nodiscard]] std::map<std::string, std::string> worker_lock_env(int index) const;
+  /// What workers are told about the resource (fencecheck/resources/writer.h's endpoint JSON);
+  /// with `network: namespaces` and the user's resource, its address is the relay's in the lab
+  /// (a DSN's hostaddr/port, an HTTP base URL's host/port).
   [[nodiscard]] const nlohmann::json& resource_endpoint() const { return resource_endpoint_; }
   /// The run's resource (read-back, health). Throws std::logic_error after stop().
   [[nodiscard]] resources::ResourceInstance& resource() const;

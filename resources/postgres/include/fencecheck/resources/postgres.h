@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "fencecheck/proto/net_address.h"
+
 namespace fencecheck::postgres {
 
 // ---- The default SQL: the correct per-key rule (docs/resource-postgres.md, "The defaults").
@@ -120,6 +122,19 @@ inline constexpr std::string_view kNone = "none";
 /// a DSN: libpq reads the password from PGPASSWORD, ~/.pgpass or a service file (34.15, 34.16,
 /// 34.17), so it never has to be in a scenario. False for a DSN libpq cannot parse. Thread-safe.
 [[nodiscard]] bool dsn_has_password(std::string_view dsn);
+
+/// For the network lab's relay (docs/architecture.md, "Relays"): the one TCP address a DSN's
+/// connections go to: `hostaddr` when set, else `host`, and `port` (libpq's default 5432 when
+/// unset). nullopt with *why set when it has none a relay can stand in for: a DSN libpq cannot
+/// parse, no host (libpq would use a Unix socket), a Unix-socket directory ("/..." or "@..."), or
+/// several hosts or ports (a comma list). Pure; thread-safe.
+[[nodiscard]] std::optional<NetAddress> dsn_address(std::string_view dsn, std::string* why);
+/// `dsn` with its connections sent to `at`: parsed by PQconninfoParse and written back as
+/// key=value pairs with `hostaddr` = at.host and `port` = at.port; every other keyword is kept as
+/// written, `host` included, so that ~/.pgpass, TLS name checks (sslmode=verify-full) and Kerberos
+/// still see the name the user gave (libpq 34.1.2: hostaddr is used to connect, host for those).
+/// Throws std::invalid_argument for a DSN dsn_address() refuses. Thread-safe.
+[[nodiscard]] std::string dsn_at(std::string_view dsn, const NetAddress& at);
 
 // ---- Orphans
 

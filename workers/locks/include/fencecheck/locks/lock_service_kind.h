@@ -45,6 +45,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fencecheck/proto/event.h"
+#include "fencecheck/proto/net_address.h"
 #include "fencecheck/proto/kind_fields.h"  // KindFields: the loader's field reader, shared by every axis
 
 namespace fencecheck::locks {
@@ -265,6 +266,22 @@ class LockServiceKind {
   [[nodiscard]] virtual std::unique_ptr<LockServiceInstance> open(const std::vector<std::string>& endpoints,
                                                                   const nlohmann::json& config,
                                                                   const LockServiceRunContext& ctx) const = 0;
+  // ---- network: namespaces with the user's lock service: the lab's relay (docs/architecture.md,
+  // "Relays"). The harness relays each endpoint's address from the lab's lock-service address and
+  // workers get endpoint_at() of it; the harness itself (health, the issuer watch) talks to the
+  // real endpoint. A kind that does not override these cannot be relayed.
+  /// The TCP address one of the scenario's endpoints (check_endpoint() accepted it, or the
+  /// instance's own spelling of it) connects to. nullopt with *why set when it cannot be relayed.
+  /// Pure.
+  [[nodiscard]] virtual std::optional<NetAddress> endpoint_address(std::string_view /*endpoint*/, std::string* why) const {
+    *why = "lock service kind " + std::string(name()) + " does not say how its endpoints are reached, so they cannot be "
+           "relayed into network: namespaces";
+    return std::nullopt;
+  }
+  /// `endpoint` spelled at `at` (the relay's address) in the kind's own form. Pure.
+  [[nodiscard]] virtual std::string endpoint_at(std::string_view endpoint, const NetAddress& /*at*/) const {
+    return std::string(endpoint);
+  }
   /// `fencecheck cleanup`: ends an embedded server of this kind that a dead harness left running
   /// for the run directory `run_dir` (each kind records its own server there); one sentence per
   /// server found, and how many it could not prove stopped (their record is kept, so that the
