@@ -206,6 +206,26 @@ const std::vector<std::string_view>& write_parameters() {
   return kNames;
 }
 
+const std::vector<std::string_view>& read_parameters() {
+  static const std::vector<std::string_view> kNames{"keys"};
+  return kNames;
+}
+
+std::string text_array_literal(const std::vector<std::string>& values) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ',';
+    out += '"';
+    for (const char c : values[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
 std::vector<CompiledSql> compile_write_sql(const std::vector<std::string>& statements) {
   if (statements.empty()) throw std::invalid_argument("write: no statement");
   std::vector<CompiledSql> out;
