@@ -354,18 +354,24 @@ class PostgresInstance final : public ResourceInstance {
     const std::string& dsn = dsn_;
     const char* keywords[] = {"dbname", "connect_timeout", nullptr};
     const char* values[] = {dsn.c_str(), "10", nullptr};
-    switch (PQpingParams(keywords, values, /*expand_dbname=*/1)) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const PGPing ping = PQpingParams(keywords, values, /*expand_dbname=*/1);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    switch (ping) {
       case PQPING_OK:
         return;
       case PQPING_REJECT:
         throw ResourceUnavailable("PostgreSQL at " + shown_ +
                                   " refuses connections (starting up, shutting down or in recovery: PQping)");
       case PQPING_NO_RESPONSE: {
-        // PQping says only "no response", whether the port refused at once or nothing answered
-        // for 10 s: a connection attempt's own error says which (libpq's text, errno's words).
+        // PQping says only "no response", whether the port refused at once (or the host name did
+        // not resolve) or nothing answered for 10 s. When it came back early, a connection
+        // attempt's own error says which, in libpq's words (errno's "Connection refused").
         std::string why;
-        pq::Session attempt(dsn, shown_);
-        if (attempt.ensure_connected(10s, why)) why.clear();
+        if (took < 9s) {
+          pq::Session attempt(dsn, shown_);
+          if (attempt.ensure_connected(10s, why)) why.clear();
+        }
         if (why.find("Connection refused") != std::string::npos)
           throw ResourceUnavailable("PostgreSQL at " + shown_ +
                                     " refused the connection (connection refused: nothing listens at that address and "

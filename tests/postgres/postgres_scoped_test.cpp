@@ -66,6 +66,7 @@ struct RunOutcome {
   fctest::Result r;
   nlohmann::json verdict;
   nlohmann::json readback;
+  std::string html;  ///< report.html
 };
 
 RunOutcome run(const fs::path& file, const fs::path& work) {
@@ -76,6 +77,7 @@ RunOutcome run(const fs::path& file, const fs::path& work) {
   if (dir.empty()) return o;
   o.verdict = nlohmann::json::parse(fctest::slurp(dir / "verdict.json"));
   o.readback = nlohmann::json::parse(fctest::slurp(dir / "readback.json"));
+  o.html = fctest::slurp(dir / "report.html");
   return o;
 }
 
@@ -101,6 +103,7 @@ void expect_us2_ignored_and_run_met(const RunOutcome& o, const nlohmann::json& c
   const std::string summary = "ignored " + std::to_string(rows) + " rows of 1 key the run did not write: us-2";
   EXPECT_EQ(o.verdict["ignored"]["summary"], summary);
   EXPECT_NE(o.r.out.find(summary), std::string::npos) << o.r.out;
+  EXPECT_NE(o.html.find("Not judged: " + summary), std::string::npos) << "report.html says it too";
   EXPECT_EQ(o.readback.at("ignored").at("keys"), o.verdict["ignored"]["keys"]);
   for (const auto& c : o.readback.at("chunks")) EXPECT_EQ(c.at("key"), "ledger") << c.dump();
   for (const auto& l : o.readback.at("log")) EXPECT_EQ(l.at("key"), "ledger") << l.dump();

@@ -1241,7 +1241,7 @@ nlohmann::json ScenarioResult::to_json() const {
           {"longest_pause_s", longest_pause_s ? nlohmann::json(*longest_pause_s) : nlohmann::json(nullptr)},
           {"longest_pause_source", longest_pause_source}, {"duration_s", duration_s},
           {"repetition", repetition},     {"repetitions", repetitions},
-          {"black_box_workers", black_box_workers}, {"protocol_errors", [this] {
+          {"black_box_workers", black_box_workers}, {"ignored", ignored}, {"protocol_errors", [this] {
              nlohmann::json errors = nlohmann::json::array();
              for (const auto& pe : protocol_errors)
                errors.push_back({{"worker", pe.worker},
