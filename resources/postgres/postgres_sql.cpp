@@ -206,26 +206,6 @@ const std::vector<std::string_view>& write_parameters() {
   return kNames;
 }
 
-const std::vector<std::string_view>& read_parameters() {
-  static const std::vector<std::string_view> kNames{"keys"};
-  return kNames;
-}
-
-std::string text_array_literal(const std::vector<std::string>& values) {
-  std::string out = "{";
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (i) out += ',';
-    out += '"';
-    for (const char c : values[i]) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
-  }
-  out += '}';
-  return out;
-}
-
 std::vector<CompiledSql> compile_write_sql(const std::vector<std::string>& statements) {
   if (statements.empty()) throw std::invalid_argument("write: no statement");
   std::vector<CompiledSql> out;
@@ -243,6 +223,28 @@ std::vector<CompiledSql> compile_write_sql(const std::vector<std::string>& state
         "write: must use $token (the fencing token: the resource must compare it with the key's high-water mark, "
         "atomically with the write)",
         0, 0);
+  return out;
+}
+
+// ---- The read-back queries' and delete's $keys (postgres_sql.h)
+
+const std::vector<std::string_view>& read_parameters() {
+  static const std::vector<std::string_view> kNames{"keys"};
+  return kNames;
+}
+
+std::string text_array_literal(const std::vector<std::string>& values) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ',';
+    out += '"';
+    for (const char c : values[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
   return out;
 }
 
