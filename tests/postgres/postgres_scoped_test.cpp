@@ -125,7 +125,6 @@ TEST(PostgresScoped, TheDefaultQueriesReadOnlyTheRunsKeysAndCountTheTeamsRowsAsI
 TEST(PostgresScoped, UserQueriesWithoutKeysReturnEveryRowAndTheHarnessDropsTheOthers) {
   TeamDb team("scoped-user");
   const std::string& dsn = team.dsn;
-  Conn& db = team.db;
   const fs::path work = fctest::fresh_dir("pg-scoped-user");
   const RunOutcome o =
       run(scenario(work, dsn,
@@ -140,7 +139,6 @@ TEST(PostgresScoped, UserQueriesWithoutKeysReturnEveryRowAndTheHarnessDropsTheOt
 TEST(PostgresScoped, AUserQueryThatTakesKeysLeavesTheOthersUnreadAndSaysTheyWereNotCounted) {
   TeamDb team("scoped-user-keys");
   const std::string& dsn = team.dsn;
-  Conn& db = team.db;
   const fs::path work = fctest::fresh_dir("pg-scoped-user-keys");
   const RunOutcome o = run(scenario(work, dsn,
                                     "  read_back: SELECT key, segment, chunk, token, writer, data FROM fencecheck_chunks "
