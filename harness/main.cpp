@@ -355,6 +355,8 @@ CLI::App* add_probe(CLI::App& app, ProbeArgs& a) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{600000}))->capture_default_str();
   probe_cmd->add_option("--json", a.opts.json_path, "Also write the report as JSON to FILE (\"-\": JSON on stdout instead of the table)");
   probe_cmd->add_option("--junit", a.opts.junit_path, "Also write JUnit XML to FILE (one test case per rule)");
+  probe_cmd->add_flag("--keep", a.opts.keep,
+                      "Leave the rows the probe wrote in your resource (default: removed at the end with resource.delete)");
   return probe_cmd;
 }
 

@@ -36,6 +36,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <tuple>
@@ -178,6 +179,33 @@ struct ReadBackResult {
   ReadBack readback;
 };
 
+/// The read-back path's query for a scoped read-back (docs/resource-http.md, "Only the run's
+/// keys"): "?keys=" and the keys, each percent-encoded (RFC 3986 2.3: every byte but the
+/// unreserved ones, so a ',' in a key is %2C), joined by ','; "" when not scoped. A service may
+/// answer with only those keys' rows; one that ignores the query answers with every row, and the
+/// harness drops the others (drop_foreign_rows) either way.
+std::string keys_query(const std::optional<std::set<std::string>>& keys) {
+  if (!keys) return {};
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string q = "?keys=";
+  bool first = true;
+  for (const std::string& k : *keys) {
+    if (!first) q += ',';
+    first = false;
+    for (const unsigned char c : k) {
+      if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+          c == '_' || c == '~') {
+        q += static_cast<char>(c);
+      } else {
+        q += '%';
+        q += kHex[c >> 4];
+        q += kHex[c & 15];
+      }
+    }
+  }
+  return q;
+}
+
 ReadBackResult fetch_readback(const HttpContract& c, const std::string& path) {
   using P = ReadBackResult::Problem;
   ReadBackResult out;
@@ -309,7 +337,11 @@ class Instance final : public ResourceInstance {
       rb.fencing = "unknown (no read-back)";
       return rb;
     }
-    ReadBackResult r = fetch_readback(c_.contract, *c_.read_back);
+    ReadBackResult r = fetch_readback(c_.contract, *c_.read_back + keys_query(read_scope_));
+    // A service that matches its path with the query string attached (Python's
+    // BaseHTTPRequestHandler.path holds it) answers 404: ask again without it; the harness drops
+    // the other keys' entries itself.
+    if (read_scope_ && r.problem == ReadBackResult::Problem::kNoSuchPath) r = fetch_readback(c_.contract, *c_.read_back);
     if (r.problem != ReadBackResult::Problem::kNone) {
       // A service the kind started that died during the run: say so, with its exit and stderr
       // (given a moment to be reaped: its connection may close before its exit is seen).

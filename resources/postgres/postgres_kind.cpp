@@ -14,6 +14,12 @@
 //              else none.
 //   high_water a query returning key, token, or "none". Default: kDefaultHighWater when write is
 //              the default, else none.
+//   delete     a statement removing every row of $keys, or "none": what `fencecheck probe` runs at
+//              its end on the keys it wrote. Default: kDefaultDelete when write is the default,
+//              else none.
+// The three queries and delete may take $keys (postgres_sql.h read_parameters(): the run's keys,
+// a text[] bound as a parameter); the defaults do. Rows of other keys are never judged: a query
+// that does not take $keys returns them and the harness drops them (drop_foreign_rows).
 // Both last defaults follow the write: a query over a table that the user's own write does not
 // maintain would hand the checkers false evidence (an empty log is "nothing was accepted").
 #include <algorithm>
@@ -107,8 +113,15 @@ struct Shape {
 const Shape kReadBackShape{"read_back", {"key", "segment", "chunk", "token", "writer", "data"}};
 const Shape kAcceptLogShape{"accept_log", {"key", "segment", "chunk", "token", "writer"}};
 const Shape kHighWaterShape{"high_water", {"key", "token"}};
+const Shape kIgnoredShape{"ignored", {"key", "rows"}};
+const Shape kDeleteShape{"delete", {}};  // any columns, or none
 
-bool integer_column(std::string_view c) { return c == "segment" || c == "chunk" || c == "token"; }
+/// The parameter types of a compiled read-back query or delete: $1 text[] when it takes $keys.
+std::vector<Oid> keys_types(const pg::CompiledSql& c) {
+  return c.uses("keys") ? std::vector<Oid>{pq::kOidTextArray} : std::vector<Oid>{};
+}
+
+bool integer_column(std::string_view c) { return c == "segment" || c == "chunk" || c == "token" || c == "rows"; }
 
 /// Checks a described query's columns against its shape; throws ResourceConfigError at the field.
 void check_columns(const PGresult* desc, const Shape& shape) {
@@ -232,7 +245,7 @@ class PostgresInstance final : public ResourceInstance {
     rb.fencing = design_of(config_);
     std::map<std::tuple<std::string, std::int64_t, std::int64_t>, std::int64_t> last_seq;
     if (auto q = optional_query(config_, "accept_log")) {
-      auto res = query(*q, "accept_log");
+      auto res = query(*q, "accept_log", rb.ignored);
       const int c[] = {PQfnumber(res.get(), "key"), PQfnumber(res.get(), "segment"), PQfnumber(res.get(), "chunk"),
                        PQfnumber(res.get(), "token"), PQfnumber(res.get(), "writer")};
       rows("accept_log", [&] {
@@ -250,7 +263,7 @@ class PostgresInstance final : public ResourceInstance {
       });
     }
     {
-      auto res = query(config_.at("read_back").get<std::string>(), "read_back");
+      auto res = query(config_.at("read_back").get<std::string>(), "read_back", rb.ignored);
       const int c[] = {PQfnumber(res.get(), "key"),   PQfnumber(res.get(), "segment"), PQfnumber(res.get(), "chunk"),
                        PQfnumber(res.get(), "token"), PQfnumber(res.get(), "writer"),  PQfnumber(res.get(), "data")};
       rows("read_back", [&] {
@@ -272,7 +285,7 @@ class PostgresInstance final : public ResourceInstance {
       });
     }
     if (auto q = optional_query(config_, "high_water")) {
-      auto res = query(*q, "high_water");
+      auto res = query(*q, "high_water", rb.ignored);
       const int key = PQfnumber(res.get(), "key");
       const int token = PQfnumber(res.get(), "token");
       rows("high_water", [&] {
@@ -281,6 +294,43 @@ class PostgresInstance final : public ResourceInstance {
       });
     }
     return rb;
+  }
+
+  Removal remove_keys(const std::vector<std::string>& keys) override {
+    Removal out;
+    const auto statement = optional_query(config_, "delete");
+    if (!statement) {
+      out.said = "resource.delete is none (a custom schema without a delete statement): the rows of these keys are "
+                 "left in " + shown_ + "; give `delete:` (a statement taking $keys) to have them removed";
+      return out;
+    }
+    if (keys.empty()) {
+      out.removed = true;
+      out.rows = 0;
+      out.said = "no key to remove";
+      return out;
+    }
+    std::string error;
+    pq::ResultPtr res;
+    if (session_ && session_->ensure_connected(10s, error)) res = run_keyed(*statement, "delete", keys, error);
+    if (!res) {
+      out.said = "the delete did not run (" + error + "): the rows of these keys are left in " + shown_;
+      return out;
+    }
+    if (!pq::result_ok(res.get())) {
+      out.said = "PostgreSQL refused the delete (" + pq::result_error(res.get()) + "): the rows of these keys are left in " + shown_;
+      return out;
+    }
+    out.removed = true;
+    // The default's one row says how many rows it removed; a DELETE says it in its command tag.
+    if (PQresultStatus(res.get()) == PGRES_TUPLES_OK && PQntuples(res.get()) == 1 && PQnfields(res.get()) == 1 &&
+        !PQgetisnull(res.get(), 0, 0))
+      out.rows = std::strtoll(PQgetvalue(res.get(), 0, 0), nullptr, 10);
+    else if (auto n = pq::row_count(res.get()))
+      out.rows = *n;
+    out.said = "removed " + (out.rows >= 0 ? std::to_string(out.rows) + " rows" : std::string("the rows")) + " of " +
+               std::to_string(keys.size()) + (keys.size() == 1 ? " key" : " keys") + " from " + shown_;
+    return out;
   }
 
   void stop() override {
@@ -304,15 +354,32 @@ class PostgresInstance final : public ResourceInstance {
     const std::string& dsn = dsn_;
     const char* keywords[] = {"dbname", "connect_timeout", nullptr};
     const char* values[] = {dsn.c_str(), "10", nullptr};
-    switch (PQpingParams(keywords, values, /*expand_dbname=*/1)) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const PGPing ping = PQpingParams(keywords, values, /*expand_dbname=*/1);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    switch (ping) {
       case PQPING_OK:
         return;
       case PQPING_REJECT:
         throw ResourceUnavailable("PostgreSQL at " + shown_ +
                                   " refuses connections (starting up, shutting down or in recovery: PQping)");
-      case PQPING_NO_RESPONSE:
-        throw ResourceUnavailable("PostgreSQL at " + shown_ +
-                                  " does not answer (PQping: no response within 10 s); start it or fix resource.dsn");
+      case PQPING_NO_RESPONSE: {
+        // PQping says only "no response", whether the port refused at once (or the host name did
+        // not resolve) or nothing answered for 10 s. When it came back early, a connection
+        // attempt's own error says which, in libpq's words (errno's "Connection refused").
+        std::string why;
+        if (took < 9s) {
+          pq::Session attempt(dsn, shown_);
+          if (attempt.ensure_connected(10s, why)) why.clear();
+        }
+        if (why.find("Connection refused") != std::string::npos)
+          throw ResourceUnavailable("PostgreSQL at " + shown_ +
+                                    " refused the connection (connection refused: nothing listens at that address and "
+                                    "port): " + why + "; start it or fix resource.dsn");
+        throw ResourceUnavailable("PostgreSQL at " + shown_ + " does not answer (" +
+                                  (why.empty() ? std::string("PQping: no response within 10 s") : why) +
+                                  "); start it or fix resource.dsn");
+      }
       case PQPING_NO_ATTEMPT:
         throw ResourceConfigError("dsn", "libpq cannot use the dsn " + shown_ + " (PQping: no attempt made)");
     }
@@ -347,33 +414,83 @@ class PostgresInstance final : public ResourceInstance {
     auto check = [&](const std::string& sql, const Shape& shape) {
       pg::CompiledSql compiled_q;
       try {
-        compiled_q = pg::compile_sql(sql, {}, shape.field);
+        compiled_q = pg::compile_sql(sql, pg::read_parameters(), shape.field);
       } catch (const pg::SqlCompileError& e) {
         throw ResourceConfigError(shape.field, e.what());
       }
       const std::string name = std::string("fencecheck_check_") + shape.field;
-      auto res = must(session_->prepare(name, compiled_q.text, {}, kAdminTimeout, error));
+      auto res = must(session_->prepare(name, compiled_q.text, keys_types(compiled_q), kAdminTimeout, error));
       if (!pq::result_ok(res.get())) throw ResourceConfigError(shape.field, refused(res.get(), compiled_q, sql));
       res = must(session_->describe(name, kAdminTimeout, error));
       if (!pq::result_ok(res.get())) throw ResourceConfigError(shape.field, refused(res.get(), compiled_q, sql));
-      check_columns(res.get(), shape);
+      if (!shape.columns.empty()) check_columns(res.get(), shape);
     };
     check(config_.at("read_back").get<std::string>(), kReadBackShape);
     if (auto q = optional_query(config_, "accept_log")) check(*q, kAcceptLogShape);
     if (auto q = optional_query(config_, "high_water")) check(*q, kHighWaterShape);
+    if (auto q = optional_query(config_, "delete")) check(*q, kDeleteShape);
     must(session_->exec("DEALLOCATE ALL", kAdminTimeout, error));
   }
 
-  /// Runs one read-back query; throws std::runtime_error naming the resource and the field.
-  pq::ResultPtr query(const std::string& sql, const char* field) {
+  /// Runs `sql` (a read-back query or delete, compiled with read_parameters()) with $keys bound
+  /// to `keys` (NULL when nullopt) as a real parameter (the extended protocol's unnamed statement).
+  /// nullptr with `error` when it could not run.
+  pq::ResultPtr run_keyed(const std::string& sql, const char* field, const std::optional<std::vector<std::string>>& keys,
+                          std::string& error) {
+    const pg::CompiledSql compiled = pg::compile_sql(sql, pg::read_parameters(), field);
+    if (!compiled.uses("keys")) return session_->exec(sql, kAdminTimeout, error);
+    auto res = session_->prepare("", compiled.text, keys_types(compiled), kAdminTimeout, error);
+    if (!res || !pq::result_ok(res.get())) return res;
+    const std::string literal = keys ? pg::text_array_literal(*keys) : std::string();
+    const char* values[] = {keys ? literal.c_str() : nullptr};
+    return session_->exec_prepared("", 1, values, nullptr, nullptr, kAdminTimeout, error);
+  }
+
+  /// The read scope as $keys' value; nullopt when readback() is not scoped.
+  std::optional<std::vector<std::string>> scope_keys() const {
+    if (!read_scope_) return std::nullopt;
+    return std::vector<std::string>(read_scope_->begin(), read_scope_->end());
+  }
+
+  /// Counts the rows of keys outside the scope that a default query leaves out into `ignored`
+  /// (pg::kDefaultIgnored*); a user's query that takes $keys leaves rows out uncounted.
+  void count_left_out(const std::string& sql, const char* field, IgnoredRows& ignored) {
+    if (!read_scope_) return;
+    const pg::CompiledSql compiled = pg::compile_sql(sql, pg::read_parameters(), field);
+    if (!compiled.uses("keys")) return;  // it returns every row: the caller drops and counts them
+    std::string_view count;
+    if (sql == pg::kDefaultReadBack) count = pg::kDefaultIgnoredChunks;
+    else if (sql == pg::kDefaultAcceptLog) count = pg::kDefaultIgnoredAcceptLog;
+    else if (sql == pg::kDefaultHighWater) count = pg::kDefaultIgnoredHighWater;
+    if (count.empty()) {
+      ignored.add_not_counted(field);
+      return;
+    }
+    std::string error;
+    auto res = run_keyed(std::string(count), field, scope_keys(), error);
+    if (!res || PQresultStatus(res.get()) != PGRES_TUPLES_OK) {
+      spdlog::warn("postgres {}: could not count the rows of other keys: {}", field,
+                   res ? pq::result_error(res.get()) : error);
+      ignored.add_not_counted(field);
+      return;
+    }
+    const int key = PQfnumber(res.get(), "key"), rows = PQfnumber(res.get(), "rows");
+    for (int r = 0; r < PQntuples(res.get()); ++r)
+      ignored.add(text_at(res.get(), r, key), field, int_at(res.get(), r, rows, "rows"));
+  }
+
+  /// Runs one read-back query, scoped by $keys when it takes them, and counts what the scope left
+  /// out into `ignored`; throws std::runtime_error naming the resource and the field.
+  pq::ResultPtr query(const std::string& sql, const char* field, IgnoredRows& ignored) {
     std::string error;
     if (!session_->ensure_connected(10s, error))
       throw std::runtime_error("postgres read-back (" + std::string(field) + "): " + error);
-    auto res = session_->exec(sql, kAdminTimeout, error);
+    auto res = run_keyed(sql, field, scope_keys(), error);
     if (!res) throw std::runtime_error("postgres read-back (" + std::string(field) + ") from " + shown_ + ": " + error);
     if (PQresultStatus(res.get()) != PGRES_TUPLES_OK)
       throw std::runtime_error("postgres read-back (" + std::string(field) + ") from " + shown_ + ": " +
                                (pq::result_ok(res.get()) ? "the query returned no rows set" : pq::result_error(res.get())));
+    count_left_out(sql, field, ignored);
     return res;
   }
 
@@ -398,7 +515,7 @@ class PostgresKind final : public ResourceKind {
  public:
   std::string_view name() const override { return "postgres"; }
   std::vector<std::string_view> fields() const override {
-    return {"dsn", "schema", "write", "read_back", "accept_log", "high_water"};
+    return {"dsn", "schema", "write", "read_back", "accept_log", "high_water", "delete"};
   }
 
   nlohmann::json parse(const KindFields& f) const override {
@@ -441,16 +558,21 @@ class PostgresKind final : public ResourceKind {
         out[field] = std::string(pg::kNone);
         return;
       }
+      pg::CompiledSql compiled;
       try {
-        (void)pg::compile_sql(q, {}, field);
+        compiled = pg::compile_sql(q, pg::read_parameters(), field);
       } catch (const pg::SqlCompileError& e) {
         f.fail(field, e.what(), e.offset());
       }
+      if (std::string_view(field) == "delete" && !compiled.uses("keys"))
+        f.fail(field, "delete must use $keys (the keys to remove, a text[]: DELETE FROM t WHERE key = ANY($keys)): "
+                      "a delete without it would remove rows fencecheck did not write");
       out[field] = q;
     };
     query("read_back", pg::kDefaultReadBack);
     query("accept_log", write_is_default ? pg::kDefaultAcceptLog : pg::kNone);
     query("high_water", write_is_default ? pg::kDefaultHighWater : pg::kNone);
+    query("delete", write_is_default ? pg::kDefaultDelete : pg::kNone);
     return out;
   }
 

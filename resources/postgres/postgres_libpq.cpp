@@ -240,6 +240,17 @@ bool Session::wait(short events, Clock::time_point deadline) {
   }
 }
 
+std::string connect_hint(std::string_view error) {
+  // libpq asks ~/.pgpass (or PGPASSFILE) for a password only when the server wants one, and an
+  // entry matches on host:port:database:user (PostgreSQL 15 docs 34.16 "The Password File"): with
+  // a database name the file does not name, no password is found, and libpq says only this.
+  if (error.find("no password supplied") != std::string_view::npos)
+    return "; hint: ~/.pgpass entries match host:port:database:user (PGPASSFILE when set), so an entry for "
+           "another database supplies no password here: check the database name (dbname) in the DSN against the "
+           "server's databases and your .pgpass, or set PGPASSWORD";
+  return {};
+}
+
 bool Session::ensure_connected(std::chrono::milliseconds timeout, std::string& error) {
   if (connected()) return true;
   conn_.reset();
@@ -268,6 +279,7 @@ bool Session::ensure_connected(std::chrono::milliseconds timeout, std::string& e
     if (st == PGRES_POLLING_OK) break;
     if (st == PGRES_POLLING_FAILED) {
       error = "connect to " + shown_ + ": " + conn_error(conn_.get());
+      error += connect_hint(error);
       conn_.reset();
       return false;
     }

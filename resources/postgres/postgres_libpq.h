@@ -84,6 +84,7 @@ inline constexpr Oid kOidVarchar = 1043;
 inline constexpr Oid kOidBpchar = 1042;
 inline constexpr Oid kOidName = 19;
 inline constexpr Oid kOidNumeric = 1700;
+inline constexpr Oid kOidTextArray = 1009;
 
 /// One connection. Every call that talks to the server takes a timeout; when no complete reply
 /// comes within it the connection is closed (its state is unknown) and the call fails with
@@ -127,6 +128,11 @@ class Session {
   std::string shown_;
   ConnPtr conn_;
 };
+
+/// What to add to a connection error (libpq's text) that libpq's own words leave unexplained:
+/// "fe_sendauth: no password supplied" gets the .pgpass hint (an entry matches on
+/// host:port:database:user, so a wrong database name finds no password); "" otherwise. Pure.
+[[nodiscard]] std::string connect_hint(std::string_view error);
 
 /// A result's error as one line: "ERROR: <message> (SQLSTATE <code>)[; DETAIL: ...][; HINT: ...]".
 [[nodiscard]] std::string result_error(const PGresult* res);

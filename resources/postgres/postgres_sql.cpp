@@ -251,4 +251,26 @@ std::vector<CompiledSql> compile_write_sql(const std::vector<std::string>& state
   return out;
 }
 
+// ---- The read-back queries' and delete's $keys (postgres_sql.h)
+
+const std::vector<std::string_view>& read_parameters() {
+  static const std::vector<std::string_view> kNames{"keys"};
+  return kNames;
+}
+
+std::string text_array_literal(const std::vector<std::string>& values) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ',';
+    out += '"';
+    for (const char c : values[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
 }  // namespace fencecheck::postgres

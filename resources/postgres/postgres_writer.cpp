@@ -56,7 +56,7 @@ struct PostgresWriter::Impl {
       }
     }
     if (!high_water.empty()) {
-      res = session.prepare("fencecheck_hw", high_water, {pq::kOidText}, wait, error);
+      res = session.prepare("fencecheck_hw", high_water, {pq::kOidTextArray}, wait, error);
       if (!res) return false;
       if (!pq::result_ok(res.get())) high_water.clear();  // the mark is a courtesy: go on without it
     }
@@ -83,7 +83,8 @@ struct PostgresWriter::Impl {
   std::int64_t mark_of(const std::string& key) {
     if (high_water.empty() || !session.connected()) return 0;
     std::string error;
-    const char* values[] = {key.c_str()};
+    const std::string keys = postgres::text_array_literal({key});  // $keys of the user's query, and the filter
+    const char* values[] = {keys.c_str()};
     auto res = session.exec_prepared("fencecheck_hw", 1, values, nullptr, nullptr, wait, error);
     if (!res || pq::pq().PQresultStatus(res.get()) != PGRES_TUPLES_OK || pq::pq().PQntuples(res.get()) < 1 ||
         pq::pq().PQgetisnull(res.get(), 0, 0))
@@ -136,13 +137,14 @@ PostgresWriter::PostgresWriter(const nlohmann::json& endpoint, std::chrono::mill
     std::string q = hw->get<std::string>();
     if (q != postgres::kNone) {
       try {
-        const auto compiled = postgres::compile_sql(q, {}, "high_water");
+        const auto compiled = postgres::compile_sql(q, postgres::read_parameters(), "high_water");
         q = compiled.text.substr(0, compiled.statement_end);  // without a trailing ';' or comment
       } catch (const postgres::SqlCompileError& e) {
         throw std::invalid_argument("postgres endpoint \"high_water\": " + std::string(e.what()));
       }
-      // The user's query returns every key's mark; the writer asks for one key.
-      impl_->high_water = "SELECT token FROM (" + q + "\n) AS fencecheck_high_water WHERE key = $1";
+      // The user's query returns the marks of $keys (or of every key); the writer asks for one key:
+      // $1 (the query's $keys, when it takes them) is the one-element array of that key.
+      impl_->high_water = "SELECT token FROM (" + q + "\n) AS fencecheck_high_water WHERE key = ANY($1)";
     }
   }
   impl_->timeout = timeout;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -268,8 +269,13 @@ class Service {
       res.status = 503;
       res.set_content("draining", "text/plain");
     });
-    server_.Get("/readback", [this](const httplib::Request&, httplib::Response& res) {
+    server_.Get("/readback", [this](const httplib::Request& req, httplib::Response& res) {
       std::lock_guard lock(mu_);
+      targets_.push_back(req.target);
+      if (refuse_queries_ && !req.params.empty()) {  // a handler comparing the whole target with its path
+        res.status = 404;
+        return;
+      }
       res.set_content(readback_, "application/json");
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
@@ -288,6 +294,15 @@ class Service {
     readback_ = std::move(text);
   }
   [[nodiscard]] std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  /// Every /readback request's target as sent (path and query, still percent-encoded).
+  [[nodiscard]] std::vector<std::string> targets() {
+    std::lock_guard lock(mu_);
+    return targets_;
+  }
+  void refuse_queries() {
+    std::lock_guard lock(mu_);
+    refuse_queries_ = true;
+  }
 
  private:
   httplib::Server server_;
@@ -295,6 +310,8 @@ class Service {
   std::thread thread_;
   std::mutex mu_;
   std::string readback_ = R"({"chunks":[],"log":[],"rejections":[],"high_water":{}})";
+  std::vector<std::string> targets_;
+  bool refuse_queries_ = false;
 };
 
 json config(const std::string& url, const std::string& read_back, const std::string& health) {
@@ -382,6 +399,24 @@ TEST(HttpKind, AnOpenInstanceGivesItsEndpointHealthAndReadBack) {
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()), "GET " + svc.url() + "/readback: Connection (Connection refused)");
   }
+}
+
+TEST(HttpKind, AScopedReadBackAsksForTheRunsKeysAndAServiceThatRefusesTheQueryIsAskedAgain) {
+  Service svc;
+  auto inst = kind().open(config(svc.url(), "/readback", "none"), resources::ResourceRunContext{});
+  EXPECT_EQ(svc.targets(), (std::vector<std::string>{"/readback"})) << "open()'s check reads unscoped";
+  inst->set_read_scope({"ledger", "a,b", "us 1"});
+  (void)inst->readback();
+  ASSERT_EQ(svc.targets().size(), 2u);
+  EXPECT_EQ(svc.targets()[1], "/readback?keys=a%2Cb,ledger,us%201") << "each key percent-encoded, joined by ','";
+  svc.refuse_queries();
+  svc.set_readback(R"({"chunks":[],"log":[],"rejections":[],"high_water":{"ledger":4,"us-2":900}})");
+  const ReadBack rb = inst->readback();
+  EXPECT_EQ(rb.high_water.size(), 2u) << "the service's whole answer: the harness drops the other keys";
+  const auto t = svc.targets();
+  ASSERT_EQ(t.size(), 4u);
+  EXPECT_EQ(t[2], "/readback?keys=a%2Cb,ledger,us%201");
+  EXPECT_EQ(t[3], "/readback") << "asked again without the query after its 404";
 }
 
 TEST(HttpKind, WithoutAReadBackTheReadBackIsEmptyAndSaysHttp) {

@@ -310,7 +310,7 @@ TEST(PostgresKind, AnUnreachableDsnIsUnavailableAndNeverShowsThePassword) {
     EXPECT_EQ(what.find("hunter2"), std::string::npos) << what;
     EXPECT_NE(what.find("host=127.0.0.1"), std::string::npos) << what;
     EXPECT_NE(what.find("port=" + std::to_string(port)), std::string::npos) << what;
-    EXPECT_NE(what.find("does not answer"), std::string::npos) << what;
+    EXPECT_NE(what.find("connection refused"), std::string::npos) << what;  // a closed port refuses at once
   }
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
 }

@@ -16,6 +16,8 @@ using fencecheck::postgres::compile_sql;
 using fencecheck::postgres::compile_write_sql;
 using fencecheck::postgres::CompiledSql;
 using fencecheck::postgres::SqlCompileError;
+using fencecheck::postgres::read_parameters;
+using fencecheck::postgres::text_array_literal;
 using fencecheck::postgres::write_parameters;
 using fencecheck::testing::FakeFields;
 using fencecheck::testing::FieldError;
@@ -147,8 +149,40 @@ TEST(PostgresSql, TheWritePathMustUseToken) {
 TEST(PostgresSql, TheDefaultsCompile) {
   auto w = compile_write_sql({std::string(pg::kDefaultWrite)});
   EXPECT_EQ(w[0].used, (std::vector<std::string>{"key", "token", "segment", "chunk", "writer", "data"}));
-  for (auto q : {pg::kDefaultReadBack, pg::kDefaultAcceptLog, pg::kDefaultHighWater})
-    EXPECT_NO_THROW((void)compile_sql(q, {}, "query")) << q;
+  for (auto q : {pg::kDefaultReadBack, pg::kDefaultAcceptLog, pg::kDefaultHighWater, pg::kDefaultDelete,
+                 pg::kDefaultIgnoredChunks, pg::kDefaultIgnoredAcceptLog, pg::kDefaultIgnoredHighWater}) {
+    const auto c = compile_sql(q, read_parameters(), "query");
+    EXPECT_EQ(c.used, (std::vector<std::string>{"keys"})) << q << ": the defaults are scoped to the run's keys";
+    EXPECT_EQ(c.text.find("$keys"), std::string::npos) << c.text;
+  }
+}
+
+TEST(PostgresSql, KeysAreBoundAsATextArrayLiteralNeverSpliced) {
+  EXPECT_EQ(text_array_literal({}), "{}");
+  EXPECT_EQ(text_array_literal({"ledger", "us-2"}), "{\"ledger\",\"us-2\"}");
+  // A quote, a backslash, a comma and braces stay inside their element.
+  EXPECT_EQ(text_array_literal({"a\"b", "c\\d", "e,f", "{g}"}), "{\"a\\\"b\",\"c\\\\d\",\"e,f\",\"{g}\"}");
+  // $keys is a parameter like the write's: positional, never text in the statement.
+  const auto c = compile_sql("SELECT key, token FROM t WHERE key = ANY($keys) AND $keys IS NOT NULL", read_parameters(), "high_water");
+  EXPECT_EQ(c.text, "SELECT key, token FROM t WHERE key = ANY($1) AND $1 IS NOT NULL");
+  EXPECT_THROW((void)compile_sql("SELECT key FROM t WHERE key = $key", read_parameters(), "read_back"), SqlCompileError);
+}
+
+TEST(PostgresKindFields, DeleteDefaultsWithTheDefaultWriteAndMustTakeKeys) {
+  const auto& kind = *fencecheck::resources::find_resource_kind("postgres");
+  auto c = kind.parse(FakeFields(nlohmann::json::object()));
+  EXPECT_EQ(c["delete"], pg::kDefaultDelete);
+  c = kind.parse(FakeFields({{"write", "UPDATE t SET token = $token WHERE key = $key"}}));
+  EXPECT_EQ(c["delete"], "none") << "a custom write: no default delete";
+  c = kind.parse(FakeFields({{"write", "UPDATE t SET token = $token WHERE key = $key"},
+                             {"delete", "DELETE FROM t WHERE key = ANY($keys)"}}));
+  EXPECT_EQ(c["delete"], "DELETE FROM t WHERE key = ANY($keys)");
+  try {
+    (void)kind.parse(FakeFields({{"delete", "DELETE FROM fencecheck_chunks"}}));
+    FAIL() << "a delete without $keys was taken";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("delete must use $keys"), std::string::npos) << e.what();
+  }
 }
 
 // ---- DSNs

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <limits>
@@ -423,4 +424,89 @@ TEST(ReadBackJsonStreamed, ALogOfSeveralBlocksReadsBackInOrder) {
   const ReadBack last = readback_from_json_text(twice);
   ASSERT_EQ(last.log.size(), 1u);
   EXPECT_EQ(last.log[0].seq, 9);
+}
+
+// ---- Rows of keys the run did not write (issue 34)
+
+namespace {
+
+ReadBack with_foreign_rows() {
+  ReadBack rb;
+  rb.resource = "postgres";
+  rb.chunks = {StoredChunk{"ledger", 0, 0, 3, "w1", 1, "x"}, StoredChunk{"us-2", 0, 0, 900, "team", 0, "{}"},
+               StoredChunk{"us-2", 0, 1, 900, "team", 0, "{}"}};
+  rb.log = {AcceptedWrite{1, "us-2", 0, 0, 900, "team"}, AcceptedWrite{2, "ledger", 0, 0, 3, "w1"}};
+  rb.rejections = {RejectedWrite{"us-2", 0, 0, 1, "team", 900}};
+  rb.high_water = {{"ledger", 3}, {"us-2", 900}, {"eu-1", 7}};
+  rb.counters = {{"hits", 4}};
+  return rb;
+}
+
+}  // namespace
+
+TEST(IgnoredRows, DropForeignRowsKeepsOnlyTheRunsKeysAndCountsEveryOtherRow) {
+  ReadBack rb = with_foreign_rows();
+  drop_foreign_rows(rb, {"ledger", "hits"});
+  ASSERT_EQ(rb.chunks.size(), 1u);
+  EXPECT_EQ(rb.chunks[0].key, "ledger");
+  ASSERT_EQ(rb.log.size(), 1u);
+  EXPECT_EQ(rb.log[0].seq, 2) << "seqs are kept as the resource gave them";
+  EXPECT_TRUE(rb.rejections.empty());
+  EXPECT_EQ(rb.high_water, (std::map<std::string, std::int64_t>{{"ledger", 3}}));
+  EXPECT_EQ(rb.counters, (std::map<std::string, std::int64_t>{{"hits", 4}}));
+  using Parts = std::map<std::string, std::int64_t>;
+  EXPECT_EQ(rb.ignored.keys.at("us-2"), (Parts{{"read_back", 2}, {"accept_log", 1}, {"rejections", 1}, {"high_water", 1}}));
+  EXPECT_EQ(rb.ignored.keys.at("eu-1"), (Parts{{"high_water", 1}}));
+  EXPECT_EQ(rb.ignored.rows(), 6);
+  EXPECT_EQ(rb.ignored.summary(), "ignored 6 rows of 2 keys the run did not write: eu-1, us-2");
+  // The run's own keys only: nothing to drop, nothing reported.
+  ReadBack own = with_foreign_rows();
+  drop_foreign_rows(own, {"ledger", "us-2", "eu-1", "hits"});
+  EXPECT_TRUE(own.ignored.empty());
+  EXPECT_EQ(own.ignored.summary(), "");
+}
+
+TEST(IgnoredRows, TheLogFilterHandsOnTheRunsEntriesAndForgetsCountsWithTheLog) {
+  std::vector<AcceptedWrite> kept;
+  int clears = 0;
+  ReadBackLogSink inner{[&](AcceptedWrite&& w) { kept.push_back(std::move(w)); }, [&] {
+                          kept.clear();
+                          ++clears;
+                        }};
+  IgnoredRows ignored;
+  const std::set<std::string> keys{"ledger"};
+  ReadBackLogSink sink = foreign_row_log_filter(inner, keys, ignored);
+  sink.add(AcceptedWrite{1, "us-2", 0, 0, 9, "team"});
+  sink.clear();  // "log" again: the counts of the entries dropped with it go too
+  EXPECT_TRUE(ignored.empty());
+  sink.add(AcceptedWrite{1, "us-2", 0, 0, 9, "team"});
+  sink.add(AcceptedWrite{2, "ledger", 0, 0, 3, "w1"});
+  sink.add(AcceptedWrite{3, "us-2", 0, 1, 9, "team"});
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].key, "ledger");
+  EXPECT_EQ(clears, 1);
+  EXPECT_EQ(ignored.keys.at("us-2").at("accept_log"), 2);
+}
+
+TEST(IgnoredRows, ReadBackJsonCarriesThemAndOmitsThemWhenNone) {
+  ReadBack rb = with_foreign_rows();
+  drop_foreign_rows(rb, {"ledger", "hits"});
+  rb.ignored.add_not_counted("read_back");
+  const nlohmann::json j = to_json(rb);
+  EXPECT_EQ(j.at("ignored").at("keys").at("us-2").at("read_back"), 2);
+  EXPECT_EQ(j.at("ignored").at("not_counted"), nlohmann::json::array({"read_back"}));
+  const ReadBack back = readback_from_json(j);
+  EXPECT_EQ(back.ignored.keys, rb.ignored.keys);
+  EXPECT_EQ(back.ignored.not_counted, rb.ignored.not_counted);
+  std::ostringstream streamed;
+  write_readback_json(streamed, rb);
+  EXPECT_EQ(streamed.str(), j.dump(2)) << "the streamed writer spells the same document";
+  const ReadBack parsed = readback_from_json_text(streamed.str());
+  EXPECT_EQ(parsed.ignored.keys, rb.ignored.keys);
+  EXPECT_EQ(rb.ignored.summary(),
+            "ignored 6 rows of 2 keys the run did not write: eu-1, us-2; rows of other keys not read (not counted) in "
+            "read_back");
+  EXPECT_FALSE(to_json(with_foreign_rows()).contains("ignored"));
+  EXPECT_THROW((void)readback_from_json(nlohmann::json::parse(R"({"ignored":{"keys":{"a":{"read_back":-1}}}})")),
+               std::invalid_argument);
 }

@@ -94,6 +94,7 @@ Analysis analyze(const History& history, const ReadBack& readback, const Checker
   // never be judged valid (an anomaly proven from the rest stays invalid).
   a.protocol_errors = protocol_errors(history);
   if (!a.protocol_errors.empty()) a.verdict = combine(a.verdict, Verdict::kUnknown);
+  a.ignored = readback.ignored;
 
   for (std::size_t i : detail::evidence_indices(a))
     if (i < history.size()) a.evidence_events.emplace(i, history[i]);

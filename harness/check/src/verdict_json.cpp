@@ -178,6 +178,13 @@ nlohmann::json to_json(const Analysis& a, const ExpectationResult& e) {
     checkers.push_back(std::move(c));
   }
   j["figures"] = to_json(a.figures);
+  // Rows of keys the run did not write: dropped before the checkers, counted here (issue 34).
+  if (!a.ignored.empty()) {
+    nlohmann::json ignored = to_json(a.ignored);
+    ignored["rows"] = a.ignored.rows();
+    ignored["summary"] = a.ignored.summary();
+    j["ignored"] = std::move(ignored);
+  }
   auto& events = j["evidence_events"] = nlohmann::json::array();
   for (const auto& [i, ev] : a.evidence_events) events.push_back(indexed_event(i, ev));
   return j;

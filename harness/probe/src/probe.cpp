@@ -512,7 +512,11 @@ class Prober {
     s.op = "readback";
     const auto sent = Clock::now();
     try {
+      // Only the probe's own keys: a user's table holds rows of theirs, which are never compared.
+      const std::set<std::string> own(keys_.begin(), keys_.end());
+      target_.instance->set_read_scope(own);
       ReadBack rb = target_.instance->readback();
+      drop_foreign_rows(rb, own);
       s.outcome = "ok";
       s.sent_ms = ms(sent);
       s.replied_ms = ms(Clock::now());
@@ -894,6 +898,13 @@ class Prober {
     if (!before) return verdict(r, ProbeVerdict::kUnknown, "the read-back before the rejected writes failed: " + one_line(before_step.error, 160));
     const KeyView vb = view_of(*before, k);
     r.steps.back().note = "key " + short_key(k) + ": " + describe_view(vb, target_.evidence);
+    // An accepted write and no chunk of its key read back: "identical before and after" would
+    // compare nothing with nothing (a read_back that does not return the probe's keys).
+    if (vb.chunks.empty())
+      return verdict(r, ProbeVerdict::kUnknown,
+                     "the read-back shows no chunk of key " + short_key(k) + " after its write with token " +
+                         std::to_string(hi) + " was accepted, so a comparison of before and after would test nothing "
+                         "(does read_back return the rows the write stores, for the keys in $keys?)");
     // The lower token, to the slot the higher one wrote (an overwrite) and to a new slot.
     r.steps.push_back(write(*w, k, 0, 0, lo, kClient));
     r.steps.push_back(write(*w, k, 0, 1, lo, kClient));
@@ -1262,6 +1273,8 @@ std::string format_probe_table(const ProbeReport& rep) {
   if (rep.embedded) o << " (+ " << fmt_s(rep.open_s) << " starting the resource)";
   o << "\n";
   if (rep.probe_dir_kept) o << "probe directory kept: " << rep.probe_dir.string() << " (the resource's data and logs)\n";
+  if (!rep.cleanup_outcome.empty() && rep.cleanup_outcome != "embedded")
+    o << "rows the probe wrote: " << rep.cleanup_outcome << ": " << rep.cleanup << "\n";
   return o.str();
 }
 
@@ -1305,6 +1318,9 @@ nlohmann::json probe_to_json(const ProbeReport& rep) {
       {"duration_s", rep.duration_s},
       {"open_s", rep.open_s},
       {"probe_dir", rep.probe_dir_kept ? nlohmann::json(rep.probe_dir.string()) : nlohmann::json(nullptr)},
+      {"cleanup",
+       rep.cleanup_outcome.empty() ? nlohmann::json(nullptr)
+                                   : nlohmann::json{{"outcome", rep.cleanup_outcome}, {"said", rep.cleanup}}},
   };
 }
 
@@ -1477,6 +1493,22 @@ int probe_command(const ProbeCommandOptions& options, std::ostream& out, std::os
     instance->stop();
     err << "fencecheck probe: internal error: " << e.what() << "\n";
     return kExitInternal;
+  }
+  // The rows the probe wrote: removed from a resource of the user's unless --keep; an embedded
+  // one's go with its data directory.
+  if (target.embedded) {
+    report.cleanup_outcome = "embedded";
+    report.cleanup = "the embedded resource's data goes with the probe's directory";
+  } else if (options.keep) {
+    report.cleanup_outcome = "kept";
+    report.cleanup = "--keep: the rows of the " + std::to_string(report.keys.size()) + " keys the probe wrote (prefix " +
+                     report.options.key_prefix + "-) are left in the resource";
+  } else {
+    const resources::ResourceInstance::Removal removal = instance->remove_keys(report.keys);
+    report.cleanup_outcome = removal.removed ? "removed" : "left";
+    report.cleanup = removal.removed ? removal.said
+                                     : removal.said + " (" + std::to_string(report.keys.size()) + " keys, prefix " +
+                                           report.options.key_prefix + "-)";
   }
   instance->stop();
   instance.reset();

@@ -245,6 +245,7 @@ std::string format_results_table(const std::vector<ScenarioResult>& results) {
     for (const auto& why : results[i].reasons) out += "    " + why + "\n";
     for (const auto& pe : results[i].protocol_errors) out += "    " + protocol_error_line_text(pe) + "\n";
     for (const auto& w : results[i].black_box_workers) out += "    " + w + ": " + std::string(kBlackBoxNote) + "\n";
+    if (!results[i].ignored.empty()) out += "    " + results[i].ignored + "\n";
     if (!results[i].run_dir.empty()) out += "    run directory: " + results[i].run_dir.string() + "\n";
   }
   return out;

@@ -1914,11 +1914,19 @@ std::string readback_table(const ReportData& d) {
   return o.str();
 }
 
+/// The rows of keys the run did not write (Analysis::ignored): one sentence, never judged.
+std::string ignored_rows_note(const ReportData& d) {
+  const std::string said = d.analysis.ignored.summary();
+  if (said.empty()) return {};
+  return "<p class=\"note\" id=\"ignored-rows\">Not judged: " + html(said) +
+         " (rows of other keys in the resource were dropped before the checkers).</p>\n";
+}
+
 /// "Figures": the tables of figure_tables, the writes of unknown outcome and the read-back.
 std::string figures_section(const ReportData& d, const Model& m) {
   const auto& f = d.analysis.figures;
   return "<section id=\"figures\"><h2>Figures</h2>\n" + figure_tables(m, f) + unknown_outcomes_table(m, f) + readback_table(d) +
-         "</section>\n";
+         ignored_rows_note(d) + "</section>\n";
 }
 
 /// "Events": the event table, with the note for a window page or for the run's own page.

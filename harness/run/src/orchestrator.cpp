@@ -157,6 +157,9 @@ class Run {
 
  private:
   void record(Event e);
+  /// The keys the run wrote: the job's, each worker's own, and every key a recorded event names
+  /// (a command worker may write keys of its own). The read-back is scoped to them.
+  [[nodiscard]] std::set<std::string> run_keys() const;
   void launch_worker(WorkerState& w);
   /// The worker protocol's environment (docs/worker-protocol.md) for worker `w`.
   std::vector<std::pair<std::string, std::string>> protocol_env(const WorkerSpec& w) const;
@@ -271,6 +274,7 @@ class Run {
   /// Workers holding the lock as their own events say: acquire.ok, until release.invoke or exit
   /// (a holder whose lease expired still believes it holds: it stays one).
   std::set<std::string> holders_;
+  std::set<std::string> event_keys_;  ///< every resource key a recorded event named (record())
   bool stopping_ = false;  ///< the schedule's duration ended: the workers were told to stop
   /// Workers that exited while the schedule still ran (why each is a reason the run is not met).
   std::vector<std::string> early_exits_;
@@ -303,6 +307,14 @@ void Run::record(Event e) {
   notify(opt_, [&](RunObserver& o) { o.on_event(sc_, e); });
   for (const LiveAnomaly& a : live_checker_.observe(static_cast<std::size_t>(events_ - 1), e)) found_live(a);
   tally_.observe(e);
+  if (!e.key.empty()) event_keys_.insert(e.key);  // the keys a worker's events name (run_keys())
+}
+
+std::set<std::string> Run::run_keys() const {
+  std::set<std::string> keys = event_keys_;
+  keys.insert(sc_.job().key);
+  for (const auto& w : sc_.workers()) keys.insert(sc_.key_of(w));
+  return keys;
 }
 
 void Run::found_live(const LiveAnomaly& a) {
@@ -1129,8 +1141,17 @@ ScenarioResult Run::execute() {
   // The accept log straight into its packed form (packed_log.h): a kind that reads its reply as it
   // arrives (the store) never holds it as AcceptedWrites (112 bytes each).
   PackedLog log;
+  // Only the run's keys are judged (issue 34): the resource reads only them where its queries can
+  // (postgres $keys, http ?keys=), and whatever it returns of other keys is dropped and counted.
+  const std::set<std::string> run_keys = this->run_keys();
+  IgnoredRows ignored_log;
+  const ReadBackLogSink log_sink = log.sink();
   try {
-    rb = services.resource().readback_into(log.sink());
+    services.resource().set_read_scope(run_keys);
+    rb = services.resource().readback_into(foreign_row_log_filter(log_sink, run_keys, ignored_log));
+    drop_foreign_rows(rb, run_keys);
+    rb.ignored.merge(ignored_log);
+    if (!rb.ignored.empty()) spdlog::info("{}: {}", sc_.name(), rb.ignored.summary());
   } catch (const std::exception& err) {
     // The resource did not answer (stalled, dead): nothing can be checked. Not an internal error
     // of the harness: the verdict is unknown, the expectation not met, and the reasons say why.
@@ -1252,6 +1273,7 @@ void summarize_analysis(ScenarioResult& r, const Analysis& a, const Scenario& sc
   // A holder's own figure wins a tie with a fault window: it is the finer measurement.
   r.black_box_workers = a.black_box_workers;
   r.protocol_errors = a.protocol_errors;
+  r.ignored = a.ignored.summary();
 }
 
 std::string longest_pause_text(const ScenarioResult& r) {
@@ -1286,7 +1308,7 @@ nlohmann::json ScenarioResult::to_json() const {
           {"longest_pause_s", longest_pause_s ? nlohmann::json(*longest_pause_s) : nlohmann::json(nullptr)},
           {"longest_pause_source", longest_pause_source}, {"duration_s", duration_s},
           {"repetition", repetition},     {"repetitions", repetitions},
-          {"black_box_workers", black_box_workers}, {"protocol_errors", [this] {
+          {"black_box_workers", black_box_workers}, {"ignored", ignored}, {"protocol_errors", [this] {
              nlohmann::json errors = nlohmann::json::array();
              for (const auto& pe : protocol_errors)
                errors.push_back({{"worker", pe.worker},

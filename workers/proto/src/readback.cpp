@@ -1,5 +1,6 @@
 #include "fencecheck/proto/readback.h"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdint>
@@ -310,6 +311,7 @@ ReadBack finish(const nlohmann::json& j, ElementSink& sink) {
   (void)array_field(j, name_of(Array::kEffects));
   sink.rethrow(Array::kEffects);
   integer_map(j, "counters", "value", rb.counters);
+  if (auto it = j.find("ignored"); it != j.end()) rb.ignored = ignored_rows_from_json(*it);
   sink.move_into(rb);
   return rb;
 }
@@ -385,6 +387,7 @@ nlohmann::json to_json(const ReadBack& rb) {
     for (const auto& e : rb.effects) effects.push_back(effect_json(e));
   }
   if (!rb.counters.empty()) j["counters"] = rb.counters;
+  if (!rb.ignored.empty()) j["ignored"] = to_json(rb.ignored);
   return j;
 }
 
@@ -399,6 +402,7 @@ ReadBack readback_from_json(const nlohmann::json& j) {
   integer_map(j, "high_water", "token", rb.high_water);
   for (const auto& e : array_field(j, "effects")) rb.effects.push_back(effect_from(e));
   integer_map(j, "counters", "value", rb.counters);
+  if (auto it = j.find("ignored"); it != j.end()) rb.ignored = ignored_rows_from_json(*it);
   return rb;
 }
 
@@ -510,6 +514,7 @@ void write_json(std::ostream& out, const ReadBack& rb, const ReadBackJsonStyle& 
   if (!rb.effects.empty() || style.always_effects_and_counters) array("effects", rb.effects, effect_json);
   value("fencing", rb.fencing);
   value("high_water", rb.high_water);
+  if (!rb.ignored.empty()) value("ignored", to_json(rb.ignored));
   log_array();
   array("rejections", rb.rejections, rejection_json);
   value("resource", rb.resource);
@@ -527,6 +532,131 @@ void write_readback_json(std::ostream& out, const ReadBack& rb, const ReadBackJs
 
 void write_readback_json(std::ostream& out, const ReadBack& rb, const ReadBackJsonStyle& style, const LogEntries& log) {
   write_json(out, rb, style, log);
+}
+
+// ---- Rows of keys the run did not write
+
+std::int64_t IgnoredRows::rows() const {
+  std::int64_t n = 0;
+  for (const auto& [key, parts] : keys)
+    for (const auto& [part, rows] : parts) n += rows;
+  return n;
+}
+
+void IgnoredRows::add(const std::string& key, const std::string& part, std::int64_t n) {
+  if (n > 0) keys[key][part] += n;
+}
+
+void IgnoredRows::add_not_counted(const std::string& part) {
+  if (std::find(not_counted.begin(), not_counted.end(), part) == not_counted.end()) not_counted.push_back(part);
+}
+
+void IgnoredRows::merge(const IgnoredRows& other) {
+  for (const auto& [key, parts] : other.keys)
+    for (const auto& [part, rows] : parts) add(key, part, rows);
+  for (const auto& part : other.not_counted) add_not_counted(part);
+}
+
+std::string IgnoredRows::summary() const {
+  if (empty()) return {};
+  std::string s;
+  if (!keys.empty()) {
+    const std::int64_t n = rows();
+    s = "ignored " + std::to_string(n) + (n == 1 ? " row of " : " rows of ") + std::to_string(keys.size()) +
+        (keys.size() == 1 ? " key" : " keys") + " the run did not write: ";
+    std::size_t shown = 0;
+    for (const auto& [key, parts] : keys) {
+      if (shown == 5) {
+        s += " and " + std::to_string(keys.size() - shown) + " more";
+        break;
+      }
+      s += (shown++ ? ", " : "") + key;
+    }
+  }
+  if (!not_counted.empty()) {
+    s += s.empty() ? "rows of keys the run did not write were not read (not counted) in " : "; rows of other keys not read (not counted) in ";
+    for (std::size_t i = 0; i < not_counted.size(); ++i) s += (i ? ", " : "") + not_counted[i];
+  }
+  return s;
+}
+
+nlohmann::json to_json(const IgnoredRows& ignored) {
+  nlohmann::json keys = nlohmann::json::object();
+  for (const auto& [key, parts] : ignored.keys) keys[key] = parts;
+  return {{"keys", std::move(keys)}, {"not_counted", ignored.not_counted}};
+}
+
+IgnoredRows ignored_rows_from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw std::invalid_argument("read-back: 'ignored' must be an object");
+  IgnoredRows out;
+  if (auto k = j.find("keys"); k != j.end()) {
+    if (!k->is_object()) throw std::invalid_argument("read-back: ignored.keys must be an object of key -> {part: rows}");
+    for (const auto& [key, parts] : k->items()) {
+      if (!parts.is_object()) throw std::invalid_argument("read-back: ignored.keys['" + key + "'] must be an object");
+      for (const auto& [part, rows] : parts.items()) {
+        if (!rows.is_number_integer() || (rows.is_number_unsigned() && rows.get<std::uint64_t>() > INT64_MAX) ||
+            rows.get<std::int64_t>() < 0)
+          throw std::invalid_argument("read-back: ignored.keys['" + key + "']['" + part + "'] must be a row count");
+        out.add(key, part, rows.get<std::int64_t>());
+      }
+    }
+  }
+  if (auto n = j.find("not_counted"); n != j.end()) {
+    if (!n->is_array()) throw std::invalid_argument("read-back: ignored.not_counted must be an array of strings");
+    for (const auto& part : *n) {
+      if (!part.is_string()) throw std::invalid_argument("read-back: ignored.not_counted must be an array of strings");
+      out.add_not_counted(part.get<std::string>());
+    }
+  }
+  return out;
+}
+
+void drop_foreign_rows(ReadBack& rb, const std::set<std::string>& run_keys) {
+  auto foreign = [&](const std::string& key) { return run_keys.count(key) == 0; };
+  auto drop = [&](auto& rows, const char* part) {
+    auto kept = std::remove_if(rows.begin(), rows.end(), [&](const auto& row) {
+      if (!foreign(row.key)) return false;
+      rb.ignored.add(row.key, part);
+      return true;
+    });
+    rows.erase(kept, rows.end());
+  };
+  drop(rb.chunks, "read_back");
+  drop(rb.log, "accept_log");
+  drop(rb.rejections, "rejections");
+  drop(rb.effects, "effects");
+  auto drop_map = [&](std::map<std::string, std::int64_t>& m, const char* part) {
+    for (auto it = m.begin(); it != m.end();) {
+      if (foreign(it->first)) {
+        rb.ignored.add(it->first, part);
+        it = m.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+  drop_map(rb.high_water, "high_water");
+  drop_map(rb.counters, "counters");
+}
+
+ReadBackLogSink foreign_row_log_filter(const ReadBackLogSink& inner, const std::set<std::string>& run_keys,
+                                       IgnoredRows& ignored) {
+  ReadBackLogSink out;
+  out.add = [&inner, &run_keys, &ignored](AcceptedWrite&& w) {
+    if (run_keys.count(w.key)) {
+      inner.add(std::move(w));
+    } else {
+      ignored.add(w.key, "accept_log");
+    }
+  };
+  out.clear = [&inner, &ignored] {
+    for (auto it = ignored.keys.begin(); it != ignored.keys.end();) {
+      it->second.erase("accept_log");
+      it = it->second.empty() ? ignored.keys.erase(it) : std::next(it);
+    }
+    inner.clear();
+  };
+  return out;
 }
 
 }  // namespace fencecheck

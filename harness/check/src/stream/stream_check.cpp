@@ -332,6 +332,7 @@ HistoryFileAnalysis analyze_history_file(const std::filesystem::path& history, c
   a.figures = figures.finish();
   a.protocol_errors = std::move(protocol);
   if (!a.protocol_errors.empty()) a.verdict = combine(a.verdict, Verdict::kUnknown);
+  a.ignored = readback.ignored;
   out.events = run.events;
   out.passes = run.passes;
   // The evidence events: those caught on the way, then one more pass for the others (a sorted

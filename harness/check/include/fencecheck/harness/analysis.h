@@ -320,6 +320,9 @@ struct Analysis {
   /// Every protocol.error in the history (protocol_errors()); any makes the verdict at least
   /// unknown and the expectation not met (evaluate()).
   std::vector<ProtocolError> protocol_errors;
+  /// Rows of keys the run did not write, dropped from the read-back before any checker saw them
+  /// (the read-back's own ReadBack::ignored, copied; issue 34): reported, never judged.
+  IgnoredRows ignored;
 
   /// Every anomaly with this name across the checkers.
   [[nodiscard]] std::vector<const Anomaly*> anomalies_named(std::string_view name) const;

@@ -23,7 +23,10 @@
 // Each rule comes out holds / broken / not-applicable / unknown, with a one-line evidence and the
 // requests and replies that prove it. Only keys of the probe's own prefix
 // ("fencecheck-probe-<random>-...") are ever written; every key is fresh, so tokens need only be
-// positive, and each sequence's tokens are above every token the probe used before it.
+// positive, and each sequence's tokens are above every token the probe used before it. Its
+// read-backs are scoped to those keys (ResourceInstance::set_read_scope; rows of other keys are
+// dropped, never compared), and a comparison that finds no chunk of its key tested nothing: the
+// rule is unknown, never holds. `fencecheck probe` removes the keys' rows at its end unless --keep.
 //
 // Thread-safety: run_probe() and probe_command() are reentrant (no global state); run_probe uses
 // threads of its own for `concurrent` and joins them before returning. The formatting functions
@@ -159,6 +162,12 @@ struct ProbeReport {
   double open_s = 0;                        ///< wall time of opening the resource (starting it, when embedded)
   std::filesystem::path probe_dir;          ///< the probe's directory (embedded data, logs); "" when none
   bool probe_dir_kept = false;              ///< it was kept (a rule did not hold); otherwise removed
+  /// What became of the rows the probe wrote (docs/probe.md, "What the probe leaves behind"):
+  /// "removed" (the kind's delete ran: ResourceInstance::remove_keys), "kept" (--keep), "left" (the
+  /// kind or the resource could not remove them: `cleanup` says why), "embedded" (they go with
+  /// the embedded instance's data directory); "" before probe_command decides.
+  std::string cleanup_outcome;
+  std::string cleanup;                      ///< one sentence: what was removed or left, and where
 };
 
 /// Runs every rule against `target` in probe_rule_names() order and returns the results.
@@ -204,6 +213,9 @@ struct ProbeCommandOptions {
   std::filesystem::path bin_dir;              ///< where fencecheck-store is; empty = self_bin_dir()
   ProbeOptions probe;
   std::string json_path;                      ///< "" none; "-" JSON on stdout instead of the table; else a file
+  /// --keep: leave the rows the probe wrote in the user's resource (default: removed at the end
+  /// through the kind's delete, ResourceInstance::remove_keys).
+  bool keep = false;
   std::string junit_path;                     ///< "" none; else the JUnit file
   /// Opens the resource; empty = kind.open(config, ctx). A seam for tests (e.g. one that throws
   /// resources::ResourceUnavailable).
@@ -215,8 +227,10 @@ struct ProbeCommandOptions {
 };
 
 /// Runs `fencecheck probe`: loads the file, creates `<run_root>/probe-<UTC time>-<random>`, opens
-/// the resource, runs run_probe(), prints the table (or JSON) to `out`, writes --json / --junit
-/// files, stops the resource and removes the directory unless a rule did not hold. Messages go to
+/// the resource, runs run_probe(), removes the rows it wrote from a resource of the user's unless
+/// options.keep (ProbeReport::cleanup says what was removed or left), prints the table (or JSON)
+/// to `out`, writes --json / --junit files, stops the resource and removes the directory unless a
+/// rule did not hold. Messages go to
 /// `err`. Returns the exit code: 0 every applicable rule holds; 1 a rule is broken or unknown; 2 bad
 /// input (the file, a field the resource refuses: file:line:col; an option out of range; an
 /// output file that cannot be written); 3 the resource cannot be reached or started

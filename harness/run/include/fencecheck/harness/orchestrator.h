@@ -136,6 +136,9 @@ struct ScenarioResult {
   /// Workers that sent no worker-protocol event (Analysis::black_box_workers), sorted: the
   /// reports say each was judged from the lock service and the resource (kBlackBoxNote).
   std::vector<std::string> black_box_workers;
+  /// IgnoredRows::summary() of the read-back's rows of keys the run did not write (dropped before
+  /// the checkers, issue 34): "ignored 3 rows of 1 key the run did not write: us-2"; "" when none.
+  std::string ignored;
   /// Lines that broke the worker protocol (Analysis::protocol_errors): the reports show each with
   /// the offending line; each is also one of `reasons`.
   std::vector<ProtocolError> protocol_errors;

@@ -94,19 +94,46 @@ inline constexpr std::string_view kDefaultWrite =
     "INSERT INTO fencecheck_accept_log (key, segment, chunk, token, writer)\n"
     "SELECT $key, $segment, $chunk, $token, $writer FROM fenced\n";
 
-/// The default `read_back:`: every chunk slot's current content.
+// The read-back queries take `$keys` (docs/resource-postgres.md, "Only the run's rows"): a text[]
+// of the keys the run wrote (ResourceInstance::set_read_scope), bound as a parameter, never
+// spliced into the SQL. `$keys` is NULL when the read-back is not scoped (a test reading the
+// whole table); the defaults then read every row, a user's query does as its SQL says.
+
+/// The default `read_back:`: the current content of every chunk slot of the run's keys.
 inline constexpr std::string_view kDefaultReadBack =
-    "SELECT key, segment, chunk, token, writer, data FROM fencecheck_chunks ORDER BY key, segment, chunk";
+    "SELECT key, segment, chunk, token, writer, data FROM fencecheck_chunks\n"
+    "WHERE $keys IS NULL OR key = ANY($keys) ORDER BY key, segment, chunk";
 
 /// The default `accept_log:` (only when both schema and write are the defaults: a log another
-/// write statement does not fill would be false evidence): accepted writes in order.
+/// write statement does not fill would be false evidence): accepted writes of the run's keys, in order.
 inline constexpr std::string_view kDefaultAcceptLog =
-    "SELECT key, segment, chunk, token, writer FROM fencecheck_accept_log ORDER BY seq";
+    "SELECT key, segment, chunk, token, writer FROM fencecheck_accept_log\n"
+    "WHERE $keys IS NULL OR key = ANY($keys) ORDER BY seq";
 
-/// The default `high_water:` (when schema is the default): each key's fence row.
-inline constexpr std::string_view kDefaultHighWater = "SELECT key, token FROM fencecheck_fence ORDER BY key";
+/// The default `high_water:` (when schema is the default): the fence row of each of the run's keys.
+inline constexpr std::string_view kDefaultHighWater =
+    "SELECT key, token FROM fencecheck_fence WHERE $keys IS NULL OR key = ANY($keys) ORDER BY key";
 
-/// The value of `accept_log:` / `high_water:` that says "this resource has none".
+/// What the default queries leave out, counted (ReadBack::ignored): one query per default read-back
+/// query, returning `key` and `rows` of the keys outside `$keys`. Run only with the defaults
+/// (a user's query that takes $keys leaves rows out that fencecheck cannot count: "not counted").
+inline constexpr std::string_view kDefaultIgnoredChunks =
+    "SELECT key, count(*) AS rows FROM fencecheck_chunks WHERE NOT (key = ANY($keys)) GROUP BY key";
+inline constexpr std::string_view kDefaultIgnoredAcceptLog =
+    "SELECT key, count(*) AS rows FROM fencecheck_accept_log WHERE NOT (key = ANY($keys)) GROUP BY key";
+inline constexpr std::string_view kDefaultIgnoredHighWater =
+    "SELECT key, count(*) AS rows FROM fencecheck_fence WHERE NOT (key = ANY($keys)) GROUP BY key";
+
+/// The default `delete:` (when write is the default): removes every row of `$keys` from the three
+/// default tables in one statement (data-modifying WITH, PostgreSQL 15 docs 7.8.4), which
+/// `fencecheck probe` runs at its end on the keys it wrote (unless --keep).
+inline constexpr std::string_view kDefaultDelete =
+    "WITH chunks AS (DELETE FROM fencecheck_chunks WHERE key = ANY($keys) RETURNING 1),\n"
+    "     log AS (DELETE FROM fencecheck_accept_log WHERE key = ANY($keys) RETURNING 1),\n"
+    "     fence AS (DELETE FROM fencecheck_fence WHERE key = ANY($keys) RETURNING 1)\n"
+    "SELECT (SELECT count(*) FROM chunks) + (SELECT count(*) FROM log) + (SELECT count(*) FROM fence) AS rows";
+
+/// The value of `accept_log:` / `high_water:` / `delete:` that says "this resource has none".
 inline constexpr std::string_view kNone = "none";
 
 // ---- DSNs

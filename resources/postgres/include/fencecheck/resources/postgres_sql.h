@@ -96,6 +96,16 @@ struct CompiledSql {
 ///   $writer -> $5 text, $data -> $6 bytea (sent in binary format: the chunk's bytes as written).
 [[nodiscard]] const std::vector<std::string_view>& write_parameters();
 
+/// The read-back queries' (read_back, accept_log, high_water) and `delete`'s one named parameter:
+/// $keys -> $1 text[] (kOidTextArray), the keys the run wrote (docs/resource-postgres.md, "Only
+/// the run's rows"), sent as text_array_literal() of them.
+[[nodiscard]] const std::vector<std::string_view>& read_parameters();
+
+/// PostgreSQL's text[] input for `values` (PostgreSQL 15 docs 8.15.6 "Array Value Input"): every
+/// element double-quoted, `"` and `\` backslash-escaped: {"us-1","a\"b"}; {} for none. Bound as a
+/// parameter value, so no quoting of the statement is involved. Pure.
+[[nodiscard]] std::string text_array_literal(const std::vector<std::string>& values);
+
 /// Compiles the `write` statements (one, or several run in order in one transaction) with
 /// write_parameters(). Throws SqlCompileError with statement() = the index of the statement at
 /// fault for the errors of compile_sql(), and "write: must use $token (the fencing token: the
