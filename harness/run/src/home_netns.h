@@ -10,6 +10,9 @@
 #pragma once
 
 #include <memory>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "fencecheck/harness/netns_scope.h"
 #include "fencecheck/locks/lock_service_kind.h"
@@ -104,9 +107,18 @@ class HomeResource final : public resources::ResourceInstance {
     NetnsScope home(fd_, "the harness's own");
     return inner_->healthy();
   }
+  /// The run's keys go to the wrapped instance, whose read-back uses them.
+  void set_read_scope(std::set<std::string> keys) override {
+    ResourceInstance::set_read_scope(keys);
+    inner_->set_read_scope(std::move(keys));
+  }
   ReadBack readback() override {
     NetnsScope home(fd_, "the harness's own");
     return inner_->readback();
+  }
+  Removal remove_keys(const std::vector<std::string>& keys) override {
+    NetnsScope home(fd_, "the harness's own");
+    return inner_->remove_keys(keys);
   }
   ReadBack readback_into(const ReadBackLogSink& log) override {
     NetnsScope home(fd_, "the harness's own");
