@@ -175,9 +175,13 @@ class PostgresRows:
         self.psycopg2, self.dsn, self.writer, self.program = psycopg2, dsn, writer, program
         endpoint = json.loads(os.environ.get("FENCECHECK_RESOURCE", "{}") or "{}")
         # The key's mark after a rejection: the resource's high_water query (key, token), when it
-        # has one that takes no parameters; else the rejection says 0 (the reply did not say it).
+        # takes no parameter but $keys (the run's keys, a text[]: here the one key asked about);
+        # else the rejection says 0 (the reply did not say it).
         mark_query = endpoint.get("high_water") if isinstance(endpoint, dict) else None
-        self.mark_query = mark_query if isinstance(mark_query, str) and "$" not in mark_query else None
+        if isinstance(mark_query, str) and "$" not in mark_query.replace("$keys", ""):
+            self.mark_query = mark_query.replace("%", "%%").replace("$keys", "%(keys)s")
+        else:
+            self.mark_query = None
         self.conn = None
 
     def _connect(self):
@@ -189,7 +193,7 @@ class PostgresRows:
         if not self.mark_query:
             return 0
         with self.conn.cursor() as cur:
-            cur.execute(self.mark_query)
+            cur.execute(self.mark_query, {"keys": [key]})  # a list is sent as an array
             return next((int(row[1]) for row in cur.fetchall() if row[0] == key), 0)
 
     def put_chunk(self, key, segment, chunk, token, data):
