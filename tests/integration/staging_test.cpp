@@ -124,6 +124,10 @@ void expect_ran(const Finished& r, const std::string& fault) {
     if (e.value("kind", "") == "hello") hello.insert(e.value("source", ""));
   }
   EXPECT_TRUE(injected) << "no " << fault << " on w1 in the history";
+  if (fault == "partition") {  // the workers reached the test's etcd only through the lab's relay
+    const std::string host = staging().etcd->client_url().substr(std::string("http://").size());
+    EXPECT_NE(r.result.err.find(" -> " + host + " (lock service http://" + host), std::string::npos) << r.result.err;
+  }
   EXPECT_EQ(hello, (std::set<std::string>{"w1", "w2"}));
 }
 
