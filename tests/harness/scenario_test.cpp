@@ -478,7 +478,7 @@ const BadFile kBadFiles[] = {
      "job: {key: k, chunk: 3}\n",
      4, 15,
      "job: unknown key \"chunk\" (did you mean \"chunks\"?); allowed keys: kind, key, segments, chunks, "
-     "chunk_bytes, chunk_interval, increments, effect, repeat, payload"},
+     "chunk_bytes, chunk_interval, increments, effect, repeat, payload, key_suffix"},
     {"DuplicateKey",
      "name: t\n"
      "lease_ttl: 2s\n"
@@ -2406,6 +2406,30 @@ TEST(ScenarioLockName, AClientLayoutChecksTheLockAndStaysRightUnderRunSuffix) {
   EXPECT_EQ(error("lock_service: {kind: redis, client: redis-py}\n"), "");
   EXPECT_EQ(error("lock_service: {kind: none, client: redis-py}\n").rfind("7:36 lock_service.client: lock service kind none knows no client layouts", 0), 0u)
       << error("lock_service: {kind: none, client: redis-py}\n");
+}
+
+TEST(ScenarioJob, KeySuffixGivesEachRunKeysOfItsOwn) {
+  const std::string base = "name: t\nlease_ttl: 2s\nresource: {kind: store}\n";
+  const Scenario s = parse_scenario(base + "job: {key: orders, key_suffix: true}\n"
+                                           "workers: [{id: w1}, {id: w2, key: refunds}]\nexpect: {outcome: safe}\n");
+  EXPECT_TRUE(s.job().key_suffix);
+  const Scenario run = s.for_run("20261206T050000Z-t");
+  EXPECT_EQ(run.job().key, "orders-20261206T050000Z-t");
+  EXPECT_EQ(run.key_of(run.workers()[0]), "orders-20261206T050000Z-t");
+  EXPECT_EQ(run.key_of(run.workers()[1]), "refunds-20261206T050000Z-t");
+  EXPECT_FALSE(run.job().key_suffix);  // applied once
+  EXPECT_EQ(scenario_from_json(to_json(run), "scenario.json"), run);
+  EXPECT_EQ(to_json(s)["job"]["key_suffix"], true);
+  EXPECT_EQ(s.for_run("r2").job().key, "orders-r2");  // the scenario itself is unchanged
+  EXPECT_EQ(parse_scenario(base + "job: {key: orders}\nworkers: [{id: w1}]\nexpect: {outcome: safe}\n").for_run("r").job().key, "orders");
+  try {
+    (void)parse_scenario(base + "job: {key: " + std::string(240, 'k') + ", key_suffix: true}\nworkers: [{id: w1}]\nexpect: {outcome: safe}\n", "s.yaml");
+    ADD_FAILURE() << "a key too long for its suffix was taken";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.line(), 4);
+    EXPECT_EQ(e.message(), "job.key: with job.key_suffix this key gets \"-<run id>\" appended, up to 263 characters in all, over "
+                           "the 256 a key may have: shorten the key or the scenario's name");
+  }
 }
 
 TEST(ScenarioLockName, UsedExactlyUnlessRunSuffixAsksForTheRunId) {

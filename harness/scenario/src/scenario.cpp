@@ -893,10 +893,20 @@ class ScenarioParser {
   }
 
   /// `job`: what each worker does while it holds the lock.
+  /// With job.key_suffix a key gets "-<run id>" appended; the run id is "<UTC stamp, 16>-<scenario
+  /// name>" and "-N" (N < 1000) when two runs start in one second (run_dir.cpp): the whole must
+  /// stay a key of at most 256 characters.
+  void check_suffixed_key(const Value& at, const std::string& key, const std::string& scenario) const {
+    const std::size_t longest = key.size() + 1 + 16 + 1 + scenario.size() + 4;
+    if (longest > 256)
+      fail(at, "with job.key_suffix this key gets \"-<run id>\" appended, up to " + std::to_string(longest) +
+                   " characters in all, over the 256 a key may have: shorten the key or the scenario's name");
+  }
+
   void parse_job(const Map& m, Scenario& s) {
     Map j(*this, m.require("job"),
           {"kind", "key", "segments", "chunks", "chunk_bytes", "chunk_interval", "increments", "effect", "repeat",
-           "payload"});
+           "payload", "key_suffix"});
     if (auto v = j.get("kind")) {
       s.job_.kind = choice(*v, kJobKinds, "job kind");
       if (s.job_.kind != JobKind::kSegments &&
@@ -915,6 +925,10 @@ class ScenarioParser {
     s.job_.key = string(key);
     if (!is_safe_name(s.job_.key, 256))
       fail(key, "expected a resource key of 1-256 characters of [A-Za-z0-9_.-], got " + quote(s.job_.key));
+    if (auto v = j.get("key_suffix")) {
+      s.job_.key_suffix = boolean(*v);
+      if (s.job_.key_suffix) check_suffixed_key(key, s.job_.key, s.name_);
+    }
     const bool chunked = s.job_.kind != JobKind::kCounter;
     const std::string chunk_kinds = "job kinds segments or side-effect";
     if (auto v = only_for("segments", chunked, chunk_kinds)) s.job_.segments = integer(*v, 1, 1'000'000);
@@ -1012,6 +1026,7 @@ class ScenarioParser {
         w.key = string(*key);
         if (!is_safe_name(*w.key, 256))
           fail(*key, "expected a resource key of 1-256 characters of [A-Za-z0-9_.-], got " + quote(*w.key));
+        if (s.job_.key_suffix) check_suffixed_key(*key, *w.key, s.name_);
       }
       if (auto issuer = wm.get("issuer")) {
         if (s.lock_service_.issuers < 2)
@@ -1691,6 +1706,7 @@ nlohmann::json to_json(const Scenario& s) {
   if (job.kind == JobKind::kSideEffect) jj["effect"] = std::string(to_string(job.effect));
   // Only when opaque: a self-describing job's JSON is byte for byte what it was before payload.
   if (job.payload == PayloadMode::kOpaque) jj["payload"] = std::string(to_string(job.payload));
+  if (job.key_suffix) jj["key_suffix"] = true;
   if (job.repeat) jj["repeat"] = true;  // only with a schedule; absent otherwise, as before schedules
   j["job"] = std::move(jj);
   auto& workers = j["workers"] = nlohmann::json::array();
@@ -1748,6 +1764,12 @@ Scenario Scenario::for_run(const std::string& run_id) const {
   if (s.lock_service_.run_suffix) {
     s.lock_service_.lock += "/" + run_id;
     s.lock_service_.run_suffix = false;
+  }
+  if (s.job_.key_suffix) {  // applied once: the run's plan (scenario.json) re-reads to the same keys
+    s.job_.key += "-" + run_id;
+    for (auto& w : s.workers_)
+      if (w.key) *w.key += "-" + run_id;
+    s.job_.key_suffix = false;
   }
   return s;
 }

@@ -274,6 +274,10 @@ struct JobSpec {
   /// ids numbered from token x segments), so a round cut short never leaves a segment mixed.
   /// True by default with a `schedule` (and only there: a schedule needs it, it needs a schedule).
   bool repeat = false;
+  /// Every resource key (the job's and each worker's `key`) gets "-<run id>" appended for each run
+  /// (Scenario::for_run), so that runs on the user's resource never meet an earlier run's rows of
+  /// the same key (its accept log would read as unaccounted writes). Off by default.
+  bool key_suffix = false;
   bool operator==(const JobSpec&) const = default;
 };
 
