@@ -98,11 +98,10 @@ Finished run_staging(const std::string& name) {
   replace_once(yaml, "endpoints: ['http://127.0.0.1:2379']", "endpoints: ['" + staging().etcd->client_url() + "']");
   replace_once(yaml, "dsn: 'host=127.0.0.1 port=5432 dbname=orders user=orders sslmode=disable'",
                "dsn: '" + staging().pg->endpoint()["dsn"].get<std::string>() + "'");
-  // An order key of its own for each run: the accept log keeps an earlier run's rows of a key,
-  // which this run would judge as writes no holding of its accounts for (unaccounted-write). The
-  // scenario has no per-run key namespace (docs/scenario-format.md, "Isolation"); --gtest_repeat.
-  static int runs = 0;
-  replace_once(yaml, "job: {key: ", "job: {key: run" + std::to_string(++runs) + "-");
+  // Each run writes order keys of its own (job.key_suffix: <key>-<run id>): the accept log keeps
+  // an earlier run's rows of a key, which this run would judge as writes no holding of its
+  // accounts for (unaccounted-write). So --gtest_repeat and a team's nightly run again cleanly.
+  EXPECT_NE(yaml.find("key_suffix: true"), std::string::npos) << name << " must say job.key_suffix: true";
   for (int i = 0; i < 2; ++i)
     replace_once(yaml, "../../workers/", std::string(FENCECHECK_SOURCE_DIR) + "/workers/");
   auto work = fctest::fresh_dir("staging-" + name);
