@@ -73,7 +73,7 @@ void ensure_notifications(const Endpoint& ep) {
 }
 
 /// Where a run's claim names go ("fencecheck-claims:<name>"): no lock's key or channel.
-constexpr std::string_view kClaimPrefix = "fencecheck-claims:";
+constexpr std::string_view kRedisClaimPrefix = "fencecheck-claims:";
 
 /// Claim: KEYS the claim's keys; ARGV value, TTL in ms. Sets every key (PX) only when none exists,
 /// atomically (one script): returns 0, or {index (1-based) of the first key held, its value}.
@@ -247,7 +247,7 @@ class RedisInstance final : public LockServiceInstance {
       return nullptr;
     }
     std::vector<std::string> keys;
-    for (const auto& name : claim.names()) keys.push_back(std::string(kClaimPrefix) + name);
+    for (const auto& name : claim.names()) keys.push_back(std::string(kRedisClaimPrefix) + name);
     const std::string value = claim.to_json().dump();
     const auto ttl_ms = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(kClaimTtl).count());
     Reply r;
@@ -261,7 +261,7 @@ class RedisInstance final : public LockServiceInstance {
       return std::make_unique<RedisHeldClaim>(endpoint_, std::move(keys), value);
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
         r->element[0]->integer >= 1 && static_cast<std::size_t>(r->element[0]->integer) <= keys.size()) {
-      const std::string name = keys[static_cast<std::size_t>(r->element[0]->integer) - 1].substr(kClaimPrefix.size());
+      const std::string name = keys[static_cast<std::size_t>(r->element[0]->integer) - 1].substr(kRedisClaimPrefix.size());
       std::optional<RunClaim> holder;
       if (r->element[1]->type == REDIS_REPLY_STRING) {
         const auto parsed = nlohmann::json::parse(std::string(r->element[1]->str, r->element[1]->len), nullptr, false);
