@@ -32,7 +32,7 @@ json read_json(const fs::path& p) { return json::parse(fctest::slurp(p)); }
 /// The pids the harness logged as "started worker <id> (pid N)".
 std::vector<pid_t> worker_pids(const std::vector<json>& history) {
   std::vector<pid_t> out;
-  std::regex re("started worker [^ ]+ \\(pid ([0-9]+)\\)");
+  std::regex re("started worker [^ ]+ \\(pid ([0-9]+)[,)]");
   for (const auto& e : history) {
     std::smatch m;
     std::string detail = e.value("detail", "");
