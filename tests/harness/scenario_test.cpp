@@ -77,7 +77,7 @@ std::string lock_kind_names() {
 
 /// Every key a `lock_service:` mapping may hold: the loader's shared fields, then each kind's own.
 std::string lock_service_keys() {
-  std::vector<std::string_view> all{"kind", "endpoints", "lock", "prior_revisions", "run_suffix", "issuers", "client"};
+  std::vector<std::string_view> all{"kind", "endpoints", "lock", "prior_revisions", "run_suffix", "issuers", "client", "claim_ttl"};
   for (auto n : locks::lock_service_kind_names())
     for (auto f : locks::find_lock_service_kind(n)->fields())
       if (std::find(all.begin(), all.end(), f) == all.end()) all.push_back(f);
@@ -1245,6 +1245,28 @@ const BadFile kBadFiles[] = {
      3, 75,
      "lock_service.issuers: issuers starts that many embedded etcd servers side by side; with lock_service.endpoints "
      "the lock services are your own: give one scenario per issuer instead"},
+    {"ClaimTtlIsForALockServiceOfYourOwn",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "lock_service: {kind: etcd, claim_ttl: 3s}\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "expect: {outcome: safe}\n",
+     3, 39,
+     "lock_service.claim_ttl: claim_ttl is how long a killed harness's claim on a lock service of your own "
+     "(lock_service.endpoints) outlives it; the embedded etcd is this run's alone and takes no claim"},
+    {"ClaimTtlIsWholeSecondsFromTwo",
+     "name: t\n"
+     "lease_ttl: 2s\n"
+     "lock_service: {kind: etcd, endpoints: [\"http://127.0.0.1:2379\"], claim_ttl: 1500ms}\n"
+     "resource: {kind: store}\n"
+     "job: {key: k}\n"
+     "workers: [{id: w1}]\n"
+     "expect: {outcome: safe}\n",
+     3, 77,
+     "lock_service.claim_ttl: expected a whole number of seconds from 2s to 300s (etcd grants leases in seconds; "
+     "ZooKeeper's smallest session is 2 ticks), got \"1500ms\""},
     {"WorkerIssuerNeedsSeveralIssuers",
      "name: t\n"
      "lease_ttl: 2s\n"
@@ -1555,6 +1577,19 @@ TEST(ScenarioLockService, TheKindsConfigIsKeptWithPositionsAndWrittenToJson) {
       "t.yaml");
   EXPECT_EQ(t.workers()[0].design.token_source, TokenSource::kIssuer);
   EXPECT_EQ(to_json(t)["workers"][0]["design"]["token_source"], "issuer");
+}
+
+TEST(ScenarioLockService, AClaimTtlOnYourOwnLockServiceIsKeptAndRoundTrips) {
+  Scenario s = parse_scenario(kMinimal + "lock_service:\n  kind: etcd\n  endpoints: [\"http://10.0.0.5:2379\"]\n"
+                                         "  claim_ttl: 30s\n", "c.yaml");
+  EXPECT_EQ(s.lock_service().claim_ttl, std::chrono::seconds(30));
+  const auto j = to_json(s);
+  EXPECT_EQ(j["lock_service"]["claim_ttl"], "30s");
+  EXPECT_EQ(scenario_from_json(j), s);
+  // Not written: the default, 10 s; an embedded service's scenario.json has no claim_ttl.
+  EXPECT_EQ(parse_scenario(kMinimal + "lock_service:\n  kind: etcd\n  endpoints: [\"http://10.0.0.5:2379\"]\n", "d.yaml")
+                .lock_service().claim_ttl, std::chrono::seconds(10));
+  EXPECT_FALSE(to_json(parse_scenario(kMinimal, "m.yaml"))["lock_service"].contains("claim_ttl"));
 }
 
 TEST(ScenarioLockService, TheOverrideChangesOnlyTheKind) {

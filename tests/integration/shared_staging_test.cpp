@@ -22,10 +22,11 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 /// A scenario on the external etcd at `url`, lock staging/orders, that runs for several seconds
-/// (two holders, 16 chunks each at 250 ms), so a second run starts while it goes.
+/// (two holders, 16 chunks each at 250 ms), so a second run starts while it goes. Its claim's TTL
+/// is 3 s (lock_service.claim_ttl), so a killed harness's claim lapses in seconds.
 std::string scenario(const std::string& name, const std::string& url, bool run_suffix) {
   return "name: " + name + "\nlease_ttl: 2s\ntimeout: 90s\n" +
-         "lock_service: {kind: etcd, endpoints: [\"" + url + "\"], lock: staging/orders" +
+         "lock_service: {kind: etcd, endpoints: [\"" + url + "\"], lock: staging/orders, claim_ttl: 3s" +
          (run_suffix ? ", run_suffix: true" : "") + "}\n" +
          "resource: {kind: store}\n"
          "job: {key: ledger, segments: 2, chunks: 8, chunk_bytes: 64, chunk_interval: 250ms}\n"
@@ -129,13 +130,15 @@ TEST_F(SharedStaging, AKilledHarnessesClaimLapsesWithinItsTtlAndTheNextRunStarts
   ASSERT_FALSE(a_dir.empty());
   const auto claim = nlohmann::json::parse(fctest::slurp(a_dir / "claim.json"));
   const pid_t harness = claim["claim"]["pid"].get<pid_t>();
+  EXPECT_EQ(claim["ttl_s"], 3) << "lock_service.claim_ttl";
+  EXPECT_EQ(claim["claim"]["ttl_s"], 3);
   ASSERT_EQ(::kill(harness, SIGKILL), 0);
   (void)first.get();
   const auto killed = std::chrono::steady_clock::now();
   const fencecheck::EtcdClient etcd(etcd_.client_url());
   EXPECT_FALSE(etcd.range_prefix("fencecheck-claims/").empty()) << "nobody released it: it must lapse";
   ASSERT_TRUE(fctest::wait_until([&] { return etcd.range_prefix("fencecheck-claims/").empty(); }, 30s));
-  EXPECT_LE(std::chrono::steady_clock::now() - killed, fencecheck::locks::kClaimTtl + 2s);
+  EXPECT_LE(std::chrono::steady_clock::now() - killed, 3s + 2s);
   const fctest::Result b = start("b", false).get();
   EXPECT_EQ(b.code, 0) << b.out << b.err;
 }

@@ -24,6 +24,10 @@ namespace {
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
+/// The claims' TTL here: short, so that the lapse and the renewal past a TTL take seconds, not
+/// tens of them (a run sets it with lock_service.claim_ttl; kClaimTtl, 10 s, by default).
+constexpr std::chrono::seconds kTtl{3};
+
 RunClaim claim_of(const std::string& run_id, const std::string& lock, std::vector<std::string> keys = {}) {
   RunClaim c;
   c.run_id = run_id;
@@ -34,6 +38,7 @@ RunClaim claim_of(const std::string& run_id, const std::string& lock, std::vecto
   c.lock = lock;
   if (!keys.empty()) c.resource = "postgres";
   c.keys = std::move(keys);
+  c.ttl = kTtl;
   return c;
 }
 
@@ -58,8 +63,8 @@ class Claim : public ::testing::TestWithParam<std::string> {
     ctx_.log_path = [this](const std::string& n) { return dir_.path() / (n + ".log"); };
     ctx_.run_id = "server";
     ctx_.lock = "staging/orders";
-    // ZooKeeper grants sessions of 2..20 ticks: a tick of 1 s lets it grant kClaimTtl (10 s),
-    // as a default server (tickTime 2 s) does.
+    // ZooKeeper grants sessions of 2..20 ticks: a tick of 1 s lets it grant kTtl (3 s); a
+    // default server (tickTime 2 s) would round it up to 4 s.
     const nlohmann::json config = GetParam() == "zookeeper" ? nlohmann::json{{"tick_time", "1000ms"}} : nlohmann::json::object();
     server_ = find_lock_service_kind(GetParam())->open({}, config, ctx_);
   }
@@ -91,6 +96,9 @@ TEST_P(Claim, ASecondRunOnTheSameLockIsRefusedNamingTheFirstRunAndHost) {
   EXPECT_EQ(refused->holder()->run_id, "nightly-1");
   EXPECT_THAT(refused->what(), HasSubstr("run nightly-1 on host host-of-nightly-1 (pid 100)"));
   EXPECT_THAT(refused->what(), HasSubstr("lock_service.run_suffix: true"));
+  // How soon the holder's claim lapses is the holder's TTL, read back from its claim.
+  EXPECT_EQ(refused->holder()->ttl, kTtl);
+  EXPECT_THAT(refused->what(), HasSubstr("a killed harness's claim lapses within 3 s"));
   // Released: the lock is free for the next run at once.
   held->release();
   EXPECT_EQ(held->lost(), "");
@@ -127,7 +135,7 @@ TEST_P(Claim, ARenewedClaimOutlivesItsTtl) {
   auto held = a->claim(claim_of("nightly-1", "staging/orders"), why);
   ASSERT_TRUE(held);
   // Renewed every third of the TTL: after more than a TTL it still refuses a second run.
-  std::this_thread::sleep_for(kClaimTtl + 2s);
+  std::this_thread::sleep_for(kTtl + 2s);
   EXPECT_TRUE(refusal(*b, claim_of("ci-9", "staging/orders")));
   EXPECT_EQ(held->lost(), "");
 }
@@ -166,10 +174,10 @@ TEST_P(Claim, AKilledHoldersClaimLapsesWithinItsTtl) {
   const auto first = refusal(*next, claim_of("next", "staging/orders"));
   ASSERT_TRUE(first) << "the killed holder's claim was gone at once";
   EXPECT_EQ(first->holder()->run_id, "killed-1");
-  while (refusal(*next, claim_of("next", "staging/orders")) && std::chrono::steady_clock::now() - killed < kClaimTtl + 5s)
+  while (refusal(*next, claim_of("next", "staging/orders")) && std::chrono::steady_clock::now() - killed < kTtl + 5s)
     std::this_thread::sleep_for(100ms);
   EXPECT_FALSE(refusal(*next, claim_of("next", "staging/orders")));
-  EXPECT_LE(std::chrono::steady_clock::now() - killed, kClaimTtl + 2s);
+  EXPECT_LE(std::chrono::steady_clock::now() - killed, kTtl + 2s);
 }
 
 TEST_P(Claim, AnEmbeddedServiceTakesNoClaimAndSaysWhy) {
@@ -199,7 +207,7 @@ TEST(EtcdClaim, TheValueIsTheClaimsJsonUnderFencecheckClaimsOnALeaseOfTheClaimTt
   EXPECT_EQ(nlohmann::json::parse(kvs[1].value), claim_of("nightly-1", "staging/orders", {"us-1"}).to_json());
   ASSERT_NE(kvs[1].lease, 0);
   EXPECT_EQ(kvs[0].lease, kvs[1].lease) << "one lease: the claim lapses as a whole";
-  EXPECT_EQ(client.lease_time_to_live(kvs[1].lease).granted_ttl, kClaimTtl);
+  EXPECT_EQ(client.lease_time_to_live(kvs[1].lease).granted_ttl, kTtl);
   held->release();
   EXPECT_TRUE(client.range_prefix("fencecheck-claims/").empty());
   server->stop();

@@ -21,6 +21,7 @@ RunClaim nightly() {
   c.lock = "staging/orders";
   c.resource = "postgres";
   c.keys = {"us-1", "eu-1"};
+  c.ttl = std::chrono::seconds(7);
   return c;
 }
 
@@ -29,9 +30,10 @@ TEST(RunClaim, ItsValueIsTheDocumentedJsonAndReadsBack) {
   const nlohmann::json j = c.to_json();
   EXPECT_EQ(j, nlohmann::json::parse(R"({"run_id":"orders-20261206T030000Z","host":"ci-7.example","pid":4242,
       "started":"2026-12-06T03:00:00Z","scenario":"orders","lock":"staging/orders","resource":"postgres",
-      "keys":["us-1","eu-1"]})"));
+      "keys":["us-1","eu-1"],"ttl_s":7})"));
   const RunClaim back = RunClaim::from_json(j);
   EXPECT_EQ(back.to_json(), j);
+  EXPECT_EQ(back.ttl, std::chrono::seconds(7));
 }
 
 TEST(RunClaim, AnotherVersionsValueKeepsWhatItCanRead) {
@@ -39,6 +41,8 @@ TEST(RunClaim, AnotherVersionsValueKeepsWhatItCanRead) {
   EXPECT_EQ(c.run_id, "r1");
   EXPECT_EQ(c.host, "");
   EXPECT_THAT(c.keys, ElementsAre("a"));
+  EXPECT_EQ(c.ttl, kClaimTtl) << "a claim without ttl_s (an older version's) lapses within the default";
+  EXPECT_EQ(RunClaim::from_json(nlohmann::json::parse(R"({"ttl_s":0})")).ttl, kClaimTtl);
   EXPECT_EQ(RunClaim::from_json("not an object").run_id, "");
 }
 
@@ -53,12 +57,13 @@ TEST(RunClaim, NamesAreTheLockThenEachKeySortedOnceScopedByTheResourceKind) {
 TEST(ClaimRefusal, ALockNamesTheHoldersRunAndHostAndHowToIsolate) {
   RunClaim mine = nightly();
   mine.run_id = "orders-ci";
+  mine.ttl = std::chrono::seconds(20);  // the holder's TTL (7 s) is the one that says when it lapses
   const std::string m = claim_refusal_message(mine, "lock/staging/orders", nightly(), "etcd http://10.0.0.5:2379");
   EXPECT_EQ(m,
             "another run holds this run's lock \"staging/orders\" in the lock service etcd http://10.0.0.5:2379: run "
             "orders-20261206T030000Z on host ci-7.example (pid 4242), scenario orders, started 2026-12-06T03:00:00Z. "
             "Two runs on one lock or one key judge each other's writes, so this run did not start. Wait for that run "
-            "to end (a killed harness's claim lapses within 10 s), or isolate this run: lock_service.run_suffix: true "
+            "to end (a killed harness's claim lapses within 7 s), or isolate this run: lock_service.run_suffix: true "
             "gives it a lock name of its own (\"staging/orders/<run id>\")");
 }
 

@@ -25,6 +25,7 @@ locks::RunClaim make_run_claim(const Scenario& sc, const std::string& run_id, st
   c.started = stamp;
   c.scenario = sc.name();
   c.lock = sc.lock_service().lock;
+  c.ttl = sc.lock_service().claim_ttl;
   const auto* kind = resources::find_resource_kind(sc.resource().kind);
   // An embedded resource is this run's alone: its keys cannot overlap another run's.
   if (kind && !kind->embedded(sc.resource().config)) {
@@ -63,7 +64,7 @@ std::unique_ptr<locks::HeldClaim> claim_run(const Scenario& sc, const RunDirecto
                                 {"held", held->describe()},
                                 {"claim", mine.to_json()},
                                 {"names", mine.names()},
-                                {"ttl_s", locks::kClaimTtl.count()}});
+                                {"ttl_s", mine.ttl.count()}});
   spdlog::info("{}: claimed lock \"{}\"{} for this run: {}", sc.name(), mine.lock,
                mine.keys.empty() ? std::string() : " and " + std::to_string(mine.keys.size()) + " resource key(s)",
                held->describe());

@@ -743,7 +743,7 @@ class ScenarioParser {
   /// `lock_service`: the kind is a name on the lock-service axis; the loader reads the fields every
   /// kind shares, every other field is the kind's own. ttl: `lease_ttl`, checked by the kind.
   void parse_lock_service(const Map& m, const YAML::Node& root, const Value& ttl, Duration ttl_d, Scenario& s) const {
-    KindTable table{"lock_service", "lock service kind", {"kind", "endpoints", "lock", "prior_revisions", "run_suffix", "issuers", "client"}, {}};
+    KindTable table{"lock_service", "lock service kind", {"kind", "endpoints", "lock", "prior_revisions", "run_suffix", "issuers", "client", "claim_ttl"}, {}};
     for (auto n : locks::lock_service_kind_names()) table.kinds.emplace_back(n, locks::find_lock_service_kind(n)->fields());
     // No lock_service: the embedded etcd, every field of it at its default.
     YAML::Node none(YAML::NodeType::Map);
@@ -791,6 +791,16 @@ class ScenarioParser {
                  "the lock services are your own: give one scenario per issuer instead");
     }
     if (auto c = ls.get("client")) parse_client(*c, ls, *lk, spec, "fencecheck/" + s.name_);
+    if (auto t = ls.get("claim_ttl")) {
+      if (spec.embedded() || kind == kNoLockService)
+        fail(*t, "claim_ttl is how long a killed harness's claim on a lock service of your own (lock_service.endpoints) "
+                 "outlives it; the embedded " + kind + " is this run's alone and takes no claim");
+      const Duration d = duration(*t);
+      if (d % std::chrono::seconds(1) != Duration::zero() || d < std::chrono::seconds(2) || d > std::chrono::seconds(300))
+        fail(*t, "expected a whole number of seconds from 2s to 300s (etcd grants leases in seconds; ZooKeeper's "
+                 "smallest session is 2 ticks), got " + quote(t->node.Scalar()));
+      spec.claim_ttl = std::chrono::duration_cast<std::chrono::seconds>(d);
+    }
     if (given) spec.positions = positions_of(lv, ls);
     spec.config = lk->parse(Fields(*this, ls));
     if (std::string why = lk->check_lease_ttl(std::chrono::duration_cast<std::chrono::milliseconds>(ttl_d),
@@ -1685,6 +1695,7 @@ nlohmann::json to_json(const Scenario& s) {
                     {"run_suffix", s.lock_service().run_suffix},
                     {"issuers", s.lock_service().issuers}};
   if (!s.lock_service().client.empty()) lj["client"] = s.lock_service().client;
+  if (!s.lock_service().embedded()) lj["claim_ttl"] = format_duration(s.lock_service().claim_ttl);
   for (const auto& [field, value] : s.lock_service().config.items()) lj[field] = value;  // the kind's own
   j["lock_service"] = std::move(lj);
   nlohmann::json rj{{"kind", s.resource().kind}};

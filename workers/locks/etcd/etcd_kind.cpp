@@ -15,6 +15,7 @@
 #include "fencecheck/locks/etcd/embedded_etcd.h"
 #include "fencecheck/locks/etcd/etcd_client.h"
 #include "fencecheck/locks/lock_service_kind.h"
+#include "fencecheck/locks/renewed_claim.h"
 #include "kinds.h"
 
 namespace fencecheck::locks {
@@ -164,83 +165,38 @@ class EtcdIssuerWatch final : public IssuerWatch {
 constexpr std::string_view kClaimPrefix = "fencecheck-claims/";
 
 /// A run's claim in the user's etcd (LockServiceInstance::claim): the names put in one txn, only
-/// where absent, attached to a lease of kClaimTtl that a thread of its own renews every third of
-/// it. Release revokes the lease, which deletes exactly this claim's keys (a key another run put
-/// after a lapse has that run's lease).
-class EtcdHeldClaim final : public HeldClaim {
+/// where absent, attached to a lease of the claim's TTL that RenewedClaim's thread keeps alive every
+/// third of it. Release revokes the lease, which deletes exactly this claim's keys (a key another
+/// run put after a lapse has that run's lease).
+class EtcdHeldClaim final : public RenewedClaim {
  public:
-  EtcdHeldClaim(std::string url, std::int64_t lease, std::vector<std::string> keys)
-      : url_(std::move(url)), lease_(lease), keys_(std::move(keys)) {
-    thread_ = std::jthread([this](std::stop_token stop) { renew(std::move(stop)); });
+  EtcdHeldClaim(std::string url, std::int64_t lease, std::vector<std::string> keys, std::chrono::seconds ttl)
+      : RenewedClaim("etcd " + url, ttl), url_(std::move(url)), lease_(lease), keys_(std::move(keys)),
+        renewer_(url_, renew_options()) {
+    start();
   }
-  ~EtcdHeldClaim() override { release(); }
-
-  void release() noexcept override {
-    if (thread_.joinable()) {
-      thread_.request_stop();
-      thread_.join();
-    }
-    if (released_.exchange(true)) return;
-    try {
-      EtcdClient(url_).lease_revoke(lease_);
-    } catch (const std::exception& err) {
-      spdlog::warn("etcd {}: cannot release this run's claim (lease {:x}): {}; it lapses by itself within {} s", url_,
-                   lease_, err.what(), kClaimTtl.count());
-    }
-  }
-
-  std::string lost() const override {
-    std::lock_guard lock(mu_);
-    return lost_;
-  }
+  ~EtcdHeldClaim() override { finish(); }
 
   std::string describe() const override {
-    return fmt::format("etcd {} lease {:x} (TTL {} s) on {}", url_, lease_, kClaimTtl.count(), fmt::join(keys_, ", "));
+    return fmt::format("etcd {} lease {:x} (TTL {} s) on {}", url_, lease_, ttl().count(), fmt::join(keys_, ", "));
   }
 
  private:
-  void renew(std::stop_token stop) {
+  static EtcdClient::Options renew_options() {
     EtcdClient::Options options;
     options.request_timeout = std::chrono::milliseconds(2000);
-    const EtcdClient etcd(url_, options);
-    auto last_ok = std::chrono::steady_clock::now();
-    std::mutex wait_mu;
-    std::condition_variable_any cv;
-    while (!stop.stop_requested()) {
-      {
-        std::unique_lock lock(wait_mu);
-        cv.wait_for(lock, stop, std::chrono::duration_cast<std::chrono::milliseconds>(kClaimTtl) / 3, [] { return false; });
-      }
-      if (stop.stop_requested()) return;
-      std::string why;
-      try {
-        if (etcd.lease_keepalive(lease_)) {
-          last_ok = std::chrono::steady_clock::now();
-          continue;
-        }
-        why = fmt::format("its lease {:x} was gone at a renewal (expired or revoked by someone else)", lease_);
-      } catch (const std::exception& err) {
-        if (std::chrono::steady_clock::now() - last_ok < kClaimTtl) {
-          spdlog::warn("etcd {}: renewing this run's claim failed: {}; retrying", url_, err.what());
-          continue;
-        }
-        why = fmt::format("no renewal reached etcd for {} s ({})", kClaimTtl.count(), err.what());
-      }
-      spdlog::error("etcd {}: this run's claim lapsed during the run: {}; another run may have started on the same "
-                    "lock or keys", url_, why);
-      std::lock_guard lock(mu_);
-      lost_ = why;
-      return;
-    }
+    return options;
   }
+  std::optional<std::string> renew_once() override {
+    if (renewer_.lease_keepalive(lease_)) return std::nullopt;
+    return fmt::format("its lease {:x} was gone at a renewal (expired or revoked by someone else)", lease_);
+  }
+  void release_once() override { EtcdClient(url_).lease_revoke(lease_); }
 
   std::string url_;
   std::int64_t lease_;
   std::vector<std::string> keys_;
-  std::atomic<bool> released_{false};
-  mutable std::mutex mu_;
-  std::string lost_;
-  std::jthread thread_;  // last: starts after the fields above are initialised
+  EtcdClient renewer_;  // used by the renewal thread only
 };
 
 /// One etcd for one run: an embedded etcd-server (restartable at the same URL) or the user's member
@@ -288,14 +244,14 @@ class EtcdInstance final : public LockServiceInstance {
     std::vector<std::pair<std::string, std::string>> kvs;
     for (const auto& name : claim.names()) kvs.emplace_back(std::string(kClaimPrefix) + name, value);
     try {
-      const LeaseGrant lease = etcd.lease_grant(kClaimTtl);
+      const LeaseGrant lease = etcd.lease_grant(claim.ttl);
       CreateAllResult r;
       try {
         r = etcd.create_all(kvs, lease.id);
       } catch (...) {
         try {
           etcd.lease_revoke(lease.id);
-        } catch (const std::exception&) {  // it lapses by itself within kClaimTtl
+        } catch (const std::exception&) {  // it lapses by itself within claim.ttl
         }
         throw;
       }
@@ -318,7 +274,7 @@ class EtcdInstance final : public LockServiceInstance {
       }
       std::vector<std::string> keys;
       for (const auto& kv : kvs) keys.push_back(kv.first);
-      return std::make_unique<EtcdHeldClaim>(url_, lease.id, std::move(keys));
+      return std::make_unique<EtcdHeldClaim>(url_, lease.id, std::move(keys), claim.ttl);
     } catch (const EtcdError& err) {
       throw LockServiceUnavailable("etcd " + url_ + ": cannot claim this run's lock and keys: " + err.what());
     }

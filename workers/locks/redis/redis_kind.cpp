@@ -22,6 +22,7 @@
 
 #include "../kinds.h"
 #include "fencecheck/locks/lock_service_kind.h"
+#include "fencecheck/locks/renewed_claim.h"
 #include "embedded_redis.h"
 #include "redis_connection.h"
 #include "redis_watch.h"
@@ -112,86 +113,40 @@ std::vector<std::string> eval_argv(std::string_view script, const std::vector<st
 }
 
 /// A run's claim in the user's Redis (LockServiceInstance::claim): SET PX of every name only where
-/// none exists (kClaim), renewed by a thread of its own every third of kClaimTtl with an
+/// none exists (kClaim), renewed by RenewedClaim's thread every third of the claim's TTL with an
 /// owner-checked PEXPIRE, released with an owner-checked DEL.
-class RedisHeldClaim final : public HeldClaim {
+class RedisHeldClaim final : public RenewedClaim {
  public:
-  RedisHeldClaim(Endpoint endpoint, std::vector<std::string> keys, std::string value)
-      : endpoint_(std::move(endpoint)), keys_(std::move(keys)), value_(std::move(value)) {
-    thread_ = std::jthread([this](std::stop_token stop) { renew(std::move(stop)); });
+  RedisHeldClaim(Endpoint endpoint, std::vector<std::string> keys, std::string value, std::chrono::seconds ttl)
+      : RenewedClaim("redis " + endpoint.text(), ttl), endpoint_(std::move(endpoint)), keys_(std::move(keys)),
+        value_(std::move(value)) {
+    start();
   }
-  ~RedisHeldClaim() override { release(); }
-
-  void release() noexcept override {
-    if (thread_.joinable()) {
-      thread_.request_stop();
-      thread_.join();
-    }
-    if (released_.exchange(true)) return;
-    try {
-      Connection c(endpoint_, 1000ms, 2000ms);
-      c.command(eval_argv(kClaimRelease, keys_, {value_}), "EVAL claim release");
-    } catch (const std::exception& err) {
-      spdlog::warn("redis {}: cannot release this run's claim: {}; it lapses by itself within {} s", endpoint_.text(),
-                   err.what(), kClaimTtl.count());
-    }
-  }
-
-  std::string lost() const override {
-    std::lock_guard lock(mu_);
-    return lost_;
-  }
+  ~RedisHeldClaim() override { finish(); }
 
   std::string describe() const override {
     std::string keys;
     for (const auto& k : keys_) keys += (keys.empty() ? "" : ", ") + k;
-    return "redis " + endpoint_.url() + " keys with PX " + std::to_string(kClaimTtl.count() * 1000) + " ms: " + keys;
+    return "redis " + endpoint_.url() + " keys with PX " + std::to_string(ttl().count() * 1000) + " ms: " + keys;
   }
 
  private:
-  void renew(std::stop_token stop) {
-    const auto ttl_ms = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(kClaimTtl).count());
-    auto last_ok = std::chrono::steady_clock::now();
-    std::mutex wait_mu;
-    std::condition_variable_any cv;
-    while (!stop.stop_requested()) {
-      {
-        std::unique_lock lock(wait_mu);
-        cv.wait_for(lock, stop, std::chrono::duration_cast<std::chrono::milliseconds>(kClaimTtl) / 3, [] { return false; });
-      }
-      if (stop.stop_requested()) return;
-      std::string why;
-      try {
-        Connection c(endpoint_, 1000ms, 2000ms);
-        const Reply r = c.command(eval_argv(kClaimRenew, keys_, {value_, ttl_ms}), "EVAL claim renew");
-        if (r->type == REDIS_REPLY_INTEGER && r->integer == static_cast<long long>(keys_.size())) {
-          last_ok = std::chrono::steady_clock::now();
-          continue;
-        }
-        why = "a renewal found " + redis_detail::describe(r.get()) + " of " + std::to_string(keys_.size()) +
-              " key(s) still this run's (expired or deleted by someone else)";
-      } catch (const std::exception& err) {
-        if (std::chrono::steady_clock::now() - last_ok < kClaimTtl) {
-          spdlog::warn("redis {}: renewing this run's claim failed: {}; retrying", endpoint_.text(), err.what());
-          continue;
-        }
-        why = "no renewal reached redis for " + std::to_string(kClaimTtl.count()) + " s (" + err.what() + ")";
-      }
-      spdlog::error("redis {}: this run's claim lapsed during the run: {}; another run may have started on the same "
-                    "lock or keys", endpoint_.text(), why);
-      std::lock_guard lock(mu_);
-      lost_ = why;
-      return;
-    }
+  std::optional<std::string> renew_once() override {
+    const auto ttl_ms = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(ttl()).count());
+    Connection c(endpoint_, 1000ms, 2000ms);
+    const Reply r = c.command(eval_argv(kClaimRenew, keys_, {value_, ttl_ms}), "EVAL claim renew");
+    if (r->type == REDIS_REPLY_INTEGER && r->integer == static_cast<long long>(keys_.size())) return std::nullopt;
+    return "a renewal found " + redis_detail::describe(r.get()) + " of " + std::to_string(keys_.size()) +
+           " key(s) still this run's (expired or deleted by someone else)";
+  }
+  void release_once() override {
+    Connection c(endpoint_, 1000ms, 2000ms);
+    c.command(eval_argv(kClaimRelease, keys_, {value_}), "EVAL claim release");
   }
 
   Endpoint endpoint_;
   std::vector<std::string> keys_;
   std::string value_;
-  std::atomic<bool> released_{false};
-  mutable std::mutex mu_;
-  std::string lost_;
-  std::jthread thread_;  // last: starts after the fields above are initialised
 };
 
 class RedisInstance final : public LockServiceInstance {
@@ -249,7 +204,7 @@ class RedisInstance final : public LockServiceInstance {
     std::vector<std::string> keys;
     for (const auto& name : claim.names()) keys.push_back(std::string(kRedisClaimPrefix) + name);
     const std::string value = claim.to_json().dump();
-    const auto ttl_ms = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(kClaimTtl).count());
+    const auto ttl_ms = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(claim.ttl).count());
     Reply r;
     try {
       Connection c(endpoint_, 1000ms, 5000ms);
@@ -258,7 +213,7 @@ class RedisInstance final : public LockServiceInstance {
       throw LockServiceUnavailable("redis " + endpoint_.text() + ": cannot claim this run's lock and keys: " + err.what());
     }
     if (r->type == REDIS_REPLY_INTEGER && r->integer == 0)
-      return std::make_unique<RedisHeldClaim>(endpoint_, std::move(keys), value);
+      return std::make_unique<RedisHeldClaim>(endpoint_, std::move(keys), value, claim.ttl);
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
         r->element[0]->integer >= 1 && static_cast<std::size_t>(r->element[0]->integer) <= keys.size()) {
       const std::string name = keys[static_cast<std::size_t>(r->element[0]->integer) - 1].substr(kRedisClaimPrefix.size());

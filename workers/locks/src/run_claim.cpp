@@ -8,7 +8,8 @@ namespace fencecheck::locks {
 
 nlohmann::json RunClaim::to_json() const {
   return {{"run_id", run_id}, {"host", host},   {"pid", pid},           {"started", started},
-          {"scenario", scenario}, {"lock", lock}, {"resource", resource}, {"keys", keys}};
+          {"scenario", scenario}, {"lock", lock}, {"resource", resource}, {"keys", keys},
+          {"ttl_s", ttl.count()}};
 }
 
 RunClaim RunClaim::from_json(const nlohmann::json& j) {
@@ -24,6 +25,8 @@ RunClaim RunClaim::from_json(const nlohmann::json& j) {
   text("lock", c.lock);
   text("resource", c.resource);
   if (auto it = j.find("pid"); it != j.end() && it->is_number_integer()) c.pid = it->get<long>();
+  if (auto it = j.find("ttl_s"); it != j.end() && it->is_number_integer() && it->get<long>() > 0)
+    c.ttl = std::chrono::seconds(it->get<long>());
   if (auto it = j.find("keys"); it != j.end() && it->is_array())
     for (const auto& k : *it)
       if (k.is_string()) c.keys.push_back(k.get<std::string>());
@@ -60,7 +63,8 @@ std::string claim_refusal_message(const RunClaim& mine, const std::string& name,
     out += "a run whose claim could not be read back";
   }
   out += ". Two runs on one lock or one key judge each other's writes, so this run did not start. Wait for that run "
-         "to end (a killed harness's claim lapses within " + std::to_string(kClaimTtl.count()) + " s), or isolate this run: ";
+         "to end (a killed harness's claim lapses within " + std::to_string((holder ? holder->ttl : mine.ttl).count()) +
+         " s), or isolate this run: ";
   out += is_lock ? "lock_service.run_suffix: true gives it a lock name of its own (\"" + mine.lock + "/<run id>\")"
                  : "give it resource keys of its own (job.key, workers[].key)";
   return out;

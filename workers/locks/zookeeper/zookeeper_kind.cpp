@@ -65,7 +65,7 @@ std::string claim_znode(const std::string& name) {
 }
 
 /// A run's claim in the user's ensemble (LockServiceInstance::claim): an ephemeral znode per name
-/// under kClaimRoot, owned by a session of kClaimTtl that the C client keeps alive from its own
+/// under kClaimRoot, owned by a session of the claim's TTL that the C client keeps alive from its own
 /// thread (the server may negotiate another timeout within its [2, 20] x tickTime: describe()
 /// says the one granted). Release deletes the znodes and closes the session; a killed harness's
 /// session expires and takes them along.
@@ -196,7 +196,7 @@ class ZooKeeperInstance final : public LockServiceInstance {
     const std::string where = "zookeeper " + joined(endpoints_);
     std::unique_ptr<Handle> session;
     try {
-      session = std::make_unique<Handle>(joined(endpoints_), std::chrono::duration_cast<Millis>(kClaimTtl), 5s, where);
+      session = std::make_unique<Handle>(joined(endpoints_), std::chrono::duration_cast<Millis>(claim.ttl), 5s, where);
     } catch (const std::runtime_error& err) {
       throw LockServiceUnavailable(std::string(err.what()) + ": cannot claim this run's lock and keys");
     }

@@ -214,6 +214,11 @@ struct LockServiceSpec {
   /// "kazoo", ...), or "" (none said). Set: command workers get FENCECHECK_LOCK_CLIENT_NAME, the
   /// name to hand that library, and the loader checked that `lock` fits its layout.
   std::string client;
+  /// With endpoints (a lock service of the user's): the TTL of the run's claim on it
+  /// (locks::RunClaim::ttl; docs/scenario-format.md, "Runs that share a lock service"): how long a
+  /// killed harness's claim outlives it. Whole seconds, 2 s to 300 s; 10 s (locks::kClaimTtl) by
+  /// default. An embedded lock service takes no claim.
+  std::chrono::seconds claim_ttl{10};
   /// The kind's own fields, normalized by LockServiceKind::parse ({} for etcd).
   nlohmann::json config = nlohmann::json::object();
   /// Where each field of `lock_service:` is in the scenario file (1-based line, column), "" for the
@@ -223,7 +228,8 @@ struct LockServiceSpec {
   [[nodiscard]] bool embedded() const { return endpoints.empty(); }
   bool operator==(const LockServiceSpec& o) const {
     return kind == o.kind && endpoints == o.endpoints && lock == o.lock && prior_revisions == o.prior_revisions &&
-           run_suffix == o.run_suffix && issuers == o.issuers && client == o.client && config == o.config;
+           run_suffix == o.run_suffix && issuers == o.issuers && client == o.client && claim_ttl == o.claim_ttl &&
+           config == o.config;
   }
 };
 

@@ -84,6 +84,12 @@ class IssuerWatch {
   virtual void restarted_fresh() = 0;
 };
 
+/// How long a claim outlives its harness by default (RunClaim::ttl; lock_service.claim_ttl): a
+/// killed harness's claim lapses by itself within its TTL (etcd: the lease's TTL, plus up to 0.5 s
+/// for etcd's lessor; redis: the keys' PX; zookeeper: the session timeout). A held claim is
+/// renewed every third of it.
+inline constexpr std::chrono::seconds kClaimTtl{10};
+
 /// What one run claims in a lock service it may share with other runs (docs/scenario-format.md,
 /// "Runs that share a lock service"; issue 34 item 3): its lock name and, when the resource is the
 /// user's, the resource keys its workers write. Two runs on one lock or one key judge each other's
@@ -98,9 +104,13 @@ struct RunClaim {
   std::string lock;      ///< the run's lock name (after run_suffix)
   std::string resource;  ///< the resource kind whose keys are claimed ("postgres"); "" when no keys
   std::vector<std::string> keys;  ///< the resource keys, sorted and unique; empty for an embedded resource
+  /// How long the claim outlives a harness that stopped renewing it (killed): the scenario's
+  /// lock_service.claim_ttl, kClaimTtl by default. 2 s or more (ZooKeeper's smallest session is
+  /// 2 ticks); the kinds renew every third of it.
+  std::chrono::seconds ttl = kClaimTtl;
 
-  /// {"run_id","host","pid","started","scenario","lock","resource","keys"}: the claim's value in
-  /// the lock service. Pure.
+  /// {"run_id","host","pid","started","scenario","lock","resource","keys","ttl_s"}: the claim's
+  /// value in the lock service (another run's refusal says from ttl_s how soon it lapses). Pure.
   [[nodiscard]] nlohmann::json to_json() const;
   /// The inverse of to_json(); a field missing or of the wrong type is left at its default (a
   /// claim written by another version still names what it can). Never throws.
@@ -112,10 +122,6 @@ struct RunClaim {
   [[nodiscard]] std::vector<std::string> names() const;
 };
 
-/// How long a claim outlives its harness: a killed harness's claim lapses by itself within this
-/// TTL (etcd: the lease's TTL, plus up to 0.5 s for etcd's lessor; redis: the keys' PX; zookeeper:
-/// the session timeout). A held claim is renewed every third of it.
-inline constexpr std::chrono::seconds kClaimTtl{10};
 
 /// The sentence a refused run ends with (exit 3): which name `mine` wanted, the holder's run id,
 /// host, pid, scenario and start (or that the holder's claim could not be read), where (`service`,
@@ -146,7 +152,7 @@ class HeldClaim {
  public:
   virtual ~HeldClaim() = default;
   /// Deletes the claim's names (only while they are still this claim's) and stops renewing.
-  /// Idempotent; never throws (a release that fails leaves the claim to lapse within kClaimTtl).
+  /// Idempotent; never throws (a release that fails leaves the claim to lapse within its ttl).
   virtual void release() noexcept = 0;
   /// "" while the claim is held; otherwise why it lapsed during the run (a renewal found it gone):
   /// another run may then have started on the same names. Thread-safe.
