@@ -14,6 +14,8 @@ namespace fencecheck::faults::detail {
 std::string heal_sigstop_record(const nlohmann::json& entry);
 /// A command worker's process group (worker_group.cpp): ends what is left of it.
 std::string heal_worker_group_record(const nlohmann::json& entry);
+/// A command worker's own directory (worker_group.cpp): moved into the run directory.
+std::string heal_worker_dir_record(const nlohmann::json& entry);
 
 // cgroup kinds (cgroup.cpp); fs: where the cgroup fs and /proc are (tests pass a fake tree).
 std::string heal_cpu_throttle_record(const nlohmann::json& entry, const CgroupFs& fs = CgroupFs{});

@@ -19,10 +19,11 @@ namespace fencecheck::faults {
 namespace {
 
 /// The healer of an entry's kind: a fault kind's (fault_kind.h: every Fault's records), or one of
-/// the two entries that are no fault: a command worker's process group and the network lab.
+/// the entries that are no fault: a command worker's process group and directory, the network lab.
 std::function<std::string(const nlohmann::json&)> healer_of(const std::string& kind) {
   if (const FaultKind* k = find_fault_kind(kind)) return [k](const nlohmann::json& e) { return k->heal_record(e); };
   if (kind == "worker-group") return detail::heal_worker_group_record;
+  if (kind == "worker-dir") return detail::heal_worker_dir_record;
   if (kind == "netns-lab")
     return [](const nlohmann::json& e) { return detail::heal_netns_lab_record(e, detail::healer_runner()); };
   return nullptr;

@@ -122,4 +122,58 @@ std::string detail::heal_worker_group_record(const nlohmann::json& entry) {
          std::to_string(leader.pid);
 }
 
+WorkerDirectory::WorkerDirectory(std::filesystem::path scratch, std::filesystem::path kept, std::string worker,
+                                 std::string run_id)
+    : scratch_(std::move(scratch)), kept_(std::move(kept)), worker_(std::move(worker)), run_id_(std::move(run_id)) {}
+
+std::string WorkerDirectory::target() const { return worker_ + " (" + scratch_.string() + ")"; }
+
+nlohmann::json WorkerDirectory::ledger_record() const {
+  return {{"scratch", scratch_.string()}, {"kept", kept_.string()}, {"target", worker_}};
+}
+
+bool WorkerDirectory::heal() noexcept {
+  if (!active_) return healed();
+  try {
+    copy_failure_ = keep_worker_directory(scratch_, kept_, run_id_);
+  } catch (const std::exception& err) {
+    return not_healed("worker-dir " + target() + ": " + err.what());
+  }
+  active_ = false;
+  return healed();
+}
+
+std::string keep_worker_directory(const std::filesystem::path& scratch, const std::filesystem::path& kept,
+                                  const std::string& run_id) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path tmp = fs::temp_directory_path(ec);
+  const std::string prefix = "fencecheck-" + run_id + "-";
+  const std::string name = scratch.filename().string();
+  if (ec || run_id.empty() || scratch.parent_path() != tmp || name.rfind(prefix, 0) != 0 || name.size() == prefix.size())
+    throw std::runtime_error("not a worker directory of run " + (run_id.empty() ? std::string("?") : run_id) + ": " +
+                             scratch.string() + " (expected " + (tmp / (prefix + "<worker>")).string() +
+                             "); left as it is");
+  const fs::file_status st = fs::symlink_status(scratch, ec);
+  if (ec || !fs::exists(st)) return "";  // gone already
+  if (!fs::is_directory(st)) throw std::runtime_error(scratch.string() + " is not a directory; left as it is");
+  std::string failure;
+  fs::create_directories(kept, ec);
+  if (!ec) fs::copy(scratch, kept, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
+  if (ec) failure = "not kept in " + kept.string() + ": " + ec.message();
+  fs::remove_all(scratch, ec);
+  if (fs::exists(fs::symlink_status(scratch)))
+    throw std::runtime_error("cannot remove " + scratch.string() + (ec ? ": " + ec.message() : std::string()));
+  return failure;
+}
+
+std::string detail::heal_worker_dir_record(const nlohmann::json& entry) {
+  const std::string scratch = entry.value("scratch", std::string());
+  const std::string kept = entry.value("kept", std::string());
+  const std::string who = entry.value("target", std::string("?"));
+  if (scratch.empty() || kept.empty()) return "worker-dir entry without its paths: nothing to do";
+  const std::string failure = keep_worker_directory(scratch, kept, entry.value("run_id", std::string()));
+  return "worker-dir " + who + ": " + scratch + (failure.empty() ? " moved into " + kept : " removed; " + failure);
+}
+
 }  // namespace fencecheck::faults

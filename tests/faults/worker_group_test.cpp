@@ -141,3 +141,75 @@ TEST(WorkerGroup, ANumberNowNamingAnotherProcessIsNotOurGroup) {
 }
 
 }  // namespace
+
+// --- a command worker's own directory (WorkerDirectory) -------------------------------------
+
+namespace {
+
+/// A worker directory as the harness makes it: <temp dir>/fencecheck-<run id>-w1, with a file and
+/// a symlink to a file outside it (the worker's account chose it; it must stay a symlink).
+fs::path make_worker_dir(const std::string& run_id, const fs::path& outside) {
+  const fs::path scratch = fs::temp_directory_path() / ("fencecheck-" + run_id + "-w1");
+  fs::remove_all(scratch);
+  fs::create_directories(scratch / "sub");
+  std::ofstream(scratch / "sub" / "log.txt") << "worker log\n";
+  std::ofstream(outside) << "not the worker's\n";
+  fs::create_symlink(outside, scratch / "link");
+  return scratch;
+}
+
+TEST(WorkerDirectory, CleanupMovesADeadRunsDirectoryIntoItsRunDirectoryFromTheLedger) {
+  const std::string run_id = "wdir-" + std::to_string(::getpid());
+  const fs::path root = fs::path(::testing::TempDir()) / run_id;
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const fs::path scratch = make_worker_dir(run_id, root / "outside.txt");
+  const fs::path ledger_path = root / "faults.ledger";
+  {
+    FaultLedger ledger(ledger_path, run_id);
+    WorkerDirectory dir(scratch, root / "workers" / "w1", "w1", run_id);
+    dir.inject();
+    (void)ledger.record_inject(dir);
+  }  // the harness "dies" here: the directory stays under /tmp, its ledger entry outstanding
+  ASSERT_TRUE(fs::is_directory(scratch));
+  const auto said = heal_outstanding(ledger_path, /*force=*/true);
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_EQ(said[0], "worker-dir w1: " + scratch.string() + " moved into " + (root / "workers" / "w1").string());
+  EXPECT_FALSE(fs::exists(scratch));
+  std::ifstream log(root / "workers" / "w1" / "sub" / "log.txt");
+  std::string line;
+  EXPECT_TRUE(std::getline(log, line));
+  EXPECT_EQ(line, "worker log");
+  EXPECT_TRUE(fs::is_symlink(root / "workers" / "w1" / "link")) << "a symlink is kept as one, never followed";
+  EXPECT_TRUE(heal_outstanding(ledger_path, true).empty());
+  fs::remove_all(root);
+}
+
+TEST(WorkerDirectory, ADamagedEntryNeverRemovesAnotherPath) {
+  const fs::path root = fs::path(::testing::TempDir()) / ("wdir-damaged-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "precious");
+  // Not under the temporary directory; another run's; the temporary directory itself.
+  EXPECT_THROW((void)keep_worker_directory(root / "precious", root / "kept", "r1"), std::runtime_error);
+  const fs::path other = fs::temp_directory_path() / ("fencecheck-other-run-" + std::to_string(::getpid()) + "-w1");
+  fs::create_directories(other);
+  try {
+    (void)keep_worker_directory(other, root / "kept", "r1");
+    ADD_FAILURE() << "another run's directory was taken";
+  } catch (const std::runtime_error& err) {
+    EXPECT_EQ(std::string(err.what()), "not a worker directory of run r1: " + other.string() + " (expected " +
+                                           (fs::temp_directory_path() / "fencecheck-r1-<worker>").string() +
+                                           "); left as it is");
+  }
+  EXPECT_THROW((void)keep_worker_directory(fs::temp_directory_path() / "fencecheck-r1-", root / "kept", "r1"),
+               std::runtime_error);
+  EXPECT_TRUE(fs::is_directory(root / "precious"));
+  EXPECT_TRUE(fs::is_directory(other));
+  EXPECT_FALSE(fs::exists(root / "kept"));
+  // A directory already gone is done.
+  EXPECT_EQ(keep_worker_directory(fs::temp_directory_path() / "fencecheck-r1-gone", root / "kept", "r1"), "");
+  fs::remove_all(other);
+  fs::remove_all(root);
+}
+
+}  // namespace

@@ -388,16 +388,21 @@ TEST_P(KillNineDuringFault, CleanupLeavesNothingBehind) {
   const auto injects = ledger_injects(dir);
   ASSERT_FALSE(injects.empty());
   std::vector<std::string> cgroups, namespaces;
+  std::vector<std::pair<fs::path, fs::path>> worker_dirs;  // a command worker's FENCECHECK_WORKER_DIR, kept
   for (const auto& e : injects) {
     if (e.contains("cgroup_dir")) cgroups.push_back(e["cgroup_dir"]);
+    if (e["kind"] == "worker-dir") worker_dirs.emplace_back(e["scratch"].get<std::string>(), e["kept"].get<std::string>());
     if (e.contains("namespaces"))
       for (const auto& ns : e["namespaces"]) namespaces.push_back(ns);
   }
   for (const auto& cg : cgroups) EXPECT_TRUE(fs::exists(cg)) << cg;
   for (const auto& ns : namespaces) EXPECT_EQ(netns_names().count(ns), 1u) << ns;
+  for (const auto& [scratch, kept] : worker_dirs) EXPECT_TRUE(fs::is_directory(scratch)) << scratch;
   auto workers = worker_pids(history);
   ASSERT_FALSE(workers.empty());
   if (c.forking_command) {  // the whole tree: sh, its subshells, fencecheck-worker
+    ASSERT_EQ(worker_dirs.size(), 1u) << "a command worker's directory is in the ledger";
+    EXPECT_EQ(worker_dirs[0].second, dir / "workers" / "w1");
     workers = group_pids(workers.front());
     ASSERT_GE(workers.size(), 3u);
   }
@@ -432,6 +437,11 @@ TEST_P(KillNineDuringFault, CleanupLeavesNothingBehind) {
   for (pid_t pid : workers) EXPECT_FALSE(fctest::is_stopped(pid)) << pid;
   for (const auto& cg : cgroups) EXPECT_FALSE(fs::exists(cg)) << cg;
   for (const auto& ns : namespaces) EXPECT_EQ(netns_names().count(ns), 0u) << ns;
+  // The worker's directory under /tmp is gone, moved where the run's end would have put it.
+  for (const auto& [scratch, kept] : worker_dirs) {
+    EXPECT_FALSE(fs::exists(scratch)) << scratch;
+    EXPECT_TRUE(fs::is_directory(kept)) << kept;
+  }
   for (const auto& link : host_links())
     EXPECT_TRUE(links_before.count(link) || link.rfind("fc", 0) != 0) << "a link was left in the host namespace: " << link;
   // A second cleanup finds nothing more to do.

@@ -112,8 +112,10 @@ struct WorkerState {
   bool never = false;  ///< will never start (its trigger's worker ended first)
   bool queued = false;  ///< its start trigger happened; it waits in Run::launch_queue_
   std::optional<Clock::time_point> start_at;
-  /// A command worker's own directory (FENCECHECK_WORKER_DIR) while it runs; empty otherwise.
-  fs::path scratch;
+  /// A command worker's own directory (FENCECHECK_WORKER_DIR), in the ledger from before it is made
+  /// until the run's end moves it into the run directory (collect_worker_dirs); null otherwise.
+  std::unique_ptr<faults::WorkerDirectory> scratch;
+  std::int64_t scratch_ledger_id = 0;
 };
 
 struct ActiveFault {
@@ -339,15 +341,16 @@ void Run::launch_queued() {
 
 void Run::collect_worker_dirs() {
   for (auto& [id, w] : workers_) {
-    if (w.scratch.empty()) continue;
-    std::error_code ec;
-    const fs::path kept = dir_.path() / "workers" / id;
-    fs::create_directories(kept, ec);
-    // The worker's files, never what its symlinks point to (copied as root).
-    if (!ec) fs::copy(w.scratch, kept, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
-    if (ec) spdlog::warn("{}: worker {}'s directory {} not kept: {}", sc_.name(), id, w.scratch.string(), ec.message());
-    fs::remove_all(w.scratch, ec);
-    w.scratch.clear();
+    if (!w.scratch) continue;
+    // The ledger's heal moves it (faults::keep_worker_directory); what it could not keep is named.
+    if (!ledger_->heal(*w.scratch, w.scratch_ledger_id)) {
+      spdlog::warn("{}: worker {}'s directory stays outstanding in faults.ledger: {}", sc_.name(), id,
+                   w.scratch->heal_failure());
+      unhealed_.push_back("worker-dir of " + id + ": " + w.scratch->heal_failure());
+    } else if (!w.scratch->copy_failure().empty()) {
+      spdlog::warn("{}: worker {}'s directory {}", sc_.name(), id, w.scratch->copy_failure());
+    }
+    w.scratch.reset();
   }
 }
 
@@ -460,14 +463,19 @@ void Run::launch_worker(WorkerState& w) {
     // under a directory its account cannot enter. So a fresh directory under the system's
     // temporary directory (sticky, every account's), copied into <run dir>/workers/<id>/ when
     // the run ends (collect_worker_dirs).
-    w.scratch = fs::temp_directory_path() / ("fencecheck-" + dir_.run_id() + "-" + id);
+    // Recorded in the ledger before it exists: a harness killed with -9 leaves it to `fencecheck
+    // cleanup`, which moves it into the run directory as the end of the run would have.
+    const fs::path scratch = fs::temp_directory_path() / ("fencecheck-" + dir_.run_id() + "-" + id);
+    w.scratch = std::make_unique<faults::WorkerDirectory>(scratch, dir_.path() / "workers" / id, id, dir_.run_id());
+    w.scratch->inject();
+    w.scratch_ledger_id = ledger_->record_inject(*w.scratch);
     std::error_code ec;
-    fs::remove_all(w.scratch, ec);
-    if (!fs::create_directory(w.scratch, ec) || ::chmod(w.scratch.c_str(), 0700) != 0 ||
-        (account->switches && ::chown(w.scratch.c_str(), account->uid, account->gid) != 0))
-      throw EnvironmentError("cannot make " + w.scratch.string() + " for worker " + id + " (" + account->name + "): " +
+    fs::remove_all(scratch, ec);
+    if (!fs::create_directory(scratch, ec) || ::chmod(scratch.c_str(), 0700) != 0 ||
+        (account->switches && ::chown(scratch.c_str(), account->uid, account->gid) != 0))
+      throw EnvironmentError("cannot make " + scratch.string() + " for worker " + id + " (" + account->name + "): " +
                              (ec ? ec.message() : std::string(std::strerror(errno))));
-    spec.env.emplace_back("FENCECHECK_WORKER_DIR", w.scratch.string());
+    spec.env.emplace_back("FENCECHECK_WORKER_DIR", scratch.string());
     spec.env.insert(spec.env.end(), command->env.begin(), command->env.end());
   } else {
     spec.exe = (opt_.bin_dir.empty() ? process::self_bin_dir() : opt_.bin_dir) / "fencecheck-worker";

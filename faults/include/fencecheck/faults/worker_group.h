@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -85,5 +86,52 @@ class WorkerGroup final : public Fault {
   std::string proc_;
   bool active_ = false;
 };
+
+/// The ledger's record of a command worker's own directory (FENCECHECK_WORKER_DIR,
+/// docs/worker-protocol.md): made under the system's temporary directory when the worker starts
+/// (the run directory is the harness's evidence, which the worker's account must not touch), and
+/// moved into the run directory (<run dir>/workers/<id>/) when the run ends. Recorded so that a
+/// harness killed with -9 leaves no directory under /tmp: `fencecheck cleanup` moves it where the
+/// run would have. Like WorkerGroup, it injects nothing. Not thread-safe (fault.h).
+class WorkerDirectory final : public Fault {
+ public:
+  /// scratch: the worker's directory, "<temp dir>/fencecheck-<run_id>-<worker>"; kept: where its
+  /// files go when it is healed (<run dir>/workers/<worker>).
+  WorkerDirectory(std::filesystem::path scratch, std::filesystem::path kept, std::string worker, std::string run_id);
+  ~WorkerDirectory() override = default;
+
+  /// "worker-dir".
+  [[nodiscard]] std::string_view kind() const override { return "worker-dir"; }
+  /// "w1 (/tmp/fencecheck-<run>-w1)".
+  [[nodiscard]] std::string target() const override;
+  /// Nothing to do: the directory is made by the caller. Marks it active.
+  void inject() override { active_ = true; }
+  /// keep_worker_directory(): copies the directory into `kept` and removes it; true once it is
+  /// gone (a copy that fails is logged by the caller through heal_failure(), and the directory is
+  /// still removed: it is this run's, and /tmp must not keep it). Never throws.
+  [[nodiscard]] bool heal() noexcept override;
+  [[nodiscard]] bool active() const override { return active_; }
+  /// {"scratch", "kept", "target"}.
+  [[nodiscard]] nlohmann::json ledger_record() const override;
+  /// What the copy could not keep ("" when it kept everything): heal() returns true even then.
+  [[nodiscard]] const std::string& copy_failure() const { return copy_failure_; }
+
+ private:
+  std::filesystem::path scratch_;
+  std::filesystem::path kept_;
+  std::string worker_;
+  std::string run_id_;
+  bool active_ = false;
+  std::string copy_failure_;
+};
+
+/// Copies `scratch` into `kept` (its files and symlinks as they are, never what a symlink points
+/// to: the worker's account chose them and the harness runs as root) and removes `scratch`.
+/// Returns "" or what could not be copied; throws std::runtime_error when `scratch` is still there
+/// after the removal. Refuses (std::runtime_error) a `scratch` that is not a directory named
+/// "fencecheck-<run_id>-..." directly in the system's temporary directory (a damaged ledger
+/// entry must not make cleanup remove another path). A scratch already gone is done ("").
+std::string keep_worker_directory(const std::filesystem::path& scratch, const std::filesystem::path& kept,
+                                  const std::string& run_id);
 
 }  // namespace fencecheck::faults
