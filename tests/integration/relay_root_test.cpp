@@ -134,10 +134,11 @@ TEST(RelayRoot, WithoutFencingThePartitionedHoldersStaleWriteIsCaught) {
 }
 
 /// A namespace standing for another host on the LAN: fc-relay-<pid>, linked to the host by the
-/// test's own veth (10.214.<n>.1 on the host, .2 inside), removed again at the end.
+/// test's own veth (tstrl<pid>a on the host: no "fc" name, which the kill -9 tests running alongside
+/// would take for a link fencecheck left; 10.214.<n>.1 on the host, .2 inside), removed again at the end.
 class OtherHost {
  public:
-  OtherHost() : name_("fc-relay-" + std::to_string(::getpid())), link_("fcrl" + std::to_string(::getpid() % 100000)) {
+  OtherHost() : name_("fc-relay-" + std::to_string(::getpid())), link_("tstrl" + std::to_string(::getpid() % 100000)) {
     const std::string n = std::to_string(::getpid() % 250);
     host_ip_ = "10.214." + n + ".1";
     ip_ = "10.214." + n + ".2";

@@ -78,9 +78,11 @@ TEST_P(HttpKindAgainstTheStore, GivesTheSameVerdictAsKindStore) {
   EXPECT_EQ(http.anomalies, store.anomalies);
 }
 
+// A stop (SIGSTOP) and a starvation (cgroup CPU quota), each fenced and unfenced. The freeze pair
+// is left out: to the resource a frozen holder is a stopped one (its late write after the pause),
+// and the pair cost CI about 30 s; fault_kinds_integration_test runs it against kind store.
 INSTANTIATE_TEST_SUITE_P(SmokeAndFaults, HttpKindAgainstTheStore,
                          ::testing::Values("smoke/sigstop-past-lease.yaml", "smoke/sigstop-past-lease-unfenced.yaml",
-                                           "faults/freeze-past-lease.yaml", "faults/freeze-past-lease-unfenced.yaml",
                                            "faults/throttle-past-lease.yaml", "faults/throttle-past-lease-unfenced.yaml"),
                          [](const ::testing::TestParamInfo<std::string>& param) {
                            std::string n = param.param;
