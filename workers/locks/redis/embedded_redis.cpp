@@ -86,6 +86,8 @@ void EmbeddedRedis::start(const fs::path& dir, const fs::path& log_file) {
     spec.exe = binary_;
     spec.args = std::move(args);
     spec.output_log = log_file;  // appended: a restart adds to it
+    spec.env = options_.env;
+    spec.prefix = options_.prefix;
     proc_.reset();
     try {
       proc_ = std::make_unique<process::ChildProcess>(std::move(spec), nullptr);

@@ -35,6 +35,8 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "redis_connection.h"
 
@@ -52,6 +54,12 @@ struct EmbeddedRedisOptions {
   std::chrono::milliseconds start_timeout{15000};  ///< until it answers PING with PONG
   std::chrono::milliseconds stop_grace{5000};      ///< after SIGTERM / SHUTDOWN, then SIGKILL
   int port_attempts = 5;  ///< a free port taken by someone else between choosing and binding: retry
+  /// Variables added to the server's environment (redlock: LD_PRELOAD of the clock shim and
+  /// FENCECHECK_CLOCK_FILE, fencecheck/faults/clock_offset.h). Empty for the redis kind.
+  std::vector<std::pair<std::string, std::string>> env;
+  /// A wrapper argv (ChildSpec::prefix): {"ip", "netns", "exec", "<ns>"} runs the server in a
+  /// network namespace (redlock's members under `network: namespaces`). Empty: the harness's.
+  std::vector<std::string> prefix;
 };
 
 class EmbeddedRedis {
