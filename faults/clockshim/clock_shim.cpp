@@ -49,7 +49,7 @@ int g_state = kUnmapped;
 const ClockOffsetLayout* g_layout = nullptr;
 
 /// The kernel's clock, without the vDSO (slower by a system call, but it cannot recurse).
-long kernel_clock(clockid_t id, struct timespec* ts) { return syscall(SYS_clock_gettime, id, ts); }
+long kernel_clock(clockid_t id, struct timespec* ts) { return syscall(SYS_clock_gettime, static_cast<long>(id), ts); }
 
 const ClockOffsetLayout* layout() {
   int state = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
@@ -61,9 +61,14 @@ const ClockOffsetLayout* layout() {
   const char* path = std::getenv("FENCECHECK_CLOCK_FILE");
   const ClockOffsetLayout* mapped = nullptr;
   if (path != nullptr && *path != '\0') {
-    const long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    // Every argument as a long: syscall(2) is variadic and reads each as a full register, so an
+    // int (a literal 0 offset) would leave garbage in its upper half (a mapping past the end of
+    // the file, and SIGBUS at the first read: seen in one start of five).
+    const long fd = syscall(SYS_openat, static_cast<long>(AT_FDCWD), path, static_cast<long>(O_RDONLY | O_CLOEXEC));
     if (fd >= 0) {
-      void* p = reinterpret_cast<void*>(syscall(SYS_mmap, nullptr, sizeof(ClockOffsetLayout), PROT_READ, MAP_SHARED, fd, 0));
+      void* p = reinterpret_cast<void*>(syscall(SYS_mmap, static_cast<long>(0), static_cast<long>(sizeof(ClockOffsetLayout)),
+                                                static_cast<long>(PROT_READ), static_cast<long>(MAP_SHARED), fd,
+                                                static_cast<long>(0)));
       syscall(SYS_close, fd);
       // A file shorter than the layout maps, but reading past its end raises SIGBUS: the harness
       // creates it at its full size before the process starts, and never truncates it.

@@ -94,6 +94,14 @@ class EmbeddedRedis {
   std::unique_ptr<process::ChildProcess> proc_;
 };
 
+/// PING answered PONG within 1 s to connect and 2 s to answer; otherwise false with *why (when
+/// given) saying what happened. Never throws.
+[[nodiscard]] bool pings(const Endpoint& ep, std::string* why);
+/// The user's server must publish the keyspace events the watch reads (K, with g, $ and x, or A
+/// for all of them); adds what is missing with CONFIG SET and says so (a warning). Throws
+/// LockServiceError when the server does not answer or refuses CONFIG.
+void ensure_notifications(const Endpoint& ep);
+
 /// The path of redis-server: `explicit_path` when given and executable, else the first on PATH
 /// (process::find_on_path); empty when there is none.
 [[nodiscard]] std::filesystem::path find_redis_server(const std::filesystem::path& explicit_path = {});
