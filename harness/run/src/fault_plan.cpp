@@ -72,6 +72,7 @@ MemberTarget resolve_member_target(const locks::MemberSelector& selector, locks:
     r.netns = m.netns;
     r.address = m.address;
     r.endpoint = m.endpoint;
+    r.data_dir = m.data_dir;
     return r;
   };
   for (int index : chosen.indices)

@@ -10,9 +10,6 @@
 //                              the revision etcd gives a put of "<lock>/fence"
 //                              (FENCECHECK_TOKEN_COUNTER, the embedded etcd beside the masters).
 //                              On a 409 it stops, releases, acquires again and redoes its segment.
-//   --unreachable 4,5          these masters are out of this client's reach (its requests to them
-//                              fail at once): Kleppmann's premise "D and E cannot be reached",
-//                              played by the client, not by the network (docs/lock-service-redlock.md)
 "use strict";
 
 const { default: Redlock, ExecutionError } = require("redlock");
@@ -20,38 +17,31 @@ const Redis = require("ioredis");
 const { env, emit, giveUp, Job, sleep } = require("./fencecheck.js");
 
 function parseArgs(argv) {
-  const out = { broken: null, unreachable: new Set() };
-  for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === "--broken" || argv[i] === "--correct") out.broken = argv[i] === "--broken";
-    else if (argv[i] === "--unreachable" && i + 1 < argv.length) {
-      for (const n of argv[++i].split(",")) out.unreachable.add(Number(n));
-    } else out.broken = undefined;
-  }
-  if (out.broken === null || out.broken === undefined) {
-    process.stderr.write("usage: node worker.js --broken|--correct [--unreachable N,M]\n");
+  if (argv.length !== 1 || (argv[0] !== "--broken" && argv[0] !== "--correct")) {
+    process.stderr.write("usage: node worker.js --broken|--correct\n");
     process.exit(2);
   }
-  return out;
+  return { broken: argv[0] === "--broken" };
 }
 
-/** A client per master, each ready before the worker starts; a master out of reach gets a client
- * that cannot connect, so its every request fails at once (enableOfflineQueue: false): a vote
- * against, as node-redlock counts it. */
-async function clients(urls, unreachable) {
-  const made = urls.map((url, i) => {
-    const out = unreachable.has(i + 1);
-    // Port 1 on loopback refuses connections: requests fail without a wait.
-    return new Redis(out ? "redis://127.0.0.1:1" : url, {
-      enableOfflineQueue: false, maxRetriesPerRequest: 0, connectTimeout: 1000, lazyConnect: out,
-      retryStrategy: out ? () => null : (n) => Math.min(50 * n, 500),
-    });
-  });
-  await Promise.all(made.map((c, i) => unreachable.has(i + 1) ? null
-    : new Promise((resolve, reject) => {
-      c.once("ready", resolve);
-      setTimeout(() => reject(new Error(`master ${i + 1} (${urls[i]}) not ready within 5 s`)), 5000);
-    })));
-  return made;
+/** A client per master. The worker starts once every master is ready, or once a majority is and
+ * 1 s has passed: a master that is down then (killed, restarting) is a vote against at once
+ * (enableOfflineQueue: false), as Redlock wants, rather than a wait; ioredis reconnects to it in
+ * the background. */
+async function clients(urls) {
+  const made = urls.map((url) => new Redis(url, {
+    enableOfflineQueue: false, maxRetriesPerRequest: 0, connectTimeout: 1000,
+    retryStrategy: (n) => Math.min(50 * n, 500),
+  }));
+  made.forEach((c) => c.on("error", () => {}));  // a down master: its votes fail, ioredis retries
+  const quorum = Math.floor(urls.length / 2) + 1;
+  const started = Date.now();
+  for (;;) {
+    const ready = made.filter((c) => c.status === "ready").length;
+    if (ready === made.length || (ready >= quorum && Date.now() - started >= 1000)) return made;
+    if (Date.now() - started > 30000) throw new Error(`only ${ready} of ${urls.length} masters ready within 30 s`);
+    await sleep(20);
+  }
 }
 
 /** The token: the etcd store revision of a put of "<lock>/fence", from etcd's JSON gateway. */
@@ -82,20 +72,31 @@ async function main() {
   if (!args.broken && !counter) {
     return giveUp("--correct needs a token counter (FENCECHECK_TOKEN_COUNTER: lock_service.counter etcd)");
   }
-  const redlock = new Redlock(await clients(urls, args.unreachable), {
+  const redlock = new Redlock(await clients(urls), {
     driftFactor: Number(process.env.REDLOCK_DRIFT_FACTOR || "0.01"),
-    retryCount: 300, retryDelay: 100, retryJitter: 50,
+    // One attempt per acquire(): node-redlock's own retries keep the keys a failed attempt set on
+    // a minority, and its acquire script refuses any existing key, its own too, so those keys
+    // vote against every retry until they expire. acquire() with retryCount 0 undoes a failed
+    // attempt's keys before it throws; the loop below retries (README.md).
+    retryCount: 0,
   });
   redlock.on("error", () => {});  // a master's failed vote: counted by the quorum, said by acquire's error
 
   const hold = async () => {
     emit("acquire.invoke", { lock: lockName, ttl_ms: ttl });
     let lock;
-    try {
-      lock = await redlock.acquire([lockName], ttl);
-    } catch (e) {
-      emit("acquire.fail", { lock: lockName, detail: `${e.name}: ${e.message}` });
-      return `not acquired: ${e.message}`;
+    const deadline = Date.now() + 60000;
+    for (;;) {
+      try {
+        lock = await redlock.acquire([lockName], ttl);
+        break;
+      } catch (e) {
+        if (!(e instanceof ExecutionError) || Date.now() > deadline) {
+          emit("acquire.fail", { lock: lockName, detail: `${e.name}: ${e.message}` });
+          return `not acquired: ${e.message}`;
+        }
+        await sleep(100 + Math.floor(Math.random() * 50));  // node-redlock's retryDelay and retryJitter
+      }
     }
     let token = 1;  // --broken: the same number on every write, whoever holds the lock
     if (!args.broken) {

@@ -147,6 +147,15 @@ void EmbeddedRedis::start(const fs::path& dir, const fs::path& log_file) {
                                " attempts; last: " + last_failure);
 }
 
+void EmbeddedRedis::kill() noexcept {
+  if (!proc_) return;
+  const pid_t pid = proc_->pid();
+  ::kill(pid, SIGKILL);
+  if (!proc_->wait_for(options_.stop_grace))
+    spdlog::warn("embedded redis pid {}: not reaped {} ms after SIGKILL", pid, options_.stop_grace.count());
+  proc_.reset();
+}
+
 void EmbeddedRedis::stop() noexcept {
   if (!proc_) return;
   const pid_t pid = proc_->pid();

@@ -80,6 +80,8 @@ class EmbeddedRedis {
   /// (Redis fsyncs the AOF and exits); SIGCONT first (a stopped server cannot act), SIGKILL after
   /// stop_grace. Waits for the exit. Idempotent; never throws.
   void stop() noexcept;
+  /// SIGKILL (a crash: nothing is flushed), then reaps it. Idempotent; never throws.
+  void kill() noexcept;
 
   [[nodiscard]] bool running();
   /// The running server's pid, 0 when stopped.

@@ -50,6 +50,7 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep) 
 struct Master {
   int index = 0;
   fs::path data_dir;
+  std::string netns;  ///< its own network namespace (network: namespaces), else ""
   std::unique_ptr<faults::ClockOffsetFile> clock;  ///< null when the shim is not built
   std::unique_ptr<EmbeddedRedis> server;
 };
@@ -60,7 +61,7 @@ class RedlockInstance final : public LockServiceInstance {
   RedlockInstance(const nlohmann::json& config, const LockServiceRunContext& ctx, std::vector<Endpoint> user_masters)
       : ctx_(ctx), config_(config) {
     if (user_masters.empty()) {
-      start_masters(kDefaultMasters);
+      start_masters(ctx_.members > 1 ? ctx_.members : kDefaultMasters);
     } else {
       endpoints_ = std::move(user_masters);
     }
@@ -127,7 +128,44 @@ class RedlockInstance final : public LockServiceInstance {
     if (counter_) counter_->stop();
   }
 
+  // ---- members (the member seam): each master is a member, numbered from 1 in endpoint order.
+  std::vector<LockServiceMember> members() const override {
+    std::vector<LockServiceMember> out;
+    for (std::size_t i = 0; i < endpoints_.size(); ++i) {
+      LockServiceMember m;
+      m.index = static_cast<int>(i) + 1;
+      m.endpoint = endpoints_[i].url();
+      m.address = endpoints_[i].host;
+      if (i < masters_.size()) {
+        m.pid = masters_[i].server->pid();
+        m.netns = masters_[i].netns;
+        m.data_dir = masters_[i].data_dir;
+      }
+      out.push_back(std::move(m));
+    }
+    return out;
+  }
+  std::optional<int> leader_member(std::string& why) override {
+    why = "redlock has no leader: its masters are independent";
+    return std::nullopt;
+  }
+  /// kill -9 (or SHUTDOWN NOSAVE / SIGTERM) of one master; it comes back empty (no persistence).
+  void stop_member(int index, bool kill9) override {
+    Master& m = master(index);
+    if (kill9) m.server->kill();
+    else m.server->stop();
+  }
+  void start_member(int index) override { start_master(master(index)); }
+
  private:
+  Master& master(int index) {
+    if (masters_.empty()) throw std::logic_error("the redlock masters are the user's: fencecheck does not stop or start them");
+    if (index < 1 || index > static_cast<int>(masters_.size()))
+      throw std::out_of_range("redlock has no member " + std::to_string(index) + " (members 1.." +
+                              std::to_string(masters_.size()) + ")");
+    return masters_[static_cast<std::size_t>(index) - 1];
+  }
+
   double drift_factor() const { return config_.value("drift_factor", 0.01); }
 
   std::vector<std::string> urls() const {
@@ -149,6 +187,15 @@ class RedlockInstance final : public LockServiceInstance {
       redis_detail::EmbeddedRedisOptions o;
       o.host = ctx_.host;
       o.port = ctx_.lab ? kLabFirstPort + i - 1 : 0;
+      if (static_cast<std::size_t>(i) <= ctx_.member_places.size()) {
+        // network: namespaces: each master in a namespace of its own, at its own lab address, on
+        // Redis's own port (free there), so member-level partitions are real.
+        const MemberPlace& place = ctx_.member_places[static_cast<std::size_t>(i) - 1];
+        o.host = place.host;
+        o.port = kLabFirstPort;
+        m.netns = place.netns;
+        if (!place.netns.empty()) o.prefix = {"ip", "netns", "exec", place.netns};
+      }
       if (!shim.empty()) {
         m.clock = std::make_unique<faults::ClockOffsetFile>(m.data_dir / "clock-offset");
         o.env = {{"LD_PRELOAD", shim.string()}, {faults::kClockFileVariable, m.clock->path().string()}};
@@ -181,6 +228,20 @@ class RedlockKind final : public LockServiceKind {
 
  public:
   std::string_view name() const override { return "redlock"; }
+  /// Redlock's majority wants an odd count of independent masters; 5 is its description's own.
+  std::string check_members(int count) const override {
+    if (count == 3 || count == 5 || count == 7) return "";
+    return "redlock runs 3, 5 or 7 independent masters (an odd count: a majority of an even count tolerates no "
+           "more failures than the odd count below it), got " + std::to_string(count);
+  }
+  int default_members() const override { return kDefaultMasters; }
+  std::vector<MemberRole> member_roles() const override {
+    return {MemberRole::kMember, MemberRole::kMinority, MemberRole::kMajority};
+  }
+  std::string no_role_reason(MemberRole role) const override {
+    return "redlock has no " + std::string(to_string(role)) + ": its masters are independent (aim at member: N, "
+           "minority or majority)";
+  }
   std::vector<ClientLayout> clients() const override {
     // node-redlock's acquire([name]) and Redis's own description both use the name as the key on
     // every master.

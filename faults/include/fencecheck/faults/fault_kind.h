@@ -15,7 +15,7 @@
 //  - its ledger healer (heal_record()): how `fencecheck cleanup` undoes what a harness that is
 //    gone left of it, from the record its Fault wrote (Fault::ledger_record()).
 //
-// Built-in kinds: sigstop, cpu-throttle, freeze, partition, netem, lock-service-restart,
+// Built-in kinds: sigstop, cpu-throttle, freeze, partition, netem, lock-service-restart, clock-jump,
 // self-stop; their table is faults/kinds/registry.cpp (a constant table: a static library drops
 // an object file nothing refers to, and with it a self-registering kind). register_fault_kind()
 // adds a kind at run time: for tests and out-of-tree kinds.
@@ -25,6 +25,7 @@
 // looked up (a kind registered while another thread loads a scenario may or may not be seen).
 #pragma once
 
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -75,6 +76,9 @@ struct MemberRef {
   std::string netns;                  ///< its network namespace in the lab; "" on the host's network
   std::string address;                ///< the IP address it listens on (the lab's address for it)
   std::string endpoint;               ///< its client endpoint, the kind's spelling
+  /// Its data directory (LockServiceMember::data_dir): the clock-jump fault writes the member's
+  /// clock offset file there (fencecheck/faults/clock_offset.h). Empty when not embedded.
+  std::filesystem::path data_dir;
 };
 
 /// What one injection is built from, beside the kind's parameters. Owned by the caller; the
