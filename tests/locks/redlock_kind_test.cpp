@@ -5,7 +5,10 @@
 // key. Label integration.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <chrono>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
@@ -126,6 +129,43 @@ TEST(RedlockKind, AllMastersStopAndStartAtTheirAddresses) {
   EXPECT_TRUE(r.instance->healthy());
   EXPECT_EQ(r.instance->endpoints_text(), before);
   EXPECT_NE(r.instance->pid(), pid);
+}
+
+TEST(RedlockKind, MembersAreTheMastersAndOneCanBeKilledAndRestarted) {
+  Redlock r(nlohmann::json{{"counter", "none"}});
+  std::string why;
+  EXPECT_FALSE(r.instance->leader_member(why));
+  EXPECT_EQ(why, "redlock has no leader: its masters are independent");
+  auto members = r.instance->members();
+  ASSERT_EQ(members.size(), 5u);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(members[i].index, i + 1);
+    EXPECT_GT(members[i].pid, 0);
+    EXPECT_EQ(members[i].endpoint, r.instance->endpoint()["endpoints"][i]);
+    EXPECT_TRUE(std::filesystem::exists(members[i].data_dir / "clock-offset")) << "the shim's file, for clock-jump";
+  }
+  const int pid2 = members[1].pid;
+  ASSERT_EQ(Raw(r.ports()[1]).cmd({"SET", "k", "v"}), "OK");
+  r.instance->stop_member(2, true);
+  EXPECT_EQ(::kill(pid2, 0), -1) << "killed and reaped";
+  EXPECT_EQ(r.instance->members()[1].pid, 0);
+  EXPECT_TRUE(r.instance->healthy()) << "four of five answer: still a majority";
+  r.instance->start_member(2);
+  members = r.instance->members();
+  EXPECT_GT(members[1].pid, 0);
+  EXPECT_NE(members[1].pid, pid2);
+  EXPECT_EQ(Raw(r.ports()[1]).cmd({"GET", "k"}), "(nil)") << "no persistence: a master comes back empty";
+  EXPECT_THROW(r.instance->stop_member(6, true), std::out_of_range);
+}
+
+TEST(RedlockKind, RunsThreeFiveOrSevenMasters) {
+  const auto* kind = fencecheck::locks::find_lock_service_kind("redlock");
+  EXPECT_EQ(kind->default_members(), 5);
+  EXPECT_EQ(kind->check_members(3), "");
+  EXPECT_EQ(kind->check_members(7), "");
+  EXPECT_NE(kind->check_members(4), "");
+  EXPECT_NE(kind->check_members(1), "");
+  EXPECT_NE(kind->no_role_reason(fencecheck::locks::MemberRole::kLeader).find("independent"), std::string::npos);
 }
 
 }  // namespace
