@@ -103,10 +103,11 @@ TEST(RedlockKind, FieldsAndDefaults) {
   ASSERT_NE(kind, nullptr);
   const auto config = kind->parse(fencecheck::testing::FakeFields(nlohmann::json::object()));
   EXPECT_EQ(config.value("counter", ""), "etcd");
-  EXPECT_DOUBLE_EQ(config.value("drift_factor", 0.0), 0.01);
+  EXPECT_EQ(config.value("clock_drift", ""), "1%");
+  EXPECT_EQ(kind->parse(fencecheck::testing::FakeFields(config)), config) << "the normalized config parses again";
   const auto none = kind->parse(fencecheck::testing::FakeFields(nlohmann::json{{"counter", "none"}, {"clock_drift", "2%"}}));
   EXPECT_EQ(none.value("counter", ""), "none");
-  EXPECT_DOUBLE_EQ(none.value("drift_factor", 0.0), 0.02);
+  EXPECT_EQ(none.value("clock_drift", ""), "2%");
   EXPECT_THROW((void)kind->parse(fencecheck::testing::FakeFields(nlohmann::json{{"counter", "zookeeper"}})),
                fencecheck::testing::FieldError);
   EXPECT_EQ(kind->check_endpoint("redis://127.0.0.1:6379"), "");

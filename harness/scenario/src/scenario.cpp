@@ -672,6 +672,9 @@ class ScenarioParser {
     if (!ls.endpoints.empty())
       throw cannot("it names lock_service.endpoints (the user's " + ls.kind + "); only a scenario on the embedded lock "
                    "service can run against another kind");
+    if (const std::string problem = lk->reference_client_problem(); !problem.empty())
+      for (const auto& w : in.workers_)
+        if (!w.command) throw cannot("worker " + w.id + " is fencecheck-worker, and " + problem);
     std::vector<std::string_view> own;
     for (const auto& [field, where] : ls.positions)
       if (!field.empty() && field != "kind" && field != "endpoints" && field != "lock" && field != "prior_revisions" &&
@@ -1059,6 +1062,11 @@ class ScenarioParser {
         fail(wm.self(), "worker " + w.id + " is fencecheck-worker (no command), which takes its lock from a lock "
                         "service fencecheck runs; this scenario's lock service is kind none: give " + w.id +
                         " a command (a program that takes its own lock)");
+      if (const auto* lk = locks::find_lock_service_kind(s.lock_service_.kind);
+          !w.command && lk != nullptr && !lk->reference_client_problem().empty())
+        fail(wm.self(), "worker " + w.id + " is fencecheck-worker (no command), and lock service kind " +
+                        s.lock_service_.kind + " cannot be its lock: " + lk->reference_client_problem() + "; give " +
+                        w.id + " a command");
     }
     // start_after must not form a cycle: a worker waiting (transitively) on itself never starts.
     for (std::size_t i = 0; i < s.workers_.size(); ++i) {

@@ -98,6 +98,13 @@ async function main() {
         await sleep(100 + Math.floor(Math.random() * 50));  // node-redlock's retryDelay and retryJitter
       }
     }
+    // Redlock's step 3: the lock counts only if time is left of its validity (TTL minus the
+    // acquisition's time minus the drift: lock.expiration); node-redlock does not check it itself.
+    if (Date.now() >= lock.expiration) {
+      await redlock.release(lock, { retryCount: 0 }).catch(() => {});
+      emit("acquire.fail", { lock: lockName, detail: "acquired after its validity had run out" });
+      return "acquired after its validity had run out";
+    }
     let token = 1;  // --broken: the same number on every write, whoever holds the lock
     if (!args.broken) {
       try {

@@ -25,6 +25,7 @@
 #include "../redis/redis_connection.h"
 #include "fencecheck/faults/clock_offset.h"
 #include "fencecheck/locks/lock_service_kind.h"
+#include "fencecheck/proto/units.h"
 #include "redlock_watch.h"
 
 namespace fencecheck::locks {
@@ -166,7 +167,7 @@ class RedlockInstance final : public LockServiceInstance {
     return masters_[static_cast<std::size_t>(index) - 1];
   }
 
-  double drift_factor() const { return config_.value("drift_factor", 0.01); }
+  double drift_factor() const { return parse_percent(config_.value("clock_drift", "1%")).value_or(0.01); }
 
   std::vector<std::string> urls() const {
     std::vector<std::string> out;
@@ -235,6 +236,10 @@ class RedlockKind final : public LockServiceKind {
            "more failures than the odd count below it), got " + std::to_string(count);
   }
   int default_members() const override { return kDefaultMasters; }
+  std::string reference_client_problem() const override {
+    return "fencecheck-worker has no Redlock client: redlock's workers are commands (the example "
+           "workers/examples/redlock-node uses node-redlock; docs/lock-service-redlock.md)";
+  }
   std::vector<MemberRole> member_roles() const override {
     return {MemberRole::kMember, MemberRole::kMinority, MemberRole::kMajority};
   }
@@ -251,7 +256,8 @@ class RedlockKind final : public LockServiceKind {
   nlohmann::json parse(const KindFields& f) const override {
     nlohmann::json out = nlohmann::json::object();
     out["counter"] = f.has("counter") ? std::string(kCounters[f.choice("counter", kCounters, "redlock token counter")]) : "etcd";
-    out["drift_factor"] = f.has("clock_drift") ? f.percentage("clock_drift", 0.0, 50.0, "1%") : 0.01;
+    // As written ("1%"): the normalized config is read again as fields (scenario.json).
+    out["clock_drift"] = format_percent(f.has("clock_drift") ? f.percentage("clock_drift", 0.0, 50.0, "1%") : 0.01);
     return out;
   }
   // Each master is spelled, reached and relayed as the redis kind's one server ("redis://h:p").

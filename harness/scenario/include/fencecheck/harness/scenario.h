@@ -377,7 +377,7 @@ struct WorkerSpec {
 /// parsed them (faults::FaultKind::parse: written form, defaults filled).
 struct FaultSpec {
   /// A name on the fault axis (faults::find_fault_kind): "sigstop", "cpu-throttle", "freeze",
-  /// "partition", "netem", "lock-service-restart", "self-stop", or a kind registered at run time.
+  /// "partition", "netem", "lock-service-restart", "clock-jump", "self-stop", or a kind registered at run time.
   std::string kind = "sigstop";
   /// A worker id; kLockServiceTarget ("lock-service") for a kind that acts on the lock service
   /// and for a member target (`member` set); for self-stop a worker whose design has self_stop_at.

@@ -310,6 +310,11 @@ class LockServiceKind {
   /// scenario of this kind; a scenario moved to this kind by --lock-service is unavailable there
   /// (exit 3, or skipped with --skip-unavailable). Pure.
   [[nodiscard]] virtual std::string inline_keepalive_problem() const { return ""; }
+  /// Whether fencecheck-worker (a worker without `command`) can take this kind's lock: "" when it
+  /// can, else why not, in one sentence (redlock: it has no Redlock client). The loader refuses a
+  /// worker without a command in a scenario of this kind, and --lock-service refuses to move a
+  /// scenario with one to it. Kind none says its own sentence. Pure.
+  [[nodiscard]] virtual std::string reference_client_problem() const { return ""; }
   /// lock_service.members: "" when the kind can run `count` members (count >= 1; 1 always can),
   /// else why not ("etcd runs 1, 3 or 5 members"). Pure.
   [[nodiscard]] virtual std::string check_members(int count) const {
@@ -371,7 +376,7 @@ class LockServiceKind {
 
 /// The kind registered under `name` (built in or registered at run time), or nullptr. Thread-safe.
 [[nodiscard]] const LockServiceKind* find_lock_service_kind(std::string_view name);
-/// Every registered name: the built-in table's order ("etcd", "zookeeper", "redis", "none"), then
+/// Every registered name: the built-in table's order ("etcd", "zookeeper", "redis", "redlock", "none"), then
 /// the kinds registered at run time in registration order. Thread-safe.
 [[nodiscard]] std::vector<std::string_view> lock_service_kind_names();
 /// Adds `kind` to the registry at run time, after the built-in table, so that the scenario loader
