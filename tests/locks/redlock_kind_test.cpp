@@ -158,6 +158,44 @@ TEST(RedlockKind, MembersAreTheMastersAndOneCanBeKilledAndRestarted) {
   EXPECT_THROW(r.instance->stop_member(6, true), std::out_of_range);
 }
 
+TEST(RedlockKind, TheUsersMastersAreWatchedButNeverStoppedOrStarted) {
+  Redlock embedded(nlohmann::json{{"counter", "none"}});  // stands in for the user's five servers
+  std::vector<std::string> urls;
+  const nlohmann::json ep = embedded.instance->endpoint();  // kept: a range over a temporary's member dangles
+  for (const auto& u : ep["endpoints"]) urls.push_back(u.get<std::string>());
+  ASSERT_EQ(urls.size(), 5u);
+  fencecheck::testing::TempDir dir("redlock-user");
+  fencecheck::locks::LockServiceRunContext ctx;
+  ctx.run_dir = dir.path();
+  ctx.run_id = "test";
+  const auto* kind = fencecheck::locks::find_lock_service_kind("redlock");
+  auto users = kind->open(urls, kind->parse(FakeFields(nlohmann::json{{"counter", "none"}})), ctx);
+  EXPECT_EQ(users->endpoints_text(), embedded.instance->endpoints_text());
+  EXPECT_NE(users->describe().find("masters of the user's"), std::string::npos) << users->describe();
+  EXPECT_EQ(users->pid(), 0);
+  const auto members = users->members();
+  ASSERT_EQ(members.size(), 5u);
+  EXPECT_EQ(members[0].pid, 0);
+  EXPECT_TRUE(members[0].data_dir.empty()) << "no clock file: clock-jump is unavailable on the user's masters";
+  EXPECT_THROW(users->stop_member(1, true), std::logic_error);
+  EXPECT_THROW(users->stop_server(), std::logic_error);
+
+  Sink sink;
+  auto watch = users->watch("fc-redlock", sink.fn());
+  const auto ports = embedded.ports();
+  for (int i : {0, 1, 2}) ASSERT_EQ(Raw(ports[i]).cmd({"SET", "fc-redlock", "client-1", "NX", "PX", "10000"}), "OK");
+  ASSERT_TRUE(sink.wait([](const auto& e) { return count(e, EventKind::kLockGrant) == 1; }));
+  watch->stop();
+
+  // A master that does not answer refuses the start, naming it.
+  try {
+    (void)kind->open({urls[0], "redis://127.0.0.1:1"}, kind->parse(FakeFields(nlohmann::json{{"counter", "none"}})), ctx);
+    ADD_FAILURE() << "opened with a master that does not answer";
+  } catch (const fencecheck::locks::LockServiceUnavailable& e) {
+    EXPECT_NE(std::string(e.what()).find("redis://127.0.0.1:1"), std::string::npos) << e.what();
+  }
+}
+
 TEST(RedlockKind, RunsThreeFiveOrSevenMasters) {
   const auto* kind = fencecheck::locks::find_lock_service_kind("redlock");
   EXPECT_EQ(kind->default_members(), 5);
