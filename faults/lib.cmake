@@ -32,5 +32,8 @@ set_target_properties(fencecheck_clockshim PROPERTIES OUTPUT_NAME fencecheck-clo
                       LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin CXX_VISIBILITY_PRESET hidden)
 target_include_directories(fencecheck_clockshim PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/include)
 target_compile_options(fencecheck_clockshim PRIVATE -fno-sanitize=all -fno-exceptions -fno-rtti)
-target_link_options(fencecheck_clockshim PRIVATE -fno-sanitize=all -nostdlib++)
+target_link_options(fencecheck_clockshim PRIVATE -fno-sanitize=all)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  target_link_options(fencecheck_clockshim PRIVATE -nostdlib++)  # GCC 12 has no -nostdlib++: it links libstdc++, unused
+endif()
 add_dependencies(fencecheck_faults fencecheck_clockshim)

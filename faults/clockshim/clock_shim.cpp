@@ -95,8 +95,7 @@ std::int64_t offset_at(std::int64_t now_ns) {
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     if (__atomic_load_n(&l->seq, __ATOMIC_RELAXED) != seq) continue;
     if (ppm == 0) return offset;
-    const __int128 drifted = static_cast<__int128>(now_ns - since) * ppm / 1000000;
-    return offset + static_cast<std::int64_t>(drifted);
+    return offset + fencecheck::faults::drift_ns(now_ns - since, ppm);
   }
   return 0;  // a writer that died mid-write (kill -9): no offset rather than a torn one
 }

@@ -27,7 +27,7 @@ std::int64_t offset_of(const ClockOffsetLayout& l, std::int64_t now) {
   const std::int64_t ppm = __atomic_load_n(&l.drift_ppm, __ATOMIC_RELAXED);
   if (ppm == 0) return offset;
   const std::int64_t since = __atomic_load_n(&l.drift_since_ns, __ATOMIC_RELAXED);
-  return offset + static_cast<std::int64_t>(static_cast<__int128>(now - since) * ppm / 1000000);
+  return offset + drift_ns(now - since, ppm);
 }
 
 void write(ClockOffsetLayout* l, std::int64_t offset, std::int64_t ppm, std::int64_t since) {

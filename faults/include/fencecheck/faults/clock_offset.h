@@ -32,6 +32,16 @@ struct ClockOffsetLayout {
 };
 static_assert(sizeof(ClockOffsetLayout) == 64);
 
+/// What a drift of `ppm` parts per million adds over `elapsed_ns`: elapsed * ppm / 1e6, split so
+/// that no product overflows int64 for |ppm| <= 1e6 and |elapsed| below 290 years (no __int128:
+/// ISO C++ has none). Pure; the shim and the writer both use it.
+[[nodiscard]] constexpr std::int64_t drift_ns(std::int64_t elapsed_ns, std::int64_t ppm) {
+  return (elapsed_ns / 1000000) * ppm + (elapsed_ns % 1000000) * ppm / 1000000;
+}
+static_assert(drift_ns(1'000'000'000, 1'000'000) == 1'000'000'000);
+static_assert(drift_ns(2'500'000, 200'000) == 500'000);
+static_assert(drift_ns(-3'000'000'000, -500'000) == 1'500'000'000);
+
 /// The harness's side: creates (or opens) the file and writes the offset the shim reads.
 /// Not thread-safe: one writer (the harness's fault thread, or `fencecheck cleanup`).
 class ClockOffsetFile {
