@@ -17,7 +17,11 @@ usage: scripts/install-deps.sh [GROUP|PACKAGE ...]
   zookeeper  the zookeeper lock-service kind's embedded server
   redis      the redis lock-service kind's embedded server
   examples   the example workers: Go with Debian's etcd and pgx sources, python3-etcd3, kazoo,
-             redis-py, psycopg2 (run scenarios/examples; they need postgres, zookeeper, redis too)
+             redis-py, psycopg2 (run scenarios/examples; they need postgres, zookeeper, redis too),
+             and the node group
+  node       the Node.js example worker (workers/examples/redlock-node, scenarios/redlock): Debian's
+             nodejs and npm when `node` or `npm` is missing, then `npm ci` of the example's
+             package-lock.json (node-redlock, ioredis) from the npm registry into its node_modules
   PACKAGE    any other word is a Debian package name, installed as it is
 USAGE
 }
@@ -43,6 +47,7 @@ EXAMPLES_PKGS=(golang-go golang-etcd-server-dev golang-github-jackc-pgx-v4-dev g
   python3-etcd3 python3-kazoo python3-redis python3-psycopg2)
 
 wanted=()
+want_node=0
 if [ $# -eq 0 ]; then set -- core tests postgres zookeeper redis examples; fi
 for g in "$@"; do
   case "$g" in
@@ -51,12 +56,34 @@ for g in "$@"; do
     postgres) wanted+=("${POSTGRES_PKGS[@]}") ;;
     zookeeper) wanted+=("${ZOOKEEPER_PKGS[@]}") ;;
     redis) wanted+=("${REDIS_PKGS[@]}") ;;
-    examples) wanted+=("${EXAMPLES_PKGS[@]}") ;;
+    examples) wanted+=("${EXAMPLES_PKGS[@]}"); want_node=1 ;;
+    node) want_node=1 ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "install-deps: unknown option $g" >&2; usage; exit 2 ;;
     *) wanted+=("$g") ;;
   esac
 done
+
+# Node.js as installed (any node >= 18 with its npm, e.g. NodeSource's, which bundles npm), else
+# Debian's nodejs and npm: asking for Debian's npm beside NodeSource's nodejs would conflict.
+if [ "$want_node" = 1 ] && ! { command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; }; then
+  wanted+=(nodejs npm)
+fi
+
+# The Node.js example's own packages, from the npm registry at the versions its committed
+# package-lock.json names (`npm ci`: exactly those, no lock file rewritten), into its own
+# node_modules (ignored by git). Nothing is downloaded at build time.
+node_example() {
+  local dir
+  dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/workers/examples/redlock-node"
+  if [ -d "$dir/node_modules/redlock" ] && [ -d "$dir/node_modules/ioredis" ] &&
+     [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
+    echo "install-deps: $dir/node_modules is up to date"
+    return 0
+  fi
+  echo "install-deps: npm ci in $dir (node-redlock, ioredis from the npm registry)"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+}
 
 missing=()
 for p in "${wanted[@]}"; do
@@ -67,6 +94,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: every package of $* is installed"
+  if [ "$want_node" = 1 ]; then node_example; fi
   exit 0
 fi
 
@@ -99,4 +127,5 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends -o Dpkg::Options::=--force-confold "${missing[@]}" >/dev/null
+if [ "$want_node" = 1 ]; then node_example; fi
 echo "install-deps: done"

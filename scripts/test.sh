@@ -55,6 +55,7 @@ echo "== scenarios validate [${SECONDS}s]"
 "$BUILD/bin/fencecheck" validate scenarios/zookeeper
 "$BUILD/bin/fencecheck" validate scenarios/examples
 "$BUILD/bin/fencecheck" validate scenarios/staging
+"$BUILD/bin/fencecheck" validate scenarios/redlock
 
 echo "== tests [${SECONDS}s]"
 ctest --test-dir "$BUILD" --output-on-failure -j "$TEST_JOBS" --timeout 600

@@ -15,6 +15,7 @@ namespace fencecheck::faults::detail {
   ROW(partition)            \
   ROW(netem)                \
   ROW(lock_service_restart) \
+  ROW(clock_jump)           \
   ROW(self_stop)
 
 #define FC_FAULT_KIND_DECLARE(kind) const FaultKind& kind##_kind();

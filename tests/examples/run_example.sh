@@ -8,7 +8,8 @@
 # python-etcd3 needs Debian's python3-etcd3 for /usr/bin/python3, python-redis its python3-redis,
 # python-kazoo python3-kazoo, python-pg-advisory (and any Python example against kind postgres)
 # python3-psycopg2;
-# shell-etcdctl needs etcdctl, curl, gzip and od. Otherwise the exit status is PROGRAM's (with
+# shell-etcdctl needs etcdctl, curl, gzip and od; redlock-node needs node and its node_modules
+# (npm ci: scripts/install-deps.sh node). Otherwise the exit status is PROGRAM's (with
 # N > 1: 0 only when every run exited 0, after a tally of the runs).
 #
 # A scenario whose resource is kind http starts its own service (resource.start: the reference
@@ -50,6 +51,12 @@ if grep -q 'workers/examples/shell-etcdctl/' "$scenario"; then
   for tool in etcdctl curl gzip od; do
     command -v "$tool" > /dev/null || skip "$tool is not installed (apt-get install etcd-client curl)"
   done
+fi
+if grep -q 'workers/examples/redlock-node/' "$scenario"; then
+  command -v node > /dev/null || skip "node is not installed (scripts/install-deps.sh node)"
+  node_modules=$root/workers/examples/redlock-node/node_modules
+  [ -d "$node_modules/redlock" ] && [ -d "$node_modules/ioredis" ] ||
+    skip "$node_modules has no redlock or ioredis (scripts/install-deps.sh node runs npm ci there)"
 fi
 if grep -q 'workers/examples/go-etcd-mutex/' "$scenario"; then
   [ -x "$(dirname "$store")/fc-example-go-etcd-mutex" ] ||

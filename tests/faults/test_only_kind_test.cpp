@@ -143,7 +143,7 @@ TEST_F(TestOnlyFaultKind, TheRegistryHasItOnceAfterTheBuiltInKinds) {
   EXPECT_EQ(faults::find_fault_kind("test-poke"), &kPoke);
   EXPECT_EQ(faults::fault_kind_names(),
             (std::vector<std::string_view>{"sigstop", "cpu-throttle", "freeze", "partition", "netem",
-                                           "lock-service-restart", "self-stop", "test-poke", "test-stuck"}));
+                                           "lock-service-restart", "clock-jump", "self-stop", "test-poke", "test-stuck"}));
   EXPECT_THROW(faults::register_fault_kind(kPoke), std::invalid_argument);
   EXPECT_TRUE(targets_worker("test-poke"));
   EXPECT_FALSE(stops_process("test-poke"));
@@ -177,7 +177,7 @@ TEST_F(TestOnlyFaultKind, ItsErrorsCarryTheFileLineAndColumn) {
   // The whole list of known kinds, the test kind last.
   EXPECT_EQ(load_error(kHead + "faults: [{kind: test-pokes, target: w1, trigger: {at: 1s}, duration: 2s}]\n"),
             "p.yaml:7:17: faults[0].kind: unknown fault kind \"test-pokes\"; expected one of: sigstop, cpu-throttle, "
-            "freeze, partition, netem, lock-service-restart, self-stop, test-poke, test-stuck");
+            "freeze, partition, netem, lock-service-restart, clock-jump, self-stop, test-poke, test-stuck");
 }
 
 TEST_F(TestOnlyFaultKind, PreflightAsksItWhatTheMachineLacks) {

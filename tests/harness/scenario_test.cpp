@@ -77,7 +77,7 @@ std::string lock_kind_names() {
 
 /// Every key a `lock_service:` mapping may hold: the loader's shared fields, then each kind's own.
 std::string lock_service_keys() {
-  std::vector<std::string_view> all{"kind", "endpoints", "lock", "prior_revisions", "run_suffix", "issuers", "client", "claim_ttl"};
+  std::vector<std::string_view> all{"kind", "endpoints", "lock", "prior_revisions", "run_suffix", "issuers", "members", "client", "claim_ttl"};
   for (auto n : locks::lock_service_kind_names())
     for (auto f : locks::find_lock_service_kind(n)->fields())
       if (std::find(all.begin(), all.end(), f) == all.end()) all.push_back(f);
@@ -372,7 +372,7 @@ TEST(ScenarioNames, KnownAnomaliesAreTheDesignListPlusCorruptChunk) {
   EXPECT_TRUE(is_known_anomaly("ungranted-holding"));
   EXPECT_FALSE(is_known_anomaly("split-brain"));
   EXPECT_EQ(known_fault_kinds(), (std::vector<std::string_view>{"sigstop", "cpu-throttle", "freeze", "partition",
-                                                                 "netem", "lock-service-restart", "self-stop"}));
+                                                                 "netem", "lock-service-restart", "clock-jump", "self-stop"}));
   EXPECT_EQ(resources::resource_kind_names(), (std::vector<std::string_view>{"store", "postgres", "http"}));
   EXPECT_EQ(known_job_kinds(), (std::vector<std::string_view>{"segments", "counter", "side-effect"}));
   EXPECT_EQ(to_string(NetworkMode::kNamespaces), "namespaces");
@@ -660,7 +660,7 @@ const BadFile kBadFiles[] = {
      "lease_ttl: 2s\n"
      "lock_service: {kind: consul}\n",
      // The whole list, written out: a list computed from the registry would pass whatever it held.
-     3, 22, "lock_service.kind: unknown lock service kind \"consul\"; expected one of: etcd, zookeeper, redis, none"},
+     3, 22, "lock_service.kind: unknown lock service kind \"consul\"; expected one of: etcd, zookeeper, redis, redlock, none"},
     {"LockServiceKindMissing",
      "name: t\n"
      "lease_ttl: 2s\n"
@@ -927,7 +927,7 @@ const BadFile kBadFiles[] = {
      "    target: w1\n",
      7, 11,
      "faults[0].kind: unknown fault kind \"clock-skew\"; expected one of: sigstop, cpu-throttle, freeze, partition, "
-     "netem, lock-service-restart, self-stop"},
+     "netem, lock-service-restart, clock-jump, self-stop"},
     {"FaultTargetUnknownWorker",
      "name: t\n"
      "lease_ttl: 2s\n"
@@ -1592,6 +1592,29 @@ TEST(ScenarioLockService, AClaimTtlOnYourOwnLockServiceIsKeptAndRoundTrips) {
   EXPECT_FALSE(to_json(parse_scenario(kMinimal, "m.yaml"))["lock_service"].contains("claim_ttl"));
 }
 
+std::string override_refused(const Scenario& s, const std::string& kind);  // below
+
+TEST(ScenarioLockService, AKindWithoutAReferenceClientRefusesFencecheckWorker) {
+  const std::string yaml = "name: t\nlease_ttl: 2s\nlock_service: {kind: redlock}\nresource: {kind: store}\n"
+                           "job: {key: k}\nworkers:\n  - id: w1\nexpect: {outcome: safe}\n";
+  try {
+    (void)parse_scenario(yaml, "r.yaml");
+    ADD_FAILURE() << "a fencecheck-worker loaded under kind redlock";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.line(), 7) << e.what();
+    EXPECT_NE(e.message().find("worker w1 is fencecheck-worker (no command), and lock service kind redlock cannot be "
+                               "its lock: fencecheck-worker has no Redlock client"),
+              std::string::npos)
+        << e.what();
+  }
+  const Scenario cmd = parse_scenario(
+      "name: t\nlease_ttl: 2s\nlock_service: {kind: redlock}\nresource: {kind: store}\njob: {key: k}\n"
+      "workers:\n  - {id: w1, command: [/bin/true]}\nexpect: {outcome: safe}\n",
+      "c.yaml");
+  EXPECT_EQ(cmd.lock_service().kind, "redlock");
+  EXPECT_EQ(cmd.lock_service().members, 5) << "redlock's own default";
+}
+
 TEST(ScenarioLockService, TheOverrideChangesOnlyTheKind) {
   Scenario s = parse_scenario(kMinimal + "lock_service: {kind: etcd, lock: jobs, prior_revisions: 5}\n", "o.yaml");
   Scenario o = with_lock_service_kind(s, "etcd");
@@ -1600,6 +1623,11 @@ TEST(ScenarioLockService, TheOverrideChangesOnlyTheKind) {
   EXPECT_EQ(o.lock_service().prior_revisions, 5);
   for (auto kind : locks::lock_service_kind_names()) {
     if (kind == kNoLockService) continue;  // refuses fencecheck-worker: TheOverrideNeverMovesAScenarioToOrFromKindNone
+    if (!locks::find_lock_service_kind(kind)->reference_client_problem().empty()) {
+      // redlock: fencecheck-worker has no client of it, so a scenario of fencecheck-workers stays where it is.
+      EXPECT_NE(override_refused(s, std::string(kind)).find("worker w1 is fencecheck-worker, and "), std::string::npos);
+      continue;
+    }
     // Every kind takes a plan on the embedded lock service with no field of its own (2 s leases).
     Scenario k = with_lock_service_kind(s, kind);
     EXPECT_EQ(k.lock_service().kind, kind);
@@ -1629,6 +1657,7 @@ TEST(ScenarioLockService, InlineKeepaliveIsTheKindsToGiveAndOnlyZooKeeperCannot)
     const bool can = kind != "zookeeper";
     EXPECT_EQ(locks::find_lock_service_kind(kind)->inline_keepalive_problem().empty(), can) << kind;
     if (kind == kNoLockService) continue;  // no fencecheck-worker at all (a design is fencecheck-worker's)
+    if (!locks::find_lock_service_kind(kind)->reference_client_problem().empty()) continue;  // likewise (redlock)
     // Moved by --lock-service, the scenario still loads: the run finds it unavailable
     // (missing_prerequisites, tests/harness/fault_plan_test.cpp), so a suite can skip it.
     Scenario moved = with_lock_service_kind(parse_scenario(inline_worker, "i.yaml"), kind);
@@ -1640,7 +1669,7 @@ TEST(ScenarioLockService, TheOverrideRefusesWhatItCannotApplySayingWhy) {
   Scenario s = parse_scenario(kMinimal, "m.yaml");
   EXPECT_EQ(override_refused(s, "consul"),
             "--lock-service consul cannot apply to scenario t: unknown lock service kind \"consul\"; expected one of: "
-            "etcd, zookeeper, redis, none");
+            "etcd, zookeeper, redis, redlock, none");
   Scenario ext = parse_scenario(kMinimal + "lock_service: {kind: etcd, endpoints: [\"http://127.0.0.1:2379\"]}\n", "e.yaml");
   EXPECT_EQ(override_refused(ext, "etcd"),
             "--lock-service etcd cannot apply to scenario t: it names lock_service.endpoints (the user's etcd); only a "
@@ -1653,6 +1682,7 @@ TEST(ScenarioLockService, TheOverrideRefusesALeaseTheNewKindCannotTake) {
   for (auto kind : locks::lock_service_kind_names()) {
     const auto* k = locks::find_lock_service_kind(kind);
     if (kind == kNoLockService) continue;  // never moved by the override, and its workers are commands
+    if (!k->reference_client_problem().empty()) continue;  // its workers are commands (redlock)
     if (k->check_lease_ttl(std::chrono::milliseconds(1500), "1500ms").empty()) {
       ++cases;
       Scenario ms = parse_scenario("name: t\nlease_ttl: 1500ms\nlock_service: {kind: " + std::string(kind) +
@@ -1714,7 +1744,7 @@ TEST(ScenarioLockServiceNone, TheUnknownKindMessageListsEveryKind) {
   } catch (const ScenarioError& e) {
     EXPECT_EQ(std::string(e.what()),
               "u.yaml:3:22: lock_service.kind: unknown lock service kind \"consul\"; expected one of: etcd, zookeeper, "
-              "redis, none");
+              "redis, redlock, none");
   }
 }
 

@@ -318,6 +318,9 @@ struct KillCase {
   /// The resource is kind http with a start that forks the service (sh -c "store & wait"): the
   /// harness's death ends the shell only, so cleanup must end the store from the ledger's record.
   bool http_start = false;
+  /// w1's command instead of fencecheck-worker ("" = fencecheck-worker): a flow-style argv, e.g. the
+  /// Node.js redlock example for lock service redlock, which fencecheck-worker cannot take.
+  std::string worker_command;
 };
 
 /// Every live process in process group `pgid` (a command worker's own group): /proc/*/stat field 5.
@@ -352,7 +355,8 @@ std::string scenario_text(const KillCase& c) {
          "job: {key: ledger, segments: 3, chunks: 4, chunk_bytes: 256, chunk_interval: 100ms}\n"
          "workers:\n" +
          (c.forking_command ? "  - {id: w1, command: [" + std::string(FENCECHECK_SOURCE_DIR) + "/tests/command_worker/worker.sh, forking]}\n"
-                            : std::string("  - id: w1\n")) +
+          : !c.worker_command.empty() ? "  - {id: w1, command: " + c.worker_command + "}\n"
+                                      : std::string("  - id: w1\n")) +
          "faults:\n"
          "  - " +
          c.fault +
@@ -366,6 +370,9 @@ class KillNineDuringFault : public ::testing::TestWithParam<KillCase> {};
 
 TEST_P(KillNineDuringFault, CleanupLeavesNothingBehind) {
   const KillCase& c = GetParam();
+  if (c.worker_command.find("redlock-node") != std::string::npos &&
+      !fs::exists(fs::path(FENCECHECK_SOURCE_DIR) / "workers/examples/redlock-node/node_modules/redlock"))
+    GTEST_SKIP() << "the Node.js redlock example is not installed (scripts/install-deps.sh node)";
   auto work = fctest::fresh_dir("kill9-" + c.name);
   const fs::path file = work / "s.yaml";
   std::ofstream(file) << scenario_text(c);
@@ -412,6 +419,19 @@ TEST_P(KillNineDuringFault, CleanupLeavesNothingBehind) {
   if (c.lock_service == "zookeeper" && c.fault.find("lock-service-restart") == std::string::npos) {
     EXPECT_FALSE(processes_naming((dir / "zookeeper.cfg").string()).empty()) << "no ZooKeeper server runs";
   }
+  // clock-jump: the member's clock offset file holds the jump now (ClockOffsetLayout,
+  // fencecheck/faults/clock_offset.h: offset_ns is the int64 at byte 16).
+  std::vector<std::string> clock_files;
+  for (const auto& e : injects)
+    if (e.contains("clock_file")) clock_files.push_back(e["clock_file"]);
+  const auto clock_offset_ns = [](const std::string& f) {
+    std::int64_t ns = -1;
+    std::ifstream in(f, std::ios::binary);
+    in.seekg(16);
+    in.read(reinterpret_cast<char*>(&ns), sizeof ns);
+    return ns;
+  };
+  for (const auto& f : clock_files) EXPECT_EQ(clock_offset_ns(f), 15'000'000'000LL) << f;
   ASSERT_EQ(::kill(harness.id(), SIGKILL), 0);
   harness.wait();
 
@@ -442,6 +462,7 @@ TEST_P(KillNineDuringFault, CleanupLeavesNothingBehind) {
     EXPECT_FALSE(fs::exists(scratch)) << scratch;
     EXPECT_TRUE(fs::is_directory(kept)) << kept;
   }
+  for (const auto& f : clock_files) EXPECT_EQ(clock_offset_ns(f), 0) << "cleanup set the member's clock back: " << f;
   for (const auto& link : host_links())
     EXPECT_TRUE(links_before.count(link) || link.rfind("fc", 0) != 0) << "a link was left in the host namespace: " << link;
   // A second cleanup finds nothing more to do.
@@ -463,7 +484,15 @@ INSTANTIATE_TEST_SUITE_P(Each, KillNineDuringFault,
                                                     "zookeeper"},
                                            KillCase{"lock_service_restart_zookeeper",
                                                     "kind: lock-service-restart\n    target: lock-service", false, false,
-                                                    "zookeeper"}),
+                                                    "zookeeper"},
+                                           // A redlock master's wall clock jumped (issue 35): the masters
+                                           // and the etcd counter end with the harness, cleanup sets the
+                                           // offset back to 0 and ends the Node.js worker's group.
+                                           KillCase{"clock_jump_redlock",
+                                                    "kind: clock-jump\n    target: {lock_service: {member: 1}}\n    jump: +15s",
+                                                    false, false, "redlock", false,
+                                                    "[node, " + std::string(FENCECHECK_SOURCE_DIR) +
+                                                        "/workers/examples/redlock-node/worker.js, --correct]"}),
                          [](const auto& param_info) { return param_info.param.name; });
 
 }  // namespace

@@ -226,7 +226,7 @@ TEST(HarnessExit, LockServiceOverrideAppliesToASuiteOrExits2SayingWhy) {
   r = fctest::run_fencecheck({"run", "--lock-service", "consul", kSmoke, "--run-root", (work / "runs").string()}, work);
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("--lock-service consul cannot apply to scenario"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("unknown lock service kind \"consul\"; expected one of: etcd, zookeeper, redis, none\n"),
+  EXPECT_NE(r.err.find("unknown lock service kind \"consul\"; expected one of: etcd, zookeeper, redis, redlock, none\n"),
             std::string::npos)
       << r.err;
   auto file = write_file(work, "ext.yaml",

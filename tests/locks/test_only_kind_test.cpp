@@ -78,7 +78,7 @@ harness::ScenarioError load_error(const std::string& yaml) {
 
 TEST(TestOnlyLockServiceKind, IsFoundByNameAfterTheBuiltInKinds) {
   EXPECT_EQ(locks::find_lock_service_kind("latch"), &kLatch);
-  EXPECT_THAT(locks::lock_service_kind_names(), ElementsAre("etcd", "zookeeper", "redis", "none", "latch"));
+  EXPECT_THAT(locks::lock_service_kind_names(), ElementsAre("etcd", "zookeeper", "redis", "redlock", "none", "latch"));
 }
 
 TEST(TestOnlyLockServiceKind, ASecondKindOfTheSameNameIsRefused) {
@@ -91,7 +91,7 @@ TEST(TestOnlyLockServiceKind, ASecondKindOfTheSameNameIsRefused) {
   }
   EXPECT_THROW(locks::register_lock_service_kind(*locks::find_lock_service_kind("etcd")), std::invalid_argument);
   EXPECT_EQ(locks::find_lock_service_kind("latch"), &kLatch) << "the first registration stands";
-  EXPECT_THAT(locks::lock_service_kind_names(), ElementsAre("etcd", "zookeeper", "redis", "none", "latch"));
+  EXPECT_THAT(locks::lock_service_kind_names(), ElementsAre("etcd", "zookeeper", "redis", "redlock", "none", "latch"));
 }
 
 TEST(TestOnlyLockServiceKind, TheLoaderTakesItsFieldsAndEndpoints) {
@@ -129,7 +129,7 @@ TEST(TestOnlyLockServiceKind, TheUnknownKindMessageListsIt) {
   EXPECT_EQ(e.line(), 4);
   EXPECT_EQ(e.column(), 22);
   EXPECT_EQ(e.message(),
-            "lock_service.kind: unknown lock service kind \"chubby\"; expected one of: etcd, zookeeper, redis, none, latch");
+            "lock_service.kind: unknown lock service kind \"chubby\"; expected one of: etcd, zookeeper, redis, redlock, none, latch");
 }
 
 TEST(TestOnlyLockServiceKind, CleanupsOrphanSweepReportsItsSentencesAndWhatItCouldNotStop) {

@@ -233,7 +233,7 @@ TEST(EtcdLockClient, AnEndpointWithoutEndpointsOrOfAnUnknownKindIsRefused) {
     (void)make_lock_client(nlohmann::json{{"kind", "consul"}});
     FAIL() << "an unknown kind made a client";
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "unknown lock service kind \"consul\"; expected one of: etcd, zookeeper, redis, none");
+    EXPECT_STREQ(e.what(), "unknown lock service kind \"consul\"; expected one of: etcd, zookeeper, redis, redlock, none");
   }
 }
 

@@ -550,7 +550,7 @@ TEST(WorkerCliTest, TheLockServiceIsAnEndpointJsonOrEtcdsShorthand) {
   for (const Case& c : std::vector<Case>{
            {{}, "exactly one of --etcd and --lock-service is required"},
            {{"--lock-service", etcd_json, "--etcd", "http://127.0.0.1:2379"}, "excludes"},
-           {{"--lock-service", R"({"kind":"consul"})"}, "--lock-service: unknown lock service kind \"consul\"; expected one of: etcd, zookeeper, redis, none"},
+           {{"--lock-service", R"({"kind":"consul"})"}, "--lock-service: unknown lock service kind \"consul\"; expected one of: etcd, zookeeper, redis, redlock, none"},
            {{"--lock-service", R"({"kind":"etcd"})"}, "--lock-service: etcd endpoint: expected \"endpoints\""},
            {{"--lock-service", "etcd"}, "--lock-service must be a JSON object"},
            {{"--lock-service", etcd_json, "--ttl-s", "2", "--ttl-ms", "2000"}, "excludes"},

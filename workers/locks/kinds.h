@@ -22,6 +22,7 @@ class LockServiceKind;
   ROW(etcd)                        \
   ROW(zookeeper)                   \
   ROW(redis)                       \
+  ROW(redlock)                     \
   ROW(none)
 
 namespace fencecheck::locks::detail {

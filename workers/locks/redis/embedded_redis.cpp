@@ -36,6 +36,35 @@ bool answers(const Endpoint& ep) {
 
 }  // namespace
 
+bool pings(const Endpoint& ep, std::string* why) {
+  try {
+    Connection c(ep, 1000ms, 2000ms);
+    const Reply r = c.command({"PING"}, "PING");
+    if (r->type == REDIS_REPLY_STATUS && std::string_view(r->str, r->len) == "PONG") return true;
+    if (why) *why = "PING answered " + redis_detail::describe(r.get());
+  } catch (const LockServiceError& err) {
+    if (why) *why = err.what();
+  }
+  return false;
+}
+
+void ensure_notifications(const Endpoint& ep) {
+  Connection c(ep, 1000ms, 2000ms);
+  const Reply r = c.command({"CONFIG", "GET", "notify-keyspace-events"}, "CONFIG GET notify-keyspace-events");
+  std::string flags;
+  if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING)
+    flags.assign(r->element[1]->str, r->element[1]->len);
+  std::string wanted = flags;
+  const bool all = flags.find('A') != std::string::npos;
+  for (char f : std::string("Kg$x"))
+    if (wanted.find(f) == std::string::npos && !(all && f != 'K')) wanted += f;
+  if (wanted == flags) return;
+  c.command({"CONFIG", "SET", "notify-keyspace-events", wanted}, "CONFIG SET notify-keyspace-events");
+  spdlog::warn("redis {}: notify-keyspace-events was \"{}\"; set it to \"{}\" (the lock watch reads keyspace "
+               "notifications of the lock key)",
+               ep.text(), flags, wanted);
+}
+
 fs::path find_redis_server(const fs::path& explicit_path) {
   if (!explicit_path.empty()) return ::access(explicit_path.c_str(), X_OK) == 0 ? explicit_path : fs::path();
   return process::find_on_path("redis-server").value_or(fs::path());
@@ -86,6 +115,8 @@ void EmbeddedRedis::start(const fs::path& dir, const fs::path& log_file) {
     spec.exe = binary_;
     spec.args = std::move(args);
     spec.output_log = log_file;  // appended: a restart adds to it
+    spec.env = options_.env;
+    spec.prefix = options_.prefix;
     proc_.reset();
     try {
       proc_ = std::make_unique<process::ChildProcess>(std::move(spec), nullptr);
@@ -114,6 +145,15 @@ void EmbeddedRedis::start(const fs::path& dir, const fs::path& log_file) {
   }
   throw LockServiceUnavailable("embedded redis-server: no free port after " + std::to_string(options_.port_attempts) +
                                " attempts; last: " + last_failure);
+}
+
+void EmbeddedRedis::kill() noexcept {
+  if (!proc_) return;
+  const pid_t pid = proc_->pid();
+  ::kill(pid, SIGKILL);
+  if (!proc_->wait_for(options_.stop_grace))
+    spdlog::warn("embedded redis pid {}: not reaped {} ms after SIGKILL", pid, options_.stop_grace.count());
+  proc_.reset();
 }
 
 void EmbeddedRedis::stop() noexcept {

@@ -35,6 +35,8 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "redis_connection.h"
 
@@ -52,6 +54,12 @@ struct EmbeddedRedisOptions {
   std::chrono::milliseconds start_timeout{15000};  ///< until it answers PING with PONG
   std::chrono::milliseconds stop_grace{5000};      ///< after SIGTERM / SHUTDOWN, then SIGKILL
   int port_attempts = 5;  ///< a free port taken by someone else between choosing and binding: retry
+  /// Variables added to the server's environment (redlock: LD_PRELOAD of the clock shim and
+  /// FENCECHECK_CLOCK_FILE, fencecheck/faults/clock_offset.h). Empty for the redis kind.
+  std::vector<std::pair<std::string, std::string>> env;
+  /// A wrapper argv (ChildSpec::prefix): {"ip", "netns", "exec", "<ns>"} runs the server in a
+  /// network namespace (redlock's members under `network: namespaces`). Empty: the harness's.
+  std::vector<std::string> prefix;
 };
 
 class EmbeddedRedis {
@@ -72,6 +80,8 @@ class EmbeddedRedis {
   /// (Redis fsyncs the AOF and exits); SIGCONT first (a stopped server cannot act), SIGKILL after
   /// stop_grace. Waits for the exit. Idempotent; never throws.
   void stop() noexcept;
+  /// SIGKILL (a crash: nothing is flushed), then reaps it. Idempotent; never throws.
+  void kill() noexcept;
 
   [[nodiscard]] bool running();
   /// The running server's pid, 0 when stopped.
@@ -85,6 +95,14 @@ class EmbeddedRedis {
   int port_ = 0;
   std::unique_ptr<process::ChildProcess> proc_;
 };
+
+/// PING answered PONG within 1 s to connect and 2 s to answer; otherwise false with *why (when
+/// given) saying what happened. Never throws.
+[[nodiscard]] bool pings(const Endpoint& ep, std::string* why);
+/// The user's server must publish the keyspace events the watch reads (K, with g, $ and x, or A
+/// for all of them); adds what is missing with CONFIG SET and says so (a warning). Throws
+/// LockServiceError when the server does not answer or refuses CONFIG.
+void ensure_notifications(const Endpoint& ep);
 
 /// The path of redis-server: `explicit_path` when given and executable, else the first on PATH
 /// (process::find_on_path); empty when there is none.

@@ -30,6 +30,9 @@
 namespace fencecheck::locks {
 namespace {
 
+using redis_detail::ensure_notifications;
+using redis_detail::pings;
+
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using redis_detail::Connection;
@@ -41,37 +44,6 @@ const std::vector<std::string_view> kPersistence{"none", "aof"};
 const std::vector<std::string_view> kTokens{"fenced", "none"};
 /// In a network lab the lock service has its own namespace, where Redis's own port is free.
 constexpr int kLabPort = 6379;
-
-bool pings(const Endpoint& ep, std::string* why) {
-  try {
-    Connection c(ep, 1000ms, 2000ms);
-    const Reply r = c.command({"PING"}, "PING");
-    if (r->type == REDIS_REPLY_STATUS && std::string_view(r->str, r->len) == "PONG") return true;
-    if (why) *why = "PING answered " + redis_detail::describe(r.get());
-  } catch (const LockServiceError& err) {
-    if (why) *why = err.what();
-  }
-  return false;
-}
-
-/// The user's server must publish the keyspace events the watch reads (K, with g, $ and x, or A
-/// for all of them); adds what is missing with CONFIG SET and says so.
-void ensure_notifications(const Endpoint& ep) {
-  Connection c(ep, 1000ms, 2000ms);
-  const Reply r = c.command({"CONFIG", "GET", "notify-keyspace-events"}, "CONFIG GET notify-keyspace-events");
-  std::string flags;
-  if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING)
-    flags.assign(r->element[1]->str, r->element[1]->len);
-  std::string wanted = flags;
-  const bool all = flags.find('A') != std::string::npos;
-  for (char f : std::string("Kg$x"))
-    if (wanted.find(f) == std::string::npos && !(all && f != 'K')) wanted += f;
-  if (wanted == flags) return;
-  c.command({"CONFIG", "SET", "notify-keyspace-events", wanted}, "CONFIG SET notify-keyspace-events");
-  spdlog::warn("redis {}: notify-keyspace-events was \"{}\"; set it to \"{}\" (the lock watch reads keyspace "
-               "notifications of the lock key)",
-               ep.text(), flags, wanted);
-}
 
 /// Where a run's claim names go ("fencecheck-claims:<name>"): no lock's key or channel.
 constexpr std::string_view kRedisClaimPrefix = "fencecheck-claims:";

@@ -41,8 +41,9 @@ std::optional<std::string> get(Connection& c, const std::string& key) {
 
 }  // namespace
 
-RedisWatch::RedisWatch(Endpoint endpoint, std::string lock, std::function<void(Event)> sink)
-    : endpoint_(std::move(endpoint)),
+RedisWatch::RedisWatch(Endpoint endpoint, std::string lock, std::function<void(Event)> sink, bool carry_value)
+    : carry_value_(carry_value),
+      endpoint_(std::move(endpoint)),
       lock_(std::move(lock)),
       channel_("__keyspace@0__:" + lock_),
       grants_(grants_channel(lock_)),
@@ -98,6 +99,7 @@ void RedisWatch::emit(Event e) {
   e.source = "lock";
   e.lock = lock_;
   e.lock_key = lock_;
+  if (carry_value_ && e.kind == EventKind::kLockGrant && current_) e.line = current_->value;
   sink_(std::move(e));
 }
 
@@ -225,6 +227,7 @@ void RedisWatch::on_delete(const std::string& detail) {
   if (current_) {
     e.token = current_->token;
     e.lease_id = current_->owner;
+    if (carry_value_) e.line = current_->value;
   }
   current_.reset();
   emit(std::move(e));

@@ -62,7 +62,11 @@ class RedisWatch final : public IssuerWatch {
  public:
   /// Subscribes and reads the key's current value (a holder before the watch is known, not
   /// reported) before returning. Throws LockServiceUnavailable when the server does not answer.
-  RedisWatch(Endpoint endpoint, std::string lock, std::function<void(Event)> sink);
+  /// carry_value: each lock.grant and lock.delete also carries the holding's whole value in
+  /// Event::line ("" when it could not be read), for a watch that matches values across servers
+  /// (redlock's majority, workers/locks/redlock/redlock_watch.h); such events are that watch's
+  /// input, never the history's.
+  RedisWatch(Endpoint endpoint, std::string lock, std::function<void(Event)> sink, bool carry_value = false);
   ~RedisWatch() override;
   void stop() override;
   void restarted_fresh() override { fresh_ = true; }
@@ -86,6 +90,7 @@ class RedisWatch final : public IssuerWatch {
   void reconcile();
   void emit(Event e);
 
+  bool carry_value_;
   Endpoint endpoint_;
   std::string lock_;
   std::string channel_;  ///< the lock key's keyspace notifications

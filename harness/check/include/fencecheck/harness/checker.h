@@ -54,7 +54,7 @@ struct CheckContext {
   std::optional<resources::Evidence> evidence;
   /// The resource kind's name ("store", "postgres", "http"), for messages; "" when unknown.
   std::string resource_kind;
-  /// The lock-service kind ("etcd", "zookeeper", "redis", "none"); "" when unknown. Kind none
+  /// The lock-service kind ("etcd", "zookeeper", "redis", "redlock", "none"); "" when unknown. Kind none
   /// (a lock fencecheck does not manage) has no issuer history: the lock-service evidence is not
   /// there, so a checker that reads it (foreign-release, token-regression, unaccounted-write) answers unknown where it
   /// would say valid, with the reason kNoIssuerHistory; an invalid it proves from other sources stands.
