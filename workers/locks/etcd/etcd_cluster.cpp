@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <thread>
 
@@ -211,9 +212,13 @@ void EtcdCluster::stop() noexcept {
   // SIGTERM to all first (a leader alone would wait to hand its leadership on), then reap each.
   for (auto& m : members_)
     if (m->child && m->child->running()) ::kill(m->child->pid(), SIGCONT), ::kill(m->child->pid(), SIGTERM);
+  // Members told to end together cannot hand the leadership on: the last leader waits for a
+  // transfer that never comes (etcd 3.4 waits up to its request timeout), so the grace here is
+  // short; the cluster's data is the run's and is removed with it (or kept as it is on disk).
+  const auto grace = std::min(options_.stop_grace, std::chrono::milliseconds(500));
   for (auto& m : members_) {
     try {
-      if (m->child) m->child->terminate(options_.stop_grace);
+      if (m->child) m->child->terminate(grace);
     } catch (const std::exception& err) {
       spdlog::warn("etcd member {}: stopping it failed: {} (it ends with the harness: PR_SET_PDEATHSIG)", m->index, err.what());
     }
@@ -287,13 +292,18 @@ std::optional<int> EtcdCluster::leader(std::string& why) const {
     try {
       const MemberStatus st = EtcdClient(m->client_url, EtcdClient::Options{200ms, 500ms}).status();
       int leader_index = 0;
+      bool leader_down = false;
       for (const auto& o : members_)
-        if (o->id != 0 && o->id == st.leader) leader_index = o->index;
+        if (o->id != 0 && o->id == st.leader) {
+          leader_index = o->index;
+          leader_down = !o->child;  // a member the harness ended: the others have not noticed yet
+        }
       said += (said.empty() ? "" : "; ") + ("member " + std::to_string(m->index) + "'s status: " +
-                                            (leader_index ? "leader member " + std::to_string(leader_index)
+                                            (leader_index ? "leader member " + std::to_string(leader_index) +
+                                                                (leader_down ? " (which is down)" : "")
                                                           : std::string("no leader")) +
                                             ", term " + std::to_string(st.raft_term));
-      if (leader_index && (!best || st.raft_term > best_term)) {
+      if (leader_index && !leader_down && (!best || st.raft_term > best_term)) {
         best = leader_index;
         best_term = st.raft_term;
       }

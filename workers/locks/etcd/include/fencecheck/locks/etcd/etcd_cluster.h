@@ -72,7 +72,8 @@ class EtcdCluster {
   /// member and the tail of its log (etcd missing, a member that exits or does not serve in time,
   /// no leader); whatever was started is stopped again.
   void start(const std::filesystem::path& data_root, const std::function<std::filesystem::path(int)>& log_path);
-  /// Stops every member (SIGTERM together, SIGKILL after stop_grace). Idempotent; never throws.
+  /// Stops every member (SIGTERM together, SIGKILL after at most 500 ms: members ended together
+  /// cannot hand the leadership on). Idempotent; never throws.
   void stop() noexcept;
 
   [[nodiscard]] int size() const { return static_cast<int>(members_.size()); }
@@ -103,8 +104,10 @@ class EtcdCluster {
 
   /// The leader now, asked of each running member in turn (Maintenance.Status, 500 ms each): the
   /// answer with the highest raft term that names a member of this cluster. nullopt with `why`
-  /// when none does (an election under way, no quorum). `why` says who answered what ("member 2's
-  /// status: leader member 1, term 3"). Never throws.
+  /// when none does (an election under way, no quorum). A member the harness has ended is never
+  /// the answer, though the others name it until their election timeout passes ("leader member 1
+  /// (which is down)"). `why` says who answered what ("member 2's status: leader member 1, term
+  /// 3"). Never throws.
   [[nodiscard]] std::optional<int> leader(std::string& why) const;
 
  private:
