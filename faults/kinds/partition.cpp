@@ -81,7 +81,8 @@ class Partition final : public FaultKind {
         parts.push_back(std::make_unique<PartitionFault>(lab, host.name, PartitionSpec::from_host(member_host(lab, o).name)));
     }
     if (parts.empty()) throw FaultError("partition of " + members_name(ctx.members) + ": no other member to cut it from");
-    if (parts.size() == 1) return std::move(parts.front());
+    // Always named after the members (even one filter: a full partition of one member), so the
+    // history says "lock-service member 1 full", not the lab host's name.
     return std::make_unique<MembersFault>(name(), members_name(ctx.members) + (full ? " full" : " from the other members"),
                                           ctx.members_why, std::move(parts));
   }

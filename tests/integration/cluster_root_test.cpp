@@ -93,7 +93,7 @@ TEST_P(ClusterScenario, KilledWithMinusNineDuringTheMemberFaultLeavesNothingAfte
       << "the harness never injected its fault: " << fctest::slurp(work / "err.txt");
   // The fault is in effect and the cluster runs (so the checks below can fail).
   ASSERT_TRUE(a_process_names(dir.string()));
-  const bool lab = GetParam().find("partitioned") != std::string::npos;  // network: namespaces
+  const bool lab = fctest::slurp(kScenarios / (GetParam() + ".yaml")).find("network: namespaces") != std::string::npos;
   if (lab) ASSERT_TRUE(a_namespace_of(dir.filename().string()));
   ASSERT_EQ(::kill(harness.id(), SIGKILL), 0);
   harness.wait();
@@ -109,7 +109,7 @@ TEST_P(ClusterScenario, KilledWithMinusNineDuringTheMemberFaultLeavesNothingAfte
 
 INSTANTIATE_TEST_SUITE_P(Each, ClusterScenario,
                          ::testing::Values("etcd-sigstop-leader", "etcd-kill9-leader", "etcd-leader-partitioned-fenced",
-                                           "etcd-leader-partitioned-unfenced"),
+                                           "etcd-leader-partitioned-unfenced", "etcd-leader-isolated-fenced"),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                            std::string n = p.param;
                            std::replace(n.begin(), n.end(), '-', '_');
