@@ -13,6 +13,7 @@ namespace {
 
 constexpr int kFullPref = 100;
 constexpr int kServicePrefBase = 200;
+constexpr int kHostPrefBase = 300;  // + the other host's index in the lab: one filter per peer
 
 // Classic BPF opcodes (linux/filter.h, tc-bpf(8) "bytecode"): loads are relative to the Ethernet
 // header (cls_bpf pushes the MAC header back on ingress), multi-byte loads are big-endian.
@@ -128,7 +129,7 @@ std::string_view to_string(PartitionSpec::Direction d) {
 }
 
 std::string PartitionSpec::describe() const {
-  std::string d = kind == Kind::kFull ? "full" : "from " + service;
+  std::string d = kind == Kind::kFull ? "full" : kind == Kind::kFromHost ? "from host " + service : "from " + service;
   if (direction != Direction::kBoth) d += " (" + std::string(to_string(direction)) + ")";
   return d;
 }
@@ -193,6 +194,10 @@ PartitionFault::PartitionFault(const NetworkLab& lab, const std::string& host, P
   device_ = h.hub_link;
   if (spec_.kind == PartitionSpec::Kind::kFull) {
     pref_ = kFullPref;
+  } else if (spec_.kind == PartitionSpec::Kind::kFromHost) {
+    const LabHost& other = lab.host(spec_.service);
+    address_ = other.address;
+    pref_ = kHostPrefBase + static_cast<int>(&other - lab.hosts().data());
   } else {
     const LabService& s = lab.service(spec_.service);
     address_ = s.address;

@@ -149,6 +149,18 @@ const Bad kBad[] = {
      7, 93,
      "faults[0].target: lock-service-restart of a member restarts it on its own data (kill -9, then start): fresh_data "
      "is for the whole lock service (target: lock-service)"},
+    // partition (network: namespaces, one line more: the item is on line 8)
+    {"PartitionOfAMemberFromTheLockService", "{kind: etcd, members: 3}\nnetwork: namespaces",
+     "{kind: partition, trigger: {at: 1s}, duration: 3s, from: lock-service, target: {lock_service: leader}}", 8, 84,
+     "faults[0].target: partition of a lock-service member is from: members (the other members; its clients still "
+     "reach it) or from: full (everything, its clients too), got from: lock-service"},
+    {"PartitionOfAMemberOneWay", "{kind: etcd, members: 3}\nnetwork: namespaces",
+     "{kind: partition, trigger: {at: 1s}, duration: 3s, from: members, direction: replies, target: {lock_service: leader}}",
+     8, 99, "faults[0].target: partition of a lock-service member cuts both ways (direction: both)"},
+    {"PartitionOfAWorkerFromMembers", "{kind: etcd, members: 3}\nnetwork: namespaces",
+     "{kind: partition, trigger: {at: 1s}, duration: 3s, from: members, target: w1}", 8, 79,
+     "faults[0].target: partition from: members cuts a lock-service member from the other members; give a member "
+     "target (target: {lock_service: leader}) or from lock-service, resource or full"},
     {"SelfStopOfAMember", "{kind: etcd, members: 3}",
      "{kind: self-stop, duration: 3s, target: {lock_service: leader}}", 7, 45,
      "faults[0].target: self-stop is a worker stopping itself: its target is that worker, not lock-service members"},

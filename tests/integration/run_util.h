@@ -68,6 +68,14 @@ inline bool wait_until(const std::function<bool()>& cond, std::chrono::seconds l
   return cond();
 }
 
+/// `fencecheck run <scenario> --run-root <runs>` started in the background (output in work/out.txt
+/// and work/err.txt), for a test that kills it mid-run.
+inline bp::child start_run(const fs::path& scenario, const fs::path& runs, const fs::path& work) {
+  return bp::child(FENCECHECK_BIN, bp::args({"run", scenario.string(), "--run-root", runs.string()}),
+                   bp::std_out > (work / "out.txt").string(), bp::std_err > (work / "err.txt").string(),
+                   bp::std_in < bp::null);
+}
+
 /// Every event of a history.jsonl.
 inline std::vector<nlohmann::json> read_history(const fs::path& file) {
   std::vector<nlohmann::json> out;
@@ -84,6 +92,19 @@ inline fs::path only_run_dir(const fs::path& root) {
   for (const auto& d : fs::directory_iterator(root))
     if (d.is_directory() && !d.is_symlink()) found = d.path();
   return found;
+}
+
+/// Waits (bounded: 60 s) until the only run below `runs` has an event of `kind` in its history;
+/// sets *dir to that run's directory. False when none came.
+inline bool wait_for_run_event(const fs::path& runs, const std::string& kind, fs::path* dir) {
+  return wait_until([&] {
+    if (!fs::exists(runs)) return false;
+    *dir = only_run_dir(runs);
+    if (dir->empty() || !fs::exists(*dir / "history.jsonl")) return false;
+    for (const auto& e : read_history(*dir / "history.jsonl"))
+      if (e.value("kind", "") == kind) return true;
+    return false;
+  });
 }
 
 /// True when process `pid` exists and is in state T (stopped). Tests ask about their own run's

@@ -39,7 +39,8 @@ std::map<std::string, std::chrono::nanoseconds> longest_stops(const std::vector<
   std::map<std::string, std::chrono::nanoseconds> out;
   for (const auto& f : faults) {
     const auto d = f.actual ? f.actual : f.planned;
-    if (!stops_process(f.fault) || !d) continue;
+    // A lock-service member's stop (issue 35: target "lock-service") pauses no worker.
+    if (!stops_process(f.fault) || !d || f.target == kLockServiceTarget) continue;
     auto [it, fresh] = out.try_emplace(f.target, *d);
     if (!fresh) it->second = std::max(it->second, *d);
   }

@@ -405,7 +405,7 @@ void LiveMetrics::event(const Event& e) {
       break;
     case EventKind::kFaultHeal:
       // The harness's own measure of a stopped worker's pause: the stopping fault's window.
-      if (stops_process(e.fault) && e.duration_ns && !e.target.empty()) {
+      if (stops_process(e.fault) && e.duration_ns && !e.target.empty() && e.target != kLockServiceTarget) {
         auto& longest = m.fault_pause_max(r.scenario, e.target);
         longest.Set(std::max(longest.Value(), static_cast<double>(*e.duration_ns) / 1e9));
       }

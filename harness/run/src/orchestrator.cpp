@@ -190,6 +190,11 @@ class Run {
   /// makes the run an environment failure (exit 3, or skipped with --skip-unavailable), except for
   /// a scheduled fault under --skip-unavailable: then only that kind's later draws are skipped.
   void not_injected(const FaultSpec& spec, Event e, const std::exception& err);
+  /// With an embedded cluster (lock_service.members > 1), the reference worker's endpoint JSON with
+  /// its member first: the k-th worker of the scenario (0-based) talks to member k mod n + 1 (the
+  /// etcd client uses its first endpoint), so w1 is on member 1 (the leader at the start), w2 on
+  /// member 2... Otherwise `endpoint` as it is.
+  [[nodiscard]] nlohmann::json member_first(nlohmann::json endpoint, const WorkerSpec& w) const;
   /// Appends (and flushes) planned fault `p`'s line to schedule.jsonl: with "target" when it fires
   /// on spec.target, with "skipped" (the reason) instead when `skipped` is not empty.
   void write_schedule_line(const PlannedFault& p, const FaultSpec& spec, const std::string& rule,
@@ -483,7 +488,7 @@ void Run::launch_worker(WorkerState& w) {
     spec.exe = (opt_.bin_dir.empty() ? process::self_bin_dir() : opt_.bin_dir) / "fencecheck-worker";
     // The lease TTL in whole seconds when it is (etcd's always is), else in milliseconds.
     const auto ttl_ms = sc_.lease_ttl().count();
-    spec.args = {"--id", id, "--lock-service", services_->worker_lock_endpoint(sc_.issuer_of(*w.spec)).dump(), "--resource",
+    spec.args = {"--id", id, "--lock-service", member_first(services_->worker_lock_endpoint(sc_.issuer_of(*w.spec)), *w.spec).dump(), "--resource",
                  services_->resource_endpoint().dump(), "--lock", lock_name_, "--key", sc_.key_of(*w.spec),
                  ttl_ms % 1000 == 0 ? "--ttl-s" : "--ttl-ms", std::to_string(ttl_ms % 1000 == 0 ? ttl_ms / 1000 : ttl_ms),
                  "--segments", std::to_string(job.segments),
@@ -627,6 +632,16 @@ void Run::record_exit(WorkerState& w, const std::string& id, const std::string& 
   if (code && how.rfind("exit ", 0) == 0 && !tally_.exit_accounted(id, std::to_string(*code)))
     e.line = stderr_tail(dir_.log_path(id));
   record(std::move(e));
+}
+
+nlohmann::json Run::member_first(nlohmann::json endpoint, const WorkerSpec& w) const {
+  if (sc_.lock_service().members < 2) return endpoint;
+  auto it = endpoint.find("endpoints");
+  if (it == endpoint.end() || !it->is_array() || it->size() < 2) return endpoint;
+  std::size_t position = 0;
+  while (position < sc_.workers().size() && sc_.workers()[position].id != w.id) ++position;
+  std::rotate(it->begin(), it->begin() + static_cast<std::ptrdiff_t>(position % it->size()), it->end());
+  return endpoint;
 }
 
 void Run::not_injected(const FaultSpec& spec, Event e, const std::exception& err) {

@@ -27,19 +27,24 @@ std::string shorten(std::string_view s, std::size_t max = 300) {
                   "etcd " + endpoint + " POST " + path + ": unexpected reply: " + what);
 }
 
-/// proto3 JSON int64: a string of digits (what etcd sends), a number, or absent (= 0).
-std::int64_t i64(const json& j, const char* name) {
+/// proto3 JSON int64 / uint64 (T): a string of digits (what etcd sends), a number, or absent (= 0).
+template <typename T>
+T integer_field(const json& j, const char* name, const char* type) {
   auto it = j.find(name);
   if (it == j.end() || it->is_null()) return 0;
-  if (it->is_number_integer()) return it->get<std::int64_t>();
+  if (it->is_number_integer()) return it->get<T>();
   if (it->is_string()) {
     const auto& s = it->get_ref<const std::string&>();
-    std::int64_t v = 0;
+    T v = 0;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (ec == std::errc() && p == s.data() + s.size()) return v;
   }
-  throw std::invalid_argument(std::string("field '") + name + "' is not an int64: " + shorten(it->dump()));
+  throw std::invalid_argument(std::string("field '") + name + "' is not " + type + ": " + shorten(it->dump()));
 }
+
+std::int64_t i64(const json& j, const char* name) { return integer_field<std::int64_t>(j, name, "an int64"); }
+/// Member ids are uint64: most do not fit an int64.
+std::uint64_t u64(const json& j, const char* name) { return integer_field<std::uint64_t>(j, name, "a uint64"); }
 
 bool boolean(const json& j, const char* name) {
   auto it = j.find(name);
@@ -386,6 +391,29 @@ DeletePrefixResult EtcdClient::delete_prefix(std::string_view prefix) const {
   } catch (const std::invalid_argument& e) {
     throw_protocol(endpoint_, path, 200, e.what());
   }
+}
+
+
+MemberStatus EtcdClient::status() const {
+  const std::string path = "/v3/maintenance/status";
+  json j = call(endpoint_, host_, port_, options_, path, json::object());
+  try {
+    MemberStatus st;
+    const auto h = j.find("header");
+    if (h != j.end() && h->is_object()) st.member_id = u64(*h, "member_id");
+    st.leader = u64(j, "leader");
+    st.raft_term = u64(j, "raftTerm");
+    st.raft_index = u64(j, "raftIndex");
+    st.revision = header_revision(j);
+    return st;
+  } catch (const std::invalid_argument& e) {
+    throw_protocol(endpoint_, path, 200, e.what());
+  }
+}
+
+void EtcdClient::move_leader(std::uint64_t target_id) const {
+  (void)call(endpoint_, host_, port_, options_, "/v3/maintenance/transfer-leadership",
+             json{{"targetID", std::to_string(target_id)}});
 }
 
 bool EtcdClient::health() const {

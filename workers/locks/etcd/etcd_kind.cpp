@@ -13,6 +13,7 @@
 
 #include "fencecheck/process/child_process.h"  // find_on_path
 #include "fencecheck/locks/etcd/embedded_etcd.h"
+#include "fencecheck/locks/etcd/etcd_cluster.h"
 #include "fencecheck/locks/etcd/etcd_client.h"
 #include "fencecheck/locks/lock_service_kind.h"
 #include "fencecheck/locks/renewed_claim.h"
@@ -49,17 +50,31 @@ class EtcdIssuerWatch final : public IssuerWatch {
   /// Starts watching lock `name`'s keys from the revision after the cluster's current one, and returns once
   /// that start revision is fixed (so nothing that happens after the constructor is missed).
   /// Throws std::runtime_error (an EtcdError) when etcd does not answer.
-  EtcdIssuerWatch(std::string etcd_url, std::string name, std::function<void(Event)> sink)
-      : url_(std::move(etcd_url)), prefix_(std::move(name)), sink_(std::move(sink)) {
+  ///
+  /// `urls`: one member's client URL, or every member of a cluster (issue 35): the watch then runs
+  /// against one member at a time and moves to the next when that member stops answering or is cut
+  /// off from the quorum (its status names no leader: a member out of touch with the others'
+  /// heartbeats for an election timeout drops its leader), resuming from the revision after the
+  /// last one it delivered, so no grant and no delete is missed (etcd keeps every revision until a
+  /// compaction, and the embedded cluster never compacts).
+  EtcdIssuerWatch(std::vector<std::string> urls, std::string name, std::function<void(Event)> sink)
+      : urls_(std::move(urls)), prefix_(std::move(name)), sink_(std::move(sink)) {
+    if (urls_.empty()) throw std::invalid_argument("EtcdIssuerWatch: no endpoint");
     // "/locks/x/" and "/locks/x" name one lock (v3lock appends the '/' itself).
     while (prefix_.size() > 1 && prefix_.back() == '/') prefix_.pop_back();
     end_marker_ = prefix_ + "/~fencecheck-end";
-    EtcdClient client(url_);
     // The cluster's current revision: a DeleteRange's header carries it (and removes a stale end
     // marker a crashed run may have left; deleting nothing changes no revision).
-    start_revision_ = client.delete_key(end_marker_).revision + 1;
+    start_revision_ = on_some_member([&](const EtcdClient& c) { return c.delete_key(end_marker_).revision; }) + 1;
     seen_revision_ = start_revision_ - 1;
     thread_ = std::jthread([this](std::stop_token stop) { run(std::move(stop)); });
+  }
+
+  /// Every member it moved to, in order, with why ("member 2: member 1 did not answer its
+  /// status"). For tests and the log. Thread-safe.
+  std::vector<std::string> moves() const {
+    std::lock_guard lock(moves_mu_);
+    return moves_;
   }
   ~EtcdIssuerWatch() override { stop(); }
 
@@ -73,14 +88,13 @@ class EtcdIssuerWatch final : public IssuerWatch {
     // delivered every change before it. The marker sorts after every lock key ('~' > hex digits)
     // and, being the newest key, never blocks a Lock call (Lock waits only on older keys).
     try {
-      EtcdClient client(url_);
-      const std::int64_t target = client.put(end_marker_, "end");
+      const std::int64_t target = on_some_member([&](const EtcdClient& c) { return c.put(end_marker_, "end"); });
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
       while (seen_revision_.load() < target && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       if (seen_revision_.load() < target)
         spdlog::warn("lock watch on {}: the end marker did not arrive within 5 s; the lock history may be short", prefix_);
-      client.delete_key(end_marker_);
+      on_some_member([&](const EtcdClient& c) { return c.delete_key(end_marker_).revision; });
     } catch (const std::exception& err) {
       spdlog::warn("lock watch on {}: cannot place the end marker: {}", prefix_, err.what());
     }
@@ -89,8 +103,34 @@ class EtcdIssuerWatch final : public IssuerWatch {
   }
 
  private:
+  /// `call` on the member being watched, then each other in turn; the first answer. Throws the
+  /// last EtcdError when none answers.
+  template <typename Call>
+  std::int64_t on_some_member(Call&& call) const {
+    const std::size_t first = current_.load();
+    for (std::size_t k = 0;; ++k) {
+      try {
+        return call(EtcdClient(urls_[(first + k) % urls_.size()]));
+      } catch (const EtcdError&) {
+        if (k + 1 >= urls_.size()) throw;
+      }
+    }
+  }
+
+  /// Whether the member at `url` is fit to be watched: it answers its status and knows a leader.
+  static std::string member_problem(const std::string& url) {
+    try {
+      const MemberStatus st = EtcdClient(url, EtcdClient::Options{std::chrono::milliseconds(200), std::chrono::milliseconds(400)}).status();
+      if (st.leader == 0) return "it knows no leader (cut off from the quorum, or an election under way)";
+      return "";
+    } catch (const EtcdError& err) {
+      return std::string("it did not answer its status: ") + err.what();
+    }
+  }
+
   void run(std::stop_token stop) {
-    EtcdClient watcher(url_);
+    if (urls_.size() > 1) return run_cluster(std::move(stop));
+    EtcdClient watcher(urls_.front());
     std::int64_t from = start_revision_;
     // An outage (a lock-service-restart fault, a partition) fails every 100 ms retry: one warning
     // when it starts, the retries at debug level, one line when events arrive again.
@@ -125,6 +165,63 @@ class EtcdIssuerWatch final : public IssuerWatch {
     }
   }
 
+  /// The cluster's loop: one member at a time, a guard thread checking it every 200 ms; a member
+  /// that fails the check or ends the watch is left for the next (in index order, wrapping).
+  void run_cluster(std::stop_token stop) {
+    std::int64_t from = start_revision_;
+    int failures = 0;
+    while (!stop.stop_requested()) {
+      const std::size_t at = current_.load();
+      const std::string url = urls_[at];
+      std::stop_source inner;
+      std::stop_callback link(stop, [&] { inner.request_stop(); });
+      std::string problem;
+      std::mutex problem_mu;
+      std::jthread guard([&](std::stop_token gs) {
+        std::mutex m;
+        std::condition_variable_any cv;
+        while (!gs.stop_requested()) {
+          {
+            std::unique_lock lock(m);
+            cv.wait_for(lock, gs, std::chrono::milliseconds(200), [] { return false; });
+          }
+          if (gs.stop_requested()) return;
+          if (std::string p = member_problem(url); !p.empty()) {
+            std::lock_guard lock(problem_mu);
+            problem = std::move(p);
+            inner.request_stop();
+            return;
+          }
+        }
+      });
+      try {
+        EtcdClient(url).watch(prefix_, from, [&](const WatchEvent& w) { failures = 0; deliver(w, from); }, inner.get_token());
+        if (!stop.stop_requested()) {
+          std::lock_guard lock(problem_mu);
+          if (problem.empty()) problem = "its watch ended";
+        }
+      } catch (const std::exception& err) {
+        std::lock_guard lock(problem_mu);
+        if (problem.empty()) problem = err.what();
+      }
+      guard.request_stop();
+      guard.join();
+      if (stop.stop_requested()) break;
+      const std::size_t next = (at + 1) % urls_.size();
+      current_ = next;
+      const std::string said = "member " + std::to_string(next + 1) + " (" + urls_[next] + "): member " +
+                               std::to_string(at + 1) + " left because " + problem + "; from revision " + std::to_string(from);
+      {
+        std::lock_guard lock(moves_mu_);
+        moves_.push_back(said);
+      }
+      if (failures++ < static_cast<int>(urls_.size())) spdlog::warn("lock watch on {} moves to {}", prefix_, said);
+      else spdlog::debug("lock watch on {} moves to {}", prefix_, said);
+      // Every member failed in a row (no quorum anywhere): pause before the next round.
+      if (failures % static_cast<int>(urls_.size()) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
   void deliver(const WatchEvent& w, std::int64_t& from) {
     seen_revision_ = std::max(seen_revision_.load(), w.revision());
     from = w.revision() + 1;
@@ -150,7 +247,10 @@ class EtcdIssuerWatch final : public IssuerWatch {
     sink_(std::move(e));
   }
 
-  std::string url_;
+  std::vector<std::string> urls_;
+  std::atomic<std::size_t> current_{0};  // the member watched now (index into urls_)
+  mutable std::mutex moves_mu_;
+  std::vector<std::string> moves_;
   std::string prefix_;  // the lock's name without a trailing '/': the watch's key prefix
   std::function<void(Event)> sink_;
   std::string end_marker_;
@@ -208,31 +308,86 @@ class EtcdInstance final : public LockServiceInstance {
   /// An embedded etcd, started by start_server().
   EtcdInstance(const LockServiceRunContext& ctx, EmbeddedEtcd::Options options)
       : embedded_(true), ctx_(ctx), options_(std::move(options)) {}
+  /// An embedded cluster of ctx.members members (issue 35), started by start_server().
+  EtcdInstance(const LockServiceRunContext& ctx, EtcdCluster::Options cluster)
+      : embedded_(true), ctx_(ctx), cluster_options_(std::move(cluster)) {}
   ~EtcdInstance() override { stop(); }
 
-  nlohmann::json endpoint() const override { return {{"kind", "etcd"}, {"endpoints", {url_}}}; }
-  std::string endpoints_text() const override { return url_; }
+  /// Every member's URL for a cluster (a worker's client and the issuer watch take them all),
+  /// else the one.
+  std::vector<std::string> urls() const {
+    if (cluster_) return cluster_->client_urls();
+    return {url_};
+  }
+  std::string joined_urls() const { return fmt::format("{}", fmt::join(urls(), ",")); }
+
+  nlohmann::json endpoint() const override { return {{"kind", "etcd"}, {"endpoints", urls()}}; }
+  std::string endpoints_text() const override { return joined_urls(); }
   std::map<std::string, std::string> worker_env() const override {
-    return {{"ETCDCTL_ENDPOINTS", url_}, {"ETCDCTL_API", "3"}};
+    return {{"ETCDCTL_ENDPOINTS", joined_urls()}, {"ETCDCTL_API", "3"}};
   }
   std::string describe() const override {
+    if (cluster_options_)
+      return fmt::format("etcd cluster of {} members {} (embedded, data etcd-data-1..{})", cluster_options_->members,
+                         joined_urls(), cluster_options_->members);
     return "etcd " + url_ + (embedded_ ? " (embedded, data " + data_name() + ")" : " (external)");
   }
-  bool healthy() override { return EtcdClient(url_).health(); }
+  bool healthy() override {
+    for (const auto& u : urls())
+      if (EtcdClient(u).health()) return true;
+    return false;
+  }
   std::unique_ptr<IssuerWatch> watch(const std::string& name, std::function<void(Event)> sink) override {
-    return std::make_unique<EtcdIssuerWatch>(url_, name, std::move(sink));
+    return std::make_unique<EtcdIssuerWatch>(urls(), name, std::move(sink));
+  }
+
+  // ---- members (a cluster: lock_service.members > 1)
+  std::vector<LockServiceMember> members() const override {
+    std::vector<LockServiceMember> out;
+    if (!cluster_) return out;
+    for (int i = 1; i <= cluster_->size(); ++i) {
+      LockServiceMember m;
+      m.index = i;
+      m.pid = cluster_->pid(i);
+      m.endpoint = cluster_->client_url(i);
+      m.netns = cluster_->place(i).netns;
+      m.address = cluster_->place(i).host;
+      m.data_dir = cluster_->data_dir(i);
+      out.push_back(std::move(m));
+    }
+    return out;
+  }
+  std::optional<int> leader_member(std::string& why) override {
+    if (!cluster_) return LockServiceInstance::leader_member(why);
+    return cluster_->leader(why);
+  }
+  void stop_member(int index, bool kill9) override {
+    if (!cluster_) return LockServiceInstance::stop_member(index, kill9);
+    if (index < 1 || index > cluster_->size())
+      throw std::out_of_range("etcd has no member " + std::to_string(index) + " (members 1.." + std::to_string(cluster_->size()) + ")");
+    cluster_->stop_member(index, kill9);
+  }
+  void start_member(int index) override {
+    if (!cluster_) return LockServiceInstance::start_member(index);
+    if (index < 1 || index > cluster_->size())
+      throw std::out_of_range("etcd has no member " + std::to_string(index) + " (members 1.." + std::to_string(cluster_->size()) + ")");
+    cluster_->start_member(index);
   }
 
   void advance(std::int64_t count) override {
     if (count <= 0) return;
     // One put is one revision (a txn of many puts would be one revision too).
-    const EtcdClient etcd(url_);
+    const EtcdClient etcd(urls().front());
     std::int64_t revision = 0;
     for (std::int64_t i = 0; i < count; ++i) revision = etcd.put(kPriorRevisionsKey, std::to_string(i));
     spdlog::info("etcd {}: {} prior revisions (now at revision {})", url_, count, revision);
   }
 
-  int pid() const override { return etcd_ ? etcd_->pid() : 0; }
+  /// A cluster: member 1's (the member that leads at the start).
+  int pid() const override {
+    if (cluster_) return cluster_->pid(1);
+    return etcd_ ? etcd_->pid() : 0;
+  }
 
   std::unique_ptr<HeldClaim> claim(const RunClaim& claim, std::string& why) override {
     if (embedded_) {
@@ -282,12 +437,17 @@ class EtcdInstance final : public LockServiceInstance {
 
   void stop_server() override {
     if (!embedded_) throw std::logic_error("the lock service is external: not stopping it");
+    if (cluster_) {  // the whole cluster down: every member, its data kept
+      for (int i = 1; i <= cluster_->size(); ++i) cluster_->stop_member(i, false);
+      return;
+    }
     if (etcd_) etcd_->stop();
     etcd_.reset();
   }
 
   void start_server(bool fresh_data) override {
     if (!embedded_) throw std::logic_error("the lock service is external: not starting it");
+    if (cluster_options_) return start_cluster(fresh_data);
     if (etcd_) return;
     if (fresh_data || generation_ == 0) ++generation_;
     auto etcd = std::make_unique<EmbeddedEtcd>(options_);
@@ -302,11 +462,31 @@ class EtcdInstance final : public LockServiceInstance {
   }
 
   void stop() noexcept override {
+    if (cluster_) cluster_->stop();
+    cluster_.reset();
     if (etcd_) etcd_->stop();
     etcd_.reset();
   }
 
  private:
+  /// The cluster's first start, or its restart after stop_server() on the same data (every member
+  /// launched, then each waited for: one alone has no quorum). Fresh data is refused: a cluster's
+  /// members would have to be bootstrapped anew, which is a new cluster, not a restart.
+  void start_cluster(bool fresh_data) {
+    if (!cluster_) {
+      auto cluster = std::make_unique<EtcdCluster>(*cluster_options_);
+      const auto log_path = ctx_.log_path;
+      cluster->start(ctx_.run_dir, [&](int i) { return log_path("etcd-" + std::to_string(i)); });
+      cluster_ = std::move(cluster);
+      spdlog::info("embedded etcd cluster: {} (member 1 leads)", joined_urls());
+      return;
+    }
+    if (fresh_data)
+      throw std::runtime_error("an embedded etcd cluster restarts on its own data only (fresh_data would be a new cluster)");
+    cluster_->start_all();
+  }
+
+
   std::string data_name() const {
     return generation_ <= 1 ? "etcd-data" : "etcd-data-" + std::to_string(generation_);
   }
@@ -314,6 +494,8 @@ class EtcdInstance final : public LockServiceInstance {
   bool embedded_ = false;
   LockServiceRunContext ctx_;
   EmbeddedEtcd::Options options_;
+  std::optional<EtcdCluster::Options> cluster_options_;
+  std::unique_ptr<EtcdCluster> cluster_;
   std::unique_ptr<EmbeddedEtcd> etcd_;
   int generation_ = 0;
   std::string url_;
@@ -371,6 +553,21 @@ class EtcdKind final : public LockServiceKind {
       if (!process::find_on_path("etcd"))
         throw LockServiceUnavailable("etcd not found on PATH: install Debian's etcd-server (apt-get install etcd-server), "
                                      "or give lock_service.endpoints in the scenario");
+      if (ctx.members > 1) {
+        EtcdCluster::Options cluster;
+        cluster.members = ctx.members;
+        for (const auto& p : ctx.member_places) cluster.places.push_back({p.host, p.netns});
+        if (cluster.places.empty())
+          for (int i = 0; i < ctx.members; ++i) cluster.places.push_back({ctx.host, ""});
+        cluster.cluster_token = "fencecheck-" + ctx.run_id;
+        auto instance = std::make_unique<EtcdInstance>(ctx, cluster);
+        try {
+          instance->start_server(false);
+        } catch (const std::runtime_error& err) {
+          throw LockServiceUnavailable(std::string("embedded etcd cluster: ") + err.what());
+        }
+        return instance;
+      }
       EmbeddedEtcd::Options options;
       options.host = ctx.host;
       if (ctx.lab) {

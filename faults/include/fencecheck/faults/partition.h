@@ -71,7 +71,9 @@
 namespace fencecheck::faults {
 
 struct PartitionSpec {
-  enum class Kind { kFull, kFromService };
+  /// kFromHost: another host of the lab (`service` holds its name), e.g. a lock-service member
+  /// cut from each of the others (issue 35).
+  enum class Kind { kFull, kFromService, kFromHost };
   /// Which way packets are lost (the header comment says what each drops and why).
   enum class Direction { kBoth, kRequests, kReplies };
   Kind kind = Kind::kFull;
@@ -81,6 +83,9 @@ struct PartitionSpec {
   [[nodiscard]] static PartitionSpec full(Direction d = Direction::kBoth) { return {Kind::kFull, {}, d}; }
   [[nodiscard]] static PartitionSpec from(std::string service, Direction d = Direction::kBoth) {
     return {Kind::kFromService, std::move(service), d};
+  }
+  [[nodiscard]] static PartitionSpec from_host(std::string host, Direction d = Direction::kBoth) {
+    return {Kind::kFromHost, std::move(host), d};
   }
   /// "full", "from lock-service" (both ways: no suffix), "from resource (replies)",
   /// "full (requests)".

@@ -154,6 +154,16 @@ struct WatchEvent {
   [[nodiscard]] std::int64_t revision() const { return kv.mod_revision; }
 };
 
+/// Reply to Maintenance.Status of one member (etcdserverpb.StatusResponse): who it is, whom it
+/// follows. Member ids are uint64.
+struct MemberStatus {
+  std::uint64_t member_id = 0;  ///< the answering member's id (header.member_id)
+  std::uint64_t leader = 0;     ///< the leader's id as this member knows it; 0: none known
+  std::uint64_t raft_term = 0;
+  std::uint64_t raft_index = 0;
+  std::int64_t revision = 0;    ///< header revision
+};
+
 /// Talks to one etcd member at endpoint "http://host:port" through its v3 JSON gateway.
 class EtcdClient {
  public:
@@ -239,6 +249,15 @@ class EtcdClient {
   /// "release by lock name" mistake). Returns the revision and the deleted key-values. Throws
   /// EtcdError; std::invalid_argument for an empty prefix (it would delete the whole keyspace).
   DeletePrefixResult delete_prefix(std::string_view prefix) const;
+
+  /// POST /v3/maintenance/status: this member's id and the leader it knows (0: none). Answered by
+  /// the member itself, leader or not, with or without a quorum. Throws EtcdError.
+  MemberStatus status() const;
+
+  /// POST /v3/maintenance/transfer-leadership {"targetID"}: etcd's MoveLeader, asked of the
+  /// leader (a follower answers "etcdserver: not leader"); returns once the target leads. Throws
+  /// EtcdError.
+  void move_leader(std::uint64_t target_id) const;
 
   /// GET /health -> {"health":"true"}. Never throws: false on any error or timeout.
   bool health() const;

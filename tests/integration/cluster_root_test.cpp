@@ -1,0 +1,119 @@
+// The cluster scenarios (scenarios/cluster/, issue 35) run as a user runs them, `fencecheck run`,
+// each meeting its expectation, with the member it hit and why recorded in the history; and the
+// harness killed with -9 during each member fault leaves nothing after `fencecheck cleanup`: no
+// etcd member, no stopped process, no namespace of the run. Root (network namespaces for the
+// partition, and the same rule for all); serial (three etcd members and two workers per run on
+// the 2 cores).
+#include <signal.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "run_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace bp = boost::process;
+using json = nlohmann::json;
+
+const fs::path kScenarios = fs::path(FENCECHECK_SOURCE_DIR) / "scenarios" / "cluster";
+
+/// The output of a short command (`ip netns list`, `pgrep -f`); "" when it fails.
+std::string output_of(const std::vector<std::string>& argv) {
+  bp::ipstream out;
+  bp::child c(bp::search_path(argv.front()), bp::args(std::vector<std::string>(argv.begin() + 1, argv.end())),
+              bp::std_out > out, bp::std_err > bp::null, bp::std_in < bp::null);
+  std::string text, line;
+  while (std::getline(out, line)) text += line + "\n";
+  c.wait();
+  return text;
+}
+
+/// Whether any process (other than pgrep) names `needle` on its command line: an etcd member's
+/// --data-dir is under the run directory.
+bool a_process_names(const std::string& needle) { return !output_of({"pgrep", "-f", needle}).empty(); }
+
+/// Whether a network namespace of the run (its name carries the run id) exists.
+bool a_namespace_of(const std::string& run_id) {
+  return output_of({"ip", "netns", "list"}).find(run_id) != std::string::npos;
+}
+
+/// The harness's fault.inject events.
+std::vector<json> injects(const std::vector<json>& history) {
+  std::vector<json> out;
+  for (const auto& e : history)
+    if (e.value("kind", "") == "fault.inject") out.push_back(e);
+  return out;
+}
+
+class ClusterScenario : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
+    if (output_of({"which", "etcd"}).empty()) GTEST_SKIP() << "needs etcd (Debian's etcd-server)";
+  }
+};
+
+TEST_P(ClusterScenario, MeetsItsExpectationAndRecordsWhichMemberWhy) {
+  const fs::path work = fctest::fresh_dir("cluster-" + GetParam());
+  const fs::path runs = work / "runs";
+  const auto r = fctest::run_fencecheck({"run", (kScenarios / (GetParam() + ".yaml")).string(), "--run-root", runs.string()}, work);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  const fs::path dir = fctest::only_run_dir(runs);
+  ASSERT_FALSE(dir.empty());
+  const auto history = fctest::read_history(dir / "history.jsonl");
+  const auto in = injects(history);
+  ASSERT_EQ(in.size(), 1u) << r.err;
+  EXPECT_EQ(in[0]["target"], "lock-service");
+  // The member hit and how it was chosen: the leader, as the members' status named it then.
+  const std::string detail = in[0].value("detail", "");
+  EXPECT_NE(detail.find("lock-service member 1"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("(leader: member 1: the leader at the fault's moment (member 1's status: leader member 1"),
+            std::string::npos)
+      << detail;
+  EXPECT_TRUE(std::any_of(history.begin(), history.end(), [](const json& e) { return e.value("kind", "") == "fault.heal"; }));
+  // Nothing of the run is left: no member, no namespace.
+  EXPECT_FALSE(a_process_names(dir.string()));
+  EXPECT_FALSE(a_namespace_of(dir.filename().string()));
+}
+
+TEST_P(ClusterScenario, KilledWithMinusNineDuringTheMemberFaultLeavesNothingAfterCleanup) {
+  const fs::path work = fctest::fresh_dir("cluster-kill9-" + GetParam());
+  const fs::path runs = work / "runs";
+  bp::child harness = fctest::start_run(kScenarios / (GetParam() + ".yaml"), runs, work);
+  fs::path dir;
+  ASSERT_TRUE(fctest::wait_for_run_event(runs, "fault.inject", &dir))
+      << "the harness never injected its fault: " << fctest::slurp(work / "err.txt");
+  // The fault is in effect and the cluster runs (so the checks below can fail).
+  ASSERT_TRUE(a_process_names(dir.string()));
+  const bool lab = fctest::slurp(kScenarios / (GetParam() + ".yaml")).find("network: namespaces") != std::string::npos;
+  if (lab) ASSERT_TRUE(a_namespace_of(dir.filename().string()));
+  ASSERT_EQ(::kill(harness.id(), SIGKILL), 0);
+  harness.wait();
+  // Every member ends with its harness (PR_SET_PDEATHSIG; a stopped one too: SIGKILL ends it).
+  EXPECT_TRUE(fctest::wait_until([&] { return !a_process_names(dir.string()); }, std::chrono::seconds(20)))
+      << output_of({"pgrep", "-af", dir.string()});
+  const auto r = fctest::run_fencecheck({"cleanup", dir.string()}, work);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_FALSE(a_namespace_of(dir.filename().string()));
+  const auto again = fctest::run_fencecheck({"cleanup", dir.string()}, work);
+  EXPECT_NE(again.out.find("0 entries handled"), std::string::npos) << again.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Each, ClusterScenario,
+                         ::testing::Values("etcd-sigstop-leader", "etcd-kill9-leader", "etcd-leader-partitioned-fenced",
+                                           "etcd-leader-partitioned-unfenced", "etcd-leader-isolated-fenced"),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           std::string n = p.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+}  // namespace
