@@ -4,6 +4,7 @@
 // counter resets: catalogue item 7). Acts on the lock service (target "lock-service"), through the
 // harness's LockServiceControl.
 #include "kinds.h"
+#include "member_faults.h"
 
 namespace fencecheck::faults::detail {
 namespace {
@@ -52,6 +53,45 @@ class LockServiceRestartFault final : public Fault {
   bool undoing_ = false;  ///< the heal undoes a failed stop: start on the same data
 };
 
+/// A member target (issue 35): kill -9 one member of the cluster (its data directory kept),
+/// start it again on its own data at its own address at the heal.
+class MemberRestartFault final : public Fault {
+ public:
+  MemberRestartFault(LockServiceControl& control, int index, std::string who)
+      : control_(control), index_(index), who_(std::move(who)) {}
+  ~MemberRestartFault() override { (void)heal(); }
+  std::string_view kind() const override { return "lock-service-restart"; }
+  std::string target() const override { return who_ + " (kill -9, restarted on its data)"; }
+  void inject() override {
+    if (active_) return;
+    try {
+      control_.stop_member(index_, /*kill9=*/true);
+    } catch (const std::exception& err) {
+      active_ = true;
+      throw FaultError(undo_failed_inject("lock-service-restart: " + who_ + " did not stop: " + err.what()));
+    }
+    active_ = true;
+  }
+  bool heal() noexcept override {
+    if (!active_) return healed();
+    try {
+      control_.start_member(index_);
+    } catch (const std::exception& err) {
+      return not_healed("lock-service-restart: " + who_ + " did not come back: " + err.what());
+    }
+    active_ = false;
+    return healed();
+  }
+  bool active() const override { return active_; }
+  nlohmann::json ledger_record() const override { return {{"target", who_}, {"member", index_}, {"kill9", true}}; }
+
+ private:
+  LockServiceControl& control_;
+  int index_;
+  std::string who_;
+  bool active_ = false;
+};
+
 class LockServiceRestart final : public FaultKind {
  public:
   std::string_view name() const override { return "lock-service-restart"; }
@@ -60,11 +100,28 @@ class LockServiceRestart final : public FaultKind {
   nlohmann::json parse(const KindFields& f) const override {
     return {{"fresh_data", f.has("fresh_data") && f.boolean("fresh_data")}};
   }
+  /// "lock-service", or members (kill -9 and a restart on the member's own data: fresh_data is
+  /// for the whole service only).
+  std::string check_target(const nlohmann::json& params, bool member_target) const override {
+    if (member_target && params.value("fresh_data", false))
+      return "lock-service-restart of a member restarts it on its own data (kill -9, then start): fresh_data is "
+             "for the whole lock service (target: lock-service)";
+    return "";
+  }
   std::unique_ptr<Fault> make(const nlohmann::json& params, const FaultContext& ctx) const override {
+    if (!ctx.members.empty()) {
+      LockServiceControl& control = ctx.need_lock_service(name());
+      return members_fault(name(), ctx, [&](const MemberRef& m, const std::string& who) -> std::unique_ptr<Fault> {
+        return std::make_unique<MemberRestartFault>(control, m.index, who);
+      });
+    }
     return std::make_unique<LockServiceRestartFault>(ctx.need_lock_service(name()), params.value("fresh_data", false));
   }
-  /// The embedded lock service dies with its harness (PR_SET_PDEATHSIG): nothing to restart.
-  std::string heal_record(const nlohmann::json&) const override {
+  /// The embedded lock service, every member of it, dies with its harness (PR_SET_PDEATHSIG):
+  /// nothing to restart.
+  std::string heal_record(const nlohmann::json& entry) const override {
+    if (entry.contains("member") || entry.contains("parts"))
+      return "lock-service-restart: the embedded cluster's members ended with their harness; nothing to restart";
     return "lock-service-restart: the embedded lock service ended with its harness; nothing to restart";
   }
 };

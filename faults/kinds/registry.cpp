@@ -35,6 +35,12 @@ nlohmann::json FaultKind::parse(const KindFields&) const { return nlohmann::json
 
 std::vector<std::string> FaultKind::missing_prerequisites(const nlohmann::json&, const std::string&) const { return {}; }
 
+std::string FaultKind::check_target(const nlohmann::json&, bool member_target) const {
+  if (!member_target) return "";
+  return std::string(name()) + " takes no lock-service member target (target: {lock_service: ...} is for sigstop, "
+         "partition and lock-service-restart)";
+}
+
 const ProcessRef& FaultContext::need_process(std::string_view kind) const {
   if (!process) throw FaultError(std::string(kind) + " on " + target + ": no such process");
   return *process;

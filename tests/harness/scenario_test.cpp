@@ -77,7 +77,7 @@ std::string lock_kind_names() {
 
 /// Every key a `lock_service:` mapping may hold: the loader's shared fields, then each kind's own.
 std::string lock_service_keys() {
-  std::vector<std::string_view> all{"kind", "endpoints", "lock", "prior_revisions", "run_suffix", "issuers", "client", "claim_ttl"};
+  std::vector<std::string_view> all{"kind", "endpoints", "lock", "prior_revisions", "run_suffix", "issuers", "members", "client", "claim_ttl"};
   for (auto n : locks::lock_service_kind_names())
     for (auto f : locks::find_lock_service_kind(n)->fields())
       if (std::find(all.begin(), all.end(), f) == all.end()) all.push_back(f);

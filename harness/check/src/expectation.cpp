@@ -158,7 +158,7 @@ ExpectationResult evaluate(const Expectation& ex, const Analysis& analysis, cons
     std::map<std::string, std::chrono::nanoseconds> planned;
     std::map<std::string, std::vector<std::string>> kinds;
     for (const auto& fault : scenario.faults()) {
-      if (!stops_process(fault.kind)) continue;
+      if (!stops_process(fault.kind) || fault.member) continue;  // a lock-service member is no worker
       if (!planned.count(fault.target)) targets.push_back(fault.target);
       auto& p = planned[fault.target];
       p = std::max(p, fault.duration);

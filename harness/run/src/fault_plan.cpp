@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <stdexcept>
+
 #include "fencecheck/faults/fault_kind.h"
 #include "fencecheck/process/child_process.h"
 #include "fencecheck/locks/lock_service_kind.h"
@@ -52,10 +55,41 @@ std::vector<std::string> missing_prerequisites(const Scenario& sc) {
   return missing;
 }
 
+MemberTarget resolve_member_target(const locks::MemberSelector& selector, locks::LockServiceInstance& service) {
+  const std::vector<locks::LockServiceMember> all = service.members();
+  if (all.empty()) throw std::runtime_error("the lock service runs as one process: it has no members to aim at");
+  std::optional<int> leader;
+  std::string leader_why;
+  if (selector.role != locks::MemberRole::kMember) leader = service.leader_member(leader_why);
+  const locks::ResolvedMembers chosen =
+      locks::resolve_members(selector, static_cast<int>(all.size()), leader, leader_why);
+  MemberTarget out;
+  out.why = chosen.why;
+  const auto ref_of = [](const locks::LockServiceMember& m) {
+    faults::MemberRef r;
+    r.index = m.index;
+    if (m.pid > 0) r.process = faults::ProcessRef::of(m.pid);
+    r.netns = m.netns;
+    r.address = m.address;
+    r.endpoint = m.endpoint;
+    return r;
+  };
+  for (int index : chosen.indices)
+    for (const auto& m : all)
+      if (m.index == index) out.members.push_back(ref_of(m));
+  for (const auto& m : all)
+    if (std::find(chosen.indices.begin(), chosen.indices.end(), m.index) == chosen.indices.end())
+      out.other_members.push_back(ref_of(m));
+  return out;
+}
+
 std::unique_ptr<faults::Fault> make_fault(const FaultSpec& spec, const std::optional<faults::ProcessRef>& target,
                                           const std::string& run_id, const faults::NetworkLab* lab,
-                                          faults::LockServiceControl* lock_service) {
+                                          faults::LockServiceControl* lock_service, const MemberTarget& members) {
   faults::FaultContext ctx;
+  ctx.members = members.members;
+  ctx.other_members = members.other_members;
+  ctx.members_why = members.why;
   ctx.target = spec.target;
   ctx.process = target;
   ctx.lab = lab;

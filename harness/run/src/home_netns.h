@@ -81,6 +81,20 @@ class HomeLockService final : public locks::LockServiceInstance {
     NetnsScope home(fd_, "the harness's own");
     inner_->start_server(fresh_data);
   }
+  // The member seam (issue 35): forwarded, every call that talks to the service from home.
+  std::vector<locks::LockServiceMember> members() const override { return inner_->members(); }
+  std::optional<int> leader_member(std::string& why) override {
+    NetnsScope home(fd_, "the harness's own");
+    return inner_->leader_member(why);
+  }
+  void stop_member(int index, bool kill9) override {
+    NetnsScope home(fd_, "the harness's own");
+    inner_->stop_member(index, kill9);
+  }
+  void start_member(int index) override {
+    NetnsScope home(fd_, "the harness's own");
+    inner_->start_member(index);
+  }
   void stop() noexcept override {
     try {
       NetnsScope home(fd_, "the harness's own");

@@ -253,6 +253,8 @@ class Run {
       if (fresh_data_next && run_.watch_) run_.watch_->restarted_fresh();
     }
     void start_lock_service(bool fresh_data) override { run_.services_->start_lock_service(fresh_data); }
+    void stop_member(int index, bool kill9) override { run_.services_->lock_service().stop_member(index, kill9); }
+    void start_member(int index) override { run_.services_->lock_service().start_member(index); }
 
    private:
     Run& run_;
@@ -651,7 +653,16 @@ void Run::inject(const FaultSpec& spec) {
   e.fault = spec.kind;
   e.target = spec.target;
   std::optional<faults::ProcessRef> ref;
-  if (targets_worker(spec.kind)) {
+  MemberTarget members;
+  if (spec.member) {
+    // A member target (issue 35): resolved now, from the service's own answer (its leader now).
+    try {
+      members = resolve_member_target(*spec.member, services_->lock_service());
+    } catch (const std::exception& err) {
+      not_injected(spec, std::move(e), err);
+      return;
+    }
+  } else if (targets_worker(spec.kind)) {
     auto& w = workers_.at(spec.target);
     if (w.queued) {
       // Its start trigger happened and it waits for its turn to launch: a fault aimed at it
@@ -671,7 +682,7 @@ void Run::inject(const FaultSpec& spec) {
   af.spec = &spec;
   try {
     af.fault = make_fault(spec, ref, dir_.run_id(), services_->lab(),
-                          sc_.lock_service().embedded() ? &lock_control_ : nullptr);
+                          sc_.lock_service().embedded() ? &lock_control_ : nullptr, members);
     af.ledger_id = ledger_->record_inject(*af.fault);  // durable before it takes effect
   } catch (const std::exception& err) {
     not_injected(spec, std::move(e), err);
@@ -702,7 +713,9 @@ void Run::inject(const FaultSpec& spec) {
   e.t_ns = af.injected_ns;
   e.duration_ns = spec.duration.count();
   e.detail = af.fault->target();
-  spdlog::info("{}: {} {} for {}", sc_.name(), e.fault, af.fault->target(), format_duration(spec.duration));
+  // Which members, and how they were chosen (the leader as the service named it at this moment).
+  if (spec.member) e.detail += " (" + spec.member->text() + ": " + members.why + ")";
+  spdlog::info("{}: {} {} for {}", sc_.name(), e.fault, e.detail, format_duration(spec.duration));
   record(std::move(e));
   active_.push_back(std::move(af));
 }

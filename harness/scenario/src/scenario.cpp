@@ -148,6 +148,11 @@ bool targets_worker(std::string_view kind) {
   const faults::FaultKind* k = faults::find_fault_kind(kind);
   return k != nullptr && k->target() == faults::FaultTarget::kWorker;
 }
+bool is_member_host(std::string_view id) {
+  const std::string prefix = std::string(kLockServiceTarget) + "-";
+  if (id.size() <= prefix.size() || id.substr(0, prefix.size()) != prefix) return false;
+  return std::all_of(id.begin() + static_cast<std::ptrdiff_t>(prefix.size()), id.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
 bool needs_network_namespaces(std::string_view kind) {
   const faults::FaultKind* k = faults::find_fault_kind(kind);
   return k != nullptr && k->needs_network_namespaces();
@@ -743,7 +748,7 @@ class ScenarioParser {
   /// `lock_service`: the kind is a name on the lock-service axis; the loader reads the fields every
   /// kind shares, every other field is the kind's own. ttl: `lease_ttl`, checked by the kind.
   void parse_lock_service(const Map& m, const YAML::Node& root, const Value& ttl, Duration ttl_d, Scenario& s) const {
-    KindTable table{"lock_service", "lock service kind", {"kind", "endpoints", "lock", "prior_revisions", "run_suffix", "issuers", "client", "claim_ttl"}, {}};
+    KindTable table{"lock_service", "lock service kind", {"kind", "endpoints", "lock", "prior_revisions", "run_suffix", "issuers", "members", "client", "claim_ttl"}, {}};
     for (auto n : locks::lock_service_kind_names()) table.kinds.emplace_back(n, locks::find_lock_service_kind(n)->fields());
     // No lock_service: the embedded etcd, every field of it at its default.
     YAML::Node none(YAML::NodeType::Map);
@@ -789,6 +794,18 @@ class ScenarioParser {
       if (spec.issuers > 1 && !spec.embedded())
         fail(*n, "issuers starts that many embedded " + kind + " servers side by side; with lock_service.endpoints "
                  "the lock services are your own: give one scenario per issuer instead");
+    }
+    spec.members = kind == kNoLockService ? 1 : lk->default_members();
+    if (auto n = ls.get("members")) {
+      const int members = static_cast<int>(integer(*n, 1, 9));
+      if (kind == kNoLockService) fail(*n, "members says how many members the lock service fencecheck runs has; kind none runs none");
+      if (std::string why = lk->check_members(members); !why.empty()) fail(*n, why);
+      if (members > 1 && !spec.embedded())
+        fail(*n, "members starts an embedded cluster of that many members; with lock_service.endpoints the cluster "
+                 "is your own (fencecheck talks to the endpoints you name)");
+      if (members > 1 && spec.issuers > 1)
+        fail(*n, "members and issuers cannot be combined: each issuer would be a cluster of its own");
+      spec.members = members;
     }
     if (auto c = ls.get("client")) parse_client(*c, ls, *lk, spec, "fencecheck/" + s.name_);
     if (auto t = ls.get("claim_ttl")) {
@@ -1007,6 +1024,8 @@ class ScenarioParser {
         fail(id, "worker id " + quote(w.id) + " is reserved for the harness's own event sources (harness, lock, resource)");
       if (w.id == kLockServiceTarget)
         fail(id, "worker id " + quote(w.id) + " is reserved: it names the lock service as a fault target");
+      if (is_member_host(w.id))
+        fail(id, "worker id " + quote(w.id) + " is reserved: it names a lock-service member's host in the network lab");
       if (worker_index.count(w.id)) fail(id, "duplicate worker id " + quote(w.id));
       worker_index.emplace(w.id, s.workers_.size());
       s.workers_.push_back(std::move(w));
@@ -1070,10 +1089,13 @@ class ScenarioParser {
     if (s.network_.mode == NetworkMode::kNamespaces) {
       // faults/netns.h: the hub, the lock service, the resource, then one address per worker.
       const std::uint64_t usable = (std::uint64_t{1} << (32 - subnet_prefix)) - 2;
-      const std::uint64_t needed = 3 + s.workers_.size();
+      // A cluster's members (lock_service.members > 1) each get a namespace and address of their own.
+      const std::uint64_t members = s.lock_service_.members > 1 ? static_cast<std::uint64_t>(s.lock_service_.members) : 0;
+      const std::uint64_t needed = 3 + s.workers_.size() + members;
       if (needed > usable)
         fail(subnet_value ? *subnet_value : *network_value,
-             "subnet " + s.network_.subnet + " has " + std::to_string(usable) + " host addresses; the hub, 2 services and " +
+             "subnet " + s.network_.subnet + " has " + std::to_string(usable) + " host addresses; the hub, 2 services" +
+                 (members ? ", " + std::to_string(members) + " lock-service members" : std::string()) + " and " +
                  std::to_string(s.workers_.size()) + " worker(s) need " + std::to_string(needed));
     }
     return out;
@@ -1154,7 +1176,7 @@ class ScenarioParser {
     if (auto v = e.get("pause_tolerance")) {
       s.expect_.pause_tolerance = percentage(*v);
       bool any = std::any_of(s.faults_.begin(), s.faults_.end(),
-                             [](const FaultSpec& f) { return stops_process(f.kind); });
+                             [](const FaultSpec& f) { return stops_process(f.kind) && !f.member; });
       if (!any)
         fail(*v, "pause_tolerance needs at least one fault that stops a worker (sigstop, freeze or self-stop) to "
                  "compare pauses with");
@@ -1282,7 +1304,12 @@ class ScenarioParser {
     FaultSpec spec;
     spec.kind = std::string(kind.name());
     Value target = f.require("target");
-    if (kind.target() == faults::FaultTarget::kWorker) {
+    if (target.node.IsMap()) {
+      if (kind.self_triggered())
+        fail(target, spec.kind + " is a worker stopping itself: its target is that worker, not lock-service members");
+      spec.target = std::string(kLockServiceTarget);
+      spec.member = member_target(target, s);
+    } else if (kind.target() == faults::FaultTarget::kWorker) {
       spec.target = known_worker(target);
     } else {
       spec.target = string(target);
@@ -1321,7 +1348,45 @@ class ScenarioParser {
       fail(dur, "the fault lasts " + format_duration(spec.duration) + ", which ends past the run timeout " + timeout_text);
     }
     spec.params = kind.parse(Fields(*this, f));
+    if (std::string why = kind.check_target(spec.params, spec.member.has_value()); !why.empty()) fail(target, why);
     return spec;
+  }
+
+  /// A fault's `target: {lock_service: leader | follower | member: N | minority | majority}`
+  /// (issue 35): a role the scenario's lock-service kind has, on an embedded cluster
+  /// (lock_service.members > 1), N within 1..members.
+  locks::MemberSelector member_target(const Value& target, const Scenario& s) const {
+    Map t(*this, target, {"lock_service"});
+    const Value v = t.require("lock_service");
+    const auto& ls = s.lock_service_;
+    const locks::LockServiceKind* lk = locks::find_lock_service_kind(ls.kind);
+    locks::MemberSelector sel;
+    if (v.node.IsMap()) {
+      Map m(*this, v, {"member"});
+      const Value n = m.require("member");
+      sel.role = locks::MemberRole::kMember;
+      sel.member = static_cast<int>(integer(n, 1, 9));
+    } else {
+      const std::string role = string(v);
+      auto r = locks::member_role(role);
+      if (!r || *r == locks::MemberRole::kMember)
+        fail(v, "expected leader, follower, {member: N}, minority or majority, got " + quote(role));
+      sel.role = *r;
+    }
+    if (ls.kind == kNoLockService || lk == nullptr)
+      fail(v, "a lock-service member target needs a lock service fencecheck runs; this scenario's is kind none");
+    if (!ls.embedded())
+      fail(v, "a lock-service member target needs the embedded cluster; the harness cannot act on the members of "
+              "the one at lock_service.endpoints");
+    if (ls.members < 2)
+      fail(v, "a lock-service member target needs a cluster, and this " + ls.kind + " runs as one process (set "
+              "lock_service.members, e.g. members: 3)");
+    const auto roles = lk->member_roles();
+    if (std::find(roles.begin(), roles.end(), sel.role) == roles.end()) fail(v, lk->no_role_reason(sel.role));
+    if (sel.role == locks::MemberRole::kMember && sel.member > ls.members)
+      fail(v, "member " + std::to_string(sel.member) + " is out of range: lock_service.members is " +
+                  std::to_string(ls.members) + " (members are numbered 1.." + std::to_string(ls.members) + ")");
+    return sel;
   }
 
   /// workers[i].command / env / cwd (docs/worker-protocol.md). Pure: where the program is, and
@@ -1694,6 +1759,7 @@ nlohmann::json to_json(const Scenario& s) {
                     {"prior_revisions", s.lock_service().prior_revisions},
                     {"run_suffix", s.lock_service().run_suffix},
                     {"issuers", s.lock_service().issuers}};
+  if (s.lock_service().members != 1) lj["members"] = s.lock_service().members;
   if (!s.lock_service().client.empty()) lj["client"] = s.lock_service().client;
   if (!s.lock_service().embedded()) lj["claim_ttl"] = format_duration(s.lock_service().claim_ttl);
   for (const auto& [field, value] : s.lock_service().config.items()) lj[field] = value;  // the kind's own
@@ -1753,6 +1819,7 @@ nlohmann::json to_json(const Scenario& s) {
   for (const auto& f : s.faults()) {
     nlohmann::json fj{{"kind", f.kind}, {"target", f.target},
                       {"duration", format_duration(f.duration)}};
+    if (f.member) fj["target"] = f.member->to_json();  // {"lock_service": "leader"}: the scenario's spelling
     if (const auto* e = std::get_if<EventTrigger>(&f.trigger)) fj["trigger"] = trigger_json(*e);
     else if (const auto* t = std::get_if<TimeTrigger>(&f.trigger)) fj["trigger"] = {{"at", format_duration(t->at)}};
     // SelfTrigger: no trigger at all.

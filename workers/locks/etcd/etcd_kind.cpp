@@ -333,6 +333,12 @@ class EtcdKind final : public LockServiceKind {
   }
   std::vector<std::string_view> fields() const override { return {}; }
   nlohmann::json parse(const KindFields& /*fields*/) const override { return nlohmann::json::object(); }
+  /// 1 (one process), or a cluster of 3 or 5 (an odd size: an even one tolerates no more failures
+  /// than the odd size below it; etcd's FAQ, "Why an odd number of cluster members?").
+  std::string check_members(int count) const override {
+    if (count == 1 || count == 3 || count == 5) return "";
+    return "etcd runs 1 member or a cluster of 3 or 5, got " + std::to_string(count);
+  }
 
   std::string check_endpoint(std::string_view endpoint) const override {
     if (valid_url(endpoint)) return "";

@@ -27,6 +27,7 @@
 
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +56,25 @@ class LockServiceControl {
   /// Starts it again at the same address, on an empty data directory with fresh_data. Throws on
   /// failure (the lock service stays down).
   virtual void start_lock_service(bool fresh_data) = 0;
+  /// A clustered lock service (issue 35): ends member `index` (1-based; SIGKILL with kill9, else
+  /// SIGTERM), its data directory kept. Throws on failure or for a service without members
+  /// (the default: std::logic_error).
+  virtual void stop_member(int /*index*/, bool /*kill9*/) {
+    throw std::logic_error("this lock service has no members");
+  }
+  /// Starts member `index` again on its own data at its own address; returns once it answers.
+  /// Throws on failure (the member stays down). Default: std::logic_error.
+  virtual void start_member(int /*index*/) { throw std::logic_error("this lock service has no members"); }
+};
+
+/// One member of a clustered lock service that a fault acts on, resolved when the fault fires
+/// (locks::resolve_members over the scenario's `target: {lock_service: ...}`). Value type.
+struct MemberRef {
+  int index = 0;                      ///< 1-based, the lock service's own numbering
+  std::optional<ProcessRef> process;  ///< its process; nullopt while it is down
+  std::string netns;                  ///< its network namespace in the lab; "" on the host's network
+  std::string address;                ///< the IP address it listens on (the lab's address for it)
+  std::string endpoint;               ///< its client endpoint, the kind's spelling
 };
 
 /// What one injection is built from, beside the kind's parameters. Owned by the caller; the
@@ -65,6 +85,13 @@ struct FaultContext {
   const NetworkLab* lab = nullptr;        ///< the run's network lab (`network: namespaces`), or null
   LockServiceControl* lock_service = nullptr;  ///< the embedded lock service, or null
   std::string run_id;                     ///< names the run's cgroups and ledger entries
+  /// A member target (`target: {lock_service: leader}`): the members it resolved to when the fault
+  /// fired, and the service's other members (partition cuts the first from the second). Empty for
+  /// every other target.
+  std::vector<MemberRef> members;
+  std::vector<MemberRef> other_members;
+  /// Why those members (resolve_members' sentence): the fault's target() and ledger record say it.
+  std::string members_why;
 
   /// process, or throws FaultError("<kind> on <target>: no such process").
   [[nodiscard]] const ProcessRef& need_process(std::string_view kind) const;
@@ -91,6 +118,11 @@ class FaultKind {
   /// "100ms"}): what the scenario's JSON carries and make() reads; parse of that JSON gives it
   /// back unchanged. Errors through fields.fail() (ScenarioError with file:line:col). Default: {}.
   [[nodiscard]] virtual nlohmann::json parse(const KindFields& fields) const;
+  /// Whether it takes the target it was given, with these parameters (parse()'s result):
+  /// `member_target` says the scenario named lock-service members (`target: {lock_service:
+  /// leader}`, issue 35), else a worker or "lock-service" as target() says. "" when it does, else
+  /// why not in one sentence (the loader fails at the target). Default: no member targets.
+  [[nodiscard]] virtual std::string check_target(const nlohmann::json& params, bool member_target) const;
   /// Needs `network: namespaces` (the loader refuses it on the host network). Default: false.
   [[nodiscard]] virtual bool needs_network_namespaces() const { return false; }
   /// Stops every thread of its target, so the target's own ticker measures it as a pause (what

@@ -16,6 +16,7 @@
 #include "fencecheck/faults/fault_kind.h"
 #include "fencecheck/faults/process.h"
 #include "fencecheck/harness/scenario.h"
+#include "fencecheck/locks/lock_service_kind.h"
 
 namespace fencecheck::harness {
 
@@ -30,8 +31,25 @@ namespace fencecheck::harness {
 /// network); `lock_service` the embedded lock service (null without one). Throws what the kind's
 /// make() throws (faults::FaultError, faults::FaultUnavailable, std::invalid_argument), and
 /// std::invalid_argument for a kind no longer registered.
+/// The members a member target (FaultSpec::member, issue 35) hits at this moment, with the
+/// service's other members, and why (locks::resolve_members' sentence).
+struct MemberTarget {
+  std::vector<faults::MemberRef> members;
+  std::vector<faults::MemberRef> other_members;
+  std::string why;
+};
+
+/// Resolves `selector` against the running cluster: asks `service` for its members and, when the
+/// role needs one, its leader now (LockServiceInstance::leader_member). Throws std::runtime_error
+/// (no leader now: the message says what the service answered) or std::out_of_range; the
+/// orchestrator then records the fault as not injected. Main thread.
+[[nodiscard]] MemberTarget resolve_member_target(const locks::MemberSelector& selector, locks::LockServiceInstance& service);
+
+/// With a member target, `members` is what resolve_member_target() found (else empty): the kind's
+/// make() gets it in FaultContext::members / other_members / members_why.
 [[nodiscard]] std::unique_ptr<faults::Fault> make_fault(const FaultSpec& spec, const std::optional<faults::ProcessRef>& target,
                                                         const std::string& run_id, const faults::NetworkLab* lab,
-                                                        faults::LockServiceControl* lock_service);
+                                                        faults::LockServiceControl* lock_service,
+                                                        const MemberTarget& members = {});
 
 }  // namespace fencecheck::harness

@@ -28,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fencecheck/proto/lock_members.h"  // locks::MemberSelector: a fault's member target
 #include "fencecheck/proto/design.h"
 #include "fencecheck/proto/event.h"
 #include "fencecheck/proto/units.h"
@@ -114,6 +115,12 @@ enum class PayloadMode { kSelfDescribing, kOpaque };
 
 /// The fault target that names the lock service (lock-service-restart's only target).
 inline constexpr std::string_view kLockServiceTarget = "lock-service";
+/// The network lab's host name of lock-service member `index` (1-based) of a cluster:
+/// "lock-service-<index>" (its namespace "fc-<run>-lock-service-<index>"). Worker ids of that shape
+/// are reserved. Pure.
+[[nodiscard]] inline std::string member_host(int index) { return std::string(kLockServiceTarget) + "-" + std::to_string(index); }
+/// Whether `id` has member_host()'s shape ("lock-service-" and digits). Pure.
+[[nodiscard]] bool is_member_host(std::string_view id);
 /// The lock-service kind for a lock fencecheck does not manage (workers/locks/none/): nothing is
 /// started or watched, every worker has a command (the loader refuses fencecheck-worker), and the
 /// checkers that need the issuer's history answer unknown (checker.h, CheckContext::lock_service_kind).
@@ -210,6 +217,11 @@ struct LockServiceSpec {
   /// it); the others start empty. Each worker takes its lock from one issuer
   /// (Scenario::issuer_of). Their tokens do not order each other.
   int issuers = 1;
+  /// How many members the embedded lock service runs as (issue 35): 1, a single process (every
+  /// kind's default but redlock's 5); etcd 3 or 5, each member its own process, data directory and
+  /// (with `network: namespaces`) network namespace. LockServiceKind::check_members decides; the
+  /// loader refuses it with endpoints (the user's cluster is theirs) and with issuers > 1.
+  int members = 1;
   /// The client library whose key layout the workers use (locks::ClientLayout: "python-etcd3",
   /// "kazoo", ...), or "" (none said). Set: command workers get FENCECHECK_LOCK_CLIENT_NAME, the
   /// name to hand that library, and the loader checked that `lock` fits its layout.
@@ -228,7 +240,8 @@ struct LockServiceSpec {
   [[nodiscard]] bool embedded() const { return endpoints.empty(); }
   bool operator==(const LockServiceSpec& o) const {
     return kind == o.kind && endpoints == o.endpoints && lock == o.lock && prior_revisions == o.prior_revisions &&
-           run_suffix == o.run_suffix && issuers == o.issuers && client == o.client && claim_ttl == o.claim_ttl &&
+           run_suffix == o.run_suffix && issuers == o.issuers && members == o.members && client == o.client &&
+           claim_ttl == o.claim_ttl &&
            config == o.config;
   }
 };
@@ -372,9 +385,14 @@ struct FaultSpec {
   /// A name on the fault axis (faults::find_fault_kind): "sigstop", "cpu-throttle", "freeze",
   /// "partition", "netem", "lock-service-restart", "self-stop", or a kind registered at run time.
   std::string kind = "sigstop";
-  /// A worker id; kLockServiceTarget ("lock-service") for a kind that acts on the lock service;
-  /// for self-stop a worker whose design has self_stop_at.
+  /// A worker id; kLockServiceTarget ("lock-service") for a kind that acts on the lock service
+  /// and for a member target (`member` set); for self-stop a worker whose design has self_stop_at.
   std::string target;
+  /// `target: {lock_service: leader | follower | member: N | minority | majority}` (issue 35): the
+  /// members of the embedded cluster it acts on, resolved when it fires (locks::resolve_members).
+  /// Only for a kind whose check_target() takes it (sigstop, partition, lock-service-restart),
+  /// a role the lock-service kind has, N within lock_service.members, and members > 1.
+  std::optional<locks::MemberSelector> member;
   FaultTrigger trigger;  ///< SelfTrigger exactly for a self-triggered kind (self-stop)
   /// > 0. How long the fault lasts before it is healed; lock-service-restart: the downtime before
   /// the lock service starts again; self-stop: how long after the worker stopped itself it is continued.

@@ -46,6 +46,7 @@
 
 #include "fencecheck/proto/event.h"
 #include "fencecheck/proto/net_address.h"
+#include "fencecheck/proto/lock_members.h"  // MemberRole, MemberSelector, resolve_members: the member seam
 #include "fencecheck/proto/kind_fields.h"  // KindFields: the loader's field reader, shared by every axis
 
 namespace fencecheck::locks {
@@ -55,6 +56,29 @@ namespace fencecheck::locks {
 class LockServiceUnavailable : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// ---- members: a lock service run as a cluster (issue 35; docs/architecture.md, "Lock services as
+// clusters: the member seam"). A single-process service (etcd, zookeeper, redis as embedded by
+// default) has no members: members() is empty and every member call refuses. A cluster (etcd with
+// lock_service.members: 3 or 5; redlock's independent masters) lists each member, numbered from 1
+// for the whole run (a restarted member keeps its number, address and data directory).
+
+/// One member of a clustered lock service, as the harness sees it at one moment. Value type.
+struct LockServiceMember {
+  int index = 0;           ///< 1-based, stable for the run
+  int pid = 0;             ///< its process; 0 while it is down (stop_member) or not embedded
+  std::string endpoint;    ///< as workers reach it, in the kind's spelling ("http://10.213.0.6:2379")
+  std::string netns;       ///< the network namespace it runs in ("fc-<run>-ls1"); "" on the host's
+  std::string address;     ///< the IP address it listens on ("10.213.0.6", "127.0.0.1")
+  std::filesystem::path data_dir;  ///< its data directory (kept across stop_member/start_member)
+  bool operator==(const LockServiceMember&) const = default;
+};
+
+/// Where one member of an embedded cluster runs, given by the orchestrator.
+struct MemberPlace {
+  std::string host = "127.0.0.1";  ///< the address it binds
+  std::string netns;               ///< "" on the host's network; else its namespace (ip netns exec)
 };
 
 /// Where an instance runs, given by the orchestrator.
@@ -70,6 +94,13 @@ struct LockServiceRunContext {
   /// The run's lock name (the plan's, after run_suffix). A kind whose ordering counter is per lock
   /// (redis: "<lock>:fence") needs it for advance(); etcd and zookeeper ignore it.
   std::string lock;
+  /// lock_service.members (1: a single process, as before issue 35). A kind starts that many
+  /// members (the loader checked LockServiceKind::check_members).
+  int members = 1;
+  /// With members > 1 under `network: namespaces`: one place per member, each its own namespace
+  /// and address in the lab (so member-level partitions are real). Empty: every member on `host`
+  /// (loopback), each on ports of its own.
+  std::vector<MemberPlace> member_places;
 };
 
 /// The issuer's own history of one lock, running on a thread of its own from construction.
@@ -194,6 +225,32 @@ class LockServiceInstance {
   virtual void start_server(bool fresh_data) = 0;
   /// Stops the embedded server for good (no-op for the user's). Idempotent; never throws.
   virtual void stop() noexcept = 0;
+  // ---- members (a cluster; see LockServiceMember). Default: a single process, no members.
+  /// Every member, by index; empty for a single-process service. Main thread.
+  [[nodiscard]] virtual std::vector<LockServiceMember> members() const { return {}; }
+  /// The member that leads now, asked of the service itself (etcd: the members' Status; zookeeper:
+  /// `srvr`'s Mode). nullopt with `why` when there is none now (an election under way, a majority
+  /// down) or the kind has none ("redlock has no leader: its masters are independent"); `why` also
+  /// says, when there is one, whom the service asked ("etcd member 2's status: leader 1, term 3").
+  /// Main thread; bounded by the kind's own timeouts (etcd: 1 s a member).
+  [[nodiscard]] virtual std::optional<int> leader_member(std::string& why) {
+    why = "a single-process lock service has no leader";
+    return std::nullopt;
+  }
+  /// Ends member `index` (1-based): SIGKILL with kill9, else SIGTERM (then SIGKILL after the kind's
+  /// grace). Its data directory stays. Throws std::out_of_range for an unknown index,
+  /// std::logic_error for a service without members, std::runtime_error when it did not end.
+  /// Idempotent for a member already down. Main thread.
+  virtual void stop_member(int /*index*/, bool /*kill9*/) {
+    throw std::logic_error("this lock service runs as one process: it has no members to stop");
+  }
+  /// Starts member `index` again on its own data directory at its own address, and returns once
+  /// it answers (etcd: /health of that member, which needs a quorum; a member that cannot rejoin
+  /// in the kind's start timeout throws std::runtime_error). No-op for a member that runs.
+  /// Main thread.
+  virtual void start_member(int /*index*/) {
+    throw std::logic_error("this lock service runs as one process: it has no members to start");
+  }
   /// Claims `claim`'s names (RunClaim::names) for the run, atomically (all or none), bound to a
   /// lease of kClaimTtl that the returned HeldClaim renews: etcd a txn putting
   /// "fencecheck-claims/<name>" only where absent (create_revision == 0); redis a Lua script
@@ -259,6 +316,25 @@ class LockServiceKind {
   /// scenario of this kind; a scenario moved to this kind by --lock-service is unavailable there
   /// (exit 3, or skipped with --skip-unavailable). Pure.
   [[nodiscard]] virtual std::string inline_keepalive_problem() const { return ""; }
+  /// lock_service.members: "" when the kind can run `count` members (count >= 1; 1 always can),
+  /// else why not ("etcd runs 1, 3 or 5 members"). Pure.
+  [[nodiscard]] virtual std::string check_members(int count) const {
+    if (count == 1) return "";
+    return "lock service kind " + std::string(name()) + " runs as one process (members: 1)";
+  }
+  /// lock_service.members when the scenario does not say (1; redlock: 5). Pure.
+  [[nodiscard]] virtual int default_members() const { return 1; }
+  /// The member roles a fault's `target: {lock_service: ...}` may name for this kind (etcd,
+  /// zookeeper: all five; redlock: member, minority, majority). Default: all five. The loader
+  /// refuses a role not listed, with no_role_reason(). Pure.
+  [[nodiscard]] virtual std::vector<MemberRole> member_roles() const {
+    return {MemberRole::kLeader, MemberRole::kFollower, MemberRole::kMember, MemberRole::kMinority, MemberRole::kMajority};
+  }
+  /// Why the kind has no `role` (one sentence: "redlock has no leader: its masters are
+  /// independent"). Called only for a role member_roles() lacks. Pure.
+  [[nodiscard]] virtual std::string no_role_reason(MemberRole role) const {
+    return "lock service kind " + std::string(name()) + " has no " + std::string(to_string(role));
+  }
   /// The client libraries whose key layout this kind knows (`lock_service.client`), first the
   /// kind's own recipe. Default: none (the field is then refused). Pure.
   [[nodiscard]] virtual std::vector<ClientLayout> clients() const { return {}; }
