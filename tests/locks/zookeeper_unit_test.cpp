@@ -35,7 +35,7 @@ TEST(ZooKeeperKind, IsRegisteredWithItsOwnFields) {
   EXPECT_EQ(kind().name(), "zookeeper");
   const auto names = locks::lock_service_kind_names();
   EXPECT_NE(std::find(names.begin(), names.end(), "zookeeper"), names.end());
-  EXPECT_EQ(kind().fields(), std::vector<std::string_view>{"tick_time"});
+  EXPECT_EQ(kind().fields(), (std::vector<std::string_view>{"tick_time", "init_limit", "sync_limit"}));
   EXPECT_NE(kind().token_description().find("czxid"), std::string::npos);
   const std::string effect = kind().restart_effect(nlohmann::json::object());
   EXPECT_NE(effect.find("Fresh data"), std::string::npos) << effect;
@@ -119,6 +119,21 @@ TEST(ZooKeeperNames, LockNamesAreZnodePaths) {
   EXPECT_EQ(zk::sequence_of("6f1c__lock__0000000003"), 3) << "kazoo's names end with the sequence too";
   EXPECT_EQ(zk::sequence_of("lock-12"), std::nullopt);
   EXPECT_EQ(zk::session_hex(0x1000170e2b50003), "0x1000170e2b50003");
+}
+
+TEST(ZooKeeperKind, EnsembleSizesAndLimits) {
+  EXPECT_EQ(kind().check_members(3), "");
+  EXPECT_EQ(kind().check_members(5), "");
+  EXPECT_NE(kind().check_members(2).find("1 server or an ensemble of 3 or 5"), std::string::npos);
+  try {
+    (void)kind().parse(fencecheck::testing::FakeFields{{"sync_limit", 30}});
+    FAIL() << "sync_limit without an ensemble";
+  } catch (const fencecheck::testing::FieldError& err) {
+    EXPECT_EQ(err.field, "sync_limit");
+  }
+  const auto config = kind().parse(fencecheck::testing::FakeFields{{"members", 3}, {"sync_limit", 30}});
+  EXPECT_EQ(config["sync_limit"], 30);
+  EXPECT_EQ(config["init_limit"], 50);
 }
 
 }  // namespace

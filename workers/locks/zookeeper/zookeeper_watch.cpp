@@ -161,6 +161,7 @@ class ZooKeeperWatch final : public IssuerWatch {
     }
     if (list.rc != ZOK) return false;
     const std::vector<std::string> now = ranked(list.children);
+    int emitted = 0;  // grants and deletes this pass delivers: changes to the children it saw
 
     // Read every child of a new session (full_) and every child not known.
     std::map<std::string, Known> read;
@@ -190,6 +191,7 @@ class ZooKeeperWatch final : public IssuerWatch {
       Event e = make(EventKind::kLockDelete, name, k);
       e.detail = fresh ? "lost" : !expiries_ ? "" : expiries_->expired(k.owner) ? "expired" : "released";
       sink_(std::move(e));
+      ++emitted;
     }
     // Grants: children not known before, in sequence order (creation order under one parent).
     for (const auto& name : now) {
@@ -200,7 +202,32 @@ class ZooKeeperWatch final : public IssuerWatch {
       Event e = make(EventKind::kLockGrant, name, r->second);
       e.revision = r->second.czxid;
       sink_(std::move(e));
+      ++emitted;
     }
+    // The parent's cversion counts every create and delete of a child: what it moved by beyond
+    // the grants and deletes delivered are changes this watch did not see (children created and
+    // deleted between two listings: while its connection moved to another member, or within one
+    // round trip). Said in the history, never silently dropped.
+    if (emit_new && !full_ && !fresh && have_cversion_) {
+      const std::int64_t unseen = static_cast<std::int64_t>(list.stat.cversion) - cversion_ - emitted;
+      if (unseen > 0) {
+        unseen_ += unseen;
+        Event e;
+        e.t_ns = monotonic_ns();
+        e.src_ns = e.t_ns;
+        e.source = "lock";
+        e.kind = EventKind::kLog;
+        e.lock = lock_name_;
+        e.detail = "the lock watch did not see " + std::to_string(unseen) + " change(s) to " + path_ +
+                   "'s children (its cversion moved from " + std::to_string(cversion_) + " to " +
+                   std::to_string(list.stat.cversion) + "): a lock znode created and deleted between two listings "
+                   "has no lock.grant or lock.delete in this history";
+        spdlog::warn("{}: {}", what_, e.detail);
+        sink_(std::move(e));
+      }
+    }
+    cversion_ = list.stat.cversion;
+    have_cversion_ = true;
     for (const auto& name : vanished_while_read)
       if (!known_.count(name))
         spdlog::warn("{}: {}/{} was created and deleted before the watch could read it; its grant is not in the history",
@@ -246,6 +273,9 @@ class ZooKeeperWatch final : public IssuerWatch {
   std::shared_ptr<Handle> handle_;  // the watch thread's (and the constructor's, before it)
   std::map<std::string, Known> known_;
   bool full_ = false;
+  std::int32_t cversion_ = 0;  // the lock znode's cversion at the last listing
+  bool have_cversion_ = false;
+  std::int64_t unseen_ = 0;    // changes to the children not seen, in all
   std::int64_t fresh_session_ = 0;
   std::jthread thread_;
 };

@@ -24,8 +24,15 @@
 // "ZooKeeper Watches") and a diff of each listing against the children known, each new child read
 // once (exists) for its Stat. Deletions are never missed (a known child absent from a listing);
 // a child created and deleted between two listings (within one round trip of the watch event,
-// e.g. a try-lock that gives up at once) is not seen at all; a holder's znode outlives its
-// holder's own verification read and its work, so holders are seen.
+// e.g. a try-lock that gives up at once, or any lock taken and released while the watch's
+// connection moves to another member of an ensemble) is not seen at all; a holder's znode
+// outlives its holder's own verification read and its work, so holders are seen. Such changes are
+// counted, never silently dropped: the lock znode's cversion counts every create and delete of a
+// child, and a listing whose cversion moved by more than the grants and deletes delivered emits a
+// log event (source "lock", kind log) saying how many changes the history lacks.
+// In an ensemble the C client moves the session to another server of the connection string when
+// its server stops or drops it (a follower cut off from its leader closes its clients' connections
+// after syncLimit ticks); the next listing on the new server diffs against the children known.
 // The watch's own session (30 s) survives a restart on the same data (the server restores its
 // sessions). After a restart on empty data (restarted_fresh()) a new session lists again and
 // compares every child's czxid: a same-named child of the new server is a new grant. (The old
