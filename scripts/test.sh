@@ -49,6 +49,7 @@ echo "== scenarios validate [${SECONDS}s]"
 "$BUILD/bin/fencecheck" validate scenarios/zookeeper
 "$BUILD/bin/fencecheck" validate scenarios/examples
 "$BUILD/bin/fencecheck" validate scenarios/staging
+"$BUILD/bin/fencecheck" validate scenarios/cluster
 
 echo "== tests [${SECONDS}s]"
 ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" --timeout 600

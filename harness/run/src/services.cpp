@@ -132,11 +132,16 @@ Services::Services(const Scenario& sc, const RunDirectory& dir, const RunOptions
   lctx.log_path = rctx.log_path;
   lctx.run_id = dir.run_id();
   lctx.lock = ls.lock;  // the run's lock name (Scenario::for_run applied run_suffix)
+  lctx.members = ls.members;
 
   if (sc.network() == NetworkMode::kNamespaces) {
     faults::NetworkLabOptions lo;
     lo.run_id = dir.run_id();
     for (const auto& w : sc.workers()) lo.hosts.push_back(w.id);
+    // An embedded cluster (issue 35): each member a host of the lab, so member partitions are real.
+    const bool member_hosts = ls.members > 1 && ls.embedded();
+    if (member_hosts)
+      for (int i = 1; i <= ls.members; ++i) lo.hosts.push_back(member_host(i));
     impl_->runner = std::make_unique<faults::SystemCommandRunner>();
     impl_->lab = std::make_unique<faults::NetworkLab>(lo, *impl_->runner, &ledger);
     try {
@@ -148,6 +153,11 @@ Services::Services(const Scenario& sc, const RunDirectory& dir, const RunOptions
     impl_->hub = std::make_unique<NetnsScope>(impl_->lab->hub_netns());  // original_fd(): the harness's own
     lctx.host = impl_->lab->service("lock-service").address;
     lctx.lab = true;
+    if (member_hosts)
+      for (int i = 1; i <= ls.members; ++i) {
+        const faults::LabHost& h = impl_->lab->host(member_host(i));
+        lctx.member_places.push_back({h.address, h.netns});
+      }
     rctx.host = impl_->lab->service("resource").address;
     rctx.port = kLabResourcePort;
     spdlog::info("{}: network lab {}: lock service {}, resource {}", sc.name(), impl_->lab->hub_netns(),

@@ -103,7 +103,8 @@ void common_config(std::ostream& cfg, long tick, const fs::path& data_dir, int p
       << "admin.enableServer=false\n"
       << "4lw.commands.whitelist=ruok,srvr,stat,cons,dump\n"
       << "maxClientCnxns=0\n"
-      << "forceSync=no\n";
+      << "forceSync=no\n"
+      << "preAllocSize=4096\n";
 }
 
 /// "host:port" (an IPv6 host in brackets).

@@ -29,7 +29,9 @@
 //   network lab's lock-service address), admin.enableServer=false (no Jetty on port 8080),
 //   4lw.commands.whitelist=ruok,srvr,stat,cons,dump, maxClientCnxns=0 (no per-address limit: every
 //   worker connects from 127.0.0.1), forceSync=no (the transaction log is written, not fsynced, per
-//   commit: a killed server loses nothing the page cache holds; only a machine crash would).
+//   commit: a killed server loses nothing the page cache holds; only a machine crash would),
+//   preAllocSize=4096 (KB: each transaction log file is preallocated 4 MB, not 64 MB; a run writes
+//   far less).
 //
 // Ready = the `srvr` four-letter word answers with "Mode: standalone" (the server serves clients).
 // Stopped with SIGTERM (then SIGKILL after stop_grace); started again on the same data directory

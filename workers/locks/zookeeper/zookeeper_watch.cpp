@@ -22,6 +22,8 @@ constexpr Millis kSessionTimeout = 30s;  // the watch's own session: longer than
 constexpr Millis kConnect = 5s;
 constexpr Millis kCall = 2s;
 constexpr std::string_view kExpiring = "Expiring session 0x";
+/// An ensemble member giving up its role (QuorumPeer logs "LOOKING" when it starts an election).
+constexpr std::string_view kLooking = "QuorumPeer - LOOKING";
 
 /// Children in the order the recipe ranks them: sequential ones by sequence number, then any
 /// other by name (not lock contenders, but under the lock all the same).
@@ -189,7 +191,12 @@ class ZooKeeperWatch final : public IssuerWatch {
       known_.erase(name);
       if (!emit_new) continue;
       Event e = make(EventKind::kLockDelete, name, k);
-      e.detail = fresh ? "lost" : !expiries_ ? "" : expiries_->expired(k.owner) ? "expired" : "released";
+      if (fresh) {
+        e.detail = "lost";
+      } else if (expiries_) {
+        const auto v = expiries_->verdict(k.owner);
+        e.detail = v == ExpiryLog::Verdict::kExpired ? "expired" : v == ExpiryLog::Verdict::kNo ? "released" : "";
+      }
       sink_(std::move(e));
       ++emitted;
     }
@@ -287,26 +294,35 @@ void ExpiryLog::add(const std::filesystem::path& file) {
   if (std::find(files_.begin(), files_.end(), file) == files_.end()) files_.push_back(file);
 }
 
-bool ExpiryLog::expired(std::int64_t session) {
+ExpiryLog::Verdict ExpiryLog::verdict(std::int64_t session) {
   std::lock_guard lock(mu_);
+  bool doubtful = false;
   for (const auto& file : files_) {
+    File& f = read_[file.string()];
     std::ifstream in(file, std::ios::binary);
-    if (!in) continue;
-    auto& offset = offsets_[file.string()];
-    in.seekg(static_cast<std::streamoff>(offset));
-    std::string line;
-    // Whole lines only: a line still being written is read again next time.
-    while (std::getline(in, line) && !in.eof()) {
-      offset += line.size() + 1;
-      const auto at = line.find(kExpiring);
-      if (at == std::string::npos) continue;
-      try {
-        expired_.insert(static_cast<std::int64_t>(std::stoull(line.substr(at + kExpiring.size()), nullptr, 16)));
-      } catch (const std::logic_error&) {
+    if (in) {
+      in.seekg(static_cast<std::streamoff>(f.offset));
+      std::string line;
+      // Whole lines only: a line still being written is read again next time.
+      while (std::getline(in, line) && !in.eof()) {
+        f.offset += line.size() + 1;
+        ++f.lines;
+        if (line.find(kLooking) != std::string::npos) f.last_looking = f.lines;
+        const auto at = line.find(kExpiring);
+        if (at == std::string::npos) continue;
+        try {
+          f.expiries.emplace_back(static_cast<std::int64_t>(std::stoull(line.substr(at + kExpiring.size()), nullptr, 16)), f.lines);
+        } catch (const std::logic_error&) {
+        }
       }
     }
+    for (const auto& [s, at] : f.expiries) {
+      if (s != session) continue;
+      if (f.last_looking < at) return Verdict::kExpired;
+      doubtful = true;
+    }
   }
-  return expired_.count(session) > 0;
+  return doubtful ? Verdict::kUnknown : Verdict::kNo;
 }
 
 std::unique_ptr<IssuerWatch> make_watch(const std::string& hosts, const std::string& lock,

@@ -18,7 +18,9 @@
 //                              anyone: a release by name), or its session was closed by its client
 //                              (zookeeper_close / kazoo's stop(): a deliberate end);
 //                  "lost"      the server was restarted on empty data (restarted_fresh());
-//                  ""          (no word) a server whose log the harness does not read
+//                  ""          (no word) an ensemble member that logged the expiry lost its
+//                              leadership after it (ExpiryLog below: it may never have committed),
+//                              or a server whose log the harness does not read
 //                              (endpoints): an expiry cannot be told from a release there.
 // How: one-shot child watches (getChildren with watch, re-armed by each listing: Programmer's Guide,
 // "ZooKeeper Watches") and a diff of each listing against the children known, each new child read
@@ -60,19 +62,34 @@
 
 namespace fencecheck::locks::zk {
 
-/// The embedded server's log files, read for "Expiring session 0x..." lines. Thread-safe.
+/// The embedded servers' log files, read for "Expiring session 0x..." lines. Thread-safe.
+///
+/// In an ensemble only the leader expires sessions, and a leader that was stopped (SIGSTOP) or cut
+/// off wakes up still believing it leads: its session tracker logs "Expiring session" for every
+/// session whose pings it missed, proposes the closes, and then finds it has no quorum ("LOOKING"
+/// in its log): those closes never commit. So an expiry line followed in the same log by that
+/// member's "LOOKING" proves nothing: Verdict::kUnknown (the history then gives the delete no
+/// word) unless another member's log has an expiry line for the session with no LOOKING after it.
 class ExpiryLog {
  public:
-  /// A log file to read from now on (each start of the server writes a new one).
+  enum class Verdict { kNo, kExpired, kUnknown };
+  /// A log file to read from now on (each start of a server writes a new one).
   void add(const std::filesystem::path& file);
-  /// True when some log file, read up to now, says the server expired `session`.
-  bool expired(std::int64_t session);
+  /// Whether the logs read up to now say the service expired `session`.
+  Verdict verdict(std::int64_t session);
+  /// verdict() == kExpired.
+  bool expired(std::int64_t session) { return verdict(session) == Verdict::kExpired; }
 
  private:
+  struct File {
+    std::uintmax_t offset = 0;
+    std::uint64_t lines = 0;         // whole lines read
+    std::uint64_t last_looking = 0;  // the line number of its last "LOOKING" line; 0: none
+    std::vector<std::pair<std::int64_t, std::uint64_t>> expiries;  // (session, line number)
+  };
   std::mutex mu_;
   std::vector<std::filesystem::path> files_;
-  std::unordered_map<std::string, std::uintmax_t> offsets_;
-  std::set<std::int64_t> expired_;
+  std::unordered_map<std::string, File> read_;
 };
 
 /// Starts watching `lock` (a lock name) on `hosts` ("h:p,h:p"). `expiries` may be null (the
