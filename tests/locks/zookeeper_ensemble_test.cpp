@@ -4,6 +4,8 @@
 // member's own data), and the issuer watch riding out each member's kill -9 without missing a
 // grant or a delete (compared with what the holders were granted and with the lock znode's children
 // and their czxids read at the end).
+#include <signal.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -261,6 +263,45 @@ TEST(ZooKeeperEnsemble, WatchAccountsForEveryChangeWhileEachMemberIsKilled) {
   for (const auto t : released)
     if (watched_grants.count(t)) EXPECT_TRUE(watched_deletes.count(t)) << "release of " << t << " missed";
   for (const auto t : present) EXPECT_TRUE(watched_grants.count(t)) << "child with czxid " << t << " never granted";
+}
+
+// A server that stops answering (SIGSTOP) keeps the watch's session for two thirds of its 30 s
+// unless the watch notices: its probe (a sync through the leader, 1 s) moves the session to
+// another server. Each server is stopped in turn, so the watch's own server is among them; a
+// grant made meanwhile through another server reaches the history long before 20 s.
+TEST(ZooKeeperEnsemble, WatchMovesOffAStoppedServer) {
+  Ensemble e(3);
+  const std::string lock = "fencecheck/ensemble-stopped";
+  fencecheck::testing::Sink sink;
+  auto watch = e.inst->watch(lock, sink.fn());
+  const auto ms = e.inst->members();
+  for (int i = 1; i <= 3; ++i) {
+    const int pid = ms[static_cast<std::size_t>(i - 1)].pid;
+    ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+    // A contender on another server (not the leader when i is the leader: the others elect one).
+    const std::string other = ms[static_cast<std::size_t>(i % 3)].endpoint;
+    fencecheck::locks::zk::Handle h(other, 8s, 15s, "contender");
+    const auto t0 = Clock::now();
+    fencecheck::locks::zk::CreateResult made;
+    while ((made = h.create("/" + lock + "/c-", "", ZOO_EPHEMERAL | ZOO_SEQUENCE, 5s)).rc != ZOK && Clock::now() - t0 < 15s)
+      std::this_thread::sleep_for(100ms);
+    ASSERT_EQ(made.rc, ZOK) << "no quorum without member " << i;
+    const auto stat = h.exists(made.path, false, 5s);
+    ASSERT_EQ(stat.rc, ZOK);
+    const bool seen = sink.wait(
+        [&](const std::vector<Event>& evs) {
+          return std::any_of(evs.begin(), evs.end(), [&](const Event& ev) {
+            return ev.kind == EventKind::kLockGrant && ev.token == stat.stat.czxid;
+          });
+        },
+        10s);
+    EXPECT_TRUE(seen) << "member " << i << " stopped: the grant of " << made.path << " not in the history within 10 s\n"
+                      << dump(sink.events());
+    ASSERT_EQ(::kill(pid, SIGCONT), 0);
+    std::string why;
+    ASSERT_TRUE(e.wait_leader(why)) << why;
+  }
+  watch->stop();
 }
 
 TEST(ZooKeeperEnsemble, CleanupStopsAnOrphanedMember) {
