@@ -151,9 +151,6 @@ class ZooKeeperWatch final : public IssuerWatch {
       } catch (const std::exception& e) {
         spdlog::warn("{}: {}", what_, e.what());
       }
-      // An ensemble's server that did not let the pass through (no connection within 1 s, or no
-      // sync: it reaches no quorum, or is stopped and holds the client's connect for two thirds
-      // of the session) is left for another.
       // An ensemble's server that holds the connection but lets no sync or listing through (it is
       // stopped, or reaches no quorum) is left for another; without a connection the C client is
       // moving by itself.

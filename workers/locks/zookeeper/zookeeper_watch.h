@@ -32,9 +32,14 @@
 // counted, never silently dropped: the lock znode's cversion counts every create and delete of a
 // child, and a listing whose cversion moved by more than the grants and deletes delivered emits a
 // log event (source "lock", kind log) saying how many changes the history lacks.
-// In an ensemble the C client moves the session to another server of the connection string when
-// its server stops or drops it (a follower cut off from its leader closes its clients' connections
-// after syncLimit ticks); the next listing on the new server diffs against the children known.
+// In an ensemble (a connection string of several servers) the C client moves the session to
+// another server by itself when its server is killed or drops it. A server that keeps the
+// connection but lets nothing through (SIGSTOP: the client would wait two thirds of the session)
+// or answers from a stale copy (a follower cut off from its leader serves reads for syncLimit
+// ticks) is found by a probe: while idle, every 250 ms, a sync (through the leader) must complete
+// within 1 s, and every listing follows a sync. When one does not, the watch opens a new session
+// on the other servers (the old one stays open, unwatched, until stop()) and its first listing
+// reads every child again and diffs against the children known.
 // The watch's own session (30 s) survives a restart on the same data (the server restores its
 // sessions). After a restart on empty data (restarted_fresh()) a new session lists again and
 // compares every child's czxid: a same-named child of the new server is a new grant. (The old
