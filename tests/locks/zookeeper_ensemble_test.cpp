@@ -29,14 +29,13 @@
 
 namespace {
 
+using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 namespace locks = fencecheck::locks;
-using namespace std::chrono_literals;
 using fencecheck::Event;
 using fencecheck::EventKind;
-using Clock = std::chrono::steady_clock;
-
-const locks::LockServiceKind& kind() { return *locks::find_lock_service_kind("zookeeper"); }
+using fencecheck::locks::zk::Clock;
+using fencecheck::testing::zookeeper_kind;
 
 /// An ensemble of `members` started through the kind, as the orchestrator starts it.
 struct Ensemble : fencecheck::testing::ZooKeeperServer {
@@ -312,11 +311,11 @@ TEST(ZooKeeperEnsemble, CleanupStopsAnOrphanedMember) {
   ASSERT_TRUE(fs::exists(record));
   const std::string text = fencecheck::process::read_text(record);
   EXPECT_NE(text.find("pid " + std::to_string(m.pid)), std::string::npos) << text;
-  const locks::OrphanReport left = kind().stop_orphans(e.dir.path(), /*force=*/false);
+  const locks::OrphanReport left = zookeeper_kind().stop_orphans(e.dir.path(), /*force=*/false);
   EXPECT_EQ(left.not_stopped, 0);
   ASSERT_FALSE(left.said.empty());
   EXPECT_NE(left.said.front().find("belongs to a live harness"), std::string::npos) << left.said.front();
-  const locks::OrphanReport forced = kind().stop_orphans(e.dir.path(), /*force=*/true);
+  const locks::OrphanReport forced = zookeeper_kind().stop_orphans(e.dir.path(), /*force=*/true);
   EXPECT_EQ(forced.not_stopped, 0);
   EXPECT_EQ(forced.said.size(), 3u);
   EXPECT_TRUE(fencecheck::process::wait_process_gone(m.pid, 5s));

@@ -19,6 +19,9 @@
 
 namespace fencecheck::testing {
 
+/// The zookeeper kind, as the registry has it.
+inline const locks::LockServiceKind& zookeeper_kind() { return *locks::find_lock_service_kind("zookeeper"); }
+
 struct ZooKeeperServer {
   TempDir dir{"zk"};
   std::unique_ptr<locks::LockServiceInstance> inst;
@@ -27,7 +30,7 @@ struct ZooKeeperServer {
   /// Starts `members` servers (1: standalone; 3 or 5: an ensemble). Throws as the kind's open().
   explicit ZooKeeperServer(int members = 1) {
     namespace fs = std::filesystem;
-    const locks::LockServiceKind& kind = *locks::find_lock_service_kind("zookeeper");
+    const locks::LockServiceKind& kind = zookeeper_kind();
     locks::LockServiceRunContext ctx;
     ctx.run_dir = dir.path();
     ctx.run_id = "test";
