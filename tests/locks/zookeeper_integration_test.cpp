@@ -30,6 +30,7 @@
 #include "fencecheck/locks/lock_service_kind.h"
 #include "temp_dir.h"
 #include "watch_sink.h"
+#include "zookeeper_server.h"
 
 namespace {
 
@@ -43,36 +44,7 @@ using Clock = std::chrono::steady_clock;
 
 const locks::LockServiceKind& kind() { return *locks::find_lock_service_kind("zookeeper"); }
 
-struct Server {
-  TempDir dir{"zk"};
-  std::unique_ptr<locks::LockServiceInstance> inst;
-  std::chrono::milliseconds start_time{0};
-
-  Server() {
-    locks::LockServiceRunContext ctx;
-    ctx.run_dir = dir.path();
-    ctx.run_id = "test";
-    ctx.log_path = [d = dir.path()](const std::string& name) {
-      fs::create_directories(d / "logs");
-      return d / "logs" / (name + ".log");
-    };
-    const auto t0 = Clock::now();
-    inst = kind().open({}, kind().parse(fencecheck::testing::FakeFields{}), ctx);
-    start_time = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
-    std::cout << "[ zookeeper ] " << inst->describe() << " started in " << start_time.count() << " ms\n";
-  }
-  ~Server() {
-    if (!::testing::Test::HasFailure()) return;
-    inst.reset();
-    for (const auto& f : fs::directory_iterator(dir.path() / "logs")) {
-      std::ifstream in(f.path());
-      const std::string text(std::istreambuf_iterator<char>(in), {});
-      std::cout << "---- " << f.path().filename().string() << " (last 3000 bytes)\n"
-                << (text.size() > 3000 ? text.substr(text.size() - 3000) : text) << "\n";
-    }
-  }
-  std::unique_ptr<locks::LockClient> client() const { return locks::make_lock_client(inst->endpoint()); }
-};
+using Server = fencecheck::testing::ZooKeeperServer;
 
 /// The watch's events, waited on by predicate (no sleeps); ZooKeeper's waits include a session
 /// timeout, so they get 20 s.

@@ -2,12 +2,16 @@
 // the lock-name mapping and the client's endpoint JSON.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "fake_resource_fields.h"
 #include "fencecheck/locks/lock_client.h"
 #include "fencecheck/locks/lock_service_kind.h"
+#include "temp_dir.h"
 #include "zookeeper/zk_handle.h"
+#include "zookeeper/zookeeper_watch.h"
 
 namespace {
 
@@ -35,7 +39,7 @@ TEST(ZooKeeperKind, IsRegisteredWithItsOwnFields) {
   EXPECT_EQ(kind().name(), "zookeeper");
   const auto names = locks::lock_service_kind_names();
   EXPECT_NE(std::find(names.begin(), names.end(), "zookeeper"), names.end());
-  EXPECT_EQ(kind().fields(), std::vector<std::string_view>{"tick_time"});
+  EXPECT_EQ(kind().fields(), (std::vector<std::string_view>{"tick_time", "init_limit", "sync_limit"}));
   EXPECT_NE(kind().token_description().find("czxid"), std::string::npos);
   const std::string effect = kind().restart_effect(nlohmann::json::object());
   EXPECT_NE(effect.find("Fresh data"), std::string::npos) << effect;
@@ -119,6 +123,47 @@ TEST(ZooKeeperNames, LockNamesAreZnodePaths) {
   EXPECT_EQ(zk::sequence_of("6f1c__lock__0000000003"), 3) << "kazoo's names end with the sequence too";
   EXPECT_EQ(zk::sequence_of("lock-12"), std::nullopt);
   EXPECT_EQ(zk::session_hex(0x1000170e2b50003), "0x1000170e2b50003");
+}
+
+TEST(ZooKeeperKind, EnsembleSizesAndLimits) {
+  EXPECT_EQ(kind().check_members(3), "");
+  EXPECT_EQ(kind().check_members(5), "");
+  EXPECT_NE(kind().check_members(2).find("1 server or an ensemble of 3 or 5"), std::string::npos);
+  try {
+    (void)kind().parse(fencecheck::testing::FakeFields{{"sync_limit", 30}});
+    FAIL() << "sync_limit without an ensemble";
+  } catch (const fencecheck::testing::FieldError& err) {
+    EXPECT_EQ(err.field, "sync_limit");
+  }
+  const auto config = kind().parse(fencecheck::testing::FakeFields{{"members", 3}, {"sync_limit", 30}});
+  EXPECT_EQ(config["sync_limit"], 30);
+  EXPECT_EQ(config["init_limit"], 50);
+}
+
+// An ensemble's deposed leader logs expiries it never commits (zookeeper_watch.h, ExpiryLog).
+TEST(ZooKeeperExpiryLog, AnExpiryFollowedByItsMembersLookingProvesNothing) {
+  using fencecheck::locks::zk::ExpiryLog;
+  fencecheck::testing::TempDir dir("zkexp");
+  const auto deposed = dir.path() / "zookeeper-3.log";
+  std::ofstream(deposed) << "07:12:37.626 [SessionTracker] INFO org.apache.zookeeper.server.ZooKeeperServer - Expiring "
+                            "session 0x300046308a00001, timeout of 2000ms exceeded\n"
+                         << "07:12:37.738 [QuorumPeer[myid=3]] INFO org.apache.zookeeper.server.quorum.QuorumPeer - LOOKING\n";
+  ExpiryLog log;
+  log.add(deposed);
+  EXPECT_EQ(log.verdict(0x300046308a00001), ExpiryLog::Verdict::kUnknown);
+  EXPECT_EQ(log.verdict(0x300046308a00002), ExpiryLog::Verdict::kNo);
+  // The new leader's own expiry of the same session, with no LOOKING after it, is proof.
+  const auto leader = dir.path() / "zookeeper-2.log";
+  std::ofstream(leader) << "07:12:36.994 [SessionTracker] INFO org.apache.zookeeper.server.ZooKeeperServer - Expiring "
+                           "session 0x300046308a00001, timeout of 2000ms exceeded\n";
+  log.add(leader);
+  EXPECT_EQ(log.verdict(0x300046308a00001), ExpiryLog::Verdict::kExpired);
+  EXPECT_TRUE(log.expired(0x300046308a00001));
+  // A standalone server never looks for a leader: its expiry lines stand.
+  const auto standalone = dir.path() / "zookeeper.log";
+  std::ofstream(standalone) << "INFO org.apache.zookeeper.server.ZooKeeperServer - Expiring session 0x1000, timeout of 2000ms exceeded\n";
+  log.add(standalone);
+  EXPECT_TRUE(log.expired(0x1000));
 }
 
 }  // namespace

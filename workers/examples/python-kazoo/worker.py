@@ -18,7 +18,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, LockTimeout, NoNodeError
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "python-common"))
-from fencecheck_example import emit, holdings, start  # noqa: E402
+from fencecheck_example import emit, give_up, holdings, start  # noqa: E402
 
 BROKEN_TOKEN = 1  # what the broken worker sends on every write, whoever holds the lock
 
@@ -51,10 +51,21 @@ def main():
     lock_path = os.environ.get("FENCECHECK_LOCK_CLIENT_NAME") or (lock_name if lock_name.startswith("/") else "/" + lock_name)
     # ZOOKEEPER_HOSTS: the connection string, "h:p,h:p" (FENCECHECK_LOCK_ENDPOINTS spells it the same).
     hosts = os.environ.get("ZOOKEEPER_HOSTS") or os.environ["FENCECHECK_LOCK_ENDPOINTS"]
+    # ZOOKEEPER_FIRST_SERVER=N (the scenario's workers[].env; 1-based): connect to the Nth server of
+    # an ensemble first and move through the others in order (kazoo's randomize_hosts=False), so a
+    # scenario knows which server its holder talks to. Unset: kazoo's own random order.
+    first = os.environ.get("ZOOKEEPER_FIRST_SERVER")
+    randomize = not first
+    if first:
+        servers = hosts.split(",")
+        n = int(first)
+        if not 1 <= n <= len(servers):
+            return give_up(f"ZOOKEEPER_FIRST_SERVER={first}: the connection string has {len(servers)} servers")
+        hosts = ",".join(servers[n - 1:] + servers[:n - 1])
 
     def hold():
         # One session per holding: the session timeout is the lease (kazoo asks for `timeout`).
-        zk = KazooClient(hosts=hosts, timeout=float(ttl))
+        zk = KazooClient(hosts=hosts, timeout=float(ttl), randomize_hosts=randomize)
         zk.start(timeout=10)
         watch = SessionWatch(zk)
         zk.add_listener(watch)

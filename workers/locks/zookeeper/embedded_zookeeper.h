@@ -29,7 +29,9 @@
 //   network lab's lock-service address), admin.enableServer=false (no Jetty on port 8080),
 //   4lw.commands.whitelist=ruok,srvr,stat,cons,dump, maxClientCnxns=0 (no per-address limit: every
 //   worker connects from 127.0.0.1), forceSync=no (the transaction log is written, not fsynced, per
-//   commit: a killed server loses nothing the page cache holds; only a machine crash would).
+//   commit: a killed server loses nothing the page cache holds; only a machine crash would),
+//   preAllocSize=4096 (KB: each transaction log file is preallocated 4 MB, not 64 MB; a run writes
+//   far less).
 //
 // Ready = the `srvr` four-letter word answers with "Mode: standalone" (the server serves clients).
 // Stopped with SIGTERM (then SIGKILL after stop_grace); started again on the same data directory
@@ -63,8 +65,11 @@ class ChildProcess;
 
 namespace fencecheck::locks::zk {
 
-/// The pid record in the run directory (two lines: "pid <n>", "config <path>").
+/// The pid record in the run directory ("pid <n>", "config <path>", "harness <n>" lines); an
+/// ensemble member's is "zookeeper-<i>.pid".
 inline constexpr const char* kPidFile = "zookeeper.pid";
+/// The main class of an ensemble member.
+inline constexpr const char* kQuorumMainClass = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
 /// The main class of the embedded server (what the orphan sweep looks for in a command line).
 inline constexpr const char* kMainClass = "org.apache.zookeeper.server.ZooKeeperServerMain";
 
@@ -118,8 +123,120 @@ class EmbeddedZooKeeper {
   std::chrono::milliseconds start_time_{0};
 };
 
+/// An embedded ensemble of 3 or 5 ZooKeeper 3.8 servers (QuorumPeerMain), for
+/// `lock_service: {kind: zookeeper, members: 3}` (issue 35; docs/lock-service-zookeeper.md, "The
+/// embedded ensemble"). Member i (1-based) is server.i (myid i in its own data directory
+/// <run_dir>/zookeeper-data-<i>), configured by <run_dir>/zookeeper-<i>.cfg with every server's
+/// `server.N=host:quorum:election` line. On loopback each member gets three free ports of its own
+/// (client, quorum, election); with places (network: namespaces) each runs in its own namespace at
+/// its own address on ZooKeeper's usual ports 2181/2888/3888, started through
+/// {"ip","netns","exec",<netns>}, so a partition between members is a real one.
+///
+/// Configuration beyond the standalone server's (embedded_zookeeper.h above; Administrator's Guide,
+/// "Cluster Options"): initLimit (ticks a follower may take to connect to and sync with its
+/// leader), syncLimit (ticks without a leader's ping before a follower gives it up, and without a
+/// quorum's acks before a leader steps down: a member cut off from the others keeps serving its
+/// clients' reads and pings for up to this long), standaloneEnabled=false, reconfigEnabled=false.
+///
+/// Start-up: member n (the highest myid) is started first and the others once its election port
+/// listens: FastLeaderElection elects the highest (epoch, zxid, myid) among the first quorum that
+/// talks, and with member n already up that quorum includes it, so member n leads every fresh
+/// ensemble (the same ensemble each run). start() returns once every member's `srvr` answers with
+/// "Mode: leader" or "Mode: follower" and exactly one leads.
+///
+/// Thread-safety: not synchronised; the orchestrator's main thread drives it (PR_SET_PDEATHSIG
+/// follows the thread that forked a member). endpoints() may be read from any thread once the
+/// constructor returned.
+class ZooKeeperEnsemble {
+ public:
+  struct Place {
+    std::string host = "127.0.0.1";  ///< the address the member binds (client, quorum, election)
+    std::string netns;               ///< "" on the harness's network; else the namespace it runs in
+  };
+  struct Options {
+    int members = 3;
+    /// One per member; empty: every member at `host` with free ports.
+    std::vector<Place> places;
+    std::string host = "127.0.0.1";
+    std::filesystem::path run_dir;
+    /// The log file of a named process (RunDirectory::log_path); unset: <run_dir>/logs/<name>.log.
+    std::function<std::filesystem::path(const std::string&)> log_path;
+    std::chrono::milliseconds tick_time{100};
+    int init_limit = 50;  ///< ticks
+    int sync_limit = 20;  ///< ticks
+    /// start(): the whole ensemble; start_member(): the one member.
+    std::chrono::milliseconds start_timeout{30000};
+    std::chrono::milliseconds stop_grace{2000};  ///< SIGTERM, then SIGKILL
+    int port_attempts = 3;  ///< whole-ensemble retries when a free port was taken (loopback only)
+  };
+
+  /// Finds java and the jars, writes every member's configuration and myid, starts the ensemble
+  /// (order above) and returns once every member serves with one leader. Throws
+  /// LockServiceUnavailable (no java or jars, a member exits or does not serve in time: with the
+  /// tail of its log); whatever was started is stopped again.
+  explicit ZooKeeperEnsemble(Options options);
+  /// stop().
+  ~ZooKeeperEnsemble();
+  ZooKeeperEnsemble(const ZooKeeperEnsemble&) = delete;
+  ZooKeeperEnsemble& operator=(const ZooKeeperEnsemble&) = delete;
+
+  [[nodiscard]] int size() const { return static_cast<int>(members_.size()); }
+  /// Member `index`'s client address, "host:port"; fixed for the ensemble's life. Throws
+  /// std::out_of_range.
+  [[nodiscard]] std::string endpoint(int index) const;
+  /// Every member's, in index order.
+  [[nodiscard]] std::vector<std::string> endpoints() const;
+  /// Its pid; 0 while it is down.
+  [[nodiscard]] int pid(int index) const;
+  [[nodiscard]] const Place& place(int index) const;
+  [[nodiscard]] int client_port(int index) const;
+  [[nodiscard]] const std::filesystem::path& data_dir(int index) const;
+  /// Every log file of every member, one per start, oldest first (the leader's says "Expiring
+  /// session 0x..."; any member may lead).
+  [[nodiscard]] std::vector<std::filesystem::path> logs() const;
+  /// From the first fork to every member serving, of the constructor's start.
+  [[nodiscard]] std::chrono::milliseconds start_time() const { return start_time_; }
+
+  /// Each running member's `srvr` Mode (500 ms each). The member saying "leader"; when two do (a
+  /// leader cut off from the others says so until syncLimit ticks pass), the one with the higher
+  /// epoch (the zxid's high 32 bits). nullopt when none does (an election under way, no quorum).
+  /// `why` says what each member answered ("member 1: follower, zxid 0x100000003; member 3:
+  /// leader, zxid 0x100000003"). Never throws.
+  [[nodiscard]] std::optional<int> leader(std::string& why) const;
+
+  /// Ends member `index`: SIGKILL at once with kill9, else SIGTERM and SIGKILL after stop_grace;
+  /// reaped. Its data stays. Idempotent. Throws std::out_of_range, std::runtime_error when it did
+  /// not end.
+  void stop_member(int index, bool kill9);
+  /// Starts member `index` again on its own data and configuration (same ports) and returns once
+  /// its `srvr` says leader or follower (it has joined a quorum). No-op while it runs. Throws
+  /// std::runtime_error (it exits or does not serve within start_timeout: it is killed again, with
+  /// its log's tail), std::out_of_range.
+  void start_member(int index);
+  /// Starts every member that is down (all launched, then each waited for: one alone has no
+  /// quorum). Throws as start_member().
+  void start_all();
+  /// Every member: SIGCONT and SIGTERM to all, then each reaped (SIGKILL after stop_grace).
+  /// Idempotent; never throws.
+  void stop() noexcept;
+
+ private:
+  struct Member;
+  void launch(Member& m);
+  void wait_serving(Member& m, std::chrono::steady_clock::time_point deadline);
+  void start_once();
+  Member& at(int index) const;
+
+  Options options_;
+  std::filesystem::path java_;
+  std::string classpath_;
+  std::vector<std::unique_ptr<Member>> members_;
+  std::chrono::milliseconds start_time_{0};
+};
+
 /// What stop_orphaned_zookeeper found and did, one sentence per server (none when nothing ran).
-/// Ends the embedded server `run_dir/zookeeper.pid` names when that process still runs with that
+/// Ends the embedded server `run_dir/zookeeper.pid` names (and each ensemble member's,
+/// `run_dir/zookeeper-<i>.pid`) when that process still runs with that
 /// configuration and its parent is gone (pid 1 or a subreaper adopted it), or always with `force`:
 /// SIGTERM, SIGKILL after 5 s, and then it must be gone within 2 s; otherwise it says so, counts it
 /// in not_stopped and keeps the record, so that the next cleanup retries. Never throws.

@@ -236,6 +236,10 @@ void Handle::watcher(zhandle_t* /*zh*/, int type, int state, const char* path, v
 }
 
 int Handle::state() const { return zh_ ? zoo_state(zh_) : 0; }
+std::string Handle::current_server() const {
+  const char* s = zh_ ? zoo_get_current_server(zh_) : nullptr;
+  return s ? std::string(s) : std::string();
+}
 bool Handle::expired() const {
   const int st = state();
   return st == ZOO_EXPIRED_SESSION_STATE || st == ZOO_AUTH_FAILED_STATE;

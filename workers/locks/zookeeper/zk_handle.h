@@ -108,6 +108,9 @@ class Handle {
   /// The timeout the server negotiated (clamped into its [minSessionTimeout, maxSessionTimeout]).
   [[nodiscard]] Millis negotiated() const { return negotiated_; }
   [[nodiscard]] const std::string& what() const { return what_; }
+  /// The server this client talks to or is connecting to, as its connection string spells it
+  /// ("127.0.0.1:2181": zoo_get_current_server); "" when it has none. Thread-safe.
+  [[nodiscard]] std::string current_server() const;
 
   /// Increases on every session event and every watch event.
   [[nodiscard]] std::uint64_t generation() const;

@@ -3,10 +3,15 @@
 //   lock_service:
 //     kind: zookeeper
 //     tick_time: 100ms        # the embedded server's tickTime (10ms..5s); not with endpoints
+//     members: 3              # an embedded ensemble of 3 (or 5) servers (issue 35); 1 by default
+//     init_limit: 50          # ensemble only: initLimit in ticks (2..1000)
+//     sync_limit: 20          # ensemble only: syncLimit in ticks (2..1000)
 //     endpoints: [h:p, ...]   # optional: the user's ensemble instead of the embedded server
 //
 // Without endpoints the harness runs its own standalone ZooKeeper 3.8 (embedded_zookeeper.h) on a
-// free port of the run's host with a fresh data directory; workers get
+// free port of the run's host with a fresh data directory, or with members: 3 an ensemble
+// (ZooKeeperEnsemble, the member seam: members(), leader_member() from `srvr`, stop_member /
+// start_member on the member's own data); workers get
 // {"kind":"zookeeper","endpoints":["h:p"]} (lock_client.h), command workers ZOOKEEPER_HOSTS and
 // FENCECHECK_LOCK_ENDPOINTS ("h:p,h:p": the connection string of the C client, kazoo and Curator).
 // Token: the lock znode's czxid (zookeeper_lock_client.h says why). History: zookeeper_watch.h.
@@ -32,6 +37,11 @@ using namespace std::chrono_literals;
 
 constexpr const char* kAdvancePath = "/fencecheck-prior-revisions";
 constexpr Millis kDefaultTick{100};
+/// An ensemble's initLimit and syncLimit in ticks (embedded_zookeeper.h, ZooKeeperEnsemble): 5 s
+/// for a follower to sync with a new leader (a JVM on a busy 2-core machine), 2 s without its
+/// leader's ping before a follower gives it up.
+constexpr int kDefaultInitLimit = 50;
+constexpr int kDefaultSyncLimit = 20;
 
 std::string joined(const std::vector<std::string>& v) {
   std::string out;
@@ -47,6 +57,12 @@ Millis tick_of(const nlohmann::json& config) {
   } catch (const std::logic_error&) {
     return kDefaultTick;
   }
+}
+
+/// An ensemble's init_limit / sync_limit (ticks) as parse() wrote it, or `fallback`.
+int limit_of(const nlohmann::json& config, const char* field, int fallback) {
+  if (!config.is_object() || !config.contains(field) || !config[field].is_number_integer()) return fallback;
+  return config[field].get<int>();
 }
 
 /// Where a run's claim names go: one persistent parent outside every lock znode, one ephemeral
@@ -100,9 +116,24 @@ class ZooKeeperHeldClaim final : public HeldClaim {
 
 class ZooKeeperInstance final : public LockServiceInstance {
  public:
-  /// Embedded.
+  /// Embedded: one standalone server, or an ensemble of ctx.members servers (issue 35).
   ZooKeeperInstance(const nlohmann::json& config, const LockServiceRunContext& ctx)
       : expiries_(std::make_shared<ExpiryLog>()) {
+    if (ctx.members > 1) {
+      ZooKeeperEnsemble::Options eo;
+      eo.members = ctx.members;
+      for (const auto& p : ctx.member_places) eo.places.push_back({p.host, p.netns});
+      eo.host = ctx.host;
+      eo.run_dir = ctx.run_dir;
+      eo.log_path = ctx.log_path;
+      eo.tick_time = tick_of(config);
+      eo.init_limit = limit_of(config, "init_limit", kDefaultInitLimit);
+      eo.sync_limit = limit_of(config, "sync_limit", kDefaultSyncLimit);
+      ensemble_ = std::make_unique<ZooKeeperEnsemble>(std::move(eo));
+      for (const auto& l : ensemble_->logs()) expiries_->add(l);
+      endpoints_ = ensemble_->endpoints();
+      return;
+    }
     process::EmbeddedOptions o;
     o.run_dir = ctx.run_dir;
     o.log_path = ctx.log_path;
@@ -143,11 +174,18 @@ class ZooKeeperInstance final : public LockServiceInstance {
   std::string endpoints_text() const override { return joined(endpoints_); }
   std::map<std::string, std::string> worker_env() const override { return {{"ZOOKEEPER_HOSTS", joined(endpoints_)}}; }
   std::string describe() const override {
+    if (ensemble_)
+      return "zookeeper ensemble of " + std::to_string(ensemble_->size()) + " servers " + joined(endpoints_) +
+             " (embedded, data zookeeper-data-1.." + std::to_string(ensemble_->size()) + ")";
     if (!server_) return "zookeeper " + joined(endpoints_) + " (endpoints)";
     return "zookeeper " + joined(endpoints_) + " (embedded, data " + server_->data_dir().filename().string() + ")";
   }
 
   bool healthy() override {
+    if (ensemble_) {  // a member that serves (leader or follower) is in a quorum
+      std::string why;
+      return ensemble_->leader(why).has_value();
+    }
     if (server_) {
       if (!server_->running()) return false;
       const auto reply = four_letter_word(server_->host(), server_->port(), "srvr", 2s);
@@ -171,7 +209,7 @@ class ZooKeeperInstance final : public LockServiceInstance {
 
   void advance(std::int64_t count) override {
     if (count <= 0) return;
-    if (!server_) {
+    if (!server_ && !ensemble_) {
       spdlog::warn("zookeeper: prior_revisions advances the embedded server's zxid; {} has its own history",
                    joined(endpoints_));
       return;
@@ -182,14 +220,53 @@ class ZooKeeperInstance final : public LockServiceInstance {
     if (rc != ZOK) throw std::runtime_error(h.error("setData", kAdvancePath, rc) + " (prior_revisions)");
   }
 
-  int pid() const override { return server_ ? server_->pid() : 0; }
+  /// An ensemble: member 1's.
+  int pid() const override {
+    if (ensemble_) return ensemble_->pid(1);
+    return server_ ? server_->pid() : 0;
+  }
 
   void stop_server() override {
+    if (ensemble_) {  // the whole ensemble down: every member, its data kept
+      for (int i = 1; i <= ensemble_->size(); ++i) ensemble_->stop_member(i, false);
+      return;
+    }
     if (server_) server_->stop();
   }
 
+  // ---- members (an ensemble: lock_service.members > 1)
+  std::vector<LockServiceMember> members() const override {
+    std::vector<LockServiceMember> out;
+    if (!ensemble_) return out;
+    for (int i = 1; i <= ensemble_->size(); ++i) {
+      LockServiceMember m;
+      m.index = i;
+      m.pid = ensemble_->pid(i);
+      m.endpoint = ensemble_->endpoint(i);
+      m.netns = ensemble_->place(i).netns;
+      m.address = ensemble_->place(i).host;
+      m.data_dir = ensemble_->data_dir(i);
+      out.push_back(std::move(m));
+    }
+    return out;
+  }
+  std::optional<int> leader_member(std::string& why) override {
+    if (!ensemble_) return LockServiceInstance::leader_member(why);
+    return ensemble_->leader(why);
+  }
+  void stop_member(int index, bool kill9) override {
+    if (!ensemble_) return LockServiceInstance::stop_member(index, kill9);
+    ensemble_->stop_member(index, kill9);
+  }
+  void start_member(int index) override {
+    if (!ensemble_) return LockServiceInstance::start_member(index);
+    ensemble_->start_member(index);
+    const auto logs = ensemble_->logs();  // the member's new log: a leader it becomes writes expiries there
+    for (const auto& l : logs) expiries_->add(l);
+  }
+
   std::unique_ptr<HeldClaim> claim(const RunClaim& claim, std::string& why) override {
-    if (server_) {
+    if (server_ || ensemble_) {
       why = "the zookeeper is embedded: no other run can reach it";
       return nullptr;
     }
@@ -228,18 +305,28 @@ class ZooKeeperInstance final : public LockServiceInstance {
   }
 
   void start_server(bool fresh_data) override {
+    if (ensemble_) {
+      if (fresh_data)
+        throw std::runtime_error("an embedded ZooKeeper ensemble restarts on its own data only (fresh data would be a "
+                                 "new ensemble, not a restart)");
+      ensemble_->start_all();
+      for (const auto& l : ensemble_->logs()) expiries_->add(l);
+      return;
+    }
     if (!server_) throw std::logic_error("zookeeper: the user's servers (endpoints) are not the harness's to start");
     server_->start(fresh_data);
     expiries_->add(server_->logs().back());
   }
 
   void stop() noexcept override {
+    if (ensemble_) ensemble_->stop();
     if (server_) server_->stop();
   }
 
  private:
   std::shared_ptr<ExpiryLog> expiries_;  // null with endpoints: their log is not ours to read
   std::unique_ptr<EmbeddedZooKeeper> server_;
+  std::unique_ptr<ZooKeeperEnsemble> ensemble_;  // lock_service.members > 1 (server_ is then null)
   std::vector<std::string> endpoints_;
 };
 
@@ -254,7 +341,13 @@ class ZooKeeperKind final : public LockServiceKind {
             {"kazoo", "", "/", "/<lock>/<uuid>__lock__<seq>"},
             {"curator", "", "/", "/<lock>/_c_<uuid>-lock-<seq>"}};
   }
-  std::vector<std::string_view> fields() const override { return {"tick_time"}; }
+  std::vector<std::string_view> fields() const override { return {"tick_time", "init_limit", "sync_limit"}; }
+  /// 1 (a standalone server), or an ensemble of 3 or 5 (an odd size: ZooKeeper Administrator's
+  /// Guide, "Clustered (Multi-Server) Setup": an even ensemble tolerates no more failures).
+  std::string check_members(int count) const override {
+    if (count == 1 || count == 3 || count == 5) return "";
+    return "zookeeper runs 1 server or an ensemble of 3 or 5, got " + std::to_string(count);
+  }
 
   nlohmann::json parse(const KindFields& f) const override {
     nlohmann::json out = nlohmann::json::object();
@@ -270,10 +363,19 @@ class ZooKeeperKind final : public LockServiceKind {
       }
     }
     if (external) {  // the user's servers: nothing of the embedded one applies
-      if (f.has("tick_time"))
-        f.fail("tick_time", "tick_time configures the embedded ZooKeeper; with endpoints the servers' own zoo.cfg "
-                            "sets tickTime");
+      for (const char* field : {"tick_time", "init_limit", "sync_limit"})
+        if (f.has(field))
+          f.fail(field, std::string(field) + " configures the embedded ZooKeeper; with endpoints the servers' own "
+                        "zoo.cfg sets it");
       return out;
+    }
+    // init_limit / sync_limit (ticks): an ensemble's (members: 3 or 5); a standalone server has none.
+    const bool ensemble = f.has("members") && f.integer("members", 1, 9) > 1;
+    for (const auto& [field, fallback] : {std::pair{"init_limit", kDefaultInitLimit}, std::pair{"sync_limit", kDefaultSyncLimit}}) {
+      if (f.has(field) && !ensemble)
+        f.fail(field, std::string(field) + " configures an ensemble's followers (lock_service.members: 3 or 5); a "
+                      "standalone server has none");
+      if (ensemble) out[field] = f.has(field) ? static_cast<int>(f.integer(field, 2, 1000)) : fallback;
     }
     if (f.has("tick_time")) {
       const auto ns = f.duration("tick_time");

@@ -2,6 +2,7 @@
 #include "zookeeper_watch.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <fstream>
 #include <map>
@@ -21,7 +22,11 @@ using namespace std::chrono_literals;
 constexpr Millis kSessionTimeout = 30s;  // the watch's own session: longer than any outage it rides out
 constexpr Millis kConnect = 5s;
 constexpr Millis kCall = 2s;
+constexpr Millis kProbe = 250ms;       // an ensemble's idle check of the server (probe())
+constexpr Millis kProbeBound = 1000ms; // a sync slower than this: the server reaches no quorum
 constexpr std::string_view kExpiring = "Expiring session 0x";
+/// An ensemble member giving up its role (QuorumPeer logs "LOOKING" when it starts an election).
+constexpr std::string_view kLooking = "QuorumPeer - LOOKING";
 
 /// Children in the order the recipe ranks them: sequential ones by sequence number, then any
 /// other by name (not lock contenders, but under the lock all the same).
@@ -46,6 +51,11 @@ class ZooKeeperWatch final : public IssuerWatch {
         sink_(std::move(sink)),
         expiries_(std::move(expiries)) {
     while (lock_name_.size() > 1 && lock_name_.back() == '/') lock_name_.pop_back();
+    for (std::size_t at = 0; at <= hosts_.size();) {
+      const std::size_t comma = std::min(hosts_.find(',', at), hosts_.size());
+      if (comma > at) servers_.push_back(hosts_.substr(at, comma - at));
+      at = comma + 1;
+    }
     handle_ = connect();
     const int rc = handle_->ensure_path(path_, kCall);
     if (rc != ZOK) throw std::runtime_error(handle_->error("create", path_, rc) + " (the lock znode)");
@@ -71,6 +81,7 @@ class ZooKeeperWatch final : public IssuerWatch {
     thread_.request_stop();
     thread_.join();
     handle_.reset();
+    retired_.clear();
   }
 
   void restarted_fresh() override {
@@ -91,11 +102,24 @@ class ZooKeeperWatch final : public IssuerWatch {
     std::int64_t owner = 0;
   };
 
-  std::shared_ptr<Handle> connect() {
-    return std::make_shared<Handle>(hosts_, kSessionTimeout, kConnect, what_,
-                                    [this](int type, int state, const std::string&) {
+  /// A new session on the connection string, without `avoid` (an ensemble's server that was
+  /// stopped or cut off: move_away). The C client picks a server of it and moves the session by
+  /// itself when that one refuses or drops it. Throws std::runtime_error when none connects.
+  std::shared_ptr<Handle> connect(const std::string& avoid = "") {
+    const std::uint64_t id = ++handles_made_;
+    current_handle_ = id;
+    std::string hosts;
+    for (const auto& s : servers_)
+      if (s != avoid) hosts += (hosts.empty() ? "" : ",") + s;
+    if (hosts.empty()) hosts = hosts_;
+    return std::make_shared<Handle>(hosts, kSessionTimeout, kConnect, what_,
+                                    [this, id](int type, int state, const std::string&) {
                                       std::lock_guard lock(mu_);
-                                      if (type == ZOO_SESSION_EVENT && state == ZOO_EXPIRED_SESSION_STATE) renew_ = true;
+                                      // Only the session watched now renews itself; a retired one
+                                      // may expire unheeded.
+                                      if (type == ZOO_SESSION_EVENT && state == ZOO_EXPIRED_SESSION_STATE &&
+                                          id == current_handle_)
+                                        renew_ = true;
                                       dirty_ = true;
                                       cv_.notify_all();
                                     });
@@ -106,7 +130,17 @@ class ZooKeeperWatch final : public IssuerWatch {
       bool final_pass = false;
       {
         std::unique_lock lock(mu_);
-        cv_.wait(lock, stop, [&] { return dirty_ || final_requested_; });
+        if (servers_.size() > 1) {
+          // An ensemble: while idle, ask every kProbe whether the server still reaches a quorum.
+          if (!cv_.wait_for(lock, stop, kProbe, [&] { return dirty_ || final_requested_; })) {
+            if (stop.stop_requested()) return;
+            lock.unlock();
+            probe();
+            continue;
+          }
+        } else {
+          cv_.wait(lock, stop, [&] { return dirty_ || final_requested_; });
+        }
         if (stop.stop_requested()) return;
         final_pass = final_requested_;
         dirty_ = false;
@@ -117,6 +151,10 @@ class ZooKeeperWatch final : public IssuerWatch {
       } catch (const std::exception& e) {
         spdlog::warn("{}: {}", what_, e.what());
       }
+      // An ensemble's server that holds the connection but lets no sync or listing through (it is
+      // stopped, or reaches no quorum) is left for another; without a connection the C client is
+      // moving by itself.
+      if (!ok && servers_.size() > 1 && handle_ && handle_->connected()) move_away("its sync or listing did not complete");
       std::unique_lock lock(mu_);
       if (ok && final_pass) {
         final_done_ = true;
@@ -142,6 +180,7 @@ class ZooKeeperWatch final : public IssuerWatch {
       fresh = fresh_pending_;
     }
     if (!handle_ || renew || handle_->expired()) {
+      const bool had = handle_ != nullptr;
       handle_.reset();
       handle_ = connect();  // throws while the server is down: the loop tries again
       {
@@ -149,11 +188,14 @@ class ZooKeeperWatch final : public IssuerWatch {
         renew_ = false;
       }
       full_ = true;  // a new session: names may be reused (a fresh data directory)
-      spdlog::info("{}: new session {} (the old one expired, or the server restarted on empty data)", what_,
-                   session_hex(handle_->session_id()));
+      if (had)
+        spdlog::info("{}: new session {} (the old one expired, or the server restarted on empty data)", what_,
+                     session_hex(handle_->session_id()));
     }
     if (!handle_->connected() && !handle_->wait_connected(Clock::now() + 1s, stop)) return false;
-    if (final_pass && handle_->sync(path_, kCall) != ZOK) return false;
+    // In an ensemble every listing follows a sync: the server the session has just moved to may
+    // lag behind the one before (a child already reported deleted would be listed again).
+    if ((final_pass || servers_.size() > 1) && handle_->sync(path_, kCall) != ZOK) return false;
     ChildrenResult list = handle_->children(path_, true, kCall);
     if (list.rc == ZNONODE) {  // the lock znode itself is gone (a fresh server): make it again
       if (handle_->ensure_path(path_, kCall) != ZOK) return false;
@@ -161,6 +203,7 @@ class ZooKeeperWatch final : public IssuerWatch {
     }
     if (list.rc != ZOK) return false;
     const std::vector<std::string> now = ranked(list.children);
+    int emitted = 0;  // grants and deletes this pass delivers: changes to the children it saw
 
     // Read every child of a new session (full_) and every child not known.
     std::map<std::string, Known> read;
@@ -188,8 +231,14 @@ class ZooKeeperWatch final : public IssuerWatch {
       known_.erase(name);
       if (!emit_new) continue;
       Event e = make(EventKind::kLockDelete, name, k);
-      e.detail = fresh ? "lost" : !expiries_ ? "" : expiries_->expired(k.owner) ? "expired" : "released";
+      if (fresh) {
+        e.detail = "lost";
+      } else if (expiries_) {
+        const auto v = expiries_->verdict(k.owner);
+        e.detail = v == ExpiryLog::Verdict::kExpired ? "expired" : v == ExpiryLog::Verdict::kNo ? "released" : "";
+      }
       sink_(std::move(e));
+      ++emitted;
     }
     // Grants: children not known before, in sequence order (creation order under one parent).
     for (const auto& name : now) {
@@ -200,7 +249,34 @@ class ZooKeeperWatch final : public IssuerWatch {
       Event e = make(EventKind::kLockGrant, name, r->second);
       e.revision = r->second.czxid;
       sink_(std::move(e));
+      ++emitted;
     }
+    // The parent's cversion counts every create and delete of a child: what it moved by beyond
+    // the grants and deletes delivered are changes this watch did not see (children created and
+    // deleted between two listings: while its connection moved to another member, or within one
+    // round trip). Said in the history, never silently dropped.
+    // (A new session on the same data, after a move or an expiry, continues the count; a fresh
+    // data directory starts it again.)
+    if (emit_new && !fresh && have_cversion_ && list.stat.cversion >= cversion_) {
+      const std::int64_t unseen = static_cast<std::int64_t>(list.stat.cversion) - cversion_ - emitted;
+      if (unseen > 0) {
+        unseen_ += unseen;
+        Event e;
+        e.t_ns = monotonic_ns();
+        e.src_ns = e.t_ns;
+        e.source = "lock";
+        e.kind = EventKind::kLog;
+        e.lock = lock_name_;
+        e.detail = "the lock watch did not see " + std::to_string(unseen) + " change(s) to " + path_ +
+                   "'s children (its cversion moved from " + std::to_string(cversion_) + " to " +
+                   std::to_string(list.stat.cversion) + "): a lock znode created and deleted between two listings "
+                   "has no lock.grant or lock.delete in this history";
+        spdlog::warn("{}: {}", what_, e.detail);
+        sink_(std::move(e));
+      }
+    }
+    cversion_ = list.stat.cversion;
+    have_cversion_ = true;
     for (const auto& name : vanished_while_read)
       if (!known_.count(name))
         spdlog::warn("{}: {}/{} was created and deleted before the watch could read it; its grant is not in the history",
@@ -213,6 +289,37 @@ class ZooKeeperWatch final : public IssuerWatch {
     }
     fresh_session_ = handle_->session_id();
     return true;
+  }
+
+  /// An ensemble's server that is stopped or cut off from its quorum keeps the session for a
+  /// while (a cut-off follower answers reads and pings for syncLimit ticks; the client waits two
+  /// thirds of the 30 s session for a stopped server) and tells it nothing: a sync, which goes
+  /// through the leader, does not complete within kProbeBound. Then the session moves to another
+  /// server (move_away), and the next listing diffs against the children known.
+  void probe() {
+    if (!handle_ || handle_->expired()) return;
+    if (!handle_->connected() || handle_->sync(path_, kProbeBound) == ZOK) return;
+    move_away("a sync did not complete within " + std::to_string(kProbeBound.count()) + " ms");
+  }
+
+  /// Leaves the server watched now: a new session on the other servers (the old one is kept
+  /// open, unwatched, until stop(): closing it could wait on a stopped server), whose first
+  /// listing follows a sync and reads every child again (full_), diffing against the children
+  /// known. The server left may be chosen again after the next move (it may have healed).
+  void move_away(const std::string& why) {
+    const std::string from = handle_ ? handle_->current_server() : std::string();
+    if (from.empty()) return;  // not connected anywhere: the C client is moving by itself
+    retired_.push_back(std::move(handle_));
+    full_ = true;
+    ++moves_;
+    spdlog::warn("{}: leaves server {} ({}) for another", what_, from, why);
+    try {
+      handle_ = connect(from);
+    } catch (const std::runtime_error& e) {
+      spdlog::warn("{}", e.what());  // pass() tries again
+    }
+    std::lock_guard lock(mu_);
+    dirty_ = true;
   }
 
   Event make(EventKind kind, const std::string& child, const Known& k) const {
@@ -246,6 +353,14 @@ class ZooKeeperWatch final : public IssuerWatch {
   std::shared_ptr<Handle> handle_;  // the watch thread's (and the constructor's, before it)
   std::map<std::string, Known> known_;
   bool full_ = false;
+  std::int32_t cversion_ = 0;  // the lock znode's cversion at the last listing
+  bool have_cversion_ = false;
+  std::int64_t unseen_ = 0;    // changes to the children not seen, in all
+  std::vector<std::string> servers_;  // hosts_ split: more than one is an ensemble
+  std::uint64_t handles_made_ = 0;    // connect() calls
+  std::atomic<std::uint64_t> current_handle_{0};  // the session whose expiry renews
+  std::vector<std::shared_ptr<Handle>> retired_;  // sessions on servers left behind, closed by stop()
+  int moves_ = 0;                     // move_away() calls
   std::int64_t fresh_session_ = 0;
   std::jthread thread_;
 };
@@ -257,26 +372,35 @@ void ExpiryLog::add(const std::filesystem::path& file) {
   if (std::find(files_.begin(), files_.end(), file) == files_.end()) files_.push_back(file);
 }
 
-bool ExpiryLog::expired(std::int64_t session) {
+ExpiryLog::Verdict ExpiryLog::verdict(std::int64_t session) {
   std::lock_guard lock(mu_);
+  bool doubtful = false;
   for (const auto& file : files_) {
+    File& f = read_[file.string()];
     std::ifstream in(file, std::ios::binary);
-    if (!in) continue;
-    auto& offset = offsets_[file.string()];
-    in.seekg(static_cast<std::streamoff>(offset));
-    std::string line;
-    // Whole lines only: a line still being written is read again next time.
-    while (std::getline(in, line) && !in.eof()) {
-      offset += line.size() + 1;
-      const auto at = line.find(kExpiring);
-      if (at == std::string::npos) continue;
-      try {
-        expired_.insert(static_cast<std::int64_t>(std::stoull(line.substr(at + kExpiring.size()), nullptr, 16)));
-      } catch (const std::logic_error&) {
+    if (in) {
+      in.seekg(static_cast<std::streamoff>(f.offset));
+      std::string line;
+      // Whole lines only: a line still being written is read again next time.
+      while (std::getline(in, line) && !in.eof()) {
+        f.offset += line.size() + 1;
+        ++f.lines;
+        if (line.find(kLooking) != std::string::npos) f.last_looking = f.lines;
+        const auto at = line.find(kExpiring);
+        if (at == std::string::npos) continue;
+        try {
+          f.expiries.emplace_back(static_cast<std::int64_t>(std::stoull(line.substr(at + kExpiring.size()), nullptr, 16)), f.lines);
+        } catch (const std::logic_error&) {
+        }
       }
     }
+    for (const auto& [s, at] : f.expiries) {
+      if (s != session) continue;
+      if (f.last_looking < at) return Verdict::kExpired;
+      doubtful = true;
+    }
   }
-  return expired_.count(session) > 0;
+  return doubtful ? Verdict::kUnknown : Verdict::kNo;
 }
 
 std::unique_ptr<IssuerWatch> make_watch(const std::string& hosts, const std::string& lock,

@@ -18,14 +18,28 @@
 //                              anyone: a release by name), or its session was closed by its client
 //                              (zookeeper_close / kazoo's stop(): a deliberate end);
 //                  "lost"      the server was restarted on empty data (restarted_fresh());
-//                  ""          (no word) a server whose log the harness does not read
+//                  ""          (no word) an ensemble member that logged the expiry lost its
+//                              leadership after it (ExpiryLog below: it may never have committed),
+//                              or a server whose log the harness does not read
 //                              (endpoints): an expiry cannot be told from a release there.
 // How: one-shot child watches (getChildren with watch, re-armed by each listing: Programmer's Guide,
 // "ZooKeeper Watches") and a diff of each listing against the children known, each new child read
 // once (exists) for its Stat. Deletions are never missed (a known child absent from a listing);
 // a child created and deleted between two listings (within one round trip of the watch event,
-// e.g. a try-lock that gives up at once) is not seen at all; a holder's znode outlives its
-// holder's own verification read and its work, so holders are seen.
+// e.g. a try-lock that gives up at once, or any lock taken and released while the watch's
+// connection moves to another member of an ensemble) is not seen at all; a holder's znode
+// outlives its holder's own verification read and its work, so holders are seen. Such changes are
+// counted, never silently dropped: the lock znode's cversion counts every create and delete of a
+// child, and a listing whose cversion moved by more than the grants and deletes delivered emits a
+// log event (source "lock", kind log) saying how many changes the history lacks.
+// In an ensemble (a connection string of several servers) the C client moves the session to
+// another server by itself when its server is killed or drops it. A server that keeps the
+// connection but lets nothing through (SIGSTOP: the client would wait two thirds of the session)
+// or answers from a stale copy (a follower cut off from its leader serves reads for syncLimit
+// ticks) is found by a probe: while idle, every 250 ms, a sync (through the leader) must complete
+// within 1 s, and every listing follows a sync. When one does not, the watch opens a new session
+// on the other servers (the old one stays open, unwatched, until stop()) and its first listing
+// reads every child again and diffs against the children known.
 // The watch's own session (30 s) survives a restart on the same data (the server restores its
 // sessions). After a restart on empty data (restarted_fresh()) a new session lists again and
 // compares every child's czxid: a same-named child of the new server is a new grant. (The old
@@ -53,19 +67,34 @@
 
 namespace fencecheck::locks::zk {
 
-/// The embedded server's log files, read for "Expiring session 0x..." lines. Thread-safe.
+/// The embedded servers' log files, read for "Expiring session 0x..." lines. Thread-safe.
+///
+/// In an ensemble only the leader expires sessions, and a leader that was stopped (SIGSTOP) or cut
+/// off wakes up still believing it leads: its session tracker logs "Expiring session" for every
+/// session whose pings it missed, proposes the closes, and then finds it has no quorum ("LOOKING"
+/// in its log): those closes never commit. So an expiry line followed in the same log by that
+/// member's "LOOKING" proves nothing: Verdict::kUnknown (the history then gives the delete no
+/// word) unless another member's log has an expiry line for the session with no LOOKING after it.
 class ExpiryLog {
  public:
-  /// A log file to read from now on (each start of the server writes a new one).
+  enum class Verdict { kNo, kExpired, kUnknown };
+  /// A log file to read from now on (each start of a server writes a new one).
   void add(const std::filesystem::path& file);
-  /// True when some log file, read up to now, says the server expired `session`.
-  bool expired(std::int64_t session);
+  /// Whether the logs read up to now say the service expired `session`.
+  Verdict verdict(std::int64_t session);
+  /// verdict() == kExpired.
+  bool expired(std::int64_t session) { return verdict(session) == Verdict::kExpired; }
 
  private:
+  struct File {
+    std::uintmax_t offset = 0;
+    std::uint64_t lines = 0;         // whole lines read
+    std::uint64_t last_looking = 0;  // the line number of its last "LOOKING" line; 0: none
+    std::vector<std::pair<std::int64_t, std::uint64_t>> expiries;  // (session, line number)
+  };
   std::mutex mu_;
   std::vector<std::filesystem::path> files_;
-  std::unordered_map<std::string, std::uintmax_t> offsets_;
-  std::set<std::int64_t> expired_;
+  std::unordered_map<std::string, File> read_;
 };
 
 /// Starts watching `lock` (a lock name) on `hosts` ("h:p,h:p"). `expiries` may be null (the
