@@ -38,6 +38,7 @@ struct Redlock {
     ctx.log_path = [this](const std::string& name) { return dir.path() / "logs" / (name + ".log"); };
     ctx.run_id = "test";
     ctx.lock = "fc-redlock";
+    ctx.members = kind->default_members();  // as the orchestrator passes lock_service.members (5)
     instance = kind->open({}, kind->parse(FakeFields(std::move(fields))), ctx);
   }
   std::vector<int> ports() const {
@@ -68,6 +69,8 @@ TEST(RedlockKind, FiveMastersAndAnEtcdCounter) {
   ASSERT_EQ(ep["endpoints"].size(), 5u);
   ASSERT_TRUE(ep.contains("counter"));
   EXPECT_EQ(ep["counter"].get<std::string>().rfind("http://127.0.0.1:", 0), 0u);
+  // One etcd: lock_service.members counts the masters, never the counter's members.
+  EXPECT_EQ(ep["counter"].get<std::string>().find(','), std::string::npos) << ep["counter"];
   EXPECT_TRUE(r.instance->healthy());
   const auto env = r.instance->worker_env();
   EXPECT_EQ(env.at("REDIS_URLS"), r.instance->endpoints_text());

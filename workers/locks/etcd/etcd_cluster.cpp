@@ -200,7 +200,7 @@ void EtcdCluster::start(const fs::path& data_root, const std::function<fs::path(
       bool taken = false;
       for (auto& m : members_) taken = taken || process::port_was_taken(process::read_text(m->log, m->log_offset));
       stop();
-      if (!taken || !options_.places.empty() && !options_.places.front().netns.empty()) throw;
+      if (!taken || (!options_.places.empty() && !options_.places.front().netns.empty())) throw;
       spdlog::warn("embedded etcd cluster: a port was taken; retrying with new ports (attempt {})", attempt);
     }
   }

@@ -69,7 +69,12 @@ class RedlockInstance final : public LockServiceInstance {
     if (config_.value("counter", "etcd") == "etcd") {
       const LockServiceKind* etcd = find_lock_service_kind("etcd");
       if (etcd == nullptr) throw std::logic_error("redlock: the etcd lock-service kind is not registered");
-      counter_ = etcd->open({}, nlohmann::json::object(), ctx_);
+      // One etcd process, whatever the masters' count: lock_service.members counts the masters
+      // (the context's members and member places are theirs, not the counter's).
+      LockServiceRunContext counter_ctx = ctx_;
+      counter_ctx.members = 1;
+      counter_ctx.member_places.clear();
+      counter_ = etcd->open({}, nlohmann::json::object(), counter_ctx);
       counter_url_ = counter_->endpoints_text();
     }
   }
