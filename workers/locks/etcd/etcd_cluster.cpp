@@ -22,7 +22,7 @@ using namespace std::chrono_literals;
 constexpr int kNamespaceClientPort = 2379;  // etcd's IANA ports: free in a namespace of the member's own
 constexpr int kNamespacePeerPort = 2380;
 
-std::string url(const std::string& host, int port) { return "http://" + host + ":" + std::to_string(port); }
+std::string http_url(const std::string& host, int port) { return "http://" + host + ":" + std::to_string(port); }
 
 }  // namespace
 
@@ -142,8 +142,8 @@ void EtcdCluster::start(const fs::path& data_root, const std::function<fs::path(
         do m->peer_port = process::free_tcp_port(m->place.host);
         while (m->peer_port == m->client_port);
       }
-      m->client_url = url(m->place.host, m->client_port);
-      m->peer_url = url(m->place.host, m->peer_port);
+      m->client_url = http_url(m->place.host, m->client_port);
+      m->peer_url = http_url(m->place.host, m->peer_port);
       m->data_dir = data_root / ("etcd-data-" + std::to_string(i));
       m->log = log_path(i);
       std::error_code ec;
