@@ -42,6 +42,7 @@
 #include "fencecheck/harness/preflight.h"
 #include "fencecheck/harness/probe.h"
 #include "fencecheck/harness/progress.h"
+#include "fencecheck/harness/run_dir.h"
 #include "fencecheck/harness/report.h"
 #include "fencecheck/harness/scenario.h"
 
@@ -170,6 +171,12 @@ int cmd_cleanup(const std::string& run_dir, const std::string& run_root, bool fo
       std::cout << l.parent_path().filename().string() << ": " << err.what() << "\n";
       ++not_healed;
       continue;
+    }
+    // A run killed with -9 left its machine-wide id claimed (run_dir.h); once nothing of it is
+    // outstanding and no harness holds its directory, the id is free again.
+    if (left.empty() && !fencecheck::harness::RunDirectory::in_use(l.parent_path())) {
+      std::error_code ignored;
+      fs::remove(fencecheck::harness::run_ids_directory() / l.parent_path().filename(), ignored);
     }
     for (const auto& e : left) {
       bool alive = false;

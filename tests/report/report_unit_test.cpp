@@ -1686,6 +1686,32 @@ TEST(Retention, NeverRemovesALiveRunOrOneWithUnhealedFaults) {
   EXPECT_TRUE(fs::exists(unhealed));
 }
 
+// Two run roots, one scenario, one second: the CI's residue check once found six network
+// namespaces of two runs that had the same id, each started from its own run root (ctest's
+// fault_<scenario>_on_zookeeper and _on_redis) and each deleting or missing the other's. The id is
+// claimed machine-wide first, so the second run takes "-2" even though its run root is empty.
+TEST(RunDirectory, TwoRunRootsInOneSecondNeverShareARunId) {
+  const fs::path a = fresh_dir("ids-a");
+  const fs::path b = fresh_dir("ids-b");
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    std::optional<RunDirectory> first = RunDirectory::create(a, "same-scenario");
+    std::optional<RunDirectory> second = RunDirectory::create(b, "same-scenario");
+    ASSERT_NE(first->run_id(), second->run_id());
+    const fs::path marker = run_ids_directory() / first->run_id();
+    EXPECT_TRUE(fs::exists(marker)) << marker;
+    EXPECT_TRUE(fs::exists(run_ids_directory() / second->run_id()));
+    if (first->run_id().substr(0, 16) != second->run_id().substr(0, 16)) continue;  // a second passed between
+    EXPECT_EQ(second->run_id(), first->run_id() + "-2");
+    EXPECT_EQ(second->path(), b / (first->run_id() + "-2"));
+    EXPECT_FALSE(fs::exists(b / first->run_id()));
+    first.reset();  // the run ended: its id is free again, and nothing is left of it
+    EXPECT_FALSE(fs::exists(marker));
+    second.reset();
+    return;
+  }
+  FAIL() << "five pairs of runs each straddled a second";
+}
+
 // ---- nights: --keep-nights, --keep-days, the night's summary ------------------------------------
 
 namespace {

@@ -24,16 +24,26 @@
 
 namespace fencecheck::harness {
 
+/// Where run ids are claimed machine-wide: /run/fencecheck/run-ids when /run is writable (root),
+/// else <temp dir>/fencecheck-run-ids-<uid>. One empty file per live run, named by its id. Never throws
+/// (std::filesystem::temp_directory_path's error aside).
+[[nodiscard]] std::filesystem::path run_ids_directory();
+
 class RunDirectory {
  public:
   /// Creates a fresh, unique run directory (never reusing an existing one: a suffix -2, -3, ...
   /// is added) and points <run_root>/latest at it. Throws std::runtime_error naming the path.
+  /// The run id is also unique on the machine, across run roots: it is claimed first as a file
+  /// of run_ids_directory() (O_EXCL), removed when the last copy of the returned object goes.
+  /// Two runs of one scenario started in the same second from two run roots (ctest, two nightly
+  /// jobs) used to get the same id, and so the same namespaces and cgroups.
   /// The directory stays locked (flock(2), exclusive) while any copy of the returned object
   /// lives, so that another harness's `--keep` never removes a run that is still going.
   static RunDirectory create(const std::filesystem::path& run_root, const std::string& scenario);
 
   [[nodiscard]] const std::filesystem::path& path() const { return path_; }
-  /// The directory's name, unique per run root: used to name the run's locks, namespaces, cgroups.
+  /// The directory's name, unique on this machine (see create()): names the run's locks,
+  /// namespaces, cgroups and the workers' directories.
   [[nodiscard]] const std::string& run_id() const { return run_id_; }
   /// logs/<name>.log (the logs/ directory exists).
   [[nodiscard]] std::filesystem::path log_path(const std::string& name) const;
@@ -58,6 +68,7 @@ class RunDirectory {
   std::filesystem::path path_;
   std::string run_id_;
   std::shared_ptr<int> lock_fd_;  ///< the directory, flock'ed exclusively; closed with the last copy
+  std::shared_ptr<const std::filesystem::path> id_marker_;  ///< the id's claim; removed with the last copy
 };
 
 }  // namespace fencecheck::harness
