@@ -4,12 +4,20 @@
 // etcd member, no stopped process, no namespace of the run. Root (network namespaces for the
 // partition, and the same rule for all); serial (three etcd members and two workers per run on
 // the 2 cores).
+// Redlock's masters under network: namespaces (scenarios/redlock/c-masters-partitioned-*): each
+// master runs in a namespace of its own at an address of its own (the history's member lines, and
+// the kernel's word: the process's /proc/<pid>/ns/net), and the partition of a minority is
+// injected and healed in the history and the ledger (a harness killed with -9 during such a
+// partition: fault_kinds_test's KillNineDuringFault.partition_redlock_minority).
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -115,5 +123,121 @@ INSTANTIATE_TEST_SUITE_P(Each, ClusterScenario,
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
+
+// ---- Redlock's masters, each in a namespace of its own (issue 35) -------------------------------
+
+const fs::path kRedlock = fs::path(FENCECHECK_SOURCE_DIR) / "scenarios" / "redlock";
+
+/// One member as the history's start lines name it ("lock-service member 2: redis://10.213.0.7:6379,
+/// address 10.213.0.7, network namespace fc-<run>-lock-service-2, pid 1234").
+struct MemberLine {
+  int index = 0;
+  std::string endpoint, address, netns;
+  pid_t pid = 0;
+};
+
+std::vector<MemberLine> member_lines(const std::vector<json>& history) {
+  static const std::regex re(
+      "^lock-service member ([0-9]+): ([^ ]+), address ([0-9.]+), network namespace ([^ ,]+), pid ([0-9]+)$");
+  std::vector<MemberLine> out;
+  for (const auto& e : history) {
+    std::smatch m;
+    const std::string detail = e.value("detail", "");
+    if (e.value("kind", "") == "log" && e.value("target", "") == "lock-service" && std::regex_match(detail, m, re))
+      out.push_back({std::stoi(m[1]), m[2], m[3], m[4], static_cast<pid_t>(std::stoi(m[5]))});
+  }
+  return out;
+}
+
+/// Whether process `pid` runs in network namespace `netns` (ip-netns(8): /run/netns/<name> is a
+/// bind mount of the namespace, whose inode /proc/<pid>/ns/net names: "net:[<inode>]").
+bool in_namespace(pid_t pid, const std::string& netns) {
+  struct stat st {};
+  if (::stat(("/run/netns/" + netns).c_str(), &st) != 0) return false;
+  std::error_code ec;
+  const fs::path link = fs::read_symlink(fs::path("/proc") / std::to_string(pid) / "ns" / "net", ec);
+  return !ec && link.string() == "net:[" + std::to_string(st.st_ino) + "]";
+}
+
+/// The ledger's lines with op `op` ("inject", "heal").
+std::vector<json> ledger_lines(const fs::path& dir, const std::string& op) {
+  std::vector<json> out;
+  std::ifstream in(dir / "faults.ledger");
+  for (std::string line; std::getline(in, line);) {
+    auto e = json::parse(line, nullptr, false);
+    if (!e.is_discarded() && e.value("op", "") == op) out.push_back(e);
+  }
+  return out;
+}
+
+class RedlockMasters : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
+    for (const char* tool : {"etcd", "redis-server", "node"})
+      if (output_of({"which", tool}).empty()) GTEST_SKIP() << "needs " << tool;
+    if (!fs::exists(fs::path(FENCECHECK_SOURCE_DIR) / "workers/examples/redlock-node/node_modules/redlock"))
+      GTEST_SKIP() << "the Node.js redlock example is not installed (scripts/install-deps.sh node)";
+  }
+};
+
+TEST_F(RedlockMasters, EachInANamespaceOfItsOwnAndAMinorityPartitionedThenHealed) {
+  const fs::path work = fctest::fresh_dir("redlock-masters-partitioned");
+  const fs::path runs = work / "runs";
+  bp::child harness = fctest::start_run(kRedlock / "c-masters-partitioned-correct.yaml", runs, work);
+  fs::path dir;
+  const bool injected = fctest::wait_for_run_event(runs, "fault.inject", &dir);
+  EXPECT_TRUE(injected) << fctest::slurp(work / "err.txt");
+  const std::string run_id = dir.filename().string();
+  // While the partition is in effect: five masters, each in its own namespace at its own address,
+  // as the history says and as the kernel says of each process. (Checked without stopping the
+  // test: the harness must end on its own, or it would leave its lab behind.)
+  const auto members = injected ? member_lines(fctest::read_history(dir / "history.jsonl")) : std::vector<MemberLine>{};
+  EXPECT_EQ(members.size(), 5u);
+  std::set<std::string> addresses, namespaces;
+  for (const auto& m : members) {
+    EXPECT_EQ(m.netns, "fc-" + run_id + "-lock-service-" + std::to_string(m.index));
+    EXPECT_EQ(m.endpoint, "redis://" + m.address + ":6379");
+    EXPECT_TRUE(in_namespace(m.pid, m.netns)) << "member " << m.index << " (pid " << m.pid << ") is not in " << m.netns;
+    addresses.insert(m.address);
+    namespaces.insert(m.netns);
+  }
+  EXPECT_EQ(addresses.size(), members.size());
+  EXPECT_EQ(namespaces.size(), members.size());
+
+  harness.wait();
+  EXPECT_EQ(harness.exit_code(), 0) << fctest::slurp(work / "out.txt") << fctest::slurp(work / "err.txt");
+  ASSERT_TRUE(injected);
+  const auto history = fctest::read_history(dir / "history.jsonl");
+  std::vector<json> partition;
+  for (const auto& e : history)
+    if (e.value("fault", "") == "partition" && (e["kind"] == "fault.inject" || e["kind"] == "fault.heal"))
+      partition.push_back(e);
+  ASSERT_EQ(partition.size(), 2u);
+  EXPECT_EQ(partition[0]["kind"], "fault.inject");
+  EXPECT_EQ(partition[1]["kind"], "fault.heal");
+  EXPECT_EQ(partition[0]["target"], "lock-service");
+  const std::string detail = partition[0].value("detail", "");
+  EXPECT_NE(detail.find("lock-service members 1, 2 full"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("minority"), std::string::npos) << detail;
+  // The ledger: one partition record with a part per master hit (the filters on that master's
+  // bridge port, in the hub), healed.
+  std::vector<json> recorded;
+  for (const auto& e : ledger_lines(dir, "inject"))
+    if (e.value("kind", "") == "partition") recorded.push_back(e);
+  ASSERT_EQ(recorded.size(), 1u);
+  EXPECT_EQ(recorded[0]["target"], "lock-service members 1, 2 full");
+  ASSERT_EQ(recorded[0]["parts"].size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const json& part = recorded[0]["parts"][static_cast<std::size_t>(i)];
+    EXPECT_EQ(part["target"], "lock-service-" + std::to_string(i + 1));
+    EXPECT_EQ(part["netns"], "fc-" + run_id + "-hub");
+    EXPECT_EQ(part["spec"], "full");
+  }
+  const auto heals = ledger_lines(dir, "heal");
+  EXPECT_TRUE(std::any_of(heals.begin(), heals.end(), [&](const json& h) { return h["id"] == recorded[0]["id"]; }));
+  EXPECT_FALSE(a_process_names(dir.string()));
+  EXPECT_FALSE(a_namespace_of(run_id));
+}
 
 }  // namespace

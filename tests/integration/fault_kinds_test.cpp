@@ -492,6 +492,14 @@ INSTANTIATE_TEST_SUITE_P(Each, KillNineDuringFault,
                                                     "kind: clock-jump\n    target: {lock_service: {member: 1}}\n    jump: +15s",
                                                     false, false, "redlock", false,
                                                     "[node, " + std::string(FENCECHECK_SOURCE_DIR) +
+                                                        "/workers/examples/redlock-node/worker.js, --correct]"},
+                                           // Two redlock masters, each in a namespace of its own, cut off
+                                           // (issue 35): cleanup deletes the lab, the filters with it, and
+                                           // ends the Node.js worker's group.
+                                           KillCase{"partition_redlock_minority",
+                                                    "kind: partition\n    target: {lock_service: minority}\n    from: full",
+                                                    true, false, "redlock", false,
+                                                    "[node, " + std::string(FENCECHECK_SOURCE_DIR) +
                                                         "/workers/examples/redlock-node/worker.js, --correct]"}),
                          [](const auto& param_info) { return param_info.param.name; });
 

@@ -1147,6 +1147,18 @@ ScenarioResult Run::execute() {
     e.t_ns = start_ns_;
     record(std::move(e));
   }
+  // Where each member of an embedded cluster runs (issue 35), as the run's record: a member
+  // fault's history names members by number, and this says which process and place each is.
+  for (const auto& m : services.lock_service().members()) {
+    Event e;
+    e.source = "harness";
+    e.kind = EventKind::kLog;
+    e.target = "lock-service";
+    e.detail = "lock-service member " + std::to_string(m.index) + ": " + m.endpoint + ", address " + m.address +
+               (m.netns.empty() ? std::string(", on the harness's own network") : ", network namespace " + m.netns) +
+               (m.pid > 0 ? ", pid " + std::to_string(m.pid) : std::string(", not running"));
+    record(std::move(e));
+  }
   for (auto& [id, w] : workers_) {
     if (w.spec->start_delay) w.start_at = after(start_, *w.spec->start_delay);
     else if (!w.spec->start_after) launch_worker(w);

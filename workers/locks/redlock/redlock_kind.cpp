@@ -37,7 +37,9 @@ using redis_detail::Endpoint;
 
 /// Redlock's own example deployment: five masters (redis.io, "The Redlock algorithm").
 constexpr int kDefaultMasters = 5;
-/// In a network lab the masters share the lab's lock-service address: ports 6379, 6380, ...
+/// In a network lab each master listens on Redis's own port at the address of its own namespace
+/// (member_places, which the orchestrator gives for every embedded cluster); a caller that gives
+/// no places gets the masters on the lab's lock-service address, ports 6379, 6380, ...
 constexpr int kLabFirstPort = 6379;
 const std::vector<std::string_view> kCounters{"etcd", "none"};
 
