@@ -355,6 +355,10 @@ class ZooKeeperKind final : public LockServiceKind {
     return "zookeeper runs 1 server or an ensemble of 3 or 5, got " + std::to_string(count);
   }
 
+  /// Every ensemble member runs with the clock shim (ZooKeeperEnsemble::Options::clock_shim): the
+  /// JVM reads the wall clock (System.currentTimeMillis) through libc's clock_gettime, which the
+  /// shim replaces. Measured: docs/lock-service-zookeeper.md, "Clock faults".
+  std::string member_clock_problem() const override { return ""; }
   nlohmann::json parse(const KindFields& f) const override {
     nlohmann::json out = nlohmann::json::object();
     Millis tick = kDefaultTick;
