@@ -4,7 +4,12 @@
 // member's `<data_dir>/clock-offset` (fencecheck/faults/clock_offset.h) to every wall-clock read:
 // Redis's key expiry follows mstime() (gettimeofday), so a jump forward past a key's TTL expires
 // it on that member only, as a real clock step would (Kleppmann 2016, "How to do distributed
-// locking": the clock-jump story).
+// locking": the clock-jump story). The embedded ZooKeeper ensemble's members run with the shim too
+// (docs/lock-service-zookeeper.md, "Clock faults"): the JVM's System.currentTimeMillis moves (the
+// member's log, and on the leader the ctime/mtime of the znodes it creates), its session expiry
+// does not (System.nanoTime, CLOCK_MONOTONIC). etcd's members cannot take it (Go reads the clock
+// through the vDSO, past the shim: docs/lock-service-etcd.md, "Clock faults"): the loader refuses
+// it there (lock_service_needs, LockServiceKind::member_clock_problem).
 //
 //   - {kind: clock-jump, target: {lock_service: {member: 3}}, trigger: ..., duration: 20s,
 //      jump: +15s}                 a step forward (or back: "-30s")
@@ -14,8 +19,7 @@
 // record names the offset file: `fencecheck cleanup` sets it to 0 after a kill -9 of the harness
 // (the members themselves end with their harness, PR_SET_PDEATHSIG, so nothing reads it then).
 // Member targets only (the seam's target: {lock_service: member: N | minority | majority}); a
-// member without the shim (the user's servers, or a build without libfencecheck-clockshim.so) is
-// FaultUnavailable.
+// member without the shim (a build without libfencecheck-clockshim.so) is FaultUnavailable.
 #include <filesystem>
 
 #include "fencecheck/faults/clock_offset.h"
@@ -99,6 +103,7 @@ class ClockJump final : public FaultKind {
     return "clock-jump moves the wall clock of lock-service members: aim it with target: {lock_service: {member: N}} "
            "(or minority, majority); a worker's clock is its design's clock_offset";
   }
+  LockServiceNeeds lock_service_needs(const nlohmann::json&) const override { return {.member_clock = true}; }
   std::unique_ptr<Fault> make(const nlohmann::json& params, const FaultContext& ctx) const override {
     const auto jump = parse_signed_duration(params.value("jump", "+0s")).value_or(std::chrono::nanoseconds{0});
     const std::int64_t ppm = params.value("drift_ppm", std::int64_t{0});
@@ -107,7 +112,8 @@ class ClockJump final : public FaultKind {
         throw FaultUnavailable("clock-jump on " + who + ": the member runs without the clock shim (" +
                                (m.data_dir.empty() ? std::string("not embedded by fencecheck")
                                                    : "no " + clock_file(m.data_dir).string()) +
-                               "): only embedded redlock masters started with libfencecheck-clockshim.so take it");
+                               "): only members started with libfencecheck-clockshim.so take it (redlock's "
+                               "masters, ZooKeeper's ensemble members)");
       return std::make_unique<ClockJumpFault>(clock_file(m.data_dir), who, jump, ppm);
     });
   }

@@ -108,6 +108,10 @@ class LockServiceRestart final : public FaultKind {
              "for the whole lock service (target: lock-service)";
     return "";
   }
+  /// fresh_data on the whole service: the lock-service kind says whether it can (a cluster cannot).
+  LockServiceNeeds lock_service_needs(const nlohmann::json& params) const override {
+    return {.fresh_data = params.value("fresh_data", false)};
+  }
   std::unique_ptr<Fault> make(const nlohmann::json& params, const FaultContext& ctx) const override {
     if (!ctx.members.empty()) {
       LockServiceControl& control = ctx.need_lock_service(name());

@@ -110,6 +110,37 @@ const int kTargetColumn = 5 + static_cast<int>(kSigstopAt.size());
 // Column of the lock_service value inside "{lock_service: ": one more mapping.
 const int kRoleColumn = kTargetColumn + static_cast<int>(std::string("{lock_service: ").size());
 
+/// `yaml` with its worker a command (redlock's workers are: fencecheck-worker has no Redlock
+/// client).
+std::string commanded(std::string yaml) {
+  return yaml.replace(yaml.find("workers: [{id: w1}]"), 19, "workers: [{id: w1, command: [./w]}]");
+}
+
+/// The 1-based column of `what` in line 7 ("  - " + fault).
+int column_in(const std::string& fault, const std::string& what) { return 5 + static_cast<int>(fault.find(what)); }
+
+// clock-jump on members whose clock the shim cannot move, and restarts of a whole cluster on
+// fresh data (issue 35): refused at load, at the target or the fresh_data field.
+const std::string kClockJumpOnMember2 =
+    "{kind: clock-jump, trigger: {at: 1s}, duration: 3s, jump: +15s, target: {lock_service: {member: 2}}}";
+const std::string kClockJumpOnAMajority =
+    "{kind: clock-jump, trigger: {at: 1s}, duration: 3s, drift_ppm: 200000, target: {lock_service: majority}}";
+const std::string kEtcdClockRefusal =
+    "faults[0].target: clock-jump cannot act on members of lock service kind etcd: etcd's members are Go programs, "
+    "and Go's runtime reads the wall clock through the vDSO with its own code, not through libc, so fencecheck's "
+    "clock shim (an LD_PRELOAD library) cannot move it (docs/lock-service-etcd.md, \"Clock faults\"); it acts on "
+    "the members of zookeeper and redlock only, which fencecheck starts with the shim";
+const std::string kFreshWholeRestart =
+    "{kind: lock-service-restart, trigger: {at: 1s}, duration: 3s, fresh_data: true, target: lock-service}";
+std::string fresh_refusal(const std::string& kind, int members) {
+  return "faults[0].fresh_data: lock-service-restart with fresh_data: true on target lock-service would restart the "
+         "whole " + kind + " cluster on empty data: a restart of all " + std::to_string(members) + " " + kind +
+         " members on empty data directories wipes every copy of the history at once (a majority's included), so "
+         "nothing can bring it back: that is a new cluster, not a restart. Allowed: fresh_data: false (the cluster "
+         "restarts on its own data), one member's restart (target: {lock_service: {member: N}}: kill -9, then a start "
+         "on its own data), or fresh data on a single process (members: 1)";
+}
+
 const Bad kBad[] = {
     {"EtcdOfFourMembers", "{kind: etcd, members: 4}", kSigstopAt + "w1}", 3, 37,
      "lock_service.members: etcd runs 1 member or a cluster of 3 or 5, got 4"},
@@ -149,6 +180,19 @@ const Bad kBad[] = {
      7, 93,
      "faults[0].target: lock-service-restart of a member restarts it on its own data (kill -9, then start): fresh_data "
      "is for the whole lock service (target: lock-service)"},
+    {"RestartOfAMajorityOnFreshData", "{kind: zookeeper, members: 5}",
+     "{kind: lock-service-restart, trigger: {at: 1s}, duration: 3s, fresh_data: true, target: {lock_service: majority}}",
+     7, 93,
+     "faults[0].target: lock-service-restart of a member restarts it on its own data (kill -9, then start): fresh_data "
+     "is for the whole lock service (target: lock-service)"},
+    {"ClockJumpOnAnEtcdMember", "{kind: etcd, members: 3}", kClockJumpOnMember2, 7,
+     column_in(kClockJumpOnMember2, "{lock_service"), kEtcdClockRefusal},
+    {"ClockDriftOnAnEtcdMajority", "{kind: etcd, members: 5}", kClockJumpOnAMajority, 7,
+     column_in(kClockJumpOnAMajority, "{lock_service"), kEtcdClockRefusal},
+    {"FreshRestartOfAWholeEtcdCluster", "{kind: etcd, members: 3}", kFreshWholeRestart, 7,
+     column_in(kFreshWholeRestart, "true"), fresh_refusal("etcd", 3)},
+    {"FreshRestartOfAWholeZooKeeperEnsemble", "{kind: zookeeper, members: 5}", kFreshWholeRestart, 7,
+     column_in(kFreshWholeRestart, "true"), fresh_refusal("zookeeper", 5)},
     // partition (network: namespaces, one line more: the item is on line 8)
     {"PartitionOfAMemberFromTheLockService", "{kind: etcd, members: 3}\nnetwork: namespaces",
      "{kind: partition, trigger: {at: 1s}, duration: 3s, from: lock-service, target: {lock_service: leader}}", 8, 84,
@@ -237,6 +281,71 @@ TEST(MemberTarget, WorkerIdsOfAMembersLabHostAreReserved) {
   EXPECT_TRUE(is_member_host(member_host(3)));
   EXPECT_FALSE(is_member_host("lock-service-x"));
   EXPECT_FALSE(is_member_host("lock-service-"));
+}
+
+TEST(MemberTarget, ClockJumpLoadsOnTheMembersThatRunTheShim) {
+  for (const std::string ls : {"{kind: zookeeper, members: 3}", "{kind: redlock}"}) {
+    const std::string fault = "{kind: clock-jump, trigger: {at: 1s}, duration: 3s, jump: -30s, target: {lock_service: "
+                              "{member: 2}}}";
+    const std::string yaml = ls.find("redlock") == std::string::npos ? with(ls, fault) : commanded(with(ls, fault));
+    const Scenario s = load_scenario(write_scenario(yaml));
+    ASSERT_EQ(s.faults().size(), 1u) << ls;
+    EXPECT_EQ(s.faults()[0].params, (nlohmann::json{{"jump", "-30s"}, {"drift_ppm", 0}})) << ls;
+    EXPECT_FALSE(lock_service_refusal(s.faults()[0], s.lock_service()).has_value()) << ls;
+  }
+}
+
+TEST(MemberTarget, FreshDataLoadsOnASingleProcessAndOnRedlock) {
+  const Scenario one = load_scenario(write_scenario(with("{kind: etcd}", kFreshWholeRestart)));
+  EXPECT_EQ(one.faults()[0].params, (nlohmann::json{{"fresh_data", true}}));
+  // Redlock's masters keep nothing: every restart of theirs is on empty data.
+  const Scenario masters = load_scenario(write_scenario(commanded(with("{kind: redlock}", kFreshWholeRestart))));
+  EXPECT_EQ(masters.lock_service().members, 5);
+  EXPECT_FALSE(lock_service_refusal(masters.faults()[0], masters.lock_service()).has_value());
+}
+
+TEST(MemberTarget, AScheduledFreshRestartOfAClusterIsRefused) {
+  const std::string text =
+      "name: t\nlease_ttl: 2s\ntimeout: 90s\nlock_service: {kind: zookeeper, members: 3}\n"  // 1-4
+      "resource: {kind: store}\njob: {key: ledger}\nworkers: [{id: w1}]\nexpect: {outcome: safe}\n"  // 5-8
+      "schedule:\n  duration: 30s\n  interval: 1s\n  faults:\n"                                 // 9-12
+      "    - {kind: lock-service-restart, duration: 2s, fresh_data: true}\n";                      // 13
+  try {
+    (void)load_scenario(write_scenario(text));
+    FAIL() << "loaded";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.line(), 13);
+    EXPECT_EQ(e.column(), 62);
+    EXPECT_EQ(e.message(), "schedule.faults[0].fresh_data: lock-service-restart with fresh_data: true on target "
+                           "lock-service would restart the whole zookeeper cluster on empty data: a restart of all 3 "
+                           "zookeeper members on empty data directories wipes every copy of the history at once (a "
+                           "majority's included), so nothing can bring it back: that is a new cluster, not a restart. "
+                           "Allowed: fresh_data: false (the cluster restarts on its own data), one member's restart "
+                           "(target: {lock_service: {member: N}}: kill -9, then a start on its own data), or fresh "
+                           "data on a single process (members: 1)");
+  }
+}
+
+// --lock-service moves a scenario to a kind that cannot take its faults: not a load error (the
+// scenario was fine for its own kind) but lock_service_refusal(), which `fencecheck run` reports
+// as a missing prerequisite (harness::missing_prerequisites: the scenario is unavailable there).
+TEST(MemberTarget, AScenarioMovedToEtcdCannotJumpItsMembersClocks) {
+  const Scenario s = load_scenario(write_scenario(commanded(with("{kind: redlock}", kClockJumpOnMember2))));
+  EXPECT_FALSE(lock_service_refusal(s.faults()[0], s.lock_service()).has_value());
+  const Scenario on_etcd = with_lock_service_kind(s, "etcd");
+  const auto no = lock_service_refusal(on_etcd.faults()[0], on_etcd.lock_service());
+  ASSERT_TRUE(no.has_value());
+  EXPECT_EQ(no->field, "target");
+  EXPECT_EQ("faults[0].target: " + no->why, kEtcdClockRefusal);
+  const Scenario on_zookeeper = with_lock_service_kind(s, "zookeeper");
+  EXPECT_FALSE(lock_service_refusal(on_zookeeper.faults()[0], on_zookeeper.lock_service()).has_value());
+
+  const Scenario f =
+      with_lock_service_kind(load_scenario(write_scenario(commanded(with("{kind: redlock}", kFreshWholeRestart)))), "etcd");
+  const auto wipe = lock_service_refusal(f.faults()[0], f.lock_service());
+  ASSERT_TRUE(wipe.has_value());
+  EXPECT_EQ(wipe->field, "fresh_data");
+  EXPECT_EQ("faults[0].fresh_data: " + wipe->why, fresh_refusal("etcd", 5));
 }
 
 // ---- resolve_members: which members a selector hits, at the moment a fault fires

@@ -40,6 +40,12 @@ std::vector<std::string> missing_prerequisites(const Scenario& sc) {
     }
   for (const auto& f : planned)
     for (auto& need : kind_of(f).missing_prerequisites(f.params, f.kind + " on " + f.target)) missing.push_back(std::move(need));
+  // As keepalive: inline below: the loader refuses these in a scenario of its own kind; one moved
+  // to another kind by --lock-service is unavailable there.
+  for (const auto& f : planned)
+    if (auto no = lock_service_refusal(f, sc.lock_service()))
+      missing.push_back(f.kind + " on " + (f.member ? "lock-service " + f.member->text() : f.target) +
+                        " cannot be had with lock service " + sc.lock_service().kind + ": " + no->why);
   // A scenario of its own kind cannot ask for this (the loader refuses it); one moved to another
   // kind by --lock-service can: the kind cannot give what the scenario's story rests on.
   const locks::LockServiceKind* lk = locks::find_lock_service_kind(sc.lock_service().kind);

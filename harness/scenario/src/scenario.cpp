@@ -1271,6 +1271,7 @@ class ScenarioParser {
                        "\" (or left out), got " + quote(string(*t)));
       }
       k.fault.params = kind.parse(Fields(*this, f));
+      if (auto no = lock_service_refusal(k.fault, s.lock_service_)) fail(f.get(no->field).value_or(item), no->why);
       spec.faults.push_back(std::move(k));
     }
     return spec;
@@ -1357,6 +1358,7 @@ class ScenarioParser {
     }
     spec.params = kind.parse(Fields(*this, f));
     if (std::string why = kind.check_target(spec.params, spec.member.has_value()); !why.empty()) fail(target, why);
+    if (auto no = lock_service_refusal(spec, s.lock_service_)) fail(f.get(no->field).value_or(target), no->why);
     return spec;
   }
 
@@ -1950,6 +1952,37 @@ void check_worker_commands(const Scenario& scenario, const AccountDefaults& defa
   if (!process::find_program(program, cwd))
     throw ScenarioError(scenario.source(), where.first, where.second,
                         "resource.start: the http service's program " + program + " " + process::program_not_found(program, cwd));
+}
+
+std::optional<LockServiceRefusal> lock_service_refusal(const FaultSpec& f, const LockServiceSpec& ls) {
+  const faults::FaultKind* fk = faults::find_fault_kind(f.kind);
+  const locks::LockServiceKind* lk = locks::find_lock_service_kind(ls.kind);
+  if (fk == nullptr || lk == nullptr || !ls.embedded()) return std::nullopt;
+  const faults::LockServiceNeeds needs = fk->lock_service_needs(f.params);
+  if (needs.member_clock && f.member) {
+    if (std::string why = lk->member_clock_problem(); !why.empty()) {
+      std::vector<std::string> takers;  // the kinds whose members take it, for the way out
+      for (auto n : locks::lock_service_kind_names())
+        if (const auto* k = locks::find_lock_service_kind(n); k != nullptr && k->member_clock_problem().empty())
+          takers.emplace_back(n);
+      std::string those;
+      for (std::size_t i = 0; i < takers.size(); ++i)
+        those += (i == 0 ? "" : i + 1 == takers.size() ? " and " : ", ") + takers[i];
+      return LockServiceRefusal{"target", f.kind + " cannot act on members of lock service kind " + ls.kind + ": " + why +
+                                              (those.empty() ? std::string()
+                                                             : "; it acts on the members of " + those +
+                                                                   " only, which fencecheck starts with the shim")};
+    }
+  }
+  if (needs.fresh_data && !f.member) {
+    if (std::string why = lk->fresh_restart_problem(ls.members); !why.empty())
+      return LockServiceRefusal{
+          "fresh_data", f.kind + " with fresh_data: true on target lock-service would restart the whole " + ls.kind +
+                            " cluster on empty data: " + why + ". Allowed: fresh_data: false (the cluster restarts on "
+                            "its own data), one member's restart (target: {lock_service: {member: N}}: kill -9, then "
+                            "a start on its own data), or fresh data on a single process (members: 1)"};
+  }
+  return std::nullopt;
 }
 
 Scenario with_lock_service_kind(const Scenario& s, std::string_view kind) {

@@ -522,6 +522,14 @@ class EtcdKind final : public LockServiceKind {
     return "etcd runs 1 member or a cluster of 3 or 5, got " + std::to_string(count);
   }
 
+  /// Measured (docs/lock-service-etcd.md, "Clock faults"): etcd with the shim preloaded and its
+  /// offset at +1 h logged and answered (HTTP Date) the machine's time.
+  std::string member_clock_problem() const override {
+    return "etcd's members are Go programs, and Go's runtime reads the wall clock through the vDSO with its own "
+           "code, not through libc, so fencecheck's clock shim (an LD_PRELOAD library) cannot move it "
+           "(docs/lock-service-etcd.md, \"Clock faults\")";
+  }
+
   std::string check_endpoint(std::string_view endpoint) const override {
     if (valid_url(endpoint)) return "";
     return "expected an endpoint URL like \"http://127.0.0.1:2379\", got \"" + std::string(endpoint) + "\"";

@@ -254,6 +254,10 @@ class RedlockKind final : public LockServiceKind {
     return "redlock has no " + std::string(to_string(role)) + ": its masters are independent (aim at member: N, "
            "minority or majority)";
   }
+  /// Every embedded master runs with the clock shim (start_masters).
+  std::string member_clock_problem() const override { return ""; }
+  /// A master keeps nothing (no persistence): every restart is on empty data, fresh_data or not.
+  std::string fresh_restart_problem(int /*members*/) const override { return ""; }
   std::vector<ClientLayout> clients() const override {
     // node-redlock's acquire([name]) and Redis's own description both use the name as the key on
     // every master.

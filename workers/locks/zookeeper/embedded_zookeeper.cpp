@@ -18,6 +18,7 @@
 #include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "fencecheck/faults/clock_offset.h"
 #include "fencecheck/process/child_process.h"
 #include "fencecheck/process/server_support.h"
 #include "fencecheck/locks/lock_service_kind.h"
@@ -377,6 +378,8 @@ void ZooKeeperEnsemble::start_once() {
     fs::remove_all(m->data_dir, ec);  // a new ensemble: an earlier attempt's data would rejoin it
     fs::create_directories(m->data_dir);
     std::ofstream(m->data_dir / "myid", std::ios::trunc) << i << "\n";
+    // At its full size before the member starts: the shim maps it at its first clock read.
+    if (!options_.clock_shim.empty()) (void)faults::ClockOffsetFile(m->data_dir / "clock-offset");
     members_.push_back(std::move(m));
   }
   for (const auto& m : members_) {
@@ -419,6 +422,9 @@ void ZooKeeperEnsemble::launch(Member& m) {
   spec.exe = java_;
   spec.args = server_args(classpath_, kQuorumMainClass, m.config);
   if (!m.place.netns.empty()) spec.prefix = {"ip", "netns", "exec", m.place.netns};
+  if (!options_.clock_shim.empty())
+    spec.env = {{"LD_PRELOAD", options_.clock_shim.string()},
+                {faults::kClockFileVariable, (m.data_dir / "clock-offset").string()}};
   const std::string name = "zookeeper-" + std::to_string(m.index) +
                            (m.logs.empty() ? std::string() : "-" + std::to_string(m.logs.size() + 1));
   if (options_.log_path) {

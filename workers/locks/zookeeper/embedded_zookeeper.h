@@ -168,6 +168,13 @@ class ZooKeeperEnsemble {
     std::chrono::milliseconds start_timeout{30000};
     std::chrono::milliseconds stop_grace{2000};  ///< SIGTERM, then SIGKILL
     int port_attempts = 3;  ///< whole-ensemble retries when a free port was taken (loopback only)
+    /// The clock shim to preload into every member (faults::clock_shim_library()), or empty: the
+    /// members run without it. With it, member i reads its wall clock offset from
+    /// <data_dir(i)>/clock-offset (fencecheck/faults/clock_offset.h), created with no offset before
+    /// the member first starts and kept across its restarts: the clock-jump fault moves that
+    /// member's System.currentTimeMillis (logs, znode ctime/mtime on the leader), not its
+    /// System.nanoTime (session expiry, ticks). docs/lock-service-zookeeper.md, "Clock faults".
+    std::filesystem::path clock_shim;
   };
 
   /// Finds java and the jars, writes every member's configuration and myid, starts the ensemble
@@ -191,6 +198,8 @@ class ZooKeeperEnsemble {
   [[nodiscard]] const Place& place(int index) const;
   [[nodiscard]] int client_port(int index) const;
   [[nodiscard]] const std::filesystem::path& data_dir(int index) const;
+  /// Whether the members run with the clock shim (Options::clock_shim was set).
+  [[nodiscard]] bool clock_shim() const { return !options_.clock_shim.empty(); }
   /// Every log file of every member, one per start, oldest first (the leader's says "Expiring
   /// session 0x..."; any member may lead).
   [[nodiscard]] std::vector<std::filesystem::path> logs() const;

@@ -12,4 +12,6 @@ list(APPEND FC_LOCK_KIND_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/embedded_zookeeper.cpp
   ${CMAKE_CURRENT_LIST_DIR}/zookeeper_watch.cpp
   ${CMAKE_CURRENT_LIST_DIR}/zookeeper_kind.cpp)
-list(APPEND FC_LOCK_KIND_LIBS ${FC_ZOOKEEPER_MT})
+# fencecheck_faults: the clock shim's offset file (fencecheck/faults/clock_offset.h), preloaded
+# into each ensemble member so that clock-jump can move its wall clock.
+list(APPEND FC_LOCK_KIND_LIBS ${FC_ZOOKEEPER_MT} fencecheck_faults)

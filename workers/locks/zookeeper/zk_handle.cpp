@@ -80,6 +80,7 @@ NodeStat to_stat(const Stat* s) {
   if (!s) return out;
   out.czxid = s->czxid;
   out.mzxid = s->mzxid;
+  out.ctime_ms = s->ctime;
   out.pzxid = s->pzxid;
   out.version = s->version;
   out.cversion = s->cversion;

@@ -46,6 +46,9 @@ struct NodeStat {
   std::int32_t cversion = 0;         ///< changes to its children
   std::int64_t ephemeral_owner = 0;  ///< the owning session of an ephemeral znode, else 0
   std::int32_t num_children = 0;
+  /// When it was created, in ms since the Unix epoch, by the wall clock of the leader that
+  /// stamped the creating transaction (PrepRequestProcessor: Time.currentWallTime()).
+  std::int64_t ctime_ms = 0;
 };
 
 struct CreateResult {

@@ -105,6 +105,18 @@ struct FaultContext {
   [[nodiscard]] LockServiceControl& need_lock_service(std::string_view kind) const;
 };
 
+/// What a fault asks of the lock service's kind beyond its target (FaultKind::lock_service_needs).
+/// The scenario loader checks each against the scenario's lock-service kind
+/// (locks::LockServiceKind::member_clock_problem, fresh_restart_problem) and refuses the fault at
+/// load when the kind cannot give it. Value type.
+struct LockServiceNeeds {
+  /// It moves the wall clock of the members it is aimed at through the clock shim (clock-jump).
+  bool member_clock = false;
+  /// It restarts the whole service on empty data directories (lock-service-restart with
+  /// fresh_data: true; the loader's error points at that field).
+  bool fresh_data = false;
+};
+
 /// One fault kind. Immutable; see the file comment for what a kind holds.
 class FaultKind {
  public:
@@ -127,6 +139,9 @@ class FaultKind {
   /// leader}`, issue 35), else a worker or "lock-service" as target() says. "" when it does, else
   /// why not in one sentence (the loader fails at the target). Default: no member targets.
   [[nodiscard]] virtual std::string check_target(const nlohmann::json& params, bool member_target) const;
+  /// What it asks of the lock service's kind with these parameters (parse()'s result): checked
+  /// at load against the scenario's kind (LockServiceNeeds). Default: nothing.
+  [[nodiscard]] virtual LockServiceNeeds lock_service_needs(const nlohmann::json& /*params*/) const { return {}; }
   /// Needs `network: namespaces` (the loader refuses it on the host network). Default: false.
   [[nodiscard]] virtual bool needs_network_namespaces() const { return false; }
   /// Stops every thread of its target, so the target's own ticker measures it as a pause (what

@@ -588,6 +588,21 @@ void check_worker_commands(const Scenario& scenario, const AccountDefaults& defa
 /// "key"), so that scenario_from_json(to_json(s)) == s for every loadable s.
 [[nodiscard]] nlohmann::json to_json(const Scenario& s);
 
+/// Why the lock service `ls` cannot take fault `f` (issue 35), or nullopt when it can: what the
+/// fault asks of the lock service's kind (faults::FaultKind::lock_service_needs) that the kind
+/// cannot give: a clock-jump aimed at members of a kind that starts them without the clock shim
+/// (locks::LockServiceKind::member_clock_problem: etcd), or a restart of a whole cluster on fresh
+/// data (fresh_restart_problem). `field` is the fault item's field the refusal belongs at
+/// ("target", "fresh_data"); `why` is the sentence, naming what is allowed instead. The loader
+/// fails there; fencecheck run says it of a scenario moved to another kind by --lock-service
+/// (harness::missing_prerequisites: the scenario is then unavailable). Nothing for the user's lock
+/// service (endpoints: no fault acts on it). Pure.
+struct LockServiceRefusal {
+  std::string field;
+  std::string why;
+};
+[[nodiscard]] std::optional<LockServiceRefusal> lock_service_refusal(const FaultSpec& f, const LockServiceSpec& ls);
+
 /// The same plan against another lock-service kind (`fencecheck run --lock-service KIND`, so that
 /// one suite runs against each lock service): lock_service.kind becomes `kind` and its config the
 /// new kind's defaults; everything else is kept. Applies only to a scenario on the embedded lock

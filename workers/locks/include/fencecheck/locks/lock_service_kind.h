@@ -340,6 +340,27 @@ class LockServiceKind {
   [[nodiscard]] virtual std::string no_role_reason(MemberRole role) const {
     return "lock service kind " + std::string(name()) + " has no " + std::string(to_string(role));
   }
+  /// Whether a fault that moves one member's wall clock (clock-jump) can act on this kind's
+  /// embedded members: "" when each member runs with fencecheck's clock shim preloaded
+  /// (faults/clockshim/clock_shim.cpp, an LD_PRELOAD library: redlock's masters, ZooKeeper's
+  /// ensemble members), else why not, in one sentence (etcd: Go reads the clock past libc). The
+  /// loader refuses a clock-jump aimed at this kind's members with it; a scenario moved to this kind
+  /// by --lock-service is unavailable there. Default: the kind starts no member with the shim. Pure.
+  [[nodiscard]] virtual std::string member_clock_problem() const {
+    return "lock service kind " + std::string(name()) + " does not start its members with fencecheck's clock shim";
+  }
+  /// Whether the whole embedded service, run as `members` members (>= 1), can restart on fresh data
+  /// (a lock-service-restart with fresh_data: true and target lock-service): "" when it can, else
+  /// why not, in one sentence. Default: one process can; a cluster cannot (every member's data
+  /// wiped at once, the history's majority with it: a new cluster, not a restart). The loader
+  /// refuses the fault with it; a scenario moved to this kind by --lock-service is unavailable
+  /// there. Pure.
+  [[nodiscard]] virtual std::string fresh_restart_problem(int members) const {
+    if (members <= 1) return "";
+    return "a restart of all " + std::to_string(members) + " " + std::string(name()) +
+           " members on empty data directories wipes every copy of the history at once (a majority's included), "
+           "so nothing can bring it back: that is a new cluster, not a restart";
+  }
   /// The client libraries whose key layout this kind knows (`lock_service.client`), first the
   /// kind's own recipe. Default: none (the field is then refused). Pure.
   [[nodiscard]] virtual std::vector<ClientLayout> clients() const { return {}; }
