@@ -141,7 +141,7 @@ std::int64_t open_and_abandon_session(const std::string& endpoint, int timeout_m
 }
 
 TEST(ZooKeeperClockJump, MovesAMembersWallClockButNotSessionExpiry) {
-  fencecheck::testing::ZooKeeperServer e(3);
+  fencecheck::testing::ZooKeeperServer e(3, /*clock_faults=*/true);
   ASSERT_NE(e.inst->describe().find("clock shim preloaded"), std::string::npos) << e.inst->describe();
   std::string why;
   const auto lead = e.inst->leader_member(why);

@@ -77,6 +77,8 @@ TEST(ZooKeeperEnsemble, MembersLeaderAndAnswers) {
     EXPECT_EQ(m.netns, "");
     EXPECT_EQ(m.data_dir.filename().string(), "zookeeper-data-" + std::to_string(i));
     EXPECT_EQ(fencecheck::process::read_text(m.data_dir / "myid"), std::to_string(i) + "\n");
+    // No clock fault in the plan (LockServiceRunContext::member_clock_faults): no clock shim.
+    EXPECT_FALSE(std::filesystem::exists(m.data_dir / "clock-offset")) << m.data_dir;
     // Each member names every server of the ensemble.
     const std::string cfg = fencecheck::process::read_text(e.dir.path() / ("zookeeper-" + std::to_string(i) + ".cfg"));
     for (int j = 1; j <= 3; ++j) EXPECT_NE(cfg.find("server." + std::to_string(j) + "=127.0.0.1:"), std::string::npos) << cfg;

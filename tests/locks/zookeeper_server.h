@@ -27,14 +27,17 @@ struct ZooKeeperServer {
   std::unique_ptr<locks::LockServiceInstance> inst;
   std::chrono::milliseconds start_time{0};  ///< open() to serving
 
-  /// Starts `members` servers (1: standalone; 3 or 5: an ensemble). Throws as the kind's open().
-  explicit ZooKeeperServer(int members = 1) {
+  /// Starts `members` servers (1: standalone; 3 or 5: an ensemble), with the clock shim
+  /// preloaded when `clock_faults` (LockServiceRunContext::member_clock_faults). Throws as the
+  /// kind's open().
+  explicit ZooKeeperServer(int members = 1, bool clock_faults = false) {
     namespace fs = std::filesystem;
     const locks::LockServiceKind& kind = zookeeper_kind();
     locks::LockServiceRunContext ctx;
     ctx.run_dir = dir.path();
     ctx.run_id = "test";
     ctx.members = members;
+    ctx.member_clock_faults = clock_faults;
     ctx.log_path = [d = dir.path()](const std::string& name) {
       fs::create_directories(d / "logs");
       return d / "logs" / (name + ".log");

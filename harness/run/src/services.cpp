@@ -133,6 +133,9 @@ Services::Services(const Scenario& sc, const RunDirectory& dir, const RunOptions
   lctx.run_id = dir.run_id();
   lctx.lock = ls.lock;  // the run's lock name (Scenario::for_run applied run_suffix)
   lctx.members = ls.members;
+  for (const auto& f : sc.faults()) lctx.member_clock_faults |= f.kind == "clock-jump";
+  if (sc.schedule())
+    for (const auto& k : sc.schedule()->faults) lctx.member_clock_faults |= k.fault.kind == "clock-jump";
 
   if (sc.network() == NetworkMode::kNamespaces) {
     faults::NetworkLabOptions lo;

@@ -130,8 +130,10 @@ class ZooKeeperInstance final : public LockServiceInstance {
       eo.tick_time = tick_of(config);
       eo.init_limit = limit_of(config, "init_limit", kDefaultInitLimit);
       eo.sync_limit = limit_of(config, "sync_limit", kDefaultSyncLimit);
-      eo.clock_shim = faults::clock_shim_library();
-      if (eo.clock_shim.empty())
+      // Only when the plan moves a member's clock: the shim costs the JVM a call of its own for
+      // every clock read (docs/lock-service-zookeeper.md, "Clock faults").
+      if (ctx.member_clock_faults) eo.clock_shim = faults::clock_shim_library();
+      if (ctx.member_clock_faults && eo.clock_shim.empty())
         spdlog::warn("zookeeper: libfencecheck-clockshim.so is not beside fencecheck: the ensemble's members run "
                      "without it, and a clock-jump fault cannot act on them");
       ensemble_ = std::make_unique<ZooKeeperEnsemble>(std::move(eo));
@@ -182,7 +184,7 @@ class ZooKeeperInstance final : public LockServiceInstance {
     if (ensemble_)
       return "zookeeper ensemble of " + std::to_string(ensemble_->size()) + " servers " + joined(endpoints_) +
              " (embedded, data zookeeper-data-1.." + std::to_string(ensemble_->size()) +
-             (ensemble_->clock_shim() ? ", clock shim preloaded)" : ", no clock shim: clock-jump unavailable)");
+             (ensemble_->clock_shim() ? ", clock shim preloaded)" : ")");
     if (!server_) return "zookeeper " + joined(endpoints_) + " (endpoints)";
     return "zookeeper " + joined(endpoints_) + " (embedded, data " + server_->data_dir().filename().string() + ")";
   }

@@ -101,6 +101,10 @@ struct LockServiceRunContext {
   /// and address in the lab (so member-level partitions are real). Empty: every member on `host`
   /// (loopback), each on ports of its own.
   std::vector<MemberPlace> member_places;
+  /// The plan moves a member's wall clock (a clock-jump under `faults:` or `schedule:`). A kind
+  /// whose members take the clock shim only when asked (zookeeper: the JVM's every clock read then
+  /// goes through the shim, about 35,000 calls to start) preloads it then; redlock always does.
+  bool member_clock_faults = false;
 };
 
 /// The issuer's own history of one lock, running on a thread of its own from construction.
