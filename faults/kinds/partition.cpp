@@ -32,6 +32,13 @@ class Partition final : public FaultKind {
     return {{"from", std::string(from)}, {"direction", std::string(direction)}};
   }
   bool needs_network_namespaces() const override { return true; }
+  /// from: members asks the lock service's kind for members that talk to each other
+  /// (locks::LockServiceKind::member_peer_problem: redlock's masters do not).
+  LockServiceNeeds lock_service_needs(const nlohmann::json& params) const override {
+    LockServiceNeeds n;
+    n.member_peers = params.value("from", "full") == "members";
+    return n;
+  }
   /// A worker: from lock-service, resource or full. Lock-service members (issue 35): from members
   /// (each member hit cut from every other member, its clients still reach it) or full (cut from
   /// everything: the other members, its clients, the harness), both ways.

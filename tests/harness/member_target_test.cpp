@@ -295,6 +295,32 @@ TEST(MemberTarget, ClockJumpLoadsOnTheMembersThatRunTheShim) {
   }
 }
 
+// Redlock's masters have no links between them: a partition from: members would cut nothing and
+// read as a fault that took effect. Refused at `from`; from: full loads.
+TEST(MemberTarget, RedlockRefusesAPartitionFromMembersAtFrom) {
+  const std::string fault = "{kind: partition, trigger: {at: 1s}, duration: 3s, from: members, target: {lock_service: "
+                            "minority}}";
+  const fs::path file = write_scenario(commanded(with("{kind: redlock}\nnetwork: namespaces", fault)));
+  try {
+    (void)load_scenario(file);
+    FAIL() << "loaded: " << fault;
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.message(),
+              "faults[0].from: partition from: members cuts nothing on lock service kind redlock: its masters are "
+              "independent Redis servers that never talk to each other (Redlock replicates nothing between them); use "
+              "from: full (the members hit cut from their clients and the harness too)");
+    EXPECT_EQ(e.line(), 8);
+    EXPECT_EQ(e.column(), column_in(fault, "members,"));
+  }
+  std::string full = fault;
+  full.replace(full.find("from: members"), 13, "from: full");
+  const Scenario s = load_scenario(write_scenario(commanded(with("{kind: redlock}\nnetwork: namespaces", full))));
+  EXPECT_FALSE(lock_service_refusal(s.faults()[0], s.lock_service()).has_value());
+  // etcd's members are Raft peers: from: members loads there.
+  const Scenario etcd = load_scenario(write_scenario(with("{kind: etcd, members: 3}\nnetwork: namespaces", fault)));
+  EXPECT_FALSE(lock_service_refusal(etcd.faults()[0], etcd.lock_service()).has_value());
+}
+
 TEST(MemberTarget, FreshDataLoadsOnASingleProcessAndOnRedlock) {
   const Scenario one = load_scenario(write_scenario(with("{kind: etcd}", kFreshWholeRestart)));
   EXPECT_EQ(one.faults()[0].params, (nlohmann::json{{"fresh_data", true}}));

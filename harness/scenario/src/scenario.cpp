@@ -1974,6 +1974,12 @@ std::optional<LockServiceRefusal> lock_service_refusal(const FaultSpec& f, const
                                                                    " only, which fencecheck starts with the shim")};
     }
   }
+  if (needs.member_peers && f.member) {
+    if (std::string why = lk->member_peer_problem(); !why.empty())
+      return LockServiceRefusal{"from", f.kind + " from: members cuts nothing on lock service kind " + ls.kind + ": " +
+                                            why + "; use from: full (the members hit cut from their clients and the "
+                                                  "harness too)"};
+  }
   if (needs.fresh_data && !f.member) {
     if (std::string why = lk->fresh_restart_problem(ls.members); !why.empty())
       return LockServiceRefusal{

@@ -256,6 +256,11 @@ class RedlockKind final : public LockServiceKind {
   }
   /// Every embedded master runs with the clock shim (start_masters).
   std::string member_clock_problem() const override { return ""; }
+  /// A partition from: members cuts the links between masters, and there are none.
+  std::string member_peer_problem() const override {
+    return "its masters are independent Redis servers that never talk to each other (Redlock replicates nothing "
+           "between them)";
+  }
   /// A master keeps nothing (no persistence): every restart is on empty data, fresh_data or not.
   std::string fresh_restart_problem(int /*members*/) const override { return ""; }
   std::vector<ClientLayout> clients() const override {

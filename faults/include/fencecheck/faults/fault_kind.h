@@ -107,7 +107,8 @@ struct FaultContext {
 
 /// What a fault asks of the lock service's kind beyond its target (FaultKind::lock_service_needs).
 /// The scenario loader checks each against the scenario's lock-service kind
-/// (locks::LockServiceKind::member_clock_problem, fresh_restart_problem) and refuses the fault at
+/// (locks::LockServiceKind::member_clock_problem, fresh_restart_problem, member_peer_problem) and
+/// refuses the fault at
 /// load when the kind cannot give it. Value type.
 struct LockServiceNeeds {
   /// It moves the wall clock of the members it is aimed at through the clock shim (clock-jump).
@@ -115,6 +116,9 @@ struct LockServiceNeeds {
   /// It restarts the whole service on empty data directories (lock-service-restart with
   /// fresh_data: true; the loader's error points at that field).
   bool fresh_data = false;
+  /// It cuts the members it is aimed at from the other members only (partition from: members);
+  /// the loader's error points at `from`.
+  bool member_peers = false;
 };
 
 /// One fault kind. Immutable; see the file comment for what a kind holds.

@@ -365,6 +365,12 @@ class LockServiceKind {
            " members on empty data directories wipes every copy of the history at once (a majority's included), "
            "so nothing can bring it back: that is a new cluster, not a restart";
   }
+  /// Whether this kind's members talk to each other, so that a partition from: members (the
+  /// members hit cut from the others, their clients still reaching them) cuts something: "" when
+  /// they do (etcd's Raft peers, ZooKeeper's quorum), else why not, in one sentence (redlock: its
+  /// masters are independent). The loader refuses such a partition with it, at `from`. Default:
+  /// they do. Pure.
+  [[nodiscard]] virtual std::string member_peer_problem() const { return ""; }
   /// The client libraries whose key layout this kind knows (`lock_service.client`), first the
   /// kind's own recipe. Default: none (the field is then refused). Pure.
   [[nodiscard]] virtual std::vector<ClientLayout> clients() const { return {}; }
