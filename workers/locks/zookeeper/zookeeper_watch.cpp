@@ -286,7 +286,7 @@ class ZooKeeperWatch final : public IssuerWatch {
       // off, or reaches no quorum) is left for another at once.
       bool moved = false;
       if (!ok && ensemble() && handle_) {
-        move_away("its sync or listing did not complete");
+        move_away(handle_->connected() ? "its sync or listing did not complete" : "its connection was lost");
         moved = true;
       }
       std::unique_lock lock(mu_);
@@ -327,8 +327,8 @@ class ZooKeeperWatch final : public IssuerWatch {
                      session_hex(handle_->session_id()));
     }
     const Millis bound = call_bound();
-    if (!handle_->connected() && !handle_->wait_connected(Clock::now() + (ensemble() ? bound : 1s), stop))
-      return false;
+    // An ensemble's session knows one server: without a connection it is left at once (move_away).
+    if (!handle_->connected() && (ensemble() || !handle_->wait_connected(Clock::now() + 1s, stop))) return false;
     // In an ensemble every listing follows a sync: the server the session has just moved to may
     // lag behind the one before (a child already reported deleted would be listed again).
     if (final_pass || ensemble()) {
@@ -357,14 +357,17 @@ class ZooKeeperWatch final : public IssuerWatch {
     }
 
     // Deletes: known children that are gone, or replaced by a same-named child (another czxid).
+    // A known child still in the listing that vanished while it was read again (a new session's
+    // full read) stays known: its delete came after this listing (this listing's cversion does
+    // not count it), and the child watch this listing set fires for it, so the next listing
+    // reports it. Reported here, it would be counted against this listing's cversion and the next
+    // listing would count it again as a change not seen.
     std::vector<std::string> deleted;
     for (const auto& [name, k] : known_) {
       const bool present = std::find(now.begin(), now.end(), name) != now.end();
       const auto r = read.find(name);
       const bool replaced = r != read.end() && r->second.czxid != k.czxid;
-      const bool vanished =
-          std::find(vanished_while_read.begin(), vanished_while_read.end(), name) != vanished_while_read.end();
-      if (!present || replaced || vanished) deleted.push_back(name);
+      if (!present || replaced) deleted.push_back(name);
     }
     for (const auto& name : ranked(deleted)) {
       const Known k = known_[name];

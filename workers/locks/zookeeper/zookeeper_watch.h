@@ -46,8 +46,8 @@
 // closed on a thread of the watch's own. The new session's first listing follows a sync and reads
 // every child again, diffing against the children known: a child deleted meanwhile is a
 // lock.delete, a new one a lock.grant; only a child created and deleted within the move is
-// missing, and counted (cversion, above). Measured (zookeeper_ensemble_test, quiet 2-core
-// machine): see docs/lock-service-zookeeper.md, "The issuer's watch in an ensemble".
+// missing, and counted (cversion, above). How long a move takes, measured with
+// zookeeper_ensemble_test: docs/lock-service-zookeeper.md, "The issuer's watch in an ensemble".
 // On a standalone server the watch keeps one session (30 s), which survives a restart on the same
 // data (the server restores its sessions). After a restart on empty data (restarted_fresh()) a new session lists again and
 // compares every child's czxid: a same-named child of the new server is a new grant. (The old
