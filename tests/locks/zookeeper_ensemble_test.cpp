@@ -1,9 +1,9 @@
 // The zookeeper kind's embedded ensemble (lock_service: {kind: zookeeper, members: 3}; issue 35)
 // against real ZooKeeper 3.8 servers (Debian's zookeeper package) on loopback ports of their own:
 // the member seam (members(), leader_member() from `srvr`, stop_member / start_member on the
-// member's own data), and the issuer watch riding out each member's kill -9 without missing a
-// grant or a delete (compared with what the holders were granted and with the lock znode's children
-// and their czxids read at the end).
+// member's own data), and the issuer watch riding out each member's kill -9 and SIGSTOP without
+// missing a grant or a delete (compared with what the holders were granted and with the lock
+// znode's children, their czxids, its cversion and pzxid read at the end).
 #include <signal.h>
 
 #include <gtest/gtest.h>
@@ -224,13 +224,13 @@ TEST(ZooKeeperEnsemble, WatchAccountsForEveryChangeWhileEachMemberIsKilled) {
     auto t = Clock::now();
     e.inst->stop_member(i, /*kill9=*/true);
     progressed = wait_rounds(5);
-    std::cout << "[ zookeeper ] member " << i << " killed: 5 rounds in " << ms_since(t) << " ms";
+    std::cout << "[ zookeeper ] member " << i << " killed: 5 rounds in " << ms_since(t) << " ms" << std::endl;
     t = Clock::now();
     e.inst->start_member(i);
-    std::cout << "; restarted in " << ms_since(t) << " ms";
+    std::cout << "[ zookeeper ] member " << i << " restarted in " << ms_since(t) << " ms" << std::endl;
     t = Clock::now();
     progressed = progressed && wait_rounds(3);
-    std::cout << "; 3 rounds in " << ms_since(t) << " ms" << std::endl;
+    std::cout << "[ zookeeper ] member " << i << " back: 3 rounds in " << ms_since(t) << " ms" << std::endl;
   }
   done = true;
   a.join();
@@ -241,6 +241,7 @@ TEST(ZooKeeperEnsemble, WatchAccountsForEveryChangeWhileEachMemberIsKilled) {
 
   // The lock znode's children at the end, with their czxids, read from the ensemble itself.
   fencecheck::locks::zk::Handle h(e.inst->endpoints_text(), 10s, 5s, "test");
+  ASSERT_EQ(h.sync("/" + lock, 5s), ZOK) << "the server read is up to date with the leader";
   const auto list = h.children("/" + lock, false, 5s);
   ASSERT_EQ(list.rc, ZOK);
   std::set<std::int64_t> present;
