@@ -213,6 +213,17 @@ std::optional<Holding> ZooKeeperLockClient::acquire(const std::string& name, con
     const std::string pred = lock + "/" + *(at - 1);
     const std::uint64_t gen = h->generation();
     const StatResult w = h->exists(pred, true, bound);
+    if (w.rc == ZOK && w.stat.ephemeral_owner == s.id) {
+      // This session's own earlier child: a create whose reply was lost (or came after its bound)
+      // and that find_own did not see (asked before the create was applied where it asked). It
+      // is not this holding; waiting for its delete would wait for ever, and every later
+      // contender with it. It goes (version-checked), and the loop looks again.
+      const int del = h->remove(pred, w.stat.version, bound);
+      if (lost(del)) reconnect();
+      else if (del != ZOK && del != ZNONODE && del != ZBADVERSION && !gone(*h, del))
+        throw LockServiceError(h->error("delete", pred, del) + " (this session's own earlier contender)");
+      continue;
+    }
     if (w.rc == ZOK) h->wait_change(gen, deadline, stop);
     else if (lost(w.rc)) reconnect();
     else if (w.rc != ZNONODE && !gone(*h, w.rc)) throw LockServiceError(h->error("exists", pred, w.rc));

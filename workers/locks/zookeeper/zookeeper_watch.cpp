@@ -2,8 +2,10 @@
 #include "zookeeper_watch.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -20,10 +22,20 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr Millis kSessionTimeout = 30s;  // the watch's own session: longer than any outage it rides out
-constexpr Millis kConnect = 5s;
-constexpr Millis kCall = 2s;
-constexpr Millis kProbe = 250ms;       // an ensemble's idle check of the server (probe())
-constexpr Millis kProbeBound = 1000ms; // a sync slower than this: the server reaches no quorum
+constexpr Millis kConnect = 5s;          // the first connection (an ensemble: every server tried for this long)
+constexpr Millis kCall = 2s;             // a standalone server's calls
+constexpr Millis kProbe = 250ms;         // an ensemble's idle check of the server (probe())
+// An ensemble's patience with its server (patience()): a sync, a call or a connection slower
+// than this leaves the server. 8 times the slowest of the last kRoundTrips syncs, within these
+// bounds: 1 s on a quiet machine (syncs take a few ms), more on a loaded one (a move is harmless
+// but costs a session and a full listing).
+constexpr Millis kPatienceLeast = 1000ms;
+constexpr Millis kPatienceMost = 4000ms;
+constexpr int kRoundTripFactor = 8;
+constexpr std::size_t kRoundTrips = 8;
+/// What a member that is not serving (electing, or without a quorum) answers to `srvr`
+/// (ZooKeeper's FourLetterCommands: ZK_NOT_SERVING).
+constexpr std::string_view kNotServing = "not currently serving";
 constexpr std::string_view kExpiring = "Expiring session 0x";
 /// An ensemble member giving up its role (QuorumPeer logs "LOOKING" when it starts an election).
 constexpr std::string_view kLooking = "QuorumPeer - LOOKING";
@@ -56,8 +68,18 @@ class ZooKeeperWatch final : public IssuerWatch {
       if (comma > at) servers_.push_back(hosts_.substr(at, comma - at));
       at = comma + 1;
     }
-    handle_ = connect();
-    const int rc = handle_->ensure_path(path_, kCall);
+    closer_ = std::jthread([this](std::stop_token stop) { close_retired(stop); });
+    const auto deadline = Clock::now() + kConnect;
+    for (;;) {
+      try {
+        handle_ = connect(0);
+        break;
+      } catch (const std::runtime_error&) {
+        if (Clock::now() >= deadline) throw;
+        std::this_thread::sleep_for(50ms);  // a pause between rounds (every member said "not serving")
+      }
+    }
+    const int rc = handle_->ensure_path(path_, call_bound());
     if (rc != ZOK) throw std::runtime_error(handle_->error("create", path_, rc) + " (the lock znode)");
     // The children present now are the baseline: known (so that their deletes are reported with
     // their tokens), not emitted (a watch reports what happens from now on).
@@ -80,8 +102,15 @@ class ZooKeeperWatch final : public IssuerWatch {
     }
     thread_.request_stop();
     thread_.join();
-    handle_.reset();
-    retired_.clear();
+    retire(std::move(handle_));
+    closer_.request_stop();
+    closer_.join();
+  }
+
+  /// The server the watch's session is on now ("" while it has none) and its moves.
+  WatchPlace place() const {
+    std::lock_guard lock(mu_);
+    return WatchPlace{place_, moves_};
   }
 
   void restarted_fresh() override {
@@ -102,17 +131,25 @@ class ZooKeeperWatch final : public IssuerWatch {
     std::int64_t owner = 0;
   };
 
-  /// A new session on the connection string, without `avoid` (an ensemble's server that was
-  /// stopped or cut off: move_away). The C client picks a server of it and moves the session by
-  /// itself when that one refuses or drops it. Throws std::runtime_error when none connects.
-  std::shared_ptr<Handle> connect(const std::string& avoid = "") {
+  bool ensemble() const { return servers_.size() > 1; }
+
+  /// A new session. A standalone server (or one endpoint): on it, and the C client reconnects
+  /// to it by itself. An ensemble: on one server the watch picks, from servers_[first] on
+  /// (open_in_ensemble). Throws std::runtime_error when none connects.
+  std::shared_ptr<Handle> connect(std::size_t first) {
+    if (!ensemble()) {
+      auto h = open_handle(hosts_, kConnect);
+      set_place(hosts_);
+      return h;
+    }
+    return open_in_ensemble(first);
+  }
+
+  /// A session on `hosts`, connected within `bound`; its events wake the watch.
+  std::shared_ptr<Handle> open_handle(const std::string& hosts, Millis bound) {
     const std::uint64_t id = ++handles_made_;
     current_handle_ = id;
-    std::string hosts;
-    for (const auto& s : servers_)
-      if (s != avoid) hosts += (hosts.empty() ? "" : ",") + s;
-    if (hosts.empty()) hosts = hosts_;
-    return std::make_shared<Handle>(hosts, kSessionTimeout, kConnect, what_,
+    return std::make_shared<Handle>(hosts, kSessionTimeout, bound, "zookeeper " + hosts + " (issuer watch)",
                                     [this, id](int type, int state, const std::string&) {
                                       std::lock_guard lock(mu_);
                                       // Only the session watched now renews itself; a retired one
@@ -125,12 +162,106 @@ class ZooKeeperWatch final : public IssuerWatch {
                                     });
   }
 
+  /// An ensemble: a new session on ONE server, chosen here, never by the C client. Given the
+  /// whole connection string the C client picks a server at random and, when it picks a stopped
+  /// one (SIGSTOP: the kernel still accepts the connection), waits two thirds of the requested
+  /// session timeout for its answer (zookeeper.c, zookeeper_interest: recv_timeout * 2/3, 20 s
+  /// here) before it tries another. So the servers are tried in turn from servers_[first]: each
+  /// is asked `srvr` first (within patience()) and skipped when it does not answer (stopped,
+  /// killed, cut off) or says it is not serving (electing, or without a quorum); the first other
+  /// one gets patience() to connect. When no server answers `srvr` at all (four-letter words
+  /// blocked on the way), each is tried directly. Sets server_. Throws std::runtime_error
+  /// saying what each server did.
+  std::shared_ptr<Handle> open_in_ensemble(std::size_t first) {
+    const Millis bound = patience();
+    std::string said;
+    std::vector<std::size_t> silent;
+    bool any_answer = false;
+    auto attempt = [&](std::size_t i) -> std::shared_ptr<Handle> {
+      try {
+        auto h = open_handle(servers_[i], bound);
+        server_ = i;
+        set_place(servers_[i]);
+        return h;
+      } catch (const std::runtime_error& e) {
+        said += std::string(e.what()) + "; ";
+        return nullptr;
+      }
+    };
+    for (std::size_t k = 0; k < servers_.size(); ++k) {
+      const std::size_t i = (first + k) % servers_.size();
+      const std::string& s = servers_[i];
+      const std::size_t colon = s.rfind(':');
+      std::optional<std::string> reply;
+      if (colon != std::string::npos && colon + 1 < s.size()) {
+        std::string host = s.substr(0, colon);
+        if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+        try {
+          reply = four_letter_word(host, std::stoi(s.substr(colon + 1)), "srvr", bound);
+        } catch (const std::logic_error&) {
+        }
+      }
+      if (!reply || reply->empty()) {
+        silent.push_back(i);
+        said += s + ": no answer to srvr within " + std::to_string(bound.count()) + " ms; ";
+        continue;
+      }
+      any_answer = true;
+      if (reply->find(kNotServing) != std::string::npos) {
+        said += s + ": not serving; ";
+        continue;
+      }
+      if (auto h = attempt(i)) return h;
+    }
+    if (!any_answer)
+      for (const std::size_t i : silent)
+        if (auto h = attempt(i)) return h;
+    throw std::runtime_error(what_ + ": no server of the ensemble took a session (" + said + ")");
+  }
+
+  /// How long an ensemble's server may take to answer before the watch leaves it.
+  Millis patience() const {
+    Millis slowest{0};
+    for (const Millis r : round_trips_) slowest = std::max(slowest, r);
+    return std::clamp(slowest * kRoundTripFactor, kPatienceLeast, kPatienceMost);
+  }
+  void note_round_trip(Clock::duration d) {
+    round_trips_[next_round_trip_++ % kRoundTrips] = std::chrono::duration_cast<Millis>(d);
+  }
+  Millis call_bound() const { return ensemble() ? patience() : kCall; }
+
+  void set_place(const std::string& server) {
+    std::lock_guard lock(mu_);
+    place_ = server;
+  }
+
+  /// A session no longer watched: closed on the closer's thread (zookeeper_close sends a close
+  /// and joins the client's threads; the watch does not wait for it).
+  void retire(std::shared_ptr<Handle> h) {
+    if (!h) return;
+    std::lock_guard lock(closing_mu_);
+    closing_.push_back(std::move(h));
+    closing_cv_.notify_all();
+  }
+  void close_retired(const std::stop_token& stop) {
+    std::unique_lock lock(closing_mu_);
+    for (;;) {
+      // After stop, what is queued is still closed; then the thread ends.
+      if (!closing_cv_.wait(lock, stop, [&] { return !closing_.empty(); })) return;
+      std::shared_ptr<Handle> h = std::move(closing_.front());
+      closing_.pop_front();
+      lock.unlock();
+      h.reset();
+      lock.lock();
+    }
+  }
+
   void loop(const std::stop_token& stop) {
     for (;;) {
       bool final_pass = false;
       {
         std::unique_lock lock(mu_);
-        if (servers_.size() > 1) {
+        if (ensemble()) {
           // An ensemble: while idle, ask every kProbe whether the server still reaches a quorum.
           if (!cv_.wait_for(lock, stop, kProbe, [&] { return dirty_ || final_requested_; })) {
             if (stop.stop_requested()) return;
@@ -151,17 +282,20 @@ class ZooKeeperWatch final : public IssuerWatch {
       } catch (const std::exception& e) {
         spdlog::warn("{}: {}", what_, e.what());
       }
-      // An ensemble's server that holds the connection but lets no sync or listing through (it is
-      // stopped, or reaches no quorum) is left for another; without a connection the C client is
-      // moving by itself.
-      if (!ok && servers_.size() > 1 && handle_ && handle_->connected()) move_away("its sync or listing did not complete");
+      // An ensemble's server that lets no sync or listing through (it is stopped, killed, cut
+      // off, or reaches no quorum) is left for another at once.
+      bool moved = false;
+      if (!ok && ensemble() && handle_) {
+        move_away(handle_->connected() ? "its sync or listing did not complete" : "its connection was lost");
+        moved = true;
+      }
       std::unique_lock lock(mu_);
       if (ok && final_pass) {
         final_done_ = true;
         cv_.notify_all();
         return;
       }
-      if (!ok) {
+      if (!ok && !moved) {
         dirty_ = true;  // try again, after a pause (the server is down or restarting)
         cv_.wait_for(lock, stop, 100ms, [] { return false; });
         if (stop.stop_requested()) return;
@@ -181,8 +315,8 @@ class ZooKeeperWatch final : public IssuerWatch {
     }
     if (!handle_ || renew || handle_->expired()) {
       const bool had = handle_ != nullptr;
-      handle_.reset();
-      handle_ = connect();  // throws while the server is down: the loop tries again
+      retire(std::move(handle_));
+      handle_ = connect(server_ + 1);  // throws while no server takes it: the loop tries again
       {
         std::lock_guard lock(mu_);
         renew_ = false;
@@ -192,14 +326,20 @@ class ZooKeeperWatch final : public IssuerWatch {
         spdlog::info("{}: new session {} (the old one expired, or the server restarted on empty data)", what_,
                      session_hex(handle_->session_id()));
     }
-    if (!handle_->connected() && !handle_->wait_connected(Clock::now() + 1s, stop)) return false;
+    const Millis bound = call_bound();
+    // An ensemble's session knows one server: without a connection it is left at once (move_away).
+    if (!handle_->connected() && (ensemble() || !handle_->wait_connected(Clock::now() + 1s, stop))) return false;
     // In an ensemble every listing follows a sync: the server the session has just moved to may
     // lag behind the one before (a child already reported deleted would be listed again).
-    if ((final_pass || servers_.size() > 1) && handle_->sync(path_, kCall) != ZOK) return false;
-    ChildrenResult list = handle_->children(path_, true, kCall);
+    if (final_pass || ensemble()) {
+      const auto t0 = Clock::now();
+      if (handle_->sync(path_, bound) != ZOK) return false;
+      if (ensemble()) note_round_trip(Clock::now() - t0);
+    }
+    ChildrenResult list = handle_->children(path_, true, bound);
     if (list.rc == ZNONODE) {  // the lock znode itself is gone (a fresh server): make it again
-      if (handle_->ensure_path(path_, kCall) != ZOK) return false;
-      list = handle_->children(path_, true, kCall);
+      if (handle_->ensure_path(path_, bound) != ZOK) return false;
+      list = handle_->children(path_, true, bound);
     }
     if (list.rc != ZOK) return false;
     const std::vector<std::string> now = ranked(list.children);
@@ -210,21 +350,24 @@ class ZooKeeperWatch final : public IssuerWatch {
     std::vector<std::string> vanished_while_read;
     for (const auto& c : now) {
       if (!full_ && known_.count(c)) continue;
-      const StatResult st = handle_->exists(path_ + "/" + c, false, kCall);
+      const StatResult st = handle_->exists(path_ + "/" + c, false, bound);
       if (st.rc == ZOK) read[c] = Known{st.stat.czxid, st.stat.ephemeral_owner};
       else if (st.rc == ZNONODE) vanished_while_read.push_back(c);
       else return false;
     }
 
     // Deletes: known children that are gone, or replaced by a same-named child (another czxid).
+    // A known child still in the listing that vanished while it was read again (a new session's
+    // full read) stays known: its delete came after this listing (this listing's cversion does
+    // not count it), and the child watch this listing set fires for it, so the next listing
+    // reports it. Reported here, it would be counted against this listing's cversion and the next
+    // listing would count it again as a change not seen.
     std::vector<std::string> deleted;
     for (const auto& [name, k] : known_) {
       const bool present = std::find(now.begin(), now.end(), name) != now.end();
       const auto r = read.find(name);
       const bool replaced = r != read.end() && r->second.czxid != k.czxid;
-      const bool vanished =
-          std::find(vanished_while_read.begin(), vanished_while_read.end(), name) != vanished_while_read.end();
-      if (!present || replaced || vanished) deleted.push_back(name);
+      if (!present || replaced) deleted.push_back(name);
     }
     for (const auto& name : ranked(deleted)) {
       const Known k = known_[name];
@@ -292,29 +435,50 @@ class ZooKeeperWatch final : public IssuerWatch {
   }
 
   /// An ensemble's server that is stopped or cut off from its quorum keeps the session for a
-  /// while (a cut-off follower answers reads and pings for syncLimit ticks; the client waits two
-  /// thirds of the 30 s session for a stopped server) and tells it nothing: a sync, which goes
-  /// through the leader, does not complete within kProbeBound. Then the session moves to another
-  /// server (move_away), and the next listing diffs against the children known.
+  /// while (a cut-off follower answers reads and pings for syncLimit ticks; a stopped one keeps
+  /// the connection open and says nothing) and tells it nothing: a sync, which goes through the
+  /// leader, does not complete within patience(). Then the watch moves (move_away), and the next
+  /// listing diffs against the children known. A session that lost its connection (its server
+  /// was killed, or dropped its clients to elect) moves at once: its C client knows that one
+  /// server only.
   void probe() {
-    if (!handle_ || handle_->expired()) return;
-    if (!handle_->connected() || handle_->sync(path_, kProbeBound) == ZOK) return;
-    move_away("a sync did not complete within " + std::to_string(kProbeBound.count()) + " ms");
+    if (!handle_ || handle_->expired()) {
+      std::lock_guard lock(mu_);
+      dirty_ = true;  // pass() opens a new session
+      return;
+    }
+    if (!handle_->connected()) {
+      move_away("its connection was lost");
+      return;
+    }
+    const Millis bound = patience();
+    const auto t0 = Clock::now();
+    if (handle_->sync(path_, bound) == ZOK) {
+      note_round_trip(Clock::now() - t0);
+      return;
+    }
+    move_away("a sync did not complete within " + std::to_string(bound.count()) + " ms");
   }
 
-  /// Leaves the server watched now: a new session on the other servers (the old one is kept
-  /// open, unwatched, until stop(): closing it could wait on a stopped server), whose first
-  /// listing follows a sync and reads every child again (full_), diffing against the children
-  /// known. The server left may be chosen again after the next move (it may have healed).
+  /// Leaves the server watched now: a new session on the next server that serves
+  /// (open_in_ensemble, from the one after it; the one left is tried last: it may have healed),
+  /// whose first listing follows a sync and reads every child again (full_), diffing against the
+  /// children known. The old session is closed on the closer's thread.
   void move_away(const std::string& why) {
-    const std::string from = handle_ ? handle_->current_server() : std::string();
-    if (from.empty()) return;  // not connected anywhere: the C client is moving by itself
-    retired_.push_back(std::move(handle_));
+    const auto t0 = Clock::now();
+    const std::string from = servers_[server_];
+    retire(std::move(handle_));
     full_ = true;
-    ++moves_;
+    {
+      std::lock_guard lock(mu_);
+      place_.clear();
+      ++moves_;
+    }
     spdlog::warn("{}: leaves server {} ({}) for another", what_, from, why);
     try {
-      handle_ = connect(from);
+      handle_ = open_in_ensemble(server_ + 1);
+      spdlog::info("{}: on server {} ({} ms after leaving {})", what_, servers_[server_],
+                   std::chrono::duration_cast<Millis>(Clock::now() - t0).count(), from);
     } catch (const std::runtime_error& e) {
       spdlog::warn("{}", e.what());  // pass() tries again
     }
@@ -336,7 +500,7 @@ class ZooKeeperWatch final : public IssuerWatch {
   }
 
   // Declared first, destroyed last: the session's callbacks use them until zookeeper_close returns.
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable_any cv_;
   bool dirty_ = false;
   bool renew_ = false;
@@ -357,11 +521,19 @@ class ZooKeeperWatch final : public IssuerWatch {
   bool have_cversion_ = false;
   std::int64_t unseen_ = 0;    // changes to the children not seen, in all
   std::vector<std::string> servers_;  // hosts_ split: more than one is an ensemble
-  std::uint64_t handles_made_ = 0;    // connect() calls
+  std::size_t server_ = 0;            // an ensemble: the index of the server handle_ is on
+  std::string place_;                 // (mu_) that server, "" while none; a standalone: hosts_
+  int moves_ = 0;                     // (mu_) move_away() calls
+  std::array<Millis, kRoundTrips> round_trips_{};  // recent syncs that completed (patience())
+  std::size_t next_round_trip_ = 0;
+  std::uint64_t handles_made_ = 0;    // open_handle() calls
   std::atomic<std::uint64_t> current_handle_{0};  // the session whose expiry renews
-  std::vector<std::shared_ptr<Handle>> retired_;  // sessions on servers left behind, closed by stop()
-  int moves_ = 0;                     // move_away() calls
   std::int64_t fresh_session_ = 0;
+  // Sessions no longer watched, closed on closer_'s thread (close_retired).
+  std::mutex closing_mu_;
+  std::condition_variable_any closing_cv_;
+  std::deque<std::shared_ptr<Handle>> closing_;
+  std::jthread closer_;
   std::jthread thread_;
 };
 
@@ -406,6 +578,12 @@ ExpiryLog::Verdict ExpiryLog::verdict(std::int64_t session) {
 std::unique_ptr<IssuerWatch> make_watch(const std::string& hosts, const std::string& lock,
                                         std::function<void(Event)> sink, std::shared_ptr<ExpiryLog> expiries) {
   return std::make_unique<ZooKeeperWatch>(hosts, lock, std::move(sink), std::move(expiries));
+}
+
+WatchPlace watch_place(const IssuerWatch& watch) {
+  const auto* w = dynamic_cast<const ZooKeeperWatch*>(&watch);
+  if (!w) throw std::invalid_argument("watch_place: not a watch made by zk::make_watch");
+  return w->place();
 }
 
 }  // namespace fencecheck::locks::zk

@@ -32,16 +32,24 @@
 // counted, never silently dropped: the lock znode's cversion counts every create and delete of a
 // child, and a listing whose cversion moved by more than the grants and deletes delivered emits a
 // log event (source "lock", kind log) saying how many changes the history lacks.
-// In an ensemble (a connection string of several servers) the C client moves the session to
-// another server by itself when its server is killed or drops it. A server that keeps the
-// connection but lets nothing through (SIGSTOP: the client would wait two thirds of the session)
-// or answers from a stale copy (a follower cut off from its leader serves reads for syncLimit
-// ticks) is found by a probe: while idle, every 250 ms, a sync (through the leader) must complete
-// within 1 s, and every listing follows a sync. When one does not, the watch opens a new session
-// on the other servers (the old one stays open, unwatched, until stop()) and its first listing
-// reads every child again and diffs against the children known.
-// The watch's own session (30 s) survives a restart on the same data (the server restores its
-// sessions). After a restart on empty data (restarted_fresh()) a new session lists again and
+// In an ensemble (a connection string of several servers) the watch, not the C client, picks the
+// server: each session is opened on ONE server (the C client, given them all, picks one at random
+// and waits two thirds of the session timeout, 20 s, for a stopped one's answer before it tries
+// another; it reconnects on its own to whichever it picks). The watch leaves its server when
+//   - a sync (through the leader) does not complete within its patience: 1 s on a quiet machine,
+//     8 times the slowest of the last 8 syncs on a loaded one, at most 4 s (a stopped server, or a
+//     follower cut off from its leader that still answers reads from a stale copy for syncLimit
+//     ticks); while idle it probes every 250 ms, and every listing follows a sync;
+//   - the session loses its connection (its server was killed, or dropped its clients to elect).
+// It then tries the next servers in turn (the one left last): each must answer `srvr` within the
+// patience and not say it is not serving, then connect within the patience. The old session is
+// closed on a thread of the watch's own. The new session's first listing follows a sync and reads
+// every child again, diffing against the children known: a child deleted meanwhile is a
+// lock.delete, a new one a lock.grant; only a child created and deleted within the move is
+// missing, and counted (cversion, above). How long a move takes, measured with
+// zookeeper_ensemble_test: docs/lock-service-zookeeper.md, "The issuer's watch in an ensemble".
+// On a standalone server the watch keeps one session (30 s), which survives a restart on the same
+// data (the server restores its sessions). After a restart on empty data (restarted_fresh()) a new session lists again and
 // compares every child's czxid: a same-named child of the new server is a new grant. (The old
 // session could not even learn that it expired: a server refuses a client that has seen a later
 // zxid than its own, without an answer, until its own counter passes that zxid.)
@@ -96,6 +104,17 @@ class ExpiryLog {
   std::vector<std::filesystem::path> files_;
   std::unordered_map<std::string, File> read_;
 };
+
+/// Where a watch made by make_watch is: the server its session is on ("h:p"; "" while it has
+/// none, between two servers of an ensemble; a standalone: its one endpoint) and how many times
+/// it has left an ensemble's server for another.
+struct WatchPlace {
+  std::string server;
+  int moves = 0;
+};
+/// The place of `watch` (thread-safe). Throws std::invalid_argument when it was not made by
+/// make_watch.
+[[nodiscard]] WatchPlace watch_place(const IssuerWatch& watch);
 
 /// Starts watching `lock` (a lock name) on `hosts` ("h:p,h:p"). `expiries` may be null (the
 /// server's log is not readable: deletes carry no word). Throws std::runtime_error when the server
