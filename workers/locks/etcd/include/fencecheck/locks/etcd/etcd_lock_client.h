@@ -45,13 +45,14 @@
 // granted it, and any member takes its keepalive (a follower forwards the renewal to the leader
 // over the peer API: etcdserver/v3_server.go, EtcdServer.LeaseRenew, "renewals don't go through
 // raft; forward to leader manually", waiting for a leader while there is none, up to etcd's
-// request timeout). A holder whose member is killed thus
-// keeps its lease, and its lock, through another member, as a clientv3 holder does.
+// request timeout). A holder whose member is killed thus keeps its lease, and its lock, through
+// another member, as a clientv3 holder does.
 // A call that no member answers throws LockServiceError naming each member's failure. With one
 // endpoint nothing changes: every error is rethrown as before.
 //
 // Errors: every EtcdError is rethrown as LockServiceError with the same what() (which names the
-// endpoint, method, path and etcd's message: etcd_client.h).
+// endpoint, method, path and etcd's message: etcd_client.h); when no member answered, one
+// LockServiceError "etcd: no member answered (N tried): <each member's what(), by "; ">".
 //
 // Thread-safety: as EtcdClient: every call opens its own connection; any member may be called
 // concurrently. The member in use is an atomic index: two calls failing on one member at once
