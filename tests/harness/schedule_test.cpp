@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -193,6 +195,125 @@ TEST(Schedule, BadInputIsLocated) {
             "s.yaml:9:13: workers[1].design: token_source: timestamp cannot run a repeating job (a schedule's): each "
             "holding numbers its segments from its token, and a wall-clock token is too large for that; use the "
             "issuer's tokens here");
+}
+
+// Lock-service members as a scheduled fault's target (issue 35): `target: {lock_service: ...}`.
+const std::string kCluster =
+    "name: members\n"                                // 1
+    "lease_ttl: 2s\n"                                // 2
+    "timeout: 60s\n"                                 // 3
+    "lock_service: {kind: etcd, members: 3}\n"       // 4
+    "resource: {kind: store}\n"                      // 5
+    "job: {key: ledger}\n"                           // 6
+    "workers: [{id: w1}, {id: w2}]\n"                // 7
+    "expect: {outcome: safe}\n"                      // 8
+    "schedule:\n"                                    // 9
+    "  seed: 11\n"                                   // 10
+    "  duration: 20s\n"                              // 11
+    "  interval: {min: 1s, max: 2s}\n"               // 12
+    "  faults:\n"                                    // 13
+    "    - kind: sigstop\n"                          // 14
+    "      duration: {min: 1s, max: 3s}\n"           // 15
+    "      target: {lock_service: leader}\n"         // 16
+    "    - kind: sigstop\n"                          // 17
+    "      weight: 2\n"                              // 18
+    "      duration: 2s\n"                           // 19
+    "      target: {lock_service: follower}\n"       // 20
+    "    - kind: lock-service-restart\n"             // 21
+    "      duration: 1s\n"                           // 22
+    "      target: {lock_service: {member: 2}}\n";   // 23
+
+TEST(ScheduleMembers, LoadAsFaultsItemsDoAndRoundTripThroughScenarioJson) {
+  const Scenario s = parse_scenario(kCluster, "m.yaml");
+  const auto& faults = s.schedule()->faults;
+  ASSERT_EQ(faults.size(), 3u);
+  const locks::MemberSelector leader{locks::MemberRole::kLeader, 0};
+  const locks::MemberSelector follower{locks::MemberRole::kFollower, 0};
+  const locks::MemberSelector two{locks::MemberRole::kMember, 2};
+  EXPECT_EQ(faults[0].fault.member, std::optional(leader));
+  EXPECT_EQ(faults[1].fault.member, std::optional(follower));
+  EXPECT_EQ(faults[2].fault.member, std::optional(two));
+  for (const auto& k : faults) EXPECT_EQ(k.fault.target, "lock-service");
+  const nlohmann::json j = to_json(s);
+  EXPECT_EQ(j["schedule"]["faults"][0]["target"], (nlohmann::json{{"lock_service", "leader"}}));
+  EXPECT_EQ(j["schedule"]["faults"][2]["target"], (nlohmann::json{{"lock_service", {{"member", 2}}}}));
+  const Scenario back = scenario_from_json(j, "scenario.json");
+  EXPECT_TRUE(back == s);
+  EXPECT_EQ(to_json(back), j);
+  // A member target on a partition (from: members, both ways) loads too.
+  std::string partition = kCluster;
+  partition.replace(partition.find("lock_service: {kind"), 0, "network: namespaces\n");
+  partition += "    - {kind: partition, duration: 1s, from: members, target: {lock_service: minority}}\n";
+  const Scenario p = parse_scenario(partition, "p.yaml");
+  EXPECT_EQ(p.schedule()->faults[3].fault.member, std::optional(locks::MemberSelector{locks::MemberRole::kMinority, 0}));
+}
+
+TEST(ScheduleMembers, ThePlanIsTheSeedsAndKeepsEachMemberSelector) {
+  const Scenario s = parse_scenario(kCluster, "m.yaml");
+  const auto plan = plan_schedule(*s.schedule(), s.schedule_seed());
+  ASSERT_GE(plan.size(), 8u);
+  EXPECT_EQ(plan, plan_schedule(*s.schedule(), s.schedule_seed()));
+  EXPECT_NE(plan, plan_schedule(*s.schedule(), s.schedule_seed() + 1));
+  std::set<std::size_t> kinds;
+  for (const auto& p : plan) {
+    kinds.insert(p.kind_index);
+    EXPECT_EQ(p.fault.target, "lock-service") << p.index;  // resolved to members when it fires
+    EXPECT_EQ(p.fault.member, s.schedule()->faults[p.kind_index].fault.member) << p.index;
+  }
+  EXPECT_EQ(kinds.size(), 3u);  // this seed draws each of the three
+  // The draws do not depend on the targets: the same schedule aimed at holders plans the same
+  // times, kinds and durations.
+  std::string holders = kCluster;
+  for (const char* role : {"{lock_service: leader}", "{lock_service: follower}"})
+    holders.replace(holders.find(role), std::string(role).size(), "holders");
+  holders.replace(holders.find("{lock_service: {member: 2}}"), 27, "lock-service");
+  const Scenario h = parse_scenario(holders, "h.yaml");
+  const auto same = plan_schedule(*h.schedule(), h.schedule_seed());
+  ASSERT_EQ(same.size(), plan.size());
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    EXPECT_EQ(same[i].at, plan[i].at);
+    EXPECT_EQ(same[i].kind_index, plan[i].kind_index);
+    EXPECT_EQ(same[i].fault.duration, plan[i].fault.duration);
+    EXPECT_EQ(same[i].fault.target, plan[i].kind_index == 2 ? "lock-service" : "");
+  }
+}
+
+TEST(ScheduleMembers, RefusedAtTheirPlaceWhereTheyCannotApply) {
+  auto with = [](const std::string& from, const std::string& to) {
+    std::string yaml = kCluster;
+    yaml.replace(yaml.find(from), from.size(), to);
+    return error_of(yaml);
+  };
+  // Line 16 is "      target: {lock_service: leader}": the target's value at column 15, the role at 30.
+  EXPECT_EQ(with("{kind: etcd, members: 3}", "{kind: etcd}"),
+            "s.yaml:16:30: schedule.faults[0].target.lock_service: a lock-service member target needs a cluster, and "
+            "this etcd runs as one process (set lock_service.members, e.g. members: 3)");
+  EXPECT_EQ(with("{kind: etcd, members: 3}", "{kind: etcd, endpoints: [\"http://127.0.0.1:2379\"]}"),
+            "s.yaml:16:30: schedule.faults[0].target.lock_service: a lock-service member target needs the embedded "
+            "cluster; the harness cannot act on the members of the one at lock_service.endpoints");
+  std::string redlock = kCluster;  // redlock's workers are commands: fencecheck-worker has no Redlock client
+  redlock.replace(redlock.find("{kind: etcd, members: 3}"), 24, "{kind: redlock}");
+  redlock.replace(redlock.find("[{id: w1}, {id: w2}]"), 20, "[{id: w1, command: [./w]}, {id: w2, command: [./w]}]");
+  EXPECT_EQ(error_of(redlock),
+            "s.yaml:16:30: schedule.faults[0].target.lock_service: redlock has no leader: its masters are independent "
+            "(aim at member: N, minority or majority)");
+  EXPECT_EQ(with("{lock_service: leader}", "{lock_service: {member: 4}}"),
+            "s.yaml:16:30: schedule.faults[0].target.lock_service: member 4 is out of range: lock_service.members is 3 "
+            "(members are numbered 1..3)");
+  EXPECT_EQ(with("{lock_service: leader}", "{lock_service: boss}"),
+            "s.yaml:16:30: schedule.faults[0].target.lock_service: expected leader, follower, {member: N}, minority or "
+            "majority, got \"boss\"");
+  // A kind that takes no member target, and a kind's own refusal of one, at the target.
+  EXPECT_EQ(with("    - kind: sigstop\n      duration: {min: 1s", "    - kind: cpu-throttle\n      duration: {min: 1s"),
+            "s.yaml:16:15: schedule.faults[0].target: cpu-throttle takes no lock-service member target (target: "
+            "{lock_service: ...} is for sigstop, partition and lock-service-restart)");
+  EXPECT_EQ(with("      duration: 1s\n", "      duration: 1s\n      fresh_data: true\n"),
+            "s.yaml:24:15: schedule.faults[2].target: lock-service-restart of a member restarts it on its own data "
+            "(kill -9, then start): fresh_data is for the whole lock service (target: lock-service)");
+  // A worker kind aimed at workers still takes the rules only.
+  EXPECT_EQ(with("{lock_service: leader}", "leader"),
+            "s.yaml:16:15: schedule.faults[0].target: unknown schedule target \"leader\"; expected one of: holders, "
+            "workers");
 }
 
 TEST(Schedule, SplitMix64IsTheReferenceGenerator) {

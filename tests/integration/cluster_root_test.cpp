@@ -87,6 +87,15 @@ TEST_P(ClusterScenario, MeetsItsExpectationAndRecordsWhichMemberWhy) {
             std::string::npos)
       << detail;
   EXPECT_TRUE(std::any_of(history.begin(), history.end(), [](const json& e) { return e.value("kind", "") == "fault.heal"; }));
+  if (GetParam() == "etcd-kill9-leader") {
+    // w1's client found its member refusing connections and moved on, keeping its lease: its
+    // history says it moved, and has no lease.lost.
+    const auto w1 = [](const json& e, const char* kind) { return e.value("source", "") == "w1" && e.value("kind", "") == kind; };
+    EXPECT_TRUE(std::any_of(history.begin(), history.end(), [&](const json& e) {
+      return w1(e, "log") && e.value("detail", "").rfind("lock service failover: etcd member ", 0) == 0;
+    }));
+    EXPECT_FALSE(std::any_of(history.begin(), history.end(), [&](const json& e) { return w1(e, "lease.lost"); }));
+  }
   // Nothing of the run is left: no member, no namespace.
   EXPECT_FALSE(a_process_names(dir.string()));
   EXPECT_FALSE(a_namespace_of(dir.filename().string()));
@@ -113,6 +122,45 @@ TEST_P(ClusterScenario, KilledWithMinusNineDuringTheMemberFaultLeavesNothingAfte
   EXPECT_FALSE(a_namespace_of(dir.filename().string()));
   const auto again = fctest::run_fencecheck({"cleanup", dir.string()}, work);
   EXPECT_NE(again.out.find("0 entries handled"), std::string::npos) << again.out;
+}
+
+// A fault schedule aimed at members (scenarios/cluster/etcd-schedule-members.yaml, ~21 s): met,
+// and each of its schedule.jsonl lines with a member target names the members it hit and why,
+// as the fault.inject event of the history does.
+TEST(ClusterSchedule, EachMemberFaultNamesTheMembersItHit) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (as the other cluster runs)";
+  if (output_of({"which", "etcd"}).empty()) GTEST_SKIP() << "needs etcd (Debian's etcd-server)";
+  const fs::path work = fctest::fresh_dir("cluster-schedule");
+  const fs::path runs = work / "runs";
+  const auto r = fctest::run_fencecheck({"run", (kScenarios / "etcd-schedule-members.yaml").string(), "--run-root", runs.string()}, work);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  const fs::path dir = fctest::only_run_dir(runs);
+  ASSERT_FALSE(dir.empty());
+  const auto lines = fctest::read_history(dir / "schedule.jsonl");  // JSON lines too
+  const auto in = injects(fctest::read_history(dir / "history.jsonl"));
+  int on_members = 0;
+  std::set<std::string> rules;
+  for (const auto& l : lines) {
+    if (l.contains("skipped")) continue;
+    rules.insert(l.value("rule", ""));
+    if (l.value("rule", "").rfind("lock-service ", 0) != 0) continue;
+    ++on_members;
+    EXPECT_EQ(l["target"], "lock-service") << l.dump();
+    ASSERT_TRUE(l.contains("members") && l["members"].size() == 1u) << l.dump();
+    const int member = l["members"][0].get<int>();
+    EXPECT_GE(member, 1);
+    EXPECT_LE(member, 3);
+    const std::string role = l["rule"] == "lock-service leader" ? "the leader at the fault's moment" : "the lowest-numbered follower";
+    EXPECT_EQ(l.value("members_why", "").rfind("member " + std::to_string(member) + ": " + role, 0), 0u) << l.dump();
+    // Its fault.inject: the same member, the same reason.
+    EXPECT_TRUE(std::any_of(in.begin(), in.end(), [&](const json& e) {
+      return e.value("detail", "").rfind("lock-service member " + std::to_string(member) + " ", 0) == 0 &&
+             e.value("detail", "").find(l.value("members_why", "")) != std::string::npos;
+    })) << l.dump();
+  }
+  EXPECT_GE(on_members, 4) << "the seed's plan aims most faults at members";
+  EXPECT_TRUE(rules.count("lock-service leader") && rules.count("lock-service follower")) << "rules seen: " << rules.size();
+  EXPECT_FALSE(a_process_names(dir.string()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Each, ClusterScenario,

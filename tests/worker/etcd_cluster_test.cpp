@@ -9,8 +9,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <iostream>
+#include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -18,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fencecheck/locks/etcd/etcd_client.h"
+#include "fencecheck/locks/lock_client.h"
 #include "fencecheck/locks/lock_service_kind.h"
 #include "../locks/watch_sink.h"
 #include "../support/fake_resource_fields.h"
@@ -120,6 +124,131 @@ TEST_F(EtcdClusterTest, ALeaderKilledLosesTheLeadershipAndRestartsOnItsDataKeepi
   ASSERT_TRUE(kv.has_value());
   EXPECT_EQ(kv->value, "v2");
   EXPECT_EQ(kv->mod_revision, during);
+}
+
+/// The on_failover sentences a lock client said, thread-safe.
+struct ClusterFailovers {
+  std::mutex mu;
+  std::vector<std::string> said;
+  LockClientOptions options(std::chrono::milliseconds request) {
+    LockClientOptions o{500ms, request, {}};
+    o.on_failover = [this](const std::string& what) {
+      std::lock_guard lock(mu);
+      said.push_back(what);
+    };
+    return o;
+  }
+  std::vector<std::string> all() {
+    std::lock_guard lock(mu);
+    return said;
+  }
+};
+
+// What fencecheck-worker does with a 3-member cluster (its endpoint JSON lists every member, its
+// own first): the holder's member, the leader, is killed; its keepalives go to the next member,
+// which forwards them to the new leader, and its lease, key and lock outlive the member.
+TEST_F(EtcdClusterTest, AHolderWhoseMemberIsKilledKeepsItsLeaseAndLockThroughTheNext) {
+  const auto members = instance_->members();
+  ClusterFailovers moves;
+  auto client = make_lock_client(instance_->endpoint(), moves.options(3000ms));
+  EXPECT_EQ(client->describe(), "etcd " + members[0].endpoint);
+  const Session s = client->open_session(2000ms);
+  ASSERT_EQ(s.ttl, 2000ms);
+  const auto held = client->acquire("cluster-test/lock", s, 5s, {});
+  ASSERT_TRUE(held);
+  std::string why;
+  ASSERT_EQ(instance_->leader_member(why), 1) << why;
+
+  // Renewals every TTL/3 on a thread of their own, as the worker's keepalive thread does; each
+  // result kept ("" renewed, else why not).
+  std::mutex results_mu;
+  std::vector<std::string> results;
+  std::jthread renewer([&](std::stop_token stop) {
+    while (!stop.stop_requested()) {
+      std::string r;
+      try {
+        r = client->keepalive(s) ? "" : "etcd says the lease is gone";
+      } catch (const LockServiceError& e) {
+        r = e.what();
+      }
+      {
+        std::lock_guard lock(results_mu);
+        results.push_back(r);
+      }
+      std::mutex m;
+      std::condition_variable_any cv;
+      std::unique_lock lock(m);
+      cv.wait_for(lock, stop, s.ttl / 3, [] { return false; });
+    }
+  });
+  instance_->stop_member(1, /*kill9=*/true);
+  // Three TTLs: the lease outlives its member only by being renewed through another (the first
+  // renewal after the kill goes to member 2, which waits there for the election).
+  std::this_thread::sleep_for(3 * s.ttl);
+
+  // The holding stands: its key, with its lease and token, as member 3 sees it; another client
+  // waits for the lock in vain.
+  const auto kv = on_member(3, [&](const EtcdClient& c) { return c.range(held->lock_key); });
+  ASSERT_TRUE(kv.has_value());
+  EXPECT_EQ(kv->lease, s.id);
+  EXPECT_EQ(kv->create_revision, held->token);
+  auto other = make_lock_client(nlohmann::json{{"kind", "etcd"}, {"endpoints", {members[2].endpoint}}});
+  const Session o = other->open_session(2000ms);
+  EXPECT_FALSE(other->acquire("cluster-test/lock", o, 1500ms, {}).has_value());
+  other->close_session(o);
+  const auto remaining = client->remaining(s);
+  renewer.request_stop();
+  renewer.join();
+  ASSERT_TRUE(remaining.has_value());
+  EXPECT_GT(*remaining, 0ms);
+  ASSERT_GE(results.size(), 8u);
+  for (std::size_t i = 0; i < results.size(); ++i) EXPECT_EQ(results[i], "") << "renewal " << i;
+  const auto said = moves.all();
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_EQ(said[0].rfind("etcd member " + members[0].endpoint + " did not answer (", 0), 0u) << said[0];
+  EXPECT_NE(said[0].find("the client moves to " + members[1].endpoint), std::string::npos) << said[0];
+  EXPECT_EQ(client->describe(), "etcd " + members[1].endpoint);
+  EXPECT_TRUE(client->release("cluster-test/lock", *held, s).existed);
+  EXPECT_TRUE(client->close_session(s));
+}
+
+// A member that takes the request and never answers (SIGSTOP): a renewal is sent again to the
+// next member in the same call; a write (the release's DeleteRange) is not, since what it did is
+// unknown: the call fails as with one member, and only the transport moves.
+TEST_F(EtcdClusterTest, AStoppedMemberMovesTheClientButAWriteOfUnknownOutcomeIsNotSentAgain) {
+  const auto members = instance_->members();
+  // Followers first (member 1 leads): stopping them leaves the leader and a quorum.
+  ClusterFailovers moves;
+  auto client = make_lock_client(
+      nlohmann::json{{"kind", "etcd"}, {"endpoints", {members[1].endpoint, members[2].endpoint, members[0].endpoint}}},
+      moves.options(1000ms));
+  const Session s = client->open_session(5000ms);
+  const auto held = client->acquire("cluster-test/lock", s, 5s, {});
+  ASSERT_TRUE(held);
+
+  ASSERT_EQ(::kill(members[1].pid, SIGSTOP), 0);
+  const bool renewed = client->keepalive(s);
+  ::kill(members[1].pid, SIGCONT);
+  EXPECT_TRUE(renewed);
+  EXPECT_EQ(client->describe(), "etcd " + members[2].endpoint);
+  ASSERT_EQ(moves.all().size(), 1u);
+  EXPECT_NE(moves.all()[0].find("Read timeout"), std::string::npos) << moves.all()[0];
+
+  ASSERT_EQ(::kill(members[2].pid, SIGSTOP), 0);
+  std::string failure;
+  try {
+    (void)client->release("cluster-test/lock", *held, s);
+  } catch (const LockServiceError& e) {
+    failure = e.what();
+  }
+  ::kill(members[2].pid, SIGCONT);
+  EXPECT_EQ(failure.rfind("etcd " + members[2].endpoint + " POST /v3/kv/deleterange: Read timeout", 0), 0u)
+      << "the release was not a failure of its own member: " << failure;
+  EXPECT_EQ(client->describe(), "etcd " + members[0].endpoint);
+  EXPECT_EQ(moves.all().size(), 2u);
+  // The lease is the cluster's: renewed and revoked through the member the client moved to.
+  EXPECT_TRUE(client->keepalive(s));
+  EXPECT_TRUE(client->close_session(s));
 }
 
 /// (put?, key, revision, token) of each lock event, in order.

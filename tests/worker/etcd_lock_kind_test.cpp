@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -225,10 +226,74 @@ TEST_F(EtcdKindTest, ARestartOnFreshDataStartsTheRevisionsOverAtTheSameUrl) {
   EXPECT_NE(kind_->restart_effect({}).find("fresh data"), std::string::npos);
 }
 
+/// The on_failover sentences a client said (LockClientOptions::on_failover), thread-safe.
+struct Failovers {
+  std::mutex mu;
+  std::vector<std::string> said;
+  LockClientOptions options(std::chrono::milliseconds connect, std::chrono::milliseconds request) {
+    LockClientOptions o{connect, request, {}};
+    o.on_failover = [this](const std::string& what) {
+      std::lock_guard lock(mu);
+      said.push_back(what);
+    };
+    return o;
+  }
+};
+
+TEST_F(EtcdKindTest, AClientGivenSeveralEndpointsMovesPastOneThatRefusesAndSaysSo) {
+  const std::string url = instance_->endpoints_text();
+  Failovers moves;
+  auto client = make_lock_client(nlohmann::json{{"kind", "etcd"}, {"endpoints", {"http://127.0.0.1:9", url}}},
+                                 moves.options(500ms, 2000ms));
+  EXPECT_EQ(client->describe(), "etcd http://127.0.0.1:9");
+  // Refused: the grant never left the client, so it is sent to the next endpoint in the same call.
+  const Session s = client->open_session(2000ms);
+  EXPECT_NE(s.id, 0);
+  EXPECT_EQ(client->describe(), "etcd " + url);
+  ASSERT_EQ(moves.said.size(), 1u);
+  EXPECT_EQ(moves.said[0].rfind("etcd member http://127.0.0.1:9 did not answer (etcd endpoint http://127.0.0.1:9 unreachable: "
+                                "POST /v3/lease/grant: Connection (", 0),
+            0u)
+      << moves.said[0];
+  EXPECT_NE(moves.said[0].find("); the client moves to " + url), std::string::npos) << moves.said[0];
+  // The calls after it stay on the member that answered.
+  auto held = client->acquire("moves", s, 5s, {});
+  ASSERT_TRUE(held);
+  EXPECT_TRUE(client->keepalive(s));
+  EXPECT_TRUE(client->release("moves", *held, s).existed);
+  EXPECT_TRUE(client->close_session(s));
+  EXPECT_EQ(moves.said.size(), 1u);
+}
+
+TEST(EtcdLockClient, NoMemberAnsweringIsOneErrorNamingEach) {
+  Failovers moves;
+  auto client = make_lock_client(
+      nlohmann::json{{"kind", "etcd"}, {"endpoints", {"http://127.0.0.1:9", "http://127.0.0.1:10"}}},
+      moves.options(500ms, 500ms));
+  try {
+    (void)client->open_session(2000ms);
+    FAIL() << "granted a lease from nowhere";
+  } catch (const LockServiceError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("etcd: no member answered (2 tried): etcd endpoint http://127.0.0.1:9 unreachable: ", 0), 0u)
+        << what;
+    EXPECT_NE(what.find("; etcd endpoint http://127.0.0.1:10 unreachable: "), std::string::npos) << what;
+  }
+  // Each member that did not answer moved the client once: back to the first.
+  EXPECT_EQ(moves.said.size(), 2u);
+  EXPECT_EQ(client->describe(), "etcd http://127.0.0.1:9");
+}
+
 TEST(EtcdLockClient, AnEndpointWithoutEndpointsOrOfAnUnknownKindIsRefused) {
   EXPECT_THROW((void)make_lock_client(nlohmann::json{{"kind", "etcd"}}), std::invalid_argument);
   EXPECT_THROW((void)make_lock_client(nlohmann::json{{"kind", "etcd"}, {"endpoints", {"127.0.0.1:2379"}}}),
                std::invalid_argument);
+  // Every endpoint is checked, not only the first.
+  EXPECT_THROW((void)make_lock_client(nlohmann::json{{"kind", "etcd"}, {"endpoints", {"http://127.0.0.1:2379", 7}}}),
+               std::invalid_argument);
+  EXPECT_THROW(
+      (void)make_lock_client(nlohmann::json{{"kind", "etcd"}, {"endpoints", {"http://127.0.0.1:2379", "127.0.0.1:2380"}}}),
+      std::invalid_argument);
   try {
     (void)make_lock_client(nlohmann::json{{"kind", "consul"}});
     FAIL() << "an unknown kind made a client";
@@ -239,7 +304,7 @@ TEST(EtcdLockClient, AnEndpointWithoutEndpointsOrOfAnUnknownKindIsRefused) {
 
 TEST(EtcdLockClient, AnUnreachableEtcdIsALockServiceErrorNamingIt) {
   auto client = make_lock_client(nlohmann::json{{"kind", "etcd"}, {"endpoints", {"http://127.0.0.1:9"}}},
-                                 LockClientOptions{500ms, 500ms});
+                                 LockClientOptions{500ms, 500ms, {}});
   try {
     (void)client->open_session(2000ms);
     FAIL() << "granted a lease from nowhere";

@@ -305,6 +305,22 @@ bool spend_cpu(milliseconds cpu, const std::stop_token& stop) {
   return true;
 }
 
+/// The lock client's bounds, and its failovers (a clustered service's client moving off a member
+/// that did not answer: lock_client.h) as `log` events, with the token held then, on the history's
+/// timeline.
+locks::LockClientOptions lock_client_options(const WorkerOptions& o, EventWriter& events,
+                                             const std::atomic<std::int64_t>& current_token) {
+  locks::LockClientOptions options{milliseconds(2000), o.lock_service_timeout, {}};
+  options.on_failover = [&events, &current_token](const std::string& what) {
+    Event e = make(EventKind::kLog);
+    e.detail = "lock service failover: " + what;
+    if (auto t = current_token.load(); t != 0) e.token = t;
+    spdlog::warn("{}", e.detail);
+    events.emit(std::move(e));
+  };
+  return options;
+}
+
 class Worker {
  public:
   Worker(const WorkerOptions& o, EventWriter& events, std::stop_token stop, std::atomic<std::int64_t>& current_token,
@@ -314,7 +330,7 @@ class Worker {
         stop_(std::move(stop)),
         current_token_(current_token),
         pauses_(pauses),
-        lock_(locks::make_lock_client(o.lock_service_endpoint(), locks::LockClientOptions{milliseconds(2000), o.lock_service_timeout})),
+        lock_(locks::make_lock_client(o.lock_service_endpoint(), lock_client_options(o, events, current_token))),
         store_(make_resource_writer(o.resource_endpoint(), o.store_timeout)) {}
 
   int run() {

@@ -36,7 +36,8 @@ std::vector<std::string> missing_prerequisites(const Scenario& sc) {
   if (sc.schedule())
     for (const auto& k : sc.schedule()->faults) {
       planned.push_back(k.fault);
-      if (targets_worker(k.fault.kind)) planned.back().target = "the schedule's " + std::string(to_string(k.target));
+      if (targets_worker(k.fault.kind) && !k.fault.member)
+        planned.back().target = "the schedule's " + std::string(to_string(k.target));
     }
   for (const auto& f : planned)
     for (auto& need : kind_of(f).missing_prerequisites(f.params, f.kind + " on " + f.target)) missing.push_back(std::move(need));

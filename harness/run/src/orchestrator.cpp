@@ -130,6 +130,8 @@ struct ActiveFault {
   /// Its inject() threw and the undo of what it had done did not take effect (Fault::inject()):
   /// never in effect as planned, but not healed either; kept for heal_all() with heal_failed.
   bool inject_failed = false;
+  /// The lock-service members it acts on (1-based), for a member target; empty otherwise.
+  std::vector<int> members;
 };
 
 
@@ -167,7 +169,9 @@ class Run {
   std::vector<std::pair<std::string, std::string>> protocol_env(const WorkerSpec& w) const;
   void record_exit(WorkerState& w, const std::string& id, const std::string& how);
   void on_event(const Event& e);
-  void inject(const FaultSpec& spec);
+  /// Injects `spec`. A member target is resolved now, unless `resolved` is what the caller
+  /// resolved for it a moment ago (a scheduled fault, whose schedule.jsonl line names its members).
+  void inject(const FaultSpec& spec, const MemberTarget* resolved = nullptr);
   /// Heals f; records the heal (ledger, history) only when it took effect, else a harness log
   /// event "<kind> on <target> not healed: <why>" (run_shortfalls reads it) and an error.
   void heal(ActiveFault& f);
@@ -181,10 +185,12 @@ class Run {
   /// The schedule's faults still in effect (not counting one whose heal failed).
   [[nodiscard]] std::int64_t scheduled_active() const;
   /// Fires planned fault `p`: chooses its target by its rule among the workers running now (holders_
-  /// or any; never one another fault is already on), appends it to schedule.jsonl, then injects it
-  /// like any fault (ledger, history, heal); true. No candidate: false (the loop tries again: the
-  /// holders change hands between rounds), or with `last_chance` a schedule.jsonl line and a
-  /// harness log event saying the fault was skipped and why, and true.
+  /// or any; never one another fault is already on), or, for a member target, resolves its members
+  /// now (never one another fault is already on), appends it to schedule.jsonl, then injects it
+  /// like any fault (ledger, history, heal); true. No candidate (or no leader now): false (the loop
+  /// tries again: the holders change hands between rounds, an election ends), or with
+  /// `last_chance` a schedule.jsonl line and a harness log event saying the fault was skipped and
+  /// why, and true.
   bool fire_scheduled(const PlannedFault& p, bool last_chance);
   /// Records why `spec` did not take effect (a harness log event built on `e`); a FaultUnavailable
   /// makes the run an environment failure (exit 3, or skipped with --skip-unavailable), except for
@@ -192,13 +198,14 @@ class Run {
   void not_injected(const FaultSpec& spec, Event e, const std::exception& err);
   /// With an embedded cluster (lock_service.members > 1), the reference worker's endpoint JSON with
   /// its member first: the k-th worker of the scenario (0-based) talks to member k mod n + 1 (the
-  /// etcd client uses its first endpoint), so w1 is on member 1 (the leader at the start), w2 on
-  /// member 2... Otherwise `endpoint` as it is.
+  /// etcd client starts on its first endpoint and fails over along the others: etcd_lock_client.h),
+  /// so w1 is on member 1 (the leader at the start), w2 on member 2... Otherwise `endpoint` as it is.
   [[nodiscard]] nlohmann::json member_first(nlohmann::json endpoint, const WorkerSpec& w) const;
   /// Appends (and flushes) planned fault `p`'s line to schedule.jsonl: with "target" when it fires
-  /// on spec.target, with "skipped" (the reason) instead when `skipped` is not empty.
+  /// on spec.target (and, for a member target, "members" and "members_why": which it hit and why),
+  /// with "skipped" (the reason) instead when `skipped` is not empty.
   void write_schedule_line(const PlannedFault& p, const FaultSpec& spec, const std::string& rule,
-                           const std::string& skipped);
+                           const std::string& skipped, const MemberTarget* members = nullptr);
   /// The schedule's duration is over: heal what is in effect, tell every worker to stop (SIGTERM:
   /// a repeating worker releases and exits 0); the loop then waits for them to exit.
   void end_schedule();
@@ -662,14 +669,16 @@ void Run::not_injected(const FaultSpec& spec, Event e, const std::exception& err
   fault_unavailable_ = true;
 }
 
-void Run::inject(const FaultSpec& spec) {
+void Run::inject(const FaultSpec& spec, const MemberTarget* resolved) {
   Event e;
   e.source = "harness";
   e.fault = spec.kind;
   e.target = spec.target;
   std::optional<faults::ProcessRef> ref;
   MemberTarget members;
-  if (spec.member) {
+  if (spec.member && resolved) {
+    members = *resolved;
+  } else if (spec.member) {
     // A member target (issue 35): resolved now, from the service's own answer (its leader now).
     try {
       members = resolve_member_target(*spec.member, services_->lock_service());
@@ -695,6 +704,7 @@ void Run::inject(const FaultSpec& spec) {
   }
   ActiveFault af;
   af.spec = &spec;
+  for (const auto& m : members.members) af.members.push_back(m.index);
   try {
     af.fault = make_fault(spec, ref, dir_.run_id(), services_->lab(),
                           sc_.lock_service().embedded() ? &lock_control_ : nullptr, members);
@@ -865,7 +875,7 @@ std::int64_t Run::scheduled_active() const {
 }
 
 void Run::write_schedule_line(const PlannedFault& p, const FaultSpec& spec, const std::string& rule,
-                              const std::string& skipped) {
+                              const std::string& skipped, const MemberTarget* members) {
   const auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
   nlohmann::json line{{"index", p.index},
                       {"t_ms", ms(Clock::now() - start_)},
@@ -875,10 +885,16 @@ void Run::write_schedule_line(const PlannedFault& p, const FaultSpec& spec, cons
                       {"duration", format_duration(spec.duration)},
                       {"duration_ms", ms(spec.duration)},
                       {"seed", sc_.schedule_seed()}};
-  if (skipped.empty())
+  if (skipped.empty()) {
     line["target"] = spec.target;
-  else
+    if (members) {
+      auto& hit = line["members"] = nlohmann::json::array();
+      for (const auto& m : members->members) hit.push_back(m.index);
+      line["members_why"] = members->why;
+    }
+  } else {
     line["skipped"] = skipped;
+  }
   schedule_out_ << line.dump() << '\n';
   schedule_out_.flush();
 }
@@ -887,13 +903,41 @@ bool Run::fire_scheduled(const PlannedFault& p, bool last_chance) {
   FaultSpec spec = p.fault;
   const std::uint64_t seed = sc_.schedule_seed();
   const std::string& kind = spec.kind;
-  const std::string rule = targets_worker(spec.kind) ? std::string(to_string(p.rule)) : std::string(kLockServiceTarget);
+  const std::string rule = spec.member ? std::string(kLockServiceTarget) + " " + spec.member->text()
+                           : targets_worker(spec.kind) ? std::string(to_string(p.rule))
+                                                       : std::string(kLockServiceTarget);
   if (const auto u = unavailable_kinds_.find(spec.kind); u != unavailable_kinds_.end()) {
     write_schedule_line(p, spec, rule, "unavailable on this machine: " + u->second);
     ++not_run_[spec.kind].first;
     return true;
   }
-  if (targets_worker(spec.kind)) {
+  // No target now: wait (false) unless it is the fault's last chance; then skip it, saying why.
+  const auto skip = [&](const std::string& why) {
+    if (!last_chance) return false;
+    write_schedule_line(p, spec, rule, why);
+    Event e;
+    e.source = "harness";
+    e.kind = EventKind::kLog;
+    e.detail = "scheduled fault #" + std::to_string(p.index) + " (" + kind + " on " + rule + ") skipped: " + why;
+    record(std::move(e));
+    return true;
+  };
+  std::optional<MemberTarget> members;
+  if (spec.member) {
+    // Lock-service members (issue 35), resolved now as a `faults:` item's are: the leader is the
+    // one the service names at this moment. None now (an election under way): wait, as for a holder.
+    try {
+      members = resolve_member_target(*spec.member, services_->lock_service());
+    } catch (const std::exception& err) {
+      return skip(std::string("no member to aim at: ") + err.what());
+    }
+    std::set<int> busy;  // a member another fault is on: a second one would heal with the first
+    for (const auto& f : active_)
+      if (f.fault && f.fault->active()) busy.insert(f.members.begin(), f.members.end());
+    for (const auto& m : members->members)
+      if (busy.count(m.index))
+        return skip("member " + std::to_string(m.index) + " (" + members->why + ") has another fault on it");
+  } else if (targets_worker(spec.kind)) {
     std::set<std::string> busy;  // a worker another fault is on: a second one would heal with the first
     for (const auto& f : active_)
       if (f.fault && f.fault->active()) busy.insert(f.spec->target);
@@ -901,25 +945,17 @@ bool Run::fire_scheduled(const PlannedFault& p, bool last_chance) {
     for (const auto& [id, w] : workers_)
       if (w.proc && !w.exited && !w.eof && !busy.count(id) && (p.rule == ScheduleTarget::kWorkers || holders_.count(id)))
         candidates.push_back(id);
-    if (candidates.empty()) {
-      if (!last_chance) return false;
-      const std::string why = std::string(p.rule == ScheduleTarget::kHolders ? "no worker held the lock" : "no worker was running") +
-                              (busy.empty() ? "" : " without a fault already on it");
-      write_schedule_line(p, spec, rule, why);
-      Event e;
-      e.source = "harness";
-      e.kind = EventKind::kLog;
-      e.detail = "scheduled fault #" + std::to_string(p.index) + " (" + kind + " on " + rule + ") skipped: " + why;
-      record(std::move(e));
-      return true;
-    }
+    if (candidates.empty())
+      return skip(std::string(p.rule == ScheduleTarget::kHolders ? "no worker held the lock" : "no worker was running") +
+                  (busy.empty() ? "" : " without a fault already on it"));
     spec.target = candidates[pick_target(seed, p.index, candidates.size())];
   }
   // Written (and flushed) before the fault takes effect: the schedule actually applied.
-  write_schedule_line(p, spec, rule, "");
+  const MemberTarget* hit = members ? &*members : nullptr;
+  write_schedule_line(p, spec, rule, "", hit);
   scheduled_.push_back(std::move(spec));
   scheduled_specs_.insert(&scheduled_.back());
-  inject(scheduled_.back());
+  inject(scheduled_.back(), hit);
   return true;
 }
 

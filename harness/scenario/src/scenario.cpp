@@ -1262,15 +1262,22 @@ class ScenarioParser {
       if (k.max_duration >= spec.duration)
         fail(d, "a fault of up to " + format_duration(k.max_duration) + " does not fit in the schedule's duration " +
                     format_duration(spec.duration));
-      if (kind.target() == faults::FaultTarget::kWorker) {
-        if (auto t = f.get("target")) k.target = choice(*t, kScheduleTargets, "schedule target");
+      const std::optional<Value> target = f.get("target");
+      if (target && target->node.IsMap()) {
+        // Lock-service members (issue 35), resolved when the fault fires, as a `faults:` item's.
+        k.fault.target = std::string(kLockServiceTarget);
+        k.fault.member = member_target(*target, s);
+      } else if (kind.target() == faults::FaultTarget::kWorker) {
+        if (target) k.target = choice(*target, kScheduleTargets, "schedule target");
       } else {
         k.fault.target = std::string(kLockServiceTarget);
-        if (auto t = f.get("target"); t && string(*t) != kLockServiceTarget)
-          fail(*t, k.fault.kind + " acts on the lock service: target must be \"" + std::string(kLockServiceTarget) +
-                       "\" (or left out), got " + quote(string(*t)));
+        if (target && string(*target) != kLockServiceTarget)
+          fail(*target, k.fault.kind + " acts on the lock service: target must be \"" + std::string(kLockServiceTarget) +
+                            "\" (or left out), got " + quote(string(*target)));
       }
       k.fault.params = kind.parse(Fields(*this, f));
+      if (std::string why = kind.check_target(k.fault.params, k.fault.member.has_value()); !why.empty())
+        fail(target ? *target : f.require("kind"), why);
       if (auto no = lock_service_refusal(k.fault, s.lock_service_)) fail(f.get(no->field).value_or(item), no->why);
       spec.faults.push_back(std::move(k));
     }
@@ -1740,6 +1747,7 @@ nlohmann::json schedule_json(const ScheduleSpec& sc) {
                       {"weight", k.weight},
                       {"duration", range_json(k.min_duration, k.max_duration)},
                       {"target", targets_worker(k.fault.kind) ? std::string(to_string(k.target)) : k.fault.target}};
+    if (k.fault.member) kj["target"] = k.fault.member->to_json();  // the scenario's spelling, as in `faults:`
     add_fault_parameters(kj, k.fault);
     kinds.push_back(std::move(kj));
   }

@@ -58,7 +58,8 @@ std::vector<PlannedFault> plan_schedule(const ScheduleSpec& spec, std::uint64_t 
     p.at = t;
     p.fault = kind.fault;
     p.fault.duration = d;
-    p.fault.target = targets_worker(kind.fault.kind) ? std::string() : std::string(kLockServiceTarget);
+    // A member target (fault.member) is resolved when it fires; a worker, chosen then by the rule.
+    p.fault.target = targets_worker(kind.fault.kind) && !kind.fault.member ? std::string() : std::string(kLockServiceTarget);
     p.rule = kind.target;
     p.kind_index = k;
     out.push_back(std::move(p));

@@ -118,19 +118,21 @@ EtcdError transport_error(const std::string& endpoint, const std::string& method
   std::string what = reply.failure == http::Failure::kConnection
                          ? "etcd endpoint " + endpoint + " unreachable: " + method + " " + path + ": " + detail
                          : "etcd " + endpoint + " " + method + " " + path + ": " + detail;
-  return EtcdError(endpoint, path, 0, -1, std::move(detail), std::move(what));
+  return EtcdError(endpoint, path, 0, -1, std::move(detail), std::move(what),
+                   /*unsent=*/reply.failure == http::Failure::kConnection);
 }
 
 }  // namespace
 
 EtcdError::EtcdError(std::string endpoint, std::string path, int http_status, int grpc_code, std::string etcd_message,
-                     std::string what)
+                     std::string what, bool unsent)
     : std::runtime_error(std::move(what)),
       endpoint_(std::move(endpoint)),
       path_(std::move(path)),
       http_status_(http_status),
       grpc_code_(grpc_code),
-      etcd_message_(std::move(etcd_message)) {}
+      etcd_message_(std::move(etcd_message)),
+      unsent_(unsent) {}
 
 std::string prefix_range_end(std::string_view prefix) {
   std::string end(prefix);

@@ -417,11 +417,14 @@ struct ScheduleKind {
   /// The kind and the kind's own parameters (FaultSpec::params) as a FaultSpec of `faults:` has them; target, trigger and duration unused (the
   /// schedule draws the duration, the target is chosen when the fault fires; lock-service-restart's
   /// target is kLockServiceTarget). Never self-stop (a worker stops itself, the harness cannot).
+  /// `target: {lock_service: leader | ...}` (issue 35) sets fault.member (and target
+  /// kLockServiceTarget) as in `faults:`, for a kind whose check_target() takes it; `target` (the
+  /// rule) is then unused.
   FaultSpec fault;
   std::int64_t weight = 1;  ///< 1 .. 1 000 000: the kind's share of the draws is weight / sum of weights
   Duration min_duration{};  ///< > 0, whole ms
   Duration max_duration{};  ///< >= min_duration, whole ms, below the schedule's duration
-  ScheduleTarget target = ScheduleTarget::kHolders;  ///< unused for lock-service-restart
+  ScheduleTarget target = ScheduleTarget::kHolders;  ///< unused for lock-service-restart and member targets
   bool operator==(const ScheduleKind&) const = default;
 };
 

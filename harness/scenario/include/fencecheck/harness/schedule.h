@@ -43,9 +43,10 @@ struct PlannedFault {
   std::size_t index = 0;   ///< 0-based, in firing order
   Duration at{};           ///< when, after the run starts (whole ms)
   /// kind, the kind's parameters and the drawn duration (whole ms); target: "" for a worker kind
-  /// (chosen by `rule` when it fires), kLockServiceTarget for lock-service-restart; no trigger.
+  /// (chosen by `rule` when it fires), kLockServiceTarget for lock-service-restart and for a
+  /// member target (`member`, its selector: the members are resolved when it fires); no trigger.
   FaultSpec fault;
-  ScheduleTarget rule = ScheduleTarget::kHolders;
+  ScheduleTarget rule = ScheduleTarget::kHolders;  ///< unused when the target is not a worker
   std::size_t kind_index = 0;  ///< which entry of ScheduleSpec::faults it was drawn from
   bool operator==(const PlannedFault&) const = default;
 };

@@ -32,6 +32,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -118,10 +119,16 @@ class LockClient {
   virtual bool close_session(const Session& s) = 0;
 };
 
-/// Per-call bounds a worker gives its client.
+/// Per-call bounds a worker gives its client, and where it hears of the client's failovers.
 struct LockClientOptions {
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds request_timeout{5000};  ///< every call but acquire
+  /// Called when a client of a clustered service stops using a member that did not answer and
+  /// moves to the next endpoint (etcd: etcd_lock_client.h, "Failover"), with one sentence naming
+  /// both and why ("etcd member http://127.0.0.1:23791 did not answer (...); the client moves to
+  /// http://127.0.0.1:23792"). On the thread that made the call (the worker's main or keepalive
+  /// thread): it must be thread-safe and must not call the client. Empty: not told.
+  std::function<void(const std::string&)> on_failover;
 };
 
 /// The client for an endpoint JSON (top of file). Throws std::invalid_argument naming what is

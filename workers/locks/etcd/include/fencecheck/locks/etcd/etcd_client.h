@@ -58,7 +58,7 @@ namespace fencecheck {
 class EtcdError : public std::runtime_error {
  public:
   EtcdError(std::string endpoint, std::string path, int http_status, int grpc_code, std::string etcd_message,
-            std::string what);
+            std::string what, bool unsent = false);
 
   [[nodiscard]] const std::string& endpoint() const { return endpoint_; }
   [[nodiscard]] const std::string& path() const { return path_; }
@@ -70,6 +70,11 @@ class EtcdError : public std::runtime_error {
   [[nodiscard]] const std::string& etcd_message() const { return etcd_message_; }
   /// True when no HTTP reply came back (connection refused, timeout, reset).
   [[nodiscard]] bool transport() const { return http_status_ == 0; }
+  /// True when the request never left this client: the connection could not be made (refused,
+  /// unreachable, or the connect timeout passed), so the member did nothing it asked. False for
+  /// every other failure, a read timeout or reset after the request was written included: then
+  /// what the request did is unknown.
+  [[nodiscard]] bool unsent() const { return unsent_; }
 
  private:
   std::string endpoint_;
@@ -77,6 +82,7 @@ class EtcdError : public std::runtime_error {
   int http_status_;
   int grpc_code_;
   std::string etcd_message_;
+  bool unsent_ = false;
 };
 
 /// mvccpb.KeyValue. Revisions are etcd store revisions (int64, start at 1, never go backwards

@@ -21,15 +21,50 @@
 //                  revision; each Released carries that key's create_revision and lease.
 //   close_session  LeaseRevoke; false when etcd said the lease was not found.
 //
+// Failover. The endpoint JSON lists every member of the cluster ({"endpoints": [m1, m2, m3]}; the
+// harness puts worker k's own member first: orchestrator.cpp, member_first). The client talks to
+// one member at a time, the first to begin with, and moves to the next in the list (cyclically)
+// when the one it uses does not answer: no HTTP reply at all (refused, unreachable, a connect or
+// read timeout, a reset), or an HTTP error with gRPC code 14, Unavailable ("etcdserver: no
+// leader", "etcdserver: request timed out": this member cannot reach a leader now). Every later
+// call goes to the member it moved to; LockClientOptions::on_failover is told of each move. What
+// the failed call itself does next follows etcd's own client (clientv3/retry.go, etcd 3.4:
+// isSafeRetryImmutableRPC, isSafeRetryMutableRPC; https://etcd.io/docs/v3.4/learning/design-client/,
+// "client implements automatic failover between replicas"):
+//   * repeatable calls (keepalive, remaining, and the Range after Lock) are tried again at once on
+//     the next members, each member once, whatever became of the first try: a renewal or a read
+//     sent twice does no harm;
+//   * the other calls (LeaseGrant, Lock, DeleteRange, LeaseRevoke) are tried again on the next
+//     member only when the request never left this client (EtcdError::unsent(): the connection
+//     could not be made, so the member did nothing). When the request was sent and no reply
+//     came, what it did is unknown: the call throws LockServiceError as with one member (the worker
+//     does with it what it did before: acquire.fail, a revoke, a new lease), and only the
+//     transport moves. (clientv3 also retries LeaseGrant and LeaseRevoke after an unknown outcome;
+//     this client does not: a second grant leaks a lease, a second revoke says "not found".)
+// The lease moves with the client: an etcd lease belongs to the cluster, not to the member that
+// granted it, and any member takes its keepalive (a follower forwards the renewal to the leader
+// over the peer API: etcdserver/v3_server.go, EtcdServer.LeaseRenew, "renewals don't go through
+// raft; forward to leader manually", waiting for a leader while there is none, up to etcd's
+// request timeout). A holder whose member is killed thus keeps its lease, and its lock, through
+// another member, as a clientv3 holder does.
+// A call that no member answers throws LockServiceError naming each member's failure. With one
+// endpoint nothing changes: every error is rethrown as before.
+//
 // Errors: every EtcdError is rethrown as LockServiceError with the same what() (which names the
-// endpoint, method, path and etcd's message: etcd_client.h).
+// endpoint, method, path and etcd's message: etcd_client.h); when no member answered, one
+// LockServiceError "etcd: no member answered (N tried): <each member's what(), by "; ">".
 //
 // Thread-safety: as EtcdClient: every call opens its own connection; any member may be called
-// concurrently.
+// concurrently. The member in use is an atomic index: two calls failing on one member at once
+// move it by one member, not two.
 #pragma once
 
+#include <atomic>
+#include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "fencecheck/locks/etcd/etcd_client.h"
 #include "fencecheck/locks/lock_client.h"
@@ -38,11 +73,16 @@ namespace fencecheck::locks {
 
 class EtcdLockClient final : public LockClient {
  public:
-  /// `endpoint` is "http://host:port" (std::invalid_argument otherwise, from EtcdClient).
+  /// `endpoints`: the members of one etcd cluster (or one etcd), each "http://host:port", the
+  /// one to use first first. std::invalid_argument for an empty list or a malformed endpoint
+  /// (from EtcdClient).
+  EtcdLockClient(std::vector<std::string> endpoints, const LockClientOptions& options);
+  /// One endpoint: no failover.
   EtcdLockClient(std::string endpoint, const LockClientOptions& options);
 
   [[nodiscard]] std::string_view kind() const override { return "etcd"; }
-  [[nodiscard]] std::string describe() const override { return "etcd " + etcd_.endpoint(); }
+  /// "etcd http://127.0.0.1:2379": the member in use now.
+  [[nodiscard]] std::string describe() const override { return "etcd " + etcd().endpoint(); }
   /// "keepalive reply has no TTL: etcd says the lease is gone".
   [[nodiscard]] std::string session_lost_detail() const override {
     return "keepalive reply has no TTL: etcd says the lease is gone";
@@ -56,11 +96,23 @@ class EtcdLockClient final : public LockClient {
   std::vector<Released> release_by_name(const std::string& name, const Session& s) override;
   bool close_session(const Session& s) override;
 
-  /// The underlying client (tests).
-  [[nodiscard]] const EtcdClient& etcd() const { return etcd_; }
+  /// The client of the member in use now (tests).
+  [[nodiscard]] const EtcdClient& etcd() const { return members_[current_.load()]; }
+  /// How many endpoints the client moves between.
+  [[nodiscard]] std::size_t member_count() const { return members_.size(); }
 
  private:
-  EtcdClient etcd_;
+  /// Whether a failed call is tried again on the next member (top of file, "Failover").
+  enum class Retry { kRepeatable, kOnlyUnsent };
+  /// Runs f(EtcdClient&) on the member in use, moving on as the top of the file says.
+  template <typename F>
+  auto on_member(Retry retry, F&& f) -> decltype(f(std::declval<const EtcdClient&>()));
+  /// Moves from member `from` to the next, unless another call moved already; tells on_failover_.
+  void move_from(std::size_t from, const std::string& why);
+
+  std::vector<EtcdClient> members_;
+  std::atomic<std::size_t> current_{0};
+  std::function<void(const std::string&)> on_failover_;
 };
 
 }  // namespace fencecheck::locks
