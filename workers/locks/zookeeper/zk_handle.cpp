@@ -392,6 +392,20 @@ int Handle::advance_zxid(const std::string& path, std::int64_t count, Millis bou
   return batch->first_error;
 }
 
+std::optional<std::string> four_letter_word(const std::string& endpoint, const std::string& word, Millis bound) {
+  const std::size_t colon = endpoint.rfind(':');
+  if (colon == std::string::npos || colon + 1 >= endpoint.size()) return std::nullopt;
+  std::string host = endpoint.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  int port = 0;
+  try {
+    port = std::stoi(endpoint.substr(colon + 1));
+  } catch (const std::logic_error&) {
+    return std::nullopt;
+  }
+  return four_letter_word(host, port, word, bound);
+}
+
 std::optional<std::string> four_letter_word(const std::string& host, int port, const std::string& word, Millis bound) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

@@ -173,5 +173,9 @@ class Handle {
 /// when nothing answers within `bound`.
 [[nodiscard]] std::optional<std::string> four_letter_word(const std::string& host, int port, const std::string& word,
                                                           Millis bound);
+/// The same on an endpoint as a connection string spells it: "host:port" or "[v6]:port". nullopt
+/// too when the endpoint has no port that parses.
+[[nodiscard]] std::optional<std::string> four_letter_word(const std::string& endpoint, const std::string& word,
+                                                          Millis bound);
 
 }  // namespace fencecheck::locks::zk

@@ -155,15 +155,7 @@ class ZooKeeperInstance final : public LockServiceInstance {
   explicit ZooKeeperInstance(std::vector<std::string> endpoints) : endpoints_(std::move(endpoints)) {
     // A refused TCP connection fails at once; the client itself would retry until its timeout.
     const bool any_listens = std::any_of(endpoints_.begin(), endpoints_.end(), [](const std::string& e) {
-      const auto colon = e.rfind(':');
-      if (colon == std::string::npos) return false;
-      std::string host = e.substr(0, colon);
-      if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-      try {
-        return four_letter_word(host, std::stoi(e.substr(colon + 1)), "srvr", 2s).has_value();
-      } catch (const std::logic_error&) {
-        return false;
-      }
+      return four_letter_word(e, "srvr", 2s).has_value();
     });
     if (!any_listens)
       throw LockServiceUnavailable("lock_service endpoints: nothing answers at " + joined(endpoints_) +

@@ -191,16 +191,7 @@ class ZooKeeperWatch final : public IssuerWatch {
     for (std::size_t k = 0; k < servers_.size(); ++k) {
       const std::size_t i = (first + k) % servers_.size();
       const std::string& s = servers_[i];
-      const std::size_t colon = s.rfind(':');
-      std::optional<std::string> reply;
-      if (colon != std::string::npos && colon + 1 < s.size()) {
-        std::string host = s.substr(0, colon);
-        if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-        try {
-          reply = four_letter_word(host, std::stoi(s.substr(colon + 1)), "srvr", bound);
-        } catch (const std::logic_error&) {
-        }
-      }
+      const std::optional<std::string> reply = four_letter_word(s, "srvr", bound);
       if (!reply || reply->empty()) {
         silent.push_back(i);
         said += s + ": no answer to srvr within " + std::to_string(bound.count()) + " ms; ";
